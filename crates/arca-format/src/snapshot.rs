@@ -1,0 +1,132 @@
+//! Snapshots (`snapshots/<id>`): who backed up what and when, and the root tree.
+//! The body is a 6-byte magic and version followed by JSON, pleasant to inspect.
+
+use chrono::{DateTime, FixedOffset};
+use serde::{Deserialize, Serialize};
+
+use crate::{FormatError, Id};
+
+/// Structure magic of the snapshot body.
+pub const MAGIC: [u8; 4] = *b"ASNP";
+/// Current snapshot version.
+pub const VERSION: u16 = 1;
+
+/// Counts gathered while the snapshot was made.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SnapshotSummary {
+    /// When the backup started.
+    pub backup_start: Option<DateTime<FixedOffset>>,
+    /// When the backup ended.
+    pub backup_end: Option<DateTime<FixedOffset>>,
+    /// Files not in the parent snapshot.
+    pub files_new: u64,
+    /// Files in the parent snapshot whose metadata changed (re-read).
+    pub files_changed: u64,
+    /// Files reused from the parent snapshot without reading.
+    pub files_unmodified: u64,
+    /// Directories not in the parent snapshot.
+    pub dirs_new: u64,
+    /// Directories whose listing changed.
+    pub dirs_changed: u64,
+    /// Directories whose listing is unchanged.
+    pub dirs_unmodified: u64,
+    /// Other entries (symlinks, devices, FIFOs, sockets).
+    pub other_entries: u64,
+    /// Data blobs added to the repository.
+    pub data_blobs: u64,
+    /// Tree blobs added to the repository.
+    pub tree_blobs: u64,
+    /// Plain bytes of the blobs added.
+    pub data_added: u64,
+    /// Bytes the added blobs take in packs (compressed and sealed).
+    pub data_added_packed: u64,
+    /// Files seen.
+    pub total_files_processed: u64,
+    /// File bytes seen.
+    pub total_bytes_processed: u64,
+    /// Entries that could not be read and were skipped.
+    pub errors: u64,
+}
+
+/// A snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// When the backup started.
+    pub time: DateTime<FixedOffset>,
+    /// Root tree: a directory standing for `/` that holds the backed-up paths.
+    pub tree: Id,
+    /// The backed-up paths, absolute (non-UTF-8 bytes replaced for display).
+    pub paths: Vec<String>,
+    /// Host name.
+    pub hostname: String,
+    /// User name.
+    pub username: String,
+    /// User id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+    /// Tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Snapshot used for change detection.
+    #[serde(default)]
+    pub parent: Option<Id>,
+    /// Version of arca that made it.
+    pub program_version: String,
+    /// False when some entries could not be read and are missing.
+    pub complete: bool,
+    /// Counts.
+    #[serde(default)]
+    pub summary: SnapshotSummary,
+}
+
+impl Snapshot {
+    /// Encodes the body: magic, version, JSON.
+    pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
+        let mut b = Vec::with_capacity(512);
+        b.extend_from_slice(&MAGIC);
+        b.extend_from_slice(&VERSION.to_le_bytes());
+        serde_json::to_writer(&mut b, self).map_err(|source| FormatError::Json {
+            what: "snapshot",
+            source,
+        })?;
+        Ok(b)
+    }
+
+    /// Decodes a body.
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
+        let mut r = crate::codec::Reader::new(b, "snapshot");
+        r.magic(&MAGIC, VERSION)?;
+        serde_json::from_slice(&b[6..]).map_err(|source| FormatError::Json {
+            what: "snapshot",
+            source,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn round_trip(tree in any::<[u8; 32]>(), secs in 0i64..4_000_000_000, nanos in 0u32..1_000_000_000,
+                      paths in proptest::collection::vec(".{0,12}", 0..4), tags in proptest::collection::vec("[a-z]{1,6}", 0..3),
+                      parent in proptest::option::of(any::<[u8; 32]>()), complete in any::<bool>(), n in any::<u64>()) {
+            let time = DateTime::from_timestamp(secs, nanos).unwrap().fixed_offset();
+            let s = Snapshot {
+                time, tree: Id(tree), paths, hostname: "h".into(), username: "u".into(), uid: 1, gid: 2, tags,
+                parent: parent.map(Id), program_version: "arca 0".into(), complete,
+                summary: SnapshotSummary { files_new: n, backup_start: Some(time), ..Default::default() },
+            };
+            prop_assert_eq!(Snapshot::decode(&s.encode().unwrap()).unwrap(), s);
+        }
+
+        #[test]
+        fn garbage_never_panics(b in proptest::collection::vec(any::<u8>(), 0..100)) {
+            let _ = Snapshot::decode(&b);
+        }
+    }
+}

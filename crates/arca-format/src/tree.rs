@@ -1,0 +1,442 @@
+//! Tree blobs: one directory listing each. A node carries everything a file system holds
+//! for an entry, and a file node lists its content blobs with their plain lengths, so that
+//! a restore knows every block's offset in every file without reading data.
+
+use crate::codec::{Reader, Writer, len_u32};
+use crate::{FormatError, Id};
+
+/// Structure magic of a tree blob.
+pub const MAGIC: [u8; 4] = *b"ATRE";
+/// Current tree version.
+pub const VERSION: u16 = 1;
+
+/// What a node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    /// Regular file.
+    File,
+    /// Directory.
+    Dir,
+    /// Symbolic link.
+    Symlink,
+    /// Named pipe.
+    Fifo,
+    /// Character device.
+    CharDev,
+    /// Block device.
+    BlockDev,
+    /// Unix domain socket.
+    Socket,
+}
+
+impl NodeKind {
+    /// On-disk code.
+    pub fn code(self) -> u8 {
+        match self {
+            NodeKind::File => 1,
+            NodeKind::Dir => 2,
+            NodeKind::Symlink => 3,
+            NodeKind::Fifo => 4,
+            NodeKind::CharDev => 5,
+            NodeKind::BlockDev => 6,
+            NodeKind::Socket => 7,
+        }
+    }
+    /// Parses the on-disk code.
+    pub fn from_code(c: u8) -> Result<Self, FormatError> {
+        Ok(match c {
+            1 => NodeKind::File,
+            2 => NodeKind::Dir,
+            3 => NodeKind::Symlink,
+            4 => NodeKind::Fifo,
+            5 => NodeKind::CharDev,
+            6 => NodeKind::BlockDev,
+            7 => NodeKind::Socket,
+            _ => {
+                return Err(FormatError::Corrupt {
+                    what: "tree",
+                    detail: format!("unknown node kind {c}"),
+                });
+            }
+        })
+    }
+    /// Lower-case name used in listings and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeKind::File => "file",
+            NodeKind::Dir => "dir",
+            NodeKind::Symlink => "symlink",
+            NodeKind::Fifo => "fifo",
+            NodeKind::CharDev => "chardev",
+            NodeKind::BlockDev => "blockdev",
+            NodeKind::Socket => "socket",
+        }
+    }
+}
+
+/// Seconds and nanoseconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Timespec {
+    /// Seconds (may be negative).
+    pub sec: i64,
+    /// Nanoseconds, 0..1_000_000_000.
+    pub nsec: u32,
+}
+
+/// One content blob of a file: its id and its plain (uncompressed) length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ContentRef {
+    /// Blob id.
+    pub id: Id,
+    /// Plain length in bytes.
+    pub len: u32,
+}
+
+/// One directory entry.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Node {
+    /// File name bytes (any bytes but `/` and NUL; not empty, `.` or `..`).
+    pub name: Vec<u8>,
+    /// Entry kind.
+    pub kind: Option<NodeKind>,
+    /// Permission bits including setuid, setgid and sticky (`st_mode & 0o7777`).
+    pub mode: u32,
+    /// Owner id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+    /// Owner name, empty when unknown.
+    pub user: Vec<u8>,
+    /// Group name, empty when unknown.
+    pub group: Vec<u8>,
+    /// Modification time.
+    pub mtime: Timespec,
+    /// Access time.
+    pub atime: Timespec,
+    /// Status change time (change detection only; cannot be restored).
+    pub ctime: Timespec,
+    /// Device of the source file system (change detection and hard links).
+    pub dev: u64,
+    /// Inode number (change detection and hard links).
+    pub inode: u64,
+    /// Number of hard links to the inode.
+    pub nlink: u64,
+    /// Device number for character and block devices.
+    pub rdev: u64,
+    /// Size in bytes (files), 0 otherwise.
+    pub size: u64,
+    /// Symlink target bytes.
+    pub link_target: Vec<u8>,
+    /// Extended attributes, sorted by name (POSIX ACLs travel here).
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// File content, in order.
+    pub content: Vec<ContentRef>,
+    /// Directory listing blob.
+    pub subtree: Option<Id>,
+}
+
+impl Node {
+    /// The node kind (every decoded node has one).
+    pub fn kind(&self) -> NodeKind {
+        self.kind.unwrap_or(NodeKind::File)
+    }
+    /// Whether this is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.kind == Some(NodeKind::Dir)
+    }
+}
+
+/// Checks that a name is safe to join to a directory path.
+pub fn validate_name(name: &[u8]) -> Result<(), FormatError> {
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
+    {
+        return Err(FormatError::Corrupt {
+            what: "tree",
+            detail: format!("invalid entry name {:?}", String::from_utf8_lossy(name)),
+        });
+    }
+    Ok(())
+}
+
+/// A directory listing: nodes sorted by name, names unique.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Tree {
+    /// Entries, sorted by name bytes.
+    pub nodes: Vec<Node>,
+}
+
+impl Tree {
+    /// Sorts nodes by name (the canonical order that makes equal listings encode equally).
+    pub fn sort(&mut self) {
+        self.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+
+    /// Finds a node by name.
+    pub fn find(&self, name: &[u8]) -> Option<&Node> {
+        self.nodes
+            .binary_search_by(|n| n.name.as_slice().cmp(name))
+            .ok()
+            .map(|i| &self.nodes[i])
+    }
+
+    /// Encodes the tree. Nodes must already be sorted and unique.
+    pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
+        let mut w = Writer::with_capacity(10 + self.nodes.len() * 160);
+        w.magic(&MAGIC, VERSION);
+        w.u32(len_u32(self.nodes.len())?);
+        for n in &self.nodes {
+            let kind = n.kind.ok_or(FormatError::Corrupt {
+                what: "tree",
+                detail: "node without kind".into(),
+            })?;
+            w.var_bytes(&n.name)?;
+            w.u8(kind.code());
+            w.u32(n.mode);
+            w.u32(n.uid);
+            w.u32(n.gid);
+            w.var_bytes(&n.user)?;
+            w.var_bytes(&n.group)?;
+            for t in [n.mtime, n.atime, n.ctime] {
+                w.i64(t.sec);
+                w.u32(t.nsec);
+            }
+            w.u64(n.dev);
+            w.u64(n.inode);
+            w.u64(n.nlink);
+            w.u64(n.rdev);
+            w.u64(n.size);
+            w.var_bytes(&n.link_target)?;
+            w.u32(len_u32(n.xattrs.len())?);
+            for (k, v) in &n.xattrs {
+                w.var_bytes(k)?;
+                w.var_bytes(v)?;
+            }
+            match kind {
+                NodeKind::File => {
+                    w.u32(len_u32(n.content.len())?);
+                    for c in &n.content {
+                        w.bytes(&c.id.0);
+                        w.u32(c.len);
+                    }
+                }
+                NodeKind::Dir => {
+                    let sub = n.subtree.ok_or(FormatError::Corrupt {
+                        what: "tree",
+                        detail: "directory node without subtree".into(),
+                    })?;
+                    w.bytes(&sub.0);
+                }
+                _ => {}
+            }
+        }
+        Ok(w.finish())
+    }
+
+    /// Decodes a tree, checking names, order and that file sizes match their content.
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
+        let mut r = Reader::new(b, "tree");
+        r.magic(&MAGIC, VERSION)?;
+        let n = r.count(100)?;
+        let mut nodes: Vec<Node> = Vec::with_capacity(n);
+        for _ in 0..n {
+            let name = r.var_bytes()?.to_vec();
+            validate_name(&name)?;
+            if let Some(prev) = nodes.last() {
+                if prev.name >= name {
+                    return Err(FormatError::Corrupt {
+                        what: "tree",
+                        detail: format!(
+                            "entries out of order at {:?}",
+                            String::from_utf8_lossy(&name)
+                        ),
+                    });
+                }
+            }
+            let kind = NodeKind::from_code(r.u8()?)?;
+            let mut node = Node {
+                name,
+                kind: Some(kind),
+                mode: r.u32()?,
+                uid: r.u32()?,
+                gid: r.u32()?,
+                user: r.var_bytes()?.to_vec(),
+                group: r.var_bytes()?.to_vec(),
+                ..Node::default()
+            };
+            let mut times = [Timespec::default(); 3];
+            for t in &mut times {
+                t.sec = r.i64()?;
+                t.nsec = r.u32()?;
+                if t.nsec >= 1_000_000_000 {
+                    return Err(FormatError::Corrupt {
+                        what: "tree",
+                        detail: format!("nanoseconds {} out of range", t.nsec),
+                    });
+                }
+            }
+            [node.mtime, node.atime, node.ctime] = times;
+            node.dev = r.u64()?;
+            node.inode = r.u64()?;
+            node.nlink = r.u64()?;
+            node.rdev = r.u64()?;
+            node.size = r.u64()?;
+            node.link_target = r.var_bytes()?.to_vec();
+            let nx = r.count(8)?;
+            for _ in 0..nx {
+                let k = r.var_bytes()?.to_vec();
+                let v = r.var_bytes()?.to_vec();
+                node.xattrs.push((k, v));
+            }
+            match kind {
+                NodeKind::File => {
+                    let nc = r.count(36)?;
+                    let mut total = 0u64;
+                    node.content.reserve_exact(nc);
+                    for _ in 0..nc {
+                        let c = ContentRef {
+                            id: Id(r.array()?),
+                            len: r.u32()?,
+                        };
+                        total += u64::from(c.len);
+                        node.content.push(c);
+                    }
+                    if total != node.size {
+                        return Err(FormatError::Corrupt {
+                            what: "tree",
+                            detail: format!(
+                                "file {:?} has size {} but its content sums to {total}",
+                                String::from_utf8_lossy(&node.name),
+                                node.size
+                            ),
+                        });
+                    }
+                }
+                NodeKind::Dir => node.subtree = Some(Id(r.array()?)),
+                _ => {}
+            }
+            nodes.push(node);
+        }
+        r.finish()?;
+        Ok(Self { nodes })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ts() -> impl Strategy<Value = Timespec> {
+        (any::<i64>(), 0u32..1_000_000_000).prop_map(|(sec, nsec)| Timespec { sec, nsec })
+    }
+
+    fn node_strategy() -> impl Strategy<Value = Node> {
+        let name = proptest::collection::vec(
+            any::<u8>().prop_filter("no / or NUL", |b| *b != b'/' && *b != 0),
+            1..20,
+        )
+        .prop_filter("not . or ..", |n| n != b"." && n != b"..");
+        (
+            name,
+            1u8..=7,
+            (any::<u32>(), any::<u32>(), any::<u32>()),
+            (
+                proptest::collection::vec(any::<u8>(), 0..8),
+                proptest::collection::vec(any::<u8>(), 0..8),
+            ),
+            (ts(), ts(), ts()),
+            (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>()),
+            proptest::collection::vec(any::<u8>(), 0..30),
+            proptest::collection::vec(
+                (
+                    proptest::collection::vec(any::<u8>(), 1..10),
+                    proptest::collection::vec(any::<u8>(), 0..10),
+                ),
+                0..3,
+            ),
+            proptest::collection::vec((any::<[u8; 32]>(), 0u32..1 << 22), 0..5),
+            any::<[u8; 32]>(),
+        )
+            .prop_map(
+                |(
+                    name,
+                    k,
+                    (mode, uid, gid),
+                    (user, group),
+                    (m, a, c),
+                    (dev, inode, nlink, rdev),
+                    link,
+                    xattrs,
+                    content,
+                    sub,
+                )| {
+                    let kind = NodeKind::from_code(k).unwrap();
+                    let content: Vec<ContentRef> = if kind == NodeKind::File {
+                        content
+                            .into_iter()
+                            .map(|(id, len)| ContentRef { id: Id(id), len })
+                            .collect()
+                    } else {
+                        vec![]
+                    };
+                    Node {
+                        name,
+                        kind: Some(kind),
+                        mode,
+                        uid,
+                        gid,
+                        user,
+                        group,
+                        mtime: m,
+                        atime: a,
+                        ctime: c,
+                        dev,
+                        inode,
+                        nlink,
+                        rdev,
+                        size: content.iter().map(|c| u64::from(c.len)).sum(),
+                        link_target: link,
+                        xattrs,
+                        content,
+                        subtree: (kind == NodeKind::Dir).then_some(Id(sub)),
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(nodes in proptest::collection::vec(node_strategy(), 0..12)) {
+            let mut t = Tree { nodes };
+            t.sort();
+            t.nodes.dedup_by(|a, b| a.name == b.name);
+            let b = t.encode().unwrap();
+            let back = Tree::decode(&b).unwrap();
+            prop_assert_eq!(&back, &t);
+            for n in &t.nodes {
+                prop_assert!(back.find(&n.name).is_some());
+            }
+            if b.len() > 10 {
+                prop_assert!(Tree::decode(&b[..b.len() - 1]).is_err());
+            }
+        }
+
+        #[test]
+        fn garbage_never_panics(b in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = Tree::decode(&b);
+        }
+    }
+
+    #[test]
+    fn dangerous_names_are_rejected() {
+        for bad in [&b".."[..], b".", b"a/b", b"", b"x\0"] {
+            let node = Node {
+                name: bad.to_vec(),
+                kind: Some(NodeKind::Fifo),
+                ..Node::default()
+            };
+            let b = Tree { nodes: vec![node] }.encode().unwrap();
+            assert!(Tree::decode(&b).is_err(), "{bad:?} accepted");
+        }
+    }
+}
