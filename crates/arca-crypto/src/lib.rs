@@ -1,0 +1,340 @@
+//! arca's cryptography: a random master secret, wrapped per password with Argon2id, from
+//! which independent subkeys are derived for sealing (XChaCha20-Poly1305), blob ids (keyed
+//! BLAKE3) and the chunker's gear table.
+//!
+//! Sealed bytes are always `nonce (24) ‖ ciphertext ‖ tag (16)` with random nonces, which is
+//! safe for any number of writers because 192-bit nonces do not collide.
+
+use arca_format::Id;
+use arca_format::key::{KdfParams, KeyFile, NONCE_LEN, WRAPPED_LEN};
+use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+use chacha20poly1305::{Key, Tag, XChaCha20Poly1305, XNonce};
+use zeroize::{Zeroize, ZeroizeOnDrop};
+
+/// Bytes added by sealing: nonce and tag.
+pub const SEAL_OVERHEAD: usize = NONCE_LEN + TAG_LEN;
+/// AEAD tag length.
+pub const TAG_LEN: usize = 16;
+
+/// Largest Argon2 memory cost accepted from a key file (4 GiB), so a hostile key file
+/// cannot make `open` allocate without bound.
+pub const MAX_KDF_MEMORY_KIB: u32 = 4 * 1024 * 1024;
+/// Largest Argon2 pass count accepted from a key file.
+pub const MAX_KDF_ITERATIONS: u32 = 64;
+
+/// Why a cryptographic operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CryptoError {
+    /// Authentication failed: wrong key or password, or the bytes were altered.
+    #[error("{what}: authentication failed (wrong key or corrupted data)")]
+    Auth {
+        /// What was being opened.
+        what: String,
+    },
+    /// The sealed input is shorter than nonce and tag.
+    #[error("{what}: sealed data is truncated ({len} bytes)")]
+    Truncated {
+        /// What was being opened.
+        what: String,
+        /// Length found.
+        len: usize,
+    },
+    /// Argon2 refused the parameters.
+    #[error("invalid key derivation parameters {params:?}: {detail}")]
+    Kdf {
+        /// Parameters given.
+        params: KdfParams,
+        /// Why.
+        detail: String,
+    },
+    /// The operating system's random generator failed.
+    #[error("random number generator failed: {0}")]
+    Random(String),
+}
+
+/// Fills `buf` with random bytes from the operating system.
+pub fn random_bytes(buf: &mut [u8]) -> Result<(), CryptoError> {
+    getrandom::getrandom(buf).map_err(|e| CryptoError::Random(e.to_string()))
+}
+
+/// The repository master secret and the subkeys derived from it.
+#[derive(Clone, Zeroize, ZeroizeOnDrop)]
+pub struct MasterKey {
+    secret: [u8; 32],
+    seal: [u8; 32],
+    id: [u8; 32],
+    chunker: [u8; 32],
+}
+
+impl std::fmt::Debug for MasterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MasterKey(..)")
+    }
+}
+
+impl MasterKey {
+    /// A new random master key.
+    pub fn generate() -> Result<Self, CryptoError> {
+        let mut secret = [0u8; 32];
+        random_bytes(&mut secret)?;
+        Ok(Self::from_secret(secret))
+    }
+
+    /// Derives the subkeys of a master secret.
+    pub fn from_secret(secret: [u8; 32]) -> Self {
+        Self {
+            seal: blake3::derive_key("arca 2026 v1 sealing key", &secret),
+            id: blake3::derive_key("arca 2026 v1 blob id key", &secret),
+            chunker: blake3::derive_key("arca 2026 v1 chunker gear key", &secret),
+            secret,
+        }
+    }
+
+    /// The key for the chunker's gear table.
+    pub fn chunker_key(&self) -> &[u8; 32] {
+        &self.chunker
+    }
+
+    /// The id of a blob: BLAKE3 keyed with the id subkey, so ids reveal nothing about
+    /// content to anyone without the key.
+    pub fn blob_id(&self, plaintext: &[u8]) -> Id {
+        Id(*blake3::keyed_hash(&self.id, plaintext).as_bytes())
+    }
+
+    /// A cipher for sealing and opening.
+    pub fn cipher(&self) -> Sealer {
+        Sealer {
+            aead: XChaCha20Poly1305::new(Key::from_slice(&self.seal)),
+        }
+    }
+
+    /// Wraps the master secret for a new key file protected by `password`.
+    pub fn wrap(
+        &self,
+        password: &[u8],
+        kdf: KdfParams,
+        hostname: String,
+        username: String,
+        created_ns: i64,
+    ) -> Result<KeyFile, CryptoError> {
+        let mut salt = [0u8; 32];
+        random_bytes(&mut salt)?;
+        let mut nonce = [0u8; NONCE_LEN];
+        random_bytes(&mut nonce)?;
+        let mut kf = KeyFile {
+            kdf,
+            salt,
+            created_ns,
+            hostname,
+            username,
+            nonce,
+            wrapped: [0u8; WRAPPED_LEN],
+        };
+        let mut kek = derive_kek(password, &kdf, &salt)?;
+        let aad = kf.aad_prefix().map_err(|e| CryptoError::Kdf {
+            params: kdf,
+            detail: e.to_string(),
+        })?;
+        let aead = XChaCha20Poly1305::new(Key::from_slice(&kek));
+        let mut buf = self.secret;
+        let tag = aead
+            .encrypt_in_place_detached(XNonce::from_slice(&nonce), &aad, &mut buf)
+            .map_err(|_| CryptoError::Auth {
+                what: "key wrapping".into(),
+            })?;
+        kf.wrapped[..32].copy_from_slice(&buf);
+        kf.wrapped[32..].copy_from_slice(&tag);
+        buf.zeroize();
+        kek.zeroize();
+        Ok(kf)
+    }
+
+    /// Unwraps the master secret of a key file with `password`.
+    pub fn unwrap(kf: &KeyFile, password: &[u8]) -> Result<Self, CryptoError> {
+        let mut kek = derive_kek(password, &kf.kdf, &kf.salt)?;
+        let aad = kf.aad_prefix().map_err(|e| CryptoError::Kdf {
+            params: kf.kdf,
+            detail: e.to_string(),
+        })?;
+        let aead = XChaCha20Poly1305::new(Key::from_slice(&kek));
+        kek.zeroize();
+        let mut buf = [0u8; 32];
+        buf.copy_from_slice(&kf.wrapped[..32]);
+        let r = aead.decrypt_in_place_detached(
+            XNonce::from_slice(&kf.nonce),
+            &aad,
+            &mut buf,
+            Tag::from_slice(&kf.wrapped[32..]),
+        );
+        if r.is_err() {
+            buf.zeroize();
+            return Err(CryptoError::Auth {
+                what: "key file".into(),
+            });
+        }
+        Ok(Self::from_secret(buf))
+    }
+}
+
+fn derive_kek(password: &[u8], kdf: &KdfParams, salt: &[u8; 32]) -> Result<[u8; 32], CryptoError> {
+    let bad = |detail: String| CryptoError::Kdf {
+        params: *kdf,
+        detail,
+    };
+    if kdf.memory_kib > MAX_KDF_MEMORY_KIB || kdf.iterations > MAX_KDF_ITERATIONS {
+        return Err(bad("cost above the accepted maximum".into()));
+    }
+    let params = argon2::Params::new(kdf.memory_kib, kdf.iterations, kdf.parallelism, Some(32))
+        .map_err(|e| bad(e.to_string()))?;
+    let a = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
+    let mut out = [0u8; 32];
+    a.hash_password_into(password, salt, &mut out)
+        .map_err(|e| bad(e.to_string()))?;
+    Ok(out)
+}
+
+/// Seals and opens with the repository's sealing subkey.
+#[derive(Clone)]
+pub struct Sealer {
+    aead: XChaCha20Poly1305,
+}
+
+impl Sealer {
+    /// Appends `nonce ‖ ciphertext ‖ tag` of `plaintext` to `out`.
+    pub fn seal_into(
+        &self,
+        aad: &[u8],
+        plaintext: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), CryptoError> {
+        let mut nonce = [0u8; NONCE_LEN];
+        random_bytes(&mut nonce)?;
+        out.reserve(plaintext.len() + SEAL_OVERHEAD);
+        out.extend_from_slice(&nonce);
+        let start = out.len();
+        out.extend_from_slice(plaintext);
+        self.seal_tail(aad, &nonce, out, start)
+    }
+
+    /// Seals, in place, the bytes of `buf` from `start` on, which must be preceded by the
+    /// 24-byte nonce; appends the tag. Lets callers build plaintext directly in the output
+    /// buffer without a copy.
+    pub fn seal_tail(
+        &self,
+        aad: &[u8],
+        nonce: &[u8; NONCE_LEN],
+        buf: &mut Vec<u8>,
+        start: usize,
+    ) -> Result<(), CryptoError> {
+        let tag = self
+            .aead
+            .encrypt_in_place_detached(XNonce::from_slice(nonce), aad, &mut buf[start..])
+            .map_err(|_| CryptoError::Auth {
+                what: "sealing".into(),
+            })?;
+        buf.extend_from_slice(&tag);
+        Ok(())
+    }
+
+    /// `nonce ‖ ciphertext ‖ tag` of `plaintext`.
+    pub fn seal(&self, aad: &[u8], plaintext: &[u8]) -> Result<Vec<u8>, CryptoError> {
+        let mut out = Vec::new();
+        self.seal_into(aad, plaintext, &mut out)?;
+        Ok(out)
+    }
+
+    /// Opens `nonce ‖ ciphertext ‖ tag`; `what` names the object in errors.
+    pub fn open(
+        &self,
+        aad: &[u8],
+        sealed: &[u8],
+        what: &dyn Fn() -> String,
+    ) -> Result<Vec<u8>, CryptoError> {
+        if sealed.len() < SEAL_OVERHEAD {
+            return Err(CryptoError::Truncated {
+                what: what(),
+                len: sealed.len(),
+            });
+        }
+        let (nonce, rest) = sealed.split_at(NONCE_LEN);
+        let (ct, tag) = rest.split_at(rest.len() - TAG_LEN);
+        let mut buf = ct.to_vec();
+        self.aead
+            .decrypt_in_place_detached(
+                XNonce::from_slice(nonce),
+                aad,
+                &mut buf,
+                Tag::from_slice(tag),
+            )
+            .map_err(|_| CryptoError::Auth { what: what() })?;
+        Ok(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn fast_kdf() -> KdfParams {
+        KdfParams {
+            memory_kib: 64,
+            iterations: 1,
+            parallelism: 1,
+        }
+    }
+
+    #[test]
+    fn wrap_unwrap_and_wrong_password() {
+        let mk = MasterKey::generate().unwrap();
+        let kf = mk
+            .wrap(b"secret", fast_kdf(), "host".into(), "me".into(), 5)
+            .unwrap();
+        let kf = KeyFile::decode(&kf.encode().unwrap()).unwrap();
+        let back = MasterKey::unwrap(&kf, b"secret").unwrap();
+        assert_eq!(back.blob_id(b"x"), mk.blob_id(b"x"));
+        assert!(matches!(
+            MasterKey::unwrap(&kf, b"wrong"),
+            Err(CryptoError::Auth { .. })
+        ));
+        // Weakening the parameters in the file is detected, not obeyed.
+        let mut tampered = kf.clone();
+        tampered.kdf.iterations = 2;
+        assert!(MasterKey::unwrap(&tampered, b"secret").is_err());
+        let mut huge = kf;
+        huge.kdf.memory_kib = u32::MAX;
+        assert!(matches!(
+            MasterKey::unwrap(&huge, b"secret"),
+            Err(CryptoError::Kdf { .. })
+        ));
+    }
+
+    #[test]
+    fn subkeys_are_independent_and_ids_keyed() {
+        let a = MasterKey::from_secret([1; 32]);
+        let b = MasterKey::from_secret([2; 32]);
+        assert_ne!(a.blob_id(b"data"), b.blob_id(b"data"));
+        assert_ne!(a.chunker_key(), b.chunker_key());
+        assert_ne!(a.blob_id(b"data").0, *blake3::hash(b"data").as_bytes());
+    }
+
+    proptest! {
+        #[test]
+        fn seal_open_round_trip(data in proptest::collection::vec(any::<u8>(), 0..2000), aad in proptest::collection::vec(any::<u8>(), 0..40), flip in any::<usize>()) {
+            let mk = MasterKey::from_secret([7; 32]);
+            let c = mk.cipher();
+            let sealed = c.seal(&aad, &data).unwrap();
+            prop_assert_eq!(sealed.len(), data.len() + SEAL_OVERHEAD);
+            prop_assert_eq!(c.open(&aad, &sealed, &|| "t".into()).unwrap(), data);
+            let mut bad = sealed.clone();
+            let i = flip % bad.len();
+            bad[i] ^= 1;
+            prop_assert!(c.open(&aad, &bad, &|| "t".into()).is_err());
+            let mut other_aad = aad.clone();
+            other_aad.push(0);
+            prop_assert!(c.open(&other_aad, &sealed, &|| "t".into()).is_err());
+            prop_assert!(c.open(&aad, &sealed[..sealed.len() - 1], &|| "t".into()).is_err());
+        }
+    }
+}
