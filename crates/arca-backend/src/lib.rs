@@ -1,0 +1,293 @@
+//! Where repository files live. One small synchronous [`Backend`] trait (list, read whole or
+//! a range, write atomically, delete, stat) and its implementations and decorators.
+//!
+//! Backends know the repository layout (`config`, `keys/`, `snapshots/`, `index/`,
+//! `data/<2 hex>/`) but nothing about the bytes they store.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+mod fault;
+mod local;
+mod memory;
+mod metered;
+
+pub use fault::{Fault, FaultBackend, Op, Rule, Trigger};
+pub use local::LocalBackend;
+pub use memory::MemoryBackend;
+pub use metered::{BackendStats, MeteredBackend, StatsSnapshot, Throttle};
+
+/// The kinds of repository files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileType {
+    /// The single `config` file.
+    Config,
+    /// `keys/<id>`.
+    Key,
+    /// `snapshots/<id>`.
+    Snapshot,
+    /// `index/<id>`.
+    Index,
+    /// `data/<first 2 hex digits>/<id>`.
+    Pack,
+}
+
+impl FileType {
+    /// Every file type, in listing order.
+    pub const ALL: [FileType; 5] = [
+        FileType::Config,
+        FileType::Key,
+        FileType::Snapshot,
+        FileType::Index,
+        FileType::Pack,
+    ];
+
+    /// Directory of this type inside the repository (empty for `config`).
+    pub fn dir(self) -> &'static str {
+        match self {
+            FileType::Config => "",
+            FileType::Key => "keys",
+            FileType::Snapshot => "snapshots",
+            FileType::Index => "index",
+            FileType::Pack => "data",
+        }
+    }
+
+    /// Path of a file relative to the repository root.
+    pub fn path(self, name: &str) -> String {
+        match self {
+            FileType::Config => "config".to_string(),
+            FileType::Pack => {
+                let shard = name.get(..2).unwrap_or("00");
+                format!("data/{shard}/{name}")
+            }
+            t => format!("{}/{name}", t.dir()),
+        }
+    }
+}
+
+impl fmt::Display for FileType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FileType::Config => "config",
+            FileType::Key => "key",
+            FileType::Snapshot => "snapshot",
+            FileType::Index => "index",
+            FileType::Pack => "pack",
+        })
+    }
+}
+
+/// A listed file.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FileInfo {
+    /// File name (a 64-digit hex id, or `config`).
+    pub name: String,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// Broad class of a backend failure, for messages, exit codes and retries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The file or repository does not exist.
+    NotFound,
+    /// The file already exists (creating a repository).
+    AlreadyExists,
+    /// Access denied.
+    PermissionDenied,
+    /// No space left on the device holding the repository.
+    NoSpace,
+    /// The file is shorter than the requested range.
+    ShortRead,
+    /// A failure that may pass (timeouts, interrupted connections).
+    Transient,
+    /// Anything else.
+    Other,
+}
+
+/// A backend operation failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{op} {location}: {source}")]
+pub struct BackendError {
+    /// The operation (`read`, `write`, ...).
+    pub op: &'static str,
+    /// Full path or URL of the file.
+    pub location: String,
+    /// Class of the failure.
+    pub kind: ErrorKind,
+    /// Underlying error.
+    #[source]
+    pub source: io::Error,
+}
+
+impl BackendError {
+    /// Builds an error, classifying the I/O error.
+    pub fn io(op: &'static str, location: impl Into<String>, source: io::Error) -> Self {
+        let kind = classify(&source);
+        Self {
+            op,
+            location: location.into(),
+            kind,
+            source,
+        }
+    }
+    /// Builds an error of an explicit kind.
+    pub fn new(
+        op: &'static str,
+        location: impl Into<String>,
+        kind: ErrorKind,
+        msg: String,
+    ) -> Self {
+        Self {
+            op,
+            location: location.into(),
+            kind,
+            source: io::Error::other(msg),
+        }
+    }
+    /// Whether the file was missing.
+    pub fn is_not_found(&self) -> bool {
+        self.kind == ErrorKind::NotFound
+    }
+    /// Whether retrying may help.
+    pub fn is_transient(&self) -> bool {
+        self.kind == ErrorKind::Transient
+    }
+}
+
+/// Classifies an I/O error.
+pub fn classify(e: &io::Error) -> ErrorKind {
+    match e.kind() {
+        io::ErrorKind::NotFound => ErrorKind::NotFound,
+        io::ErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
+        io::ErrorKind::PermissionDenied => ErrorKind::PermissionDenied,
+        io::ErrorKind::UnexpectedEof => ErrorKind::ShortRead,
+        io::ErrorKind::TimedOut
+        | io::ErrorKind::Interrupted
+        | io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::WouldBlock => ErrorKind::Transient,
+        _ if e.raw_os_error() == Some(libc::ENOSPC) || e.raw_os_error() == Some(libc::EDQUOT) => {
+            ErrorKind::NoSpace
+        }
+        _ => ErrorKind::Other,
+    }
+}
+
+/// Result of backend operations.
+pub type Result<T, E = BackendError> = std::result::Result<T, E>;
+
+/// Storage for repository files. Implementations must make `write` atomic: a reader sees the
+/// whole file or none of it, and a crash never leaves a partial file under the final name.
+pub trait Backend: Send + Sync + fmt::Debug {
+    /// Where the repository is, for messages.
+    fn location(&self) -> String;
+    /// Creates an empty repository layout. Fails if a repository already exists there.
+    fn create(&self) -> Result<()>;
+    /// Lists the files of one type with their sizes.
+    fn list(&self, t: FileType) -> Result<Vec<FileInfo>>;
+    /// Reads a whole file.
+    fn read(&self, t: FileType, name: &str) -> Result<Vec<u8>>;
+    /// Reads `len` bytes at `offset`; fails with [`ErrorKind::ShortRead`] if the file ends
+    /// first.
+    fn read_range(&self, t: FileType, name: &str, offset: u64, len: u64) -> Result<Vec<u8>>;
+    /// Writes a file atomically. Writing an existing file replaces it.
+    fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()>;
+    /// Deletes a file.
+    fn delete(&self, t: FileType, name: &str) -> Result<()>;
+    /// Size of one file.
+    fn stat(&self, t: FileType, name: &str) -> Result<FileInfo>;
+}
+
+impl<B: Backend + ?Sized> Backend for Arc<B> {
+    fn location(&self) -> String {
+        (**self).location()
+    }
+    fn create(&self) -> Result<()> {
+        (**self).create()
+    }
+    fn list(&self, t: FileType) -> Result<Vec<FileInfo>> {
+        (**self).list(t)
+    }
+    fn read(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
+        (**self).read(t, name)
+    }
+    fn read_range(&self, t: FileType, name: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
+        (**self).read_range(t, name, offset, len)
+    }
+    fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
+        (**self).write(t, name, data)
+    }
+    fn delete(&self, t: FileType, name: &str) -> Result<()> {
+        (**self).delete(t, name)
+    }
+    fn stat(&self, t: FileType, name: &str) -> Result<FileInfo> {
+        (**self).stat(t, name)
+    }
+}
+
+/// A conformance suite every backend must pass; used by this crate's tests and available to
+/// future backends (SFTP, S3) through the `tests` of their crates.
+pub fn conformance(b: &dyn Backend) {
+    let id = "ab".repeat(32);
+    let id2 = "cd".repeat(32);
+    for t in FileType::ALL {
+        assert!(b.list(t).expect("list").is_empty() || t == FileType::Config);
+    }
+    b.write(FileType::Pack, &id, b"hello world").expect("write");
+    b.write(FileType::Pack, &id2, b"x").expect("write");
+    b.write(FileType::Snapshot, &id, b"snap").expect("write");
+    assert_eq!(b.read(FileType::Pack, &id).expect("read"), b"hello world");
+    assert_eq!(
+        b.read_range(FileType::Pack, &id, 6, 5).expect("range"),
+        b"world"
+    );
+    let short = b
+        .read_range(FileType::Pack, &id, 6, 50)
+        .expect_err("short read must fail");
+    assert_eq!(short.kind, ErrorKind::ShortRead);
+    let mut l = b.list(FileType::Pack).expect("list");
+    l.sort();
+    assert_eq!(
+        l,
+        vec![
+            FileInfo {
+                name: id.clone(),
+                size: 11
+            },
+            FileInfo {
+                name: id2.clone(),
+                size: 1
+            }
+        ]
+    );
+    assert_eq!(b.list(FileType::Snapshot).expect("list").len(), 1);
+    assert_eq!(b.stat(FileType::Pack, &id).expect("stat").size, 11);
+    b.write(FileType::Pack, &id, b"replaced")
+        .expect("overwrite");
+    assert_eq!(b.read(FileType::Pack, &id).expect("read"), b"replaced");
+    b.delete(FileType::Pack, &id).expect("delete");
+    assert!(
+        b.read(FileType::Pack, &id)
+            .expect_err("deleted")
+            .is_not_found()
+    );
+    assert!(
+        b.stat(FileType::Pack, &id)
+            .expect_err("deleted")
+            .is_not_found()
+    );
+    assert!(
+        b.delete(FileType::Pack, &id)
+            .expect_err("deleted")
+            .is_not_found()
+    );
+    b.write(FileType::Config, "config", b"cfg").expect("config");
+    assert_eq!(b.read(FileType::Config, "config").expect("config"), b"cfg");
+    assert_eq!(
+        b.create().expect_err("exists").kind,
+        ErrorKind::AlreadyExists
+    );
+}

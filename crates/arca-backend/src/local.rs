@@ -1,0 +1,252 @@
+//! The local-folder backend: one file per repository file, written to a temporary name,
+//! fsynced, renamed into place and the directory fsynced, so a crash leaves no partial file.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::{Backend, BackendError, ErrorKind, FileInfo, FileType, Result};
+
+/// A repository in a local directory.
+#[derive(Debug, Clone)]
+pub struct LocalBackend {
+    root: PathBuf,
+}
+
+impl LocalBackend {
+    /// A backend rooted at `root` (which need not exist yet).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The repository directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn file(&self, t: FileType, name: &str) -> PathBuf {
+        self.root.join(t.path(name))
+    }
+
+    fn shown(p: &Path) -> String {
+        p.display().to_string()
+    }
+}
+
+fn is_id(name: &str) -> bool {
+    name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+impl Backend for LocalBackend {
+    fn location(&self) -> String {
+        Self::shown(&self.root)
+    }
+
+    fn create(&self) -> Result<()> {
+        let loc = self.location();
+        match fs::read_dir(&self.root) {
+            Ok(mut entries) => {
+                if self.root.join("config").exists() {
+                    return Err(BackendError::new(
+                        "create repository",
+                        loc,
+                        ErrorKind::AlreadyExists,
+                        "a repository already exists here".into(),
+                    ));
+                }
+                if entries.next().is_some() {
+                    return Err(BackendError::new(
+                        "create repository",
+                        loc,
+                        ErrorKind::AlreadyExists,
+                        "directory is not empty".into(),
+                    ));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fs::create_dir_all(&self.root)
+                    .map_err(|e| BackendError::io("create repository", loc.clone(), e))?;
+            }
+            Err(e) => return Err(BackendError::io("create repository", loc, e)),
+        }
+        let mut dirs: Vec<PathBuf> = ["keys", "snapshots", "index", "data"]
+            .iter()
+            .map(|d| self.root.join(d))
+            .collect();
+        dirs.extend((0..=255u8).map(|i| self.root.join("data").join(hex::encode([i]))));
+        for d in &dirs {
+            fs::create_dir_all(d)
+                .map_err(|e| BackendError::io("create directory", Self::shown(d), e))?;
+        }
+        sync_dir(&self.root).map_err(|e| BackendError::io("sync", loc, e))?;
+        Ok(())
+    }
+
+    fn list(&self, t: FileType) -> Result<Vec<FileInfo>> {
+        if t == FileType::Config {
+            return match self.stat(t, "config") {
+                Ok(i) => Ok(vec![i]),
+                Err(e) if e.is_not_found() => Ok(vec![]),
+                Err(e) => Err(e),
+            };
+        }
+        let base = self.root.join(t.dir());
+        let dirs: Vec<PathBuf> = if t == FileType::Pack {
+            let mut v = vec![];
+            let rd =
+                fs::read_dir(&base).map_err(|e| BackendError::io("list", Self::shown(&base), e))?;
+            for e in rd {
+                let e = e.map_err(|e| BackendError::io("list", Self::shown(&base), e))?;
+                let name = e.file_name();
+                if name.len() == 2 && e.file_type().map(|f| f.is_dir()).unwrap_or(false) {
+                    v.push(e.path());
+                }
+            }
+            v
+        } else {
+            vec![base]
+        };
+        let mut out = vec![];
+        for d in dirs {
+            let rd = fs::read_dir(&d).map_err(|e| BackendError::io("list", Self::shown(&d), e))?;
+            for e in rd {
+                let e = e.map_err(|e| BackendError::io("list", Self::shown(&d), e))?;
+                let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+                    continue;
+                };
+                if !is_id(&name) {
+                    continue;
+                }
+                match e.metadata() {
+                    Ok(m) if m.is_file() => out.push(FileInfo {
+                        name,
+                        size: m.len(),
+                    }),
+                    Ok(_) => {}
+                    // Deleted between readdir and stat: not listed.
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                    Err(err) => return Err(BackendError::io("stat", Self::shown(&e.path()), err)),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn read(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
+        let p = self.file(t, name);
+        fs::read(&p).map_err(|e| BackendError::io("read", Self::shown(&p), e))
+    }
+
+    fn read_range(&self, t: FileType, name: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let p = self.file(t, name);
+        let f = File::open(&p).map_err(|e| BackendError::io("read", Self::shown(&p), e))?;
+        let n = usize::try_from(len).map_err(|_| {
+            BackendError::new(
+                "read",
+                Self::shown(&p),
+                ErrorKind::Other,
+                format!("range of {len} bytes"),
+            )
+        })?;
+        let mut buf = vec![0u8; n];
+        f.read_exact_at(&mut buf, offset).map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+                BackendError::new(
+                    "read",
+                    Self::shown(&p),
+                    ErrorKind::ShortRead,
+                    format!("file is {size} bytes, wanted {len} bytes at offset {offset}"),
+                )
+            } else {
+                BackendError::io("read", Self::shown(&p), e)
+            }
+        })?;
+        Ok(buf)
+    }
+
+    fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
+        let p = self.file(t, name);
+        let dir = p.parent().unwrap_or(&self.root).to_path_buf();
+        let mut rnd = [0u8; 8];
+        getrandom::getrandom(&mut rnd).map_err(|e| {
+            BackendError::new("write", Self::shown(&p), ErrorKind::Other, e.to_string())
+        })?;
+        let tmp = dir.join(format!(".tmp-{}", hex::encode(rnd)));
+        let res = (|| -> io::Result<()> {
+            let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            f.write_all(data)?;
+            f.sync_all()?;
+            drop(f);
+            fs::rename(&tmp, &p)?;
+            sync_dir(&dir)
+        })();
+        if let Err(e) = res {
+            let _ = fs::remove_file(&tmp);
+            return Err(BackendError::io("write", Self::shown(&p), e));
+        }
+        Ok(())
+    }
+
+    fn delete(&self, t: FileType, name: &str) -> Result<()> {
+        let p = self.file(t, name);
+        fs::remove_file(&p).map_err(|e| BackendError::io("delete", Self::shown(&p), e))
+    }
+
+    fn stat(&self, t: FileType, name: &str) -> Result<FileInfo> {
+        let p = self.file(t, name);
+        let m = fs::metadata(&p).map_err(|e| BackendError::io("stat", Self::shown(&p), e))?;
+        Ok(FileInfo {
+            name: name.to_string(),
+            size: m.len(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conformance() {
+        let d = tempfile::tempdir().unwrap();
+        let b = LocalBackend::new(d.path().join("repo"));
+        b.create().unwrap();
+        crate::conformance(&b);
+        // No temporary files are left behind.
+        for e in walk(d.path()) {
+            assert!(!e.contains(".tmp-"), "{e}");
+        }
+    }
+
+    #[test]
+    fn refuses_non_empty_dir_and_reports_missing_repo() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("x"), b"x").unwrap();
+        assert_eq!(
+            LocalBackend::new(d.path()).create().unwrap_err().kind,
+            ErrorKind::AlreadyExists
+        );
+        let missing = LocalBackend::new(d.path().join("nope"));
+        let e = missing.list(FileType::Key).unwrap_err();
+        assert!(e.is_not_found());
+        assert!(e.to_string().contains("nope"), "{e}");
+    }
+
+    fn walk(p: &Path) -> Vec<String> {
+        let mut out = vec![];
+        for e in fs::read_dir(p).unwrap() {
+            let e = e.unwrap();
+            out.push(e.path().display().to_string());
+            if e.file_type().unwrap().is_dir() {
+                out.extend(walk(&e.path()));
+            }
+        }
+        out
+    }
+}
