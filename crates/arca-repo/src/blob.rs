@@ -1,0 +1,161 @@
+//! Sealing and opening single blobs: optional zstd compression, then XChaCha20-Poly1305 with
+//! the blob id as associated data, so a blob cannot be swapped for another undetected.
+
+use arca_crypto::{MasterKey, SEAL_OVERHEAD, Sealer};
+use arca_format::key::NONCE_LEN;
+use arca_format::{BlobKind, Id};
+
+use crate::{RepoError, Result};
+
+/// Plaintext flag: payload stored as is.
+pub const FLAG_RAW: u8 = 0;
+/// Plaintext flag: payload is a zstd frame.
+pub const FLAG_ZSTD: u8 = 1;
+/// Bytes sealing adds to a blob: nonce, flag byte, tag.
+pub const BLOB_OVERHEAD: usize = SEAL_OVERHEAD + 1;
+
+/// A blob ready to be put in a pack.
+#[derive(Debug, Clone)]
+pub struct SealedBlob {
+    /// Kind (selects the pack).
+    pub kind: BlobKind,
+    /// Blob id (keyed hash of the plaintext).
+    pub id: Id,
+    /// Plaintext length.
+    pub raw_len: u32,
+    /// `nonce ‖ seal(flag ‖ payload) ‖ tag`.
+    pub bytes: Vec<u8>,
+}
+
+/// Compresses (when it pays) and seals `data`, whose id the caller has computed.
+pub fn seal_blob(
+    sealer: &Sealer,
+    kind: BlobKind,
+    id: Id,
+    data: &[u8],
+    level: i32,
+) -> Result<SealedBlob> {
+    let raw_len = u32::try_from(data.len()).map_err(|_| RepoError::Invalid {
+        what: "blob size",
+        detail: format!("{} bytes exceeds 4 GiB", data.len()),
+    })?;
+    let compressed = if level != 0 && data.len() > 64 {
+        zstd::bulk::compress(data, level)
+            .ok()
+            .filter(|c| c.len() < data.len() - data.len() / 64)
+    } else {
+        None
+    };
+    let (flag, payload) = match &compressed {
+        Some(c) => (FLAG_ZSTD, c.as_slice()),
+        None => (FLAG_RAW, data),
+    };
+    let mut nonce = [0u8; NONCE_LEN];
+    arca_crypto::random_bytes(&mut nonce).map_err(|e| RepoError::crypto("blob", e))?;
+    let mut bytes = Vec::with_capacity(payload.len() + BLOB_OVERHEAD);
+    bytes.extend_from_slice(&nonce);
+    bytes.push(flag);
+    bytes.extend_from_slice(payload);
+    sealer
+        .seal_tail(id.as_bytes(), &nonce, &mut bytes, NONCE_LEN)
+        .map_err(|e| RepoError::crypto(format!("blob {id}"), e))?;
+    Ok(SealedBlob {
+        kind,
+        id,
+        raw_len,
+        bytes,
+    })
+}
+
+/// Opens a sealed blob and checks that its plaintext hashes to `id`.
+pub fn open_blob(
+    key: &MasterKey,
+    sealer: &Sealer,
+    kind: BlobKind,
+    id: Id,
+    pack: Id,
+    sealed: &[u8],
+    raw_len: u32,
+) -> Result<Vec<u8>> {
+    let corrupt = |detail: String| RepoError::BlobCorrupt {
+        kind,
+        id,
+        pack,
+        detail,
+    };
+    let plain = sealer
+        .open(id.as_bytes(), sealed, &|| format!("{kind} blob {id}"))
+        .map_err(|e| corrupt(e.to_string()))?;
+    let (&flag, payload) = plain
+        .split_first()
+        .ok_or_else(|| corrupt("empty plaintext".into()))?;
+    let data = match flag {
+        FLAG_RAW => {
+            let mut p = plain;
+            p.remove(0);
+            p
+        }
+        FLAG_ZSTD => zstd::bulk::decompress(payload, raw_len as usize)
+            .map_err(|e| corrupt(format!("decompression failed: {e}")))?,
+        f => return Err(corrupt(format!("unknown compression flag {f}"))),
+    };
+    if data.len() != raw_len as usize {
+        return Err(corrupt(format!(
+            "length {} but index says {raw_len}",
+            data.len()
+        )));
+    }
+    if key.blob_id(&data) != id {
+        return Err(corrupt("content does not hash to its id".into()));
+    }
+    Ok(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_compressed_and_raw() {
+        let key = MasterKey::from_secret([9; 32]);
+        let s = key.cipher();
+        let text =
+            b"hello hello hello hello hello hello hello hello hello hello hello hello".repeat(50);
+        let mut random = vec![0u8; 5000];
+        arca_crypto::random_bytes(&mut random).unwrap();
+        for (data, compressed) in [(text, true), (random, false)] {
+            let id = key.blob_id(&data);
+            let b = seal_blob(&s, BlobKind::Data, id, &data, 3).unwrap();
+            assert_eq!(b.bytes.len() < data.len(), compressed);
+            let back = open_blob(
+                &key,
+                &s,
+                BlobKind::Data,
+                id,
+                Id::default(),
+                &b.bytes,
+                b.raw_len,
+            )
+            .unwrap();
+            assert_eq!(back, data);
+            let other = key.blob_id(b"other");
+            assert!(
+                open_blob(
+                    &key,
+                    &s,
+                    BlobKind::Data,
+                    other,
+                    Id::default(),
+                    &b.bytes,
+                    b.raw_len
+                )
+                .is_err()
+            );
+            let mut bad = b.bytes.clone();
+            bad[30] ^= 1;
+            assert!(
+                open_blob(&key, &s, BlobKind::Data, id, Id::default(), &bad, b.raw_len).is_err()
+            );
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! Errors of repository operations. Each variant names the file, blob or value involved so
+//! that the message alone tells the user what failed.
+//!
+//! Policy: library functions return [`RepoError`]; nothing here panics on bad input or I/O.
+
+use arca_backend::{BackendError, ErrorKind};
+use arca_crypto::CryptoError;
+use arca_format::{BlobKind, FormatError, Id};
+
+/// A repository operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RepoError {
+    /// The backend failed.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// Nothing exists at the repository location.
+    #[error("repository {location} does not exist")]
+    NoRepository {
+        /// Where we looked.
+        location: String,
+    },
+    /// Something exists but it is not an arca repository.
+    #[error("{location} is not an arca repository (no config file)")]
+    NotARepository {
+        /// Where we looked.
+        location: String,
+    },
+    /// No key file opens with the given password.
+    #[error("wrong password or no key found for repository {location}")]
+    WrongPassword {
+        /// Repository.
+        location: String,
+    },
+    /// A repository file did not decode.
+    #[error("{file}: {source}")]
+    Format {
+        /// File or object that was being decoded.
+        file: String,
+        /// What was wrong.
+        source: FormatError,
+    },
+    /// Decryption or key derivation failed.
+    #[error("{file}: {source}")]
+    Crypto {
+        /// File or object involved.
+        file: String,
+        /// What failed.
+        source: CryptoError,
+    },
+    /// A file's content does not hash to its name.
+    #[error("{file}: content does not match its id (corrupted)")]
+    IdMismatch {
+        /// The file.
+        file: String,
+    },
+    /// Decompression failed.
+    #[error("{file}: decompression failed: {detail}")]
+    Decompress {
+        /// File or blob.
+        file: String,
+        /// Why.
+        detail: String,
+    },
+    /// A blob is not in the index.
+    #[error("{kind} blob {id} is not in the index")]
+    BlobNotFound {
+        /// Kind looked for.
+        kind: BlobKind,
+        /// Blob id.
+        id: Id,
+    },
+    /// A blob was read but is damaged.
+    #[error("{kind} blob {id} in pack {pack} is damaged: {detail}")]
+    BlobCorrupt {
+        /// Kind of the blob.
+        kind: BlobKind,
+        /// Blob id.
+        id: Id,
+        /// Pack holding it.
+        pack: Id,
+        /// What is wrong.
+        detail: String,
+    },
+    /// No snapshot matches a name.
+    #[error("no snapshot matches {0:?}")]
+    NoSuchSnapshot(String),
+    /// Several snapshots match an id prefix.
+    #[error("snapshot prefix {prefix:?} is ambiguous: {count} snapshots match")]
+    AmbiguousSnapshot {
+        /// The prefix.
+        prefix: String,
+        /// How many matched.
+        count: usize,
+    },
+    /// A key operation that would lock the user out.
+    #[error("{0}")]
+    KeyRefused(String),
+    /// A parameter is out of range.
+    #[error("invalid {what}: {detail}")]
+    Invalid {
+        /// Which parameter.
+        what: &'static str,
+        /// Why.
+        detail: String,
+    },
+}
+
+impl RepoError {
+    /// Wraps a format error with the file it came from.
+    pub fn format(file: impl Into<String>, source: FormatError) -> Self {
+        RepoError::Format {
+            file: file.into(),
+            source,
+        }
+    }
+    /// Wraps a crypto error with the file it came from.
+    pub fn crypto(file: impl Into<String>, source: CryptoError) -> Self {
+        RepoError::Crypto {
+            file: file.into(),
+            source,
+        }
+    }
+    /// Whether the disk holding the repository is full.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, RepoError::Backend(e) if e.kind == ErrorKind::NoSpace)
+    }
+    /// Whether the error means data in the repository is damaged (as opposed to the
+    /// repository being unreachable).
+    pub fn is_corruption(&self) -> bool {
+        matches!(
+            self,
+            RepoError::Format { .. }
+                | RepoError::IdMismatch { .. }
+                | RepoError::Decompress { .. }
+                | RepoError::BlobCorrupt { .. }
+                | RepoError::Crypto {
+                    source: CryptoError::Auth { .. } | CryptoError::Truncated { .. },
+                    ..
+                }
+        ) || matches!(self, RepoError::Backend(e) if e.kind == ErrorKind::ShortRead)
+    }
+}
+
+/// Result of repository operations.
+pub type Result<T, E = RepoError> = std::result::Result<T, E>;

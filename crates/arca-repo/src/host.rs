@@ -1,0 +1,32 @@
+//! Who and where we are: host name, user name and ids, recorded in key files and snapshots.
+
+/// Host name of this machine ("unknown" if it cannot be read).
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Name of the effective user (its id when the name is unknown).
+pub fn username() -> String {
+    let uid = nix::unistd::geteuid();
+    nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| uid.to_string())
+}
+
+/// Effective user and group ids.
+pub fn ids() -> (u32, u32) {
+    (
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    )
+}
+
+/// Nanoseconds since the Unix epoch, now.
+pub fn now_ns() -> i64 {
+    chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
+}

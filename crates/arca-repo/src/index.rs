@@ -1,0 +1,209 @@
+//! The in-memory index: every blob's location in 32 bytes, in one sorted vector searched by
+//! binary search. Keys are the first 16 bytes of the blob id.
+//!
+//! Truncating keys to 128 bits is safe: blobs are authenticated with their full id when
+//! read, so a collision cannot return wrong data, and for keyed random ids the chance of any
+//! collision among 2^32 blobs is below 2^-64 (the same id width kopia uses).
+
+use std::collections::HashMap;
+
+use arca_format::{BlobKind, Id, IndexFile};
+
+/// A pack known to the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PackRef {
+    /// Pack id.
+    pub id: Id,
+    /// Kind of its blobs.
+    pub kind: BlobKind,
+    /// Pack file size.
+    pub size: u64,
+}
+
+/// Where a blob is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlobLocation {
+    /// Position of the pack in [`Index::packs`].
+    pub pack_index: u32,
+    /// The pack.
+    pub pack: PackRef,
+    /// Offset of the sealed blob in the pack.
+    pub offset: u32,
+    /// Length of the sealed blob.
+    pub length: u32,
+    /// Plain length.
+    pub raw_length: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    key: [u8; 16],
+    pack: u32,
+    offset: u32,
+    length: u32,
+    raw_length: u32,
+}
+
+/// Blob id → location, for all loaded index files.
+#[derive(Debug, Default, Clone)]
+pub struct Index {
+    packs: Vec<PackRef>,
+    entries: Vec<Entry>,
+}
+
+/// Collects index files, then sorts once.
+#[derive(Debug, Default)]
+pub struct IndexBuilder {
+    packs: Vec<PackRef>,
+    pack_pos: HashMap<Id, u32>,
+    entries: Vec<Entry>,
+}
+
+impl IndexBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds every pack of an index file. A pack listed twice is taken once.
+    pub fn add(&mut self, file: &IndexFile) {
+        for p in &file.packs {
+            if self.pack_pos.contains_key(&p.id) {
+                continue;
+            }
+            let pos = self.packs.len() as u32;
+            self.pack_pos.insert(p.id, pos);
+            self.packs.push(PackRef {
+                id: p.id,
+                kind: p.kind,
+                size: p.size,
+            });
+            self.entries.extend(p.blobs.iter().map(|b| Entry {
+                key: b.id.prefix16(),
+                pack: pos,
+                offset: b.offset,
+                length: b.length,
+                raw_length: b.raw_length,
+            }));
+        }
+    }
+
+    /// Sorts and removes duplicate blobs (same id and kind in several packs).
+    pub fn finish(self) -> Index {
+        let Self {
+            packs, mut entries, ..
+        } = self;
+        entries.sort_unstable_by(|a, b| a.key.cmp(&b.key).then(a.pack.cmp(&b.pack)));
+        entries.dedup_by(|a, b| {
+            a.key == b.key && packs[a.pack as usize].kind == packs[b.pack as usize].kind
+        });
+        entries.shrink_to_fit();
+        Index { packs, entries }
+    }
+}
+
+impl Index {
+    /// Builds an index from index files.
+    pub fn from_files<'a>(files: impl IntoIterator<Item = &'a IndexFile>) -> Self {
+        let mut b = IndexBuilder::new();
+        for f in files {
+            b.add(f);
+        }
+        b.finish()
+    }
+
+    /// Finds a blob of a given kind.
+    pub fn get(&self, kind: BlobKind, id: &Id) -> Option<BlobLocation> {
+        let key = id.prefix16();
+        let start = self.entries.partition_point(|e| e.key < key);
+        self.entries[start..]
+            .iter()
+            .take_while(|e| e.key == key)
+            .find(|e| self.packs[e.pack as usize].kind == kind)
+            .map(|e| BlobLocation {
+                pack_index: e.pack,
+                pack: self.packs[e.pack as usize],
+                offset: e.offset,
+                length: e.length,
+                raw_length: e.raw_length,
+            })
+    }
+
+    /// Whether a blob of `kind` is present.
+    pub fn contains(&self, kind: BlobKind, id: &Id) -> bool {
+        self.get(kind, id).is_some()
+    }
+
+    /// All packs.
+    pub fn packs(&self) -> &[PackRef] {
+        &self.packs
+    }
+
+    /// Number of distinct blobs.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no blob is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Approximate heap bytes used.
+    pub fn memory_bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<Entry>()
+            + self.packs.capacity() * std::mem::size_of::<PackRef>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arca_format::{IndexPack, PackEntry};
+
+    #[test]
+    fn entry_is_32_bytes_and_lookup_works() {
+        assert_eq!(std::mem::size_of::<Entry>(), 32);
+        let id = |i: u8| Id([i; 32]);
+        let pe = |i: u8, off| PackEntry {
+            id: id(i),
+            offset: off,
+            length: 10,
+            raw_length: 7,
+        };
+        let f = IndexFile {
+            supersedes: vec![],
+            packs: vec![
+                IndexPack {
+                    id: id(100),
+                    kind: BlobKind::Data,
+                    size: 100,
+                    blobs: vec![pe(1, 8), pe(2, 18)],
+                },
+                IndexPack {
+                    id: id(101),
+                    kind: BlobKind::Tree,
+                    size: 100,
+                    blobs: vec![pe(2, 8), pe(3, 18)],
+                },
+                IndexPack {
+                    id: id(102),
+                    kind: BlobKind::Data,
+                    size: 100,
+                    blobs: vec![pe(1, 8)],
+                },
+            ],
+        };
+        let ix = Index::from_files([&f, &f]);
+        assert_eq!(ix.packs().len(), 3);
+        assert_eq!(ix.len(), 4);
+        let l = ix.get(BlobKind::Data, &id(2)).unwrap();
+        assert_eq!(
+            (l.pack.id, l.offset, l.length, l.raw_length),
+            (id(100), 18, 10, 7)
+        );
+        assert_eq!(ix.get(BlobKind::Tree, &id(2)).unwrap().pack.id, id(101));
+        assert!(ix.get(BlobKind::Tree, &id(1)).is_none());
+        assert!(!ix.contains(BlobKind::Data, &id(9)));
+    }
+}

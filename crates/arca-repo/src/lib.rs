@@ -1,0 +1,20 @@
+//! An arca repository on any [`Backend`]: creating and opening it, its keys, sealed
+//! repository files, blobs, packs, the in-memory index and snapshots.
+//!
+//! Write order makes crashes harmless: packs, then the index files naming them, then the
+//! snapshot naming the trees. Every file is written atomically by the backend.
+
+pub mod blob;
+mod error;
+pub mod host;
+pub mod index;
+pub mod pack;
+mod repository;
+mod snapshots;
+
+pub use error::{RepoError, Result};
+pub use index::{BlobLocation, Index, IndexBuilder, PackRef};
+pub use repository::{InitOptions, KeyInfo, Repository};
+pub use snapshots::SnapshotFilter;
+
+pub use arca_backend::Backend;

@@ -1,0 +1,173 @@
+//! Building packs from sealed blobs and reading a pack's header back from its tail.
+
+use arca_backend::{Backend, FileType};
+use arca_crypto::Sealer;
+use arca_format::envelope::{EnvelopeHeader, EnvelopeKind, HEADER_LEN};
+use arca_format::pack::{PackEntry, PackHeader, PackTrailer, TRAILER_LEN};
+use arca_format::{BlobKind, Id, IndexPack};
+
+use crate::blob::SealedBlob;
+use crate::{RepoError, Result};
+
+/// How much of a pack's tail is read in the first request; most headers fit.
+const TAIL_GUESS: u64 = 64 * 1024;
+
+/// Accumulates sealed blobs of one kind into a pack.
+#[derive(Debug)]
+pub struct PackWriter {
+    kind: BlobKind,
+    buf: Vec<u8>,
+    entries: Vec<PackEntry>,
+    raw_bytes: u64,
+}
+
+/// A complete pack, ready to upload, with the index entry describing it.
+#[derive(Debug)]
+pub struct FinishedPack {
+    /// Pack id: BLAKE3 of `bytes`.
+    pub id: Id,
+    /// The pack file.
+    pub bytes: Vec<u8>,
+    /// Index entry for the pack.
+    pub index: IndexPack,
+    /// Plain bytes of the blobs inside.
+    pub raw_bytes: u64,
+}
+
+impl PackWriter {
+    /// An empty pack of `kind`, with room for about `capacity` bytes.
+    pub fn new(kind: BlobKind, capacity: usize) -> Self {
+        let mut buf = Vec::with_capacity(capacity);
+        buf.extend_from_slice(&EnvelopeHeader::new(EnvelopeKind::Pack, 0).encode());
+        Self {
+            kind,
+            buf,
+            entries: vec![],
+            raw_bytes: 0,
+        }
+    }
+
+    /// Kind of the blobs in this pack.
+    pub fn kind(&self) -> BlobKind {
+        self.kind
+    }
+
+    /// Appends a blob. Fails if the pack would exceed the 4 GiB offset range.
+    pub fn add(&mut self, blob: &SealedBlob) -> Result<()> {
+        let too_big = || RepoError::Invalid {
+            what: "pack size",
+            detail: "pack exceeds 4 GiB".into(),
+        };
+        let offset = u32::try_from(self.buf.len()).map_err(|_| too_big())?;
+        let length = u32::try_from(blob.bytes.len()).map_err(|_| too_big())?;
+        offset.checked_add(length).ok_or_else(too_big)?;
+        self.buf.extend_from_slice(&blob.bytes);
+        self.entries.push(PackEntry {
+            id: blob.id,
+            offset,
+            length,
+            raw_length: blob.raw_len,
+        });
+        self.raw_bytes += u64::from(blob.raw_len);
+        Ok(())
+    }
+
+    /// Bytes so far.
+    pub fn size(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Number of blobs so far.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no blob was added.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Seals the header, appends header and trailer, and names the pack.
+    pub fn finish(self, sealer: &Sealer) -> Result<FinishedPack> {
+        let Self {
+            kind,
+            mut buf,
+            entries,
+            raw_bytes,
+        } = self;
+        let header = PackHeader { kind, entries };
+        let plain = header
+            .encode()
+            .map_err(|e| RepoError::format("pack header", e))?;
+        let before = buf.len();
+        sealer
+            .seal_into(&buf[..HEADER_LEN].to_vec(), &plain, &mut buf)
+            .map_err(|e| RepoError::crypto("pack header", e))?;
+        let header_len = u32::try_from(buf.len() - before).map_err(|_| RepoError::Invalid {
+            what: "pack header",
+            detail: "header exceeds 4 GiB".into(),
+        })?;
+        buf.extend_from_slice(&PackTrailer { header_len }.encode());
+        let id = Id(*blake3::hash(&buf).as_bytes());
+        let index = IndexPack {
+            id,
+            kind,
+            size: buf.len() as u64,
+            blobs: header.entries,
+        };
+        Ok(FinishedPack {
+            id,
+            bytes: buf,
+            index,
+            raw_bytes,
+        })
+    }
+}
+
+/// Reads and opens the header of pack `id`, whose size is `size`, from its tail: one read
+/// when the header fits in the first 64 KiB, two otherwise.
+pub fn read_pack_header(
+    backend: &dyn Backend,
+    sealer: &Sealer,
+    id: &Id,
+    size: u64,
+) -> Result<PackHeader> {
+    let name = id.to_hex();
+    let what = || format!("pack {name}");
+    let min = (HEADER_LEN + TRAILER_LEN + arca_crypto::SEAL_OVERHEAD) as u64;
+    if size < min {
+        return Err(RepoError::format(
+            what(),
+            arca_format::FormatError::Truncated {
+                what: "pack",
+                offset: 0,
+                wanted: min,
+            },
+        ));
+    }
+    let tail_len = size.min(TAIL_GUESS);
+    let tail = backend.read_range(FileType::Pack, &name, size - tail_len, tail_len)?;
+    let trailer = PackTrailer::decode(&tail).map_err(|e| RepoError::format(what(), e))?;
+    let hlen = u64::from(trailer.header_len);
+    if hlen + (HEADER_LEN + TRAILER_LEN) as u64 > size {
+        return Err(RepoError::format(
+            what(),
+            arca_format::FormatError::Corrupt {
+                what: "pack trailer",
+                detail: format!("header length {hlen} exceeds pack size {size}"),
+            },
+        ));
+    }
+    let header_start = size - TRAILER_LEN as u64 - hlen;
+    let sealed = if hlen + TRAILER_LEN as u64 <= tail_len {
+        let s = (tail_len - TRAILER_LEN as u64 - hlen) as usize;
+        tail[s..s + hlen as usize].to_vec()
+    } else {
+        backend.read_range(FileType::Pack, &name, header_start, hlen)?
+    };
+    let aad = EnvelopeHeader::new(EnvelopeKind::Pack, 0).encode();
+    let plain = sealer
+        .open(&aad, &sealed, &|| format!("header of pack {name}"))
+        .map_err(|e| RepoError::crypto(what(), e))?;
+    PackHeader::decode(&plain, header_start).map_err(|e| RepoError::format(what(), e))
+}

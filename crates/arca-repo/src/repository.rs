@@ -1,0 +1,455 @@
+//! The [`Repository`] handle: init, open, keys, sealed files, blob and tree reads.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use arca_backend::{Backend, ErrorKind, FileType};
+use arca_chunker::Chunker;
+use arca_crypto::{MasterKey, Sealer};
+use arca_format::envelope::{EnvelopeHeader, EnvelopeKind, FLAG_ZSTD, HEADER_LEN};
+use arca_format::{BlobKind, ChunkerParams, Config, Id, IndexFile, KdfParams, KeyFile, Tree};
+
+use crate::blob::open_blob;
+use crate::index::{Index, IndexBuilder};
+use crate::{RepoError, Result, host};
+
+/// Parameters fixed when a repository is created.
+#[derive(Debug, Clone)]
+pub struct InitOptions {
+    /// Chunk sizes.
+    pub chunker: ChunkerParams,
+    /// Default zstd level (0 = off).
+    pub compression: i32,
+    /// Target pack size in bytes.
+    pub pack_size: u32,
+    /// Password hashing cost of the first key.
+    pub kdf: KdfParams,
+}
+
+impl Default for InitOptions {
+    fn default() -> Self {
+        Self {
+            chunker: ChunkerParams::default(),
+            compression: 3,
+            pack_size: 16 << 20,
+            kdf: KdfParams::default(),
+        }
+    }
+}
+
+/// A key file as listed by `key list`.
+#[derive(Debug, Clone)]
+pub struct KeyInfo {
+    /// Key file id.
+    pub id: Id,
+    /// The decoded file.
+    pub file: KeyFile,
+    /// Whether this key opened the repository.
+    pub current: bool,
+}
+
+/// An open repository.
+pub struct Repository {
+    backend: Arc<dyn Backend>,
+    key: MasterKey,
+    sealer: Sealer,
+    config: Config,
+    key_id: Id,
+}
+
+impl std::fmt::Debug for Repository {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Repository({})", self.backend.location())
+    }
+}
+
+fn file_id(bytes: &[u8]) -> Id {
+    Id(*blake3::hash(bytes).as_bytes())
+}
+
+impl Repository {
+    /// Creates a repository with one key protected by `password`.
+    pub fn init(backend: Arc<dyn Backend>, password: &[u8], opts: &InitOptions) -> Result<Self> {
+        opts.chunker
+            .validate()
+            .map_err(|detail| RepoError::Invalid {
+                what: "chunker parameters",
+                detail,
+            })?;
+        let mut repo_id = [0u8; 32];
+        arca_crypto::random_bytes(&mut repo_id).map_err(|e| RepoError::crypto("init", e))?;
+        let config = Config {
+            repo_id,
+            chunker: opts.chunker,
+            compression: opts.compression,
+            pack_size: opts.pack_size,
+            created_ns: host::now_ns(),
+        };
+        config.validate().map_err(|detail| RepoError::Invalid {
+            what: "configuration",
+            detail,
+        })?;
+        backend.create()?;
+        let key = MasterKey::generate().map_err(|e| RepoError::crypto("init", e))?;
+        let sealer = key.cipher();
+        let mut repo = Self {
+            backend,
+            key,
+            sealer,
+            config: config.clone(),
+            key_id: Id::default(),
+        };
+        repo.key_id = repo.write_key(password, opts.kdf)?;
+        // The config is written last: its presence marks a complete repository.
+        let bytes = repo.seal_file(EnvelopeKind::Config, &config.encode(), false)?;
+        repo.backend.write(FileType::Config, "config", &bytes)?;
+        Ok(repo)
+    }
+
+    /// Opens a repository with `password`, trying every key file.
+    pub fn open(backend: Arc<dyn Backend>, password: &[u8]) -> Result<Self> {
+        let location = backend.location();
+        let raw_config = match backend.read(FileType::Config, "config") {
+            Ok(b) => b,
+            Err(e) if e.is_not_found() => {
+                // For a local folder, tell a missing directory from one that is not a
+                // repository; other backends have no directory to look at.
+                return Err(if std::path::Path::new(&location).is_dir() {
+                    RepoError::NotARepository { location }
+                } else {
+                    RepoError::NoRepository { location }
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let header = EnvelopeHeader::decode(&raw_config, EnvelopeKind::Config)
+            .map_err(|e| RepoError::format(format!("{location}/config"), e))?;
+        let mut keys = backend.list(FileType::Key)?;
+        keys.sort();
+        let mut last_err = None;
+        for k in &keys {
+            let bytes = backend.read(FileType::Key, &k.name)?;
+            let file = match KeyFile::decode(&bytes) {
+                Ok(f) => f,
+                Err(e) => {
+                    last_err = Some(RepoError::format(format!("key {}", k.name), e));
+                    continue;
+                }
+            };
+            match MasterKey::unwrap(&file, password) {
+                Ok(key) => {
+                    let sealer = key.cipher();
+                    let body = open_sealed(&sealer, &header, &raw_config, "config")?;
+                    let config = Config::decode(&body)
+                        .map_err(|e| RepoError::format(format!("{location}/config"), e))?;
+                    return Ok(Self {
+                        backend,
+                        key,
+                        sealer,
+                        config,
+                        key_id: file_id(&bytes),
+                    });
+                }
+                Err(arca_crypto::CryptoError::Auth { .. }) => {}
+                Err(e) => last_err = Some(RepoError::crypto(format!("key {}", k.name), e)),
+            }
+        }
+        Err(last_err.unwrap_or(RepoError::WrongPassword { location }))
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+    /// The master key (ids and chunker key).
+    pub fn key(&self) -> &MasterKey {
+        &self.key
+    }
+    /// The sealing cipher.
+    pub fn sealer(&self) -> &Sealer {
+        &self.sealer
+    }
+    /// Id of the key file that opened the repository.
+    pub fn key_id(&self) -> Id {
+        self.key_id
+    }
+    /// A chunker keyed for this repository.
+    pub fn chunker(&self) -> Chunker {
+        Chunker::new(self.key.chunker_key(), self.config.chunker)
+    }
+
+    fn seal_file(&self, kind: EnvelopeKind, body: &[u8], compress: bool) -> Result<Vec<u8>> {
+        let compressed;
+        let (flags, payload) = if compress {
+            compressed = zstd::bulk::compress(body, 3).map_err(|e| RepoError::Invalid {
+                what: "compression",
+                detail: e.to_string(),
+            })?;
+            (FLAG_ZSTD, compressed.as_slice())
+        } else {
+            (0, body)
+        };
+        let header = EnvelopeHeader::new(kind, flags).encode();
+        let mut out = header.to_vec();
+        self.sealer
+            .seal_into(&header, payload, &mut out)
+            .map_err(|e| RepoError::crypto(kind.name(), e))?;
+        Ok(out)
+    }
+
+    /// Seals `body` as a file of type `t`, writes it and returns its id.
+    pub fn save_file(&self, t: FileType, body: &[u8]) -> Result<Id> {
+        let (kind, compress) = match t {
+            FileType::Snapshot => (EnvelopeKind::Snapshot, false),
+            FileType::Index => (EnvelopeKind::Index, true),
+            other => {
+                return Err(RepoError::Invalid {
+                    what: "file type",
+                    detail: format!("{other} files are not saved with save_file"),
+                });
+            }
+        };
+        let bytes = self.seal_file(kind, body, compress)?;
+        let id = file_id(&bytes);
+        self.backend.write(t, &id.to_hex(), &bytes)?;
+        Ok(id)
+    }
+
+    /// Reads, verifies and opens a sealed file, returning its body.
+    pub fn load_file(&self, t: FileType, id: &Id) -> Result<Vec<u8>> {
+        let name = id.to_hex();
+        let bytes = self.backend.read(t, &name)?;
+        let what = format!("{t} {name}");
+        if file_id(&bytes) != *id {
+            return Err(RepoError::IdMismatch { file: what });
+        }
+        let kind = match t {
+            FileType::Snapshot => EnvelopeKind::Snapshot,
+            FileType::Index => EnvelopeKind::Index,
+            FileType::Config => EnvelopeKind::Config,
+            FileType::Key => EnvelopeKind::Key,
+            FileType::Pack => EnvelopeKind::Pack,
+        };
+        let header =
+            EnvelopeHeader::decode(&bytes, kind).map_err(|e| RepoError::format(&what, e))?;
+        open_sealed(&self.sealer, &header, &bytes, &what)
+    }
+
+    /// Writes an index file.
+    pub fn save_index(&self, f: &IndexFile) -> Result<Id> {
+        let body = f.encode().map_err(|e| RepoError::format("index", e))?;
+        self.save_file(FileType::Index, &body)
+    }
+
+    /// Loads one index file.
+    pub fn load_index_file(&self, id: &Id) -> Result<IndexFile> {
+        let body = self.load_file(FileType::Index, id)?;
+        IndexFile::decode(&body).map_err(|e| RepoError::format(format!("index {id}"), e))
+    }
+
+    /// Lists the ids of the files of one type, skipping names that are not ids.
+    pub fn list_ids(&self, t: FileType) -> Result<Vec<(Id, u64)>> {
+        let mut v: Vec<(Id, u64)> = self
+            .backend
+            .list(t)?
+            .into_iter()
+            .filter_map(|f| Id::from_hex(&f.name).ok().map(|id| (id, f.size)))
+            .collect();
+        v.sort();
+        Ok(v)
+    }
+
+    /// Loads every index file, reading several at once, and returns them with their ids.
+    /// The first failure is returned as the error.
+    pub fn load_index_files(&self) -> Result<Vec<(Id, Result<IndexFile>)>> {
+        let ids = self.list_ids(FileType::Index)?;
+        let next = AtomicUsize::new(0);
+        let workers = ids.len().clamp(1, 4);
+        let mut results: Vec<(usize, Id, Result<IndexFile>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut out = vec![];
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some((id, _)) = ids.get(i) else { break };
+                            out.push((i, *id, self.load_index_file(id)));
+                        }
+                        out
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        results.sort_by_key(|r| r.0);
+        Ok(results.into_iter().map(|(_, id, r)| (id, r)).collect())
+    }
+
+    /// Loads all index files into an [`Index`]; any unreadable index file is an error.
+    pub fn load_index(&self) -> Result<Index> {
+        let mut b = IndexBuilder::new();
+        for (_, f) in self.load_index_files()? {
+            b.add(&f?);
+        }
+        Ok(b.finish())
+    }
+
+    /// Reads and verifies one blob.
+    pub fn read_blob(&self, index: &Index, kind: BlobKind, id: &Id) -> Result<Vec<u8>> {
+        let loc = index
+            .get(kind, id)
+            .ok_or(RepoError::BlobNotFound { kind, id: *id })?;
+        let sealed = self.backend.read_range(
+            FileType::Pack,
+            &loc.pack.id.to_hex(),
+            u64::from(loc.offset),
+            u64::from(loc.length),
+        )?;
+        open_blob(
+            &self.key,
+            &self.sealer,
+            kind,
+            *id,
+            loc.pack.id,
+            &sealed,
+            loc.raw_length,
+        )
+    }
+
+    /// Opens a blob whose sealed bytes the caller already read.
+    pub fn open_blob(
+        &self,
+        kind: BlobKind,
+        id: &Id,
+        pack: &Id,
+        sealed: &[u8],
+        raw_len: u32,
+    ) -> Result<Vec<u8>> {
+        open_blob(&self.key, &self.sealer, kind, *id, *pack, sealed, raw_len)
+    }
+
+    /// Reads and decodes a tree blob.
+    pub fn load_tree(&self, index: &Index, id: &Id) -> Result<Tree> {
+        let b = self.read_blob(index, BlobKind::Tree, id)?;
+        Tree::decode(&b).map_err(|e| RepoError::format(format!("tree {id}"), e))
+    }
+
+    fn write_key(&self, password: &[u8], kdf: KdfParams) -> Result<Id> {
+        let kf = self
+            .key
+            .wrap(
+                password,
+                kdf,
+                host::hostname(),
+                host::username(),
+                host::now_ns(),
+            )
+            .map_err(|e| RepoError::crypto("new key", e))?;
+        let bytes = kf.encode().map_err(|e| RepoError::format("new key", e))?;
+        let id = file_id(&bytes);
+        self.backend.write(FileType::Key, &id.to_hex(), &bytes)?;
+        Ok(id)
+    }
+
+    /// Adds a key file for another password.
+    pub fn add_key(&self, password: &[u8], kdf: KdfParams) -> Result<Id> {
+        self.write_key(password, kdf)
+    }
+
+    /// Lists the key files.
+    pub fn list_keys(&self) -> Result<Vec<KeyInfo>> {
+        let mut out = vec![];
+        for (id, _) in self.list_ids(FileType::Key)? {
+            let bytes = self.backend.read(FileType::Key, &id.to_hex())?;
+            let file =
+                KeyFile::decode(&bytes).map_err(|e| RepoError::format(format!("key {id}"), e))?;
+            out.push(KeyInfo {
+                id,
+                file,
+                current: id == self.key_id,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Finds a key by id prefix.
+    pub fn find_key(&self, prefix: &str) -> Result<Id> {
+        let keys = self.list_ids(FileType::Key)?;
+        let m: Vec<_> = keys
+            .iter()
+            .filter(|(id, _)| id.to_hex().starts_with(prefix))
+            .collect();
+        match m.as_slice() {
+            [(id, _)] if !prefix.is_empty() => Ok(*id),
+            [] => Err(RepoError::KeyRefused(format!("no key matches {prefix:?}"))),
+            _ => Err(RepoError::KeyRefused(format!(
+                "key prefix {prefix:?} is ambiguous"
+            ))),
+        }
+    }
+
+    /// Removes a key; refuses the key in use and the last key.
+    pub fn remove_key(&self, id: &Id) -> Result<()> {
+        if *id == self.key_id {
+            return Err(RepoError::KeyRefused(format!(
+                "refusing to remove key {} that opened the repository; open with another key first",
+                id.short()
+            )));
+        }
+        let keys = self.list_ids(FileType::Key)?;
+        if !keys.iter().any(|(k, _)| k == id) {
+            return Err(RepoError::KeyRefused(format!("no key {id}")));
+        }
+        if keys.len() < 2 {
+            return Err(RepoError::KeyRefused(
+                "refusing to remove the last key".into(),
+            ));
+        }
+        self.backend.delete(FileType::Key, &id.to_hex())?;
+        Ok(())
+    }
+
+    /// Replaces the current key with one for `new_password`; returns the new key id.
+    pub fn change_password(&mut self, new_password: &[u8], kdf: KdfParams) -> Result<Id> {
+        let old = self.key_id;
+        let new = self.write_key(new_password, kdf)?;
+        self.key_id = new;
+        match self.backend.delete(FileType::Key, &old.to_hex()) {
+            Ok(()) => Ok(new),
+            Err(e) if e.kind == ErrorKind::NotFound => Ok(new),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn open_sealed(
+    sealer: &Sealer,
+    header: &EnvelopeHeader,
+    bytes: &[u8],
+    what: &str,
+) -> Result<Vec<u8>> {
+    let payload = sealer
+        .open(&bytes[..HEADER_LEN], &bytes[HEADER_LEN..], &|| {
+            what.to_string()
+        })
+        .map_err(|e| RepoError::crypto(what, e))?;
+    if header.compressed() {
+        let mut out = Vec::new();
+        zstd::stream::copy_decode(payload.as_slice(), &mut out).map_err(|e| {
+            RepoError::Decompress {
+                file: what.to_string(),
+                detail: e.to_string(),
+            }
+        })?;
+        Ok(out)
+    } else {
+        Ok(payload)
+    }
+}

@@ -1,0 +1,152 @@
+//! Repository-level tests: init/open, keys, sealed files, packs and the index, on the memory
+//! and local backends.
+
+use std::sync::Arc;
+
+use arca_backend::{Backend, FileType, LocalBackend, MemoryBackend};
+use arca_format::{BlobKind, ChunkerParams, IndexFile, KdfParams};
+use arca_repo::blob::seal_blob;
+use arca_repo::pack::{PackWriter, read_pack_header};
+use arca_repo::{InitOptions, RepoError, Repository};
+
+fn opts() -> InitOptions {
+    InitOptions {
+        kdf: KdfParams {
+            memory_kib: 64,
+            iterations: 1,
+            parallelism: 1,
+        },
+        chunker: ChunkerParams {
+            min: 4096,
+            avg: 16384,
+            max: 65536,
+        },
+        ..InitOptions::default()
+    }
+}
+
+#[test]
+fn init_open_and_wrong_password() {
+    let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let r = Repository::init(b.clone(), b"pw", &opts()).unwrap();
+    let r2 = Repository::open(b.clone(), b"pw").unwrap();
+    assert_eq!(r.config(), r2.config());
+    assert_eq!(r.key_id(), r2.key_id());
+    assert!(matches!(
+        Repository::open(b.clone(), b"nope"),
+        Err(RepoError::WrongPassword { .. })
+    ));
+    assert!(
+        Repository::init(b, b"pw", &opts()).is_err(),
+        "second init must fail"
+    );
+}
+
+#[test]
+fn missing_and_non_repositories() {
+    let d = tempfile::tempdir().unwrap();
+    let missing: Arc<dyn Backend> = Arc::new(LocalBackend::new(d.path().join("none")));
+    let e = Repository::open(missing, b"pw").unwrap_err();
+    assert!(matches!(e, RepoError::NoRepository { .. }), "{e}");
+    assert!(e.to_string().contains("none"));
+    let plain: Arc<dyn Backend> = Arc::new(LocalBackend::new(d.path()));
+    let e = Repository::open(plain, b"pw").unwrap_err();
+    assert!(matches!(e, RepoError::NotARepository { .. }), "{e}");
+}
+
+#[test]
+fn keys_add_list_remove_passwd() {
+    let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let mut r = Repository::init(b.clone(), b"one", &opts()).unwrap();
+    let kdf = opts().kdf;
+    let second = r.add_key(b"two", kdf).unwrap();
+    assert_eq!(r.list_keys().unwrap().len(), 2);
+    let r2 = Repository::open(b.clone(), b"two").unwrap();
+    assert_eq!(r2.key_id(), second);
+    assert!(
+        r.remove_key(&r.key_id()).is_err(),
+        "current key must not be removable"
+    );
+    r2.remove_key(&r.key_id()).unwrap();
+    assert!(Repository::open(b.clone(), b"one").is_err());
+    let mut r2 = r2;
+    assert!(
+        r2.remove_key(&second).is_err(),
+        "last key must not be removable"
+    );
+    r2.change_password(b"three", kdf).unwrap();
+    assert!(Repository::open(b.clone(), b"two").is_err());
+    Repository::open(b.clone(), b"three").unwrap();
+    assert_eq!(r2.list_keys().unwrap().len(), 1);
+    let _ = &mut r;
+}
+
+#[test]
+fn packs_index_and_blob_reads() {
+    let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let r = Repository::init(b.clone(), b"pw", &opts()).unwrap();
+    let mut w = PackWriter::new(BlobKind::Data, 1 << 20);
+    let mut blobs = vec![];
+    for i in 0..2000u32 {
+        let data = format!("blob number {i} ")
+            .repeat(i as usize % 7 + 1)
+            .into_bytes();
+        let id = r.key().blob_id(&data);
+        w.add(&seal_blob(r.sealer(), BlobKind::Data, id, &data, 3).unwrap())
+            .unwrap();
+        blobs.push((id, data));
+    }
+    let p = w.finish(r.sealer()).unwrap();
+    b.write(FileType::Pack, &p.id.to_hex(), &p.bytes).unwrap();
+    // The header (2000 entries, > 64 KiB) is read back from the tail in two reads.
+    let h = read_pack_header(b.as_ref(), r.sealer(), &p.id, p.bytes.len() as u64).unwrap();
+    assert_eq!(h.entries, p.index.blobs);
+    let idx_id = r
+        .save_index(&IndexFile {
+            supersedes: vec![],
+            packs: vec![p.index.clone()],
+        })
+        .unwrap();
+    let r = Repository::open(b.clone(), b"pw").unwrap();
+    assert_eq!(r.load_index_file(&idx_id).unwrap().packs[0], p.index);
+    let index = r.load_index().unwrap();
+    assert_eq!(index.len(), 2000);
+    for (id, data) in blobs.iter().step_by(97) {
+        assert_eq!(&r.read_blob(&index, BlobKind::Data, id).unwrap(), data);
+        assert!(matches!(
+            r.read_blob(&index, BlobKind::Tree, id),
+            Err(RepoError::BlobNotFound { .. })
+        ));
+    }
+    // A flipped byte in the pack is reported as a damaged blob naming the pack.
+    let mut bytes = p.bytes.clone();
+    let e0 = &p.index.blobs[0];
+    bytes[e0.offset as usize + 30] ^= 1;
+    b.write(FileType::Pack, &p.id.to_hex(), &bytes).unwrap();
+    let e = r.read_blob(&index, BlobKind::Data, &e0.id).unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+    assert!(e.to_string().contains(&p.id.to_hex()), "{e}");
+    // Truncated: the header can no longer be read.
+    b.write(
+        FileType::Pack,
+        &p.id.to_hex(),
+        &p.bytes[..p.bytes.len() - 100],
+    )
+    .unwrap();
+    assert!(read_pack_header(b.as_ref(), r.sealer(), &p.id, p.bytes.len() as u64 - 100).is_err());
+}
+
+#[test]
+fn tampered_files_are_detected() {
+    let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let r = Repository::init(b.clone(), b"pw", &opts()).unwrap();
+    let id = r.save_index(&IndexFile::default()).unwrap();
+    let mut bytes = b.read(FileType::Index, &id.to_hex()).unwrap();
+    bytes[20] ^= 1;
+    b.write(FileType::Index, &id.to_hex(), &bytes).unwrap();
+    assert!(matches!(
+        r.load_index_file(&id),
+        Err(RepoError::IdMismatch { .. })
+    ));
+    assert!(r.load_index().is_err());
+}
