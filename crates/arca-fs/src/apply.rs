@@ -1,0 +1,181 @@
+//! Creating symlinks and special files, and applying a node's metadata to a restored entry:
+//! xattrs, then owner, then mode (after chown, which clears setuid), then times, last.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use arca_format::{Node, NodeKind};
+use nix::sys::stat::{Mode, SFlag, UtimensatFlags, mknod, utimensat};
+use nix::sys::time::TimeSpec;
+
+use crate::{FsError, errno};
+
+/// Which metadata to restore.
+#[derive(Debug, Clone, Copy)]
+pub struct MetadataOptions {
+    /// Set uid/gid (needs root; without it, ownership errors are ignored as restic does).
+    pub owner: bool,
+    /// Whether we run as root; ownership failures are errors only then.
+    pub is_root: bool,
+    /// Restore extended attributes.
+    pub xattrs: bool,
+}
+
+impl Default for MetadataOptions {
+    fn default() -> Self {
+        let is_root = nix::unistd::geteuid().is_root();
+        Self {
+            owner: true,
+            is_root,
+            xattrs: true,
+        }
+    }
+}
+
+/// Creates a symlink at `path` pointing to the node's target.
+pub fn create_symlink(path: &Path, node: &Node) -> Result<(), FsError> {
+    std::os::unix::fs::symlink(OsStr::from_bytes(&node.link_target), path)
+        .map_err(|e| FsError::new("create symlink", path, e))
+}
+
+/// Creates a FIFO, socket or device node at `path`.
+pub fn create_special(path: &Path, node: &Node) -> Result<(), FsError> {
+    let kind = match node.kind() {
+        NodeKind::Fifo => SFlag::S_IFIFO,
+        NodeKind::Socket => SFlag::S_IFSOCK,
+        NodeKind::CharDev => SFlag::S_IFCHR,
+        NodeKind::BlockDev => SFlag::S_IFBLK,
+        other => {
+            return Err(FsError::new(
+                "create",
+                path,
+                io::Error::other(format!("{} is not a special file", other.name())),
+            ));
+        }
+    };
+    let perm = Mode::from_bits_truncate(node.mode & 0o777);
+    mknod(path, kind, perm, node.rdev as libc::dev_t)
+        .map_err(|e| FsError::new("create", path, errno(e)))
+}
+
+fn timespec(t: arca_format::Timespec) -> TimeSpec {
+    TimeSpec::new(t.sec as libc::time_t, i64::from(t.nsec) as libc::c_long)
+}
+
+/// Applies the node's xattrs, owner, mode and times to `path`. Returns every failure; the
+/// caller decides whether it is fatal for the entry.
+pub fn apply_metadata(path: &Path, node: &Node, opts: MetadataOptions) -> Vec<FsError> {
+    let mut errs = vec![];
+    let is_link = node.kind() == NodeKind::Symlink;
+    if opts.xattrs {
+        for (k, v) in &node.xattrs {
+            if let Err(e) = xattr::set(path, OsStr::from_bytes(k), v) {
+                // Symlinks cannot carry user.* attributes on Linux; nothing to restore.
+                if is_link && e.raw_os_error() == Some(libc::EPERM) {
+                    continue;
+                }
+                errs.push(FsError::new("set xattr on", path, e));
+            }
+        }
+    }
+    if opts.owner {
+        if let Err(e) = std::os::unix::fs::lchown(path, Some(node.uid), Some(node.gid)) {
+            if opts.is_root || e.raw_os_error() != Some(libc::EPERM) {
+                errs.push(FsError::new("change owner of", path, e));
+            }
+        }
+    }
+    if !is_link {
+        if let Err(e) = fs::set_permissions(path, fs::Permissions::from_mode(node.mode & 0o7777)) {
+            errs.push(FsError::new("change mode of", path, e));
+        }
+    }
+    if let Err(e) = utimensat(
+        None,
+        path,
+        &timespec(node.atime),
+        &timespec(node.mtime),
+        UtimensatFlags::NoFollowSymlink,
+    ) {
+        errs.push(FsError::new("set times of", path, errno(e)));
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{NameCache, read_node};
+    use arca_format::Timespec;
+
+    #[test]
+    fn metadata_round_trips_through_a_node() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        fs::write(&p, b"x").unwrap();
+        let node = Node {
+            name: b"f".to_vec(),
+            kind: Some(NodeKind::File),
+            mode: 0o4751,
+            uid: nix::unistd::geteuid().as_raw(),
+            gid: nix::unistd::getegid().as_raw(),
+            mtime: Timespec {
+                sec: 1_000_000_000,
+                nsec: 123_456_789,
+            },
+            atime: Timespec {
+                sec: 1_100_000_000,
+                nsec: 987_654_321,
+            },
+            xattrs: vec![(b"user.arca".to_vec(), b"value".to_vec())],
+            ..Node::default()
+        };
+        let errs = apply_metadata(&p, &node, MetadataOptions::default());
+        assert!(errs.is_empty(), "{errs:?}");
+        let meta = fs::symlink_metadata(&p).unwrap();
+        let back = read_node(&p, b"f", &meta, &mut NameCache::new()).unwrap();
+        assert_eq!(back.mode, 0o4751);
+        assert_eq!(back.mtime, node.mtime);
+        assert_eq!(back.atime, node.atime);
+        assert_eq!(back.xattrs, node.xattrs);
+    }
+
+    #[test]
+    fn symlinks_and_fifos() {
+        let d = tempfile::tempdir().unwrap();
+        let l = d.path().join("l");
+        let node = Node {
+            kind: Some(NodeKind::Symlink),
+            link_target: b"does/not/exist".to_vec(),
+            mtime: Timespec { sec: 5, nsec: 6 },
+            ..Node::default()
+        };
+        create_symlink(&l, &node).unwrap();
+        assert!(apply_metadata(&l, &node, MetadataOptions::default()).is_empty());
+        let meta = fs::symlink_metadata(&l).unwrap();
+        let back = read_node(&l, b"l", &meta, &mut NameCache::new()).unwrap();
+        assert_eq!(back.link_target, node.link_target);
+        assert_eq!(back.mtime, node.mtime);
+        let f = d.path().join("p");
+        create_special(
+            &f,
+            &Node {
+                kind: Some(NodeKind::Fifo),
+                mode: 0o640,
+                ..Node::default()
+            },
+        )
+        .unwrap();
+        let meta = fs::symlink_metadata(&f).unwrap();
+        assert_eq!(
+            read_node(&f, b"p", &meta, &mut NameCache::new())
+                .unwrap()
+                .kind,
+            Some(NodeKind::Fifo)
+        );
+    }
+}

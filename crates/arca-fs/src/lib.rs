@@ -1,0 +1,57 @@
+//! The file-system side of arca, shared by backup and restore: reading an entry's metadata
+//! into a tree [`Node`], and creating entries and applying metadata and holes on restore.
+//!
+//! Paths are handled as raw bytes (`OsStr`), so names that are not UTF-8 pass unchanged.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+mod apply;
+mod read;
+mod sparse;
+
+pub use apply::{MetadataOptions, apply_metadata, create_special, create_symlink};
+pub use read::{NameCache, read_node, read_xattrs};
+pub use sparse::{is_zero, write_sparse};
+
+pub use arca_format::Node;
+
+/// A file-system operation failed on a path.
+#[derive(Debug, thiserror::Error)]
+#[error("{op} {}: {source}", path.display())]
+pub struct FsError {
+    /// What was being done.
+    pub op: &'static str,
+    /// The path.
+    pub path: PathBuf,
+    /// The error.
+    #[source]
+    pub source: io::Error,
+}
+
+impl FsError {
+    /// Wraps an I/O error with its operation and path.
+    pub fn new(op: &'static str, path: &Path, source: io::Error) -> Self {
+        Self {
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+    /// Whether the entry no longer exists.
+    pub fn is_not_found(&self) -> bool {
+        self.source.kind() == io::ErrorKind::NotFound
+    }
+    /// Whether the disk is full.
+    pub fn is_no_space(&self) -> bool {
+        matches!(
+            self.source.raw_os_error(),
+            Some(libc::ENOSPC) | Some(libc::EDQUOT)
+        )
+    }
+}
+
+/// Converts a nix errno into an I/O error.
+pub(crate) fn errno(e: nix::errno::Errno) -> io::Error {
+    io::Error::from_raw_os_error(e as i32)
+}

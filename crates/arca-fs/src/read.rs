@@ -1,0 +1,153 @@
+//! Reading an entry's metadata (lstat, symlink target, xattrs, owner names) into a [`Node`].
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+
+use arca_format::{Node, NodeKind, Timespec};
+
+use crate::FsError;
+
+/// Caches uid → user name and gid → group name lookups.
+#[derive(Debug, Default)]
+pub struct NameCache {
+    users: HashMap<u32, Vec<u8>>,
+    groups: HashMap<u32, Vec<u8>>,
+}
+
+impl NameCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// User name of `uid`, empty when unknown.
+    pub fn user(&mut self, uid: u32) -> Vec<u8> {
+        self.users
+            .entry(uid)
+            .or_insert_with(|| {
+                nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+                    .ok()
+                    .flatten()
+                    .map(|u| u.name.into_bytes())
+                    .unwrap_or_default()
+            })
+            .clone()
+    }
+    /// Group name of `gid`, empty when unknown.
+    pub fn group(&mut self, gid: u32) -> Vec<u8> {
+        self.groups
+            .entry(gid)
+            .or_insert_with(|| {
+                nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
+                    .ok()
+                    .flatten()
+                    .map(|g| g.name.into_bytes())
+                    .unwrap_or_default()
+            })
+            .clone()
+    }
+}
+
+fn ts(sec: i64, nsec: i64) -> Timespec {
+    Timespec {
+        sec,
+        nsec: u32::try_from(nsec.clamp(0, 999_999_999)).unwrap_or(0),
+    }
+}
+
+/// Reads the extended attributes of `path` without following symlinks, sorted by name.
+/// A file system without xattr support yields none.
+pub fn read_xattrs(path: &Path) -> Result<Vec<(Vec<u8>, Vec<u8>)>, FsError> {
+    let names = match xattr::list(path) {
+        Ok(n) => n,
+        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return Ok(vec![]),
+        Err(e) => return Err(FsError::new("list xattrs of", path, e)),
+    };
+    let mut out = vec![];
+    for name in names {
+        match xattr::get(path, &name) {
+            Ok(Some(v)) => out.push((name.as_bytes().to_vec(), v)),
+            // Removed between list and get.
+            Ok(None) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENODATA) => {}
+            Err(e) => return Err(FsError::new("read xattr of", path, e)),
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Builds a node (without content or subtree) from `meta`, the lstat of `path`.
+/// The symlink target and xattrs are read from `path`.
+pub fn read_node(
+    path: &Path,
+    name: &[u8],
+    meta: &fs::Metadata,
+    names: &mut NameCache,
+) -> Result<Node, FsError> {
+    let ft = meta.file_type();
+    let kind = if ft.is_file() {
+        NodeKind::File
+    } else if ft.is_dir() {
+        NodeKind::Dir
+    } else if ft.is_symlink() {
+        NodeKind::Symlink
+    } else if ft.is_fifo() {
+        NodeKind::Fifo
+    } else if ft.is_char_device() {
+        NodeKind::CharDev
+    } else if ft.is_block_device() {
+        NodeKind::BlockDev
+    } else if ft.is_socket() {
+        NodeKind::Socket
+    } else {
+        return Err(FsError::new(
+            "read",
+            path,
+            io::Error::other("unknown file type"),
+        ));
+    };
+    let link_target = if kind == NodeKind::Symlink {
+        fs::read_link(path)
+            .map_err(|e| FsError::new("read symlink", path, e))?
+            .into_os_string()
+            .into_vec()
+    } else {
+        vec![]
+    };
+    let xattrs = read_xattrs(path)?;
+    Ok(Node {
+        name: name.to_vec(),
+        kind: Some(kind),
+        mode: meta.mode() & 0o7777,
+        uid: meta.uid(),
+        gid: meta.gid(),
+        user: names.user(meta.uid()),
+        group: names.group(meta.gid()),
+        mtime: ts(meta.mtime(), meta.mtime_nsec()),
+        atime: ts(meta.atime(), meta.atime_nsec()),
+        ctime: ts(meta.ctime(), meta.ctime_nsec()),
+        dev: meta.dev(),
+        inode: meta.ino(),
+        nlink: meta.nlink(),
+        rdev: if matches!(kind, NodeKind::CharDev | NodeKind::BlockDev) {
+            meta.rdev()
+        } else {
+            0
+        },
+        size: if kind == NodeKind::File {
+            meta.size()
+        } else {
+            0
+        },
+        link_target,
+        xattrs,
+        content: vec![],
+        subtree: None,
+    })
+}
+
+use std::os::unix::ffi::OsStringExt;

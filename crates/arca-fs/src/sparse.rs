@@ -1,0 +1,74 @@
+//! Writing file content so that runs of zeros become holes.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+/// Granularity of holes: zero blocks of this size, aligned in the file, are not written.
+pub const HOLE_BLOCK: u64 = 4096;
+
+/// Whether `b` is all zeros.
+pub fn is_zero(b: &[u8]) -> bool {
+    b.chunks(64).all(|c| c.iter().fold(0u8, |a, &x| a | x) == 0)
+}
+
+/// Writes `data` at `offset` of `file`, skipping aligned all-zero blocks so they stay holes.
+/// The target range must read as zeros already (a freshly sized file). Returns the bytes
+/// actually written.
+pub fn write_sparse(file: &File, offset: u64, data: &[u8]) -> io::Result<u64> {
+    let mut written = 0u64;
+    let mut pos = 0usize;
+    let mut run_start: Option<usize> = None;
+    while pos < data.len() {
+        let abs = offset + pos as u64;
+        let to_boundary = (HOLE_BLOCK - abs % HOLE_BLOCK) as usize;
+        let end = (pos + to_boundary).min(data.len());
+        let zero = is_zero(&data[pos..end]);
+        match (zero, run_start) {
+            (true, Some(s)) => {
+                file.write_all_at(&data[s..pos], offset + s as u64)?;
+                written += (pos - s) as u64;
+                run_start = None;
+            }
+            (false, None) => run_start = Some(pos),
+            _ => {}
+        }
+        pos = end;
+    }
+    if let Some(s) = run_start {
+        file.write_all_at(&data[s..], offset + s as u64)?;
+        written += (data.len() - s) as u64;
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn zero_blocks_become_holes() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        let f = File::create(&p).unwrap();
+        let size = 8u64 << 20;
+        f.set_len(size).unwrap();
+        let mut data = vec![0u8; 6 << 20];
+        data[100] = 1;
+        data[(5 << 20) + 7] = 2;
+        let w = write_sparse(&f, 1000, &data).unwrap();
+        assert!(w <= 3 * HOLE_BLOCK, "{w}");
+        f.sync_all().unwrap();
+        let back = std::fs::read(&p).unwrap();
+        assert_eq!(&back[1000..1000 + data.len()], &data[..]);
+        assert!(back[..1000].iter().all(|&b| b == 0));
+        let m = std::fs::metadata(&p).unwrap();
+        assert!(
+            m.blocks() * 512 < 1 << 20,
+            "{} blocks allocated",
+            m.blocks()
+        );
+        assert!(is_zero(&[0; 13]) && !is_zero(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 1]));
+    }
+}
