@@ -11,7 +11,7 @@ use arca_format::ChunkerParams;
 /// Cut-point finder for one key and one set of sizes.
 #[derive(Clone)]
 pub struct Chunker {
-    gear: Box<[u64; 256]>,
+    gear: std::sync::Arc<[u64; 256]>,
     min: usize,
     avg: usize,
     max: usize,
@@ -43,7 +43,7 @@ impl Chunker {
         let mut h = blake3::Hasher::new_keyed(key);
         h.update(b"arca fastcdc gear table v1");
         h.finalize_xof().fill(&mut bytes);
-        let mut gear = Box::new([0u64; 256]);
+        let mut gear = [0u64; 256];
         for (g, b) in gear.iter_mut().zip(bytes.chunks_exact(8)) {
             let mut a = [0u8; 8];
             a.copy_from_slice(b);
@@ -51,7 +51,7 @@ impl Chunker {
         }
         let bits = params.avg.trailing_zeros();
         Self {
-            gear,
+            gear: std::sync::Arc::new(gear),
             min: params.min as usize,
             avg: params.avg as usize,
             max: params.max as usize,
@@ -107,49 +107,57 @@ impl Chunker {
     }
 }
 
-/// Cuts a reader into chunks, reusing one buffer of about twice the maximum chunk size.
-pub struct StreamChunker<R> {
-    chunker: Chunker,
+/// Cuts a reader into chunks with one buffer of twice the maximum chunk size, which can be
+/// handed from file to file so that small files cost no allocation.
+pub struct StreamChunker<'c, R> {
+    chunker: &'c Chunker,
     reader: R,
     buf: Vec<u8>,
     start: usize,
+    end: usize,
     eof: bool,
 }
 
-impl<R: Read> StreamChunker<R> {
-    /// Chunks `reader` with `chunker`.
-    pub fn new(chunker: Chunker, reader: R) -> Self {
-        let cap = chunker.max * 2;
+impl<'c, R: Read> StreamChunker<'c, R> {
+    /// Chunks `reader` with a new buffer.
+    pub fn new(chunker: &'c Chunker, reader: R) -> Self {
+        Self::with_buffer(chunker, reader, Vec::new())
+    }
+
+    /// Chunks `reader`, reusing `buf` (grown to twice the maximum chunk size if needed).
+    pub fn with_buffer(chunker: &'c Chunker, reader: R, mut buf: Vec<u8>) -> Self {
+        if buf.len() < chunker.max * 2 {
+            buf.resize(chunker.max * 2, 0);
+        }
         Self {
             chunker,
             reader,
-            buf: Vec::with_capacity(cap),
+            buf,
             start: 0,
+            end: 0,
             eof: false,
         }
     }
 
+    /// Gives the buffer back for the next file.
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.buf
+    }
+
     /// Reads until at least `max` bytes are buffered past `start`, or the input ends.
     fn fill(&mut self) -> io::Result<()> {
-        if self.start > 0 && self.buf.len() - self.start < self.chunker.max {
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
-        let want = self.chunker.max * 2;
-        while !self.eof && self.buf.len() - self.start < self.chunker.max {
-            let len = self.buf.len();
-            self.buf.resize(want.max(len + 1), 0);
-            match self.reader.read(&mut self.buf[len..]) {
-                Ok(0) => {
-                    self.buf.truncate(len);
-                    self.eof = true;
-                }
-                Ok(k) => self.buf.truncate(len + k),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.buf.truncate(len),
-                Err(e) => {
-                    self.buf.truncate(len);
-                    return Err(e);
-                }
+        let max = self.chunker.max;
+        while !self.eof && self.end - self.start < max {
+            if self.buf.len() - self.end < max - (self.end - self.start) {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            match self.reader.read(&mut self.buf[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(k) => self.end += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
         }
         Ok(())
@@ -158,7 +166,7 @@ impl<R: Read> StreamChunker<R> {
     /// The next chunk, `None` at the end of the input.
     pub fn next_chunk(&mut self) -> io::Result<Option<Vec<u8>>> {
         self.fill()?;
-        let avail = &self.buf[self.start..];
+        let avail = &self.buf[self.start..self.end];
         if avail.is_empty() {
             return Ok(None);
         }
@@ -166,11 +174,6 @@ impl<R: Read> StreamChunker<R> {
         let chunk = avail[..n].to_vec();
         self.start += n;
         Ok(Some(chunk))
-    }
-
-    /// Gives the reader back.
-    pub fn into_inner(self) -> R {
-        self.reader
     }
 }
 
@@ -198,7 +201,7 @@ mod tests {
 
     fn chunks(c: &Chunker, data: &[u8]) -> Vec<Vec<u8>> {
         let mut out = vec![];
-        let mut s = StreamChunker::new(c.clone(), data);
+        let mut s = StreamChunker::new(c, data);
         while let Some(ch) = s.next_chunk().unwrap() {
             out.push(ch);
         }

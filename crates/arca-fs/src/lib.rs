@@ -7,6 +7,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 mod apply;
+pub mod pattern;
 mod read;
 mod sparse;
 

@@ -1,0 +1,455 @@
+//! The walk: reads directories depth first in name order, decides per file whether the
+//! parent snapshot's content list can be reused, chunks and hashes what changed, sends new
+//! blobs to the saver and builds one tree blob per directory, bottom up.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, File, Metadata};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+use arca_chunker::{Chunker, StreamChunker};
+use arca_format::{BlobKind, ContentRef, Id, Node, NodeKind, SnapshotSummary, Tree};
+use arca_fs::pattern::PathMatcher;
+use arca_fs::{NameCache, read_node};
+use arca_repo::{Index, RepoError, Repository};
+
+use crate::saver::Saver;
+use crate::sources::{SourceTree, join};
+use crate::{BackupOptions, Observer, Progress, Warning, WarningKind};
+
+/// Why the walk stopped.
+#[derive(Debug)]
+pub(crate) enum Fatal {
+    /// A repository operation failed.
+    Repo(RepoError),
+    /// The saver stopped; its error is reported by `Saver::finish`.
+    Stopped,
+}
+
+impl From<RepoError> for Fatal {
+    fn from(e: RepoError) -> Self {
+        Fatal::Repo(e)
+    }
+}
+
+pub(crate) struct Archiver<'a, 's> {
+    repo: &'a Repository,
+    index: &'a Index,
+    saver: &'a Saver<'s>,
+    chunker: Chunker,
+    buf: Vec<u8>,
+    known: HashSet<(BlobKind, Id)>,
+    names: NameCache,
+    excludes: Option<PathMatcher>,
+    opts: &'a BackupOptions,
+    progress: &'a Progress,
+    observer: &'a dyn Observer,
+    summary: SnapshotSummary,
+    warnings: Vec<Warning>,
+    hardlinks: HashMap<(u64, u64), Node>,
+    ancestors: Vec<(u64, u64)>,
+    fs_dev: Option<u64>,
+}
+
+/// Whether the parent's entry shows the file unchanged (restic's rule: size, mtime, ctime
+/// and inode all equal).
+fn unchanged(parent: &Node, now: &Node) -> bool {
+    parent.kind == Some(NodeKind::File)
+        && parent.size == now.size
+        && parent.mtime == now.mtime
+        && parent.ctime == now.ctime
+        && parent.inode == now.inode
+}
+
+impl<'a, 's> Archiver<'a, 's> {
+    pub(crate) fn new(
+        repo: &'a Repository,
+        index: &'a Index,
+        saver: &'a Saver<'s>,
+        excludes: Option<PathMatcher>,
+        opts: &'a BackupOptions,
+        progress: &'a Progress,
+        observer: &'a dyn Observer,
+    ) -> Self {
+        Self {
+            repo,
+            index,
+            saver,
+            chunker: repo.chunker(),
+            buf: Vec::new(),
+            known: HashSet::new(),
+            names: NameCache::new(),
+            excludes,
+            opts,
+            progress,
+            observer,
+            summary: SnapshotSummary::default(),
+            warnings: vec![],
+            hardlinks: HashMap::new(),
+            ancestors: vec![],
+            fs_dev: None,
+        }
+    }
+
+    pub(crate) fn into_parts(self) -> (SnapshotSummary, Vec<Warning>) {
+        (self.summary, self.warnings)
+    }
+
+    fn warn(&mut self, path: &Path, kind: WarningKind, message: String) {
+        let w = Warning {
+            path: path.to_path_buf(),
+            kind,
+            message,
+        };
+        self.observer.warning(&w);
+        self.warnings.push(w);
+    }
+
+    fn warn_io(&mut self, path: &Path, what: &str, e: &io::Error) {
+        let kind = if e.kind() == io::ErrorKind::NotFound {
+            WarningKind::Vanished
+        } else {
+            WarningKind::Unreadable
+        };
+        let msg = match kind {
+            WarningKind::Vanished => format!("{}: vanished during backup, skipped", path.display()),
+            _ => format!("{}: cannot {what}: {e}; skipped", path.display()),
+        };
+        self.warn(path, kind, msg);
+    }
+
+    fn is_known(&self, kind: BlobKind, id: &Id) -> bool {
+        self.known.contains(&(kind, *id)) || self.index.contains(kind, id)
+    }
+
+    /// Queues a blob unless the repository or this run already has it; returns whether it
+    /// was new.
+    fn store(&mut self, kind: BlobKind, id: Id, data: Vec<u8>) -> Result<bool, Fatal> {
+        if self.is_known(kind, &id) {
+            return Ok(false);
+        }
+        self.known.insert((kind, id));
+        match kind {
+            BlobKind::Data => self.summary.data_blobs += 1,
+            BlobKind::Tree => self.summary.tree_blobs += 1,
+        }
+        self.summary.data_added += data.len() as u64;
+        self.saver
+            .save(kind, id, data)
+            .map_err(|_| Fatal::Stopped)?;
+        Ok(true)
+    }
+
+    fn save_tree(&mut self, tree: &Tree, parent: Option<&Node>) -> Result<Id, Fatal> {
+        let bytes = tree.encode().map_err(|e| RepoError::format("tree", e))?;
+        let id = self.repo.key().blob_id(&bytes);
+        match parent.and_then(|p| p.subtree) {
+            Some(old) if old == id => self.summary.dirs_unmodified += 1,
+            Some(_) => self.summary.dirs_changed += 1,
+            None => self.summary.dirs_new += 1,
+        }
+        self.store(BlobKind::Tree, id, bytes)?;
+        Ok(id)
+    }
+
+    fn parent_subtree(&mut self, parent: Option<&Node>) -> Option<Tree> {
+        let id = parent.filter(|p| p.is_dir())?.subtree?;
+        // A damaged parent only costs re-reading; it does not fail the backup.
+        self.repo.load_tree(self.index, &id).ok()
+    }
+
+    /// Backs up the whole tree of sources; returns the root tree id.
+    pub(crate) fn run(
+        &mut self,
+        src: &SourceTree,
+        parent_root: Option<&Tree>,
+        parent_root_id: Option<Id>,
+    ) -> Result<Id, Fatal> {
+        let root = Path::new("/");
+        let root_node = parent_root_id.map(|id| Node {
+            kind: Some(NodeKind::Dir),
+            subtree: Some(id),
+            ..Node::default()
+        });
+        if src.target {
+            self.fs_dev = fs::symlink_metadata(root).ok().map(|m| m.dev());
+            let tree = self.dir_listing(root, parent_root)?;
+            return self.save_tree(&tree, root_node.as_ref());
+        }
+        let tree = self.virtual_listing(root, src, parent_root)?;
+        self.save_tree(&tree, root_node.as_ref())
+    }
+
+    /// A directory on the way to backed-up paths: only the named children are listed.
+    fn virtual_listing(
+        &mut self,
+        dir: &Path,
+        src: &SourceTree,
+        parent: Option<&Tree>,
+    ) -> Result<Tree, Fatal> {
+        let mut tree = Tree::default();
+        for (name, child) in &src.children {
+            let path = join(dir, name);
+            let meta = match fs::symlink_metadata(&path) {
+                Ok(m) => m,
+                Err(e) => {
+                    self.warn_io(&path, "stat", &e);
+                    continue;
+                }
+            };
+            let pnode = parent.and_then(|t| t.find(name)).cloned();
+            let node = if child.target {
+                self.fs_dev = Some(meta.dev());
+                self.entry(&path, name, &meta, pnode.as_ref())?
+            } else {
+                let mut node = match read_node(&path, name, &meta, &mut self.names) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        self.warn_io(&path, e.op, &e.source);
+                        continue;
+                    }
+                };
+                if node.kind() != NodeKind::Dir {
+                    self.warn(
+                        &path,
+                        WarningKind::Vanished,
+                        format!("{}: is no longer a directory, skipped", path.display()),
+                    );
+                    continue;
+                }
+                let ptree = self.parent_subtree(pnode.as_ref());
+                let sub = self.virtual_listing(&path, child, ptree.as_ref())?;
+                node.subtree = Some(self.save_tree(&sub, pnode.as_ref())?);
+                Some(node)
+            };
+            if let Some(n) = node {
+                tree.nodes.push(n);
+            }
+        }
+        Ok(tree)
+    }
+
+    /// One entry of any kind; `None` when it was skipped.
+    fn entry(
+        &mut self,
+        path: &Path,
+        name: &[u8],
+        meta: &Metadata,
+        parent: Option<&Node>,
+    ) -> Result<Option<Node>, Fatal> {
+        let mut node = match read_node(path, name, meta, &mut self.names) {
+            Ok(n) => n,
+            Err(e) => {
+                self.warn_io(path, e.op, &e.source);
+                return Ok(None);
+            }
+        };
+        let parent = parent.filter(|p| p.kind == node.kind);
+        match node.kind() {
+            NodeKind::File => return self.file(path, node, parent),
+            NodeKind::Dir => {
+                let key = (node.dev, node.inode);
+                if self.ancestors.contains(&key) {
+                    self.warn(
+                        path,
+                        WarningKind::Loop,
+                        format!(
+                            "{}: directory contains itself (file-system loop), contents skipped",
+                            path.display()
+                        ),
+                    );
+                    node.subtree = Some(self.save_tree(&Tree::default(), None)?);
+                    return Ok(Some(node));
+                }
+                let crosses =
+                    self.opts.one_file_system && self.fs_dev.is_some_and(|d| d != node.dev);
+                let tree = if crosses {
+                    Tree::default()
+                } else {
+                    let ptree = self.parent_subtree(parent);
+                    self.ancestors.push(key);
+                    let t = self.dir_listing(path, ptree.as_ref());
+                    self.ancestors.pop();
+                    t?
+                };
+                node.subtree = Some(self.save_tree(&tree, parent)?);
+            }
+            _ => self.summary.other_entries += 1,
+        }
+        Ok(Some(node))
+    }
+
+    /// Lists and backs up a real directory.
+    fn dir_listing(&mut self, dir: &Path, parent: Option<&Tree>) -> Result<Tree, Fatal> {
+        let mut names: Vec<Vec<u8>> = vec![];
+        let rd = match fs::read_dir(dir) {
+            Ok(rd) => rd,
+            Err(e) => {
+                self.warn_io(dir, "list directory", &e);
+                return Ok(Tree::default());
+            }
+        };
+        for e in rd {
+            match e {
+                Ok(e) => names.push(e.file_name().as_bytes().to_vec()),
+                Err(e) => {
+                    self.warn_io(dir, "list directory", &e);
+                    break;
+                }
+            }
+        }
+        names.sort();
+        let mut tree = Tree {
+            nodes: Vec::with_capacity(names.len()),
+        };
+        for name in names {
+            let path = join(dir, &name);
+            if self.excludes.as_ref().is_some_and(|x| x.matches(&path)) {
+                continue;
+            }
+            let meta = match fs::symlink_metadata(&path) {
+                Ok(m) => m,
+                Err(e) => {
+                    self.warn_io(&path, "stat", &e);
+                    continue;
+                }
+            };
+            let pnode = parent.and_then(|t| t.find(&name));
+            if let Some(n) = self.entry(&path, &name, &meta, pnode)? {
+                tree.nodes.push(n);
+            }
+        }
+        Ok(tree)
+    }
+
+    fn file(
+        &mut self,
+        path: &Path,
+        mut node: Node,
+        parent: Option<&Node>,
+    ) -> Result<Option<Node>, Fatal> {
+        self.summary.total_files_processed += 1;
+        self.summary.total_bytes_processed += node.size;
+        if !self.opts.force {
+            if let Some(p) = parent {
+                if unchanged(p, &node)
+                    && p.content
+                        .iter()
+                        .all(|c| self.is_known(BlobKind::Data, &c.id))
+                {
+                    node.content = p.content.clone();
+                    self.summary.files_unmodified += 1;
+                    self.progress.add(1, node.size, 0);
+                    return Ok(Some(node));
+                }
+            }
+        }
+        if node.nlink > 1 {
+            if let Some(seen) = self.hardlinks.get(&(node.dev, node.inode)) {
+                if unchanged(seen, &node) {
+                    node.content = seen.content.clone();
+                    self.progress.add(1, node.size, 0);
+                    return Ok(Some(node));
+                }
+            }
+        }
+        match self.read_content(path, &mut node)? {
+            true => {}
+            false => return Ok(None),
+        }
+        if parent.is_some() {
+            self.summary.files_changed += 1;
+        } else {
+            self.summary.files_new += 1;
+        }
+        if node.nlink > 1 {
+            self.hardlinks.insert((node.dev, node.inode), node.clone());
+        }
+        Ok(Some(node))
+    }
+
+    fn open(path: &Path) -> io::Result<File> {
+        let mut o = fs::OpenOptions::new();
+        o.read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NOATIME);
+        match o.open(path) {
+            // O_NOATIME is refused on files we do not own.
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(path),
+            r => r,
+        }
+    }
+
+    /// Reads and chunks a file; false when it was skipped with a warning.
+    fn read_content(&mut self, path: &Path, node: &mut Node) -> Result<bool, Fatal> {
+        let file = match Self::open(path) {
+            Ok(f) => f,
+            Err(e) => {
+                self.warn_io(path, "open", &e);
+                return Ok(false);
+            }
+        };
+        match file.metadata() {
+            Ok(m) if m.is_file() && m.ino() == node.inode => {}
+            Ok(_) => {
+                self.warn(
+                    path,
+                    WarningKind::Vanished,
+                    format!("{}: replaced during backup, skipped", path.display()),
+                );
+                return Ok(false);
+            }
+            Err(e) => {
+                self.warn_io(path, "stat", &e);
+                return Ok(false);
+            }
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let chunker = self.chunker.clone();
+        let mut sc = StreamChunker::with_buffer(&chunker, &file, buf);
+        let mut content = Vec::with_capacity((node.size / 1_000_000 + 1) as usize);
+        let mut total = 0u64;
+        let result = loop {
+            match sc.next_chunk() {
+                Ok(Some(chunk)) => {
+                    let len = chunk.len() as u32;
+                    let id = self.repo.key().blob_id(&chunk);
+                    total += u64::from(len);
+                    self.progress.add(0, u64::from(len), u64::from(len));
+                    content.push(ContentRef { id, len });
+                    if let Err(f) = self.store(BlobKind::Data, id, chunk) {
+                        break Err(f);
+                    }
+                }
+                Ok(None) => break Ok(true),
+                Err(e) => {
+                    self.warn_io(path, "read", &e);
+                    break Ok(false);
+                }
+            }
+        };
+        self.buf = sc.into_buffer();
+        self.progress.add(1, 0, 0);
+        if !result? {
+            return Ok(false);
+        }
+        if let Ok(after) = file.metadata() {
+            let mtime = (after.mtime(), after.mtime_nsec());
+            let before = (node.mtime.sec, i64::from(node.mtime.nsec));
+            if after.len() != node.size || mtime != before || total != node.size {
+                let msg = format!(
+                    "{}: changed while it was read; stored as read ({total} bytes)",
+                    path.display()
+                );
+                self.warn(path, WarningKind::ChangedWhileRead, msg);
+            }
+        }
+        node.size = total;
+        node.content = content;
+        Ok(true)
+    }
+}

@@ -1,0 +1,304 @@
+//! Backing up paths into a snapshot: walk, change detection against a parent snapshot,
+//! content-defined chunking, dedup against the index, and the sealing/packing/upload
+//! pipeline ([`saver`]).
+//!
+//! Entries that cannot be read are skipped with a [`Warning`] and the snapshot is marked
+//! incomplete; only repository failures abort a backup. Packs, then index files, then the
+//! snapshot are written, so an aborted backup never leaves a snapshot pointing at nothing.
+
+mod archiver;
+pub mod saver;
+pub mod sources;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use arca_format::{Id, Snapshot, SnapshotSummary, Tree};
+use arca_fs::pattern::{PathMatcher, PatternError};
+use arca_repo::{RepoError, Repository, SnapshotFilter};
+use chrono::{DateTime, FixedOffset, Local};
+
+use crate::archiver::{Archiver, Fatal};
+use crate::saver::Saver;
+use crate::sources::SourceTree;
+
+/// How the parent snapshot (for change detection) is chosen.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ParentMode {
+    /// The newest snapshot of this host with the same paths.
+    #[default]
+    Auto,
+    /// No parent: read every file.
+    None,
+    /// This snapshot.
+    Id(Id),
+}
+
+/// What to back up and how.
+#[derive(Debug, Clone, Default)]
+pub struct BackupOptions {
+    /// Paths to back up (made absolute).
+    pub paths: Vec<PathBuf>,
+    /// Exclude patterns (see [`arca_fs::pattern`]).
+    pub excludes: Vec<String>,
+    /// Tags for the snapshot.
+    pub tags: Vec<String>,
+    /// Host name to record (default: this host).
+    pub hostname: Option<String>,
+    /// Parent selection.
+    pub parent: ParentMode,
+    /// Read every file even when the parent says it is unchanged.
+    pub force: bool,
+    /// zstd level for this backup (default: the repository's).
+    pub compression: Option<i32>,
+    /// Do not cross file-system boundaries.
+    pub one_file_system: bool,
+    /// Sealing threads (0 = one per core).
+    pub workers: usize,
+    /// Snapshot time (default: now).
+    pub time: Option<DateTime<FixedOffset>>,
+}
+
+/// Why an entry was skipped or is suspect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarningKind {
+    /// Could not be read; missing from the snapshot.
+    Unreadable,
+    /// Disappeared during the backup; missing from the snapshot.
+    Vanished,
+    /// Changed while it was read; stored as read, possibly inconsistent.
+    ChangedWhileRead,
+    /// A directory that contains itself (bind mount loop); its contents are not stored.
+    Loop,
+}
+
+/// A per-entry problem.
+#[derive(Debug, Clone)]
+pub struct Warning {
+    /// Entry concerned.
+    pub path: PathBuf,
+    /// Class.
+    pub kind: WarningKind,
+    /// Message naming what failed.
+    pub message: String,
+}
+
+impl Warning {
+    /// Whether the entry is missing from the snapshot (which is then incomplete).
+    pub fn is_error(&self) -> bool {
+        matches!(
+            self.kind,
+            WarningKind::Unreadable | WarningKind::Vanished | WarningKind::Loop
+        )
+    }
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Live progress, read by the CLI's progress display.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Files processed.
+    pub files: AtomicU64,
+    /// File bytes processed (read or reused).
+    pub bytes: AtomicU64,
+    /// Bytes actually read from files.
+    pub bytes_read: AtomicU64,
+}
+
+impl Progress {
+    pub(crate) fn add(&self, files: u64, bytes: u64, read: u64) {
+        self.files.fetch_add(files, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.bytes_read.fetch_add(read, Ordering::Relaxed);
+    }
+}
+
+/// Receives warnings as they happen.
+pub trait Observer: Sync {
+    /// An entry was skipped or is suspect.
+    fn warning(&self, w: &Warning);
+}
+
+impl<F: Fn(&Warning) + Sync> Observer for F {
+    fn warning(&self, w: &Warning) {
+        self(w)
+    }
+}
+
+/// A fatal backup error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackupError {
+    /// The repository failed.
+    #[error(transparent)]
+    Repo(#[from] RepoError),
+    /// A path named for backup cannot be used.
+    #[error("{}: {source}", path.display())]
+    Source {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// An exclude pattern is invalid.
+    #[error(transparent)]
+    Pattern(#[from] PatternError),
+    /// No paths were given.
+    #[error("no paths to back up")]
+    NoPaths,
+}
+
+/// The outcome of a backup.
+#[derive(Debug, Clone)]
+pub struct BackupReport {
+    /// The new snapshot's id.
+    pub snapshot_id: Id,
+    /// The snapshot.
+    pub snapshot: Snapshot,
+    /// Problems met.
+    pub warnings: Vec<Warning>,
+    /// Seconds taken.
+    pub duration_seconds: f64,
+}
+
+fn parent_for(
+    repo: &Repository,
+    opts: &BackupOptions,
+    host: &str,
+    paths: &[String],
+) -> Result<Option<(Id, Snapshot)>, RepoError> {
+    match &opts.parent {
+        ParentMode::None => Ok(None),
+        ParentMode::Id(id) => Ok(Some((*id, repo.load_snapshot(id)?))),
+        ParentMode::Auto => {
+            let filter = SnapshotFilter {
+                host: Some(host.to_string()),
+                ..Default::default()
+            };
+            let mut want = paths.to_vec();
+            want.sort();
+            Ok(repo
+                .list_snapshots(&filter)?
+                .into_iter()
+                .rev()
+                .find(|(_, s)| {
+                    let mut p = s.paths.clone();
+                    p.sort();
+                    p == want
+                }))
+        }
+    }
+}
+
+/// Backs up `opts.paths` into a new snapshot.
+pub fn backup(
+    repo: &Repository,
+    opts: &BackupOptions,
+    progress: &Progress,
+    observer: &dyn Observer,
+) -> Result<BackupReport, BackupError> {
+    let started = Instant::now();
+    let start_time = opts.time.unwrap_or_else(|| Local::now().fixed_offset());
+    if opts.paths.is_empty() {
+        return Err(BackupError::NoPaths);
+    }
+    let mut abs = vec![];
+    for p in &opts.paths {
+        let a = sources::absolute(p).map_err(|source| BackupError::Source {
+            path: p.clone(),
+            source,
+        })?;
+        std::fs::symlink_metadata(&a).map_err(|source| BackupError::Source {
+            path: a.clone(),
+            source,
+        })?;
+        abs.push(a);
+    }
+    abs.sort();
+    abs.dedup();
+    let shown: Vec<String> = abs
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let excludes = if opts.excludes.is_empty() {
+        None
+    } else {
+        Some(PathMatcher::new(&opts.excludes)?)
+    };
+    let hostname = opts
+        .hostname
+        .clone()
+        .unwrap_or_else(arca_repo::host::hostname);
+    let index = repo.load_index()?;
+    let parent = parent_for(repo, opts, &hostname, &shown)?;
+    let parent_root: Option<Tree> = match &parent {
+        Some((_, s)) => Some(repo.load_tree(&index, &s.tree)?),
+        None => None,
+    };
+    let level = opts.compression.unwrap_or(repo.config().compression);
+    let workers = if opts.workers == 0 {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+    } else {
+        opts.workers
+    };
+    let sources = SourceTree::build(&abs);
+
+    let (walk, saved) = std::thread::scope(|scope| {
+        let saver = Saver::start(scope, repo, level, workers);
+        let mut arch = Archiver::new(repo, &index, &saver, excludes, opts, progress, observer);
+        let walk = arch.run(
+            &sources,
+            parent_root.as_ref(),
+            parent.as_ref().map(|(_, s)| s.tree),
+        );
+        let walk = walk.map(|root| (root, arch.into_parts()));
+        (walk, saver.finish())
+    });
+    // A repository error in the pipeline is the real cause when the walk stopped early.
+    let stats = saved?;
+    let (root, (mut summary, warnings)) = match walk {
+        Ok(x) => x,
+        Err(Fatal::Repo(e)) => return Err(e.into()),
+        Err(Fatal::Stopped) => {
+            return Err(RepoError::Invalid {
+                what: "backup pipeline",
+                detail: "stopped without an error".into(),
+            }
+            .into());
+        }
+    };
+    summary.data_added_packed = stats.blob_bytes;
+    summary.backup_start = Some(start_time);
+    summary.backup_end = Some(Local::now().fixed_offset());
+    summary.errors = warnings.iter().filter(|w| w.is_error()).count() as u64;
+    let (uid, gid) = arca_repo::host::ids();
+    let snapshot = Snapshot {
+        time: start_time,
+        tree: root,
+        paths: shown,
+        hostname,
+        username: arca_repo::host::username(),
+        uid,
+        gid,
+        tags: opts.tags.clone(),
+        parent: parent.map(|(id, _)| id),
+        program_version: format!("arca {}", env!("CARGO_PKG_VERSION")),
+        complete: summary.errors == 0,
+        summary: SnapshotSummary { ..summary },
+    };
+    let snapshot_id = repo.save_snapshot(&snapshot)?;
+    Ok(BackupReport {
+        snapshot_id,
+        snapshot,
+        warnings,
+        duration_seconds: started.elapsed().as_secs_f64(),
+    })
+}

@@ -1,0 +1,102 @@
+//! Turning the paths given to `backup` into absolute, normalized paths and a tree of the
+//! directories leading to them, which becomes the snapshot's root listing.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Component, Path, PathBuf};
+
+/// Makes `p` absolute against the current directory and removes `.` and `..` lexically
+/// (symlinks are not resolved: the path is stored as the user named it).
+pub fn absolute(p: &Path) -> io::Result<PathBuf> {
+    let joined = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(p)
+    };
+    let mut out = PathBuf::from("/");
+    for c in joined.components() {
+        match c {
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+        }
+    }
+    Ok(out)
+}
+
+/// A node of the source tree: either a backed-up path (`target`) or a directory on the way
+/// to one.
+#[derive(Debug, Default)]
+pub struct SourceTree {
+    /// True when this path itself was named on the command line.
+    pub target: bool,
+    /// Children by name, in byte order.
+    pub children: BTreeMap<Vec<u8>, SourceTree>,
+}
+
+impl SourceTree {
+    /// Builds the tree of absolute paths. A path inside another named path is dropped, since
+    /// the outer one covers it.
+    pub fn build(paths: &[PathBuf]) -> Self {
+        let mut root = SourceTree::default();
+        for p in paths {
+            let mut node = &mut root;
+            if node.target {
+                continue;
+            }
+            for c in p.components() {
+                if let Component::Normal(n) = c {
+                    node = node.children.entry(n.as_bytes().to_vec()).or_default();
+                    if node.target {
+                        break;
+                    }
+                }
+            }
+            node.target = true;
+            node.children.clear();
+        }
+        root
+    }
+}
+
+/// Joins a name (raw bytes) to a path.
+pub fn join(dir: &Path, name: &[u8]) -> PathBuf {
+    dir.join(OsString::from_vec(name.to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes_lexically() {
+        assert_eq!(
+            absolute(Path::new("/a/./b/../c/")).unwrap(),
+            PathBuf::from("/a/c")
+        );
+        assert_eq!(absolute(Path::new("/..")).unwrap(), PathBuf::from("/"));
+        assert!(absolute(Path::new("rel")).unwrap().is_absolute());
+    }
+
+    #[test]
+    fn nested_paths_collapse() {
+        let t = SourceTree::build(&[
+            PathBuf::from("/a/b"),
+            PathBuf::from("/a/b/c"),
+            PathBuf::from("/a/d"),
+            PathBuf::from("/e"),
+        ]);
+        let a = &t.children[&b"a".to_vec()];
+        assert!(!a.target);
+        assert!(a.children[&b"b".to_vec()].target);
+        assert!(a.children[&b"b".to_vec()].children.is_empty());
+        assert!(a.children[&b"d".to_vec()].target);
+        assert!(t.children[&b"e".to_vec()].target);
+        let all = SourceTree::build(&[PathBuf::from("/x"), PathBuf::from("/")]);
+        assert!(all.target && all.children.is_empty());
+    }
+}

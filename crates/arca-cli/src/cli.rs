@@ -1,0 +1,272 @@
+//! Command-line definitions (clap), modelled on restic's.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// arca: deduplicating, encrypted, incremental backups with fast restores.
+#[derive(Debug, Parser)]
+#[command(name = "arca", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Repository location (a local folder)
+    #[arg(
+        short = 'r',
+        long = "repo",
+        env = "ARCA_REPOSITORY",
+        global = true,
+        value_name = "REPO"
+    )]
+    pub repo: Option<String>,
+    /// Read the repository password from a file (first line)
+    #[arg(long, env = "ARCA_PASSWORD_FILE", global = true, value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
+    /// Print less (no progress)
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Simulated per-request latency of the backend, e.g. 20ms (benchmarks)
+    #[arg(long, global = true, value_name = "DURATION")]
+    pub backend_latency: Option<String>,
+    /// Simulated bandwidth cap of the backend in bytes/s, e.g. 100MB (benchmarks)
+    #[arg(long, global = true, value_name = "BYTES")]
+    pub backend_bandwidth: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a new repository
+    Init(InitArgs),
+    /// Back up files and directories into a new snapshot
+    Backup(BackupArgs),
+    /// List snapshots
+    Snapshots(SnapshotsArgs),
+    /// List the entries of a snapshot
+    Ls(LsArgs),
+    /// Restore a snapshot under a target directory
+    Restore(RestoreArgs),
+    /// Verify the repository's structure and, with --read-data, all data
+    Check(CheckArgs),
+    /// Manage the repository's keys (passwords)
+    Key(KeyArgs),
+    /// Print repository structures, decrypted (for debugging)
+    Cat(CatArgs),
+}
+
+/// Hidden key-derivation cost options (tests use cheap ones).
+#[derive(Debug, Args, Clone, Copy)]
+pub struct KdfArgs {
+    /// Argon2id memory in KiB
+    #[arg(long, hide = true, default_value_t = 64 * 1024)]
+    pub kdf_memory_kib: u32,
+    /// Argon2id passes
+    #[arg(long, hide = true, default_value_t = 3)]
+    pub kdf_iterations: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Default zstd compression level for data (0 = off, 1-22; negative = faster)
+    #[arg(long, default_value_t = 3, allow_negative_numbers = true)]
+    pub compression: i32,
+    /// Target pack size, e.g. 16MiB
+    #[arg(long, default_value = "16MiB")]
+    pub pack_size: String,
+    /// Minimum chunk size
+    #[arg(long, default_value = "256KiB")]
+    pub chunk_min: String,
+    /// Average chunk size (a power of two)
+    #[arg(long, default_value = "1MiB")]
+    pub chunk_avg: String,
+    /// Maximum chunk size
+    #[arg(long, default_value = "4MiB")]
+    pub chunk_max: String,
+    #[command(flatten)]
+    pub kdf: KdfArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// Files and directories to back up
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Exclude paths matching a pattern (repeatable)
+    #[arg(short = 'e', long = "exclude", value_name = "PATTERN")]
+    pub excludes: Vec<String>,
+    /// Add a tag to the snapshot (repeatable)
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// Host name to record
+    #[arg(long = "host", value_name = "HOST")]
+    pub host: Option<String>,
+    /// Use this snapshot as parent instead of the latest with the same paths
+    #[arg(long, value_name = "SNAPSHOT")]
+    pub parent: Option<String>,
+    /// Read all files, ignoring the parent snapshot
+    #[arg(long)]
+    pub force: bool,
+    /// zstd level for this backup (overrides the repository default)
+    #[arg(long, allow_negative_numbers = true)]
+    pub compression: Option<i32>,
+    /// Stay on the file systems of the given paths
+    #[arg(short = 'x', long)]
+    pub one_file_system: bool,
+    /// Print the summary as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Snapshot selection filters.
+#[derive(Debug, Args, Clone, Default)]
+pub struct FilterArgs {
+    /// Only snapshots of this host
+    #[arg(long = "host", value_name = "HOST")]
+    pub host: Option<String>,
+    /// Only snapshots with this tag (repeatable: all must match)
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// Only snapshots including this path (repeatable)
+    #[arg(long = "path", value_name = "PATH")]
+    pub paths: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SnapshotsArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    /// Snapshot id, id prefix or "latest"
+    pub snapshot: String,
+    /// Only list this path and what is below it
+    pub path: Option<PathBuf>,
+    /// Long listing (mode, owner, size, time)
+    #[arg(short, long)]
+    pub long: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Print JSON lines
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// Snapshot id, id prefix or "latest"
+    pub snapshot: String,
+    /// Directory to restore into
+    #[arg(short, long, value_name = "DIR")]
+    pub target: PathBuf,
+    /// Restore only paths matching a pattern (repeatable)
+    #[arg(short = 'i', long = "include", value_name = "PATTERN")]
+    pub includes: Vec<String>,
+    /// Skip paths matching a pattern (repeatable)
+    #[arg(short = 'e', long = "exclude", value_name = "PATTERN")]
+    pub excludes: Vec<String>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Print the summary as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Read and verify every blob of every pack
+    #[arg(long)]
+    pub read_data: bool,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    #[command(subcommand)]
+    pub command: KeyCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// List keys
+    List {
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a key for a new password
+    Add {
+        /// Read the new password from a file
+        #[arg(long, env = "ARCA_NEW_PASSWORD_FILE", value_name = "FILE")]
+        new_password_file: Option<PathBuf>,
+        #[command(flatten)]
+        kdf: KdfArgs,
+    },
+    /// Remove a key
+    Remove {
+        /// Key id or unique prefix
+        id: String,
+    },
+    /// Change the password of the key in use
+    Passwd {
+        /// Read the new password from a file
+        #[arg(long, env = "ARCA_NEW_PASSWORD_FILE", value_name = "FILE")]
+        new_password_file: Option<PathBuf>,
+        #[command(flatten)]
+        kdf: KdfArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CatArgs {
+    #[command(subcommand)]
+    pub what: CatWhat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CatWhat {
+    /// The repository configuration
+    Config,
+    /// A snapshot
+    Snapshot {
+        /// Snapshot id, prefix or "latest"
+        id: String,
+    },
+    /// An index file
+    Index {
+        /// Index file id
+        id: String,
+    },
+    /// A pack's header
+    Pack {
+        /// Pack id
+        id: String,
+    },
+    /// A key file (without secrets)
+    Key {
+        /// Key id or prefix
+        id: String,
+    },
+    /// A tree blob, decoded
+    Tree {
+        /// Tree blob id
+        id: String,
+    },
+    /// A data blob's plaintext, raw
+    Blob {
+        /// Blob id
+        id: String,
+    },
+}

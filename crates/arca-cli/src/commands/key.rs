@@ -1,0 +1,84 @@
+//! `arca key list|add|remove|passwd`.
+
+use anyhow::Result;
+use serde_json::json;
+
+use crate::cli::{Global, KeyArgs, KeyCommand};
+use crate::util;
+
+fn created(ns: i64) -> String {
+    chrono::DateTime::from_timestamp_nanos(ns)
+        .with_timezone(&chrono::Local)
+        .format("%Y-%m-%d %H:%M:%S")
+        .to_string()
+}
+
+pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
+    let mut opened = util::open(g)?;
+    let repo = &mut opened.repo;
+    match &a.command {
+        KeyCommand::List { json } => {
+            let keys = repo.list_keys()?;
+            if *json {
+                let v: Vec<_> = keys
+                    .iter()
+                    .map(|k| json!({
+                        "id": k.id.to_hex(),
+                        "current": k.current,
+                        "hostname": k.file.hostname,
+                        "username": k.file.username,
+                        "created": created(k.file.created_ns),
+                        "kdf": {"algorithm": "argon2id", "memory_kib": k.file.kdf.memory_kib,
+                                "iterations": k.file.kdf.iterations, "parallelism": k.file.kdf.parallelism},
+                    }))
+                    .collect();
+                super::out(&serde_json::Value::Array(v).to_string())?;
+            } else {
+                super::out(&format!(
+                    " {:<10} {:<12} {:<16} Created",
+                    "ID", "User", "Host"
+                ))?;
+                for k in keys {
+                    super::out(&format!(
+                        "{}{:<10} {:<12} {:<16} {}",
+                        if k.current { "*" } else { " " },
+                        k.id.short(),
+                        k.file.username,
+                        k.file.hostname,
+                        created(k.file.created_ns)
+                    ))?;
+                }
+            }
+        }
+        KeyCommand::Add {
+            new_password_file,
+            kdf,
+        } => {
+            let pw = util::new_password(
+                new_password_file.as_deref(),
+                "ARCA_NEW_PASSWORD",
+                "new password",
+            )?;
+            let id = repo.add_key(pw.as_bytes(), util::kdf(kdf))?;
+            super::out(&format!("saved new key {}", id.short()))?;
+        }
+        KeyCommand::Remove { id } => {
+            let id = repo.find_key(id)?;
+            repo.remove_key(&id)?;
+            super::out(&format!("removed key {}", id.short()))?;
+        }
+        KeyCommand::Passwd {
+            new_password_file,
+            kdf,
+        } => {
+            let pw = util::new_password(
+                new_password_file.as_deref(),
+                "ARCA_NEW_PASSWORD",
+                "new password",
+            )?;
+            let id = repo.change_password(pw.as_bytes(), util::kdf(kdf))?;
+            super::out(&format!("password changed; new key {}", id.short()))?;
+        }
+    }
+    Ok(0)
+}

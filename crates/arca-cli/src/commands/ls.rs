@@ -1,0 +1,196 @@
+//! `arca ls`: list a snapshot's entries, optionally below a path.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{Result, bail};
+use arca_format::{Id, Node, NodeKind, Timespec};
+use arca_repo::{Index, Repository};
+use serde_json::json;
+
+use crate::cli::{Global, LsArgs};
+use crate::util::{self, mode_string};
+
+fn time(t: Timespec) -> String {
+    chrono::DateTime::from_timestamp(t.sec, t.nsec)
+        .map(|d| {
+            d.with_timezone(&chrono::Local)
+                .to_rfc3339_opts(chrono::SecondsFormat::Nanos, false)
+        })
+        .unwrap_or_else(|| format!("{}.{:09}", t.sec, t.nsec))
+}
+
+/// The JSON form of a node (shared with `cat tree`).
+pub fn node_json(n: &Node, path: Option<&Path>) -> serde_json::Value {
+    let mut v = json!({
+        "name": String::from_utf8_lossy(&n.name),
+        "type": n.kind().name(),
+        "mode": n.mode,
+        "permissions": mode_string(n.kind(), n.mode),
+        "uid": n.uid,
+        "gid": n.gid,
+        "user": String::from_utf8_lossy(&n.user),
+        "group": String::from_utf8_lossy(&n.group),
+        "size": n.size,
+        "mtime": time(n.mtime),
+        "atime": time(n.atime),
+        "ctime": time(n.ctime),
+        "inode": n.inode,
+        "device_id": n.dev,
+        "links": n.nlink,
+    });
+    let Some(m) = v.as_object_mut() else { return v };
+    if let Some(p) = path {
+        m.insert("path".into(), json!(p.to_string_lossy()));
+    }
+    if n.kind() == NodeKind::Symlink {
+        m.insert(
+            "link_target".into(),
+            json!(String::from_utf8_lossy(&n.link_target)),
+        );
+    }
+    if matches!(n.kind(), NodeKind::CharDev | NodeKind::BlockDev) {
+        m.insert("rdev".into(), json!(n.rdev));
+    }
+    if !n.xattrs.is_empty() {
+        let x: Vec<_> = n
+            .xattrs
+            .iter()
+            .map(|(k, v)| json!({"name": String::from_utf8_lossy(k), "size": v.len()}))
+            .collect();
+        m.insert("xattrs".into(), json!(x));
+    }
+    if let Some(s) = n.subtree {
+        m.insert("subtree".into(), json!(s.to_hex()));
+    }
+    if n.kind() == NodeKind::File {
+        let c: Vec<_> = n
+            .content
+            .iter()
+            .map(|c| json!({"id": c.id.to_hex(), "length": c.len}))
+            .collect();
+        m.insert("content".into(), json!(c));
+    }
+    v
+}
+
+struct Lister<'a> {
+    repo: &'a Repository,
+    index: &'a Index,
+    long: bool,
+    json: bool,
+}
+
+impl Lister<'_> {
+    fn print(&self, n: &Node, path: &Path) -> Result<()> {
+        if self.json {
+            let mut v = node_json(n, Some(path));
+            if let Some(m) = v.as_object_mut() {
+                m.insert("message_type".into(), json!("node"));
+                m.remove("content");
+            }
+            return super::out(&v.to_string());
+        }
+        if !self.long {
+            return super::out_bytes(path.as_os_str().as_bytes());
+        }
+        let owner = |name: &[u8], id: u32| {
+            if name.is_empty() {
+                id.to_string()
+            } else {
+                String::from_utf8_lossy(name).into_owned()
+            }
+        };
+        let t = chrono::DateTime::from_timestamp(n.mtime.sec, n.mtime.nsec)
+            .map(|d| {
+                d.with_timezone(&chrono::Local)
+                    .format("%Y-%m-%d %H:%M:%S")
+                    .to_string()
+            })
+            .unwrap_or_default();
+        let mut line = format!(
+            "{} {:>8} {:>8} {:>12} {} ",
+            mode_string(n.kind(), n.mode),
+            owner(&n.user, n.uid),
+            owner(&n.group, n.gid),
+            n.size,
+            t
+        )
+        .into_bytes();
+        line.extend_from_slice(path.as_os_str().as_bytes());
+        if n.kind() == NodeKind::Symlink {
+            line.extend_from_slice(b" -> ");
+            line.extend_from_slice(&n.link_target);
+        }
+        super::out_bytes(&line)
+    }
+
+    fn walk(&self, tree: &Id, dir: &Path) -> Result<()> {
+        let t = self.repo.load_tree(self.index, tree)?;
+        for n in &t.nodes {
+            let p = dir.join(OsStr::from_bytes(&n.name));
+            self.print(n, &p)?;
+            if let Some(s) = n.subtree {
+                self.walk(&s, &p)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
+    let opened = util::open(g)?;
+    let repo = &opened.repo;
+    let (id, snap) = repo.find_snapshot(&a.snapshot, &super::filter(&a.filter))?;
+    let index = repo.load_index()?;
+    let l = Lister {
+        repo,
+        index: &index,
+        long: a.long,
+        json: a.json,
+    };
+    if a.json {
+        let mut v = serde_json::to_value(&snap)?;
+        if let Some(m) = v.as_object_mut() {
+            m.insert("message_type".into(), json!("snapshot"));
+            m.insert("id".into(), json!(id.to_hex()));
+        }
+        super::out(&v.to_string())?;
+    }
+    let Some(start) = &a.path else {
+        l.walk(&snap.tree, Path::new("/"))?;
+        return Ok(0);
+    };
+    // Descend to the requested path.
+    let mut tree = snap.tree;
+    let mut here = PathBuf::from("/");
+    let comps: Vec<&OsStr> = start
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    for (i, name) in comps.iter().enumerate() {
+        let t = repo.load_tree(&index, &tree)?;
+        let Some(n) = t.find(name.as_bytes()) else {
+            bail!("{} is not in snapshot {}", start.display(), id.short());
+        };
+        here.push(name);
+        let last = i + 1 == comps.len();
+        match (n.subtree, last) {
+            (Some(s), true) => {
+                l.print(n, &here)?;
+                l.walk(&s, &here)?;
+            }
+            (Some(s), false) => tree = s,
+            (None, true) => l.print(n, &here)?,
+            (None, false) => bail!("{} is not in snapshot {}", start.display(), id.short()),
+        }
+    }
+    if comps.is_empty() {
+        l.walk(&snap.tree, Path::new("/"))?;
+    }
+    Ok(0)
+}

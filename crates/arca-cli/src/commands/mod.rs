@@ -1,0 +1,56 @@
+//! One module per command; each returns the process exit code.
+
+mod backup;
+mod cat;
+mod check;
+mod init;
+mod key;
+mod ls;
+mod restore;
+mod snapshots;
+
+use anyhow::Result;
+use arca_repo::SnapshotFilter;
+
+use crate::cli::{Cli, Command, FilterArgs};
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> Result<u8> {
+    let g = &cli.global;
+    match &cli.command {
+        Command::Init(a) => init::run(g, a),
+        Command::Backup(a) => backup::run(g, a),
+        Command::Snapshots(a) => snapshots::run(g, a),
+        Command::Ls(a) => ls::run(g, a),
+        Command::Restore(a) => restore::run(g, a),
+        Command::Check(a) => check::run(g, a),
+        Command::Key(a) => key::run(g, a),
+        Command::Cat(a) => cat::run(g, a),
+    }
+}
+
+fn filter(f: &FilterArgs) -> SnapshotFilter {
+    SnapshotFilter {
+        host: f.host.clone(),
+        tags: f.tags.clone(),
+        paths: f.paths.clone(),
+    }
+}
+
+/// Writes a line to stdout, surfacing a closed pipe as an error the caller maps to exit 0.
+fn out(line: &str) -> Result<()> {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    o.write_all(line.as_bytes())?;
+    o.write_all(b"\n")?;
+    Ok(())
+}
+
+/// Writes raw bytes and a newline to stdout (paths that are not UTF-8).
+fn out_bytes(line: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    o.write_all(line)?;
+    o.write_all(b"\n")?;
+    Ok(())
+}

@@ -1,0 +1,290 @@
+//! Shared CLI helpers: opening the repository, passwords, size and duration parsing and
+//! human formatting.
+
+use std::io::{self, IsTerminal};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use arca_backend::{Backend, BackendStats, LocalBackend, MeteredBackend, Throttle};
+use arca_format::KdfParams;
+use arca_repo::Repository;
+use zeroize::Zeroizing;
+
+use crate::cli::{Global, KdfArgs};
+
+/// An open repository and the counters of its backend.
+pub struct Opened {
+    pub repo: Repository,
+    pub stats: Arc<BackendStats>,
+}
+
+/// Parses sizes like `16MiB`, `100MB`, `4096`, `1.5G`.
+pub fn parse_size(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| anyhow!("invalid size {s:?}"))?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "m" | "mb" => 1e6,
+        "g" | "gb" => 1e9,
+        "t" | "tb" => 1e12,
+        "ki" | "kib" => 1024.0,
+        "mi" | "mib" => 1024.0 * 1024.0,
+        "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "ti" | "tib" => 1024.0f64.powi(4),
+        u => bail!("invalid size unit {u:?} in {s:?}"),
+    };
+    let v = n * mult;
+    if !(0.0..1.8e19).contains(&v) {
+        bail!("size {s:?} out of range");
+    }
+    Ok(v as u64)
+}
+
+/// Parses durations like `20ms`, `1.5s`, `100us`.
+pub fn parse_duration(s: &str) -> Result<Duration> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| anyhow!("invalid duration {s:?}"))?;
+    let secs = match unit {
+        "ns" => n / 1e9,
+        "us" | "µs" => n / 1e6,
+        "ms" => n / 1e3,
+        "" | "s" => n,
+        "m" | "min" => n * 60.0,
+        u => bail!("invalid duration unit {u:?} in {s:?}"),
+    };
+    if !(0.0..1e9).contains(&secs) {
+        bail!("duration {s:?} out of range");
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// `1.23 GiB`-style sizes.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+/// `1:02:03` / `2:03` durations.
+pub fn human_duration(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+fn strip_newline(mut s: String) -> String {
+    if s.ends_with('\n') {
+        s.pop();
+        if s.ends_with('\r') {
+            s.pop();
+        }
+    }
+    s
+}
+
+fn read_password_file(p: &Path) -> Result<Zeroizing<String>> {
+    let s = std::fs::read_to_string(p)
+        .with_context(|| format!("cannot read password file {}", p.display()))?;
+    let first = s.lines().next().unwrap_or("").to_string();
+    Ok(Zeroizing::new(strip_newline(first)))
+}
+
+fn prompt(msg: &str) -> Result<Zeroizing<String>> {
+    if !io::stdin().is_terminal() && !Path::new("/dev/tty").exists() {
+        bail!("no password given: set ARCA_PASSWORD or ARCA_PASSWORD_FILE, or use --password-file");
+    }
+    rpassword::prompt_password(msg).map(Zeroizing::new).map_err(|e| {
+        anyhow!("no password given (set ARCA_PASSWORD or ARCA_PASSWORD_FILE, or use --password-file); cannot prompt: {e}")
+    })
+}
+
+/// The repository password: `--password-file`/`ARCA_PASSWORD_FILE`, then `ARCA_PASSWORD`,
+/// then a prompt on the terminal.
+pub fn password(g: &Global) -> Result<Zeroizing<String>> {
+    if let Some(f) = &g.password_file {
+        return read_password_file(f);
+    }
+    if let Ok(p) = std::env::var("ARCA_PASSWORD") {
+        return Ok(Zeroizing::new(p));
+    }
+    prompt("enter password for repository: ")
+}
+
+/// A new password: from `file`, `ARCA_NEW_PASSWORD`, or prompted twice.
+pub fn new_password(file: Option<&Path>, env_var: &str, what: &str) -> Result<Zeroizing<String>> {
+    let p = if let Some(f) = file {
+        read_password_file(f)?
+    } else if let Ok(p) = std::env::var(env_var) {
+        Zeroizing::new(p)
+    } else {
+        let a = prompt(&format!("enter {what}: "))?;
+        let b = prompt(&format!("enter {what} again: "))?;
+        if *a != *b {
+            bail!("passwords do not match");
+        }
+        a
+    };
+    if p.is_empty() {
+        bail!("empty password refused");
+    }
+    Ok(p)
+}
+
+/// KDF parameters from the hidden options.
+pub fn kdf(k: &KdfArgs) -> KdfParams {
+    KdfParams {
+        memory_kib: k.kdf_memory_kib,
+        iterations: k.kdf_iterations,
+        parallelism: 1,
+    }
+}
+
+/// Builds the backend named by `-r`, wrapped in the meter (and throttle, if asked).
+pub fn backend(g: &Global) -> Result<(Arc<dyn Backend>, Arc<BackendStats>)> {
+    let repo = g
+        .repo
+        .as_deref()
+        .filter(|r| !r.is_empty())
+        .ok_or_else(|| anyhow!("no repository given: use -r/--repo or set ARCA_REPOSITORY"))?;
+    if let Some((scheme, _)) = repo.split_once(':') {
+        if ["sftp", "s3", "rest", "http", "https", "b2", "azure", "gs"].contains(&scheme) {
+            bail!(
+                "repository {repo}: backend {scheme:?} is not supported yet (only local folders)"
+            );
+        }
+    }
+    let local = repo.strip_prefix("local:").unwrap_or(repo);
+    let throttle = Throttle {
+        latency: g
+            .backend_latency
+            .as_deref()
+            .map(parse_duration)
+            .transpose()?
+            .unwrap_or_default(),
+        bandwidth: g
+            .backend_bandwidth
+            .as_deref()
+            .map(parse_size)
+            .transpose()?
+            .unwrap_or(0),
+    };
+    let metered = MeteredBackend::new(LocalBackend::new(local), throttle);
+    let stats = metered.stats();
+    Ok((Arc::new(metered), stats))
+}
+
+/// Opens the repository with the password.
+pub fn open(g: &Global) -> Result<Opened> {
+    let (b, stats) = backend(g)?;
+    let pw = password(g)?;
+    let repo = Repository::open(b, pw.as_bytes())?;
+    Ok(Opened { repo, stats })
+}
+
+/// JSON of the backend counters.
+pub fn stats_json(stats: &BackendStats) -> serde_json::Value {
+    let s = stats.snapshot();
+    serde_json::json!({
+        "requests": s.requests,
+        "bytes_read": s.bytes_read,
+        "bytes_written": s.bytes_written,
+    })
+}
+
+/// Whether progress should be drawn.
+pub fn interactive(g: &Global, json: bool) -> bool {
+    !g.quiet && !json && io::stderr().is_terminal()
+}
+
+/// `rwxr-xr-x`-style mode string with the type letter first.
+pub fn mode_string(kind: arca_format::NodeKind, mode: u32) -> String {
+    use arca_format::NodeKind::*;
+    let t = match kind {
+        File => '-',
+        Dir => 'd',
+        Symlink => 'l',
+        Fifo => 'p',
+        CharDev => 'c',
+        BlockDev => 'b',
+        Socket => 's',
+    };
+    let mut s = String::with_capacity(10);
+    s.push(t);
+    let bits = [
+        (0o400, 'r'),
+        (0o200, 'w'),
+        (0o100, 'x'),
+        (0o040, 'r'),
+        (0o020, 'w'),
+        (0o010, 'x'),
+        (0o004, 'r'),
+        (0o002, 'w'),
+        (0o001, 'x'),
+    ];
+    for (i, (b, c)) in bits.iter().enumerate() {
+        let special = match i {
+            2 => mode & 0o4000 != 0,
+            5 => mode & 0o2000 != 0,
+            8 => mode & 0o1000 != 0,
+            _ => false,
+        };
+        let set = mode & b != 0;
+        s.push(match (special, set, i) {
+            (true, true, 8) => 't',
+            (true, false, 8) => 'T',
+            (true, true, _) => 's',
+            (true, false, _) => 'S',
+            (false, true, _) => *c,
+            (false, false, _) => '-',
+        });
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations() {
+        assert_eq!(parse_size("16MiB").unwrap(), 16 << 20);
+        assert_eq!(parse_size("100MB").unwrap(), 100_000_000);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert!(parse_size("12XB").is_err());
+        assert!(parse_size("").is_err());
+        assert_eq!(parse_duration("20ms").unwrap(), Duration::from_millis(20));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert_eq!(human_bytes(1536), "1.50 KiB");
+        assert_eq!(
+            mode_string(arca_format::NodeKind::Dir, 0o1777),
+            "drwxrwxrwt"
+        );
+        assert_eq!(
+            mode_string(arca_format::NodeKind::File, 0o4755),
+            "-rwsr-xr-x"
+        );
+    }
+}
