@@ -5,7 +5,6 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, Metadata};
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
@@ -51,6 +50,27 @@ pub(crate) struct Archiver<'a, 's> {
     hardlinks: HashMap<(u64, u64), Node>,
     ancestors: Vec<(u64, u64)>,
     fs_dev: Option<u64>,
+}
+
+/// Lists a directory's entry names without touching its access time where permitted.
+fn list_dir(dir: &Path) -> io::Result<Vec<Vec<u8>>> {
+    use nix::fcntl::OFlag;
+    use nix::sys::stat::Mode;
+    let base = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let d = match nix::dir::Dir::open(dir, base | OFlag::O_NOATIME, Mode::empty()) {
+        Err(nix::errno::Errno::EPERM) => nix::dir::Dir::open(dir, base, Mode::empty()),
+        r => r,
+    }
+    .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
+    let mut names = vec![];
+    for e in d {
+        let e = e.map_err(|e| io::Error::from_raw_os_error(e as i32))?;
+        let n = e.file_name().to_bytes();
+        if n != b"." && n != b".." {
+            names.push(n.to_vec());
+        }
+    }
+    Ok(names)
 }
 
 /// Whether the parent's entry shows the file unchanged (restic's rule: size, mtime, ctime
@@ -283,23 +303,13 @@ impl<'a, 's> Archiver<'a, 's> {
 
     /// Lists and backs up a real directory.
     fn dir_listing(&mut self, dir: &Path, parent: Option<&Tree>) -> Result<Tree, Fatal> {
-        let mut names: Vec<Vec<u8>> = vec![];
-        let rd = match fs::read_dir(dir) {
-            Ok(rd) => rd,
+        let mut names = match list_dir(dir) {
+            Ok(n) => n,
             Err(e) => {
                 self.warn_io(dir, "list directory", &e);
                 return Ok(Tree::default());
             }
         };
-        for e in rd {
-            match e {
-                Ok(e) => names.push(e.file_name().as_bytes().to_vec()),
-                Err(e) => {
-                    self.warn_io(dir, "list directory", &e);
-                    break;
-                }
-            }
-        }
         names.sort();
         let mut tree = Tree {
             nodes: Vec::with_capacity(names.len()),
