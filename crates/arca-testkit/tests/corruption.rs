@@ -1,0 +1,164 @@
+//! Damaged packs: a flipped byte and a truncated pack are caught by `check --read-data`
+//! (naming pack, snapshot and file) and by restore, which restores everything else.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use arca_backend::FileType;
+use arca_format::{BlobKind, Id};
+use arca_maintenance::{CheckOptions, check};
+use arca_repo::Repository;
+use arca_testkit::random_bytes;
+use common::*;
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    repo_dir: PathBuf,
+    src: PathBuf,
+    target: PathBuf,
+    repo: Repository,
+}
+
+fn setup() -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..6u64 {
+        fs::write(src.join(format!("file{i}")), random_bytes(i, 400_000)).unwrap();
+    }
+    let repo_dir = tmp.path().join("repo");
+    let repo = init(local(&repo_dir));
+    do_backup(&repo, &[src.clone()]).unwrap();
+    let target = tmp.path().join("target");
+    Setup {
+        repo_dir,
+        src,
+        target,
+        repo,
+        _tmp: tmp,
+    }
+}
+
+/// The data pack holding `file`'s first blob, and that blob's offset in it.
+fn pack_of(s: &Setup, file: &str) -> (PathBuf, Id, u32) {
+    let index = s.repo.load_index().unwrap();
+    let (_, snap) = s.repo.find_snapshot("latest", &Default::default()).unwrap();
+    let mut tree = s.repo.load_tree(&index, &snap.tree).unwrap();
+    for comp in s.src.components().skip(1) {
+        let name = comp.as_os_str().as_encoded_bytes();
+        let sub = tree.find(name).unwrap().subtree.unwrap();
+        tree = s.repo.load_tree(&index, &sub).unwrap();
+    }
+    let node = tree.find(file.as_bytes()).unwrap();
+    let loc = index.get(BlobKind::Data, &node.content[0].id).unwrap();
+    let hex = loc.pack.id.to_hex();
+    (
+        s.repo_dir.join("data").join(&hex[..2]).join(&hex),
+        loc.pack.id,
+        loc.offset,
+    )
+}
+
+fn affected_paths(rep: &arca_maintenance::CheckReport) -> Vec<PathBuf> {
+    rep.affected.iter().flat_map(|a| a.paths.clone()).collect()
+}
+
+#[test]
+fn flipped_byte_is_caught_by_read_data_and_restore() {
+    let s = setup();
+    let (path, pack, offset) = pack_of(&s, "file3");
+    arca_testkit::flip_byte(&path, u64::from(offset) + 100).unwrap();
+    // Structure alone looks fine: sizes match.
+    assert!(check(&s.repo, CheckOptions::default()).unwrap().is_ok());
+    let rep = check(
+        &s.repo,
+        CheckOptions {
+            read_data: true,
+            workers: 2,
+        },
+    )
+    .unwrap();
+    assert!(!rep.is_ok());
+    assert_eq!(rep.damaged_packs.len(), 1);
+    assert_eq!(rep.damaged_packs[0].id, pack);
+    assert!(
+        affected_paths(&rep).contains(&s.src.join("file3")),
+        "{:?}",
+        rep.affected
+    );
+    let r = do_restore(&s.repo, "latest", &s.target).unwrap();
+    assert!(
+        r.issues
+            .iter()
+            .any(|i| i.path.ends_with("file3") && i.message.contains("damaged")),
+        "{:?}",
+        r.issues
+    );
+    // Every file the damage does not touch is restored intact.
+    let damaged: Vec<PathBuf> = affected_paths(&rep);
+    for i in 0..6 {
+        let p = s.src.join(format!("file{i}"));
+        if !damaged.contains(&p) {
+            assert_eq!(
+                fs::read(restored(&s.target, &p)).unwrap(),
+                fs::read(&p).unwrap()
+            );
+        }
+    }
+}
+
+#[test]
+fn truncated_pack_is_caught_by_check_and_restore() {
+    let s = setup();
+    let (path, pack, _) = pack_of(&s, "file1");
+    arca_testkit::truncate_by(&path, 1000).unwrap();
+    let rep = check(&s.repo, CheckOptions::default()).unwrap();
+    assert!(!rep.is_ok());
+    assert!(
+        rep.errors
+            .iter()
+            .any(|e| e.contains(&pack.to_hex()) && e.contains("size")),
+        "{:?}",
+        rep.errors
+    );
+    assert!(affected_paths(&rep).contains(&s.src.join("file1")));
+    let rep = check(
+        &s.repo,
+        CheckOptions {
+            read_data: true,
+            workers: 1,
+        },
+    )
+    .unwrap();
+    assert!(!rep.is_ok());
+    let r = do_restore(&s.repo, "latest", &s.target).unwrap();
+    assert!(!r.issues.is_empty());
+    assert!(r.files >= 1);
+}
+
+#[test]
+fn missing_pack_and_damaged_index_are_reported() {
+    let s = setup();
+    let (path, pack, _) = pack_of(&s, "file0");
+    fs::remove_file(&path).unwrap();
+    let rep = check(&s.repo, CheckOptions::default()).unwrap();
+    assert!(
+        rep.errors
+            .iter()
+            .any(|e| e.contains(&pack.to_hex()) && e.contains("missing")),
+        "{:?}",
+        rep.errors
+    );
+    // A damaged index file is named.
+    let idx = s.repo.list_ids(FileType::Index).unwrap()[0].0;
+    arca_testkit::flip_byte(&s.repo_dir.join("index").join(idx.to_hex()), 40).unwrap();
+    let rep = check(&s.repo, CheckOptions::default()).unwrap();
+    assert!(
+        rep.errors.iter().any(|e| e.contains(&idx.to_hex())),
+        "{:?}",
+        rep.errors
+    );
+    let _ = Path::new("/");
+}
