@@ -1,0 +1,645 @@
+//! End-to-end tests of the `arca` binary: exit codes, messages, JSON output and the bad
+//! inputs a user meets (wrong password, missing repository, unreadable files, unwritable or
+//! full targets, damaged packs, a killed backup).
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use arca_testkit::{is_root, random_bytes, text_bytes};
+
+const BIN: &str = env!("CARGO_BIN_EXE_arca");
+
+struct Env {
+    tmp: tempfile::TempDir,
+    repo: PathBuf,
+}
+
+impl Env {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        Self { tmp, repo }
+    }
+    fn path(&self, p: &str) -> PathBuf {
+        self.tmp.path().join(p)
+    }
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("-r").arg(&self.repo).args(args);
+        c.env("ARCA_PASSWORD", "test password")
+            .env_remove("ARCA_PASSWORD_FILE")
+            .env_remove("ARCA_REPOSITORY");
+        c.stdin(Stdio::null());
+        c
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(
+            o.status.success(),
+            "arca {args:?} failed: {}\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    }
+    fn init(&self, extra: &[&str]) {
+        let mut a = vec!["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"];
+        a.extend_from_slice(extra);
+        self.ok(&a);
+    }
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.ok(args);
+        serde_json::from_str(out.lines().last().unwrap()).unwrap()
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn sample(dir: &Path) {
+    fs::create_dir_all(dir.join("docs/deep")).unwrap();
+    fs::write(dir.join("docs/a.txt"), text_bytes(1, 50_000)).unwrap();
+    fs::write(dir.join("docs/b.txt"), text_bytes(2, 70_000)).unwrap();
+    fs::write(dir.join("docs/deep/c.bin"), random_bytes(3, 900_000)).unwrap();
+    fs::write(dir.join("top.bin"), random_bytes(4, 300_000)).unwrap();
+    fs::write(
+        dir.join(std::ffi::OsStr::new("odd name\nwith newline")),
+        b"x",
+    )
+    .unwrap();
+}
+
+#[test]
+fn end_to_end_with_json_listing_and_cat() {
+    let e = Env::new();
+    let src = e.path("src");
+    sample(&src);
+    e.init(&[
+        "--pack-size",
+        "1MiB",
+        "--chunk-min",
+        "64KiB",
+        "--chunk-avg",
+        "128KiB",
+        "--chunk-max",
+        "512KiB",
+    ]);
+    let s = src.to_str().unwrap();
+    let b = e.json(&["backup", "--json", "--tag", "t1", s]);
+    assert_eq!(b["message_type"], "summary");
+    assert_eq!(b["files_new"], 5);
+    assert_eq!(b["complete"], true);
+    assert!(b["backend"]["bytes_written"].as_u64().unwrap() > 0);
+    let id = b["snapshot_id"].as_str().unwrap().to_string();
+    assert_eq!(id.len(), 64);
+    let b2 = e.json(&["backup", "--json", s]);
+    assert_eq!(b2["files_unmodified"], 5);
+    assert_eq!(b2["parent"], id.as_str());
+
+    let snaps: serde_json::Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    assert_eq!(snaps.as_array().unwrap().len(), 2);
+    assert_eq!(snaps[0]["id"], id.as_str());
+    assert_eq!(snaps[0]["tags"][0], "t1");
+    assert_eq!(snaps[0]["paths"][0], s);
+    let human = e.ok(&["snapshots"]);
+    assert!(
+        human.contains(&id[..8]) && human.contains("2 snapshots"),
+        "{human}"
+    );
+
+    let ls = e.ok(&["ls", &id[..10]]);
+    assert!(ls.contains(&format!("{s}/docs/deep/c.bin")), "{ls}");
+    let sub = e.ok(&["ls", "latest", &format!("{s}/docs")]);
+    assert!(
+        sub.lines().all(|l| l.starts_with(&format!("{s}/docs"))),
+        "{sub}"
+    );
+    assert!(sub.contains("a.txt") && !sub.contains("top.bin"));
+    let long = e.ok(&["ls", "-l", "latest", &format!("{s}/top.bin")]);
+    assert!(long.starts_with("-rw") && long.contains("300000"), "{long}");
+    let lsj = e.ok(&["ls", "--json", "latest"]);
+    let lines: Vec<serde_json::Value> = lsj
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["message_type"], "snapshot");
+    assert!(lines.iter().any(|n| n["path"] == format!("{s}/docs/b.txt")
+        && n["size"] == 70_000
+        && n["type"] == "file"));
+
+    let target = e.path("target");
+    let r = e.json(&[
+        "restore",
+        "latest",
+        "--target",
+        target.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(r["files_restored"], 5);
+    assert_eq!(r["errors"], 0);
+    let out = target.join(s.trim_start_matches('/'));
+    assert_eq!(
+        fs::read(out.join("docs/deep/c.bin")).unwrap(),
+        fs::read(src.join("docs/deep/c.bin")).unwrap()
+    );
+
+    let c: serde_json::Value = serde_json::from_str(&e.ok(&["cat", "config"])).unwrap();
+    assert_eq!(c["chunker"]["avg"], 128 * 1024);
+    assert_eq!(c["pack_size"], 1 << 20);
+    let snap: serde_json::Value = serde_json::from_str(&e.ok(&["cat", "snapshot", &id])).unwrap();
+    let tree = snap["tree"].as_str().unwrap();
+    let t: serde_json::Value = serde_json::from_str(&e.ok(&["cat", "tree", tree])).unwrap();
+    assert!(!t["nodes"].as_array().unwrap().is_empty());
+    let index_id = fs::read_dir(e.repo.join("index"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name();
+    let ix: serde_json::Value =
+        serde_json::from_str(&e.ok(&["cat", "index", index_id.to_str().unwrap()])).unwrap();
+    let pack = ix["packs"][0]["id"].as_str().unwrap().to_string();
+    let p: serde_json::Value = serde_json::from_str(&e.ok(&["cat", "pack", &pack])).unwrap();
+    assert_eq!(p["blobs"], ix["packs"][0]["blobs"]);
+    let blob = p["blobs"][0]["id"].as_str().unwrap();
+    let raw = e.run(&["cat", "blob", blob]);
+    assert!(raw.status.success());
+    assert_eq!(
+        raw.stdout.len() as u64,
+        p["blobs"][0]["raw_length"].as_u64().unwrap()
+    );
+    let keys: serde_json::Value = serde_json::from_str(&e.ok(&["key", "list", "--json"])).unwrap();
+    let k: serde_json::Value =
+        serde_json::from_str(&e.ok(&["cat", "key", keys[0]["id"].as_str().unwrap()])).unwrap();
+    assert_eq!(k["kdf"]["algorithm"], "argon2id");
+    let chk = e.json(&["check", "--read-data", "--json"]);
+    assert_eq!(chk["ok"], true);
+    assert!(chk["blobs_read"].as_u64().unwrap() > 5);
+    // A bad id prefix is a clear error.
+    let o = e.run(&["ls", "ffffffffff"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("no snapshot matches \"ffffffffff\""),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn wrong_password_missing_and_foreign_repositories() {
+    let e = Env::new();
+    e.init(&[]);
+    let o = e
+        .cmd(&["snapshots"])
+        .env("ARCA_PASSWORD", "nope")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("wrong password"), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1);
+
+    let missing = e.path("no/such/repo");
+    let o = Command::new(BIN)
+        .args(["-r", missing.to_str().unwrap(), "snapshots"])
+        .env("ARCA_PASSWORD", "x")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("no/such/repo") && stderr(&o).contains("does not exist"),
+        "{}",
+        stderr(&o)
+    );
+
+    let foreign = e.path("foreign");
+    fs::create_dir_all(&foreign).unwrap();
+    let o = Command::new(BIN)
+        .args(["-r", foreign.to_str().unwrap(), "snapshots"])
+        .env("ARCA_PASSWORD", "x")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("not an arca repository"),
+        "{}",
+        stderr(&o)
+    );
+
+    // init refuses an existing repository and a non-empty folder.
+    let o = e.run(&["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("already exists"), "{}", stderr(&o));
+
+    let o = Command::new(BIN)
+        .arg("snapshots")
+        .env_remove("ARCA_REPOSITORY")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no repository given"));
+
+    // Password from a file.
+    let pwf = e.path("pw");
+    fs::write(&pwf, "test password\n").unwrap();
+    let o = e
+        .cmd(&["snapshots", "--password-file", pwf.to_str().unwrap()])
+        .env_remove("ARCA_PASSWORD")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn no_password_and_no_terminal_is_a_clear_error() {
+    if Command::new("setsid").arg("--version").output().is_err() {
+        return;
+    }
+    let e = Env::new();
+    e.init(&[]);
+    let o = Command::new("setsid")
+        .args(["-w", BIN, "-r", e.repo.to_str().unwrap(), "snapshots"])
+        .env_remove("ARCA_PASSWORD")
+        .env_remove("ARCA_PASSWORD_FILE")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no password given"), "{}", stderr(&o));
+}
+
+#[test]
+fn unreadable_files_are_skipped_with_exit_3_and_an_incomplete_snapshot() {
+    let e = Env::new();
+    // As root, run arca as an unprivileged user so that mode 000 means unreadable.
+    let nobody = is_root().then_some(65534u32);
+    fs::set_permissions(e.tmp.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let src = e.path("src");
+    sample(&src);
+    fs::write(src.join("secret"), b"no access").unwrap();
+    fs::set_permissions(src.join("secret"), fs::Permissions::from_mode(0o000)).unwrap();
+    fs::create_dir(src.join("closed")).unwrap();
+    fs::write(src.join("closed/inner"), b"x").unwrap();
+    fs::set_permissions(src.join("closed"), fs::Permissions::from_mode(0o000)).unwrap();
+    let as_user = |args: &[&str]| {
+        let mut c = e.cmd(args);
+        if let Some(u) = nobody {
+            c.uid(u).gid(u);
+        }
+        c.output().unwrap()
+    };
+    let o = as_user(&["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = as_user(&["backup", "--json", src.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("secret") && err.contains("Permission denied"),
+        "{err}"
+    );
+    assert!(err.contains("closed"), "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(v["complete"], false);
+    assert_eq!(v["errors"], 2);
+    let o = as_user(&["snapshots"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("incomplete"));
+    // Everything readable was stored.
+    let o = as_user(&["ls", "latest"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("docs/deep/c.bin"));
+    fs::set_permissions(src.join("closed"), fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn a_missing_backup_path_is_fatal() {
+    let e = Env::new();
+    e.init(&[]);
+    let p = e.path("not-here");
+    let o = e.run(&["backup", p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("not-here") && stderr(&o).contains("No such file"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        fs::read_dir(e.repo.join("snapshots"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}
+
+#[test]
+fn unwritable_target_is_a_clear_error() {
+    let e = Env::new();
+    let src = e.path("src");
+    sample(&src);
+    e.init(&[]);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let file = e.path("a-file");
+    fs::write(&file, b"x").unwrap();
+    let target = file.join("sub");
+    let o = e.run(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("a-file/sub"), "{}", stderr(&o));
+}
+
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: PathBuf, size: &str) -> Option<Self> {
+        fs::create_dir_all(&dir).ok()?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .ok()?
+            .success();
+        ok.then_some(Tmpfs(dir))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn full_disk_on_restore_and_on_backup() {
+    if !is_root() {
+        return;
+    }
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("big"), random_bytes(9, 6 << 20)).unwrap();
+    e.init(&[]);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let Some(small) = Tmpfs::mount(e.path("small"), "2m") else {
+        return;
+    };
+    let o = e.run(&["restore", "latest", "--target", small.0.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("disk full") && stderr(&o).contains("big"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A repository on a full disk: the backup fails cleanly and writes no snapshot.
+    let Some(repo_fs) = Tmpfs::mount(e.path("repofs"), "3m") else {
+        return;
+    };
+    let r = repo_fs.0.join("repo");
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .arg("-r")
+            .arg(&r)
+            .args(args)
+            .env("ARCA_PASSWORD", "pw")
+            .output()
+            .unwrap()
+    };
+    assert!(
+        run(&["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"])
+            .status
+            .success()
+    );
+    let o = run(&["backup", src.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("No space left"), "{}", stderr(&o));
+    assert!(fs::read_dir(r.join("snapshots")).unwrap().next().is_none());
+    let o = run(&["check"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn damaged_pack_gives_exit_3_on_restore_and_1_on_check() {
+    let e = Env::new();
+    let src = e.path("src");
+    sample(&src);
+    e.init(&["--pack-size", "1MiB"]);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    // Damage the biggest pack in the middle.
+    let mut packs = arca_testkit::files_under(&e.repo.join("data"));
+    packs.sort_by_key(|p| fs::metadata(p).unwrap().len());
+    let big = packs.last().unwrap();
+    arca_testkit::flip_byte(big, fs::metadata(big).unwrap().len() / 3).unwrap();
+    let o = e.run(&["check", "--read-data"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains(big.file_name().unwrap().to_str().unwrap()),
+        "{err}"
+    );
+    assert!(
+        err.contains("is damaged") && err.contains(src.to_str().unwrap()),
+        "{err}"
+    );
+    let target = e.path("t");
+    let o = e.run(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("damaged"), "{}", stderr(&o));
+    // Truncation is caught by the structural check alone.
+    arca_testkit::truncate_by(big, 10).unwrap();
+    let o = e.run(&["check"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("truncated"), "{}", stderr(&o));
+}
+
+#[test]
+fn killed_backup_leaves_a_usable_repository_and_the_rerun_reuses_its_packs() {
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..24u64 {
+        fs::write(src.join(format!("f{i:02}")), random_bytes(100 + i, 4 << 20)).unwrap();
+    }
+    e.init(&["--pack-size", "1MiB", "--compression", "0"]);
+    let mut child = e
+        .cmd(&["backup", src.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for a checkpoint index, then kill -9.
+    let t0 = Instant::now();
+    let killed = loop {
+        if fs::read_dir(e.repo.join("index")).unwrap().next().is_some() {
+            child.kill().unwrap();
+            break true;
+        }
+        if child.try_wait().unwrap().is_some() || t0.elapsed() > Duration::from_secs(60) {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    child.wait().unwrap();
+    assert!(killed, "the backup finished before it could be killed");
+    assert!(
+        fs::read_dir(e.repo.join("snapshots"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "no snapshot after a kill"
+    );
+    // No temporary files are visible as repository files, and check passes.
+    let chk = e.json(&["check", "--read-data", "--json"]);
+    assert_eq!(chk["ok"], true, "{chk}");
+    let b = e.json(&["backup", "--json", src.to_str().unwrap()]);
+    assert!(
+        b["data_added"].as_u64().unwrap() <= 64 << 20,
+        "rerun uploaded everything again: {b}"
+    );
+    let target = e.path("t");
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    let out = target.join(src.strip_prefix("/").unwrap());
+    for i in 0..24u64 {
+        assert_eq!(
+            fs::read(out.join(format!("f{i:02}"))).unwrap(),
+            random_bytes(100 + i, 4 << 20)
+        );
+    }
+}
+
+#[test]
+fn include_and_exclude_on_restore_and_backup() {
+    let e = Env::new();
+    let src = e.path("src");
+    sample(&src);
+    fs::create_dir_all(src.join("cache")).unwrap();
+    fs::write(src.join("cache/junk"), b"junk").unwrap();
+    e.init(&[]);
+    let s = src.to_str().unwrap();
+    e.ok(&["backup", "--exclude", "cache", "--exclude", "*.bin", s]);
+    let ls = e.ok(&["ls", "latest"]);
+    assert!(
+        !ls.contains("cache") && !ls.contains(".bin") && ls.contains("a.txt"),
+        "{ls}"
+    );
+    e.ok(&["backup", s]);
+    let t = e.path("t1");
+    e.ok(&[
+        "restore",
+        "latest",
+        "--target",
+        t.to_str().unwrap(),
+        "--include",
+        &format!("{s}/docs"),
+    ]);
+    let out = t.join(s.trim_start_matches('/'));
+    assert!(out.join("docs/deep/c.bin").exists() && out.join("docs/a.txt").exists());
+    assert!(!out.join("top.bin").exists() && !out.join("cache").exists());
+    let t = e.path("t2");
+    e.ok(&[
+        "restore",
+        "latest",
+        "--target",
+        t.to_str().unwrap(),
+        "--exclude",
+        "*.txt",
+        "--exclude",
+        "deep",
+    ]);
+    let out = t.join(s.trim_start_matches('/'));
+    assert!(out.join("top.bin").exists() && out.join("cache/junk").exists());
+    assert!(!out.join("docs/a.txt").exists() && !out.join("docs/deep").exists());
+    let o = e.run(&[
+        "restore",
+        "latest",
+        "--target",
+        t.to_str().unwrap(),
+        "--include",
+        "[oops",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("invalid pattern"), "{}", stderr(&o));
+}
+
+#[test]
+fn key_add_list_remove_and_passwd() {
+    let e = Env::new();
+    e.init(&[]);
+    let o = e
+        .cmd(&[
+            "key",
+            "add",
+            "--kdf-memory-kib",
+            "256",
+            "--kdf-iterations",
+            "1",
+        ])
+        .env("ARCA_NEW_PASSWORD", "second")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let keys: serde_json::Value = serde_json::from_str(&e.ok(&["key", "list", "--json"])).unwrap();
+    assert_eq!(keys.as_array().unwrap().len(), 2);
+    let first = keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["current"] == true)
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The key in use cannot be removed; with the other password it can.
+    let o = e.run(&["key", "remove", &first[..8]]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("refusing"));
+    let o = e
+        .cmd(&["key", "remove", &first[..8]])
+        .env("ARCA_PASSWORD", "second")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = e.run(&["snapshots"]);
+    assert!(stderr(&o).contains("wrong password"));
+    let o = e
+        .cmd(&[
+            "key",
+            "passwd",
+            "--kdf-memory-kib",
+            "256",
+            "--kdf-iterations",
+            "1",
+        ])
+        .env("ARCA_PASSWORD", "second")
+        .env("ARCA_NEW_PASSWORD", "third")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        e.cmd(&["snapshots"])
+            .env("ARCA_PASSWORD", "third")
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+    assert!(
+        !e.cmd(&["snapshots"])
+            .env("ARCA_PASSWORD", "second")
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+    let o = e
+        .cmd(&["key", "add"])
+        .env("ARCA_PASSWORD", "third")
+        .env("ARCA_NEW_PASSWORD", "")
+        .output()
+        .unwrap();
+    assert!(stderr(&o).contains("empty password"), "{}", stderr(&o));
+}
