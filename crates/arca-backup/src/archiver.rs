@@ -342,28 +342,25 @@ impl<'a, 's> Archiver<'a, 's> {
     ) -> Result<Option<Node>, Fatal> {
         self.summary.total_files_processed += 1;
         self.summary.total_bytes_processed += node.size;
-        if !self.opts.force {
-            if let Some(p) = parent {
-                if unchanged(p, &node)
-                    && p.content
-                        .iter()
-                        .all(|c| self.is_known(BlobKind::Data, &c.id))
-                {
-                    node.content = p.content.clone();
-                    self.summary.files_unmodified += 1;
-                    self.progress.add(1, node.size, 0);
-                    return Ok(Some(node));
-                }
-            }
+        if !self.opts.force
+            && let Some(p) = parent
+            && unchanged(p, &node)
+            && p.content
+                .iter()
+                .all(|c| self.is_known(BlobKind::Data, &c.id))
+        {
+            node.content = p.content.clone();
+            self.summary.files_unmodified += 1;
+            self.progress.add(1, node.size, 0);
+            return Ok(Some(node));
         }
-        if node.nlink > 1 {
-            if let Some(seen) = self.hardlinks.get(&(node.dev, node.inode)) {
-                if unchanged(seen, &node) {
-                    node.content = seen.content.clone();
-                    self.progress.add(1, node.size, 0);
-                    return Ok(Some(node));
-                }
-            }
+        if node.nlink > 1
+            && let Some(seen) = self.hardlinks.get(&(node.dev, node.inode))
+            && unchanged(seen, &node)
+        {
+            node.content = seen.content.clone();
+            self.progress.add(1, node.size, 0);
+            return Ok(Some(node));
         }
         match self.read_content(path, &mut node)? {
             true => {}

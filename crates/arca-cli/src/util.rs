@@ -169,12 +169,10 @@ pub fn backend(g: &Global) -> Result<(Arc<dyn Backend>, Arc<BackendStats>)> {
         .as_deref()
         .filter(|r| !r.is_empty())
         .ok_or_else(|| anyhow!("no repository given: use -r/--repo or set ARCA_REPOSITORY"))?;
-    if let Some((scheme, _)) = repo.split_once(':') {
-        if ["sftp", "s3", "rest", "http", "https", "b2", "azure", "gs"].contains(&scheme) {
-            bail!(
-                "repository {repo}: backend {scheme:?} is not supported yet (only local folders)"
-            );
-        }
+    if let Some((scheme, _)) = repo.split_once(':')
+        && ["sftp", "s3", "rest", "http", "https", "b2", "azure", "gs"].contains(&scheme)
+    {
+        bail!("repository {repo}: backend {scheme:?} is not supported yet (only local folders)");
     }
     let local = repo.strip_prefix("local:").unwrap_or(repo);
     let throttle = Throttle {

@@ -2,6 +2,8 @@
 //! inputs a user meets (wrong password, missing repository, unreadable files, unwritable or
 //! full targets, damaged packs, a killed backup).
 
+#![allow(clippy::unwrap_used)]
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -474,7 +476,10 @@ fn killed_backup_leaves_a_usable_repository_and_the_rerun_reuses_its_packs() {
     // Wait for a checkpoint index, then kill -9.
     let t0 = Instant::now();
     let killed = loop {
-        if fs::read_dir(e.repo.join("index")).unwrap().next().is_some() {
+        let indexed = fs::read_dir(e.repo.join("index"))
+            .unwrap()
+            .any(|f| f.unwrap().file_name().len() == 64);
+        if indexed {
             child.kill().unwrap();
             break true;
         }

@@ -21,7 +21,7 @@ pub use index::{IndexFile, IndexPack};
 pub use key::{KdfParams, KeyFile};
 pub use pack::{PackEntry, PackHeader, PackTrailer};
 pub use snapshot::{Snapshot, SnapshotSummary};
-pub use tree::{ContentRef, Node, NodeKind, Timespec, Tree};
+pub use tree::{ContentRef, Node, NodeKind, Timespec, Tree, Xattrs};
 
 /// The kind of a blob. Data and tree blobs never share a pack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

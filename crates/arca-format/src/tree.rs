@@ -92,6 +92,9 @@ pub struct ContentRef {
     pub len: u32,
 }
 
+/// Extended attributes: (name, value) pairs sorted by name.
+pub type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// One directory entry.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Node {
@@ -128,7 +131,7 @@ pub struct Node {
     /// Symlink target bytes.
     pub link_target: Vec<u8>,
     /// Extended attributes, sorted by name (POSIX ACLs travel here).
-    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    pub xattrs: Xattrs,
     /// File content, in order.
     pub content: Vec<ContentRef>,
     /// Directory listing blob.
@@ -241,16 +244,16 @@ impl Tree {
         for _ in 0..n {
             let name = r.var_bytes()?.to_vec();
             validate_name(&name)?;
-            if let Some(prev) = nodes.last() {
-                if prev.name >= name {
-                    return Err(FormatError::Corrupt {
-                        what: "tree",
-                        detail: format!(
-                            "entries out of order at {:?}",
-                            String::from_utf8_lossy(&name)
-                        ),
-                    });
-                }
+            if let Some(prev) = nodes.last()
+                && prev.name >= name
+            {
+                return Err(FormatError::Corrupt {
+                    what: "tree",
+                    detail: format!(
+                        "entries out of order at {:?}",
+                        String::from_utf8_lossy(&name)
+                    ),
+                });
             }
             let kind = NodeKind::from_code(r.u8()?)?;
             let mut node = Node {

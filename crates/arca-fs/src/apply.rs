@@ -82,17 +82,16 @@ pub fn apply_metadata(path: &Path, node: &Node, opts: MetadataOptions) -> Vec<Fs
             }
         }
     }
-    if opts.owner {
-        if let Err(e) = std::os::unix::fs::lchown(path, Some(node.uid), Some(node.gid)) {
-            if opts.is_root || e.raw_os_error() != Some(libc::EPERM) {
-                errs.push(FsError::new("change owner of", path, e));
-            }
-        }
+    if opts.owner
+        && let Err(e) = std::os::unix::fs::lchown(path, Some(node.uid), Some(node.gid))
+        && (opts.is_root || e.raw_os_error() != Some(libc::EPERM))
+    {
+        errs.push(FsError::new("change owner of", path, e));
     }
-    if !is_link {
-        if let Err(e) = fs::set_permissions(path, fs::Permissions::from_mode(node.mode & 0o7777)) {
-            errs.push(FsError::new("change mode of", path, e));
-        }
+    if !is_link
+        && let Err(e) = fs::set_permissions(path, fs::Permissions::from_mode(node.mode & 0o7777))
+    {
+        errs.push(FsError::new("change mode of", path, e));
     }
     if let Err(e) = utimensat(
         None,

@@ -60,7 +60,7 @@ fn ts(sec: i64, nsec: i64) -> Timespec {
 
 /// Reads the extended attributes of `path` without following symlinks, sorted by name.
 /// A file system without xattr support yields none.
-pub fn read_xattrs(path: &Path) -> Result<Vec<(Vec<u8>, Vec<u8>)>, FsError> {
+pub fn read_xattrs(path: &Path) -> Result<arca_format::Xattrs, FsError> {
     let names = match xattr::list(path) {
         Ok(n) => n,
         Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return Ok(vec![]),

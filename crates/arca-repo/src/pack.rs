@@ -100,8 +100,9 @@ impl PackWriter {
             .encode()
             .map_err(|e| RepoError::format("pack header", e))?;
         let before = buf.len();
+        let aad = EnvelopeHeader::new(EnvelopeKind::Pack, 0).encode();
         sealer
-            .seal_into(&buf[..HEADER_LEN].to_vec(), &plain, &mut buf)
+            .seal_into(&aad, &plain, &mut buf)
             .map_err(|e| RepoError::crypto("pack header", e))?;
         let header_len = u32::try_from(buf.len() - before).map_err(|_| RepoError::Invalid {
             what: "pack header",

@@ -1,6 +1,8 @@
 //! Repository-level tests: init/open, keys, sealed files, packs and the index, on the memory
 //! and local backends.
 
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 
 use arca_backend::{Backend, FileType, LocalBackend, MemoryBackend};

@@ -196,7 +196,8 @@ mod tests {
         let ea = snapshot(&a).unwrap();
         let d = diff(&ea, &a, &snapshot(&b).unwrap(), &b);
         assert!(d.is_empty(), "{}", d.join("\n"));
-        let changes: Vec<Box<dyn Fn(&Path)>> = vec![
+        type Change = Box<dyn Fn(&Path)>;
+        let changes: Vec<Change> = vec![
             Box::new(|p| {
                 fs::set_permissions(p.join("setgid"), fs::Permissions::from_mode(0o750)).unwrap()
             }),

@@ -1,6 +1,8 @@
 //! Damaged packs: a flipped byte and a truncated pack are caught by `check --read-data`
 //! (naming pack, snapshot and file) and by restore, which restores everything else.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::fs;
@@ -30,7 +32,7 @@ fn setup() -> Setup {
     }
     let repo_dir = tmp.path().join("repo");
     let repo = init(local(&repo_dir));
-    do_backup(&repo, &[src.clone()]).unwrap();
+    do_backup(&repo, &src).unwrap();
     let target = tmp.path().join("target");
     Setup {
         repo_dir,

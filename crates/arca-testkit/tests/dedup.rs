@@ -1,6 +1,8 @@
 //! Dedup: an unchanged re-backup adds only a snapshot and a few tree blobs; a copy of a tree
 //! under another path adds under 1% of its size; a known plaintext never reaches the disk.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::fs;
@@ -33,10 +35,10 @@ fn unchanged_backup_adds_only_a_snapshot_and_a_few_trees() {
     make_data(&src);
     let repo_dir = tmp.path().join("repo");
     let repo = init(local(&repo_dir));
-    let first = do_backup(&repo, &[src.clone()]).unwrap();
+    let first = do_backup(&repo, &src).unwrap();
     assert!(first.snapshot.summary.data_blobs > 40);
     let before = du(&repo_dir);
-    let second = do_backup(&repo, &[src.clone()]).unwrap();
+    let second = do_backup(&repo, &src).unwrap();
     let s = &second.snapshot.summary;
     assert_eq!(s.data_blobs, 0);
     assert_eq!(s.files_unmodified, 40);
@@ -54,7 +56,7 @@ fn copy_under_another_path_adds_under_one_percent() {
     let size = make_data(&a);
     let repo_dir = tmp.path().join("repo");
     let repo = init(local(&repo_dir));
-    do_backup(&repo, &[a.clone()]).unwrap();
+    do_backup(&repo, &a).unwrap();
     let before = du(&repo_dir);
     let b = tmp.path().join("elsewhere/b");
     fs::create_dir_all(&b).unwrap();
@@ -63,7 +65,7 @@ fn copy_under_another_path_adds_under_one_percent() {
         fs::create_dir_all(b.join(rel).parent().unwrap()).unwrap();
         fs::copy(&f, b.join(rel)).unwrap();
     }
-    let r = do_backup(&repo, &[b.clone()]).unwrap();
+    let r = do_backup(&repo, &b).unwrap();
     assert_eq!(r.snapshot.summary.data_blobs, 0);
     let added = du(&repo_dir) - before;
     assert!(
@@ -80,11 +82,11 @@ fn a_shifted_copy_dedups_through_content_defined_chunking() {
     let data = random_bytes(77, 3 << 20);
     fs::write(src.join("orig"), &data).unwrap();
     let repo = init(local(&tmp.path().join("repo")));
-    do_backup(&repo, &[src.clone()]).unwrap();
+    do_backup(&repo, &src).unwrap();
     let mut shifted = b"a few inserted bytes".to_vec();
     shifted.extend_from_slice(&data);
     fs::write(src.join("shifted"), &shifted).unwrap();
-    let r = do_backup(&repo, &[src.clone()]).unwrap();
+    let r = do_backup(&repo, &src).unwrap();
     // Only the chunk around the insertion is new (chunks average 64 KiB here).
     assert!(
         r.snapshot.summary.data_added < 600 << 10,
@@ -110,7 +112,7 @@ fn known_plaintext_never_appears_in_the_repository() {
     std::os::unix::fs::symlink("ARCA-PLAINTEXT-MARKER-7f3c9e", src.join("link")).unwrap();
     let repo_dir = tmp.path().join("repo");
     let repo = init(local(&repo_dir));
-    do_backup(&repo, &[src.clone()]).unwrap();
+    do_backup(&repo, &src).unwrap();
     let files = arca_testkit::files_under(&repo_dir);
     assert!(files.len() >= 5);
     let needles: [&[u8]; 3] = [marker, b"PLAINTEXT-MARKER", b"some filler text"];

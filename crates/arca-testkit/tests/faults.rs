@@ -2,6 +2,8 @@
 //! failure is an error value (never a panic), and a failed backup never leaves a snapshot
 //! pointing at missing data.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::fs;
@@ -54,7 +56,7 @@ fn failing_the_nth_write_never_leaves_a_dangling_snapshot() {
             trigger: Trigger::Nth(n),
             fault: Fault::Fail(io::ErrorKind::Other),
         });
-        let res = do_backup(&repo, &[src.clone()]);
+        let res = do_backup(&repo, &src);
         fb.clear();
         let rep = check(
             &repo,
@@ -78,7 +80,7 @@ fn failing_the_nth_write_never_leaves_a_dangling_snapshot() {
                 );
                 assert!(e.to_string().contains("injected"), "{e}");
                 // A rerun completes.
-                let r = do_backup(&repo, &[src.clone()]).unwrap();
+                let r = do_backup(&repo, &src).unwrap();
                 assert!(r.snapshot.complete);
             }
             Ok(_) => {
@@ -106,10 +108,10 @@ fn rerun_after_failed_backup_reuses_indexed_packs() {
         trigger: Trigger::Always,
         fault: Fault::NoSpace,
     });
-    let e = do_backup(&repo, &[src.clone()]).unwrap_err();
+    let e = do_backup(&repo, &src).unwrap_err();
     assert!(e.to_string().contains("No space"), "{e}");
     fb.clear();
-    let r = do_backup(&repo, &[src.clone()]).unwrap();
+    let r = do_backup(&repo, &src).unwrap();
     assert_eq!(
         r.snapshot.summary.data_blobs, 0,
         "packs were uploaded twice"
@@ -128,7 +130,7 @@ fn disk_full_on_pack_upload_is_a_clean_error() {
         trigger: Trigger::From(2),
         fault: Fault::NoSpace,
     });
-    let e = do_backup(&repo, &[src.clone()]).unwrap_err();
+    let e = do_backup(&repo, &src).unwrap_err();
     match e {
         arca_backup::BackupError::Repo(r) => assert!(r.is_no_space(), "{r}"),
         other => panic!("{other}"),
@@ -147,7 +149,7 @@ fn corrupted_pack_writes_are_caught_by_read_data() {
         trigger: Trigger::Nth(1),
         fault: Fault::Corrupt,
     });
-    do_backup(&repo, &[src.clone()]).unwrap();
+    do_backup(&repo, &src).unwrap();
     fb.clear();
     let rep = check(
         &repo,
@@ -168,7 +170,7 @@ fn read_faults_during_restore_and_check_are_reported_not_panicked() {
     let src = tmp.path().join("src");
     source(&src);
     let (fb, repo) = faulty(&tmp.path().join("repo"));
-    do_backup(&repo, &[src.clone()]).unwrap();
+    do_backup(&repo, &src).unwrap();
     let index = repo.load_index().unwrap();
     let (_, snap) = repo.find_snapshot("latest", &Default::default()).unwrap();
     for (seed, fault) in [
@@ -224,7 +226,7 @@ fn read_faults_during_restore_and_check_are_reported_not_panicked() {
         fault: Fault::Fail(io::ErrorKind::PermissionDenied),
     });
     assert!(check(&repo, CheckOptions::default()).is_err());
-    assert!(do_backup(&repo, &[src.clone()]).is_err());
+    assert!(do_backup(&repo, &src).is_err());
     fb.clear();
     let rep = check(
         &repo,

@@ -1,5 +1,7 @@
 //! Round trip of a tree holding every entry kind: bytes and all metadata must come back.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::os::unix::fs::MetadataExt;
@@ -14,7 +16,7 @@ fn every_entry_kind_round_trips_with_metadata() {
     let g = generate::every_kind(&src, 1).unwrap();
     let expected = compare::snapshot(&src).unwrap();
     let repo = init(local(&tmp.path().join("repo")));
-    let report = do_backup(&repo, &[src.clone()]).unwrap();
+    let report = do_backup(&repo, &src).unwrap();
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     assert!(report.snapshot.complete);
     // The source is untouched by the backup, atimes included.
@@ -58,7 +60,7 @@ fn restoring_over_an_existing_tree_replaces_entries() {
     generate::every_kind(&src, 2).unwrap();
     let expected = compare::snapshot(&src).unwrap();
     let repo = init(local(&tmp.path().join("repo")));
-    do_backup(&repo, &[src.clone()]).unwrap();
+    do_backup(&repo, &src).unwrap();
     let target = tmp.path().join("target");
     do_restore(&repo, "latest", &target).unwrap();
     let out = restored(&target, &src);

@@ -1,6 +1,6 @@
 //! Shared set-up of the library-level integration tests.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,12 +37,9 @@ pub fn init(b: Arc<dyn Backend>) -> Repository {
     Repository::init(b, b"password", &init_opts()).expect("init")
 }
 
-pub fn do_backup(
-    repo: &Repository,
-    paths: &[PathBuf],
-) -> Result<BackupReport, arca_backup::BackupError> {
+pub fn do_backup(repo: &Repository, path: &Path) -> Result<BackupReport, arca_backup::BackupError> {
     let opts = BackupOptions {
-        paths: paths.to_vec(),
+        paths: vec![path.to_path_buf()],
         ..BackupOptions::default()
     };
     backup(repo, &opts, &Progress::default(), &|_: &Warning| {})
