@@ -14,6 +14,7 @@ use arca_fs::pattern::PathMatcher;
 use arca_fs::{NameCache, read_node};
 use arca_repo::{Index, RepoError, Repository};
 
+use crate::holes::HoleSkippingReader;
 use crate::saver::Saver;
 use crate::sources::{SourceTree, join};
 use crate::{BackupOptions, Observer, Progress, Warning, WarningKind};
@@ -50,6 +51,7 @@ pub(crate) struct Archiver<'a, 's> {
     hardlinks: HashMap<(u64, u64), Node>,
     ancestors: Vec<(u64, u64)>,
     fs_dev: Option<u64>,
+    zero_ids: HashMap<usize, Id>,
 }
 
 /// Lists a directory's entry names without touching its access time where permitted.
@@ -110,6 +112,7 @@ impl<'a, 's> Archiver<'a, 's> {
             hardlinks: HashMap::new(),
             ancestors: vec![],
             fs_dev: None,
+            zero_ids: HashMap::new(),
         }
     }
 
@@ -377,6 +380,19 @@ impl<'a, 's> Archiver<'a, 's> {
         Ok(Some(node))
     }
 
+    /// The blob id of a chunk; all-zero chunks (holes, zero-filled images) are hashed once per
+    /// length.
+    fn chunk_id(&mut self, chunk: &[u8]) -> Id {
+        if chunk.first() == Some(&0) && arca_fs::is_zero(chunk) {
+            let key = self.repo.key();
+            return *self
+                .zero_ids
+                .entry(chunk.len())
+                .or_insert_with(|| key.blob_id(chunk));
+        }
+        self.repo.key().blob_id(chunk)
+    }
+
     fn open(path: &Path) -> io::Result<File> {
         let mut o = fs::OpenOptions::new();
         o.read(true)
@@ -393,6 +409,9 @@ impl<'a, 's> Archiver<'a, 's> {
 
     /// Reads and chunks a file; false when it was skipped with a warning.
     fn read_content(&mut self, path: &Path, node: &mut Node) -> Result<bool, Fatal> {
+        if let Some(h) = &self.opts.hooks.before_read {
+            h(path);
+        }
         let file = match Self::open(path) {
             Ok(f) => f,
             Err(e) => {
@@ -417,14 +436,19 @@ impl<'a, 's> Archiver<'a, 's> {
         }
         let buf = std::mem::take(&mut self.buf);
         let chunker = self.chunker.clone();
-        let mut sc = StreamChunker::with_buffer(&chunker, &file, buf);
+        let sparse = file
+            .metadata()
+            .map(|m| m.blocks() * 512 < m.len())
+            .unwrap_or(false);
+        let reader = HoleSkippingReader::new(&file, node.size, sparse);
+        let mut sc = StreamChunker::with_buffer(&chunker, reader, buf);
         let mut content = Vec::with_capacity((node.size / 1_000_000 + 1) as usize);
         let mut total = 0u64;
         let result = loop {
             match sc.next_chunk() {
                 Ok(Some(chunk)) => {
                     let len = chunk.len() as u32;
-                    let id = self.repo.key().blob_id(&chunk);
+                    let id = self.chunk_id(&chunk);
                     total += u64::from(len);
                     self.progress.add(0, u64::from(len), u64::from(len));
                     content.push(ContentRef { id, len });

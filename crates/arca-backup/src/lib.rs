@@ -7,6 +7,7 @@
 //! snapshot are written, so an aborted backup never leaves a snapshot pointing at nothing.
 
 mod archiver;
+mod holes;
 pub mod saver;
 pub mod sources;
 
@@ -35,6 +36,19 @@ pub enum ParentMode {
     Id(Id),
 }
 
+/// Callbacks into the walk, for tests that need a file to vanish or change at an exact moment.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    /// Called with a file's path just before it is opened for reading.
+    pub before_read: Option<std::sync::Arc<dyn Fn(&std::path::Path) + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hooks")
+    }
+}
+
 /// What to back up and how.
 #[derive(Debug, Clone, Default)]
 pub struct BackupOptions {
@@ -58,6 +72,9 @@ pub struct BackupOptions {
     pub workers: usize,
     /// Snapshot time (default: now).
     pub time: Option<DateTime<FixedOffset>>,
+    /// Test hooks.
+    #[doc(hidden)]
+    pub hooks: Hooks,
 }
 
 /// Why an entry was skipped or is suspect.

@@ -17,6 +17,21 @@ pub struct Chunker {
     max: usize,
     mask_small: u64,
     mask_large: u64,
+    /// The hash after 64 or more zero bytes: the fixed point of `h = 2h + gear[0]`.
+    zero_fixed: u64,
+}
+
+/// Number of leading zero bytes of `s`.
+fn zero_prefix(s: &[u8]) -> usize {
+    let mut n = 0;
+    for c in s.chunks(64) {
+        if c.iter().fold(0u8, |a, &x| a | x) == 0 {
+            n += c.len();
+        } else {
+            return n + c.iter().position(|&x| x != 0).unwrap_or(c.len());
+        }
+    }
+    n
 }
 
 impl std::fmt::Debug for Chunker {
@@ -25,13 +40,15 @@ impl std::fmt::Debug for Chunker {
     }
 }
 
-/// A mask with `ones` bits set, spread over the top 48 bits of the hash. A gear hash bit at
-/// position k depends on the last k+1 bytes, so high bits give the largest window.
+/// A mask with `ones` bits set, spread over bits 15..=62 of the hash. A gear hash bit at
+/// position k depends on the last k+1 bytes, so high bits give the largest window; bit 63 is
+/// left out so that a two-bytes-per-step loop (FastCDC 2020's shifted masks) finds the same
+/// cut points.
 fn spread_mask(ones: u32) -> u64 {
     let ones = ones.clamp(1, 48);
     let mut m = 0u64;
     for j in 0..ones {
-        m |= 1u64 << (63 - (j * 48 / ones));
+        m |= 1u64 << (62 - (j * 48 / ones));
     }
     m
 }
@@ -57,6 +74,7 @@ impl Chunker {
             max: params.max as usize,
             mask_small: spread_mask(bits + 2),
             mask_large: spread_mask(bits.saturating_sub(2)),
+            zero_fixed: gear[0].wrapping_neg(),
         }
     }
 
@@ -78,21 +96,36 @@ impl Chunker {
         }
         let normal = self.avg.min(n);
         let mut hash = 0u64;
-        let gear = &*self.gear;
-        for (i, &b) in data[self.min..normal].iter().enumerate() {
-            hash = (hash << 1).wrapping_add(gear[b as usize]);
-            if hash & self.mask_small == 0 {
-                return self.min + i + 1;
-            }
+        if let Some(c) = self.scan(&data[..normal], self.min, self.mask_small, &mut hash) {
+            return c;
         }
         let start = normal.max(self.min);
-        for (i, &b) in data[start..n].iter().enumerate() {
-            hash = (hash << 1).wrapping_add(gear[b as usize]);
-            if hash & self.mask_large == 0 {
-                return start + i + 1;
+        self.scan(&data[..n], start, self.mask_large, &mut hash)
+            .unwrap_or(n)
+    }
+
+    /// Rolls the gear hash over `data[from..]`, returning the offset just past the first byte
+    /// at which `hash & mask == 0`. After 64 zero bytes the hash is always `zero_fixed`; when
+    /// that value cannot satisfy the mask, the rest of a zero run is skipped at memory speed
+    /// without changing the result (sparse and zero-filled files chunk fast).
+    fn scan(&self, data: &[u8], from: usize, mask: u64, hash: &mut u64) -> Option<usize> {
+        let gear = &*self.gear;
+        let skip = self.zero_fixed & mask != 0;
+        let mut h = *hash;
+        let mut i = from;
+        while i < data.len() {
+            h = (h << 1).wrapping_add(gear[data[i] as usize]);
+            i += 1;
+            if h & mask == 0 {
+                *hash = h;
+                return Some(i);
+            }
+            if skip && h == self.zero_fixed {
+                i += zero_prefix(&data[i..]);
             }
         }
-        n
+        *hash = h;
+        None
     }
 
     /// Chunk lengths of a complete in-memory input.
@@ -232,6 +265,29 @@ mod tests {
     }
 
     #[test]
+    fn zero_runs_still_cut_when_the_fixed_point_matches_a_mask() {
+        let mut c = Chunker::new(&[8; 32], small());
+        // A mask the zero-run hash satisfies: cuts must fall inside zero runs, as in the
+        // reference loop, so the skip must not be taken.
+        let bit = (15..63).find(|b| c.zero_fixed & (1u64 << b) == 0).unwrap();
+        c.mask_large = 1u64 << bit;
+        let data = with_zero_runs(3, 100_000, &[(10_000, 50_000)]);
+        let mut rest = &data[..];
+        let mut cuts_in_zeros = 0;
+        let mut off = 0;
+        while !rest.is_empty() {
+            let a = c.cut(rest);
+            assert_eq!(a, reference_cut(&c, rest));
+            if (10_000..60_000).contains(&(off + a)) {
+                cuts_in_zeros += 1;
+            }
+            off += a;
+            rest = &rest[a..];
+        }
+        assert!(cuts_in_zeros > 0);
+    }
+
+    #[test]
     fn key_changes_boundaries() {
         let data = pseudo_random(9, 1 << 20);
         let a = Chunker::new(&[1; 32], small()).lengths(&data);
@@ -260,8 +316,52 @@ mod tests {
         assert!(total < 300, "{total} new chunks over 200 insertions");
     }
 
+    /// The plain byte-at-a-time FastCDC loop, as specified in docs/FORMAT.md.
+    fn reference_cut(c: &Chunker, data: &[u8]) -> usize {
+        let n = data.len().min(c.max);
+        if data.len() <= c.min {
+            return data.len();
+        }
+        let mut h = 0u64;
+        for i in c.min..n {
+            h = (h << 1).wrapping_add(c.gear[data[i] as usize]);
+            let mask = if i < c.avg {
+                c.mask_small
+            } else {
+                c.mask_large
+            };
+            if h & mask == 0 {
+                return i + 1;
+            }
+        }
+        n
+    }
+
+    fn with_zero_runs(seed: u64, len: usize, runs: &[(usize, usize)]) -> Vec<u8> {
+        let mut d = pseudo_random(seed, len);
+        for &(at, l) in runs {
+            let at = at % len;
+            let end = (at + l).min(len);
+            d[at..end].iter_mut().for_each(|b| *b = 0);
+        }
+        d
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn zero_run_fast_path_cuts_like_the_reference(seed in any::<u64>(), key in any::<[u8; 32]>(),
+                runs in proptest::collection::vec((any::<usize>(), 0usize..60_000), 0..6)) {
+            let c = Chunker::new(&key, small());
+            let data = with_zero_runs(seed, 150_000, &runs);
+            let mut rest = &data[..];
+            while !rest.is_empty() {
+                let a = c.cut(rest);
+                prop_assert_eq!(a, reference_cut(&c, rest));
+                rest = &rest[a..];
+            }
+        }
 
         #[test]
         fn chunks_cover_input_within_bounds(seed in any::<u64>(), len in 0usize..200_000) {

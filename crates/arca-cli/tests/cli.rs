@@ -648,3 +648,49 @@ fn key_add_list_remove_and_passwd() {
         .unwrap();
     assert!(stderr(&o).contains("empty password"), "{}", stderr(&o));
 }
+
+#[test]
+fn huge_sparse_file_over_4_gib_round_trips_with_its_holes() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    let size: u64 = 6 << 30;
+    let islands: [(u64, &[u8]); 3] = [
+        (0, b"head"),
+        ((4 << 30) + 12_345, b"beyond the 4 GiB mark"),
+        (size - 4, b"tail"),
+    ];
+    {
+        let f = fs::File::create(src.join("disk.img")).unwrap();
+        f.set_len(size).unwrap();
+        for (off, data) in islands {
+            f.write_all_at(data, off).unwrap();
+        }
+    }
+    e.init(&[]);
+    let b = e.json(&["backup", "--json", src.to_str().unwrap()]);
+    assert_eq!(b["total_bytes_processed"], size);
+    assert!(b["data_added_packed"].as_u64().unwrap() < 1 << 20, "{b}");
+    let ls = e.ok(&["ls", "-l", "latest", &format!("{}/disk.img", src.display())]);
+    assert!(ls.contains(&size.to_string()), "{ls}");
+    let target = e.path("t");
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    let out = target.join(src.strip_prefix("/").unwrap()).join("disk.img");
+    let m = fs::metadata(&out).unwrap();
+    assert_eq!(m.len(), size);
+    assert!(
+        m.blocks() * 512 < 1 << 20,
+        "holes were filled: {} bytes allocated",
+        m.blocks() * 512
+    );
+    let f = fs::File::open(&out).unwrap();
+    for (off, data) in islands {
+        let mut buf = vec![0u8; data.len() + 8];
+        let n = f.read_at(&mut buf, off.saturating_sub(4)).unwrap();
+        let start = (off - off.saturating_sub(4)) as usize;
+        assert_eq!(&buf[start..start + data.len()], data, "island at {off}");
+        assert!(buf[..start].iter().all(|&x| x == 0));
+        assert!(n >= start + data.len());
+    }
+}

@@ -1,0 +1,75 @@
+//! Files that vanish or change while the backup reads them: warned about, the vanished one
+//! skipped and the snapshot marked incomplete; the changed one stored as read.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use arca_backup::{BackupOptions, Hooks, Progress, Warning, WarningKind, backup};
+use common::*;
+
+#[test]
+fn vanished_and_changed_files_are_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("stays"), b"stable content").unwrap();
+    fs::write(src.join("vanishes"), b"about to be deleted").unwrap();
+    fs::write(src.join("grows"), b"short").unwrap();
+    let repo = init(local(&tmp.path().join("repo")));
+    let hook = Arc::new(|p: &Path| match p.file_name().and_then(|n| n.to_str()) {
+        Some("vanishes") => fs::remove_file(p).unwrap(),
+        Some("grows") => fs::write(p, b"much longer than it was when listed").unwrap(),
+        _ => {}
+    });
+    let opts = BackupOptions {
+        paths: vec![src.clone()],
+        hooks: Hooks {
+            before_read: Some(hook),
+        },
+        ..BackupOptions::default()
+    };
+    let seen = Mutex::new(vec![]);
+    let r = backup(&repo, &opts, &Progress::default(), &|w: &Warning| {
+        seen.lock().unwrap().push(w.clone())
+    })
+    .unwrap();
+    let kinds: Vec<(String, WarningKind)> = r
+        .warnings
+        .iter()
+        .map(|w| {
+            (
+                w.path.file_name().unwrap().to_string_lossy().into_owned(),
+                w.kind,
+            )
+        })
+        .collect();
+    assert!(
+        kinds.contains(&("vanishes".into(), WarningKind::Vanished)),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.contains(&("grows".into(), WarningKind::ChangedWhileRead)),
+        "{kinds:?}"
+    );
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        r.warnings.len(),
+        "observer saw every warning"
+    );
+    assert!(!r.snapshot.complete);
+    assert_eq!(r.snapshot.summary.errors, 1);
+    let target = tmp.path().join("t");
+    do_restore(&repo, "latest", &target).unwrap();
+    let out = restored(&target, &src);
+    assert_eq!(fs::read(out.join("stays")).unwrap(), b"stable content");
+    assert!(!out.join("vanishes").exists());
+    assert_eq!(
+        fs::read(out.join("grows")).unwrap(),
+        b"much longer than it was when listed"
+    );
+}
