@@ -36,11 +36,14 @@ pub enum ParentMode {
     Id(Id),
 }
 
+/// A callback taking a path.
+pub type PathHook = std::sync::Arc<dyn Fn(&std::path::Path) + Send + Sync>;
+
 /// Callbacks into the walk, for tests that need a file to vanish or change at an exact moment.
 #[derive(Clone, Default)]
 pub struct Hooks {
     /// Called with a file's path just before it is opened for reading.
-    pub before_read: Option<std::sync::Arc<dyn Fn(&std::path::Path) + Send + Sync>>,
+    pub before_read: Option<PathHook>,
 }
 
 impl std::fmt::Debug for Hooks {

@@ -323,8 +323,8 @@ mod tests {
             return data.len();
         }
         let mut h = 0u64;
-        for i in c.min..n {
-            h = (h << 1).wrapping_add(c.gear[data[i] as usize]);
+        for (i, &b) in data.iter().enumerate().take(n).skip(c.min) {
+            h = (h << 1).wrapping_add(c.gear[b as usize]);
             let mask = if i < c.avg {
                 c.mask_small
             } else {
