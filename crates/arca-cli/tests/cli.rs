@@ -694,3 +694,77 @@ fn huge_sparse_file_over_4_gib_round_trips_with_its_holes() {
         assert!(n >= start + data.len());
     }
 }
+
+#[test]
+fn password_from_a_terminal_prompt_and_from_arca_password_file() {
+    let e = Env::new();
+    e.init(&[]);
+    // A pseudo-terminal from script(1): arca prompts on it and reads the answer.
+    if Command::new("script").arg("--version").output().is_ok() {
+        let cmd = format!("{BIN} -r '{}' snapshots --json", e.repo.display());
+        let run = |answer: &str| {
+            let mut c = Command::new("script")
+                .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+                .env_remove("ARCA_PASSWORD")
+                .env_remove("ARCA_PASSWORD_FILE")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            use std::io::Write;
+            let mut stdin = c.stdin.take().unwrap();
+            stdin.write_all(format!("{answer}\n").as_bytes()).unwrap();
+            drop(stdin);
+            c.wait_with_output().unwrap()
+        };
+        let o = run("test password");
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success() && out.contains("enter password") && out.contains("[]"),
+            "{out}"
+        );
+        let o = run("not it");
+        assert_eq!(o.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("wrong password"));
+    }
+    let pwf = e.path("pwfile");
+    fs::write(&pwf, "test password\r\n").unwrap();
+    let o = e
+        .cmd(&["snapshots"])
+        .env_remove("ARCA_PASSWORD")
+        .env("ARCA_PASSWORD_FILE", &pwf)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = e
+        .cmd(&["snapshots"])
+        .env("ARCA_PASSWORD_FILE", e.path("missing"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("cannot read password file") && stderr(&o).contains("missing"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn compression_is_set_at_init_and_overridable_per_backup() {
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("text"), text_bytes(5, 2 << 20)).unwrap();
+    e.init(&["--compression", "0"]);
+    let s = src.to_str().unwrap();
+    let raw = e.json(&["backup", "--json", s]);
+    let stored = raw["data_added_packed"].as_u64().unwrap();
+    assert!(stored >= 2 << 20, "level 0 must store uncompressed: {raw}");
+    fs::write(src.join("text2"), text_bytes(6, 2 << 20)).unwrap();
+    let z = e.json(&["backup", "--json", "--compression", "9", s]);
+    assert!(
+        z["data_added_packed"].as_u64().unwrap() < 1 << 20,
+        "override not applied: {z}"
+    );
+}
