@@ -1,0 +1,315 @@
+"""bench/run entry point: parse options, set up tools and datasets, run, report."""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+
+from . import datasets as dsm
+from . import plots, report
+from .measure import drop_caches, ensure_gnu_time
+from .scenarios import Bench
+from .tools import Arca, ArcaRemote, Borg, Restic
+
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(BENCH)
+
+DEFAULT_RUNS = {"small": 3, "medium": 3, "many": 1, "generations": 3}
+SETTINGS = {
+    "arca": "defaults (zstd level 3), encrypted, local repository",
+    "arca-remote": "as arca, backend throttled: {lat} per request, {bw}/s",
+    "restic": "repository v2, --compression auto (zstd default level), encrypted, local cache",
+    "borg": "repokey-blake2, --compression zstd,3, default chunker, local cache",
+}
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="bench/run", description=__doc__)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--smoke", action="store_true",
+                      help="tiny datasets, 1 run, every scenario; outputs under bench/out only")
+    mode.add_argument("--full", action="store_true", help="also the 10 GiB 'medium' dataset")
+    p.add_argument("--tools", default="arca,restic,borg",
+                   help="comma list of arca, restic, borg (arca implies the throttled arca-remote)")
+    p.add_argument("--datasets", help="comma list of small, medium, many, generations")
+    p.add_argument("--runs", type=int, help="runs per scenario (median reported); default 1 with "
+                   "--smoke, else " + ", ".join(f"{k} {v}" for k, v in DEFAULT_RUNS.items()))
+    p.add_argument("--seed", type=int, default=1, help="dataset seed (default 1)")
+    p.add_argument("--no-build", action="store_true", help="do not run cargo build; use the "
+                   "existing target/release/arca (or $ARCA_BIN)")
+    p.add_argument("--no-remote", action="store_true", help="skip the throttled arca variant")
+    p.add_argument("--remote-latency", default="20ms")
+    p.add_argument("--remote-bandwidth", default="100MB")
+    p.add_argument("--remote-runs", type=int, default=1,
+                   help="runs of the throttled arca variant (default 1)")
+    p.add_argument("--remote-datasets", default="small,generations",
+                   help="datasets the throttled arca variant runs on (default small,generations: "
+                   "on 'many', one request per small file at 20 ms each takes most of an hour)")
+    p.add_argument("--no-refs", action="store_true", help="skip the tar/cp/find reference limits")
+    p.add_argument("--no-docs", action="store_true",
+                   help="do not rewrite docs/BENCHMARKS.md and docs/bench/ (non-smoke runs)")
+    p.add_argument("--keep", action="store_true", help="keep repositories and work dirs")
+    p.add_argument("--timeout", type=float, help="per-command timeout in seconds")
+    p.add_argument("--out", default=os.path.join(BENCH, "out"))
+    p.add_argument("--render", metavar="RESULTS_JSON",
+                   help="only re-render docs/BENCHMARKS.md and docs/bench/*.png (or, with --no-docs, "
+                   "the .md beside the JSON) from an earlier run's results JSON")
+    p.add_argument("--no-selftest", action="store_true",
+                   help="with --smoke: skip the harness's own unit tests (bench/tests)")
+    return p.parse_args(argv)
+
+
+def machine_info(out_dir) -> dict:
+    info = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
+    except OSError:
+        model = platform.processor()
+    info["CPU"] = f"{model}, {os.cpu_count()} logical cores"
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(next(l for l in f if l.startswith("MemTotal")).split()[1])
+        info["RAM"] = f"{kb / 2**20:.1f} GiB"
+    except (OSError, StopIteration):
+        pass
+    try:
+        with open("/etc/os-release") as f:
+            info["OS"] = next(l.split("=", 1)[1].strip().strip('"') for l in f if l.startswith("PRETTY_NAME"))
+    except (OSError, StopIteration):
+        pass
+    info["kernel"] = platform.release()
+    try:
+        df = subprocess.run(["df", "-T", "-h", out_dir], capture_output=True, text=True).stdout.splitlines()[-1].split()
+        info["filesystem (bench/out)"] = f"{df[1]} on {df[0]} ({df[2]} total, {df[4]} free)"
+    except (OSError, IndexError):
+        pass
+    virt = subprocess.run(["systemd-detect-virt"], capture_output=True, text=True).stdout.strip() \
+        if shutil.which("systemd-detect-virt") else ""
+    if virt and virt != "none":
+        info["virtualisation"] = virt
+    info["Python"] = platform.python_version()
+    return info
+
+
+def selftest(log) -> bool:
+    """The harness's unit tests (dataset determinism, verification catches differences)."""
+    import io
+    import unittest
+
+    stream = io.StringIO()
+    suite = unittest.defaultTestLoader.discover(os.path.join(BENCH, "tests"))
+    result = unittest.TextTestRunner(stream=stream, verbosity=0).run(suite)
+    log(f"harness self-test: {result.testsRun} tests, {len(result.failures)} failures, "
+        f"{len(result.errors)} errors")
+    if not result.wasSuccessful():
+        print(stream.getvalue())
+    return result.wasSuccessful()
+
+
+def write_outputs(results: dict, base: str, plot_dir: str, write_docs: bool, log) -> None:
+    """results JSON + markdown under bench/out; with write_docs also docs/BENCHMARKS.md + PNGs."""
+    out = os.path.dirname(base)
+    docs_plots = os.path.join(ROOT, "docs", "bench")
+    try:
+        made = plots.make_all(results, docs_plots if write_docs else plot_dir)
+    except Exception as e:  # noqa: BLE001 - plots must never lose the numbers
+        made = []
+        log(f"WARNING: plotting failed: {e!r}")
+    if not plots.available():
+        log("matplotlib not available: no plots")
+    with open(base + ".json", "w") as f:
+        json.dump(results, f, indent=1, default=str)
+    with open(base + ".md", "w") as f:
+        f.write(report.render(results, plots_rel=os.path.relpath(
+            docs_plots if write_docs else plot_dir, out)))
+    if write_docs:
+        with open(os.path.join(ROOT, "docs", "BENCHMARKS.md"), "w") as f:
+            f.write(report.render(results, plots_rel="bench"))
+        log(f"wrote docs/BENCHMARKS.md and {len(made)} plots under docs/bench/")
+    log(f"wrote {base}.json and {base}.md")
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.render:
+        with open(args.render) as f:
+            results = json.load(f)
+        results["headline"] = report.headline(results)
+        base = args.render[:-len(".json")] if args.render.endswith(".json") else args.render
+        run_id = results["meta"].get("run_id", "render")
+        write_outputs(results, base, os.path.join(os.path.dirname(base), f"plots-{run_id}"),
+                      results["meta"]["mode"] != "smoke" and not args.no_docs, print)
+        return 0
+    t_start = time.monotonic()
+    mode = "smoke" if args.smoke else ("full" if args.full else "default")
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    lock = open(os.path.join(out, ".lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        print("another bench/run is using", out, file=sys.stderr)
+        return 2
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_id = f"{'smoke-' if args.smoke else ''}{stamp}"
+    logs = os.path.join(out, "logs", run_id)
+    os.makedirs(logs, exist_ok=True)
+    harness_log = open(os.path.join(logs, "harness.log"), "w")
+
+    def log(msg):
+        line = f"[{time.monotonic() - t_start:7.1f}s] {msg}"
+        print(line, flush=True)
+        harness_log.write(line + "\n")
+        harness_log.flush()
+
+    specs = dsm.SMOKE_SPECS if args.smoke else dsm.FULL_SPECS
+    names = (args.datasets.split(",") if args.datasets else
+             (["small", "medium", "many", "generations"] if args.full else ["small", "many", "generations"]))
+    for n in names:
+        if n not in specs:
+            print(f"unknown dataset {n!r}; choose from {', '.join(specs)}", file=sys.stderr)
+            return 2
+    wanted = [t.strip() for t in args.tools.split(",") if t.strip()]
+    for t in wanted:
+        if t not in ("arca", "restic", "borg", "arca-remote"):
+            print(f"unknown tool {t!r}", file=sys.stderr)
+            return 2
+    timeout = args.timeout or (600 if args.smoke else 4 * 3600)
+
+    work = os.path.join(out, "work")
+    shutil.rmtree(work, ignore_errors=True)
+    home_root = os.path.join(work, "home")
+
+    log(f"mode {mode}; tools {','.join(wanted)}; datasets {','.join(names)}")
+    if args.smoke and not args.no_selftest:
+        if not selftest(log):
+            log("FAILURE: the harness's own unit tests failed (bench/tests)")
+            return 1
+
+    # ---- tools
+    t_setup = time.monotonic()
+    tools = []
+    arca_build_s = 0.0
+    if "arca" in wanted or "arca-remote" in wanted:
+        arca = Arca(home_root)
+        t_build = time.monotonic()
+        ok = arca.ensure(log, build=not args.no_build, build_log=os.path.join(logs, "cargo-build.log"))
+        arca_build_s = time.monotonic() - t_build
+        if ok:
+            log(f"arca: {arca.version} ({arca.binary}; build step {arca_build_s:.0f} s)")
+        else:
+            log(f"SKIPPING arca: {arca.note}")
+        if "arca" in wanted:
+            tools.append(arca)
+        if ("arca-remote" in wanted or ("arca" in wanted and not args.no_remote)):
+            remote = ArcaRemote(home_root, arca.binary, args.remote_latency, args.remote_bandwidth)
+            if ok:
+                remote.ensure(log)
+            else:
+                remote.note = arca.note
+            tools.append(remote)
+    for cls in (Restic, Borg):
+        if cls.name in wanted:
+            t = cls(home_root)
+            if t.ensure(log):
+                log(f"{t.name}: {t.version}")
+            else:
+                log(f"SKIPPING {t.name}: {t.note}")
+            tools.append(t)
+    order = {"arca": 0, "restic": 1, "borg": 2, "arca-remote": 3}
+    tools.sort(key=lambda t: order[t.name])
+    active = [t for t in tools if t.available]
+    if not ensure_gnu_time(log):
+        log("WARNING: GNU time (/usr/bin/time) unavailable: peak RSS will not be reported")
+    setup_s = time.monotonic() - t_setup
+
+    dropped = drop_caches()
+    log("page cache: " + ("dropped before each phase" if dropped else
+                          "CANNOT be dropped here (not permitted); figures are warm-cache"))
+
+    # ---- datasets
+    t_data = time.monotonic()
+    cache_root = os.path.join(out, "datasets")
+    data = {}
+    for n in names:
+        data[n] = dsm.ensure_dataset(specs[n], args.seed, cache_root, log=log)
+    data_s = time.monotonic() - t_data
+    log(f"datasets ready in {data_s:.1f} s")
+
+    # ---- run
+    bench = Bench(work=work, logs=logs, timeout=timeout,
+                  seed=args.seed, log=log, remote_runs=args.remote_runs, keep=args.keep)
+    remote_sets = set(args.remote_datasets.split(",")) if args.remote_datasets else set()
+    results_ds = []
+    for n in names:
+        spec = specs[n]
+        runs = args.runs or (1 if args.smoke else DEFAULT_RUNS[n])
+        data_dir, manifest = data[n]
+        tools_here = [t for t in active if t.scenarios is None or n in remote_sets]
+        if not tools_here:
+            break
+        run_fn = bench.run_generations if spec.generations else bench.run_standard
+        res = run_fn(spec, data_dir, manifest, runs, tools_here, with_refs=not args.no_refs)
+        skipped = [t.label for t in active if t not in tools_here]
+        if skipped:
+            res["notes"].append(f"not run on this dataset: {', '.join(skipped)} "
+                                f"(see --remote-datasets)")
+        results_ds.append(res)
+        log(f"[{n}] done in {res['seconds']:.0f} s")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+    total_s = time.monotonic() - t_start
+    bench_s = total_s - setup_s
+    results = {
+        "meta": {
+            "mode": mode, "argv": " ".join(sys.argv[1:] if argv is None else argv),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - total_s)),
+            "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seconds": total_s,
+            "setup_seconds": setup_s, "arca_build_seconds": arca_build_s,
+            "dataset_seconds": data_s, "seed": args.seed, "machine": machine_info(out),
+            "caches_dropped": dropped if bench.caches_dropped is None else bench.caches_dropped,
+            "run_id": run_id, "logs": logs,
+        },
+        "tools": [{"name": t.name, "label": t.label, "peer": t.peer, "available": t.available,
+                   "version": t.version, "note": t.note,
+                   "settings": SETTINGS[t.name].format(lat=args.remote_latency, bw=args.remote_bandwidth)}
+                  for t in tools],
+        "datasets": results_ds,
+        "failures": bench.failures, "expected_failures": bench.expected_failures,
+        "contract": bench.contract,
+    }
+    results["headline"] = report.headline(results)
+
+    # ---- outputs
+    write_outputs(results, os.path.join(out, f"results-{run_id}"),
+                  os.path.join(out, f"plots-{run_id}"), not args.smoke and not args.no_docs, log)
+
+    for h in results["headline"]:
+        log("headline: " + h)
+    for t in tools:
+        if not t.available:
+            log(f"NOTE: {t.label} skipped: {t.note}")
+    for f in bench.expected_failures:
+        log(f"known limitation: {f['where']} ({f['runs_failed']} run(s)): {f['failure'][:160]}")
+    for c in bench.contract:
+        log(f"ARCA CONTRACT VIOLATION: {c}")
+    for f in bench.failures:
+        log(f"FAILURE: {f['where']} ({f['runs_failed']} run(s)): {f['failure']}")
+    log(f"{mode} run finished in {total_s:.0f} s (tool setup incl. arca build {setup_s:.0f} s, "
+        f"datasets {data_s:.0f} s, benchmark without setup {bench_s:.0f} s)")
+    if args.smoke and bench_s > 180:
+        log(f"WARNING: smoke took {bench_s:.0f} s without the build, over the 180 s budget")
+    return 1 if (bench.failures or bench.contract) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

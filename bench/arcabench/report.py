@@ -1,0 +1,332 @@
+"""Markdown report (bench/out/results-*.md and docs/BENCHMARKS.md) from the results JSON."""
+
+from __future__ import annotations
+
+import os
+
+from .scenarios import REFERENCES, RESTORES, SCENARIOS
+
+MiB = 1024 * 1024
+
+
+def fmt_s(x) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.2f} s" if x < 10 else f"{x:.1f} s"
+
+
+def fmt_mib(b) -> str:
+    if b is None:
+        return "–"
+    v = b / MiB
+    return f"{v:.1f} MiB" if v < 100 else f"{v:.0f} MiB"
+
+
+def fmt_ratio(best_peer, arca) -> str:
+    if not best_peer or not arca:
+        return "–"
+    r = best_peer / arca
+    return f"**{r:.1f}× faster**" if r >= 1.05 else (f"{1 / r:.1f}× slower" if r <= 0.95 else "≈ same")
+
+
+def tool_order(results) -> list:
+    return [t["name"] for t in results["tools"]]
+
+
+def tool_label(results, name) -> str:
+    for t in results["tools"]:
+        if t["name"] == name:
+            return t["label"]
+    return name
+
+
+def _is_peer(results, name) -> bool:
+    return any(t["name"] == name and t["peer"] for t in results["tools"])
+
+
+class Notes:
+    """Numbered footnotes for failures."""
+
+    def __init__(self):
+        self.items = []
+
+    def ref(self, text: str) -> str:
+        if text not in self.items:
+            self.items.append(text)
+        return f"[^{self.items.index(text) + 1}]"
+
+
+def _cell_value(cell, key):
+    if cell is None:
+        return None
+    return (cell.get("median") or {}).get(key)
+
+
+def _fail_text(cell, notes: Notes, where: str) -> str:
+    msg = (cell["failure"] or "failed")[:300]
+    if cell.get("expected_failure"):
+        msg += f" — known limitation: {cell['expected_failure']}"
+    return "✗ failed" + notes.ref(f"{where}: {msg}")
+
+
+def _table(results, ds, key, fmt, notes, *, scenarios=None, ratio=False, per_mb=False) -> list:
+    tools = [t for t in tool_order(results) if any(t in c for c in ds["scenarios"].values())]
+    header = ["scenario"] + [tool_label(results, t) for t in tools]
+    arca_in = "arca" in tools and any(_is_peer(results, t) for t in tools)
+    if ratio and arca_in:
+        header.append("arca vs best peer")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for sc in scenarios or SCENARIOS:
+        cells = ds["scenarios"].get(sc)
+        if not cells:
+            continue
+        row = [SCENARIOS[sc]]
+        for t in tools:
+            cell = cells.get(t)
+            if cell is None:
+                row.append("")
+            elif not cell["ok"]:
+                row.append(_fail_text(cell, notes, f"{ds['name']} / {SCENARIOS[sc]} / {tool_label(results, t)}"))
+            else:
+                v = _cell_value(cell, key)
+                if per_mb and v is not None:
+                    restored = _cell_value(cell, "restored_bytes")
+                    v = v / (restored / 1e6) if restored else None
+                row.append(fmt(v))
+        if ratio and arca_in:
+            arca = cells.get("arca")
+            peers = [c for t, c in cells.items() if _is_peer(results, t) and c["ok"]]
+            best = min((_cell_value(c, key) for c in peers), default=None)
+            row.append(fmt_ratio(best, _cell_value(arca, key)) if arca and arca["ok"] else "–")
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def _dataset_section(results, ds, plots_rel, notes) -> list:
+    man = ds["manifest"]
+    spec = ds["spec"]
+    out = [f"### {ds['name']}", ""]
+    out.append(f"{spec.get('description') or ''}. Generated: {man['files']:,} files, "
+               f"{man['dirs']:,} directories, {man['symlinks']} symlinks, "
+               f"{man['bytes'] / MiB:,.1f} MiB; {man['text_share'] * 100:.0f}% of the bytes "
+               f"compressible text, {man['duplicated_share'] * 100:.0f}% duplicated "
+               f"(seed {results['meta']['seed']}, key `{man['key']}`). "
+               f"Median of {ds['runs']} run(s); this dataset took {ds.get('seconds', 0):.0f} s.")
+    out.append("")
+    for n in ds.get("notes") or []:
+        out += [f"*Note: {n}.*", ""]
+    if plots_rel and ds.get("plots"):
+        for p in ds["plots"]:
+            out.append(f"![{ds['name']}]({plots_rel}/{os.path.basename(p)})")
+        out.append("")
+    out += ["**Wall time** (median; arca vs best peer = best peer's time / arca's time)", ""]
+    out += _table(results, ds, "wall_s", fmt_s, notes, ratio=True)
+    out += ["", "**CPU time** (user + sys)", ""]
+    out += _table(results, ds, "cpu_s", fmt_s, notes, ratio=True)
+    out += ["", "**Peak RSS**", ""]
+    out += _table(results, ds, "maxrss_kib", lambda v: "–" if v is None else f"{v / 1024:.0f} MiB", notes)
+    restores = [s for s in SCENARIOS if s in RESTORES]
+    out += ["", "**Bytes read from the repository** (restores; per MB restored in the next table)", ""]
+    out += _table(results, ds, "repo_read_bytes", fmt_mib, notes, scenarios=restores)
+    out += ["", "**Repository bytes read per MB restored**", ""]
+    out += _table(results, ds, "repo_read_bytes",
+                  lambda v: "–" if v is None else f"{v / 1e6:.2f} MB", notes, scenarios=restores,
+                  per_mb=True)
+    req_tools = [t for t in tool_order(results)
+                 if any((c.get(t) or {}).get("median", {}).get("requests") is not None
+                        for c in ds["scenarios"].values())]
+    if req_tools:
+        out += ["", "**Backend requests** (arca's JSON summary; per MB restored for restores)", "",
+                "| scenario | " + " | ".join(tool_label(results, t) for t in req_tools) + " |",
+                "|" + "---|" * (len(req_tools) + 1)]
+        for sc in SCENARIOS:
+            cells = ds["scenarios"].get(sc) or {}
+            row = []
+            for t in req_tools:
+                c = cells.get(t)
+                med = (c or {}).get("median") or {}
+                req = med.get("requests")
+                if req is None:
+                    row.append("–")
+                    continue
+                mb = (med.get("restored_bytes") or 0) / 1e6
+                row.append(f"{req:,.0f}" + (f" ({req / mb:.1f}/MB)" if sc in RESTORES and mb else ""))
+            if any(x != "–" for x in row):
+                out.append(f"| {SCENARIOS[sc]} | " + " | ".join(row) + " |")
+    if ds["repo"]:
+        out += ["", "**Repository size** (apparent bytes; local cache kept by the tool in its own "
+                "dir, not counted)", "", "| tool | after first backup | at the end | local cache |",
+                "|---|---|---|---|"]
+        for t in tool_order(results):
+            r = ds["repo"].get(t)
+            if r:
+                out.append(f"| {tool_label(results, t)} | {fmt_mib(r.get('after_first_backup'))} | "
+                           f"{fmt_mib(r.get('final'))} | {fmt_mib(r.get('cache_bytes'))} |")
+    if ds["references"]:
+        out += ["", "**Reference limits on the same tree** (page cache dropped; what a tool "
+                "cannot beat)", "", "| reference | wall | CPU | bounds | note |", "|---|---|---|---|---|"]
+        for k, cell in ds["references"].items():
+            desc, bounds = REFERENCES[k]
+            note = next((r.get("note") for r in cell["runs"] if r.get("note")), "")
+            wall = fmt_s(cell["median"]["wall_s"]) if cell["ok"] else f"✗ {cell['failure']}"
+            out.append(f"| {desc} | {wall} | {fmt_s(cell['median']['cpu_s'])} | {bounds} | {note} |")
+    if ds.get("series"):
+        out += ["", "**Backups per generation** (wall seconds)", ""]
+        tools = [t for t in tool_order(results) if t in ds["series"]]
+        out.append("| generation | " + " | ".join(tool_label(results, t) for t in tools) + " |")
+        out.append("|" + "---|" * (len(tools) + 1))
+        gens = max(len(ds["series"][t]) for t in tools)
+        for i in range(gens):
+            row = [str(i + 1)]
+            for t in tools:
+                s = ds["series"][t]
+                row.append(("✗" if s[i]["failed"] else fmt_s(s[i]["wall_s"])) if i < len(s) else "")
+            out.append("| " + " | ".join(row) + " |")
+    remote = [t for t in tool_order(results) if t.startswith("arca-remote")]
+    for t in remote:
+        rows = []
+        for sc, cells in ds["scenarios"].items():
+            cell = cells.get(t)
+            if not cell or not cell["ok"]:
+                continue
+            med = cell["median"]
+            mb = (med.get("restored_bytes") or 0) / 1e6 if sc in RESTORES else None
+            req, rb = med.get("requests"), med.get("repo_read_bytes")
+            per = (lambda v: f"{v / mb:.2f}" if (v is not None and mb) else "–")
+            local = (ds["scenarios"][sc].get("arca") or {})
+            rows.append(f"| {SCENARIOS[sc]} | {fmt_s(med['wall_s'])} | "
+                        f"{fmt_s(_cell_value(local, 'wall_s')) if local.get('ok') else '–'} | "
+                        f"{req if req is not None else '–'} | {fmt_mib(rb)} | {per(req)} | "
+                        f"{per(rb / 1e6 if rb is not None else None)} |")
+        if rows:
+            out += ["", f"**{tool_label(results, t)}**: arca's backend wrapped in the throttle", "",
+                    "| scenario | wall (throttled) | wall (local arca; restores: its latest snapshot) | requests | bytes read | "
+                    "requests per MB restored | MB read per MB restored |", "|---|---|---|---|---|---|---|"]
+            out += rows
+    out.append("")
+    return out
+
+
+def render(results: dict, plots_rel: str | None = None) -> str:
+    meta = results["meta"]
+    notes = Notes()
+    out = ["# arca benchmarks", ""]
+    out.append(f"Generated by `bench/run{(' ' + meta['argv']) if meta['argv'] else ''}` on "
+               f"{meta['finished']} (mode: {meta['mode']}, total {meta['seconds']:.0f} s). "
+               "Every number below comes from one run of the harness in `bench/`, all tools on "
+               "the same data on the same machine; methodology in `bench/README.md` and at the end "
+               "of this page.")
+    out += ["", "## Machine", "", "| | |", "|---|---|"]
+    for k, v in meta["machine"].items():
+        out.append(f"| {k} | {v} |")
+    out.append(f"| page cache dropped before each phase | "
+               f"{'yes' if meta['caches_dropped'] else 'NO (not permitted: figures include warm-cache effects)'} |")
+    out += ["", "## Versions", "", "| tool | version | settings |", "|---|---|---|"]
+    for t in results["tools"]:
+        state = t["version"] if t["available"] else f"**skipped**: {t['note']}"
+        out.append(f"| {t['label']} | {state} | {t['settings']} |")
+    if results["headline"]:
+        out += ["", "## Headline", ""]
+        out += [f"- {h}" for h in results["headline"]]
+    if results["failures"] or results["contract"] or results["expected_failures"]:
+        out += ["", "## Failures", "", "A failed cell shows ✗ instead of a time. Unexpected "
+                "failures make `bench/run` exit non-zero; known peer limitations do not.", "",
+                "| where | runs failed | what | known limitation |", "|---|---|---|---|"]
+        for f in results["failures"] + results["expected_failures"]:
+            what = f["failure"].replace("|", "\\|")
+            what = what if len(what) <= 200 else what[:200] + "…"
+            out.append(f"| {f['where']} | {f['runs_failed']} | {what} | {f['known'] or '**no**'} |")
+        out += [f"| arca CLI contract | | {c} | **no** |" for c in results["contract"]]
+    out += ["", "## Results", ""]
+    for ds in results["datasets"]:
+        out += _dataset_section(results, ds, plots_rel, notes)
+    out += ["## How each figure is obtained", ""]
+    out += METHOD
+    if notes.items:
+        out.append("")
+        for i, n in enumerate(notes.items, 1):
+            out.append(f"[^{i}]: {n}")
+    return "\n".join(out) + "\n"
+
+
+METHOD = [
+    "- **Wall**: `time.monotonic()` around the tool's process, from spawn to exit (a tool that "
+    "leaves dirty pages behind is not charged for the writeback; no tool syncs restored files).",
+    "- **CPU**: user + system time from `os.wait4()`'s rusage of the child (includes its "
+    "reaped children). **Peak RSS**: the tool's own `ru_maxrss`, reported by GNU `time -f %M` "
+    "wrapped around it (a child forked straight from the Python harness would inherit the "
+    "harness's high-water mark).",
+    "- **Median of N runs**; min/max and every run are in the JSON. Tools are interleaved run by "
+    "run in the backup phases. The generations dataset's incremental backups are one sequence: "
+    "its figure is the median over the generations.",
+    "- **Page cache**: `sync; echo 3 > /proc/sys/vm/drop_caches` before every measured command "
+    "(so every phase starts cold, source data and repository alike); recorded in each run.",
+    "- **Bytes read from the repository**: for arca, `backend.bytes_read` from its `--json` "
+    "summary; for restic and borg, `rchar` from `/proc/<pid>/io` read after exit (bytes "
+    "returned by read-type syscalls, repository files read with read/pread, not mmap) minus "
+    "the `rchar` of `restic version` / `borg --version` (interpreter and module reads: ~6 MB for "
+    "borg, ~0 for restic). It still includes the tools' own small local cache and config "
+    "files. `rchar` and `read_bytes` (block device reads) of every run are in the JSON.",
+    "- **Repository size**: sum of the apparent file sizes under the repository directory, "
+    "after the first backup and at the end.",
+    "- **Verification**: after every restore, the restored tree is compared with the source: "
+    "same entries (nothing missing or extra), types, permission bits, uid/gid, mtimes to the "
+    "nanosecond (files, directories, symlinks), symlink targets, and every byte of every file "
+    "(read back and compared, not hashed). Any difference, non-zero exit or (arca) non-zero "
+    "`errors` makes the cell a failure instead of a time.",
+    "- **Partial restore**: before each run, in the correct target, 25% of the files are deleted "
+    "and 25% get their first byte inverted (their mtime becomes now); 50% are untouched "
+    "(Duplicati's benchmark). **No-op**: target already correct. **Metadata-only**: every mtime "
+    "in the target set to now. Each tool does what its default restore into an existing "
+    "directory does (no overwrite flags).",
+    "- **Throttled backend** (arca only): `--backend-latency`/`--backend-bandwidth` wrap arca's "
+    "repository backend; requests and bytes come from the JSON summary. restic and borg have no "
+    "equivalent latency injection, so they have no remote column.",
+    "- **References**: `tar -xpf` of a POSIX (pax, ns mtimes) uncompressed tar made beforehand, "
+    "`cp -a`, `find -printf` (stats every entry) and `find -exec cat` (reads every byte), on "
+    "the same tree with the page cache dropped.",
+]
+
+
+def headline(results: dict) -> list:
+    """Short lines: arca's speed-up over the best peer (wall time) for the key scenarios, and the
+    throttled-backend figures."""
+    lines = []
+    keys = ("backup_first", "backup_nochange", "backup_mutation", "backup_generation",
+            "restore_full", "restore_partial", "restore_noop", "restore_metadata",
+            "restore_newest", "restore_oldest")
+    for ds in results["datasets"]:
+        parts = []
+        for sc in keys:
+            cells = ds["scenarios"].get(sc) or {}
+            arca = cells.get("arca")
+            peers = {t: c for t, c in cells.items() if _is_peer(results, t) and c["ok"]}
+            if not arca or not peers:
+                continue
+            if not arca["ok"]:
+                parts.append(f"{SCENARIOS[sc]}: arca FAILED")
+                continue
+            best_t = min(peers, key=lambda t: peers[t]["median"]["wall_s"])
+            r = peers[best_t]["median"]["wall_s"] / arca["median"]["wall_s"]
+            parts.append(f"{SCENARIOS[sc]} {r:.2f}× ({best_t})")
+        if parts:
+            lines.append(f"**{ds['name']}** — arca's speed-up over the best peer (wall): "
+                         + "; ".join(parts))
+        for t in [t["name"] for t in results["tools"] if t["name"].startswith("arca-remote")]:
+            bits = []
+            for sc in ("backup_first", "restore_full", "restore_newest"):
+                c = (ds["scenarios"].get(sc) or {}).get(t)
+                local = (ds["scenarios"].get(sc) or {}).get("arca")
+                if not c or not c["ok"]:
+                    continue
+                med = c["median"]
+                b = f"{SCENARIOS[sc]} {med['wall_s']:.1f} s"
+                if local and local["ok"]:
+                    b += f" (local {local['median']['wall_s']:.1f} s)"
+                mb = (med.get("restored_bytes") or 0) / 1e6
+                if sc.startswith("restore") and mb and med.get("requests") is not None:
+                    b += f", {med['requests'] / mb:.2f} requests/MB"
+                bits.append(b)
+            if bits:
+                lines.append(f"**{ds['name']}** — {tool_label(results, t)}: " + "; ".join(bits))
+    return lines
