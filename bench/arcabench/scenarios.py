@@ -301,13 +301,18 @@ class Bench:
                 "runs": runs, "scenarios": {}, "references": {}, "repo": {}, "series": {},
                 "notes": [], "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
-    def run_standard(self, spec, data_dir, manifest, runs, tools, with_refs=True):
+    def _prepare(self, spec, data_dir, manifest, runs, tools):
+        """Working copy of the dataset, an empty result, repository paths, liveness flags."""
         src = os.path.join(self.work, "src", spec.name)
         self.log(f"[{spec.name}] working copy -> {src}")
         ds_mod.copy_tree(data_dir, src)
         res = self._new_result(spec, manifest, src, runs)
         repos = {t.name: os.path.join(self.work, "repos", spec.name, t.name) for t in tools}
         alive = {t.name: True for t in tools}
+        return src, res, repos, alive
+
+    def run_standard(self, spec, data_dir, manifest, runs, tools, with_refs=True):
+        src, res, repos, alive = self._prepare(spec, data_dir, manifest, runs, tools)
         main = [t for t in tools if t.scenarios is None]
         remote = [t for t in tools if t.scenarios is not None]
         rruns = min(runs, self.remote_runs)
@@ -375,12 +380,7 @@ class Bench:
         self.finalize(res)
 
     def run_generations(self, spec, data_dir, manifest, runs, tools, with_refs=True):
-        src = os.path.join(self.work, "src", spec.name)
-        self.log(f"[{spec.name}] working copy -> {src}")
-        ds_mod.copy_tree(data_dir, src)
-        res = self._new_result(spec, manifest, src, runs)
-        repos = {t.name: os.path.join(self.work, "repos", spec.name, t.name) for t in tools}
-        alive = {t.name: True for t in tools}
+        src, res, repos, alive = self._prepare(spec, data_dir, manifest, runs, tools)
         t0 = time.monotonic()
 
         self.log(f"[{spec.name}] generation 0: first backup")

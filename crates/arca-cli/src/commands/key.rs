@@ -13,6 +13,11 @@ fn created(ns: i64) -> String {
         .to_string()
 }
 
+/// The password of a new key: `--new-password-file`, `ARCA_NEW_PASSWORD`, or a prompt.
+fn new_key_password(file: Option<&std::path::Path>) -> Result<zeroize::Zeroizing<String>> {
+    util::new_password(file, "ARCA_NEW_PASSWORD", "new password")
+}
+
 pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
     let mut opened = util::open(g)?;
     let repo = &mut opened.repo;
@@ -54,11 +59,7 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
             new_password_file,
             kdf,
         } => {
-            let pw = util::new_password(
-                new_password_file.as_deref(),
-                "ARCA_NEW_PASSWORD",
-                "new password",
-            )?;
+            let pw = new_key_password(new_password_file.as_deref())?;
             let id = repo.add_key(pw.as_bytes(), util::kdf(kdf))?;
             super::out(&format!("saved new key {}", id.short()))?;
         }
@@ -71,11 +72,7 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
             new_password_file,
             kdf,
         } => {
-            let pw = util::new_password(
-                new_password_file.as_deref(),
-                "ARCA_NEW_PASSWORD",
-                "new password",
-            )?;
+            let pw = new_key_password(new_password_file.as_deref())?;
             let id = repo.change_password(pw.as_bytes(), util::kdf(kdf))?;
             super::out(&format!("password changed; new key {}", id.short()))?;
         }
