@@ -20,14 +20,20 @@ pub struct Opened {
     pub stats: Arc<BackendStats>,
 }
 
-/// Parses sizes like `16MiB`, `100MB`, `4096`, `1.5G`.
-pub fn parse_size(s: &str) -> Result<u64> {
+/// Splits `12.5ms` into 12.5 and `ms`; `what` names the kind of value in errors.
+fn number_and_unit<'a>(s: &'a str, what: &str) -> Result<(f64, &'a str)> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| anyhow!("invalid size {s:?}"))?;
+    let n: f64 = num.parse().map_err(|_| anyhow!("invalid {what} {s:?}"))?;
+    Ok((n, unit))
+}
+
+/// Parses sizes like `16MiB`, `100MB`, `4096`, `1.5G`.
+pub fn parse_size(s: &str) -> Result<u64> {
+    let (n, unit) = number_and_unit(s, "size")?;
     let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kb" => 1e3,
@@ -49,12 +55,7 @@ pub fn parse_size(s: &str) -> Result<u64> {
 
 /// Parses durations like `20ms`, `1.5s`, `100us`.
 pub fn parse_duration(s: &str) -> Result<Duration> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| anyhow!("invalid duration {s:?}"))?;
+    let (n, unit) = number_and_unit(s, "duration")?;
     let secs = match unit {
         "ns" => n / 1e9,
         "us" | "µs" => n / 1e6,
