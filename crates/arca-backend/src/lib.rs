@@ -228,8 +228,8 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
 }
 
-/// A conformance suite every backend must pass; used by this crate's tests and available to
-/// future backends (SFTP, S3) through the `tests` of their crates.
+/// A conformance suite every backend must pass (it panics at the first failure); used by this
+/// crate's tests and available to future backends (SFTP, S3) through their own tests.
 pub fn conformance(b: &dyn Backend) {
     let id = "ab".repeat(32);
     let id2 = "cd".repeat(32);

@@ -419,8 +419,9 @@ impl<'a, 's> Archiver<'a, 's> {
                 return Ok(false);
             }
         };
-        match file.metadata() {
-            Ok(m) if m.is_file() && m.ino() == node.inode => {}
+        // One fstat: the entry is still the file we listed, and whether it has holes.
+        let sparse = match file.metadata() {
+            Ok(m) if m.is_file() && m.ino() == node.inode => m.blocks() * 512 < m.len(),
             Ok(_) => {
                 self.warn(
                     path,
@@ -433,13 +434,9 @@ impl<'a, 's> Archiver<'a, 's> {
                 self.warn_io(path, "stat", &e);
                 return Ok(false);
             }
-        }
+        };
         let buf = std::mem::take(&mut self.buf);
         let chunker = self.chunker.clone();
-        let sparse = file
-            .metadata()
-            .map(|m| m.blocks() * 512 < m.len())
-            .unwrap_or(false);
         let reader = HoleSkippingReader::new(&file, node.size, sparse);
         let mut sc = StreamChunker::with_buffer(&chunker, reader, buf);
         let mut content = Vec::with_capacity((node.size / 1_000_000 + 1) as usize);

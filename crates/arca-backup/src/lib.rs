@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use arca_format::{Id, Snapshot, SnapshotSummary, Tree};
+use arca_format::{Id, Snapshot, Tree};
 use arca_fs::pattern::{PathMatcher, PatternError};
 use arca_repo::{RepoError, Repository, SnapshotFilter};
 use chrono::{DateTime, FixedOffset, Local};
@@ -312,7 +312,7 @@ pub fn backup(
         parent: parent.map(|(id, _)| id),
         program_version: format!("arca {}", env!("CARGO_PKG_VERSION")),
         complete: summary.errors == 0,
-        summary: SnapshotSummary { ..summary },
+        summary,
     };
     let snapshot_id = repo.save_snapshot(&snapshot)?;
     Ok(BackupReport {

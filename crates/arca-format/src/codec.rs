@@ -44,8 +44,7 @@ impl Writer {
     pub fn i64(&mut self, v: i64) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
-    /// A u32 length followed by the bytes. Panics never: lengths over 4 GiB are a caller bug
-    /// prevented by the structure limits, and are clamped by `len_u32`.
+    /// A u32 length followed by the bytes; lengths over 4 GiB are an error.
     pub fn var_bytes(&mut self, b: &[u8]) -> Result<(), FormatError> {
         self.u32(len_u32(b.len())?);
         self.bytes(b);

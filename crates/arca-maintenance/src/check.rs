@@ -8,9 +8,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arca_backend::FileType;
-use arca_format::envelope::{EnvelopeHeader, EnvelopeKind};
-use arca_format::pack::{PackHeader, PackTrailer, TRAILER_LEN};
-use arca_format::{BlobKind, Id, IndexFile, Snapshot, Tree};
+use arca_format::{BlobKind, Id, IndexFile, IndexPack, Snapshot, Tree};
+use arca_repo::pack::pack_header_from_bytes;
 use arca_repo::{Index, IndexBuilder, RepoError, Repository};
 
 /// What to check.
@@ -91,44 +90,37 @@ pub fn check(repo: &Repository, opts: CheckOptions) -> Result<CheckReport, RepoE
     // Packs: existence and size.
     let on_disk: HashMap<Id, u64> = repo.list_ids(FileType::Pack)?.into_iter().collect();
     let mut dmg = Damage::default();
-    let mut indexed: HashMap<Id, (BlobKind, u64, &IndexFile)> = HashMap::new();
-    for (_, f) in &index_files {
-        for p in &f.packs {
-            indexed.entry(p.id).or_insert((p.kind, p.size, f));
+    // Each pack once, even when several index files list it.
+    let mut indexed: HashSet<Id> = HashSet::new();
+    let packs: Vec<&IndexPack> = index_files
+        .iter()
+        .flat_map(|(_, f)| &f.packs)
+        .filter(|p| indexed.insert(p.id))
+        .collect();
+    for p in &packs {
+        let blobs = || p.blobs.iter().map(|b| (p.kind, b.id));
+        match on_disk.get(&p.id) {
+            None => dmg.mark(
+                &mut rep,
+                &p.id,
+                "missing (listed in an index)".into(),
+                &mut blobs(),
+            ),
+            Some(&size) if size != p.size => dmg.mark(
+                &mut rep,
+                &p.id,
+                format!(
+                    "size is {size} bytes, index says {} (truncated or damaged)",
+                    p.size
+                ),
+                &mut blobs(),
+            ),
+            Some(_) => {}
         }
     }
-    for (_, f) in &index_files {
-        for p in &f.packs {
-            if indexed
-                .get(&p.id)
-                .is_some_and(|(_, _, first)| !std::ptr::eq(*first, f))
-            {
-                continue;
-            }
-            let blobs = || p.blobs.iter().map(|b| (p.kind, b.id));
-            match on_disk.get(&p.id) {
-                None => dmg.mark(
-                    &mut rep,
-                    &p.id,
-                    "missing (listed in an index)".into(),
-                    &mut blobs(),
-                ),
-                Some(&size) if size != p.size => dmg.mark(
-                    &mut rep,
-                    &p.id,
-                    format!(
-                        "size is {size} bytes, index says {} (truncated or damaged)",
-                        p.size
-                    ),
-                    &mut blobs(),
-                ),
-                Some(_) => {}
-            }
-        }
-    }
-    rep.packs = indexed.len();
+    rep.packs = packs.len();
     for id in on_disk.keys() {
-        if !indexed.contains_key(id) {
+        if !indexed.contains(id) {
             rep.notes.push(format!(
                 "pack {id} is not in any index (left by an interrupted backup; harmless)"
             ));
@@ -178,7 +170,7 @@ pub fn check(repo: &Repository, opts: CheckOptions) -> Result<CheckReport, RepoE
     rep.trees = seen_trees.len();
     // Data.
     if opts.read_data {
-        let results = read_all_packs(repo, &index_files, &on_disk, &dmg.packs, opts.workers);
+        let results = read_all_packs(repo, &packs, &on_disk, &dmg.packs, opts.workers);
         for r in results {
             rep.blobs_read += r.blobs;
             rep.bytes_read += r.bytes;
@@ -284,20 +276,16 @@ struct PackResult {
 
 fn read_all_packs(
     repo: &Repository,
-    files: &[(Id, IndexFile)],
+    packs: &[&IndexPack],
     on_disk: &HashMap<Id, u64>,
     already: &HashMap<Id, DamagedPack>,
     workers: usize,
 ) -> Vec<PackResult> {
-    let mut packs: Vec<&arca_format::IndexPack> = vec![];
-    let mut seen = HashSet::new();
-    for (_, f) in files {
-        for p in &f.packs {
-            if seen.insert(p.id) && on_disk.contains_key(&p.id) && !already.contains_key(&p.id) {
-                packs.push(p);
-            }
-        }
-    }
+    let packs: Vec<&IndexPack> = packs
+        .iter()
+        .copied()
+        .filter(|p| on_disk.contains_key(&p.id) && !already.contains_key(&p.id))
+        .collect();
     let workers = if workers == 0 {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -323,7 +311,7 @@ fn read_all_packs(
     out.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
-fn check_pack(repo: &Repository, p: &arca_format::IndexPack) -> PackResult {
+fn check_pack(repo: &Repository, p: &IndexPack) -> PackResult {
     let mut r = PackResult {
         id: p.id,
         blobs: 0,
@@ -382,23 +370,8 @@ fn check_pack(repo: &Repository, p: &arca_format::IndexPack) -> PackResult {
     r
 }
 
-fn header_matches(
-    repo: &Repository,
-    p: &arca_format::IndexPack,
-    bytes: &[u8],
-) -> Result<(), String> {
-    EnvelopeHeader::decode(bytes, EnvelopeKind::Pack).map_err(|e| e.to_string())?;
-    let t = PackTrailer::decode(bytes).map_err(|e| e.to_string())?;
-    let end = bytes.len().checked_sub(TRAILER_LEN).ok_or("too short")?;
-    let start = end
-        .checked_sub(t.header_len as usize)
-        .ok_or("header length beyond the pack")?;
-    let aad = EnvelopeHeader::new(EnvelopeKind::Pack, 0).encode();
-    let plain = repo
-        .sealer()
-        .open(&aad, &bytes[start..end], &|| "pack header".into())
-        .map_err(|e| e.to_string())?;
-    let h = PackHeader::decode(&plain, start as u64).map_err(|e| e.to_string())?;
+fn header_matches(repo: &Repository, p: &IndexPack, bytes: &[u8]) -> Result<(), String> {
+    let h = pack_header_from_bytes(repo.sealer(), &p.id, bytes).map_err(|e| e.to_string())?;
     if h.kind != p.kind || h.entries != p.blobs {
         return Err("does not match the index".into());
     }

@@ -125,16 +125,9 @@ impl PackWriter {
     }
 }
 
-/// Reads and opens the header of pack `id`, whose size is `size`, from its tail: one read
-/// when the header fits in the first 64 KiB, two otherwise.
-pub fn read_pack_header(
-    backend: &dyn Backend,
-    sealer: &Sealer,
-    id: &Id,
-    size: u64,
-) -> Result<PackHeader> {
-    let name = id.to_hex();
-    let what = || format!("pack {name}");
+/// Where the sealed header of a pack of `size` bytes lies, from the pack's last bytes
+/// (`tail`, at least the trailer): `(offset, length)`.
+fn header_range(tail: &[u8], size: u64, what: &dyn Fn() -> String) -> Result<(u64, u64)> {
     let min = (HEADER_LEN + TRAILER_LEN + arca_crypto::SEAL_OVERHEAD) as u64;
     if size < min {
         return Err(RepoError::format(
@@ -146,9 +139,7 @@ pub fn read_pack_header(
             },
         ));
     }
-    let tail_len = size.min(TAIL_GUESS);
-    let tail = backend.read_range(FileType::Pack, &name, size - tail_len, tail_len)?;
-    let trailer = PackTrailer::decode(&tail).map_err(|e| RepoError::format(what(), e))?;
+    let trailer = PackTrailer::decode(tail).map_err(|e| RepoError::format(what(), e))?;
     let hlen = u64::from(trailer.header_len);
     if hlen + (HEADER_LEN + TRAILER_LEN) as u64 > size {
         return Err(RepoError::format(
@@ -159,16 +150,60 @@ pub fn read_pack_header(
             },
         ));
     }
-    let header_start = size - TRAILER_LEN as u64 - hlen;
+    Ok((size - TRAILER_LEN as u64 - hlen, hlen))
+}
+
+/// Opens and decodes a sealed pack header that starts at `header_start`.
+fn open_header(
+    sealer: &Sealer,
+    name: &str,
+    sealed: &[u8],
+    header_start: u64,
+) -> Result<PackHeader> {
+    let what = || format!("pack {name}");
+    let aad = EnvelopeHeader::new(EnvelopeKind::Pack, 0).encode();
+    let plain = sealer
+        .open(&aad, sealed, &|| format!("header of pack {name}"))
+        .map_err(|e| RepoError::crypto(what(), e))?;
+    PackHeader::decode(&plain, header_start).map_err(|e| RepoError::format(what(), e))
+}
+
+/// Reads and opens the header of pack `id`, whose size is `size`, from its tail: one read
+/// when the header fits in the first 64 KiB, two otherwise.
+pub fn read_pack_header(
+    backend: &dyn Backend,
+    sealer: &Sealer,
+    id: &Id,
+    size: u64,
+) -> Result<PackHeader> {
+    let name = id.to_hex();
+    let what = || format!("pack {name}");
+    let tail_len = size.min(TAIL_GUESS);
+    let tail = if size < (HEADER_LEN + TRAILER_LEN) as u64 {
+        vec![]
+    } else {
+        backend.read_range(FileType::Pack, &name, size - tail_len, tail_len)?
+    };
+    let (start, hlen) = header_range(&tail, size, &what)?;
     let sealed = if hlen + TRAILER_LEN as u64 <= tail_len {
         let s = (tail_len - TRAILER_LEN as u64 - hlen) as usize;
         tail[s..s + hlen as usize].to_vec()
     } else {
-        backend.read_range(FileType::Pack, &name, header_start, hlen)?
+        backend.read_range(FileType::Pack, &name, start, hlen)?
     };
-    let aad = EnvelopeHeader::new(EnvelopeKind::Pack, 0).encode();
-    let plain = sealer
-        .open(&aad, &sealed, &|| format!("header of pack {name}"))
-        .map_err(|e| RepoError::crypto(what(), e))?;
-    PackHeader::decode(&plain, header_start).map_err(|e| RepoError::format(what(), e))
+    open_header(sealer, &name, &sealed, start)
+}
+
+/// Opens the header of a pack whose bytes are all in memory, checking its envelope too.
+pub fn pack_header_from_bytes(sealer: &Sealer, id: &Id, bytes: &[u8]) -> Result<PackHeader> {
+    let name = id.to_hex();
+    let what = || format!("pack {name}");
+    EnvelopeHeader::decode(bytes, EnvelopeKind::Pack).map_err(|e| RepoError::format(what(), e))?;
+    let (start, hlen) = header_range(bytes, bytes.len() as u64, &what)?;
+    open_header(
+        sealer,
+        &name,
+        &bytes[start as usize..(start + hlen) as usize],
+        start,
+    )
 }
