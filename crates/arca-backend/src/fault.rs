@@ -4,7 +4,7 @@
 use std::io;
 use std::sync::Mutex;
 
-use crate::{Backend, BackendError, FileInfo, FileType, Result};
+use crate::{Backend, BackendError, BackendHints, FileInfo, FileType, Result};
 
 /// Operation classes a rule can match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +50,8 @@ pub enum Fault {
     Corrupt,
     /// Reads return data missing its last byte; writes store all but the last byte.
     Truncate,
+    /// The call waits this long, then goes through unharmed (a stalled request).
+    Delay(std::time::Duration),
 }
 
 /// One injection rule.
@@ -146,6 +148,12 @@ impl<B: Backend> FaultBackend<B> {
         if hit.is_some() {
             st.fired += 1;
         }
+        drop(st);
+        if let Some(Fault::Delay(d)) = hit {
+            // A stalled request: it waits, then goes through unharmed.
+            std::thread::sleep(d);
+            return None;
+        }
         hit
     }
 
@@ -185,6 +193,9 @@ impl<B: Backend> Backend for FaultBackend<B> {
             Some(f) => Err(self.fail("list", t, "", f)),
             None => self.inner.list(t),
         }
+    }
+    fn hints(&self) -> BackendHints {
+        self.inner.hints()
     }
     fn read(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
         match self.check(Op::Read, t) {
@@ -274,5 +285,15 @@ mod tests {
             .count();
         assert!((200..400).contains(&fails), "{fails}");
         assert_eq!(b.fired(), 1 + 1 + fails as u64);
+        b.clear();
+        b.add(Rule {
+            op: Some(Op::Read),
+            file_type: None,
+            trigger: Trigger::Nth(1),
+            fault: Fault::Delay(std::time::Duration::from_millis(50)),
+        });
+        let t0 = std::time::Instant::now();
+        assert_eq!(b.read(FileType::Pack, &id).unwrap(), b"0123456789");
+        assert!(t0.elapsed() >= std::time::Duration::from_millis(50));
     }
 }

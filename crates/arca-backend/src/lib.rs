@@ -7,6 +7,7 @@
 use std::fmt;
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 
 mod fault;
 mod local;
@@ -179,6 +180,19 @@ pub fn classify(e: &io::Error) -> ErrorKind {
 /// Result of backend operations.
 pub type Result<T, E = BackendError> = std::result::Result<T, E>;
 
+/// What a backend is like, so callers can choose how many requests to keep in flight and
+/// how far apart two ranges may be before reading the gap between them costs more than a
+/// second request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BackendHints {
+    /// A local file system: requests are cheap, there is no round trip to hide.
+    pub local: bool,
+    /// Typical time of one request before data flows, when known.
+    pub latency: Option<Duration>,
+    /// Transfer rate in bytes per second, when known.
+    pub bandwidth: Option<u64>,
+}
+
 /// Storage for repository files. Implementations must make `write` atomic: a reader sees the
 /// whole file or none of it, and a crash never leaves a partial file under the final name.
 pub trait Backend: Send + Sync + fmt::Debug {
@@ -193,6 +207,23 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Reads `len` bytes at `offset`; fails with [`ErrorKind::ShortRead`] if the file ends
     /// first.
     fn read_range(&self, t: FileType, name: &str, offset: u64, len: u64) -> Result<Vec<u8>>;
+    /// As [`Backend::read_range`], into `buf` (replacing its contents), so callers can reuse
+    /// one allocation for many reads.
+    fn read_range_into(
+        &self,
+        t: FileType,
+        name: &str,
+        offset: u64,
+        len: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        *buf = self.read_range(t, name, offset, len)?;
+        Ok(())
+    }
+    /// What this backend is like (defaults: remote, nothing known).
+    fn hints(&self) -> BackendHints {
+        BackendHints::default()
+    }
     /// Writes a file atomically. Writing an existing file replaces it.
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()>;
     /// Deletes a file.
@@ -216,6 +247,19 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     fn read_range(&self, t: FileType, name: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
         (**self).read_range(t, name, offset, len)
+    }
+    fn read_range_into(
+        &self,
+        t: FileType,
+        name: &str,
+        offset: u64,
+        len: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        (**self).read_range_into(t, name, offset, len, buf)
+    }
+    fn hints(&self) -> BackendHints {
+        (**self).hints()
     }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
         (**self).write(t, name, data)
@@ -243,6 +287,16 @@ pub fn conformance(b: &dyn Backend) {
     assert_eq!(
         b.read_range(FileType::Pack, &id, 6, 5).expect("range"),
         b"world"
+    );
+    let mut buf = b"old contents, longer than the range".to_vec();
+    b.read_range_into(FileType::Pack, &id, 0, 5, &mut buf)
+        .expect("range into");
+    assert_eq!(buf, b"hello");
+    assert_eq!(
+        b.read_range_into(FileType::Pack, &id, 6, 50, &mut buf)
+            .expect_err("short read must fail")
+            .kind,
+        ErrorKind::ShortRead
     );
     let short = b
         .read_range(FileType::Pack, &id, 6, 50)

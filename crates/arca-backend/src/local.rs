@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::{Backend, BackendError, ErrorKind, FileInfo, FileType, Result};
+use crate::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result};
 
 /// A repository in a local directory.
 #[derive(Debug, Clone)]
@@ -143,6 +143,19 @@ impl Backend for LocalBackend {
     }
 
     fn read_range(&self, t: FileType, name: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        self.read_range_into(t, name, offset, len, &mut buf)?;
+        Ok(buf)
+    }
+
+    fn read_range_into(
+        &self,
+        t: FileType,
+        name: &str,
+        offset: u64,
+        len: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
         let p = self.file(t, name);
         let f = File::open(&p).map_err(|e| BackendError::io("read", Self::shown(&p), e))?;
         let n = usize::try_from(len).map_err(|_| {
@@ -153,8 +166,9 @@ impl Backend for LocalBackend {
                 format!("range of {len} bytes"),
             )
         })?;
-        let mut buf = vec![0u8; n];
-        f.read_exact_at(&mut buf, offset).map_err(|e| {
+        // Reusing the buffer's allocation: only growth is zero-filled.
+        buf.resize(n, 0);
+        f.read_exact_at(buf, offset).map_err(|e| {
             if e.kind() == io::ErrorKind::UnexpectedEof {
                 let size = f.metadata().map(|m| m.len()).unwrap_or(0);
                 BackendError::new(
@@ -166,8 +180,15 @@ impl Backend for LocalBackend {
             } else {
                 BackendError::io("read", Self::shown(&p), e)
             }
-        })?;
-        Ok(buf)
+        })
+    }
+
+    fn hints(&self) -> BackendHints {
+        BackendHints {
+            local: true,
+            latency: None,
+            bandwidth: None,
+        }
     }
 
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {

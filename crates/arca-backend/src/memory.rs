@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::{Backend, BackendError, ErrorKind, FileInfo, FileType, Result};
+use crate::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result};
 
 type Files = HashMap<(FileType, String), Arc<Vec<u8>>>;
 
@@ -90,6 +90,13 @@ impl Backend for MemoryBackend {
                 )
             })?;
         Ok(d[offset as usize..end as usize].to_vec())
+    }
+    fn hints(&self) -> BackendHints {
+        BackendHints {
+            local: true,
+            latency: None,
+            bandwidth: None,
+        }
     }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
         self.files()

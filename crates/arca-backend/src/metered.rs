@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::{Backend, FileInfo, FileType, Result};
+use crate::{Backend, BackendHints, FileInfo, FileType, Result};
 
 /// Request and byte counters.
 #[derive(Debug, Default)]
@@ -127,6 +127,32 @@ impl<B: Backend> Backend for MeteredBackend<B> {
         let d = self.inner.read_range(t, name, offset, len)?;
         self.read_done(&d);
         Ok(d)
+    }
+    fn read_range_into(
+        &self,
+        t: FileType,
+        name: &str,
+        offset: u64,
+        len: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.request();
+        self.inner.read_range_into(t, name, offset, len, buf)?;
+        self.read_done(buf);
+        Ok(())
+    }
+    fn hints(&self) -> BackendHints {
+        let inner = self.inner.hints();
+        if self.throttle == Throttle::default() {
+            return inner;
+        }
+        BackendHints {
+            local: false,
+            latency: Some(self.throttle.latency),
+            bandwidth: (self.throttle.bandwidth > 0)
+                .then_some(self.throttle.bandwidth)
+                .or(inner.bandwidth),
+        }
     }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
         self.request();

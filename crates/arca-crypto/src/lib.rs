@@ -270,6 +270,30 @@ impl Sealer {
             .map_err(|_| CryptoError::Auth { what: what() })?;
         Ok(buf)
     }
+
+    /// Opens `nonce ‖ ciphertext ‖ tag` where it lies, without copying: on success the
+    /// plaintext is `sealed[NONCE_LEN..sealed.len() - TAG_LEN]`, which is returned. On failure
+    /// the bytes are left unspecified.
+    pub fn open_in_place<'b>(
+        &self,
+        aad: &[u8],
+        sealed: &'b mut [u8],
+        what: &dyn Fn() -> String,
+    ) -> Result<&'b mut [u8], CryptoError> {
+        if sealed.len() < SEAL_OVERHEAD {
+            return Err(CryptoError::Truncated {
+                what: what(),
+                len: sealed.len(),
+            });
+        }
+        let (nonce, rest) = sealed.split_at_mut(NONCE_LEN);
+        let ct_len = rest.len() - TAG_LEN;
+        let (ct, tag) = rest.split_at_mut(ct_len);
+        self.aead
+            .decrypt_in_place_detached(XNonce::from_slice(nonce), aad, ct, Tag::from_slice(tag))
+            .map_err(|_| CryptoError::Auth { what: what() })?;
+        Ok(ct)
+    }
 }
 
 #[cfg(test)]
@@ -326,7 +350,7 @@ mod tests {
             let c = mk.cipher();
             let sealed = c.seal(&aad, &data).unwrap();
             prop_assert_eq!(sealed.len(), data.len() + SEAL_OVERHEAD);
-            prop_assert_eq!(c.open(&aad, &sealed, &|| "t".into()).unwrap(), data);
+            prop_assert_eq!(c.open(&aad, &sealed, &|| "t".into()).unwrap(), data.clone());
             let mut bad = sealed.clone();
             let i = flip % bad.len();
             bad[i] ^= 1;
@@ -335,6 +359,12 @@ mod tests {
             other_aad.push(0);
             prop_assert!(c.open(&other_aad, &sealed, &|| "t".into()).is_err());
             prop_assert!(c.open(&aad, &sealed[..sealed.len() - 1], &|| "t".into()).is_err());
+            let mut in_place = sealed.clone();
+            prop_assert_eq!(&*c.open_in_place(&aad, &mut in_place, &|| "t".into()).unwrap(), &data[..]);
+            let mut bad = sealed.clone();
+            bad[i] ^= 1;
+            prop_assert!(c.open_in_place(&aad, &mut bad, &|| "t".into()).is_err());
+            prop_assert!(c.open_in_place(&aad, &mut [0u8; SEAL_OVERHEAD - 1], &|| "t".into()).is_err());
         }
     }
 }

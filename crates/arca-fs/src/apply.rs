@@ -1,15 +1,16 @@
 //! Creating symlinks and special files, and applying a node's metadata to a restored entry:
-//! xattrs, then owner, then mode (after chown, which clears setuid), then times, last.
+//! owner, then xattrs and mode (chown clears setuid and capabilities), then times, last.
 
 use std::ffi::OsStr;
-use std::fs;
+use std::fs::{self, File};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use arca_format::{Node, NodeKind};
-use nix::sys::stat::{Mode, SFlag, UtimensatFlags, mknod, utimensat};
+use nix::sys::stat::{Mode, SFlag, UtimensatFlags, futimens, mknod, utimensat};
 use nix::sys::time::TimeSpec;
 
 use crate::{FsError, errno};
@@ -66,11 +67,18 @@ fn timespec(t: arca_format::Timespec) -> TimeSpec {
     TimeSpec::new(t.sec as libc::time_t, i64::from(t.nsec) as libc::c_long)
 }
 
-/// Applies the node's xattrs, owner, mode and times to `path`. Returns every failure; the
-/// caller decides whether it is fatal for the entry.
+/// Applies the node's owner, xattrs, mode and times to `path`, in that order: chown clears
+/// setuid bits and file capabilities, so it comes first; times come last. Returns every
+/// failure; the caller decides whether it is fatal for the entry.
 pub fn apply_metadata(path: &Path, node: &Node, opts: MetadataOptions) -> Vec<FsError> {
     let mut errs = vec![];
     let is_link = node.kind() == NodeKind::Symlink;
+    if opts.owner
+        && let Err(e) = std::os::unix::fs::lchown(path, Some(node.uid), Some(node.gid))
+        && (opts.is_root || e.raw_os_error() != Some(libc::EPERM))
+    {
+        errs.push(FsError::new("change owner of", path, e));
+    }
     if opts.xattrs {
         for (k, v) in &node.xattrs {
             if let Err(e) = xattr::set(path, OsStr::from_bytes(k), v) {
@@ -81,12 +89,6 @@ pub fn apply_metadata(path: &Path, node: &Node, opts: MetadataOptions) -> Vec<Fs
                 errs.push(FsError::new("set xattr on", path, e));
             }
         }
-    }
-    if opts.owner
-        && let Err(e) = std::os::unix::fs::lchown(path, Some(node.uid), Some(node.gid))
-        && (opts.is_root || e.raw_os_error() != Some(libc::EPERM))
-    {
-        errs.push(FsError::new("change owner of", path, e));
     }
     if !is_link
         && let Err(e) = fs::set_permissions(path, fs::Permissions::from_mode(node.mode & 0o7777))
@@ -103,6 +105,77 @@ pub fn apply_metadata(path: &Path, node: &Node, opts: MetadataOptions) -> Vec<Fs
         errs.push(FsError::new("set times of", path, errno(e)));
     }
     errs
+}
+
+/// As [`apply_metadata`], for a regular file through its open descriptor (no path lookups);
+/// `path` names the file in errors.
+pub fn apply_file_metadata(
+    file: &File,
+    path: &Path,
+    node: &Node,
+    opts: MetadataOptions,
+) -> Vec<FsError> {
+    use xattr::FileExt;
+    let mut errs = vec![];
+    if opts.owner
+        && let Err(e) = std::os::unix::fs::fchown(file, Some(node.uid), Some(node.gid))
+        && (opts.is_root || e.raw_os_error() != Some(libc::EPERM))
+    {
+        errs.push(FsError::new("change owner of", path, e));
+    }
+    if opts.xattrs {
+        for (k, v) in &node.xattrs {
+            if let Err(e) = file.set_xattr(OsStr::from_bytes(k), v) {
+                errs.push(FsError::new("set xattr on", path, e));
+            }
+        }
+    }
+    if let Err(e) = file.set_permissions(fs::Permissions::from_mode(node.mode & 0o7777)) {
+        errs.push(FsError::new("change mode of", path, e));
+    }
+    if let Err(e) = futimens(
+        file.as_raw_fd(),
+        &timespec(node.atime),
+        &timespec(node.mtime),
+    ) {
+        errs.push(FsError::new("set times of", path, errno(e)));
+    }
+    errs
+}
+
+/// Whether the entry at `path`, whose lstat is `meta`, already carries the node's metadata
+/// (mode, times, owner when restored as root, and the node's xattrs), so a restore that finds
+/// it in place has nothing to apply. Extra xattrs on the entry are not looked for.
+pub fn metadata_matches(
+    path: &Path,
+    meta: &fs::Metadata,
+    node: &Node,
+    opts: MetadataOptions,
+) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let is_link = node.kind() == NodeKind::Symlink;
+    if !is_link && meta.mode() & 0o7777 != node.mode & 0o7777 {
+        return false;
+    }
+    if opts.owner && opts.is_root && (meta.uid() != node.uid || meta.gid() != node.gid) {
+        return false;
+    }
+    let same =
+        |t: arca_format::Timespec, sec: i64, nsec: i64| t.sec == sec && i64::from(t.nsec) == nsec;
+    if !same(node.mtime, meta.mtime(), meta.mtime_nsec())
+        || !same(node.atime, meta.atime(), meta.atime_nsec())
+    {
+        return false;
+    }
+    if opts.xattrs && !node.xattrs.is_empty() {
+        return node.xattrs.iter().all(|(k, v)| {
+            xattr::get(path, OsStr::from_bytes(k))
+                .ok()
+                .flatten()
+                .is_some_and(|have| &have == v)
+        });
+    }
+    true
 }
 
 #[cfg(test)]
@@ -140,6 +213,33 @@ mod tests {
         assert_eq!(back.mode, 0o4751);
         assert_eq!(back.mtime, node.mtime);
         assert_eq!(back.atime, node.atime);
+        assert_eq!(back.xattrs, node.xattrs);
+        assert!(metadata_matches(
+            &p,
+            &meta,
+            &node,
+            MetadataOptions::default()
+        ));
+        let q = d.path().join("g");
+        fs::write(&q, b"y").unwrap();
+        let qm = fs::symlink_metadata(&q).unwrap();
+        assert!(!metadata_matches(
+            &q,
+            &qm,
+            &node,
+            MetadataOptions::default()
+        ));
+        let f = File::options().write(true).open(&q).unwrap();
+        let errs = apply_file_metadata(&f, &q, &node, MetadataOptions::default());
+        assert!(errs.is_empty(), "{errs:?}");
+        drop(f);
+        let qm = fs::symlink_metadata(&q).unwrap();
+        assert!(metadata_matches(&q, &qm, &node, MetadataOptions::default()));
+        let back = read_node(&q, b"g", &qm, &mut NameCache::new()).unwrap();
+        assert_eq!(
+            (back.mode, back.mtime, back.atime),
+            (0o4751, node.mtime, node.atime)
+        );
         assert_eq!(back.xattrs, node.xattrs);
     }
 

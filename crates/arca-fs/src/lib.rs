@@ -7,11 +7,16 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 mod apply;
+mod content;
 pub mod pattern;
 mod read;
 mod sparse;
 
-pub use apply::{MetadataOptions, apply_metadata, create_special, create_symlink};
+pub use apply::{
+    MetadataOptions, apply_file_metadata, apply_metadata, create_special, create_symlink,
+    metadata_matches,
+};
+pub use content::{copy_range, open_for_restore, open_noatime, preallocate, shares_extents};
 pub use read::{NameCache, read_node, read_xattrs};
 pub use sparse::{is_zero, write_sparse};
 

@@ -77,38 +77,89 @@ pub fn open_blob(
     sealed: &[u8],
     raw_len: u32,
 ) -> Result<Vec<u8>> {
-    let corrupt = |detail: String| RepoError::BlobCorrupt {
-        kind,
-        id,
-        pack,
-        detail,
-    };
-    let plain = sealer
-        .open(id.as_bytes(), sealed, &|| format!("{kind} blob {id}"))
-        .map_err(|e| corrupt(e.to_string()))?;
-    let (&flag, payload) = plain
-        .split_first()
-        .ok_or_else(|| corrupt("empty plaintext".into()))?;
-    let data = match flag {
-        FLAG_RAW => {
-            let mut p = plain;
-            p.remove(0);
-            p
+    let mut copy = sealed.to_vec();
+    let mut opener = BlobOpener::new();
+    opener
+        .open(key, sealer, kind, id, pack, &mut copy, raw_len)
+        .map(<[u8]>::to_vec)
+}
+
+/// Opens many blobs on one thread without allocating per blob: sealed bytes are decrypted
+/// where they lie, and compressed payloads are expanded into one reused buffer with one reused
+/// zstd context.
+#[derive(Default)]
+pub struct BlobOpener {
+    dctx: Option<zstd::bulk::Decompressor<'static>>,
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for BlobOpener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BlobOpener")
+    }
+}
+
+impl BlobOpener {
+    /// A new opener; the zstd context is created on first use.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Opens `sealed` in place and checks the plaintext against `id` and `raw_len`. The
+    /// returned plaintext lies in `sealed` (stored raw) or in the opener's buffer
+    /// (decompressed); `sealed` is clobbered either way.
+    #[allow(clippy::too_many_arguments)]
+    pub fn open<'a>(
+        &'a mut self,
+        key: &MasterKey,
+        sealer: &Sealer,
+        kind: BlobKind,
+        id: Id,
+        pack: Id,
+        sealed: &'a mut [u8],
+        raw_len: u32,
+    ) -> Result<&'a [u8]> {
+        let corrupt = |detail: String| RepoError::BlobCorrupt {
+            kind,
+            id,
+            pack,
+            detail,
+        };
+        let plain = sealer
+            .open_in_place(id.as_bytes(), sealed, &|| format!("{kind} blob {id}"))
+            .map_err(|e| corrupt(e.to_string()))?;
+        let (&flag, payload) = plain
+            .split_first()
+            .ok_or_else(|| corrupt("empty plaintext".into()))?;
+        let data: &[u8] = match flag {
+            FLAG_RAW => payload,
+            FLAG_ZSTD => {
+                let dctx = match &mut self.dctx {
+                    Some(d) => d,
+                    None => self.dctx.insert(
+                        zstd::bulk::Decompressor::new()
+                            .map_err(|e| corrupt(format!("zstd context: {e}")))?,
+                    ),
+                };
+                self.scratch.clear();
+                self.scratch.reserve(raw_len as usize);
+                dctx.decompress_to_buffer(payload, &mut self.scratch)
+                    .map_err(|e| corrupt(format!("decompression failed: {e}")))?;
+                &self.scratch
+            }
+            f => return Err(corrupt(format!("unknown compression flag {f}"))),
+        };
+        if data.len() != raw_len as usize {
+            return Err(corrupt(format!(
+                "length {} but index says {raw_len}",
+                data.len()
+            )));
         }
-        FLAG_ZSTD => zstd::bulk::decompress(payload, raw_len as usize)
-            .map_err(|e| corrupt(format!("decompression failed: {e}")))?,
-        f => return Err(corrupt(format!("unknown compression flag {f}"))),
-    };
-    if data.len() != raw_len as usize {
-        return Err(corrupt(format!(
-            "length {} but index says {raw_len}",
-            data.len()
-        )));
+        if key.blob_id(data) != id {
+            return Err(corrupt("content does not hash to its id".into()));
+        }
+        Ok(data)
     }
-    if key.blob_id(&data) != id {
-        return Err(corrupt("content does not hash to its id".into()));
-    }
-    Ok(data)
 }
 
 #[cfg(test)]

@@ -1,38 +1,46 @@
-//! Restoring a snapshot under a target directory: every backed-up absolute path lands at
-//! `target/<path>`. Directories are created first, file content is written at its offsets
-//! with zero blocks left as holes, file metadata follows the content, and a directory's
-//! metadata is applied after all its children.
+//! Restoring a snapshot under a target directory, as a concurrent network planned from the
+//! snapshot's trees and the index before any data is read (see docs/ARCHITECTURE.md).
 //!
-//! A failing entry is reported and the rest restored; a full disk or an unusable target stops
-//! the restore. Memory does not grow with data size: one tree per directory level and one
-//! blob at a time are held.
+//! Phases: load the trees in bulk ([`trees`]), make the plan ([`plan`]), look at what the
+//! target already holds ([`scan`], [`reuse`]), create directories and settle entries without
+//! content ([`prepare`]), then move content through the network ([`network`]: [`schedule`] →
+//! [`fetch`] → [`place`], finishing files and directories as they complete, [`finish`]).
+//! A failing entry is reported and the rest restored; a full disk, an unusable target or
+//! Ctrl-C stops every stage.
 
-use std::collections::HashMap;
-use std::fs::{self, OpenOptions};
+mod cache;
+mod ctx;
+mod fetch;
+mod finish;
+mod hashing;
+mod jobs;
+mod network;
+pub mod options;
+mod place;
+mod plan;
+mod prepare;
+pub mod profile;
+mod ranges;
+mod reuse;
+mod scan;
+mod schedule;
+mod summary;
+mod trees;
+mod watchdog;
+
+use std::fs;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use arca_format::{BlobKind, Id, Node, NodeKind, Snapshot};
+use arca_format::Snapshot;
 use arca_fs::pattern::{PathMatcher, PatternError};
-use arca_fs::{MetadataOptions, apply_metadata, create_special, create_symlink, write_sparse};
 use arca_repo::{Index, RepoError, Repository};
 
-/// What to restore and how.
-#[derive(Debug, Clone, Default)]
-pub struct RestoreOptions {
-    /// Directory under which the snapshot's absolute paths are created.
-    pub target: PathBuf,
-    /// Restore only paths matching these patterns (and what is inside them).
-    pub includes: Vec<String>,
-    /// Skip paths matching these patterns (and what is inside them).
-    pub excludes: Vec<String>,
-    /// Metadata to apply.
-    pub metadata: MetadataOptions,
-}
+pub use options::{Overwrite, Resolved, RestoreOptions, Tuning};
+pub use profile::StageProfile;
+pub use summary::{Action, PlanSummary, PlannedEntry};
 
 /// An entry that could not be restored (fully).
 #[derive(Debug, Clone)]
@@ -49,19 +57,36 @@ impl std::fmt::Display for RestoreIssue {
     }
 }
 
-/// Live counters for a progress display.
+/// Live counters for a progress display. Totals are set once the plan is made.
 #[derive(Debug, Default)]
 pub struct Progress {
-    /// Entries restored.
+    /// Entries completed (any kind).
     pub entries: AtomicU64,
-    /// File bytes restored.
+    /// Regular files completed.
+    pub files: AtomicU64,
+    /// File bytes in place (written, copied or found right).
     pub bytes: AtomicU64,
+    /// Entries in the restore.
+    pub entries_total: AtomicU64,
+    /// Regular files in the restore.
+    pub files_total: AtomicU64,
+    /// File bytes to put in place (those already right excluded).
+    pub bytes_total: AtomicU64,
 }
 
-/// Receives per-entry problems as they happen.
+/// Receives what happens as it happens.
 pub trait Observer: Sync {
     /// An entry failed.
     fn issue(&self, issue: &RestoreIssue);
+    /// The restore made no progress for a while; `report` says what each stage waits for.
+    fn stall(&self, report: &str) {
+        let _ = report;
+    }
+    /// What the restore will do with one entry (called for every entry that changes, before
+    /// anything is changed; with `dry_run` that is all that happens).
+    fn planned(&self, entry: &PlannedEntry<'_>) {
+        let _ = entry;
+    }
 }
 
 impl<F: Fn(&RestoreIssue) + Sync> Observer for F {
@@ -74,7 +99,7 @@ impl<F: Fn(&RestoreIssue) + Sync> Observer for F {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RestoreError {
-    /// The repository failed (reading the root tree, the index...).
+    /// The repository failed (reading the index...).
     #[error(transparent)]
     Repo(#[from] RepoError),
     /// The target directory cannot be created or written.
@@ -96,47 +121,91 @@ pub enum RestoreError {
     /// A pattern is invalid.
     #[error(transparent)]
     Pattern(#[from] PatternError),
+    /// Stopped on request (Ctrl-C).
+    #[error("interrupted")]
+    Interrupted,
+    /// A bug: a stage of the restore network failed.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// The outcome of a restore.
 #[derive(Debug, Clone, Default)]
 pub struct RestoreReport {
-    /// Regular files restored.
+    /// Regular files in place at the end (restored, updated or found right).
     pub files: u64,
-    /// Directories created.
+    /// Directories in the restore.
     pub dirs: u64,
-    /// Symlinks, FIFOs, devices and sockets created.
+    /// Symlinks, FIFOs, devices and sockets.
     pub others: u64,
-    /// Hard links made.
+    /// Hard links.
     pub hardlinks: u64,
-    /// File bytes restored (holes included).
+    /// File bytes in the restore (holes included).
     pub bytes: u64,
-    /// Bytes actually written (holes excluded).
+    /// Bytes this run put on disk (holes and blocks already in place excluded).
     pub bytes_written: u64,
     /// Entries that failed.
     pub issues: Vec<RestoreIssue>,
     /// Seconds taken.
     pub duration_seconds: f64,
+    /// What the plan said the restore would do.
+    pub plan: PlanSummary,
+    /// Whether this was a dry run (nothing changed).
+    pub dry_run: bool,
+    /// Bytes read from the repository for file content, and the reads that did it.
+    pub fetched_bytes: u64,
+    /// Ranged reads of file content.
+    pub requests: u64,
+    /// Reads of directory listings, and their bytes.
+    pub tree_requests: u64,
+    /// Bytes of directory listings read.
+    pub tree_bytes: u64,
+    /// Distinct packs read.
+    pub packs_read: u64,
+    /// Blocks read more than once (evicted from the cache before their turn).
+    pub rereads: u64,
+    /// Blocks served from the cache.
+    pub cache_hits: u64,
+    /// Blocks dropped from the cache to make room.
+    pub evictions: u64,
+    /// Blocks decoded from repository reads.
+    pub blocks_decoded: u64,
+    /// Blocks and bytes copied from the target instead of fetched.
+    pub blocks_copied: u64,
+    /// Bytes copied from the target instead of fetched.
+    pub bytes_copied: u64,
+    /// Blocks and bytes taken from `--reuse-from` trees.
+    pub blocks_reused: u64,
+    /// Bytes taken from `--reuse-from` trees.
+    pub bytes_reused: u64,
+    /// Bytes left as holes.
+    pub bytes_holes: u64,
+    /// Files hashed because their size or mtime could not be trusted, and bytes read.
+    pub files_hashed: u64,
+    /// Bytes read hashing existing files.
+    pub bytes_hashed: u64,
+    /// Files read back by `--verify`.
+    pub files_verified: u64,
+    /// Most block data held at once (reads in flight and cache).
+    pub peak_memory: u64,
+    /// Reads retried after transient failures.
+    pub retries: u64,
+    /// Stall reports the watchdog made.
+    pub stalls: u64,
+    /// Time per stage of the network.
+    pub stages: Vec<StageProfile>,
+    /// Seconds per phase: trees, plan, scan, prepare, content, verify.
+    pub phases: Vec<(&'static str, f64)>,
+    /// The knobs as chosen.
+    pub tuning: Option<Resolved>,
 }
 
-struct DirFrame {
-    dest: PathBuf,
-    node: Node,
-    created: bool,
-}
-
-struct Restorer<'a> {
-    repo: &'a Repository,
-    index: &'a Index,
-    opts: &'a RestoreOptions,
-    includes: Option<PathMatcher>,
-    excludes: Option<PathMatcher>,
-    progress: &'a Progress,
-    observer: &'a dyn Observer,
-    report: RestoreReport,
-    links: HashMap<(u64, u64), PathBuf>,
-    stack: Vec<DirFrame>,
-    last_blob: Option<(Id, Vec<u8>)>,
+fn matcher(p: &[String]) -> Result<Option<PathMatcher>, PatternError> {
+    if p.is_empty() {
+        Ok(None)
+    } else {
+        PathMatcher::new(p).map(Some)
+    }
 }
 
 /// Restores `snapshot` as described by `opts`.
@@ -149,290 +218,230 @@ pub fn restore(
     observer: &dyn Observer,
 ) -> Result<RestoreReport, RestoreError> {
     let started = Instant::now();
-    let matcher = |p: &[String]| -> Result<Option<PathMatcher>, PatternError> {
-        if p.is_empty() {
-            Ok(None)
-        } else {
-            PathMatcher::new(p).map(Some)
+    let mut phases = vec![];
+    let mut lap = {
+        let mut t = Instant::now();
+        move |name: &'static str, phases: &mut Vec<(&'static str, f64)>| {
+            phases.push((name, t.elapsed().as_secs_f64()));
+            t = Instant::now();
         }
     };
-    fs::create_dir_all(&opts.target).map_err(|source| RestoreError::Target {
-        path: opts.target.clone(),
-        source,
-    })?;
-    let mut r = Restorer {
-        repo,
-        index,
-        opts,
+    let sel = trees::Selection {
         includes: matcher(&opts.includes)?,
         excludes: matcher(&opts.excludes)?,
+    };
+    let t = opts.tuning.resolve(repo.backend().hints());
+    match fs::symlink_metadata(&opts.target) {
+        Ok(m) if !m.is_dir() => {
+            return Err(RestoreError::Target {
+                path: opts.target.clone(),
+                source: io::Error::new(io::ErrorKind::NotADirectory, "not a directory"),
+            });
+        }
+        Ok(_) => {}
+        Err(_) if opts.dry_run => {}
+        Err(_) => fs::create_dir_all(&opts.target).map_err(|source| RestoreError::Target {
+            path: opts.target.clone(),
+            source,
+        })?,
+    }
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let loader = trees::TreeLoader {
+        repo,
+        index,
+        read_gap: t.read_gap,
+        max_read: t.max_read,
+        threads: t.fetchers,
+        stop: opts.cancel.as_deref().unwrap_or(&stop),
+        requests: AtomicU64::new(0),
+        bytes: AtomicU64::new(0),
+    };
+    let loaded = loader.load(snapshot.tree, &sel);
+    if opts
+        .cancel
+        .as_ref()
+        .is_some_and(|c| c.load(Ordering::Relaxed))
+    {
+        return Err(RestoreError::Interrupted);
+    }
+    if let Some(Err(e)) = loaded.get(&snapshot.tree) {
+        return Err(RestoreError::Repo(RepoError::Invalid {
+            what: "snapshot",
+            detail: format!(
+                "cannot read the root directory listing {}: {e}",
+                snapshot.tree
+            ),
+        }));
+    }
+    lap("trees", &mut phases);
+    let zero_id = repo
+        .key()
+        .blob_id(&vec![0u8; repo.config().chunker.max as usize]);
+    let plan = plan::Planner {
+        index,
+        trees: &loaded,
+        sel: &sel,
+        target: &opts.target,
+        keep_names: opts.delete,
+        zero_id,
+    }
+    .build(snapshot.tree);
+    drop(loaded);
+    lap("plan", &mut phases);
+    let io_threads = (t.workers * 2).max(8);
+    let checker = hashing::BlockChecker {
+        key: repo.key(),
+        plan: &plan,
+        bytes_read: AtomicU64::new(0),
+    };
+    let scan = scan::Scanner {
+        plan: &plan,
+        overwrite: opts.overwrite,
+        delete: opts.delete,
+        metadata: opts.metadata,
+        sel: &sel,
+        checker: &checker,
+        threads: io_threads,
+        stop: opts.cancel.as_deref().unwrap_or(&stop),
+    }
+    .scan();
+    let reusable = if opts.reuse_from.is_empty() {
+        reuse::Reusable::new()
+    } else {
+        reuse::find(
+            &plan,
+            &scan,
+            &opts.target,
+            &opts.reuse_from,
+            &checker,
+            io_threads,
+            opts.cancel.as_deref().unwrap_or(&stop),
+        )
+    };
+    if opts
+        .cancel
+        .as_ref()
+        .is_some_and(|c| c.load(Ordering::Relaxed))
+    {
+        return Err(RestoreError::Interrupted);
+    }
+    let summary = summary::summarize(&plan, &scan, &reusable, observer);
+    progress.entries_total.store(
+        (plan.entries.len() + plan.dirs.len() - 1) as u64,
+        Ordering::Relaxed,
+    );
+    progress
+        .files_total
+        .store(plan.files.len() as u64, Ordering::Relaxed);
+    progress
+        .bytes_total
+        .store(summary.bytes_to_place, Ordering::Relaxed);
+    lap("scan", &mut phases);
+    let mut report = RestoreReport {
+        dirs: plan.dirs.len() as u64 - 1,
+        plan: summary,
+        dry_run: opts.dry_run,
+        tree_requests: loader.requests.load(Ordering::Relaxed),
+        tree_bytes: loader.bytes.load(Ordering::Relaxed),
+        files_hashed: scan.files_hashed,
+        bytes_hashed: scan.bytes_hashed,
+        tuning: Some(t),
+        ..RestoreReport::default()
+    };
+    for i in &plan.issues {
+        observer.issue(i);
+    }
+    report.issues = plan.issues.clone();
+    if opts.dry_run {
+        report.duration_seconds = started.elapsed().as_secs_f64();
+        report.phases = phases;
+        return Ok(report);
+    }
+
+    let sh = ctx::Shared::new(
+        &plan,
+        &scan,
+        opts.metadata,
+        t.preallocate,
         progress,
         observer,
-        report: RestoreReport::default(),
-        links: HashMap::new(),
-        stack: vec![],
-        last_blob: None,
-    };
-    let root = repo.load_tree(index, &snapshot.tree)?;
-    r.restore_dir(&root, Path::new("/"), &opts.target, r.includes.is_none())?;
-    let mut report = r.report;
+        opts.cancel.as_deref(),
+    );
+    let ready = sh.prepare(io_threads);
+    lap("prepare", &mut phases);
+    if ready {
+        let net = network::run(&sh, repo, index, t, reusable, observer);
+        report.packs_read = net.sched.packs_read;
+        report.rereads = net.sched.rereads;
+        report.cache_hits = net.sched.cache_hits;
+        report.evictions = net.sched.evictions;
+        report.peak_memory = net.sched.peak_memory;
+        report.stages = net.stages;
+        report.stalls = net.stalls;
+    }
+    lap("content", &mut phases);
+    if let Some(e) = sh.take_fatal() {
+        return Err(e);
+    }
+    let c = &sh.counters;
+    report.fetched_bytes = c.fetched.load(Ordering::Relaxed);
+    report.requests = c.requests.load(Ordering::Relaxed);
+    report.retries = c.retries.load(Ordering::Relaxed);
+    report.blocks_decoded = c.decoded.load(Ordering::Relaxed);
+    report.blocks_copied = c.copied_blocks.load(Ordering::Relaxed);
+    report.bytes_copied = c.copied.load(Ordering::Relaxed);
+    report.blocks_reused = c.reused_blocks.load(Ordering::Relaxed);
+    report.bytes_reused = c.reused.load(Ordering::Relaxed);
+    report.bytes_holes = c.holes.load(Ordering::Relaxed);
+    report.bytes_written = c.written_nonzero.load(Ordering::Relaxed) + report.bytes_copied;
+    report.files = c.files_done.load(Ordering::Relaxed);
+    let failed = |f: u32| sh.file_flags[f as usize].load(Ordering::Relaxed) & ctx::FAILED != 0;
+    for (f, fp) in plan.files.iter().enumerate() {
+        if !failed(f as u32)
+            && !matches!(
+                scan.entries[fp.entry as usize],
+                scan::EntryAction::Skip | scan::EntryAction::Blocked(_)
+            )
+        {
+            report.bytes += fp.size;
+        }
+    }
+    report.hardlinks = plan.links.values().map(|v| v.len() as u64).sum();
+    report.others = plan
+        .entries
+        .iter()
+        .filter(|e| matches!(e.kind, plan::EntryKind::Symlink | plan::EntryKind::Special))
+        .count() as u64;
+    report.issues.extend(sh.take_issues());
+    if opts.verify {
+        let (n, issues) = reuse::verify(
+            &plan,
+            &scan,
+            &failed,
+            &checker,
+            io_threads,
+            opts.cancel.as_deref().unwrap_or(&stop),
+        );
+        report.files_verified = n;
+        for i in issues {
+            observer.issue(&i);
+            report.issues.push(i);
+        }
+        lap("verify", &mut phases);
+    }
+    if opts
+        .cancel
+        .as_ref()
+        .is_some_and(|c| c.load(Ordering::Relaxed))
+    {
+        return Err(RestoreError::Interrupted);
+    }
+    report.phases = phases;
     report.duration_seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
 
-fn join(dir: &Path, name: &[u8]) -> PathBuf {
-    dir.join(std::ffi::OsStr::from_bytes(name))
-}
-
-impl Restorer<'_> {
-    fn issue(&mut self, path: &Path, message: String) {
-        let i = RestoreIssue {
-            path: path.to_path_buf(),
-            message,
-        };
-        self.observer.issue(&i);
-        self.report.issues.push(i);
-    }
-
-    fn fs_issue(&mut self, e: &arca_fs::FsError) -> Result<(), RestoreError> {
-        if e.is_no_space() {
-            return Err(RestoreError::NoSpace {
-                path: e.path.clone(),
-                source: io::Error::from_raw_os_error(libc::ENOSPC),
-            });
-        }
-        self.issue(&e.path, e.to_string());
-        Ok(())
-    }
-
-    /// Creates the directories on the stack that are not created yet.
-    fn ensure_parents(&mut self) -> Result<bool, RestoreError> {
-        for i in 0..self.stack.len() {
-            if self.stack[i].created {
-                continue;
-            }
-            let dest = self.stack[i].dest.clone();
-            if let Err(e) = make_dir(&dest) {
-                self.fs_issue(&e)?;
-                return Ok(false);
-            }
-            self.stack[i].created = true;
-            self.report.dirs += 1;
-        }
-        Ok(true)
-    }
-
-    fn restore_dir(
-        &mut self,
-        tree: &arca_format::Tree,
-        snap_dir: &Path,
-        dest_dir: &Path,
-        selected: bool,
-    ) -> Result<(), RestoreError> {
-        for node in &tree.nodes {
-            let snap_path = join(snap_dir, &node.name);
-            let dest = join(dest_dir, &node.name);
-            if self
-                .excludes
-                .as_ref()
-                .is_some_and(|x| x.matches(&snap_path))
-            {
-                continue;
-            }
-            let included = selected || self.includes.as_ref().is_none_or(|m| m.matches(&snap_path));
-            if node.is_dir() {
-                if !included
-                    && !self
-                        .includes
-                        .as_ref()
-                        .is_some_and(|m| m.may_match_below(&snap_path))
-                {
-                    continue;
-                }
-                let Some(sub_id) = node.subtree else { continue };
-                let sub = match self.repo.load_tree(self.index, &sub_id) {
-                    Ok(t) => t,
-                    Err(e) => {
-                        if included && self.ensure_parents()? {
-                            // Keep the directory itself even when its listing is lost.
-                            let _ = make_dir(&dest);
-                        }
-                        self.issue(
-                            &dest,
-                            format!("{}: cannot read directory listing: {e}", dest.display()),
-                        );
-                        continue;
-                    }
-                };
-                self.stack.push(DirFrame {
-                    dest: dest.clone(),
-                    node: node.clone(),
-                    created: false,
-                });
-                if included && !self.ensure_parents()? {
-                    self.stack.pop();
-                    continue;
-                }
-                let res = self.restore_dir(&sub, &snap_path, &dest, included);
-                let frame = self.stack.pop();
-                res?;
-                if let Some(f) = frame.filter(|f| f.created) {
-                    for e in apply_metadata(&f.dest, &f.node, self.opts.metadata) {
-                        self.fs_issue(&e)?;
-                    }
-                }
-                continue;
-            }
-            if !included || !self.ensure_parents()? {
-                continue;
-            }
-            self.restore_entry(node, &dest)?;
-        }
-        Ok(())
-    }
-
-    fn restore_entry(&mut self, node: &Node, dest: &Path) -> Result<(), RestoreError> {
-        if let Err(e) = clear(dest) {
-            return self.fs_issue(&e);
-        }
-        let link_key = (node.nlink > 1).then_some((node.dev, node.inode));
-        if let Some(first) = link_key.and_then(|k| self.links.get(&k)).cloned() {
-            match fs::hard_link(&first, dest) {
-                Ok(()) => {
-                    self.report.hardlinks += 1;
-                    self.progress.entries.fetch_add(1, Ordering::Relaxed);
-                    return Ok(());
-                }
-                Err(e) => {
-                    // Fall back to restoring a separate copy.
-                    self.issue(
-                        dest,
-                        format!(
-                            "{}: cannot hard-link to {}: {e}; restoring a copy",
-                            dest.display(),
-                            first.display()
-                        ),
-                    );
-                }
-            }
-        }
-        let ok = match node.kind() {
-            NodeKind::File => self.restore_file(node, dest)?,
-            NodeKind::Symlink => match create_symlink(dest, node) {
-                Ok(()) => true,
-                Err(e) => {
-                    self.fs_issue(&e)?;
-                    false
-                }
-            },
-            NodeKind::Dir => false,
-            _ => match create_special(dest, node) {
-                Ok(()) => true,
-                Err(e) => {
-                    self.fs_issue(&e)?;
-                    false
-                }
-            },
-        };
-        if !ok {
-            return Ok(());
-        }
-        match node.kind() {
-            NodeKind::File => self.report.files += 1,
-            _ => self.report.others += 1,
-        }
-        self.progress.entries.fetch_add(1, Ordering::Relaxed);
-        for e in apply_metadata(dest, node, self.opts.metadata) {
-            self.fs_issue(&e)?;
-        }
-        if let Some(k) = link_key {
-            self.links.insert(k, dest.to_path_buf());
-        }
-        Ok(())
-    }
-
-    fn blob(&mut self, id: &Id) -> Result<&[u8], RepoError> {
-        if self.last_blob.as_ref().is_none_or(|(last, _)| last != id) {
-            let data = self.repo.read_blob(self.index, BlobKind::Data, id)?;
-            self.last_blob = Some((*id, data));
-        }
-        Ok(self
-            .last_blob
-            .as_ref()
-            .map(|(_, d)| d.as_slice())
-            .unwrap_or(&[]))
-    }
-
-    /// Writes a file's content; false (with an issue recorded) when it failed.
-    fn restore_file(&mut self, node: &Node, dest: &Path) -> Result<bool, RestoreError> {
-        let file = match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(dest)
-        {
-            Ok(f) => f,
-            Err(e) => {
-                self.fs_issue(&arca_fs::FsError::new("create", dest, e))?;
-                return Ok(false);
-            }
-        };
-        if let Err(e) = file.set_len(node.size) {
-            self.fs_issue(&arca_fs::FsError::new("size", dest, e))?;
-            return Ok(false);
-        }
-        let mut offset = 0u64;
-        for c in &node.content {
-            let written = match self.blob(&c.id) {
-                Ok(data) => write_sparse(&file, offset, data).map(|w| (w, data.len() as u64)),
-                Err(e) => {
-                    self.issue(
-                        dest,
-                        format!("{}: content at offset {offset} lost: {e}", dest.display()),
-                    );
-                    return Ok(false);
-                }
-            };
-            match written {
-                Ok((w, len)) => {
-                    self.report.bytes_written += w;
-                    self.report.bytes += len;
-                    self.progress.bytes.fetch_add(len, Ordering::Relaxed);
-                    offset += len;
-                }
-                Err(e) => {
-                    self.fs_issue(&arca_fs::FsError::new("write", dest, e))?;
-                    return Ok(false);
-                }
-            }
-        }
-        drop(file);
-        Ok(true)
-    }
-}
-
-/// Removes whatever non-directory entry is at `p`, so the restored entry replaces it and no
-/// write follows a symlink out of the target.
-fn clear(p: &Path) -> Result<(), arca_fs::FsError> {
-    match fs::symlink_metadata(p) {
-        Ok(m) if m.is_dir() => Err(arca_fs::FsError::new(
-            "replace",
-            p,
-            io::Error::new(io::ErrorKind::AlreadyExists, "a directory is in the way"),
-        )),
-        Ok(_) => fs::remove_file(p).map_err(|e| arca_fs::FsError::new("replace", p, e)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(arca_fs::FsError::new("stat", p, e)),
-    }
-}
-
-/// Creates a directory, replacing a non-directory in the way; an existing directory is kept.
-fn make_dir(p: &Path) -> Result<(), arca_fs::FsError> {
-    match fs::symlink_metadata(p) {
-        Ok(m) if m.is_dir() => return Ok(()),
-        Ok(_) => fs::remove_file(p).map_err(|e| arca_fs::FsError::new("replace", p, e))?,
-        Err(_) => {}
-    }
-    fs::create_dir(p).map_err(|e| arca_fs::FsError::new("create directory", p, e))
+/// Where `path`, an absolute path of the snapshot, lands under `target`.
+pub fn target_path(target: &Path, path: &Path) -> PathBuf {
+    target.join(path.strip_prefix("/").unwrap_or(path))
 }

@@ -116,6 +116,16 @@ fn walk(root: &Path, rel: &Path, out: &mut BTreeMap<PathBuf, Entry>) -> io::Resu
     Ok(())
 }
 
+/// Differences between two trees on disk (captured now), as readable lines; an unreadable
+/// tree is one difference.
+pub fn diff_trees(expected: &Path, actual: &Path) -> Vec<String> {
+    match (snapshot(expected), snapshot(actual)) {
+        (Ok(e), Ok(a)) => diff(&e, expected, &a, actual),
+        (Err(e), _) => vec![format!("cannot read {}: {e}", expected.display())],
+        (_, Err(e)) => vec![format!("cannot read {}: {e}", actual.display())],
+    }
+}
+
 /// Differences between an expected capture and an actual tree, as readable lines. Compares
 /// metadata of the captures, hard-link groups, and file contents (read last).
 pub fn diff(

@@ -1,0 +1,156 @@
+//! File content on restore: opening files to patch or create, preallocating the ranges that
+//! will hold data, copying ranges between files (`copy_file_range`, a reflink where the file
+//! system shares extents), and reading without moving access times.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+use nix::fcntl::{FallocateFlags, fallocate};
+
+use crate::errno;
+
+/// Opens (creating it, mode 0600, if missing) a file whose content is to be written, without
+/// truncating it and without following a symlink in its last component.
+pub fn open_for_restore(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Opens a file for reading without updating its access time when the process may do so
+/// (owner or root); otherwise opens it normally. Never follows a final symlink.
+pub fn open_noatime(path: &Path) -> io::Result<File> {
+    let open = |flags| {
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(flags | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+    };
+    match open(libc::O_NOATIME) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(0),
+        r => r,
+    }
+}
+
+/// Reserves disk space for `len` bytes at `offset` so the file system can lay the data out
+/// in one piece. File systems without `fallocate` are not an error: the space is then
+/// allocated as the data is written.
+pub fn preallocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    let (Ok(off), Ok(l)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return Ok(());
+    };
+    match fallocate(file.as_raw_fd(), FallocateFlags::empty(), off, l) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::ENOSYS) => Ok(()),
+        Err(e) => Err(errno(e)),
+    }
+}
+
+/// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off` inside the kernel
+/// (`copy_file_range`: a reflink on btrfs and XFS when the ranges are block-aligned, a
+/// page-cache copy elsewhere), falling back to read and write where the kernel cannot.
+/// Returns the bytes copied through user space by the fallback (0 when the kernel copied).
+pub fn copy_range(src: &File, src_off: u64, dst: &File, dst_off: u64, len: u64) -> io::Result<u64> {
+    let mut done = 0u64;
+    while done < len {
+        let (Ok(mut so), Ok(mut dof)) =
+            (i64::try_from(src_off + done), i64::try_from(dst_off + done))
+        else {
+            break;
+        };
+        let want = usize::try_from(len - done).unwrap_or(usize::MAX);
+        match nix::fcntl::copy_file_range(
+            src.as_fd(),
+            Some(&mut so),
+            dst.as_fd(),
+            Some(&mut dof),
+            want,
+        ) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("source ends before offset {}", src_off + done),
+                ));
+            }
+            Ok(n) => done += n as u64,
+            Err(
+                nix::errno::Errno::EXDEV
+                | nix::errno::Errno::ENOSYS
+                | nix::errno::Errno::EOPNOTSUPP
+                | nix::errno::Errno::EINVAL,
+            ) => break,
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(errno(e)),
+        }
+    }
+    if done == len {
+        return Ok(0);
+    }
+    // The kernel cannot copy between these files: through a buffer.
+    let mut buf = vec![0u8; (len - done).min(1 << 20) as usize];
+    let mut copied = 0u64;
+    while done < len {
+        let n = ((len - done) as usize).min(buf.len());
+        src.read_exact_at(&mut buf[..n], src_off + done)?;
+        dst.write_all_at(&buf[..n], dst_off + done)?;
+        done += n as u64;
+        copied += n as u64;
+    }
+    Ok(copied)
+}
+
+/// Whether the file system holding `path` shares extents between files (btrfs, XFS, bcachefs),
+/// so that copying a range between two files there costs no space.
+pub fn shares_extents(path: &Path) -> bool {
+    use nix::sys::statfs::{BTRFS_SUPER_MAGIC, FsType, XFS_SUPER_MAGIC, statfs};
+    let bcachefs = FsType(0xca45_1a4e);
+    match statfs(path) {
+        Ok(s) => {
+            let t = s.filesystem_type();
+            t == BTRFS_SUPER_MAGIC || t == XFS_SUPER_MAGIC || t == bcachefs
+        }
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_range_copies_and_reports_short_sources() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a");
+        let b = d.path().join("b");
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&a, &data).unwrap();
+        let src = open_noatime(&a).unwrap();
+        let dst = open_for_restore(&b).unwrap();
+        dst.set_len(200_000).unwrap();
+        preallocate(&dst, 0, 200_000).unwrap();
+        copy_range(&src, 1000, &dst, 5000, 150_000).unwrap();
+        let back = std::fs::read(&b).unwrap();
+        assert_eq!(back.len(), 200_000);
+        assert_eq!(&back[5000..155_000], &data[1000..151_000]);
+        assert!(back[..5000].iter().all(|&x| x == 0));
+        assert!(copy_range(&src, 299_000, &dst, 0, 5000).is_err());
+        // Reopening without truncation keeps the content.
+        drop(dst);
+        let again = open_for_restore(&b).unwrap();
+        assert_eq!(again.metadata().unwrap().len(), 200_000);
+        // A symlink in the last component is refused.
+        std::os::unix::fs::symlink(&a, d.path().join("l")).unwrap();
+        assert!(open_for_restore(&d.path().join("l")).is_err());
+        assert!(open_noatime(&d.path().join("l")).is_err());
+        let _ = shares_extents(d.path());
+    }
+}

@@ -1,0 +1,183 @@
+//! State every stage of a running restore shares: the plan and the scan (read-only), per-file
+//! and per-directory completion counters, the counters behind progress and the profile, the
+//! issues found, and the one stop flag that any fatal error or Ctrl-C raises.
+
+use std::io;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+
+use arca_fs::{FsError, MetadataOptions};
+
+use crate::plan::Plan;
+use crate::scan::Scan;
+use crate::{Observer, Progress, RestoreError, RestoreIssue};
+
+/// File flag: created (sized, preallocated) by this restore.
+pub(crate) const CREATED: u8 = 1;
+/// File flag: some content could not be restored.
+pub(crate) const FAILED: u8 = 2;
+
+/// Run-wide counters (for the report, the profile and the watchdog).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// Bytes read from the repository for data.
+    pub fetched: AtomicU64,
+    /// Ranged reads of data.
+    pub requests: AtomicU64,
+    /// Reads retried after a transient failure.
+    pub retries: AtomicU64,
+    /// Sealed bytes of the blobs those reads were for.
+    pub fetched_useful: AtomicU64,
+    /// Blocks decoded (decrypted, decompressed, verified).
+    pub decoded: AtomicU64,
+    /// File bytes placed by writes from memory.
+    pub written: AtomicU64,
+    /// File bytes actually handed to `write` (zero blocks skipped as holes).
+    pub written_nonzero: AtomicU64,
+    /// Blocks and bytes copied from the target itself instead of fetched.
+    pub copied_blocks: AtomicU64,
+    pub copied: AtomicU64,
+    /// Blocks and bytes taken from `--reuse-from` trees.
+    pub reused_blocks: AtomicU64,
+    pub reused: AtomicU64,
+    /// Bytes left as holes or punched.
+    pub holes: AtomicU64,
+    /// Files completed (content and metadata).
+    pub files_done: AtomicU64,
+    /// Any completed unit of work (the watchdog's heartbeat).
+    pub beats: AtomicU64,
+}
+
+/// Shared state of one restore.
+pub(crate) struct Shared<'a> {
+    pub plan: &'a Plan,
+    pub scan: &'a Scan,
+    pub metadata: MetadataOptions,
+    pub preallocate: bool,
+    pub file_pending: Vec<AtomicU32>,
+    pub file_flags: Vec<AtomicU8>,
+    pub dir_pending: Vec<AtomicU32>,
+    pub counters: Counters,
+    pub progress: &'a Progress,
+    observer: &'a dyn Observer,
+    issues: Mutex<Vec<RestoreIssue>>,
+    stop: AtomicBool,
+    fatal: Mutex<Option<RestoreError>>,
+    cancel: Option<&'a AtomicBool>,
+}
+
+impl<'a> Shared<'a> {
+    pub fn new(
+        plan: &'a Plan,
+        scan: &'a Scan,
+        metadata: MetadataOptions,
+        preallocate: bool,
+        progress: &'a Progress,
+        observer: &'a dyn Observer,
+        cancel: Option<&'a AtomicBool>,
+    ) -> Self {
+        Self {
+            plan,
+            scan,
+            metadata,
+            preallocate,
+            file_pending: plan.files.iter().map(|_| AtomicU32::new(0)).collect(),
+            file_flags: plan.files.iter().map(|_| AtomicU8::new(0)).collect(),
+            dir_pending: plan
+                .dirs
+                .iter()
+                .map(|d| AtomicU32::new(d.children))
+                .collect(),
+            counters: Counters::default(),
+            progress,
+            observer,
+            issues: Mutex::new(vec![]),
+            stop: AtomicBool::new(false),
+            fatal: Mutex::new(None),
+            cancel,
+        }
+    }
+
+    /// Whether every stage should stop (a fatal error, or Ctrl-C).
+    pub fn stopped(&self) -> bool {
+        if self.stop.load(Ordering::Relaxed) {
+            return true;
+        }
+        if self.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+            self.fail(RestoreError::Interrupted);
+            return true;
+        }
+        false
+    }
+
+    /// The stop flag, for helpers that only poll it.
+    pub fn stop_flag(&self) -> &AtomicBool {
+        &self.stop
+    }
+
+    /// Stops the restore with `e` (the first fatal error wins).
+    pub fn fail(&self, e: RestoreError) {
+        let mut f = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
+        if f.is_none() {
+            *f = Some(e);
+        }
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// The fatal error, if any.
+    pub fn take_fatal(&self) -> Option<RestoreError> {
+        self.fatal.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Records a problem with one entry.
+    pub fn issue(&self, path: &Path, message: String) {
+        let i = RestoreIssue {
+            path: path.to_path_buf(),
+            message,
+        };
+        self.observer.issue(&i);
+        self.issues
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(i);
+    }
+
+    /// The problems recorded so far.
+    pub fn take_issues(&self) -> Vec<RestoreIssue> {
+        std::mem::take(&mut *self.issues.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// A file-system error on an entry: fatal when the disk is full or the target is gone
+    /// or read-only, otherwise an issue of that entry. Returns whether it was fatal.
+    pub fn fs_error(&self, e: &FsError) -> bool {
+        match e.source.raw_os_error() {
+            Some(libc::ENOSPC | libc::EDQUOT) => {
+                self.fail(RestoreError::NoSpace {
+                    path: e.path.clone(),
+                    source: io::Error::from_raw_os_error(libc::ENOSPC),
+                });
+                true
+            }
+            Some(libc::EROFS) => {
+                self.fail(RestoreError::Target {
+                    path: e.path.clone(),
+                    source: io::Error::from_raw_os_error(libc::EROFS),
+                });
+                true
+            }
+            _ => {
+                self.issue(&e.path, e.to_string());
+                false
+            }
+        }
+    }
+
+    /// Marks file `f` as failed, reporting `message` the first time.
+    pub fn fail_file(&self, f: u32, message: impl FnOnce() -> String) {
+        let prev = self.file_flags[f as usize].fetch_or(FAILED, Ordering::AcqRel);
+        if prev & FAILED == 0 {
+            self.issue(&self.plan.file_entry(f).path, message());
+        }
+    }
+}

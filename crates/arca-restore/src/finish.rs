@@ -1,0 +1,200 @@
+//! Finishing entries: a file gets its metadata when its last block lands, then its hard links
+//! are made; each finished entry counts down its directory, and a directory gets its metadata
+//! when its last child is done, which counts down its own parent.
+
+use std::fs::{self, File};
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::Ordering;
+
+use arca_fs::FsError;
+
+use crate::ctx::{CREATED, FAILED, Shared};
+use crate::plan::NO_PARENT;
+use crate::scan::{DirAction, EntryAction};
+
+/// Files smaller than this are not preallocated: the file system's delayed allocation already
+/// places them well, and the call would cost more than it saves.
+const PREALLOCATE_MIN: u64 = 64 << 10;
+
+impl Shared<'_> {
+    /// Opens file `f` for writing its content. The first opener sizes it and reserves space
+    /// for its data (holes stay holes); others just open it.
+    pub fn open_file(&self, f: u32) -> Result<File, FsError> {
+        let plan = self.plan;
+        let fp = plan.files[f as usize];
+        let path = &plan.entries[fp.entry as usize].path;
+        let file = arca_fs::open_for_restore(path).map_err(|e| FsError::new("create", path, e))?;
+        if self.file_flags[f as usize].load(Ordering::Acquire) & CREATED == 0 {
+            file.set_len(fp.size)
+                .map_err(|e| FsError::new("set size of", path, e))?;
+            let fresh = self.scan.entries[fp.entry as usize] != EntryAction::Patch;
+            // A file holding all-zero chunks is sparse: reserving space would fill its holes
+            // (chunks at the edges of zero runs hold both), so only dense files are reserved.
+            if fresh
+                && self.preallocate
+                && fp.size >= PREALLOCATE_MIN
+                && !plan
+                    .file_uses(f)
+                    .iter()
+                    .any(|u| plan.blobs[u.blob as usize].zero)
+            {
+                arca_fs::preallocate(&file, 0, fp.size)
+                    .map_err(|e| FsError::new("reserve space for", path, e))?;
+            }
+            self.file_flags[f as usize].fetch_or(CREATED, Ordering::AcqRel);
+        }
+        Ok(file)
+    }
+
+    /// One unit of work on file `f` is over (done or failed). The last one finishes the file;
+    /// `fd` is an open descriptor of it when the caller has one.
+    pub fn op_done(&self, f: u32, fd: Option<&File>) {
+        self.counters.beats.fetch_add(1, Ordering::Relaxed);
+        if self.file_pending[f as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.finish_file(f, fd);
+        }
+    }
+
+    /// Finishes file `f`: creates and sizes it if nothing was written, applies its metadata
+    /// (not for a failed file, whose mtime then tells the next restore to look again), makes
+    /// its hard links and counts down its directory.
+    fn finish_file(&self, f: u32, fd: Option<&File>) {
+        let e = self.plan.files[f as usize].entry;
+        let path = &self.plan.entries[e as usize].path;
+        let mut ok = self.file_flags[f as usize].load(Ordering::Acquire) & FAILED == 0;
+        if ok && !self.stopped() {
+            let opened = match fd {
+                Some(_) => None,
+                None => Some(self.open_file(f)),
+            };
+            let file = match (fd, &opened) {
+                (Some(fd), _) => Ok(fd),
+                (None, Some(Ok(file))) => Ok(file),
+                (None, Some(Err(err))) => Err(err),
+                (None, None) => return,
+            };
+            match file {
+                Ok(file) => {
+                    for err in arca_fs::apply_file_metadata(
+                        file,
+                        path,
+                        &self.plan.entries[e as usize].node,
+                        self.metadata,
+                    ) {
+                        ok = false;
+                        if self.fs_error(&err) {
+                            return;
+                        }
+                    }
+                }
+                Err(err) => {
+                    ok = false;
+                    if self.fs_error(err) {
+                        return;
+                    }
+                }
+            }
+            if ok {
+                self.counters.files_done.fetch_add(1, Ordering::Relaxed);
+                self.progress.files.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.make_links(e, ok);
+        self.entry_done(e);
+    }
+
+    /// Makes the hard links to entry `e` (after its content and metadata); `ok` says whether
+    /// the entry itself is in place.
+    pub fn make_links(&self, e: u32, ok: bool) {
+        let Some(links) = self.plan.links.get(&e) else {
+            return;
+        };
+        let first = &self.plan.entries[e as usize].path;
+        for &l in links {
+            let lp = &self.plan.entries[l as usize];
+            match &self.scan.entries[l as usize] {
+                EntryAction::Skip => {}
+                EntryAction::Blocked(msg) => self.issue(&lp.path, msg.clone()),
+                _ if !ok => self.issue(
+                    &lp.path,
+                    format!(
+                        "{}: not linked: {} was not restored",
+                        lp.path.display(),
+                        first.display()
+                    ),
+                ),
+                _ => {
+                    if let Err(err) = link(first, &lp.path)
+                        && self.fs_error(&err)
+                    {
+                        return;
+                    }
+                }
+            }
+            self.entry_done(l);
+        }
+    }
+
+    /// Entry `e` is complete (or given up on): its directory may now be complete too.
+    pub fn entry_done(&self, e: u32) {
+        self.progress.entries.fetch_add(1, Ordering::Relaxed);
+        self.child_done(self.plan.entries[e as usize].parent);
+    }
+
+    /// One child of directory `d` is complete; the last one finishes the directory, and so on
+    /// upwards.
+    pub fn child_done(&self, mut d: u32) {
+        loop {
+            if self.dir_pending[d as usize].fetch_sub(1, Ordering::AcqRel) != 1 {
+                return;
+            }
+            self.dir_complete(d);
+            d = self.plan.dirs[d as usize].parent;
+            if d == NO_PARENT {
+                return;
+            }
+        }
+    }
+
+    /// Applies a directory's metadata once everything inside is done.
+    pub fn dir_complete(&self, d: u32) {
+        let dp = &self.plan.dirs[d as usize];
+        let Some(node) = &dp.node else { return };
+        if matches!(self.scan.dirs[d as usize], DirAction::Blocked(_)) || self.stopped() {
+            return;
+        }
+        if self.scan.dirs[d as usize] == DirAction::Exists
+            && fs::symlink_metadata(&dp.path)
+                .is_ok_and(|m| arca_fs::metadata_matches(&dp.path, &m, node, self.metadata))
+        {
+            return;
+        }
+        for err in arca_fs::apply_metadata(&dp.path, node, self.metadata) {
+            if self.fs_error(&err) {
+                return;
+            }
+        }
+    }
+}
+
+/// Makes `path` a hard link to `first`, unless it already is one; replaces a different
+/// non-directory entry in the way.
+fn link(first: &std::path::Path, path: &std::path::Path) -> Result<(), FsError> {
+    let target = fs::symlink_metadata(first).map_err(|e| FsError::new("stat", first, e))?;
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.dev() == target.dev() && m.ino() == target.ino() => return Ok(()),
+        Ok(m) if m.is_dir() => {
+            return Err(FsError::new(
+                "link",
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "a directory is in the way",
+                ),
+            ));
+        }
+        Ok(_) => fs::remove_file(path).map_err(|e| FsError::new("replace", path, e))?,
+        Err(_) => {}
+    }
+    fs::hard_link(first, path).map_err(|e| FsError::new("link", path, e))
+}

@@ -1,0 +1,255 @@
+//! What a restore does (target, filters, overwrite policy, modes) and how hard it works (the
+//! tuning knobs), with automatic defaults drawn from the cores, the memory and the backend.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use arca_backend::BackendHints;
+use arca_fs::MetadataOptions;
+
+/// What to do with a file that already exists in the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overwrite {
+    /// Trust a file whose size and mtime match the snapshot; hash any other block by block
+    /// and replace only the wrong blocks.
+    #[default]
+    IfChanged,
+    /// Hash every existing file block by block, whatever its size and mtime.
+    Always,
+    /// Replace a file only when the snapshot's copy is newer (by mtime); otherwise leave it.
+    IfNewer,
+    /// Never touch an existing entry; restore only what is missing.
+    Never,
+}
+
+impl std::str::FromStr for Overwrite {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "if-changed" => Ok(Overwrite::IfChanged),
+            "always" => Ok(Overwrite::Always),
+            "if-newer" => Ok(Overwrite::IfNewer),
+            "never" => Ok(Overwrite::Never),
+            _ => Err(format!(
+                "invalid overwrite mode {s:?} (if-changed, always, if-newer, never)"
+            )),
+        }
+    }
+}
+
+impl Overwrite {
+    /// The command-line spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Overwrite::IfChanged => "if-changed",
+            Overwrite::Always => "always",
+            Overwrite::IfNewer => "if-newer",
+            Overwrite::Never => "never",
+        }
+    }
+}
+
+/// Knobs of the restore network. Zero (or `None`) means "choose automatically".
+#[derive(Debug, Clone, Default)]
+pub struct Tuning {
+    /// Ranged reads in flight.
+    pub fetchers: usize,
+    /// Threads that decrypt, decompress, verify and write.
+    pub workers: usize,
+    /// Bytes of block data held at once: reads in flight plus cached blocks.
+    pub memory: u64,
+    /// Two blob ranges of a pack closer than this are read as one range.
+    pub read_gap: Option<u64>,
+    /// Largest single ranged read.
+    pub max_read: u64,
+    /// Capacity of every channel between stages.
+    pub queue: usize,
+    /// Bytes of file content admitted ahead of completion (the assembly window).
+    pub window: u64,
+    /// Report a stall when nothing progressed for this long.
+    pub stall_after: Option<Duration>,
+    /// Do not reserve disk space for files before writing them.
+    pub no_preallocate: bool,
+}
+
+/// The knobs with every automatic choice made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resolved {
+    /// Ranged reads in flight.
+    pub fetchers: usize,
+    /// Worker threads.
+    pub workers: usize,
+    /// Memory budget for block data.
+    pub memory: u64,
+    /// Gap merged into one read.
+    pub read_gap: u64,
+    /// Largest read.
+    pub max_read: u64,
+    /// Channel capacity.
+    pub queue: usize,
+    /// Assembly window in bytes.
+    pub window: u64,
+    /// Stall report threshold.
+    pub stall_after: Duration,
+    /// Reserve disk space before writing.
+    pub preallocate: bool,
+}
+
+/// Total physical memory, or 4 GiB when unknown.
+fn physical_memory() -> u64 {
+    use nix::unistd::{SysconfVar, sysconf};
+    match (
+        sysconf(SysconfVar::_PHYS_PAGES),
+        sysconf(SysconfVar::PAGE_SIZE),
+    ) {
+        (Ok(Some(p)), Ok(Some(s))) if p > 0 && s > 0 => (p as u64).saturating_mul(s as u64),
+        _ => 4 << 30,
+    }
+}
+
+impl Tuning {
+    /// Makes every automatic choice for a backend like `hints` and packs of `pack_size`.
+    pub fn resolve(&self, hints: BackendHints) -> Resolved {
+        const MIB: u64 = 1 << 20;
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2);
+        let latency = hints.latency.unwrap_or(if hints.local {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(30)
+        });
+        // Bandwidth-delay product: what one round trip leaves unread on the link.
+        let bdp = hints
+            .bandwidth
+            .map(|b| (b as f64 * latency.as_secs_f64()) as u64);
+        let remote = !hints.local;
+        let fetchers = match self.fetchers {
+            0 if remote && latency >= Duration::from_millis(5) => 16,
+            0 if remote => 8,
+            // Local disks read fastest with a few requests queued.
+            0 => 4,
+            n => n,
+        };
+        let workers = match self.workers {
+            0 => cores.max(1),
+            n => n,
+        };
+        let memory = match self.memory {
+            0 => (physical_memory() / 64).clamp(32 * MIB, 256 * MIB),
+            n => n,
+        };
+        let read_gap = self.read_gap.unwrap_or(match bdp {
+            Some(b) if remote => b.clamp(256 << 10, 8 * MIB),
+            _ if remote => MIB,
+            _ => 256 << 10,
+        });
+        let max_read = match self.max_read {
+            0 if remote => (16 * MIB).max(read_gap * 2),
+            0 => 4 * MIB,
+            n => n,
+        };
+        let queue = match self.queue {
+            0 => (2 * workers).max(2),
+            n => n,
+        };
+        let window = match self.window {
+            0 => (memory * 16).max(1 << 30),
+            n => n,
+        };
+        let stall_after = self
+            .stall_after
+            .unwrap_or_else(|| Duration::from_secs(60).max(latency.saturating_mul(100)));
+        Resolved {
+            fetchers,
+            workers,
+            memory,
+            read_gap,
+            max_read,
+            queue,
+            window,
+            stall_after,
+            preallocate: !self.no_preallocate,
+        }
+    }
+}
+
+/// What to restore and how.
+#[derive(Debug, Clone, Default)]
+pub struct RestoreOptions {
+    /// Directory under which the snapshot's absolute paths are created.
+    pub target: PathBuf,
+    /// Restore only paths matching these patterns (and what is inside them).
+    pub includes: Vec<String>,
+    /// Skip paths matching these patterns (and what is inside them).
+    pub excludes: Vec<String>,
+    /// Metadata to apply.
+    pub metadata: MetadataOptions,
+    /// What to do with entries that exist in the target.
+    pub overwrite: Overwrite,
+    /// Remove entries of restored directories that the snapshot does not have.
+    pub delete: bool,
+    /// Plan and report only: nothing is fetched, written or deleted.
+    pub dry_run: bool,
+    /// Local trees whose files (same relative path) may supply blocks, verified before use.
+    pub reuse_from: Vec<PathBuf>,
+    /// Re-read every restored file afterwards and check it against the snapshot.
+    pub verify: bool,
+    /// Knobs of the network.
+    pub tuning: Tuning,
+    /// Set to stop the restore (Ctrl-C): every stage stops and the restore returns
+    /// [`crate::RestoreError::Interrupted`].
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn automatic_defaults_follow_the_backend() {
+        let local = Tuning::default().resolve(BackendHints {
+            local: true,
+            ..Default::default()
+        });
+        assert_eq!(local.fetchers, 4);
+        assert_eq!(local.read_gap, 256 << 10);
+        assert!(local.memory >= 32 << 20 && local.memory <= 256 << 20);
+        assert!(local.preallocate);
+        let remote = Tuning::default().resolve(BackendHints {
+            local: false,
+            latency: Some(Duration::from_millis(20)),
+            bandwidth: Some(100_000_000),
+        });
+        assert_eq!(remote.fetchers, 16);
+        assert_eq!(remote.read_gap, 2_000_000);
+        assert!(remote.max_read >= 2 * remote.read_gap);
+        let fixed = Tuning {
+            fetchers: 1,
+            workers: 1,
+            memory: 1,
+            read_gap: Some(0),
+            max_read: 1,
+            queue: 1,
+            window: 1,
+            stall_after: Some(Duration::from_millis(5)),
+            no_preallocate: true,
+        }
+        .resolve(BackendHints::default());
+        assert_eq!(
+            (fixed.fetchers, fixed.workers, fixed.memory, fixed.queue),
+            (1, 1, 1, 1)
+        );
+        assert!("sometimes".parse::<Overwrite>().is_err());
+        for o in [
+            Overwrite::IfChanged,
+            Overwrite::Always,
+            Overwrite::IfNewer,
+            Overwrite::Never,
+        ] {
+            assert_eq!(o.name().parse::<Overwrite>().unwrap(), o);
+        }
+    }
+}

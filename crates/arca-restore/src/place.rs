@@ -1,0 +1,368 @@
+//! The workers: every block read from the repository is decrypted, decompressed and checked
+//! against its id before anything is written; blocks land at their offsets with positioned
+//! writes (zero pages of new files stay holes); local sources are copied inside the kernel.
+//! The last block of a file finishes it.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use arca_format::BlobKind;
+use arca_fs::FsError;
+use arca_repo::blob::BlobOpener;
+use arca_repo::{PackRef, Repository};
+use crossbeam_channel::{Receiver, Sender};
+use nix::fcntl::{FallocateFlags, fallocate};
+
+use crate::ctx::{FAILED, Shared};
+use crate::jobs::{Done, FetchJob, PlaceJob, PlaceOp, Target, Work};
+use crate::profile::{Clock, Post};
+use crate::scan::EntryAction;
+use crate::schedule::lost;
+
+/// One worker thread's state.
+pub(crate) struct Worker<'a, 's> {
+    sh: &'a Shared<'s>,
+    repo: &'a Repository,
+    packs: &'a [PackRef],
+    opener: BlobOpener,
+    /// Files open for the current job (closed at its end).
+    open: HashMap<u32, File>,
+    sources: HashMap<u32, File>,
+    scratch: Vec<u8>,
+}
+
+impl<'a, 's> Worker<'a, 's> {
+    pub fn new(sh: &'a Shared<'s>, repo: &'a Repository, packs: &'a [PackRef]) -> Self {
+        Self {
+            sh,
+            repo,
+            packs,
+            opener: BlobOpener::new(),
+            open: HashMap::new(),
+            sources: HashMap::new(),
+            scratch: vec![],
+        }
+    }
+
+    /// Runs until the work channel closes.
+    pub fn run(mut self, work: Receiver<Work>, done: Sender<Done>, post: Post<'_>) -> Clock {
+        let mut clock = Clock::new();
+        post.post("waiting for blocks to place");
+        while let Ok(w) = work.recv() {
+            clock.waited_in();
+            let d = match w {
+                Work::Fetched(job) => {
+                    post.post(format!(
+                        "decoding and writing {} blocks of pack {}",
+                        job.blobs.len(),
+                        self.packs[job.pack as usize].id.short()
+                    ));
+                    self.fetched(job)
+                }
+                Work::Place(job) => {
+                    post.post(format!("placing {} local blocks", job.ops.len()));
+                    self.place(job)
+                }
+            };
+            self.open.clear();
+            self.sources.clear();
+            clock.busy();
+            if done.send(d).is_err() {
+                break;
+            }
+            post.post("waiting for blocks to place");
+        }
+        clock.waited_in();
+        clock
+    }
+
+    /// Decodes every blob of a read and writes it to its targets.
+    fn fetched(&mut self, mut job: FetchJob) -> Done {
+        let sh = self.sh;
+        let pack = self.packs[job.pack as usize].id;
+        let mut d = Done {
+            job: job.id,
+            ..Done::default()
+        };
+        let mut buf = std::mem::take(&mut job.buf);
+        for jb in job.blobs {
+            if sh.stopped() {
+                break;
+            }
+            let bp = &sh.plan.blobs[jb.blob as usize];
+            let len = u64::from(bp.raw_len);
+            let start = jb.rel as usize;
+            let Some(sealed) = buf.get_mut(start..start + bp.length as usize) else {
+                d.failed.push((jb.blob, "read came back short".into()));
+                continue;
+            };
+            let plain = match self.opener.open(
+                self.repo.key(),
+                self.repo.sealer(),
+                BlobKind::Data,
+                bp.id,
+                pack,
+                sealed,
+                bp.raw_len,
+            ) {
+                Ok(p) => p,
+                Err(e) => {
+                    let why = e.to_string();
+                    for &t in &jb.targets {
+                        sh.fail_file(t.file, || lost(sh, t, &why));
+                        sh.op_done(t.file, self.open.get(&t.file));
+                        d.settled += len;
+                    }
+                    d.failed.push((jb.blob, why));
+                    continue;
+                }
+            };
+            sh.counters.decoded.fetch_add(1, Ordering::Relaxed);
+            sh.counters
+                .fetched_useful
+                .fetch_add(u64::from(bp.length), Ordering::Relaxed);
+            let mut landed = None;
+            for &t in &jb.targets {
+                if write(sh, &mut self.open, t, plain) && landed.is_none() {
+                    landed = Some(t);
+                }
+                sh.op_done(t.file, self.open.get(&t.file));
+                d.settled += len;
+            }
+            match landed {
+                Some(t) => d.placed.push((jb.blob, t)),
+                // Every write failed: later uses must not copy from here.
+                None if !jb.targets.is_empty() => d.retry.push((jb.blob, vec![])),
+                None => {}
+            }
+            if jb.keep {
+                d.kept.push((jb.blob, Arc::from(plain)));
+            }
+        }
+        buf.clear();
+        d.buffer = Some(buf);
+        d
+    }
+
+    /// Places blocks from local sources.
+    fn place(&mut self, job: PlaceJob) -> Done {
+        let sh = self.sh;
+        let mut d = Done {
+            job: job.id,
+            ..Done::default()
+        };
+        for op in job.ops {
+            if sh.stopped() {
+                break;
+            }
+            match op {
+                PlaceOp::Write {
+                    blob,
+                    data,
+                    targets,
+                } => {
+                    let len = data.len() as u64;
+                    let mut landed = None;
+                    for t in targets {
+                        if write(sh, &mut self.open, t, &data) && landed.is_none() {
+                            landed = Some(t);
+                        }
+                        sh.op_done(t.file, self.open.get(&t.file));
+                        d.settled += len;
+                    }
+                    match landed {
+                        Some(t) => d.placed.push((blob, t)),
+                        None => d.retry.push((blob, vec![])),
+                    }
+                }
+                PlaceOp::Zero { blob, targets } => {
+                    let len = u64::from(sh.plan.blobs[blob as usize].raw_len);
+                    for t in targets {
+                        self.zero(t, len);
+                        sh.op_done(t.file, self.open.get(&t.file));
+                        d.settled += len;
+                    }
+                }
+                PlaceOp::Copy {
+                    src,
+                    dst,
+                    len,
+                    parts,
+                } => match self.copy(src, dst, len) {
+                    Ok(()) => {
+                        sh.counters.copied.fetch_add(len, Ordering::Relaxed);
+                        sh.counters
+                            .copied_blocks
+                            .fetch_add(parts.len() as u64, Ordering::Relaxed);
+                        sh.progress.bytes.fetch_add(len, Ordering::Relaxed);
+                        for _ in &parts {
+                            sh.op_done(dst.file, self.open.get(&dst.file));
+                        }
+                        d.settled += len;
+                    }
+                    Err(CopyError::Target(e)) => {
+                        failed_write(sh, dst.file, &e);
+                        for _ in &parts {
+                            sh.op_done(dst.file, self.open.get(&dst.file));
+                        }
+                        d.settled += len;
+                    }
+                    Err(CopyError::Source) => {
+                        for (b, t) in parts {
+                            d.retry.push((b, vec![t]));
+                        }
+                    }
+                },
+                PlaceOp::Reuse {
+                    blob,
+                    path,
+                    offset,
+                    targets,
+                } => {
+                    let bp = &sh.plan.blobs[blob as usize];
+                    let ok = arca_fs::open_noatime(&path).is_ok_and(|f| {
+                        self.scratch.resize(bp.raw_len as usize, 0);
+                        f.read_exact_at(&mut self.scratch, offset).is_ok()
+                            && self.repo.key().blob_id(&self.scratch) == bp.id
+                    });
+                    if !ok {
+                        d.retry.push((blob, targets));
+                        continue;
+                    }
+                    let data = std::mem::take(&mut self.scratch);
+                    let len = data.len() as u64;
+                    let mut landed = None;
+                    for t in targets {
+                        if write(sh, &mut self.open, t, &data) && landed.is_none() {
+                            landed = Some(t);
+                        }
+                        sh.counters.reused.fetch_add(len, Ordering::Relaxed);
+                        sh.counters.reused_blocks.fetch_add(1, Ordering::Relaxed);
+                        sh.op_done(t.file, self.open.get(&t.file));
+                        d.settled += len;
+                    }
+                    self.scratch = data;
+                    if let Some(t) = landed {
+                        d.placed.push((blob, t));
+                    }
+                }
+            }
+        }
+        d
+    }
+
+    /// Makes `len` bytes at `t` zeros in a file being patched: a hole where the file system
+    /// can punch one, written zeros elsewhere.
+    fn zero(&mut self, t: Target, len: u64) {
+        let sh = self.sh;
+        let res = file(sh, &mut self.open, t.file).and_then(|file| {
+            let path = &sh.plan.file_entry(t.file).path;
+            let punched = fallocate(
+                file.as_raw_fd(),
+                FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE,
+                t.offset as i64,
+                len as i64,
+            );
+            if punched.is_ok() {
+                return Ok(());
+            }
+            let zeros = vec![0u8; len.min(1 << 20) as usize];
+            let mut done = 0;
+            while done < len {
+                let n = (len - done).min(zeros.len() as u64) as usize;
+                file.write_all_at(&zeros[..n], t.offset + done)
+                    .map_err(|e| FsError::new("write", path, e))?;
+                done += n as u64;
+            }
+            Ok(())
+        });
+        match res {
+            Ok(()) => {
+                sh.counters.holes.fetch_add(len, Ordering::Relaxed);
+                sh.progress.bytes.fetch_add(len, Ordering::Relaxed);
+            }
+            Err(e) => failed_write(sh, t.file, &e),
+        }
+    }
+
+    /// Copies `len` bytes from where the restore put them to `dst`.
+    fn copy(&mut self, src: Target, dst: Target, len: u64) -> Result<(), CopyError> {
+        if !self.sources.contains_key(&src.file) {
+            let f = arca_fs::open_noatime(&self.sh.plan.file_entry(src.file).path)
+                .map_err(|_| CopyError::Source)?;
+            self.sources.insert(src.file, f);
+        }
+        let path = self.sh.plan.file_entry(dst.file).path.clone();
+        file(self.sh, &mut self.open, dst.file).map_err(CopyError::Target)?;
+        let (Some(from), Some(to)) = (self.sources.get(&src.file), self.open.get(&dst.file)) else {
+            return Err(CopyError::Source);
+        };
+        match arca_fs::copy_range(from, src.offset, to, dst.offset, len) {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.raw_os_error() == Some(libc::ENOSPC)
+                    || e.raw_os_error() == Some(libc::EDQUOT) =>
+            {
+                Err(CopyError::Target(FsError::new("write", &path, e)))
+            }
+            Err(_) => Err(CopyError::Source),
+        }
+    }
+}
+
+/// The open file `f`, created and sized on first use.
+fn file<'m>(sh: &Shared, open: &'m mut HashMap<u32, File>, f: u32) -> Result<&'m File, FsError> {
+    match open.entry(f) {
+        std::collections::hash_map::Entry::Occupied(o) => Ok(o.into_mut()),
+        std::collections::hash_map::Entry::Vacant(v) => Ok(v.insert(sh.open_file(f)?)),
+    }
+}
+
+/// Writes `data` at target `t`. Returns false when the file failed (reported).
+fn write(sh: &Shared, open: &mut HashMap<u32, File>, t: Target, data: &[u8]) -> bool {
+    let fresh =
+        sh.scan.entries[sh.plan.files[t.file as usize].entry as usize] != EntryAction::Patch;
+    let res = file(sh, open, t.file).and_then(|file| {
+        let path = &sh.plan.file_entry(t.file).path;
+        if fresh {
+            // The range reads as zeros already: zero pages stay holes.
+            arca_fs::write_sparse(file, t.offset, data).map_err(|e| FsError::new("write", path, e))
+        } else {
+            file.write_all_at(data, t.offset)
+                .map(|()| data.len() as u64)
+                .map_err(|e| FsError::new("write", path, e))
+        }
+    });
+    match res {
+        Ok(n) => {
+            let len = data.len() as u64;
+            sh.counters.written.fetch_add(len, Ordering::Relaxed);
+            sh.counters.written_nonzero.fetch_add(n, Ordering::Relaxed);
+            sh.counters.holes.fetch_add(len - n, Ordering::Relaxed);
+            sh.progress.bytes.fetch_add(len, Ordering::Relaxed);
+            true
+        }
+        Err(e) => {
+            failed_write(sh, t.file, &e);
+            false
+        }
+    }
+}
+
+/// A write to file `f` failed: fatal (disk full...) or the file's failure.
+fn failed_write(sh: &Shared, f: u32, e: &FsError) {
+    if !sh.fs_error(e) {
+        sh.file_flags[f as usize].fetch_or(FAILED, Ordering::AcqRel);
+    }
+}
+
+enum CopyError {
+    /// The source cannot be read (or is short): fetch the blocks instead.
+    Source,
+    /// The destination failed.
+    Target(FsError),
+}

@@ -1,0 +1,178 @@
+//! Before any content moves: removes what `--delete` and replaced entries require, creates
+//! the directories (level by level, each level in parallel), and settles every entry that
+//! needs no content: symlinks, FIFOs, devices, files already in place or left alone.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use arca_format::NodeKind;
+use arca_fs::FsError;
+
+use crate::ctx::Shared;
+use crate::hashing::parallel_map;
+use crate::plan::{EntryKind, NO_PARENT};
+use crate::scan::{DirAction, EntryAction};
+
+/// Removes a non-directory entry, or with `dirs` a directory tree too.
+fn remove(path: &Path, dirs: bool) -> Result<(), FsError> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() && dirs => {
+            fs::remove_dir_all(path).map_err(|e| FsError::new("remove", path, e))
+        }
+        Ok(m) if m.is_dir() => Err(FsError::new(
+            "replace",
+            path,
+            io::Error::new(io::ErrorKind::AlreadyExists, "a directory is in the way"),
+        )),
+        Ok(_) => fs::remove_file(path).map_err(|e| FsError::new("replace", path, e)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(FsError::new("stat", path, e)),
+    }
+}
+
+impl Shared<'_> {
+    /// Runs the preparation on `threads` threads. Returns false when the restore must stop.
+    pub fn prepare(&self, threads: usize) -> bool {
+        let plan = self.plan;
+        let scan = self.scan;
+        let stop = self.stop_flag();
+        // What --delete removes.
+        for d in &scan.deletes {
+            if let Err(e) = remove(&d.path, true) {
+                self.fs_error(&e);
+            }
+        }
+        // Directories, parents before children: one level at a time, in parallel.
+        let mut depth = vec![0u32; plan.dirs.len()];
+        for d in 1..plan.dirs.len() {
+            depth[d] = depth[plan.dirs[d].parent as usize] + 1;
+        }
+        let deepest = depth.iter().copied().max().unwrap_or(0);
+        let mut levels: Vec<Vec<u32>> = vec![vec![]; deepest as usize + 1];
+        for (d, &l) in depth.iter().enumerate().skip(1) {
+            levels[l as usize].push(d as u32);
+        }
+        for level in &levels {
+            parallel_map(level.len(), threads, stop, |i| self.make_dir(level[i]));
+            if self.stopped() {
+                return false;
+            }
+        }
+        // Entries without content to fetch.
+        parallel_map(plan.entries.len(), threads, stop, |e| {
+            self.settle_entry(e as u32)
+        });
+        // Directories with nothing inside are complete now.
+        for d in 1..plan.dirs.len() {
+            if plan.dirs[d].children == 0 {
+                self.dir_complete(d as u32);
+                let p = plan.dirs[d].parent;
+                if p != NO_PARENT {
+                    self.child_done(p);
+                }
+            }
+        }
+        !self.stopped()
+    }
+
+    fn make_dir(&self, d: u32) {
+        let dp = &self.plan.dirs[d as usize];
+        let res = match &self.scan.dirs[d as usize] {
+            DirAction::Exists => return,
+            DirAction::Blocked(msg) => {
+                if !msg.is_empty() && !msg.starts_with("its parent") {
+                    self.issue(&dp.path, msg.clone());
+                }
+                return;
+            }
+            DirAction::Replace => remove(&dp.path, false),
+            DirAction::Create => Ok(()),
+        };
+        let res = res.and_then(|()| match fs::create_dir(&dp.path) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dp.path.is_dir() => Ok(()),
+            r => r.map_err(|e| FsError::new("create directory", &dp.path, e)),
+        });
+        match res {
+            Ok(()) => {
+                self.progress.entries.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.fs_error(&e);
+            }
+        }
+    }
+
+    /// Settles entry `e` if it needs no content from the repository; removes what is in the
+    /// way of files that do.
+    fn settle_entry(&self, e: u32) {
+        let ep = &self.plan.entries[e as usize];
+        let action = &self.scan.entries[e as usize];
+        match (ep.kind, action) {
+            // Made when the entry it links to is done.
+            (EntryKind::Link(_), _) => {}
+            (EntryKind::File(_), EntryAction::Replace) => {
+                if let Err(err) = remove(&ep.path, true) {
+                    self.fs_error(&err);
+                }
+            }
+            (EntryKind::File(_), EntryAction::Create | EntryAction::Patch) => {}
+            (_, EntryAction::Skip) => {
+                self.make_links(e, true);
+                self.entry_done(e);
+            }
+            (_, EntryAction::Blocked(msg)) => {
+                self.issue(&ep.path, msg.clone());
+                self.make_links(e, false);
+                self.entry_done(e);
+            }
+            (_, EntryAction::Keep { meta_ok }) => {
+                let mut ok = true;
+                if !meta_ok {
+                    for err in arca_fs::apply_metadata(&ep.path, &ep.node, self.metadata) {
+                        ok = false;
+                        if self.fs_error(&err) {
+                            return;
+                        }
+                    }
+                }
+                if matches!(ep.kind, EntryKind::File(_)) && ok {
+                    self.counters.files_done.fetch_add(1, Ordering::Relaxed);
+                    self.progress.files.fetch_add(1, Ordering::Relaxed);
+                }
+                self.make_links(e, ok);
+                self.entry_done(e);
+            }
+            (_, EntryAction::Create | EntryAction::Replace | EntryAction::Patch) => {
+                let res = (if *action == EntryAction::Replace {
+                    remove(&ep.path, true)
+                } else {
+                    Ok(())
+                })
+                .and_then(|()| match ep.node.kind() {
+                    NodeKind::Symlink => arca_fs::create_symlink(&ep.path, &ep.node),
+                    _ => arca_fs::create_special(&ep.path, &ep.node),
+                });
+                let mut ok = res.is_ok();
+                match res {
+                    Ok(()) => {
+                        for err in arca_fs::apply_metadata(&ep.path, &ep.node, self.metadata) {
+                            ok = false;
+                            if self.fs_error(&err) {
+                                return;
+                            }
+                        }
+                    }
+                    Err(err) => {
+                        if self.fs_error(&err) {
+                            return;
+                        }
+                    }
+                }
+                self.make_links(e, ok);
+                self.entry_done(e);
+            }
+        }
+    }
+}

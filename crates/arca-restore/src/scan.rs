@@ -1,0 +1,341 @@
+//! What the target already holds: every planned path is looked at (in parallel) and given an
+//! action by the overwrite policy; files that cannot be trusted by size and mtime are hashed
+//! block by block, so only wrong blocks are fetched; `--delete` finds what the snapshot lacks.
+//! Nothing here changes the target.
+
+use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use arca_format::{Node, NodeKind};
+use arca_fs::MetadataOptions;
+
+use crate::hashing::{BlockChecker, parallel_map};
+use crate::options::Overwrite;
+use crate::plan::{EntryKind, Plan};
+use crate::trees::Selection;
+
+/// What happens to a directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DirAction {
+    /// Missing: create it.
+    Create,
+    /// A non-directory is in the way: remove it, then create.
+    Replace,
+    /// Already there.
+    Exists,
+    /// Cannot be restored (the reason); its whole subtree is left alone.
+    Blocked(String),
+}
+
+/// What happens to a non-directory entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum EntryAction {
+    /// Nothing there: create it (links: link, replacing a different entry at link time).
+    Create,
+    /// Something else there: remove it, then create.
+    Replace,
+    /// Right content already there; `meta_ok` when its metadata is right too.
+    Keep { meta_ok: bool },
+    /// An existing file that holds some of its blocks: write the others in place.
+    Patch,
+    /// Left as it is (overwrite policy, or a blocked parent).
+    Skip,
+    /// Cannot be restored (the reason).
+    Blocked(String),
+}
+
+/// An entry of the target that the snapshot does not have (`--delete`).
+#[derive(Debug, Clone)]
+pub(crate) struct Deletion {
+    pub path: PathBuf,
+    pub is_dir: bool,
+}
+
+/// The target's state against the plan.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    pub dirs: Vec<DirAction>,
+    pub entries: Vec<EntryAction>,
+    /// Per block use: the target file already holds it.
+    pub in_place: Vec<bool>,
+    pub deletes: Vec<Deletion>,
+    /// Files hashed, and bytes read doing so.
+    pub files_hashed: u64,
+    pub bytes_hashed: u64,
+}
+
+/// Looks at the target.
+pub(crate) struct Scanner<'a> {
+    pub plan: &'a Plan,
+    pub overwrite: Overwrite,
+    pub delete: bool,
+    pub metadata: MetadataOptions,
+    pub sel: &'a Selection,
+    pub checker: &'a BlockChecker<'a>,
+    pub threads: usize,
+    pub stop: &'a AtomicBool,
+}
+
+fn lstat(p: &Path) -> io::Result<Option<fs::Metadata>> {
+    match fs::symlink_metadata(p) {
+        Ok(m) => Ok(Some(m)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        // A file where a directory was expected on the way: nothing is there either.
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn is_empty_dir(p: &Path) -> bool {
+    match fs::read_dir(p) {
+        Ok(mut rd) => rd.next().is_none(),
+        Err(e) => e.kind() == io::ErrorKind::NotFound,
+    }
+}
+
+impl Scanner<'_> {
+    /// Decides every entry's action. An empty or missing target is recognised at once.
+    pub fn scan(&self) -> Scan {
+        let plan = self.plan;
+        let mut scan = Scan {
+            dirs: vec![DirAction::Create; plan.dirs.len()],
+            entries: vec![EntryAction::Create; plan.entries.len()],
+            in_place: vec![false; plan.uses.len()],
+            ..Scan::default()
+        };
+        if is_empty_dir(&plan.dirs[0].path) {
+            return scan;
+        }
+        scan.dirs[0] = DirAction::Exists;
+        let found = parallel_map(plan.dirs.len() - 1, self.threads, self.stop, |i| {
+            self.dir_action(i + 1)
+        });
+        for (i, a) in found.into_iter().enumerate() {
+            let d = i + 1;
+            let parent = plan.dirs[d].parent as usize;
+            scan.dirs[d] = match &scan.dirs[parent] {
+                DirAction::Blocked(_) => DirAction::Blocked("its parent is not restored".into()),
+                DirAction::Create | DirAction::Replace => DirAction::Create,
+                DirAction::Exists => a.unwrap_or(DirAction::Create),
+            };
+        }
+        let mut hash = vec![];
+        let entries = parallel_map(
+            plan.entries.len(),
+            self.threads,
+            self.stop,
+            |e| match &scan.dirs[plan.entries[e].parent as usize] {
+                DirAction::Exists => self.entry_action(e),
+                DirAction::Blocked(_) => Ok((EntryAction::Skip, None)),
+                _ => Ok((EntryAction::Create, None)),
+            },
+        );
+        for (e, r) in entries.into_iter().enumerate() {
+            scan.entries[e] = match r {
+                Some(Ok((a, Some(size)))) => {
+                    hash.push((e, size));
+                    a
+                }
+                Some(Ok((a, None))) => a,
+                Some(Err(err)) => EntryAction::Blocked(format!(
+                    "{}: cannot look at the existing entry: {err}",
+                    plan.entries[e].path.display()
+                )),
+                None => EntryAction::Skip, // stopped
+            };
+        }
+        self.hash_existing(&mut scan, &hash);
+        if self.delete {
+            self.find_deletions(&mut scan);
+        }
+        scan
+    }
+
+    fn dir_action(&self, d: usize) -> DirAction {
+        let dp = &self.plan.dirs[d];
+        match lstat(&dp.path) {
+            Ok(None) => DirAction::Create,
+            Ok(Some(m)) if m.is_dir() => DirAction::Exists,
+            Ok(Some(_)) if self.overwrite == Overwrite::Never => DirAction::Blocked(format!(
+                "{}: not replacing the existing entry with a directory (--overwrite never)",
+                dp.path.display()
+            )),
+            Ok(Some(_)) => DirAction::Replace,
+            Err(e) => DirAction::Blocked(format!("{}: {e}", dp.path.display())),
+        }
+    }
+
+    /// The action for an entry whose directory exists, and the existing size when the file
+    /// must be hashed first.
+    fn entry_action(&self, e: usize) -> io::Result<(EntryAction, Option<u64>)> {
+        let ep = &self.plan.entries[e];
+        let node = &ep.node;
+        let Some(m) = lstat(&ep.path)? else {
+            return Ok((EntryAction::Create, None));
+        };
+        let ft = m.file_type();
+        if ft.is_dir() {
+            return Ok((
+                if self.overwrite == Overwrite::Never {
+                    EntryAction::Skip
+                } else if self.delete {
+                    EntryAction::Replace
+                } else {
+                    EntryAction::Blocked(format!(
+                        "{}: a directory is in the way (use --delete to replace it)",
+                        ep.path.display()
+                    ))
+                },
+                None,
+            ));
+        }
+        let older = (m.mtime(), m.mtime_nsec()) >= (node.mtime.sec, i64::from(node.mtime.nsec));
+        match self.overwrite {
+            Overwrite::Never => return Ok((EntryAction::Skip, None)),
+            Overwrite::IfNewer if older => return Ok((EntryAction::Skip, None)),
+            _ => {}
+        }
+        let keep = || EntryAction::Keep {
+            meta_ok: arca_fs::metadata_matches(&ep.path, &m, node, self.metadata),
+        };
+        let action = match ep.kind {
+            // Decided when the link is made: right inode, or replaced.
+            EntryKind::Link(_) => EntryAction::Create,
+            EntryKind::Symlink => {
+                match ft
+                    .is_symlink()
+                    .then(|| fs::read_link(&ep.path))
+                    .transpose()?
+                {
+                    Some(t) if t.as_os_str().as_bytes() == node.link_target.as_slice() => keep(),
+                    _ => EntryAction::Replace,
+                }
+            }
+            EntryKind::Special => {
+                if same_special(&m, node) {
+                    keep()
+                } else {
+                    EntryAction::Replace
+                }
+            }
+            EntryKind::File(f) => {
+                let size = self.plan.files[f as usize].size;
+                if !ft.is_file() {
+                    EntryAction::Replace
+                } else if self.overwrite == Overwrite::IfChanged
+                    && m.len() == size
+                    && (m.mtime(), m.mtime_nsec()) == (node.mtime.sec, i64::from(node.mtime.nsec))
+                {
+                    keep()
+                } else if m.nlink() > 1 {
+                    // Writing into it would change the other names of the inode too.
+                    EntryAction::Replace
+                } else {
+                    return Ok((EntryAction::Patch, Some(m.len())));
+                }
+            }
+        };
+        Ok((action, None))
+    }
+
+    /// Hashes the existing files that could not be trusted, in parallel, and settles them:
+    /// Keep when every block is there and the size is right, Patch otherwise.
+    fn hash_existing(&self, scan: &mut Scan, hash: &[(usize, u64)]) {
+        let plan = self.plan;
+        let held = parallel_map(hash.len(), self.threads, self.stop, |i| {
+            let (e, size) = hash[i];
+            let EntryKind::File(f) = plan.entries[e].kind else {
+                return Ok(vec![]);
+            };
+            self.checker
+                .held(&plan.entries[e].path, size, plan.file_uses(f))
+        });
+        for (&(e, size), r) in hash.iter().zip(held) {
+            let ep = &plan.entries[e];
+            let EntryKind::File(f) = ep.kind else {
+                continue;
+            };
+            let fp = plan.files[f as usize];
+            match r {
+                Some(Ok(h)) => {
+                    scan.files_hashed += 1;
+                    let all = h.iter().all(|&x| x);
+                    scan.in_place[fp.first as usize..fp.end as usize].copy_from_slice(&h);
+                    if all && size == fp.size {
+                        let meta_ok = lstat(&ep.path).ok().flatten().is_some_and(|m| {
+                            arca_fs::metadata_matches(&ep.path, &m, &ep.node, self.metadata)
+                        });
+                        scan.entries[e] = EntryAction::Keep { meta_ok };
+                    }
+                }
+                // Unreadable: replaced as a whole.
+                Some(Err(_)) => scan.entries[e] = EntryAction::Replace,
+                None => scan.entries[e] = EntryAction::Skip,
+            }
+        }
+        scan.bytes_hashed = self
+            .checker
+            .bytes_read
+            .load(std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Entries of existing directories that the snapshot lacks and the selection covers.
+    fn find_deletions(&self, scan: &mut Scan) {
+        let plan = self.plan;
+        let found = parallel_map(plan.dirs.len(), self.threads, self.stop, |d| {
+            let dp = &plan.dirs[d];
+            if scan.dirs[d] != DirAction::Exists {
+                return vec![];
+            }
+            // Without a listing (it could not be read) nothing is known to be extra.
+            if !dp.listed {
+                return vec![];
+            }
+            let Ok(rd) = fs::read_dir(&dp.path) else {
+                return vec![];
+            };
+            let mut known: Vec<&[u8]> = dp.names.iter().map(Vec::as_slice).collect();
+            known.sort_unstable();
+            let mut out = vec![];
+            for de in rd.flatten() {
+                let name = de.file_name();
+                if known.binary_search(&name.as_bytes()).is_ok() {
+                    continue;
+                }
+                let is_dir = de.file_type().is_ok_and(|t| t.is_dir());
+                let probe = Node {
+                    kind: Some(if is_dir {
+                        NodeKind::Dir
+                    } else {
+                        NodeKind::File
+                    }),
+                    ..Node::default()
+                };
+                let snap = dp.snap_path.join(&name);
+                if self.sel.decide(&probe, &snap, dp.selected) == Some(true) {
+                    out.push(Deletion {
+                        path: de.path(),
+                        is_dir,
+                    });
+                }
+            }
+            out
+        });
+        scan.deletes = found.into_iter().flatten().flatten().collect();
+    }
+}
+
+fn same_special(m: &fs::Metadata, node: &Node) -> bool {
+    let ft = m.file_type();
+    match node.kind() {
+        NodeKind::Fifo => ft.is_fifo(),
+        NodeKind::Socket => ft.is_socket(),
+        NodeKind::CharDev => ft.is_char_device() && m.rdev() == node.rdev,
+        NodeKind::BlockDev => ft.is_block_device() && m.rdev() == node.rdev,
+        _ => false,
+    }
+}

@@ -1,0 +1,781 @@
+//! The scheduler: the one thread that owns the restore's progress. It admits files in plan
+//! order into an assembly window and gives every block a source: already in place, a copy
+//! of a block this restore already wrote, the cache, a `--reuse-from` tree, or the
+//! repository. Repository reads are grouped by pack in order of first need, merged across
+//! small gaps, and kept within the memory budget; blocks read ahead of their turn are cached
+//! with Belady eviction.
+//!
+//! Work flows one way (scheduler → fetchers → workers) through bounded channels. Every job
+//! ends with exactly one report on a channel with room for every job that can be in flight,
+//! so reporting never blocks and no choice of queue sizes or budget can deadlock.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use crate::cache::Cache;
+use crate::ctx::Shared;
+use crate::jobs::{Done, FetchJob, JobBlob, PlaceJob, PlaceOp, Target, Work};
+use crate::options::Resolved;
+use crate::profile::{Clock, Post};
+use crate::ranges::{Span, coalesce};
+use crate::scan::EntryAction;
+
+/// No further use.
+const NEVER: u32 = u32::MAX;
+/// Place jobs are sent once they hold this many operations...
+const BATCH_OPS: usize = 256;
+/// ...or this many bytes to place.
+const BATCH_BYTES: u64 = 8 << 20;
+
+/// Where a blob stands.
+#[derive(Debug, Clone)]
+enum State {
+    /// Not requested yet.
+    Idle,
+    /// Waiting for a read of its pack to be issued.
+    Pending,
+    /// Being read, decoded or written.
+    InFlight,
+    /// In the cache.
+    Cached,
+    /// On disk here: later uses copy from there.
+    Placed(Target),
+    /// Cannot be had.
+    Failed(Arc<str>),
+}
+
+/// What the scheduler saw, for the report.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SchedStats {
+    pub fetch_jobs: u64,
+    pub place_jobs: u64,
+    pub packs_read: u64,
+    pub rereads: u64,
+    pub cache_hits: u64,
+    pub evictions: u64,
+    pub peak_memory: u64,
+    pub blocks_fetched: u64,
+}
+
+/// The channels of the network, seen from the scheduler.
+pub(crate) struct Links {
+    pub fetch: Sender<FetchJob>,
+    pub work: Sender<Work>,
+    pub done: Receiver<Done>,
+}
+
+pub(crate) struct Scheduler<'a, 's> {
+    sh: &'a Shared<'s>,
+    t: Resolved,
+    reuse: HashMap<u32, (PathBuf, u64)>,
+    state: Vec<State>,
+    first_need: Vec<u32>,
+    pack_blobs: HashMap<u32, Vec<u32>>,
+    waiting: HashMap<u32, Vec<Target>>,
+    pending: HashMap<u32, Vec<u32>>,
+    pack_queue: VecDeque<u32>,
+    fetched_once: Vec<bool>,
+    packs_seen: Vec<bool>,
+    cache: Cache,
+    /// Jobs in flight: (memory cost, read-ahead bytes reserved in the cache).
+    jobs: HashMap<u32, (u64, u64)>,
+    next_job: u32,
+    fetch_inflight: usize,
+    place_inflight: usize,
+    inflight_cost: u64,
+    admit: Vec<u32>,
+    cursor: usize,
+    window_used: u64,
+    batch: Vec<PlaceOp>,
+    batch_bytes: u64,
+    /// Bytes of block data held by operations not yet sent.
+    batch_cost: u64,
+    pool: Vec<Vec<u8>>,
+    stats: SchedStats,
+}
+
+impl<'a, 's> Scheduler<'a, 's> {
+    /// Prepares the schedule: which files get content, when each blob is first needed, and
+    /// which verified blocks of the target can already serve as copy sources.
+    pub fn new(sh: &'a Shared<'s>, t: Resolved, reuse: HashMap<u32, (PathBuf, u64)>) -> Self {
+        let plan = sh.plan;
+        let scan = sh.scan;
+        let mut state = vec![State::Idle; plan.blobs.len()];
+        let mut first_need = vec![NEVER; plan.blobs.len()];
+        let mut admit = vec![];
+        for (f, fp) in plan.files.iter().enumerate() {
+            let writes = matches!(
+                scan.entries[fp.entry as usize],
+                EntryAction::Create | EntryAction::Replace | EntryAction::Patch
+            );
+            if writes {
+                admit.push(f as u32);
+            }
+            for u in fp.first..fp.end {
+                let bu = plan.uses[u as usize];
+                if scan.in_place[u as usize] {
+                    if matches!(state[bu.blob as usize], State::Idle) {
+                        state[bu.blob as usize] = State::Placed(Target {
+                            file: bu.file,
+                            offset: bu.offset,
+                        });
+                    }
+                } else if writes && first_need[bu.blob as usize] == NEVER {
+                    first_need[bu.blob as usize] = u;
+                }
+            }
+        }
+        let mut pack_blobs: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (b, bp) in plan.blobs.iter().enumerate() {
+            if bp.missing.is_some() {
+                state[b] = State::Failed(Arc::from(bp.missing.as_deref().unwrap_or("lost")));
+            } else if !bp.zero && first_need[b] != NEVER {
+                pack_blobs.entry(bp.pack).or_default().push(b as u32);
+            }
+        }
+        for v in pack_blobs.values_mut() {
+            v.sort_by_key(|&b| plan.blobs[b as usize].offset);
+        }
+        let packs = pack_blobs.keys().max().map_or(0, |&m| m as usize + 1);
+        Self {
+            sh,
+            t,
+            reuse,
+            state,
+            first_need,
+            pack_blobs,
+            waiting: HashMap::new(),
+            pending: HashMap::new(),
+            pack_queue: VecDeque::new(),
+            fetched_once: vec![false; plan.blobs.len()],
+            packs_seen: vec![false; packs],
+            cache: Cache::default(),
+            jobs: HashMap::new(),
+            next_job: 0,
+            fetch_inflight: 0,
+            place_inflight: 0,
+            inflight_cost: 0,
+            admit,
+            cursor: 0,
+            window_used: 0,
+            batch: vec![],
+            batch_bytes: 0,
+            batch_cost: 0,
+            pool: vec![],
+            stats: SchedStats::default(),
+        }
+    }
+
+    /// Block data held now: reads in flight, cached blocks, operations carrying data.
+    fn memory(&self) -> u64 {
+        self.inflight_cost + self.cache.total() + self.batch_cost
+    }
+
+    fn raw(&self, b: u32) -> u64 {
+        u64::from(self.sh.plan.blobs[b as usize].raw_len)
+    }
+
+    /// Most fetch jobs in flight.
+    fn max_fetch(&self) -> usize {
+        self.t.fetchers + self.t.queue
+    }
+
+    /// Most place jobs in flight.
+    fn max_place(&self) -> usize {
+        self.t.queue + self.t.workers
+    }
+
+    /// Capacity of the report channel: one slot for every job that can be in flight.
+    pub fn done_capacity(t: &Resolved) -> usize {
+        (t.fetchers + t.queue) + (t.queue + t.workers) + 1
+    }
+
+    /// Runs the restore's content phase to the end (or until a stop).
+    pub fn run(mut self, links: Links, post: Post<'_>) -> (SchedStats, Clock) {
+        let mut clock = Clock::new();
+        loop {
+            if self.sh.stopped() {
+                break;
+            }
+            self.admit_files(&links, &mut clock);
+            self.issue_fetches(&links, &mut clock);
+            self.flush(&links, &mut clock, true);
+            let busy = self.fetch_inflight + self.place_inflight;
+            if busy == 0
+                && self.cursor == self.admit.len()
+                && self.pack_queue.is_empty()
+                && self.batch.is_empty()
+            {
+                break;
+            }
+            post.post(format!(
+                "waiting for {} reads and {} placements; {} files admitted of {}; cache {} KiB",
+                self.fetch_inflight,
+                self.place_inflight,
+                self.cursor,
+                self.admit.len(),
+                self.cache.bytes >> 10
+            ));
+            clock.busy();
+            match links.done.recv_timeout(Duration::from_millis(100)) {
+                Ok(d) => {
+                    clock.waited_in();
+                    self.on_done(d);
+                    while let Ok(d) = links.done.try_recv() {
+                        self.on_done(d);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => clock.waited_in(),
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        // Stopped or finished: the caller closes the work channels; late reports are drained
+        // there.
+        self.fail_leftovers();
+        self.stats.cache_hits = self.cache.hits;
+        self.stats.evictions = self.cache.evictions;
+        clock.busy();
+        (self.stats, clock)
+    }
+
+    /// Admits files in plan order while the window has room, giving each block a source.
+    fn admit_files(&mut self, links: &Links, clock: &mut Clock) {
+        let plan = self.sh.plan;
+        while self.cursor < self.admit.len()
+            && (self.window_used < self.t.window || self.fetch_inflight + self.place_inflight == 0)
+        {
+            let f = self.admit[self.cursor];
+            self.cursor += 1;
+            let fp = plan.files[f as usize];
+            let fresh = self.sh.scan.entries[fp.entry as usize] != EntryAction::Patch;
+            let mut ops = 1u32; // the admission token, released below
+            let mut copies: Vec<(Target, Target, u64, u32)> = vec![];
+            for u in fp.first..fp.end {
+                if self.sh.scan.in_place[u as usize] {
+                    continue;
+                }
+                let bu = plan.uses[u as usize];
+                let b = bu.blob;
+                let bp = &plan.blobs[b as usize];
+                if bp.zero && fresh {
+                    continue; // a hole: nothing to write
+                }
+                let t = Target {
+                    file: f,
+                    offset: bu.offset,
+                };
+                let len = u64::from(bp.raw_len);
+                ops += 1;
+                self.window_used += len;
+                if bp.zero {
+                    self.push_op(PlaceOp::Zero {
+                        blob: b,
+                        targets: vec![t],
+                    });
+                    continue;
+                }
+                match self.state[b as usize].clone() {
+                    State::Placed(src) => copies.push((t, src, len, b)),
+                    State::Cached => match self.cache.take(b) {
+                        Some(data) => {
+                            self.state[b as usize] = State::InFlight;
+                            self.push_op(PlaceOp::Write {
+                                blob: b,
+                                data,
+                                targets: vec![t],
+                            });
+                        }
+                        None => {
+                            self.waiting.entry(b).or_default().push(t);
+                            self.request(b);
+                        }
+                    },
+                    State::Pending | State::InFlight => {
+                        self.waiting.entry(b).or_default().push(t);
+                    }
+                    State::Failed(why) => {
+                        ops -= 1;
+                        self.window_used -= len;
+                        self.sh.fail_file(f, || lost(self.sh, t, &why));
+                    }
+                    State::Idle => {
+                        self.waiting.entry(b).or_default().push(t);
+                        self.request(b);
+                    }
+                }
+            }
+            self.sh.file_pending[f as usize].store(ops, std::sync::atomic::Ordering::Release);
+            for op in merge_copies(copies) {
+                self.push_op(op);
+            }
+            if self.batch.len() >= BATCH_OPS || self.batch_bytes >= BATCH_BYTES {
+                self.flush(links, clock, false);
+            }
+            // Releasing the token finishes the file here if nothing was left to do.
+            self.sh.op_done(f, None);
+        }
+    }
+
+    /// Asks for blob `b`: from a `--reuse-from` tree when one holds it, else from its pack.
+    fn request(&mut self, b: u32) {
+        if let Some((path, offset)) = self.reuse.get(&b) {
+            let targets = self.waiting.remove(&b).unwrap_or_default();
+            self.state[b as usize] = State::InFlight;
+            self.push_op(PlaceOp::Reuse {
+                blob: b,
+                path: path.clone(),
+                offset: *offset,
+                targets,
+            });
+            return;
+        }
+        self.state[b as usize] = State::Pending;
+        let pack = self.sh.plan.blobs[b as usize].pack;
+        let list = self.pending.entry(pack).or_default();
+        if list.is_empty() {
+            self.pack_queue.push_back(pack);
+        }
+        list.push(b);
+    }
+
+    fn push_op(&mut self, op: PlaceOp) {
+        self.batch_bytes += op_bytes(self.sh, &op);
+        self.batch_cost += op_cost(&op);
+        self.batch.push(op);
+    }
+
+    /// Sends the pending place operations as one job (when `all`, whatever their number).
+    fn flush(&mut self, links: &Links, clock: &mut Clock, all: bool) {
+        while !self.batch.is_empty()
+            && (all || self.batch.len() >= BATCH_OPS || self.batch_bytes >= BATCH_BYTES)
+            && self.place_inflight < self.max_place()
+        {
+            let n = self.batch.len().min(BATCH_OPS);
+            let ops: Vec<PlaceOp> = self.batch.drain(..n).collect();
+            let cost: u64 = ops.iter().map(op_cost).sum();
+            self.batch_bytes -= ops.iter().map(|op| op_bytes(self.sh, op)).sum::<u64>();
+            self.batch_cost -= cost;
+            let id = self.job_id(cost, 0);
+            self.place_inflight += 1;
+            self.stats.place_jobs += 1;
+            clock.busy();
+            if links.work.send(Work::Place(PlaceJob { id, ops })).is_err() {
+                self.sh
+                    .fail(crate::RestoreError::Internal("workers stopped".into()));
+            }
+            clock.waited_out();
+        }
+    }
+
+    fn job_id(&mut self, cost: u64, kept: u64) -> u32 {
+        let id = self.next_job;
+        self.next_job = self.next_job.wrapping_add(1);
+        self.jobs.insert(id, (cost, kept));
+        self.inflight_cost += cost;
+        self.stats.peak_memory = self.stats.peak_memory.max(self.memory());
+        id
+    }
+
+    /// Issues reads, pack by pack in order of first need, while the budget allows.
+    fn issue_fetches(&mut self, links: &Links, clock: &mut Clock) {
+        let plan = self.sh.plan;
+        while self.fetch_inflight < self.max_fetch() {
+            let Some(&pack) = self.pack_queue.front() else {
+                break;
+            };
+            let need = self.pending.remove(&pack).unwrap_or_default();
+            if need.is_empty() {
+                self.pack_queue.pop_front();
+                continue;
+            }
+            let need_cost: u64 = need
+                .iter()
+                .map(|&b| u64::from(plan.blobs[b as usize].length) + self.raw(b))
+                .sum();
+            let room = self.t.memory.saturating_sub(self.memory() + need_cost);
+            let ahead = self.read_ahead(pack, room);
+            let spans: Vec<Span<(u32, bool)>> = need
+                .iter()
+                .map(|&b| (b, false))
+                .chain(ahead.iter().map(|&b| (b, true)))
+                .map(|(b, keep)| {
+                    let bp = &plan.blobs[b as usize];
+                    Span {
+                        pack,
+                        offset: u64::from(bp.offset),
+                        len: u64::from(bp.length),
+                        item: (b, keep),
+                    }
+                })
+                .collect();
+            let mut left: Vec<u32> = vec![];
+            let mut stopped = false;
+            for read in coalesce(spans, self.t.read_gap, self.t.max_read) {
+                if stopped || self.fetch_inflight >= self.max_fetch() {
+                    stopped = true;
+                    for s in read.items {
+                        let (b, keep) = s.item;
+                        if keep {
+                            self.unreserve(b);
+                        } else {
+                            left.push(b);
+                        }
+                    }
+                    continue;
+                }
+                if let Some(rest) = self.issue_read(read, links, clock) {
+                    left.extend(rest);
+                    stopped = true;
+                }
+            }
+            if left.is_empty() {
+                self.pack_queue.pop_front();
+            } else {
+                self.pending.insert(pack, left);
+                break;
+            }
+        }
+    }
+
+    /// Picks blobs of `pack` needed later (not yet admitted) to read along, nearest next
+    /// use first, within `room` bytes; evicts cached blocks needed later than a candidate.
+    fn read_ahead(&mut self, pack: u32, mut room: u64) -> Vec<u32> {
+        let Some(list) = self.pack_blobs.get(&pack) else {
+            return vec![];
+        };
+        let mut cands: Vec<u32> = list
+            .iter()
+            .copied()
+            .filter(|&b| {
+                matches!(self.state[b as usize], State::Idle)
+                    && self.first_need[b as usize] != NEVER
+                    && !self.reuse.contains_key(&b)
+            })
+            .collect();
+        cands.sort_by_key(|&b| self.first_need[b as usize]);
+        let mut chosen = vec![];
+        for c in cands {
+            let size = self.raw(c) + u64::from(self.sh.plan.blobs[c as usize].length);
+            while size > room {
+                match self.cache.farthest() {
+                    Some((next, victim)) if next > self.first_need[c as usize] => {
+                        let freed = self.raw(victim);
+                        self.cache.evict(victim);
+                        self.state[victim as usize] = State::Idle;
+                        room += freed;
+                    }
+                    _ => break,
+                }
+            }
+            if size > room {
+                break;
+            }
+            room -= size;
+            self.state[c as usize] = State::InFlight;
+            self.cache.reserved += self.raw(c);
+            chosen.push(c);
+        }
+        chosen
+    }
+
+    fn unreserve(&mut self, b: u32) {
+        self.cache.reserved -= self.raw(b);
+        self.state[b as usize] = State::Idle;
+    }
+
+    /// Issues one read if the budget allows; otherwise returns the needed blobs it carried.
+    /// With nothing in flight a read always goes out (shrunk to one blob if need be), so the
+    /// restore progresses under any budget.
+    fn issue_read(
+        &mut self,
+        mut read: crate::ranges::Read<(u32, bool)>,
+        links: &Links,
+        clock: &mut Clock,
+    ) -> Option<Vec<u32>> {
+        let plan = self.sh.plan;
+        let cost = |r: &crate::ranges::Read<(u32, bool)>| {
+            r.len
+                + r.items
+                    .iter()
+                    .map(|s| u64::from(plan.blobs[s.item.0 as usize].raw_len))
+                    .max()
+                    .unwrap_or(0)
+        };
+        if self.memory() + cost(&read) > self.t.memory {
+            if self.fetch_inflight + self.place_inflight > 0 {
+                return Some(self.give_back(read));
+            }
+            // Nothing in flight: make room from the cache, farthest first...
+            while self.memory() + cost(&read) > self.t.memory {
+                let Some((_, victim)) = self.cache.farthest() else {
+                    break;
+                };
+                self.cache.evict(victim);
+                self.state[victim as usize] = State::Idle;
+            }
+            // ...then, if it still does not fit, read the first needed blob alone.
+            if self.memory() + cost(&read) > self.t.memory && read.items.len() > 1 {
+                let Some(first) = read.items.iter().position(|s| !s.item.1) else {
+                    // Only read-ahead in it: not worth the memory now.
+                    return Some(self.give_back(read));
+                };
+                let one = read.items.swap_remove(first);
+                let rest = self.give_back(read);
+                read = crate::ranges::Read {
+                    pack: one.pack,
+                    offset: one.offset,
+                    len: one.len,
+                    items: vec![one],
+                };
+                if !rest.is_empty() {
+                    let c = cost(&read);
+                    self.send_read(read, c, links, clock);
+                    return Some(rest);
+                }
+            }
+        }
+        let c = cost(&read);
+        self.send_read(read, c, links, clock);
+        None
+    }
+
+    /// Returns a read's blobs to waiting: needed ones come back to the caller, read-ahead
+    /// ones are dropped.
+    fn give_back(&mut self, read: crate::ranges::Read<(u32, bool)>) -> Vec<u32> {
+        let mut need = vec![];
+        for s in read.items {
+            let (b, keep) = s.item;
+            if keep {
+                self.unreserve(b);
+            } else {
+                need.push(b);
+            }
+        }
+        need
+    }
+
+    fn send_read(
+        &mut self,
+        read: crate::ranges::Read<(u32, bool)>,
+        cost: u64,
+        links: &Links,
+        clock: &mut Clock,
+    ) {
+        let mut blobs = Vec::with_capacity(read.items.len());
+        let mut kept = 0;
+        for s in read.items {
+            let (b, keep) = s.item;
+            if std::mem::replace(&mut self.fetched_once[b as usize], true) {
+                self.stats.rereads += 1;
+            }
+            self.state[b as usize] = State::InFlight;
+            let targets = if keep {
+                kept += self.raw(b);
+                vec![]
+            } else {
+                self.waiting.remove(&b).unwrap_or_default()
+            };
+            blobs.push(JobBlob {
+                blob: b,
+                rel: s.offset - read.offset,
+                targets,
+                keep,
+            });
+        }
+        self.stats.blocks_fetched += blobs.len() as u64;
+        if let Some(seen) = self.packs_seen.get_mut(read.pack as usize)
+            && !std::mem::replace(seen, true)
+        {
+            self.stats.packs_read += 1;
+        }
+        let id = self.job_id(cost, kept);
+        self.fetch_inflight += 1;
+        self.stats.fetch_jobs += 1;
+        let buf = self.pool.pop().unwrap_or_default();
+        let job = FetchJob {
+            id,
+            pack: read.pack,
+            offset: read.offset,
+            len: read.len,
+            blobs,
+            buf,
+        };
+        clock.busy();
+        if links.fetch.send(job).is_err() {
+            self.sh
+                .fail(crate::RestoreError::Internal("fetchers stopped".into()));
+        }
+        clock.waited_out();
+    }
+
+    /// Takes a job's report: blobs become copy sources, cached, failed or requested again.
+    fn on_done(&mut self, d: Done) {
+        if let Some((cost, kept)) = self.jobs.remove(&d.job) {
+            self.inflight_cost -= cost;
+            // Read-ahead blocks stop being "on their way": they are cached below, or lost.
+            self.cache.reserved -= kept;
+        }
+        if let Some(buf) = d.buffer {
+            self.fetch_inflight = self.fetch_inflight.saturating_sub(1);
+            // Keep as many buffers as reads can be in flight; drop the rest.
+            if self.pool.len() < self.max_fetch() && buf.capacity() as u64 <= self.t.max_read * 2 {
+                self.pool.push(buf);
+            }
+        } else {
+            self.place_inflight = self.place_inflight.saturating_sub(1);
+        }
+        self.window_used = self.window_used.saturating_sub(d.settled);
+        let mut copies = vec![];
+        for (b, at) in d.placed {
+            self.state[b as usize] = State::Placed(at);
+            for t in self.waiting.remove(&b).unwrap_or_default() {
+                copies.push((t, at, self.raw(b), b));
+            }
+        }
+        for op in merge_copies(copies) {
+            self.push_op(op);
+        }
+        for (b, data) in d.kept {
+            match self.waiting.remove(&b) {
+                Some(targets) if !targets.is_empty() => {
+                    self.push_op(PlaceOp::Write {
+                        blob: b,
+                        data,
+                        targets,
+                    });
+                }
+                _ => {
+                    self.state[b as usize] = State::Cached;
+                    self.cache.insert(b, self.first_need[b as usize], data);
+                }
+            }
+        }
+        for (b, why) in d.failed {
+            let why: Arc<str> = Arc::from(why);
+            self.state[b as usize] = State::Failed(why.clone());
+            if let Some(targets) = self.waiting.remove(&b) {
+                for t in targets {
+                    self.window_used = self.window_used.saturating_sub(self.raw(b));
+                    self.sh.fail_file(t.file, || lost(self.sh, t, &why));
+                    self.sh.op_done(t.file, None);
+                }
+            }
+        }
+        for (b, targets) in d.retry {
+            self.retry(b, targets);
+        }
+        self.stats.peak_memory = self.stats.peak_memory.max(self.memory());
+    }
+
+    /// Serves `targets` of blob `b` from the repository after all: a local source (a copy,
+    /// a `--reuse-from` file) was unusable, or no write of a fetched blob succeeded.
+    fn retry(&mut self, b: u32, targets: Vec<Target>) {
+        if let State::Failed(why) = self.state[b as usize].clone() {
+            for t in targets {
+                self.window_used = self.window_used.saturating_sub(self.raw(b));
+                self.sh.fail_file(t.file, || lost(self.sh, t, &why));
+                self.sh.op_done(t.file, None);
+            }
+            return;
+        }
+        self.reuse.remove(&b);
+        let waiting = self.waiting.entry(b).or_default();
+        waiting.extend(targets);
+        if waiting.is_empty() {
+            self.waiting.remove(&b);
+            if !matches!(self.state[b as usize], State::Pending) {
+                self.state[b as usize] = State::Idle;
+            }
+            return;
+        }
+        if !matches!(self.state[b as usize], State::Pending) {
+            self.state[b as usize] = State::Idle;
+            self.request(b);
+        }
+    }
+
+    /// After a stop, targets still waiting will never be served.
+    fn fail_leftovers(&mut self) {
+        if self.sh.stopped() {
+            return;
+        }
+        for (b, targets) in std::mem::take(&mut self.waiting) {
+            for t in targets {
+                self.sh.fail_file(t.file, || {
+                    format!(
+                        "{}: content at offset {} was never scheduled (blob {})",
+                        self.sh.plan.file_entry(t.file).path.display(),
+                        t.offset,
+                        self.sh.plan.blobs[b as usize].id
+                    )
+                });
+                self.sh.op_done(t.file, None);
+            }
+        }
+    }
+}
+
+/// The message for a block that cannot be had.
+pub(crate) fn lost(sh: &Shared, t: Target, why: &str) -> String {
+    format!(
+        "{}: content at offset {} lost: {why}",
+        sh.plan.file_entry(t.file).path.display(),
+        t.offset
+    )
+}
+
+/// Turns single-block copies into as few copies as possible: runs that are contiguous both
+/// in the source file and in the destination file become one copy (a whole duplicated file
+/// becomes one `copy_file_range`, which a file system with shared extents turns into a
+/// reflink).
+fn merge_copies(mut copies: Vec<(Target, Target, u64, u32)>) -> Vec<PlaceOp> {
+    copies.sort_by_key(|(dst, ..)| (dst.file, dst.offset));
+    let mut out: Vec<PlaceOp> = vec![];
+    for (dst, src, len, blob) in copies {
+        if let Some(PlaceOp::Copy {
+            src: s,
+            dst: d,
+            len: l,
+            parts,
+        }) = out.last_mut()
+            && d.file == dst.file
+            && d.offset + *l == dst.offset
+            && s.file == src.file
+            && s.offset + *l == src.offset
+        {
+            *l += len;
+            parts.push((blob, dst));
+            continue;
+        }
+        out.push(PlaceOp::Copy {
+            src,
+            dst,
+            len,
+            parts: vec![(blob, dst)],
+        });
+    }
+    out
+}
+
+/// File bytes an operation places (for batching).
+fn op_bytes(sh: &Shared, op: &PlaceOp) -> u64 {
+    let raw = |b: &u32| u64::from(sh.plan.blobs[*b as usize].raw_len);
+    match op {
+        PlaceOp::Copy { len, .. } => *len,
+        PlaceOp::Reuse { blob, targets, .. }
+        | PlaceOp::Write { blob, targets, .. }
+        | PlaceOp::Zero { blob, targets } => raw(blob) * targets.len() as u64,
+    }
+}
+
+/// Memory an operation holds.
+fn op_cost(op: &PlaceOp) -> u64 {
+    match op {
+        PlaceOp::Write { data, .. } => data.len() as u64,
+        _ => 0,
+    }
+}

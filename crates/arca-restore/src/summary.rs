@@ -1,0 +1,234 @@
+//! What the plan says the restore will do, before it does it: per entry (for `--dry-run` and
+//! verbose listings) and in totals (files to restore, bytes to fetch from how many packs,
+//! bytes to copy locally, bytes already in place, entries to delete).
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use crate::Observer;
+use crate::plan::{EntryKind, Plan};
+use crate::reuse::Reusable;
+use crate::scan::{DirAction, EntryAction, Scan};
+
+/// What happens to one entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Created (it is missing, or something else is in its place).
+    Restore,
+    /// An existing file whose wrong blocks are replaced.
+    Update,
+    /// Content right, metadata applied.
+    Metadata,
+    /// Removed (`--delete`).
+    Delete,
+    /// Left alone by the overwrite policy.
+    Skip,
+    /// Cannot be restored (the reason is reported as an issue).
+    Blocked,
+}
+
+impl Action {
+    /// Lower-case name for listings and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Restore => "restore",
+            Action::Update => "update",
+            Action::Metadata => "metadata",
+            Action::Delete => "delete",
+            Action::Skip => "skip",
+            Action::Blocked => "blocked",
+        }
+    }
+}
+
+/// One entry the restore changes (or would change).
+#[derive(Debug, Clone)]
+pub struct PlannedEntry<'a> {
+    /// Path in the target.
+    pub path: &'a Path,
+    /// Kind of entry ("file", "dir", "symlink"...).
+    pub kind: &'static str,
+    /// What happens.
+    pub action: Action,
+    /// File bytes to write (restore, update).
+    pub bytes: u64,
+}
+
+/// The plan in numbers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanSummary {
+    /// Regular files, directories, other entries and hard links in the restore.
+    pub files: u64,
+    /// Directories in the restore.
+    pub dirs: u64,
+    /// Directories to create.
+    pub dirs_new: u64,
+    /// Symlinks, FIFOs, devices, sockets.
+    pub others: u64,
+    /// Hard links.
+    pub hardlinks: u64,
+    /// Files to create.
+    pub files_new: u64,
+    /// Existing files to patch.
+    pub files_updated: u64,
+    /// Files whose content is right but metadata is not.
+    pub files_metadata: u64,
+    /// Files already right.
+    pub files_unchanged: u64,
+    /// Files left alone (overwrite policy) or blocked.
+    pub files_skipped: u64,
+    /// Bytes of all files.
+    pub bytes_total: u64,
+    /// Bytes already in place.
+    pub bytes_in_place: u64,
+    /// File bytes to put in place (write, copy, holes).
+    pub bytes_to_place: u64,
+    /// Distinct blobs to fetch from the repository.
+    pub blobs_to_fetch: u64,
+    /// Their sealed bytes.
+    pub bytes_to_fetch: u64,
+    /// Distinct packs they lie in.
+    pub packs_to_read: u64,
+    /// File bytes written from fetched blobs.
+    pub bytes_to_write: u64,
+    /// File bytes copied from blocks already on the target (duplicates, found blocks).
+    pub bytes_to_copy: u64,
+    /// File bytes from `--reuse-from` trees.
+    pub bytes_to_reuse: u64,
+    /// File bytes that are holes.
+    pub bytes_holes: u64,
+    /// Entries to delete (`--delete`).
+    pub deletes: u64,
+}
+
+fn kind_name(k: EntryKind, node: &arca_format::Node) -> &'static str {
+    match k {
+        EntryKind::Link(_) => "hardlink",
+        _ => node.kind().name(),
+    }
+}
+
+/// Counts what the plan will do and tells the observer about every entry that changes.
+pub(crate) fn summarize(
+    plan: &Plan,
+    scan: &Scan,
+    reuse: &Reusable,
+    observer: &dyn Observer,
+) -> PlanSummary {
+    let mut s = PlanSummary {
+        dirs: plan.dirs.len() as u64 - 1,
+        bytes_total: plan.total_bytes,
+        deletes: scan.deletes.len() as u64,
+        ..PlanSummary::default()
+    };
+    for d in &scan.deletes {
+        observer.planned(&PlannedEntry {
+            path: &d.path,
+            kind: if d.is_dir { "dir" } else { "file" },
+            action: Action::Delete,
+            bytes: 0,
+        });
+    }
+    for (d, dp) in plan.dirs.iter().enumerate().skip(1) {
+        let action = match &scan.dirs[d] {
+            DirAction::Create | DirAction::Replace => Action::Restore,
+            DirAction::Blocked(_) => Action::Blocked,
+            DirAction::Exists => continue,
+        };
+        if action == Action::Restore {
+            s.dirs_new += 1;
+        }
+        observer.planned(&PlannedEntry {
+            path: &dp.path,
+            kind: "dir",
+            action,
+            bytes: 0,
+        });
+    }
+    // Blobs already on the target (verified) or served earlier in the plan.
+    let mut have: HashSet<u32> = plan
+        .uses
+        .iter()
+        .zip(&scan.in_place)
+        .filter(|&(_, &inp)| inp)
+        .map(|(u, _)| u.blob)
+        .collect();
+    let mut packs = HashSet::new();
+    for (e, ep) in plan.entries.iter().enumerate() {
+        let action = &scan.entries[e];
+        match ep.kind {
+            EntryKind::Link(_) => s.hardlinks += 1,
+            EntryKind::Symlink | EntryKind::Special => s.others += 1,
+            EntryKind::File(_) => s.files += 1,
+        }
+        let mut bytes = 0;
+        let shown = match action {
+            EntryAction::Create | EntryAction::Replace => Action::Restore,
+            EntryAction::Patch => Action::Update,
+            EntryAction::Keep { meta_ok: false } => Action::Metadata,
+            EntryAction::Keep { meta_ok: true } => {
+                if let EntryKind::File(f) = ep.kind {
+                    s.files_unchanged += 1;
+                    s.bytes_in_place += plan.files[f as usize].size;
+                }
+                continue;
+            }
+            EntryAction::Skip => Action::Skip,
+            EntryAction::Blocked(_) => Action::Blocked,
+        };
+        if let EntryKind::File(f) = ep.kind {
+            match shown {
+                Action::Restore => s.files_new += 1,
+                Action::Update => s.files_updated += 1,
+                Action::Metadata => {
+                    s.files_metadata += 1;
+                    s.bytes_in_place += plan.files[f as usize].size;
+                }
+                _ => s.files_skipped += 1,
+            }
+            if matches!(shown, Action::Restore | Action::Update) {
+                let fresh = shown == Action::Restore;
+                let fp = plan.files[f as usize];
+                for u in fp.first..fp.end {
+                    let bu = plan.uses[u as usize];
+                    let bp = &plan.blobs[bu.blob as usize];
+                    let len = u64::from(bp.raw_len);
+                    if scan.in_place[u as usize] {
+                        s.bytes_in_place += len;
+                        continue;
+                    }
+                    s.bytes_to_place += len;
+                    if bp.zero {
+                        s.bytes_holes += len;
+                        if !fresh {
+                            bytes += len;
+                        }
+                        continue;
+                    }
+                    bytes += len;
+                    if bp.missing.is_some() {
+                        continue;
+                    }
+                    if !have.insert(bu.blob) {
+                        s.bytes_to_copy += len;
+                    } else if reuse.contains_key(&bu.blob) {
+                        s.bytes_to_reuse += len;
+                    } else {
+                        s.blobs_to_fetch += 1;
+                        s.bytes_to_fetch += u64::from(bp.length);
+                        s.bytes_to_write += len;
+                        packs.insert(bp.pack);
+                    }
+                }
+            }
+        }
+        observer.planned(&PlannedEntry {
+            path: &ep.path,
+            kind: kind_name(ep.kind, &ep.node),
+            action: shown,
+            bytes,
+        });
+    }
+    s.packs_to_read = packs.len() as u64;
+    s
+}
