@@ -177,7 +177,7 @@ impl<'a> Shared<'a> {
     pub fn fail_file(&self, f: u32, message: impl FnOnce() -> String) {
         let prev = self.file_flags[f as usize].fetch_or(FAILED, Ordering::AcqRel);
         if prev & FAILED == 0 {
-            self.issue(&self.plan.file_entry(f).path, message());
+            self.issue(&self.plan.file_path(f), message());
         }
     }
 }

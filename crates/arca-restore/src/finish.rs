@@ -22,7 +22,7 @@ impl Shared<'_> {
     pub fn open_file(&self, f: u32) -> Result<File, FsError> {
         let plan = self.plan;
         let fp = plan.files[f as usize];
-        let path = &plan.entries[fp.entry as usize].path;
+        let path = &plan.entry_path(fp.entry);
         let file = arca_fs::open_for_restore(path).map_err(|e| FsError::new("create", path, e))?;
         if self.file_flags[f as usize].load(Ordering::Acquire) & CREATED == 0 {
             file.set_len(fp.size)
@@ -60,7 +60,7 @@ impl Shared<'_> {
     /// its hard links and counts down its directory.
     fn finish_file(&self, f: u32, fd: Option<&File>) {
         let e = self.plan.files[f as usize].entry;
-        let path = &self.plan.entries[e as usize].path;
+        let path = &self.plan.entry_path(e);
         let mut ok = self.file_flags[f as usize].load(Ordering::Acquire) & FAILED == 0;
         if ok && !self.stopped() {
             let opened = match fd {
@@ -78,7 +78,7 @@ impl Shared<'_> {
                     for err in arca_fs::apply_file_metadata(
                         file,
                         path,
-                        &self.plan.entries[e as usize].node,
+                        &self.plan.entries[e as usize].meta.node(),
                         self.metadata,
                     ) {
                         ok = false;
@@ -109,22 +109,22 @@ impl Shared<'_> {
         let Some(links) = self.plan.links.get(&e) else {
             return;
         };
-        let first = &self.plan.entries[e as usize].path;
+        let first = &self.plan.entry_path(e);
         for &l in links {
-            let lp = &self.plan.entries[l as usize];
+            let lpath = self.plan.entry_path(l);
             match &self.scan.entries[l as usize] {
                 EntryAction::Skip => {}
-                EntryAction::Blocked(msg) => self.issue(&lp.path, msg.clone()),
+                EntryAction::Blocked(msg) => self.issue(&lpath, msg.clone()),
                 _ if !ok => self.issue(
-                    &lp.path,
+                    &lpath,
                     format!(
                         "{}: not linked: {} was not restored",
-                        lp.path.display(),
+                        lpath.display(),
                         first.display()
                     ),
                 ),
                 _ => {
-                    if let Err(err) = link(first, &lp.path)
+                    if let Err(err) = link(first, &lpath)
                         && self.fs_error(&err)
                     {
                         return;
@@ -159,7 +159,8 @@ impl Shared<'_> {
     /// Applies a directory's metadata once everything inside is done.
     pub fn dir_complete(&self, d: u32) {
         let dp = &self.plan.dirs[d as usize];
-        let Some(node) = &dp.node else { return };
+        let Some(meta) = &dp.meta else { return };
+        let node = &meta.node();
         if matches!(self.scan.dirs[d as usize], DirAction::Blocked(_)) || self.stopped() {
             return;
         }

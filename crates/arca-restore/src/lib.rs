@@ -279,14 +279,12 @@ pub fn restore(
         .blob_id(&vec![0u8; repo.config().chunker.max as usize]);
     let plan = plan::Planner {
         index,
-        trees: &loaded,
         sel: &sel,
         target: &opts.target,
         keep_names: opts.delete,
         zero_id,
     }
-    .build(snapshot.tree);
-    drop(loaded);
+    .build(loaded, snapshot.tree);
     lap("plan", &mut phases);
     let io_threads = (t.workers * 2).max(8);
     let checker = hashing::BlockChecker {

@@ -148,7 +148,7 @@ impl Tuning {
         });
         let max_read = match self.max_read {
             0 if remote => (16 * MIB).max(read_gap * 2),
-            0 => 4 * MIB,
+            0 => 2 * MIB,
             n => n,
         };
         let queue = match self.queue {

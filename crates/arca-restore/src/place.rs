@@ -143,7 +143,7 @@ impl<'a, 's> Worker<'a, 's> {
                 d.kept.push((jb.blob, Arc::from(plain)));
             }
         }
-        buf.clear();
+        // Kept at its length: the next read into it zero-fills nothing.
         d.buffer = Some(buf);
         d
     }
@@ -260,7 +260,7 @@ impl<'a, 's> Worker<'a, 's> {
     fn zero(&mut self, t: Target, len: u64) {
         let sh = self.sh;
         let res = file(sh, &mut self.open, t.file).and_then(|file| {
-            let path = &sh.plan.file_entry(t.file).path;
+            let path = &sh.plan.file_path(t.file);
             let punched = fallocate(
                 file.as_raw_fd(),
                 FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE,
@@ -292,11 +292,11 @@ impl<'a, 's> Worker<'a, 's> {
     /// Copies `len` bytes from where the restore put them to `dst`.
     fn copy(&mut self, src: Target, dst: Target, len: u64) -> Result<(), CopyError> {
         if !self.sources.contains_key(&src.file) {
-            let f = arca_fs::open_noatime(&self.sh.plan.file_entry(src.file).path)
+            let f = arca_fs::open_noatime(&self.sh.plan.file_path(src.file))
                 .map_err(|_| CopyError::Source)?;
             self.sources.insert(src.file, f);
         }
-        let path = self.sh.plan.file_entry(dst.file).path.clone();
+        let path = self.sh.plan.file_path(dst.file);
         file(self.sh, &mut self.open, dst.file).map_err(CopyError::Target)?;
         let (Some(from), Some(to)) = (self.sources.get(&src.file), self.open.get(&dst.file)) else {
             return Err(CopyError::Source);
@@ -327,7 +327,7 @@ fn write(sh: &Shared, open: &mut HashMap<u32, File>, t: Target, data: &[u8]) -> 
     let fresh =
         sh.scan.entries[sh.plan.files[t.file as usize].entry as usize] != EntryAction::Patch;
     let res = file(sh, open, t.file).and_then(|file| {
-        let path = &sh.plan.file_entry(t.file).path;
+        let path = &sh.plan.file_path(t.file);
         if fresh {
             // The range reads as zeros already: zero pages stay holes.
             arca_fs::write_sparse(file, t.offset, data).map_err(|e| FsError::new("write", path, e))

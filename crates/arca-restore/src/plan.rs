@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use arca_format::{BlobKind, Id, Node, NodeKind};
+use arca_format::{BlobKind, Id, Node, NodeKind, Timespec, Tree, Xattrs};
 use arca_repo::Index;
 
 use crate::RestoreIssue;
@@ -16,6 +16,61 @@ use crate::trees::{Selection, Trees};
 /// No parent (the target directory itself).
 pub(crate) const NO_PARENT: u32 = u32::MAX;
 
+/// What a restore applies to an entry: a tree node without what restores do not use (names
+/// of owners, change-detection fields, content), in a fraction of a node's size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub kind: NodeKind,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub mtime: Timespec,
+    pub atime: Timespec,
+    pub rdev: u64,
+    /// Symlink target and extended attributes, when there are any.
+    pub extra: Option<Box<(Vec<u8>, Xattrs)>>,
+}
+
+impl Meta {
+    fn from_node(n: Node) -> Self {
+        let extra = (!n.link_target.is_empty() || !n.xattrs.is_empty())
+            .then(|| Box::new((n.link_target, n.xattrs)));
+        Self {
+            kind: n.kind.unwrap_or(NodeKind::File),
+            mode: n.mode,
+            uid: n.uid,
+            gid: n.gid,
+            mtime: n.mtime,
+            atime: n.atime,
+            rdev: n.rdev,
+            extra,
+        }
+    }
+
+    /// A node carrying this metadata, for the file-system calls (allocates only for symlink
+    /// targets and xattrs).
+    pub fn node(&self) -> Node {
+        let (link_target, xattrs) = self.extra.as_deref().cloned().unwrap_or_default();
+        Node {
+            kind: Some(self.kind),
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+            mtime: self.mtime,
+            atime: self.atime,
+            rdev: self.rdev,
+            link_target,
+            xattrs,
+            ..Node::default()
+        }
+    }
+
+    /// The symlink target.
+    pub fn link_target(&self) -> &[u8] {
+        self.extra.as_deref().map_or(&[], |e| e.0.as_slice())
+    }
+}
+
 /// A directory of the restore; `dirs[0]` is the target directory itself.
 #[derive(Debug)]
 pub(crate) struct DirPlan {
@@ -23,8 +78,8 @@ pub(crate) struct DirPlan {
     pub path: PathBuf,
     /// Path in the snapshot (for patterns).
     pub snap_path: PathBuf,
-    /// The snapshot's node (none for the target directory).
-    pub node: Option<Node>,
+    /// Its metadata (none for the target directory).
+    pub meta: Option<Meta>,
     /// Parent directory, [`NO_PARENT`] for the target.
     pub parent: u32,
     /// Whether the directory is restored as a whole (not only to reach included entries).
@@ -50,13 +105,14 @@ pub(crate) enum EntryKind {
     Link(u32),
 }
 
-/// A non-directory entry.
+/// A non-directory entry (its path is its directory's path and its name, see
+/// [`Plan::entry_path`]: a full path per entry would double the plan's size).
 #[derive(Debug)]
 pub(crate) struct EntryPlan {
-    /// Path in the target.
-    pub path: PathBuf,
-    /// The snapshot's node, without its content list (moved into [`Plan::uses`]).
-    pub node: Node,
+    /// File name.
+    pub name: Box<[u8]>,
+    /// Metadata to apply.
+    pub meta: Meta,
     /// Directory holding it.
     pub parent: u32,
     /// How it is restored.
@@ -129,16 +185,24 @@ impl Plan {
         &self.uses[fp.first as usize..fp.end as usize]
     }
 
-    /// The entry of file `f`.
-    pub fn file_entry(&self, f: u32) -> &EntryPlan {
-        &self.entries[self.files[f as usize].entry as usize]
+    /// Path of entry `e` in the target.
+    pub fn entry_path(&self, e: u32) -> PathBuf {
+        let ep = &self.entries[e as usize];
+        self.dirs[ep.parent as usize]
+            .path
+            .join(OsStr::from_bytes(&ep.name))
+    }
+
+    /// Path of file `f` in the target.
+    pub fn file_path(&self, f: u32) -> PathBuf {
+        self.entry_path(self.files[f as usize].entry)
     }
 }
 
-/// Builds the plan from loaded trees.
+/// Builds the plan from loaded trees, taking their nodes (a listing used only once is
+/// moved into the plan, not copied).
 pub(crate) struct Planner<'a> {
     pub index: &'a Index,
-    pub trees: &'a Trees,
     pub sel: &'a Selection,
     pub target: &'a Path,
     /// Keep every directory's names (for `--delete`).
@@ -149,18 +213,33 @@ pub(crate) struct Planner<'a> {
 
 struct Walk {
     plan: Plan,
+    trees: Trees,
+    /// How many more times each listing will be entered.
+    refs: HashMap<Id, u32>,
     blob_ids: HashMap<Id, u32>,
     link_first: HashMap<(u64, u64), u32>,
     /// Directories kept only to reach included entries, to drop when nothing lands in them.
     needed: Vec<bool>,
 }
 
+/// A directory being walked: its index and the nodes of its listing still to visit.
+type Frame = (u32, std::vec::IntoIter<Node>);
+
 impl Planner<'_> {
     /// Walks the trees depth first, in name order (the order backups write data in, so the
     /// plan's file order follows the packs).
-    pub fn build(&self, root: Id) -> Plan {
+    pub fn build(&self, trees: Trees, root: Id) -> Plan {
+        let mut refs: HashMap<Id, u32> = HashMap::new();
+        *refs.entry(root).or_default() += 1;
+        for t in trees.values().flatten() {
+            for sub in t.nodes.iter().filter_map(|n| n.subtree) {
+                *refs.entry(sub).or_default() += 1;
+            }
+        }
         let mut w = Walk {
             plan: Plan::default(),
+            trees,
+            refs,
             blob_ids: HashMap::new(),
             link_first: HashMap::new(),
             needed: vec![true],
@@ -168,49 +247,45 @@ impl Planner<'_> {
         w.plan.dirs.push(DirPlan {
             path: self.target.to_path_buf(),
             snap_path: PathBuf::from("/"),
-            node: None,
+            meta: None,
             parent: NO_PARENT,
             selected: self.sel.includes.is_none(),
             children: 0,
             names: vec![],
             listed: false,
         });
-        // Explicit stack of (directory index, listing, next node): deep trees must not
-        // exhaust the thread's stack. A subdirectory is walked as soon as it is met, as the
-        // backup walked it.
-        let mut stack: Vec<(u32, &arca_format::Tree, usize)> = vec![];
+        // Explicit stack: deep trees must not exhaust the thread's stack. A subdirectory is
+        // walked as soon as it is met, as the backup walked it.
+        let mut stack: Vec<Frame> = vec![];
         self.enter(&mut w, &mut stack, 0, root);
         while let Some(top) = stack.last_mut() {
-            let (d, tree, pos) = (top.0, top.1, top.2);
-            let Some(node) = tree.nodes.get(pos) else {
+            let d = top.0;
+            let Some(mut node) = top.1.next() else {
                 stack.pop();
                 continue;
             };
-            top.2 += 1;
-            let (snap_path, dest) = {
-                let dp = &w.plan.dirs[d as usize];
-                let name = OsStr::from_bytes(&node.name);
-                (dp.snap_path.join(name), dp.path.join(name))
-            };
+            let snap_path = w.plan.dirs[d as usize]
+                .snap_path
+                .join(OsStr::from_bytes(&node.name));
             let Some(selected) =
                 self.sel
-                    .decide(node, &snap_path, w.plan.dirs[d as usize].selected)
+                    .decide(&node, &snap_path, w.plan.dirs[d as usize].selected)
             else {
                 continue;
             };
             if !node.is_dir() {
-                self.add_entry(&mut w, d, node, dest);
+                self.add_entry(&mut w, d, node);
                 continue;
             }
             let idx = w.plan.dirs.len() as u32;
-            let mut n = node.clone();
-            let sub = n.subtree.take();
-            n.user = vec![];
-            n.group = vec![];
+            let sub = node.subtree.take();
+            let path = w.plan.dirs[d as usize]
+                .path
+                .join(OsStr::from_bytes(&node.name));
             w.plan.dirs.push(DirPlan {
-                path: dest,
+                path,
                 snap_path,
-                node: Some(n),
+                meta: Some(Meta::from_node(node)),
                 parent: d,
                 selected,
                 children: 0,
@@ -228,24 +303,30 @@ impl Planner<'_> {
         finish(w)
     }
 
-    /// Starts walking the listing `tree_id` of directory `d`.
-    fn enter<'t>(
-        &'t self,
-        w: &mut Walk,
-        stack: &mut Vec<(u32, &'t arca_format::Tree, usize)>,
-        d: u32,
-        tree_id: Id,
-    ) {
-        match self.trees.get(&tree_id) {
-            Some(Ok(t)) => {
+    /// Starts walking the listing `tree_id` of directory `d`: takes it out of the loaded
+    /// trees when this is its last use, copies it otherwise.
+    fn enter(&self, w: &mut Walk, stack: &mut Vec<Frame>, d: u32, tree_id: Id) {
+        let last = match w.refs.get_mut(&tree_id) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            _ => true,
+        };
+        let tree = if last {
+            w.trees.remove(&tree_id)
+        } else {
+            w.trees.get(&tree_id).cloned()
+        };
+        match tree {
+            Some(Ok(Tree { nodes })) => {
                 w.plan.dirs[d as usize].listed = true;
                 if self.keep_names {
-                    w.plan.dirs[d as usize].names =
-                        t.nodes.iter().map(|n| n.name.clone()).collect();
+                    w.plan.dirs[d as usize].names = nodes.iter().map(|n| n.name.clone()).collect();
                 }
-                stack.push((d, t, 0));
+                stack.push((d, nodes.into_iter()));
             }
-            Some(Err(e)) => self.lost_listing(w, d, e),
+            Some(Err(e)) => self.lost_listing(w, d, &e),
             None => {} // not loaded: the load was stopped
         }
     }
@@ -259,17 +340,17 @@ impl Planner<'_> {
         });
     }
 
-    fn add_entry(&self, w: &mut Walk, d: u32, node: &Node, dest: PathBuf) {
+    fn add_entry(&self, w: &mut Walk, d: u32, mut node: Node) {
         let e = w.plan.entries.len() as u32;
+        let content = std::mem::take(&mut node.content);
+        let name = std::mem::take(&mut node.name).into_boxed_slice();
         if node.nlink > 1 {
             match w.link_first.get(&(node.dev, node.inode)) {
-                Some(&first) if w.plan.entries[first as usize].node.kind() == node.kind() => {
+                Some(&first) if w.plan.entries[first as usize].meta.kind == node.kind() => {
                     w.plan.links.entry(first).or_default().push(e);
-                    let mut n = node.clone();
-                    n.content = vec![];
                     w.plan.entries.push(EntryPlan {
-                        path: dest,
-                        node: n,
+                        name,
+                        meta: Meta::from_node(node),
                         parent: d,
                         kind: EntryKind::Link(first),
                     });
@@ -282,11 +363,6 @@ impl Planner<'_> {
                 }
             }
         }
-        let mut n = node.clone();
-        let content = std::mem::take(&mut n.content);
-        // Owner names are not restored (numeric ids are); drop them early.
-        n.user = vec![];
-        n.group = vec![];
         let kind = match node.kind() {
             NodeKind::File => {
                 let f = w.plan.files.len() as u32;
@@ -314,8 +390,8 @@ impl Planner<'_> {
             _ => EntryKind::Special,
         };
         w.plan.entries.push(EntryPlan {
-            path: dest,
-            node: n,
+            name,
+            meta: Meta::from_node(node),
             parent: d,
             kind,
         });
@@ -475,13 +551,12 @@ mod tests {
         };
         let p = Planner {
             index: &index,
-            trees: &trees,
             sel: &sel,
             target: Path::new("/t"),
             keep_names: true,
             zero_id: Id([0; 32]),
         }
-        .build(Id([100; 32]));
+        .build(trees.clone(), Id([100; 32]));
         assert_eq!(p.dirs.len(), 3);
         assert_eq!(p.dirs[1].path, Path::new("/t/a"));
         assert_eq!(p.issues.len(), 1, "{:?}", p.issues);
@@ -489,7 +564,7 @@ mod tests {
         let f = p
             .files
             .iter()
-            .find(|f| p.entries[f.entry as usize].path == Path::new("/t/a/h"))
+            .find(|f| p.entry_path(f.entry) == Path::new("/t/a/h"))
             .unwrap();
         let offsets: Vec<u64> = p.uses[f.first as usize..f.end as usize]
             .iter()
@@ -501,15 +576,13 @@ mod tests {
             p.uses[f.first as usize + 2].blob
         );
         // h (same inode as f) comes first in the walk (a/ before f): f links to a/h.
-        let h = p
-            .entries
-            .iter()
-            .position(|e| e.path == Path::new("/t/a/h"))
-            .unwrap() as u32;
+        let h = (0..p.entries.len() as u32)
+            .find(|&e| p.entry_path(e) == Path::new("/t/a/h"))
+            .unwrap();
         assert!(
             p.links[&h]
                 .iter()
-                .any(|&l| p.entries[l as usize].path == Path::new("/t/f"))
+                .any(|&l| p.entry_path(l) == Path::new("/t/f"))
         );
         assert_eq!(p.dirs[0].children, 3);
         assert_eq!(p.dirs[0].names.len(), 3);
@@ -521,13 +594,12 @@ mod tests {
         };
         let p = Planner {
             index: &index,
-            trees: &trees,
             sel: &sel,
             target: Path::new("/t"),
             keep_names: false,
             zero_id: Id([0; 32]),
         }
-        .build(Id([100; 32]));
+        .build(trees, Id([100; 32]));
         assert_eq!(p.entries.len(), 1);
         assert_eq!(p.dirs.len(), 2);
         assert!(!p.dirs[1].selected);

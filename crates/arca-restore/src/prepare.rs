@@ -108,12 +108,13 @@ impl Shared<'_> {
     /// way of files that do.
     fn settle_entry(&self, e: u32) {
         let ep = &self.plan.entries[e as usize];
+        let path = &self.plan.entry_path(e);
         let action = &self.scan.entries[e as usize];
         match (ep.kind, action) {
             // Made when the entry it links to is done.
             (EntryKind::Link(_), _) => {}
             (EntryKind::File(_), EntryAction::Replace) => {
-                if let Err(err) = remove(&ep.path, true) {
+                if let Err(err) = remove(path, true) {
                     self.fs_error(&err);
                 }
             }
@@ -123,14 +124,14 @@ impl Shared<'_> {
                 self.entry_done(e);
             }
             (_, EntryAction::Blocked(msg)) => {
-                self.issue(&ep.path, msg.clone());
+                self.issue(path, msg.clone());
                 self.make_links(e, false);
                 self.entry_done(e);
             }
             (_, EntryAction::Keep { meta_ok }) => {
                 let mut ok = true;
                 if !meta_ok {
-                    for err in arca_fs::apply_metadata(&ep.path, &ep.node, self.metadata) {
+                    for err in arca_fs::apply_metadata(path, &ep.meta.node(), self.metadata) {
                         ok = false;
                         if self.fs_error(&err) {
                             return;
@@ -146,18 +147,18 @@ impl Shared<'_> {
             }
             (_, EntryAction::Create | EntryAction::Replace | EntryAction::Patch) => {
                 let res = (if *action == EntryAction::Replace {
-                    remove(&ep.path, true)
+                    remove(path, true)
                 } else {
                     Ok(())
                 })
-                .and_then(|()| match ep.node.kind() {
-                    NodeKind::Symlink => arca_fs::create_symlink(&ep.path, &ep.node),
-                    _ => arca_fs::create_special(&ep.path, &ep.node),
+                .and_then(|()| match ep.meta.kind {
+                    NodeKind::Symlink => arca_fs::create_symlink(path, &ep.meta.node()),
+                    _ => arca_fs::create_special(path, &ep.meta.node()),
                 });
                 let mut ok = res.is_ok();
                 match res {
                     Ok(()) => {
-                        for err in arca_fs::apply_metadata(&ep.path, &ep.node, self.metadata) {
+                        for err in arca_fs::apply_metadata(path, &ep.meta.node(), self.metadata) {
                             ok = false;
                             if self.fs_error(&err) {
                                 return;

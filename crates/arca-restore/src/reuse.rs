@@ -37,7 +37,8 @@ pub(crate) fn find(
     let found = parallel_map(files.len(), threads, stop, |i| {
         let f = files[i];
         let fp = plan.files[f as usize];
-        let Ok(rel) = plan.entries[fp.entry as usize].path.strip_prefix(target) else {
+        let entry_path = plan.entry_path(fp.entry);
+        let Ok(rel) = entry_path.strip_prefix(target) else {
             return vec![];
         };
         let mut out = vec![];
@@ -94,7 +95,7 @@ pub(crate) fn verify(
     let res = parallel_map(files.len(), threads, stop, |i| {
         let f = files[i];
         let fp = plan.files[f as usize];
-        let path = &plan.entries[fp.entry as usize].path;
+        let path = &plan.entry_path(fp.entry);
         let size = match fs::symlink_metadata(path) {
             Ok(m) if m.is_file() => m.len(),
             Ok(_) => return Some(format!("{}: is not a regular file", path.display())),
@@ -123,7 +124,7 @@ pub(crate) fn verify(
         .zip(res)
         .filter_map(|(&f, r)| {
             r.flatten().map(|message| RestoreIssue {
-                path: plan.file_entry(f).path.clone(),
+                path: plan.file_path(f),
                 message,
             })
         })

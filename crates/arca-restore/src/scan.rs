@@ -143,7 +143,7 @@ impl Scanner<'_> {
                 Some(Ok((a, None))) => a,
                 Some(Err(err)) => EntryAction::Blocked(format!(
                     "{}: cannot look at the existing entry: {err}",
-                    plan.entries[e].path.display()
+                    plan.entry_path(e as u32).display()
                 )),
                 None => EntryAction::Skip, // stopped
             };
@@ -173,8 +173,9 @@ impl Scanner<'_> {
     /// must be hashed first.
     fn entry_action(&self, e: usize) -> io::Result<(EntryAction, Option<u64>)> {
         let ep = &self.plan.entries[e];
-        let node = &ep.node;
-        let Some(m) = lstat(&ep.path)? else {
+        let path = &self.plan.entry_path(e as u32);
+        let node = &ep.meta.node();
+        let Some(m) = lstat(path)? else {
             return Ok((EntryAction::Create, None));
         };
         let ft = m.file_type();
@@ -187,7 +188,7 @@ impl Scanner<'_> {
                 } else {
                     EntryAction::Blocked(format!(
                         "{}: a directory is in the way (use --delete to replace it)",
-                        ep.path.display()
+                        path.display()
                     ))
                 },
                 None,
@@ -200,18 +201,14 @@ impl Scanner<'_> {
             _ => {}
         }
         let keep = || EntryAction::Keep {
-            meta_ok: arca_fs::metadata_matches(&ep.path, &m, node, self.metadata),
+            meta_ok: arca_fs::metadata_matches(path, &m, node, self.metadata),
         };
         let action = match ep.kind {
             // Decided when the link is made: right inode, or replaced.
             EntryKind::Link(_) => EntryAction::Create,
             EntryKind::Symlink => {
-                match ft
-                    .is_symlink()
-                    .then(|| fs::read_link(&ep.path))
-                    .transpose()?
-                {
-                    Some(t) if t.as_os_str().as_bytes() == node.link_target.as_slice() => keep(),
+                match ft.is_symlink().then(|| fs::read_link(path)).transpose()? {
+                    Some(t) if t.as_os_str().as_bytes() == ep.meta.link_target() => keep(),
                     _ => EntryAction::Replace,
                 }
             }
@@ -252,7 +249,7 @@ impl Scanner<'_> {
                 return Ok(vec![]);
             };
             self.checker
-                .held(&plan.entries[e].path, size, plan.file_uses(f))
+                .held(&plan.entry_path(e as u32), size, plan.file_uses(f))
         });
         for (&(e, size), r) in hash.iter().zip(held) {
             let ep = &plan.entries[e];
@@ -266,8 +263,9 @@ impl Scanner<'_> {
                     let all = h.iter().all(|&x| x);
                     scan.in_place[fp.first as usize..fp.end as usize].copy_from_slice(&h);
                     if all && size == fp.size {
-                        let meta_ok = lstat(&ep.path).ok().flatten().is_some_and(|m| {
-                            arca_fs::metadata_matches(&ep.path, &m, &ep.node, self.metadata)
+                        let path = plan.entry_path(e as u32);
+                        let meta_ok = lstat(&path).ok().flatten().is_some_and(|m| {
+                            arca_fs::metadata_matches(&path, &m, &ep.meta.node(), self.metadata)
                         });
                         scan.entries[e] = EntryAction::Keep { meta_ok };
                     }

@@ -179,9 +179,10 @@ impl<'a, 's> Scheduler<'a, 's> {
         u64::from(self.sh.plan.blobs[b as usize].raw_len)
     }
 
-    /// Most fetch jobs in flight.
+    /// Most fetch jobs in flight: one per fetcher, plus one per worker (being decoded or
+    /// waiting for a worker); more would only hold memory.
     fn max_fetch(&self) -> usize {
-        self.t.fetchers + self.t.queue
+        self.t.fetchers + self.t.workers
     }
 
     /// Most place jobs in flight.
@@ -191,7 +192,7 @@ impl<'a, 's> Scheduler<'a, 's> {
 
     /// Capacity of the report channel: one slot for every job that can be in flight.
     pub fn done_capacity(t: &Resolved) -> usize {
-        (t.fetchers + t.queue) + (t.queue + t.workers) + 1
+        (t.fetchers + t.workers) + (t.queue + t.workers) + 1
     }
 
     /// Runs the restore's content phase to the end (or until a stop).
@@ -708,7 +709,7 @@ impl<'a, 's> Scheduler<'a, 's> {
                 self.sh.fail_file(t.file, || {
                     format!(
                         "{}: content at offset {} was never scheduled (blob {})",
-                        self.sh.plan.file_entry(t.file).path.display(),
+                        self.sh.plan.file_path(t.file).display(),
                         t.offset,
                         self.sh.plan.blobs[b as usize].id
                     )
@@ -723,7 +724,7 @@ impl<'a, 's> Scheduler<'a, 's> {
 pub(crate) fn lost(sh: &Shared, t: Target, why: &str) -> String {
     format!(
         "{}: content at offset {} lost: {why}",
-        sh.plan.file_entry(t.file).path.display(),
+        sh.plan.file_path(t.file).display(),
         t.offset
     )
 }

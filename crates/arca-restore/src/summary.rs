@@ -101,10 +101,10 @@ pub struct PlanSummary {
     pub deletes: u64,
 }
 
-fn kind_name(k: EntryKind, node: &arca_format::Node) -> &'static str {
+fn kind_name(k: EntryKind, kind: arca_format::NodeKind) -> &'static str {
     match k {
         EntryKind::Link(_) => "hardlink",
-        _ => node.kind().name(),
+        _ => kind.name(),
     }
 }
 
@@ -223,8 +223,8 @@ pub(crate) fn summarize(
             }
         }
         observer.planned(&PlannedEntry {
-            path: &ep.path,
-            kind: kind_name(ep.kind, &ep.node),
+            path: &plan.entry_path(e as u32),
+            kind: kind_name(ep.kind, ep.meta.kind),
             action: shown,
             bytes,
         });
