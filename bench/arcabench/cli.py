@@ -16,7 +16,8 @@ from . import datasets as dsm
 from . import plots, report
 from .measure import drop_caches, ensure_gnu_time
 from .scenarios import Bench
-from .tools import Arca, ArcaRemote, Borg, Restic
+from .tools import (KOPIA_VERSION, RESTIC_LATEST_VERSION, RUSTIC_VERSION, Arca, ArcaRemote, Borg,
+                    Kopia, Restic, ResticLatest, Rustic)
 
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(BENCH)
@@ -25,9 +26,45 @@ DEFAULT_RUNS = {"small": 3, "medium": 3, "many": 1, "generations": 3}
 SETTINGS = {
     "arca": "defaults (zstd level 3), encrypted, local repository",
     "arca-remote": "as arca, backend throttled: {lat} per request, {bw}/s",
-    "restic": "repository v2, --compression auto (zstd default level), encrypted, local cache",
-    "borg": "repokey-blake2, --compression zstd,3, default chunker, local cache",
+    "restic": "Debian's package; repository v2, --compression auto (zstd default level), "
+              "encrypted, local cache",
+    "restic-latest": "built from source (Go); repository v2, --compression auto (zstd default "
+                     "level, as level 3), encrypted, local cache",
+    "rustic": "built from source (cargo install rustic-rs); init --set-compression 3 (zstd level "
+              "3, also its default), encrypted, local cache",
+    "kopia": "built from source (Go); filesystem repository, global policy --compression=zstd "
+             "(klauspost zstd default level, as level 3; kopia's default is none), default "
+             "AES256-GCM encryption and DYNAMIC-4M-BUZHASH splitter, local cache; retention "
+             "--keep-latest 1000000 (kopia expires snapshots after each backup; keep them all, "
+             "as the others do)",
+    "borg": "Debian's package; repokey-blake2, --compression zstd,3, default chunker, local cache",
 }
+
+# --tools: names and aliases. The default is the quick set (Debian packages, nothing to build);
+# the strong peers are built from pinned sources on first use and cached under bench/out/peers/.
+DEFAULT_TOOLS = "arca,restic,borg"
+TOOL_ALIASES = {
+    "strong": ["arca", "rustic", "restic-latest", "kopia", "borg"],
+    "all": ["arca", "rustic", "restic-latest", "restic", "kopia", "borg"],
+}
+PEERS = {"rustic": Rustic, "restic-latest": ResticLatest, "restic": Restic, "kopia": Kopia,
+         "borg": Borg}
+TOOL_ORDER = ["arca", *PEERS, "arca-remote"]  # columns of the report, in this order
+
+
+def expand_tools(text: str) -> list:
+    """`--tools` value -> tool names, aliases expanded, duplicates dropped, in TOOL_ORDER."""
+    names = []
+    for t in (x.strip() for x in text.split(",")):
+        if not t:
+            continue
+        for n in TOOL_ALIASES.get(t, [t]):
+            if n not in TOOL_ORDER:
+                raise ValueError(f"unknown tool {n!r}; choose from {', '.join(TOOL_ORDER)} "
+                                 f"or {', '.join(TOOL_ALIASES)}")
+            if n not in names:
+                names.append(n)
+    return sorted(names, key=TOOL_ORDER.index)
 
 
 def parse_args(argv):
@@ -36,14 +73,22 @@ def parse_args(argv):
     mode.add_argument("--smoke", action="store_true",
                       help="tiny datasets, 1 run, every scenario; outputs under bench/out only")
     mode.add_argument("--full", action="store_true", help="also the 10 GiB 'medium' dataset")
-    p.add_argument("--tools", default="arca,restic,borg",
-                   help="comma list of arca, restic, borg (arca implies the throttled arca-remote)")
+    p.add_argument("--tools", default=DEFAULT_TOOLS,
+                   help="comma list of arca, restic (Debian's 0.14), borg (Debian's 1.2), "
+                   f"rustic ({RUSTIC_VERSION}), restic-latest ({RESTIC_LATEST_VERSION}), kopia "
+                   f"({KOPIA_VERSION}), or the aliases strong (= "
+                   f"{','.join(TOOL_ALIASES['strong'])}) and all (= strong + restic); arca "
+                   "implies the throttled arca-remote. rustic, restic-latest and kopia are built "
+                   "from source on first use (cargo/go; rustic alone takes 10-15 min or more on 2 "
+                   "cores) and cached "
+                   f"under bench/out/peers/. Default: {DEFAULT_TOOLS} (nothing to build)")
     p.add_argument("--datasets", help="comma list of small, medium, many, generations")
     p.add_argument("--runs", type=int, help="runs per scenario (median reported); default 1 with "
                    "--smoke, else " + ", ".join(f"{k} {v}" for k, v in DEFAULT_RUNS.items()))
     p.add_argument("--seed", type=int, default=1, help="dataset seed (default 1)")
-    p.add_argument("--no-build", action="store_true", help="do not run cargo build; use the "
-                   "existing target/release/arca (or $ARCA_BIN)")
+    p.add_argument("--no-build", action="store_true", help="do not run cargo build for arca; use "
+                   "the existing target/release/arca (or $ARCA_BIN). Peers built from source are "
+                   "still built when requested and missing")
     p.add_argument("--no-remote", action="store_true", help="skip the throttled arca variant")
     p.add_argument("--remote-latency", default="20ms")
     p.add_argument("--remote-bandwidth", default="100MB")
@@ -177,11 +222,11 @@ def main(argv=None) -> int:
         if n not in specs:
             print(f"unknown dataset {n!r}; choose from {', '.join(specs)}", file=sys.stderr)
             return 2
-    wanted = [t.strip() for t in args.tools.split(",") if t.strip()]
-    for t in wanted:
-        if t not in ("arca", "restic", "borg", "arca-remote"):
-            print(f"unknown tool {t!r}", file=sys.stderr)
-            return 2
+    try:
+        wanted = expand_tools(args.tools)
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
     timeout = args.timeout or (600 if args.smoke else 4 * 3600)
 
     work = os.path.join(out, "work")
@@ -216,16 +261,23 @@ def main(argv=None) -> int:
             else:
                 remote.note = arca.note
             tools.append(remote)
-    for cls in (Restic, Borg):
-        if cls.name in wanted:
+    peer_setup_s = {}
+    for name, cls in PEERS.items():
+        if name in wanted:
             t = cls(home_root)
-            if t.ensure(log):
+            t_peer = time.monotonic()
+            try:
+                ok = t.ensure(log)
+            except Exception as e:  # noqa: BLE001 - a peer's setup never stops the run
+                ok, t.available = False, False
+                t.note = t.note or f"{t.name} setup failed: {e!r}"[:300]
+            peer_setup_s[name] = round(time.monotonic() - t_peer, 1)
+            if ok:
                 log(f"{t.name}: {t.version}")
             else:
                 log(f"SKIPPING {t.name}: {t.note}")
             tools.append(t)
-    order = {"arca": 0, "restic": 1, "borg": 2, "arca-remote": 3}
-    tools.sort(key=lambda t: order[t.name])
+    tools.sort(key=lambda t: TOOL_ORDER.index(t.name))
     active = [t for t in tools if t.available]
     if not ensure_gnu_time(log):
         log("WARNING: GNU time (/usr/bin/time) unavailable: peak RSS will not be reported")
@@ -275,13 +327,15 @@ def main(argv=None) -> int:
             "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - total_s)),
             "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seconds": total_s,
             "setup_seconds": setup_s, "arca_build_seconds": arca_build_s,
+            "peer_setup_seconds": peer_setup_s,
             "dataset_seconds": data_s, "seed": args.seed, "machine": machine_info(out),
             "caches_dropped": dropped if bench.caches_dropped is None else bench.caches_dropped,
             "run_id": run_id, "logs": logs,
         },
         "tools": [{"name": t.name, "label": t.label, "peer": t.peer, "available": t.available,
                    "version": t.version, "note": t.note,
-                   "settings": SETTINGS[t.name].format(lat=args.remote_latency, bw=args.remote_bandwidth)}
+                   "settings": SETTINGS[t.name].format(lat=args.remote_latency, bw=args.remote_bandwidth),
+                   "verify_note": t.verify_note}
                   for t in tools],
         "datasets": results_ds,
         "failures": bench.failures, "expected_failures": bench.expected_failures,
@@ -304,9 +358,9 @@ def main(argv=None) -> int:
         log(f"ARCA CONTRACT VIOLATION: {c}")
     for f in bench.failures:
         log(f"FAILURE: {f['where']} ({f['runs_failed']} run(s)): {f['failure']}")
-    log(f"{mode} run finished in {total_s:.0f} s (tool setup incl. arca build {setup_s:.0f} s, "
+    log(f"{mode} run finished in {total_s:.0f} s (tool setup incl. builds {setup_s:.0f} s, "
         f"datasets {data_s:.0f} s, benchmark without setup {bench_s:.0f} s)")
-    if args.smoke and bench_s > 180:
+    if args.smoke and bench_s > 180 and wanted == expand_tools(DEFAULT_TOOLS):
         log(f"WARNING: smoke took {bench_s:.0f} s without the build, over the 180 s budget")
     return 1 if (bench.failures or bench.contract) else 0
 

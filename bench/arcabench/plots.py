@@ -6,7 +6,16 @@ import os
 
 from .scenarios import REFERENCES, SCENARIOS
 
-COLORS = {"arca": "#d62728", "arca-remote": "#ff9896", "restic": "#1f77b4", "borg": "#2ca02c"}
+COLORS = {"arca": "#d62728", "arca-remote": "#ff9896", "restic": "#1f77b4",
+          "restic-latest": "#17becf", "rustic": "#ff7f0e", "kopia": "#9467bd", "borg": "#2ca02c"}
+OTHER_COLORS = ["#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
+
+
+def color(name: str) -> str:
+    """A fixed colour per tool; tools not listed get distinct spares, stable per name."""
+    if name in COLORS:
+        return COLORS[name]
+    return OTHER_COLORS[sum(name.encode()) % len(OTHER_COLORS)]
 
 
 def available() -> bool:
@@ -51,10 +60,10 @@ def wall_chart(results, ds, path) -> str:
             yy = y + 0.4 - h * (j + 0.5)
             if cell["ok"]:
                 v = cell["median"]["wall_s"]
-                ax.barh(yy, v, h, color=COLORS.get(t, "#9467bd"), label=_label(results, t))
+                ax.barh(yy, v, h, color=color(t), label=_label(results, t))
                 ax.text(v, yy, f" {v:.2f}", va="center", fontsize=7)
             else:
-                ax.text(0, yy, " failed", va="center", fontsize=7, color=COLORS.get(t, "k"))
+                ax.text(0, yy, " failed", va="center", fontsize=7, color=color(t))
     for k, key in enumerate(refs):
         y = rows - 1 - len(scen) - k
         yticks.append(y)
@@ -68,9 +77,11 @@ def wall_chart(results, ds, path) -> str:
     ax.set_xlabel("wall seconds (median, page cache dropped)")
     ax.set_title(f"{ds['name']}: {ds['manifest']['files']:,} files, "
                  f"{ds['manifest']['bytes'] / 2**20:,.0f} MiB")
-    handles, labels = ax.get_legend_handles_labels()
-    uniq = dict(zip(labels, handles))
-    ax.legend(uniq.values(), uniq.keys(), fontsize=8, loc="lower right")
+    # One legend entry per tool, in column order, also for a tool whose every cell failed.
+    from matplotlib.patches import Patch
+
+    ax.legend([Patch(color=color(t)) for t in tools], [_label(results, t) for t in tools],
+              fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -84,8 +95,8 @@ def generations_chart(results, ds, path) -> str:
     fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(13, 3.8))
     for t, series in ds["series"].items():
         xs = [p["generation"] for p in series]
-        a1.plot(xs, [p["wall_s"] for p in series], marker=".", color=COLORS.get(t), label=_label(results, t))
-        a2.plot(xs, [p["repo_bytes"] / 2**20 for p in series], marker=".", color=COLORS.get(t),
+        a1.plot(xs, [p["wall_s"] for p in series], marker=".", color=color(t), label=_label(results, t))
+        a2.plot(xs, [p["repo_bytes"] / 2**20 for p in series], marker=".", color=color(t),
                 label=_label(results, t))
     a1.set_title("incremental backup per generation")
     a1.set_xlabel("generation")
@@ -104,7 +115,8 @@ def generations_chart(results, ds, path) -> str:
         a3.bar([i + (j - 0.5) * w for i in range(len(tools))], vals, w,
                label=SCENARIOS[sc].replace("restore ", ""), color=["#bbbbbb", "#555555"][j])
     a3.set_xticks(range(len(tools)))
-    a3.set_xticklabels([_label(results, t) for t in tools], fontsize=7, rotation=15)
+    a3.set_xticklabels([_label(results, t) for t in tools], fontsize=7,
+                       rotation=15 if len(tools) <= 4 else 35, ha="right" if len(tools) > 4 else "center")
     a3.set_title("restore: oldest vs newest generation")
     a3.set_ylabel("wall seconds")
     for a in (a1, a2, a3):

@@ -44,6 +44,17 @@ def _is_peer(results, name) -> bool:
     return any(t["name"] == name and t["peer"] for t in results["tools"])
 
 
+def best_peer(results, cells: dict, key: str = "wall_s") -> tuple:
+    """(name, value) of the peer with the lowest median `key` among the peers that succeeded in
+    this scenario, or (None, None)."""
+    vals = {t: _cell_value(c, key) for t, c in cells.items() if _is_peer(results, t) and c["ok"]}
+    vals = {t: v for t, v in vals.items() if v is not None}
+    if not vals:
+        return None, None
+    t = min(vals, key=vals.get)
+    return t, vals[t]
+
+
 class Notes:
     """Numbered footnotes for failures."""
 
@@ -72,7 +83,8 @@ def _fail_text(cell, notes: Notes, where: str) -> str:
 def _table(results, ds, key, fmt, notes, *, scenarios=None, ratio=False, per_mb=False) -> list:
     tools = [t for t in tool_order(results) if any(t in c for c in ds["scenarios"].values())]
     header = ["scenario"] + [tool_label(results, t) for t in tools]
-    arca_in = "arca" in tools and any(_is_peer(results, t) for t in tools)
+    peers_in = [t for t in tools if _is_peer(results, t)]
+    arca_in = "arca" in tools and bool(peers_in)
     if ratio and arca_in:
         header.append("arca vs best peer")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -95,9 +107,11 @@ def _table(results, ds, key, fmt, notes, *, scenarios=None, ratio=False, per_mb=
                 row.append(fmt(v))
         if ratio and arca_in:
             arca = cells.get("arca")
-            peers = [c for t, c in cells.items() if _is_peer(results, t) and c["ok"]]
-            best = min((_cell_value(c, key) for c in peers), default=None)
-            row.append(fmt_ratio(best, _cell_value(arca, key)) if arca and arca["ok"] else "–")
+            best_t, best = best_peer(results, cells, key)
+            cell = fmt_ratio(best, _cell_value(arca, key)) if arca and arca["ok"] else "–"
+            if cell != "–" and len(peers_in) > 1:
+                cell += f" ({tool_label(results, best_t)})"
+            row.append(cell)
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -224,7 +238,8 @@ def render(results: dict, plots_rel: str | None = None) -> str:
     out += ["", "## Versions", "", "| tool | version | settings |", "|---|---|---|"]
     for t in results["tools"]:
         state = t["version"] if t["available"] else f"**skipped**: {t['note']}"
-        out.append(f"| {t['label']} | {state} | {t['settings']} |")
+        settings = t["settings"] + (f"; restores {t['verify_note']}" if t.get("verify_note") else "")
+        out.append(f"| {t['label']} | {state} | {settings} |")
     if results["headline"]:
         out += ["", "## Headline", ""]
         out += [f"- {h}" for h in results["headline"]]
@@ -262,10 +277,11 @@ METHOD = [
     "- **Page cache**: `sync; echo 3 > /proc/sys/vm/drop_caches` before every measured command "
     "(so every phase starts cold, source data and repository alike); recorded in each run.",
     "- **Bytes read from the repository**: for arca, `backend.bytes_read` from its `--json` "
-    "summary; for restic and borg, `rchar` from `/proc/<pid>/io` read after exit (bytes "
+    "summary; for the peers, `rchar` from `/proc/<pid>/io` read after exit (bytes "
     "returned by read-type syscalls, repository files read with read/pread, not mmap) minus "
-    "the `rchar` of `restic version` / `borg --version` (interpreter and module reads: ~6 MB for "
-    "borg, ~0 for restic). It still includes the tools' own small local cache and config "
+    "the `rchar` of the tool's version command (`restic version`, `rustic --version`, "
+    "`kopia --version`, `borg --version`: interpreter and module reads, ~6 MB for borg, ~0 for "
+    "the others). It still includes the tools' own local cache and config "
     "files. `rchar` and `read_bytes` (block device reads) of every run are in the JSON.",
     "- **Repository size**: sum of the apparent file sizes under the repository directory, "
     "after the first backup and at the end.",
@@ -273,14 +289,16 @@ METHOD = [
     "same entries (nothing missing or extra), types, permission bits, uid/gid, mtimes to the "
     "nanosecond (files, directories, symlinks), symlink targets, and every byte of every file "
     "(read back and compared, not hashed). Any difference, non-zero exit or (arca) non-zero "
-    "`errors` makes the cell a failure instead of a time.",
+    "`errors` makes the cell a failure instead of a time. Where a tool cannot restore a "
+    "metadata item by design, the Versions table says what its verification relaxes (kopia: "
+    "symlink mtimes to ±1 µs, no subdirectory mtimes).",
     "- **Partial restore**: before each run, in the correct target, 25% of the files are deleted "
     "and 25% get their first byte inverted (their mtime becomes now); 50% are untouched "
     "(Duplicati's benchmark). **No-op**: target already correct. **Metadata-only**: every mtime "
     "in the target set to now. Each tool does what its default restore into an existing "
     "directory does (no overwrite flags).",
     "- **Throttled backend** (arca only): `--backend-latency`/`--backend-bandwidth` wrap arca's "
-    "repository backend; requests and bytes come from the JSON summary. restic and borg have no "
+    "repository backend; requests and bytes come from the JSON summary. The peers have no "
     "equivalent latency injection, so they have no remote column.",
     "- **References**: `tar -xpf` of a POSIX (pax, ns mtimes) uncompressed tar made beforehand, "
     "`cp -a`, `find -printf` (stats every entry) and `find -exec cat` (reads every byte), on "
@@ -306,9 +324,9 @@ def headline(results: dict) -> list:
             if not arca["ok"]:
                 parts.append(f"{SCENARIOS[sc]}: arca FAILED")
                 continue
-            best_t = min(peers, key=lambda t: peers[t]["median"]["wall_s"])
-            r = peers[best_t]["median"]["wall_s"] / arca["median"]["wall_s"]
-            parts.append(f"{SCENARIOS[sc]} {r:.2f}× ({best_t})")
+            best_t, best = best_peer(results, cells)
+            r = best / arca["median"]["wall_s"]
+            parts.append(f"{SCENARIOS[sc]} {r:.2f}× ({tool_label(results, best_t)})")
         if parts:
             lines.append(f"**{ds['name']}** — arca's speed-up over the best peer (wall): "
                          + "; ".join(parts))

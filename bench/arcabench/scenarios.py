@@ -242,7 +242,8 @@ class Bench:
                     break
                 argv, cwd = t.restore_argv(repo, snap, target)
                 m = self._measure(res["name"], t.name, scenario, run_no, argv, cwd=cwd, env=t.env())
-                v = verify_tree(expected, restored_root, mtime_tolerance_ns=t.mtime_tolerance_ns)
+                v = verify_tree(expected, restored_root, mtime_tolerance_ns=t.mtime_tolerance_ns,
+                                dir_mtimes=t.verify_dir_mtimes, root_mtime=t.verify_root_mtime)
                 self._record(res, scenario, t, m, verify=v, extra={"prepared": prep} if prep else None)
         _rm(target)
 

@@ -1,8 +1,11 @@
 """Byte-for-byte and metadata-for-metadata comparison of a restored tree with its source.
 
 Checked for every entry: presence (nothing missing, nothing extra), file type, permission bits,
-uid, gid, and mtime in nanoseconds (for files, directories and symlinks); the full content of
-regular files (compared byte for byte against the source, not via hashes); symlink targets.
+uid, gid, and mtime in nanoseconds (for files, directories and symlinks; a tool whose restore
+cannot do better gets a documented tolerance, or no check of the mtimes it does not restore:
+kopia's subdirectories, rustic's root);
+the full content of regular files (compared byte for byte against the source, not via hashes);
+symlink targets.
 Not checked: atime, ctime (cannot be restored), xattrs/ACLs (the datasets have none), hard links
 (the datasets have none).
 """
@@ -62,18 +65,22 @@ def _same_content(a: str, b: str) -> bool:
         os.close(fa)
 
 
-def _meta(res: VerifyResult, rel: str, se: os.stat_result, sa: os.stat_result, tol_ns: int) -> None:
+def _meta(res: VerifyResult, rel: str, se: os.stat_result, sa: os.stat_result, tol_ns: int | None) -> None:
+    """Mode bits, owner and (unless tol_ns is None) mtime within tol_ns."""
     if stat.S_IMODE(se.st_mode) != stat.S_IMODE(sa.st_mode):
         res.add(f"{rel}: mode {oct(stat.S_IMODE(sa.st_mode))} != {oct(stat.S_IMODE(se.st_mode))}")
     if (se.st_uid, se.st_gid) != (sa.st_uid, sa.st_gid):
         res.add(f"{rel}: owner {sa.st_uid}:{sa.st_gid} != {se.st_uid}:{se.st_gid}")
-    if abs(se.st_mtime_ns - sa.st_mtime_ns) > tol_ns:
+    if tol_ns is not None and abs(se.st_mtime_ns - sa.st_mtime_ns) > tol_ns:
         res.add(f"{rel}: mtime {sa.st_mtime_ns} != {se.st_mtime_ns} "
                 f"(off by {(sa.st_mtime_ns - se.st_mtime_ns) / 1e9:+.9f} s)")
 
 
 def verify_tree(expected: str, actual: str, *, mtime_tolerance_ns: int = 0,
-                threads: int = 4) -> VerifyResult:
+                dir_mtimes: bool = True, root_mtime: bool = True, threads: int = 4) -> VerifyResult:
+    """dir_mtimes=False skips the mtimes of the directories below the root, root_mtime=False
+    the mtime of the root itself (for a tool that does not restore them; everything else is
+    still checked)."""
     res = VerifyResult()
     if not os.path.isdir(actual):
         res.add(f"restored root {actual} is missing")
@@ -128,6 +135,8 @@ def verify_tree(expected: str, actual: str, *, mtime_tolerance_ns: int = 0,
         for differing in pool.map(compare_batch, batches):
             for r in differing:
                 res.add(f"{r}: content differs")
-    for r, a, b in dir_checks + [("(root)", expected, actual)]:
-        _meta(res, r + "/", os.lstat(a), os.lstat(b), mtime_tolerance_ns)
+    for r, a, b in dir_checks:
+        _meta(res, r + "/", os.lstat(a), os.lstat(b), mtime_tolerance_ns if dir_mtimes else None)
+    _meta(res, "(root)/", os.lstat(expected), os.lstat(actual),
+          mtime_tolerance_ns if root_mtime else None)
     return res

@@ -1,5 +1,6 @@
-"""Unit tests of the harness itself: determinism of the datasets, and that verification catches
-every kind of difference. Run: python3 -m unittest discover -s bench/tests (bench/run --smoke runs them first)."""
+"""Unit tests of the harness itself: determinism of the datasets, that verification catches
+every kind of difference, the tools' command lines and the --tools aliases (no network, no
+builds). Run: python3 -m unittest discover -s bench/tests (bench/run --smoke runs them first)."""
 
 from __future__ import annotations
 
@@ -217,6 +218,205 @@ class MeasureTests(unittest.TestCase):
         self.assertIsNone(last_json_object("nothing"))
         self.assertEqual(parse_size("100MB"), 100_000_000)
         self.assertEqual(parse_size("1MiB"), 1 << 20)
+
+
+class ToolTests(unittest.TestCase):
+    """Command lines and settings of the peers; nothing is run or built."""
+
+    def setUp(self):
+        from arcabench import tools
+
+        self.t = tools
+        self.tmp = tempfile.mkdtemp(prefix="arcabench-test-")
+        self.home = os.path.join(self.tmp, "home")
+        self.peers = os.path.join(self.tmp, "peers")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_tools_aliases(self):
+        from arcabench.cli import DEFAULT_TOOLS, SETTINGS, TOOL_ORDER, expand_tools, parse_args
+
+        self.assertEqual(parse_args([]).tools, DEFAULT_TOOLS)
+        self.assertEqual(expand_tools(DEFAULT_TOOLS), ["arca", "restic", "borg"])
+        self.assertEqual(expand_tools("strong"),
+                         ["arca", "rustic", "restic-latest", "kopia", "borg"])
+        self.assertEqual(expand_tools("all"),
+                         ["arca", "rustic", "restic-latest", "restic", "kopia", "borg"])
+        self.assertEqual(expand_tools("strong,restic"), expand_tools("all"))
+        self.assertEqual(expand_tools(" kopia, rustic ,kopia,"), ["rustic", "kopia"])
+        self.assertEqual(expand_tools("arca-remote,arca"), ["arca", "arca-remote"])
+        with self.assertRaises(ValueError):
+            expand_tools("arca,bup")
+        self.assertEqual(set(SETTINGS), set(TOOL_ORDER))
+
+    def test_pinned_versions(self):
+        for v in (self.t.RUSTIC_VERSION, self.t.RESTIC_LATEST_VERSION, self.t.KOPIA_VERSION):
+            self.assertRegex(v, r"^\d+\.\d+\.\d+$")
+        self.assertEqual(self.t.ResticLatest.label, "restic " + ".".join(
+            self.t.RESTIC_LATEST_VERSION.split(".")[:2]))
+
+    def test_restic_latest(self):
+        r = self.t.ResticLatest(self.home, self.peers)
+        self.assertEqual(r.binary, os.path.join(self.peers, "bin", "restic"))
+        argv, cwd = r.backup_argv("/r", "/s")
+        self.assertEqual(argv, [r.binary, "-r", "/r", "--compression", "auto", "backup", "--json", "/s"])
+        self.assertEqual(r.restore_argv("/r", "latest", "/t")[0],
+                         [r.binary, "-r", "/r", "restore", "latest", "--target", "/t"])
+        env = r.env()
+        self.assertTrue(env["RESTIC_CACHE_DIR"].startswith(r.home + os.sep))
+        self.assertEqual(env["HOME"], r.home)
+        self.assertEqual(env["RESTIC_PASSWORD"], self.t.PASSWORD)
+        self.assertEqual(self.t.Restic(self.home).binary, "restic")  # Debian's, from PATH
+
+    def test_rustic(self):
+        r = self.t.Rustic(self.home, self.peers)
+        self.assertEqual(r.binary, os.path.join(self.peers, "cargo", "bin", "rustic"))
+        argv, cwd = r.backup_argv("/r", "/s")
+        self.assertEqual(argv, [r.binary, "-r", "/r", "backup", "--json", "/s"])
+        self.assertEqual(cwd, r.home)  # no rustic.toml from the harness's working directory
+        argv, cwd = r.restore_argv("/r", "latest", "/t")
+        self.assertEqual(argv, [r.binary, "-r", "/r", "restore", "latest", "/t"])
+        os.environ["RUSTIC_REPOSITORY"] = "/elsewhere"
+        try:
+            env = r.env()
+        finally:
+            del os.environ["RUSTIC_REPOSITORY"]
+        self.assertNotIn("RUSTIC_REPOSITORY", env)
+        self.assertEqual(env["RUSTIC_PASSWORD"], self.t.PASSWORD)
+        self.assertTrue(env["RUSTIC_CACHE_DIR"].startswith(r.home + os.sep))
+        self.assertTrue(env["XDG_CONFIG_HOME"].startswith(r.home + os.sep))
+        self.assertFalse(r.verify_root_mtime)
+        self.assertTrue(r.verify_dir_mtimes)
+
+    def test_kopia(self):
+        k = self.t.Kopia(self.home, self.peers)
+        self.assertEqual(k.binary, os.path.join(self.peers, "bin", "kopia"))
+        cfg = ["--config-file", os.path.join(k.home, "repository.config")]
+        argv, cwd = k.backup_argv("/r", "/s")
+        self.assertEqual(argv, [k.binary, "snapshot", "create", "/s", "--json", *cfg])
+        k._source_paths["abc"] = "/data/src"
+        argv, cwd = k.restore_argv("/r", "abc", "/t")
+        # the snapshot root's contents go to TARGET + absolute source path
+        self.assertEqual(argv, [k.binary, "snapshot", "restore", "abc", "/t/data/src", *cfg])
+        env = k.env()
+        self.assertEqual(env["KOPIA_PASSWORD"], self.t.PASSWORD)
+        self.assertEqual(env["KOPIA_CHECK_FOR_UPDATES"], "false")
+        self.assertFalse(k.verify_dir_mtimes)
+        self.assertEqual(k.mtime_tolerance_ns, 1000)
+        self.assertTrue(k.verify_note)
+
+    def test_time_key(self):
+        stamps = ["2026-11-21T17:07:36.5945Z", "2026-11-21T17:07:36.59Z", "2026-11-21T17:07:36Z",
+                  "2026-11-21T18:07:36.1+01:00", "2026-11-21T17:07:35.999999999+00:00"]
+        self.assertEqual(sorted(stamps, key=self.t._time_key),
+                         [stamps[4], stamps[2], stamps[3], stamps[1], stamps[0]])
+
+    def test_source_built_uses_cache_and_reports_failed_build(self):
+        t = self.t
+
+        class Fake(t.SourceBuilt, t.Tool):
+            name = "fake"
+            pinned = "1.2.3"
+            version_args = ("--version",)
+            builds = 0
+
+            def _build(self, log):
+                self.builds += 1
+                return "no toolchain here"
+
+        f = Fake(self.home)
+        f.binary = os.path.join(self.tmp, "fake")
+        self.assertFalse(f.ensure_built(lambda m: None))  # missing: build attempted, failed
+        self.assertEqual(f.builds, 1)
+        self.assertIn("not built: no toolchain here", f.note)
+        with open(f.binary, "w") as fh:
+            fh.write("#!/bin/sh\necho 'fake v1.2.3'\n")
+        os.chmod(f.binary, 0o755)
+        self.assertTrue(f.ensure_built(lambda m: None))  # cached binary of the pinned version
+        self.assertEqual(f.builds, 1)
+        f.pinned = "1.2.4"
+        self.assertFalse(f.ensure_built(lambda m: None))  # other version: rebuild attempted
+        self.assertEqual(f.builds, 2)
+
+    def test_verify_without_dir_mtimes(self):
+        a, b = os.path.join(self.tmp, "a"), os.path.join(self.tmp, "b")
+        for root in (a, b):
+            os.makedirs(os.path.join(root, "sub"))
+            with open(os.path.join(root, "sub", "f"), "w") as fh:
+                fh.write("x")
+            os.utime(os.path.join(root, "sub", "f"), ns=(10**18, 10**18))
+            os.utime(root, ns=(10**18, 10**18))
+        os.utime(os.path.join(a, "sub"), ns=(5 * 10**17, 5 * 10**17))
+        os.utime(os.path.join(b, "sub"), ns=(10**18, 10**18))
+        self.assertFalse(verify_tree(a, b).ok)
+        self.assertTrue(verify_tree(a, b, dir_mtimes=False).ok)
+        os.utime(b, ns=(0, 0))  # the root's mtime is still checked
+        self.assertFalse(verify_tree(a, b, dir_mtimes=False).ok)
+        self.assertTrue(verify_tree(a, b, dir_mtimes=False, root_mtime=False).ok)
+        self.assertFalse(verify_tree(a, b, root_mtime=False).ok)  # sub's mtime still checked
+
+
+class ReportTests(unittest.TestCase):
+    """Best peer over every peer present, with 5-7 tools."""
+
+    @staticmethod
+    def results():
+        names = ["arca", "rustic", "restic-latest", "restic", "kopia", "borg", "arca-remote"]
+        walls = {"arca": 1.0, "rustic": 3.0, "restic-latest": 2.0, "restic": 5.0, "kopia": 2.5,
+                 "borg": 4.0, "arca-remote": 9.0}
+
+        def cell(w, ok=True):
+            return {"ok": ok, "failure": None if ok else "exit 1: x", "expected_failure": None,
+                    "runs": [], "n": 1, "median": {"wall_s": w, "cpu_s": w, "maxrss_kib": 1024,
+                                                   "repo_read_bytes": None, "restored_bytes": None,
+                                                   "requests": None}}
+
+        scen = {"backup_first": {t: cell(w) for t, w in walls.items()},
+                "restore_full": {t: cell(w) for t, w in walls.items()}}
+        scen["restore_full"]["restic-latest"] = cell(0.1, ok=False)  # failed: not the best
+        return {
+            "meta": {"argv": "", "finished": "now", "mode": "smoke", "seconds": 1, "seed": 1,
+                     "machine": {}, "caches_dropped": True},
+            "tools": [{"name": t, "label": t.upper(), "peer": not t.startswith("arca"),
+                       "available": True, "version": "v", "note": "", "settings": "s"} for t in names],
+            "datasets": [{"name": "small", "spec": {"description": "d"}, "runs": 1,
+                          "manifest": {"files": 1, "dirs": 1, "symlinks": 0, "bytes": 1,
+                                       "text_share": 0, "duplicated_share": 0, "key": "k"},
+                          "scenarios": scen, "references": {}, "repo": {}, "series": {},
+                          "notes": []}],
+            "failures": [], "expected_failures": [], "contract": [],
+        }
+
+    def test_best_peer_and_tables(self):
+        from arcabench import report
+
+        res = self.results()
+        cells = res["datasets"][0]["scenarios"]
+        self.assertEqual(report.best_peer(res, cells["backup_first"]), ("restic-latest", 2.0))
+        self.assertEqual(report.best_peer(res, cells["restore_full"]), ("kopia", 2.5))
+        res["headline"] = report.headline(res)
+        self.assertIn("first backup 2.00× (RESTIC-LATEST)", res["headline"][0])
+        self.assertIn("full restore (empty target) 2.50× (KOPIA)", res["headline"][0])
+        md = report.render(res)
+        self.assertIn("| scenario | ARCA | RUSTIC | RESTIC-LATEST | RESTIC | KOPIA | BORG | "
+                      "ARCA-REMOTE | arca vs best peer |", md)
+        self.assertIn("| **2.0× faster** (RESTIC-LATEST) |", md)
+
+    def test_plots_with_seven_tools(self):
+        from arcabench import plots
+
+        if not plots.available():
+            self.skipTest("matplotlib not installed")
+        res = self.results()
+        res["datasets"][0]["series"] = {
+            t: [{"generation": g, "wall_s": 1.0, "cpu_s": 1.0, "repo_bytes": 2**20 * g,
+                 "failed": False} for g in (1, 2)] for t in ("arca", "rustic", "kopia")}
+        with tempfile.TemporaryDirectory() as tmp:
+            made = plots.make_all(res, tmp)
+            self.assertEqual(len(made), 2)
+            self.assertTrue(all(os.path.getsize(p) > 1000 for p in made))
+        self.assertEqual(len({plots.color(t["name"]) for t in res["tools"]}), 7)
 
 
 if __name__ == "__main__":
