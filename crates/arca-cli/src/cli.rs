@@ -177,7 +177,60 @@ pub struct RestoreArgs {
     pub excludes: Vec<String>,
     #[command(flatten)]
     pub filter: FilterArgs,
-    /// Print the summary as JSON
+    /// What to do with files already in the target: if-changed (trust size and mtime, else
+    /// hash block by block and replace only wrong blocks), always (hash every file), if-newer,
+    /// never
+    #[arg(long, value_name = "MODE", default_value = "if-changed")]
+    pub overwrite: arca_restore::Overwrite,
+    /// Remove entries of restored directories that the snapshot does not have
+    #[arg(long)]
+    pub delete: bool,
+    /// Print what would be fetched, written and deleted, and change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Take blocks from this local tree (an older restore, the original source) when the file
+    /// at the same path holds them; checked by hash before use (repeatable)
+    #[arg(long = "reuse-from", value_name = "DIR")]
+    pub reuse_from: Vec<PathBuf>,
+    /// Read every restored file back and check it against the snapshot
+    #[arg(long)]
+    pub verify: bool,
+    /// Print, per stage, time busy and waiting, and the run's fetch, cache and copy figures
+    #[arg(long)]
+    pub profile: bool,
+    /// Print every entry restored, updated or deleted
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Ranged reads in flight (default: from the backend: 4 local, 16 remote)
+    #[arg(long, value_name = "N")]
+    pub fetchers: Option<usize>,
+    /// Threads that decrypt, verify and write (default: one per core)
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// Memory for block data: reads in flight and cached blocks (default: 1/64 of RAM,
+    /// 32 MiB to 256 MiB)
+    #[arg(long, value_name = "BYTES")]
+    pub memory: Option<String>,
+    /// Blobs of a pack closer than this are read in one request (default: 256KiB local,
+    /// latency x bandwidth remote)
+    #[arg(long, value_name = "BYTES")]
+    pub read_gap: Option<String>,
+    /// Largest single read (default: 2MiB local, 16MiB remote)
+    #[arg(long, value_name = "BYTES", hide = true)]
+    pub max_read: Option<String>,
+    /// Capacity of the channels between stages
+    #[arg(long, value_name = "N", hide = true)]
+    pub queue: Option<usize>,
+    /// Bytes of file content admitted ahead of completion
+    #[arg(long, value_name = "BYTES", hide = true)]
+    pub window: Option<String>,
+    /// Report a stall after this long without progress (default: 60s)
+    #[arg(long, value_name = "DURATION", hide = true)]
+    pub stall_after: Option<String>,
+    /// Do not reserve disk space for files before writing them
+    #[arg(long)]
+    pub no_preallocate: bool,
+    /// Print progress and the summary as JSON lines
     #[arg(long)]
     pub json: bool,
 }

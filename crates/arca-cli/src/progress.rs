@@ -48,9 +48,53 @@ impl ProgressLine {
 
     /// Prints a line above the progress display.
     pub fn println(&self, line: &str) {
+        self.suspend(|| eprintln!("{line}"));
+    }
+
+    /// Runs `f` with the progress display cleared (to print something else).
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
         match &self.bar {
-            Some(b) => b.suspend(|| eprintln!("{line}")),
-            None => eprintln!("{line}"),
+            Some(b) => b.suspend(f),
+            None => f(),
+        }
+    }
+}
+
+/// Calls `tick(elapsed)` every `every` on a background thread until dropped (JSON status
+/// lines).
+pub struct Ticker {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Ticker {
+    /// Starts ticking.
+    pub fn start(every: Duration, tick: impl Fn(Duration) + Send + 'static) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&stop);
+        let t0 = Instant::now();
+        let handle = std::thread::spawn(move || {
+            let mut next = every;
+            while !s.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(50));
+                if t0.elapsed() >= next {
+                    tick(t0.elapsed());
+                    next += every;
+                }
+            }
+        });
+        Self {
+            stop,
+            handle: Some(handle),
+        }
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
         }
     }
 }

@@ -107,6 +107,19 @@ pub fn apply_metadata(path: &Path, node: &Node, opts: MetadataOptions) -> Vec<Fs
     errs
 }
 
+/// Sets only the access and modification times of `path` (not following a symlink): after
+/// reading a symlink, which moves its access time.
+pub fn set_times(path: &Path, node: &Node) -> Result<(), FsError> {
+    utimensat(
+        None,
+        path,
+        &timespec(node.atime),
+        &timespec(node.mtime),
+        UtimensatFlags::NoFollowSymlink,
+    )
+    .map_err(|e| FsError::new("set times of", path, errno(e)))
+}
+
 /// As [`apply_metadata`], for a regular file through its open descriptor (no path lookups);
 /// `path` names the file in errors.
 pub fn apply_file_metadata(

@@ -5,6 +5,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
@@ -12,10 +13,12 @@ use nix::fcntl::{FallocateFlags, fallocate};
 
 use crate::errno;
 
-/// Opens (creating it, mode 0600, if missing) a file whose content is to be written, without
-/// truncating it and without following a symlink in its last component.
+/// Opens (creating it, mode 0600, if missing) a file whose content is to be written, for
+/// reading too (later copies take blocks from it), without truncating it and without following
+/// a symlink in its last component.
 pub fn open_for_restore(path: &Path) -> io::Result<File> {
     OpenOptions::new()
+        .read(true)
         .write(true)
         .create(true)
         .mode(0o600)
@@ -36,6 +39,35 @@ pub fn open_noatime(path: &Path) -> io::Result<File> {
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(0),
         r => r,
     }
+}
+
+/// The names in directory `path` (without `.` and `..`), each with whether it is a
+/// directory, read without updating the directory's access time when the process may do so.
+pub fn list_dir_noatime(path: &Path) -> io::Result<Vec<(Vec<u8>, bool)>> {
+    use nix::dir::{Dir, Type};
+    use nix::fcntl::OFlag;
+    use nix::sys::stat::Mode;
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
+    let mut dir = match Dir::open(path, flags | OFlag::O_NOATIME, Mode::empty()) {
+        Err(nix::errno::Errno::EPERM) => Dir::open(path, flags, Mode::empty()),
+        r => r,
+    }
+    .map_err(errno)?;
+    let mut out = vec![];
+    for entry in dir.iter() {
+        let entry = entry.map_err(errno)?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let is_dir = match entry.file_type() {
+            Some(t) => t == Type::Directory,
+            None => std::fs::symlink_metadata(path.join(std::ffi::OsStr::from_bytes(name)))
+                .is_ok_and(|m| m.is_dir()),
+        };
+        out.push((name.to_vec(), is_dir));
+    }
+    Ok(out)
 }
 
 /// Reserves disk space for `len` bytes at `offset` so the file system can lay the data out
@@ -60,6 +92,31 @@ pub fn preallocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
 /// page-cache copy elsewhere), falling back to read and write where the kernel cannot.
 /// Returns the bytes copied through user space by the fallback (0 when the kernel copied).
 pub fn copy_range(src: &File, src_off: u64, dst: &File, dst_off: u64, len: u64) -> io::Result<u64> {
+    // A file system shares extents only between block-aligned ranges: when both offsets sit
+    // at the same place within a block, the unaligned head and tail are copied apart so the
+    // middle can be shared.
+    const BLOCK: u64 = 4096;
+    if len >= 2 * BLOCK && src_off % BLOCK == dst_off % BLOCK && src_off % BLOCK != 0 {
+        let head = BLOCK - src_off % BLOCK;
+        let body = (len - head) / BLOCK * BLOCK;
+        let mut copied = 0;
+        for (o, l) in [(0, head), (head, body), (head + body, len - head - body)] {
+            if l > 0 {
+                copied += copy_range_inner(src, src_off + o, dst, dst_off + o, l)?;
+            }
+        }
+        return Ok(copied);
+    }
+    copy_range_inner(src, src_off, dst, dst_off, len)
+}
+
+fn copy_range_inner(
+    src: &File,
+    src_off: u64,
+    dst: &File,
+    dst_off: u64,
+    len: u64,
+) -> io::Result<u64> {
     let mut done = 0u64;
     while done < len {
         let (Ok(mut so), Ok(mut dof)) =

@@ -14,9 +14,11 @@ mod sparse;
 
 pub use apply::{
     MetadataOptions, apply_file_metadata, apply_metadata, create_special, create_symlink,
-    metadata_matches,
+    metadata_matches, set_times,
 };
-pub use content::{copy_range, open_for_restore, open_noatime, preallocate, shares_extents};
+pub use content::{
+    copy_range, list_dir_noatime, open_for_restore, open_noatime, preallocate, shares_extents,
+};
 pub use read::{NameCache, read_node, read_xattrs};
 pub use sparse::{is_zero, write_sparse};
 

@@ -55,6 +55,9 @@ pub(crate) struct Shared<'a> {
     pub scan: &'a Scan,
     pub metadata: MetadataOptions,
     pub preallocate: bool,
+    /// The target's file system shares extents: later uses of a block are copied (reflinks)
+    /// rather than written again.
+    pub reflink: bool,
     pub file_pending: Vec<AtomicU32>,
     pub file_flags: Vec<AtomicU8>,
     pub dir_pending: Vec<AtomicU32>,
@@ -82,6 +85,10 @@ impl<'a> Shared<'a> {
             scan,
             metadata,
             preallocate,
+            reflink: plan
+                .dirs
+                .first()
+                .is_some_and(|d| arca_fs::shares_extents(&d.path)),
             file_pending: plan.files.iter().map(|_| AtomicU32::new(0)).collect(),
             file_flags: plan.files.iter().map(|_| AtomicU8::new(0)).collect(),
             dir_pending: plan

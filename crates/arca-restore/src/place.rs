@@ -125,9 +125,19 @@ impl<'a, 's> Worker<'a, 's> {
             sh.counters
                 .fetched_useful
                 .fetch_add(u64::from(bp.length), Ordering::Relaxed);
-            let mut landed = None;
+            let mut landed: Option<Target> = None;
             for &t in &jb.targets {
-                if write(sh, &mut self.open, t, plain) && landed.is_none() {
+                let ok = match landed {
+                    // Where the file system shares extents, later uses are copies of the first
+                    // (reflinks where the offsets allow); elsewhere a copy costs what a write
+                    // from memory costs.
+                    Some(src) if sh.reflink => {
+                        copy_between(sh, &mut self.open, src, t, len)
+                            || write(sh, &mut self.open, t, plain)
+                    }
+                    _ => write(sh, &mut self.open, t, plain),
+                };
+                if ok && landed.is_none() {
                     landed = Some(t);
                 }
                 sh.op_done(t.file, self.open.get(&t.file));
@@ -350,6 +360,32 @@ fn write(sh: &Shared, open: &mut HashMap<u32, File>, t: Target, data: &[u8]) -> 
             failed_write(sh, t.file, &e);
             false
         }
+    }
+}
+
+/// Copies `len` bytes from `src` to `t` between two files this restore wrote. Returns false
+/// when the copy failed (the caller writes from memory instead).
+fn copy_between(
+    sh: &Shared,
+    open: &mut HashMap<u32, File>,
+    src: Target,
+    t: Target,
+    len: u64,
+) -> bool {
+    if file(sh, open, src.file).is_err() || file(sh, open, t.file).is_err() {
+        return false;
+    }
+    let (Some(from), Some(to)) = (open.get(&src.file), open.get(&t.file)) else {
+        return false;
+    };
+    match arca_fs::copy_range(from, src.offset, to, t.offset, len) {
+        Ok(_) => {
+            sh.counters.copied.fetch_add(len, Ordering::Relaxed);
+            sh.counters.copied_blocks.fetch_add(1, Ordering::Relaxed);
+            sh.progress.bytes.fetch_add(len, Ordering::Relaxed);
+            true
+        }
+        Err(_) => false,
     }
 }
 

@@ -130,7 +130,14 @@ impl Shared<'_> {
             }
             (_, EntryAction::Keep { meta_ok }) => {
                 let mut ok = true;
-                if !meta_ok {
+                if *meta_ok && ep.kind == EntryKind::Symlink {
+                    // The scan read the link, which moved its access time back to now.
+                    if let Err(err) = arca_fs::set_times(path, &ep.meta.node())
+                        && self.fs_error(&err)
+                    {
+                        return;
+                    }
+                } else if !meta_ok {
                     for err in arca_fs::apply_metadata(path, &ep.meta.node(), self.metadata) {
                         ok = false;
                         if self.fs_error(&err) {

@@ -91,8 +91,8 @@ fn lstat(p: &Path) -> io::Result<Option<fs::Metadata>> {
 }
 
 fn is_empty_dir(p: &Path) -> bool {
-    match fs::read_dir(p) {
-        Ok(mut rd) => rd.next().is_none(),
+    match arca_fs::list_dir_noatime(p) {
+        Ok(names) => names.is_empty(),
         Err(e) => e.kind() == io::ErrorKind::NotFound,
     }
 }
@@ -169,9 +169,9 @@ impl Scanner<'_> {
         }
     }
 
-    /// The action for an entry whose directory exists, and the existing size when the file
-    /// must be hashed first.
-    fn entry_action(&self, e: usize) -> io::Result<(EntryAction, Option<u64>)> {
+    /// The action for an entry whose directory exists, and the existing size and link count
+    /// when the file must be hashed first.
+    fn entry_action(&self, e: usize) -> io::Result<(EntryAction, Option<(u64, u64)>)> {
         let ep = &self.plan.entries[e];
         let path = &self.plan.entry_path(e as u32);
         let node = &ep.meta.node();
@@ -228,11 +228,8 @@ impl Scanner<'_> {
                     && (m.mtime(), m.mtime_nsec()) == (node.mtime.sec, i64::from(node.mtime.nsec))
                 {
                     keep()
-                } else if m.nlink() > 1 {
-                    // Writing into it would change the other names of the inode too.
-                    EntryAction::Replace
                 } else {
-                    return Ok((EntryAction::Patch, Some(m.len())));
+                    return Ok((EntryAction::Patch, Some((m.len(), m.nlink()))));
                 }
             }
         };
@@ -241,17 +238,17 @@ impl Scanner<'_> {
 
     /// Hashes the existing files that could not be trusted, in parallel, and settles them:
     /// Keep when every block is there and the size is right, Patch otherwise.
-    fn hash_existing(&self, scan: &mut Scan, hash: &[(usize, u64)]) {
+    fn hash_existing(&self, scan: &mut Scan, hash: &[(usize, (u64, u64))]) {
         let plan = self.plan;
         let held = parallel_map(hash.len(), self.threads, self.stop, |i| {
-            let (e, size) = hash[i];
+            let (e, (size, _)) = hash[i];
             let EntryKind::File(f) = plan.entries[e].kind else {
                 return Ok(vec![]);
             };
             self.checker
                 .held(&plan.entry_path(e as u32), size, plan.file_uses(f))
         });
-        for (&(e, size), r) in hash.iter().zip(held) {
+        for (&(e, (size, nlink)), r) in hash.iter().zip(held) {
             let ep = &plan.entries[e];
             let EntryKind::File(f) = ep.kind else {
                 continue;
@@ -268,6 +265,10 @@ impl Scanner<'_> {
                             arca_fs::metadata_matches(&path, &m, &ep.meta.node(), self.metadata)
                         });
                         scan.entries[e] = EntryAction::Keep { meta_ok };
+                    } else if nlink > 1 {
+                        // Writing into it would change the other names of the inode too.
+                        scan.in_place[fp.first as usize..fp.end as usize].fill(false);
+                        scan.entries[e] = EntryAction::Replace;
                     }
                 }
                 // Unreadable: replaced as a whole.
@@ -293,18 +294,17 @@ impl Scanner<'_> {
             if !dp.listed {
                 return vec![];
             }
-            let Ok(rd) = fs::read_dir(&dp.path) else {
+            let Ok(listing) = arca_fs::list_dir_noatime(&dp.path) else {
                 return vec![];
             };
             let mut known: Vec<&[u8]> = dp.names.iter().map(Vec::as_slice).collect();
             known.sort_unstable();
             let mut out = vec![];
-            for de in rd.flatten() {
-                let name = de.file_name();
-                if known.binary_search(&name.as_bytes()).is_ok() {
+            for (name, is_dir) in listing {
+                if known.binary_search(&name.as_slice()).is_ok() {
                     continue;
                 }
-                let is_dir = de.file_type().is_ok_and(|t| t.is_dir());
+                let name = std::ffi::OsStr::from_bytes(&name);
                 let probe = Node {
                     kind: Some(if is_dir {
                         NodeKind::Dir
@@ -316,7 +316,7 @@ impl Scanner<'_> {
                 let snap = dp.snap_path.join(&name);
                 if self.sel.decide(&probe, &snap, dp.selected) == Some(true) {
                     out.push(Deletion {
-                        path: de.path(),
+                        path: dp.path.join(name),
                         is_dir,
                     });
                 }

@@ -42,11 +42,43 @@ pub fn snapshot(root: &Path) -> io::Result<BTreeMap<PathBuf, Entry>> {
     Ok(out)
 }
 
+/// The names in a directory, read without moving its access time (comparing must not change
+/// what it compares).
+fn list_noatime(dir: &Path) -> io::Result<Vec<std::ffi::OsString>> {
+    use nix::dir::Dir;
+    use nix::fcntl::OFlag;
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mut d = Dir::open(dir, flags | OFlag::O_NOATIME, nix::sys::stat::Mode::empty())
+        .or_else(|_| Dir::open(dir, flags, nix::sys::stat::Mode::empty()))
+        .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
+    let mut out = vec![];
+    for e in d.iter() {
+        let e = e.map_err(|e| io::Error::from_raw_os_error(e as i32))?;
+        let n = e.file_name().to_bytes();
+        if n != b"." && n != b".." {
+            out.push(std::ffi::OsStr::from_bytes(n).to_os_string());
+        }
+    }
+    Ok(out)
+}
+
+/// A file's bytes, read without moving its access time.
+fn read_noatime(p: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOATIME)
+        .open(p)
+        .or_else(|_| fs::File::open(p))?;
+    let mut v = vec![];
+    f.read_to_end(&mut v)?;
+    Ok(v)
+}
+
 fn walk(root: &Path, rel: &Path, out: &mut BTreeMap<PathBuf, Entry>) -> io::Result<()> {
     let dir = root.join(rel);
-    let mut names: Vec<_> = fs::read_dir(&dir)?
-        .map(|e| e.map(|e| e.file_name()))
-        .collect::<Result<_, _>>()?;
+    let mut names = list_noatime(&dir)?;
     names.sort();
     let mut subdirs = vec![];
     for n in names {
@@ -175,7 +207,10 @@ pub fn diff(
     }
     for (p, e) in expected {
         if e.kind == 'f' && actual.contains_key(p) {
-            match (fs::read(exp_root.join(p)), fs::read(act_root.join(p))) {
+            match (
+                read_noatime(&exp_root.join(p)),
+                read_noatime(&act_root.join(p)),
+            ) {
                 (Ok(x), Ok(y)) if x == y => {}
                 (Ok(_), Ok(_)) => d.push(format!("content differs: {}", p.display())),
                 (x, y) => d.push(format!(

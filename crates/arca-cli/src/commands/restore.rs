@@ -1,17 +1,117 @@
-//! `arca restore`: restore a snapshot under a target directory.
+//! `arca restore`: restore a snapshot under a target directory, with progress, a dry run, a
+//! profile of the restore network, and Ctrl-C that stops every stage.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use anyhow::Result;
-use arca_restore::{Progress, RestoreIssue, RestoreOptions, restore};
+use anyhow::{Result, bail};
+use arca_restore::{
+    Action, PlannedEntry, Progress, RestoreError, RestoreIssue, RestoreOptions, RestoreReport,
+    Tuning, restore,
+};
 use serde_json::json;
 
 use crate::cli::{Global, RestoreArgs};
-use crate::progress::ProgressLine;
-use crate::util::{self, human_bytes, human_duration};
+use crate::progress::{ProgressLine, Ticker};
+use crate::util::{self, human_bytes, human_duration, parse_duration, parse_size};
+
+/// Exit code of a restore stopped by Ctrl-C (as restic and shells do).
+const INTERRUPTED: u8 = 130;
+
+/// Prints what happens during the restore: errors and stalls on stderr (above the progress
+/// line), planned actions on stdout (dry run, verbose).
+struct Printer<'a> {
+    line: &'a ProgressLine,
+    json: bool,
+    list: bool,
+    dry_run: bool,
+}
+
+impl arca_restore::Observer for Printer<'_> {
+    fn issue(&self, i: &RestoreIssue) {
+        if self.json {
+            let v = json!({"message_type": "error", "error": {"message": i.message},
+                "item": i.path.to_string_lossy()});
+            self.line.println(&v.to_string());
+        } else {
+            self.line.println(&format!("error: {i}"));
+        }
+    }
+    fn stall(&self, report: &str) {
+        self.line.println(&format!("warning: {report}"));
+    }
+    fn planned(&self, e: &PlannedEntry<'_>) {
+        if !self.list || (!self.dry_run && e.action == Action::Skip) {
+            return;
+        }
+        let line = if self.json {
+            json!({"message_type": "verbose_status", "action": e.action.name(),
+                "item": e.path.to_string_lossy(), "type": e.kind, "size": e.bytes,
+                "dry_run": self.dry_run})
+            .to_string()
+        } else {
+            let verb = match (e.action, self.dry_run) {
+                (Action::Restore, true) => "would restore",
+                (Action::Update, true) => "would update",
+                (Action::Metadata, true) => "would fix metadata of",
+                (Action::Delete, true) => "would delete",
+                (Action::Restore, false) => "restore",
+                (Action::Update, false) => "update",
+                (Action::Metadata, false) => "fix metadata of",
+                (Action::Delete, false) => "delete",
+                (Action::Skip, _) => "leave",
+                (Action::Blocked, _) => "cannot restore",
+            };
+            let size = if e.bytes > 0 {
+                format!(" ({})", human_bytes(e.bytes))
+            } else {
+                String::new()
+            };
+            format!("{verb} {} {}{size}", e.kind, e.path.display())
+        };
+        // Listings go to stdout, where a pipe can take them.
+        self.line.suspend(|| {
+            let _ = super::out(&line);
+        });
+    }
+}
+
+fn tuning(a: &RestoreArgs) -> Result<Tuning> {
+    let size = |s: &Option<String>| s.as_deref().map(parse_size).transpose();
+    Ok(Tuning {
+        fetchers: a.fetchers.unwrap_or(0),
+        workers: a.workers.unwrap_or(0),
+        memory: size(&a.memory)?.unwrap_or(0),
+        read_gap: size(&a.read_gap)?,
+        max_read: size(&a.max_read)?.unwrap_or(0),
+        queue: a.queue.unwrap_or(0),
+        window: size(&a.window)?.unwrap_or(0),
+        stall_after: a.stall_after.as_deref().map(parse_duration).transpose()?,
+        no_preallocate: a.no_preallocate,
+    })
+}
 
 pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
+    for (name, v) in [
+        ("--fetchers", a.fetchers),
+        ("--workers", a.workers),
+        ("--queue", a.queue),
+    ] {
+        if v == Some(0) {
+            bail!("{name} must be at least 1");
+        }
+    }
+    let cancel = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second Ctrl-C while the first is being handled ends the process at once.
+        signal_hook::flag::register_conditional_shutdown(
+            sig,
+            i32::from(INTERRUPTED),
+            Arc::clone(&cancel),
+        )?;
+        signal_hook::flag::register(sig, Arc::clone(&cancel))?;
+    }
     let opened = util::open(g)?;
     let repo = &opened.repo;
     let (id, snap) = repo.find_snapshot(&a.snapshot, &super::filter(&a.filter))?;
@@ -20,56 +120,319 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
         target: a.target.clone(),
         includes: a.includes.clone(),
         excludes: a.excludes.clone(),
+        overwrite: a.overwrite,
+        delete: a.delete,
+        dry_run: a.dry_run,
+        reuse_from: a.reuse_from.clone(),
+        verify: a.verify,
+        tuning: tuning(a)?,
+        cancel: Some(Arc::clone(&cancel)),
         ..RestoreOptions::default()
     };
     let progress = Arc::new(Progress::default());
     let p = Arc::clone(&progress);
-    let line = ProgressLine::start(util::interactive(g, a.json), move |el| {
-        let bytes = p.bytes.load(Ordering::Relaxed);
-        format!(
-            "[{}] {} entries, {} restored, {}/s",
-            human_duration(el.as_secs_f64()),
-            p.entries.load(Ordering::Relaxed),
-            human_bytes(bytes),
-            human_bytes((bytes as f64 / el.as_secs_f64().max(0.001)) as u64)
-        )
+    let line = ProgressLine::start(util::interactive(g, a.json), move |el| render(&p, el));
+    let ticker = a.json.then(|| {
+        let p = Arc::clone(&progress);
+        Ticker::start(Duration::from_secs(1), move |el| {
+            let _ = super::out(&status_json(&p, el).to_string());
+        })
     });
-    let issue = |i: &RestoreIssue| line.println(&format!("error: {i}"));
-    let report = restore(repo, &index, &snap, &opts, &progress, &issue)?;
+    let printer = Printer {
+        line: &line,
+        json: a.json,
+        list: a.dry_run || a.verbose,
+        dry_run: a.dry_run,
+    };
+    let result = restore(repo, &index, &snap, &opts, &progress, &printer);
+    drop(ticker);
     drop(line);
+    let report = match result {
+        Ok(r) => r,
+        Err(RestoreError::Interrupted) => {
+            eprintln!(
+                "arca: interrupted: {} of {} files restored; run the same command again to finish \
+                 (what is in place is not fetched again)",
+                progress.files.load(Ordering::Relaxed),
+                progress.files_total.load(Ordering::Relaxed)
+            );
+            return Ok(INTERRUPTED);
+        }
+        Err(e) => return Err(e.into()),
+    };
     let errors = report.issues.len();
     if a.json {
-        let v = json!({
-            "message_type": "summary",
-            "snapshot_id": id.to_hex(),
-            "files_restored": report.files,
-            "dirs_restored": report.dirs,
-            "others_restored": report.others,
-            "hardlinks": report.hardlinks,
-            "bytes_restored": report.bytes,
-            "bytes_written": report.bytes_written,
-            "errors": errors,
-            "issues": report.issues.iter().map(|i| i.message.clone()).collect::<Vec<_>>(),
-            "duration_seconds": report.duration_seconds,
-            "backend": util::stats_json(&opened.stats),
-        });
-        super::out(&v.to_string())?;
+        super::out(&summary_json(&id, &report, &opened.stats).to_string())?;
     } else if !g.quiet {
-        super::out(&format!(
-            "restored snapshot {} to {}: {} files, {} dirs, {} other, {} in {}",
-            id.short(),
-            a.target.display(),
-            report.files + report.hardlinks,
-            report.dirs,
-            report.others,
-            human_bytes(report.bytes),
-            human_duration(report.duration_seconds)
-        ))?;
-        if errors > 0 {
-            super::out(&format!(
-                "{errors} entries could not be restored (see the errors above)"
-            ))?;
+        print_summary(&id, a, &report)?;
+        if a.profile {
+            print_profile(&report)?;
         }
     }
     Ok(if errors > 0 { 3 } else { 0 })
+}
+
+fn render(p: &Progress, el: Duration) -> String {
+    let bytes = p.bytes.load(Ordering::Relaxed);
+    let total = p.bytes_total.load(Ordering::Relaxed);
+    let secs = el.as_secs_f64().max(0.001);
+    let rate = bytes as f64 / secs;
+    let eta = if rate > 0.0 && total > bytes {
+        format!(", ETA {}", human_duration((total - bytes) as f64 / rate))
+    } else {
+        String::new()
+    };
+    let pct = if total > 0 {
+        format!("{:.0}% ", (bytes as f64 * 100.0 / total as f64).min(100.0))
+    } else {
+        String::new()
+    };
+    format!(
+        "[{}] {pct}{} of {} files, {} of {}, {}/s{eta}",
+        human_duration(secs),
+        p.files.load(Ordering::Relaxed),
+        p.files_total.load(Ordering::Relaxed),
+        human_bytes(bytes),
+        human_bytes(total),
+        human_bytes(rate as u64),
+    )
+}
+
+fn status_json(p: &Progress, el: Duration) -> serde_json::Value {
+    let bytes = p.bytes.load(Ordering::Relaxed);
+    let total = p.bytes_total.load(Ordering::Relaxed);
+    json!({
+        "message_type": "status",
+        "seconds_elapsed": el.as_secs_f64(),
+        "percent_done": if total > 0 { (bytes as f64 / total as f64).min(1.0) } else { 0.0 },
+        "total_files": p.files_total.load(Ordering::Relaxed),
+        "files_restored": p.files.load(Ordering::Relaxed),
+        "total_bytes": total,
+        "bytes_restored": bytes,
+    })
+}
+
+fn summary_json(
+    id: &arca_format::Id,
+    r: &RestoreReport,
+    stats: &arca_backend::BackendStats,
+) -> serde_json::Value {
+    let p = &r.plan;
+    let mb = (r.bytes as f64 / 1e6).max(1e-9);
+    let plan = json!({
+        "files": p.files, "dirs": p.dirs, "dirs_new": p.dirs_new, "others": p.others,
+        "hardlinks": p.hardlinks, "files_new": p.files_new, "files_updated": p.files_updated,
+        "files_metadata": p.files_metadata, "files_unchanged": p.files_unchanged,
+        "files_skipped": p.files_skipped, "bytes_total": p.bytes_total,
+        "bytes_in_place": p.bytes_in_place, "bytes_to_place": p.bytes_to_place,
+        "blobs_to_fetch": p.blobs_to_fetch, "bytes_to_fetch": p.bytes_to_fetch,
+        "packs_to_read": p.packs_to_read, "bytes_to_write": p.bytes_to_write,
+        "bytes_to_copy": p.bytes_to_copy, "bytes_to_reuse": p.bytes_to_reuse,
+        "bytes_holes": p.bytes_holes, "deletes": p.deletes,
+    });
+    let stages: Vec<_> = r
+        .stages
+        .iter()
+        .map(|s| {
+            json!({"name": s.name, "threads": s.threads, "busy_seconds": s.busy,
+                "wait_input_seconds": s.wait_in, "wait_output_seconds": s.wait_out})
+        })
+        .collect();
+    let phases: Vec<_> = r
+        .phases
+        .iter()
+        .map(|(n, s)| json!({"name": n, "seconds": s}))
+        .collect();
+    let tuning = r.tuning.map(|t| {
+        json!({"fetchers": t.fetchers, "workers": t.workers, "memory": t.memory,
+            "read_gap": t.read_gap, "max_read": t.max_read, "queue": t.queue, "window": t.window,
+            "stall_after_seconds": t.stall_after.as_secs_f64(), "preallocate": t.preallocate})
+    });
+    let mut v = json!({
+        "message_type": "summary",
+        "snapshot_id": id.to_hex(),
+        "dry_run": r.dry_run,
+        "files_restored": r.files,
+        "dirs_restored": r.dirs,
+        "others_restored": r.others,
+        "hardlinks": r.hardlinks,
+        "bytes_restored": r.bytes,
+        "bytes_written": r.bytes_written,
+        "errors": r.issues.len(),
+        "issues": r.issues.iter().map(|i| i.message.clone()).collect::<Vec<_>>(),
+        "duration_seconds": r.duration_seconds,
+        "fetched_bytes": r.fetched_bytes,
+        "requests": r.requests,
+        "tree_requests": r.tree_requests,
+        "tree_bytes": r.tree_bytes,
+        "packs_read": r.packs_read,
+        "requests_per_mb": r.requests as f64 / mb,
+        "packs_per_mb": r.packs_read as f64 / mb,
+        "rereads": r.rereads,
+        "cache_hits": r.cache_hits,
+        "evictions": r.evictions,
+        "blocks_decoded": r.blocks_decoded,
+        "blocks_copied": r.blocks_copied,
+        "bytes_copied": r.bytes_copied,
+        "blocks_reused": r.blocks_reused,
+        "bytes_reused": r.bytes_reused,
+        "bytes_holes": r.bytes_holes,
+        "files_hashed": r.files_hashed,
+        "bytes_hashed": r.bytes_hashed,
+        "files_verified": r.files_verified,
+        "peak_memory": r.peak_memory,
+        "retries": r.retries,
+        "stalls": r.stalls,
+        "backend": util::stats_json(stats),
+    });
+    v["plan"] = plan;
+    v["profile"] = json!({"stages": stages, "phases": phases, "tuning": tuning});
+    v
+}
+
+fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Result<()> {
+    let p = &r.plan;
+    if r.dry_run {
+        super::out(&format!(
+            "dry run of snapshot {} into {}: would restore {} files ({}), update {}, fix the \
+             metadata of {}, leave {} unchanged and {} alone; create {} directories; delete {} \
+             entries",
+            id.short(),
+            a.target.display(),
+            p.files_new,
+            human_bytes(p.bytes_to_place),
+            p.files_updated,
+            p.files_metadata,
+            p.files_unchanged,
+            p.files_skipped,
+            p.dirs_new,
+            p.deletes
+        ))?;
+        super::out(&format!(
+            "would fetch {} ({} blobs from {} packs), write {} from them, copy {} locally, take \
+             {} from --reuse-from; {} already in place, {} of holes",
+            human_bytes(p.bytes_to_fetch),
+            p.blobs_to_fetch,
+            p.packs_to_read,
+            human_bytes(p.bytes_to_write),
+            human_bytes(p.bytes_to_copy),
+            human_bytes(p.bytes_to_reuse),
+            human_bytes(p.bytes_in_place),
+            human_bytes(p.bytes_holes)
+        ))?;
+        return Ok(());
+    }
+    super::out(&format!(
+        "restored snapshot {} to {}: {} files ({} new, {} updated, {} unchanged), {} dirs, {} \
+         other, {} hard links, {} in {}",
+        id.short(),
+        a.target.display(),
+        r.files + r.hardlinks,
+        p.files_new,
+        p.files_updated,
+        p.files_unchanged + p.files_metadata,
+        r.dirs,
+        r.others,
+        r.hardlinks,
+        human_bytes(r.bytes),
+        human_duration(r.duration_seconds)
+    ))?;
+    if p.files_new + p.files_updated > 0 || r.fetched_bytes > 0 || p.deletes > 0 {
+        super::out(&format!(
+            "fetched {} in {} reads from {} packs; copied {} locally; {} already in place; \
+             deleted {} entries",
+            human_bytes(r.fetched_bytes),
+            r.requests,
+            r.packs_read,
+            human_bytes(r.bytes_copied + r.bytes_reused),
+            human_bytes(p.bytes_in_place),
+            p.deletes
+        ))?;
+    } else {
+        super::out("nothing to fetch: the target already holds the snapshot's content")?;
+    }
+    if a.verify {
+        super::out(&format!("verified {} files", r.files_verified))?;
+    }
+    let errors = r.issues.len();
+    if errors > 0 {
+        super::out(&format!(
+            "{errors} entries could not be restored (see the errors above)"
+        ))?;
+    }
+    Ok(())
+}
+
+fn print_profile(r: &RestoreReport) -> Result<()> {
+    super::out("stage          threads      busy   waiting for input   waiting to hand on")?;
+    for s in &r.stages {
+        super::out(&format!(
+            "{:<14} {:>7} {:>8.2} s {:>17.2} s {:>18.2} s",
+            s.name, s.threads, s.busy, s.wait_in, s.wait_out
+        ))?;
+    }
+    let phases: Vec<String> = r
+        .phases
+        .iter()
+        .map(|(n, s)| format!("{n} {s:.2} s"))
+        .collect();
+    super::out(&format!("phases: {}", phases.join(", ")))?;
+    let mb = (r.bytes as f64 / 1e6).max(1e-9);
+    let speed = if r.packs_read > 0 {
+        format!("{:.1}", mb / r.packs_read as f64)
+    } else {
+        "-".into()
+    };
+    super::out(&format!(
+        "fetched {} for {} restored ({:.2} bytes fetched per byte); {} reads ({:.2} per MB), \
+         {} packs ({:.3} per MB; FAST'13 speed factor {speed} MB per pack); directory \
+         listings: {} reads, {}",
+        human_bytes(r.fetched_bytes),
+        human_bytes(r.bytes),
+        r.fetched_bytes as f64 / (r.bytes as f64).max(1.0),
+        r.requests,
+        r.requests as f64 / mb,
+        r.packs_read,
+        r.packs_read as f64 / mb,
+        r.tree_requests,
+        human_bytes(r.tree_bytes)
+    ))?;
+    let budget = r.tuning.map_or(0, |t| t.memory);
+    super::out(&format!(
+        "cache: {} hits, {} evictions, {} re-reads; peak block memory {} (budget {}); {} \
+         retries, {} stall reports",
+        r.cache_hits,
+        r.evictions,
+        r.rereads,
+        human_bytes(r.peak_memory),
+        human_bytes(budget),
+        r.retries,
+        r.stalls
+    ))?;
+    super::out(&format!(
+        "local: {} blocks ({}) copied instead of fetched, {} blocks ({}) from --reuse-from, {} \
+         of holes; {} files hashed ({} read)",
+        r.blocks_copied,
+        human_bytes(r.bytes_copied),
+        r.blocks_reused,
+        human_bytes(r.bytes_reused),
+        human_bytes(r.bytes_holes),
+        r.files_hashed,
+        human_bytes(r.bytes_hashed)
+    ))?;
+    if let Some(t) = r.tuning {
+        super::out(&format!(
+            "knobs: fetchers {}, workers {}, memory {}, read gap {}, max read {}, queue {}, \
+             window {}, preallocate {}",
+            t.fetchers,
+            t.workers,
+            human_bytes(t.memory),
+            human_bytes(t.read_gap),
+            human_bytes(t.max_read),
+            t.queue,
+            human_bytes(t.window),
+            t.preallocate
+        ))?;
+    }
+    Ok(())
 }

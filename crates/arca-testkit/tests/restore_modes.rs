@@ -1,0 +1,343 @@
+//! Restore modes, each checked byte for byte and metadata for metadata against the source:
+//! full, partial, no-op, metadata-only, the overwrite policies, --delete, --dry-run, subsets,
+//! --reuse-from and --verify.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use arca_restore::{Action, Overwrite};
+use arca_testkit::compare;
+use common::*;
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    src: PathBuf,
+    target: PathBuf,
+    expected: std::collections::BTreeMap<PathBuf, compare::Entry>,
+    repo: arca_repo::Repository,
+}
+
+fn setup() -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    with_duplicates(&src);
+    let repo = init(local(&tmp.path().join("repo")));
+    let b = do_backup(&repo, &src).unwrap();
+    assert!(b.warnings.is_empty(), "{:?}", b.warnings);
+    // Captured after the backup (which moves no atime): capturing reads directories, which
+    // can move their atimes (relatime) after they were recorded.
+    let expected = compare::snapshot(&src).unwrap();
+    let target = tmp.path().join("target");
+    Setup {
+        src,
+        target,
+        expected,
+        repo,
+        _tmp: tmp,
+    }
+}
+
+impl Setup {
+    fn out(&self) -> PathBuf {
+        restored(&self.target, &self.src)
+    }
+    /// The restored tree equals the source, bytes and metadata (atimes included).
+    fn assert_exact(&self) {
+        let out = self.out();
+        let actual = compare::snapshot(&out).unwrap();
+        let d = compare::diff(&self.expected, &self.src, &actual, &out);
+        assert!(d.is_empty(), "restore differs:\n{}", d.join("\n"));
+    }
+    fn restore(
+        &self,
+        f: impl FnOnce(&mut arca_restore::RestoreOptions),
+    ) -> (arca_restore::RestoreReport, Seen) {
+        let (r, seen) = restore_with(&self.repo, "latest", &self.target, f);
+        let r = r.expect("restore");
+        assert!(r.issues.is_empty(), "{:?}", r.issues);
+        (r, seen)
+    }
+    /// Non-empty restored files with one name each (hard-linked ones left out).
+    fn restored_files(&self) -> Vec<PathBuf> {
+        files(&self.out())
+            .into_iter()
+            .filter(|p| {
+                fs::metadata(p)
+                    .is_ok_and(|m| m.len() > 0 && std::os::unix::fs::MetadataExt::nlink(&m) == 1)
+            })
+            .collect()
+    }
+}
+
+fn touch_now(p: &Path) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    arca_testkit::generate::set_times(
+        p,
+        (now.as_secs() as i64, 0),
+        (now.as_secs() as i64, i64::from(now.subsec_nanos())),
+    )
+    .unwrap();
+}
+
+#[test]
+fn full_partial_noop_and_metadata_only_restores() {
+    let s = setup();
+    let (full, _) = s.restore(|_| {});
+    s.assert_exact();
+    assert!(full.fetched_bytes > 0);
+    assert_eq!(full.plan.files_new, full.plan.files);
+
+    // No-op: nothing fetched, nothing hashed, every file trusted by size and mtime.
+    let (noop, _) = s.restore(|_| {});
+    s.assert_exact();
+    assert_eq!((noop.fetched_bytes, noop.requests), (0, 0));
+    assert_eq!(noop.files_hashed, 0);
+    assert_eq!(noop.plan.files_new + noop.plan.files_updated, 0);
+    assert_eq!(noop.plan.files_unchanged, noop.plan.files);
+
+    // Metadata-only: every mtime moved and a mode changed; contents right, so everything
+    // is hashed and nothing fetched.
+    let files = s.restored_files();
+    for p in &files {
+        touch_now(p);
+    }
+    fs::set_permissions(&files[0], fs::Permissions::from_mode(0o600)).unwrap();
+    let (meta, _) = s.restore(|_| {});
+    s.assert_exact();
+    assert_eq!(meta.fetched_bytes, 0, "metadata-only restore fetched data");
+    assert_eq!(meta.files_hashed as usize, files.len());
+    assert_eq!(meta.plan.files_metadata, meta.files_hashed);
+
+    // Partial: a quarter of the files deleted, a quarter with their first byte flipped.
+    let files = s.restored_files();
+    let (mut deleted, mut damaged) = (0u64, vec![]);
+    for (i, p) in files.iter().enumerate() {
+        match i % 4 {
+            0 => {
+                deleted += fs::metadata(p).unwrap().len();
+                fs::remove_file(p).unwrap();
+            }
+            1 => {
+                arca_testkit::flip_byte(p, 0).unwrap();
+                damaged.push(p.clone());
+            }
+            _ => {}
+        }
+    }
+    let (part, _) = s.restore(|_| {});
+    s.assert_exact();
+    assert!(part.fetched_bytes > 0);
+    assert!(
+        part.fetched_bytes < full.fetched_bytes * 3 / 4,
+        "partial restore fetched {} of {}",
+        part.fetched_bytes,
+        full.fetched_bytes
+    );
+    assert_eq!(part.plan.files_updated as usize, damaged.len());
+    // A damaged file only needed its first block: far less than the file.
+    assert!(part.plan.bytes_to_write < deleted + damaged.len() as u64 * (256 << 10));
+    assert!(part.plan.bytes_in_place > 0);
+}
+
+#[test]
+fn overwrite_policies() {
+    let s = setup();
+    s.restore(|_| {});
+    let files = s.restored_files();
+    let (a, b) = (&files[0], &files[1]);
+
+    // always: every file hashed, nothing fetched when all is right.
+    let (r, _) = s.restore(|o| o.overwrite = Overwrite::Always);
+    assert_eq!(r.files_hashed, r.plan.files);
+    assert_eq!(r.fetched_bytes, 0);
+    s.assert_exact();
+
+    // A changed file with a newer mtime survives if-newer and never; a missing file comes
+    // back with both.
+    let a_mode = fs::metadata(a).unwrap().permissions();
+    fs::write(a, b"changed by the user").unwrap();
+    fs::remove_file(b).unwrap();
+    for mode in [Overwrite::IfNewer, Overwrite::Never] {
+        s.restore(|o| o.overwrite = mode);
+        assert_eq!(fs::read(a).unwrap(), b"changed by the user", "{mode:?}");
+        assert!(b.exists(), "{mode:?}");
+    }
+    // With an mtime older than the snapshot's, if-newer replaces it; never still does not.
+    arca_testkit::generate::set_times(a, (1_000_000, 0), (1_000_000, 0)).unwrap();
+    s.restore(|o| o.overwrite = Overwrite::Never);
+    assert_eq!(fs::read(a).unwrap(), b"changed by the user");
+    s.restore(|o| o.overwrite = Overwrite::IfNewer);
+    fs::set_permissions(a, a_mode).unwrap();
+    s.assert_exact();
+
+    // Same size and mtime but different bytes: if-changed trusts it (that is its contract),
+    // --verify catches it, always repairs it.
+    let m = fs::metadata(a).unwrap();
+    arca_testkit::flip_byte(a, 0).unwrap();
+    arca_testkit::generate::set_times(
+        a,
+        (
+            std::os::unix::fs::MetadataExt::atime(&m),
+            std::os::unix::fs::MetadataExt::atime_nsec(&m),
+        ),
+        (
+            std::os::unix::fs::MetadataExt::mtime(&m),
+            std::os::unix::fs::MetadataExt::mtime_nsec(&m),
+        ),
+    )
+    .unwrap();
+    let (r, _) = restore_with(&s.repo, "latest", &s.target, |o| o.verify = true);
+    let r = r.unwrap();
+    assert_eq!(r.issues.len(), 1, "{:?}", r.issues);
+    assert!(
+        r.issues[0].message.contains("verification failed"),
+        "{:?}",
+        r.issues
+    );
+    assert!(r.files_verified as usize >= files.len());
+    let (r, _) = s.restore(|o| {
+        o.overwrite = Overwrite::Always;
+        o.verify = true;
+    });
+    assert!(r.fetched_bytes > 0);
+    s.assert_exact();
+}
+
+#[test]
+fn delete_removes_only_what_the_snapshot_lacks_and_dry_run_changes_nothing() {
+    let s = setup();
+    s.restore(|_| {});
+    let out = s.out();
+    fs::write(out.join("extra.txt"), b"not in the snapshot").unwrap();
+    fs::create_dir_all(out.join("extra dir/deep")).unwrap();
+    fs::write(out.join("extra dir/deep/x"), b"x").unwrap();
+    fs::write(out.join("dups/keep.tmp"), b"excluded, so kept").unwrap();
+    let missing = out.join("dups/f05");
+    fs::remove_file(&missing).unwrap();
+
+    // Dry run: reports the deletions and the restore, changes nothing (not even atimes).
+    // The first capture reads directories, which moves atimes older than the mtime (relatime);
+    // the second one sees the settled state.
+    compare::snapshot(&out).unwrap();
+    let before = compare::snapshot(&out).unwrap();
+    let (r, seen) = s.restore(|o| {
+        o.delete = true;
+        o.dry_run = true;
+        o.excludes = vec!["*.tmp".into()];
+    });
+    assert!(r.dry_run);
+    let after = compare::snapshot(&out).unwrap();
+    let strip_link_atimes = |m: &std::collections::BTreeMap<PathBuf, compare::Entry>| {
+        // Reading a symlink moves its atime on Linux; nothing else may change.
+        m.iter()
+            .map(|(p, e)| {
+                let mut e = e.clone();
+                if e.kind == 'l' {
+                    e.atime = (0, 0);
+                }
+                (p.clone(), e)
+            })
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let d = compare::diff(
+        &strip_link_atimes(&before),
+        &out,
+        &strip_link_atimes(&after),
+        &out,
+    );
+    assert!(
+        d.is_empty(),
+        "dry run changed the target:\n{}",
+        d.join("\n")
+    );
+    let planned = seen.planned.lock().unwrap().clone();
+    let deletes: Vec<_> = planned
+        .iter()
+        .filter(|p| p.1 == Action::Delete)
+        .map(|p| p.0.clone())
+        .collect();
+    assert_eq!(deletes.len(), 2, "{deletes:?}");
+    assert!(deletes.contains(&out.join("extra.txt")));
+    assert!(deletes.contains(&out.join("extra dir")));
+    assert!(
+        planned
+            .iter()
+            .any(|p| p.0 == missing && p.1 == Action::Restore && p.2 > 0)
+    );
+    assert_eq!(r.plan.deletes, 2);
+    assert_eq!(r.plan.files_new, 1);
+    assert!(r.plan.bytes_to_fetch > 0 && r.plan.blobs_to_fetch > 0);
+    assert_eq!(r.fetched_bytes, 0);
+
+    // The real thing.
+    let (r, _) = s.restore(|o| {
+        o.delete = true;
+        o.excludes = vec!["*.tmp".into()];
+    });
+    assert!(!out.join("extra.txt").exists() && !out.join("extra dir").exists());
+    assert!(out.join("dups/keep.tmp").exists());
+    assert!(r.fetched_bytes > 0);
+    // Removing it changes the directory's mtime, which the next restore puts right.
+    fs::remove_file(out.join("dups/keep.tmp")).unwrap();
+    s.restore(|_| {});
+    s.assert_exact();
+}
+
+#[test]
+fn include_exclude_subsets_and_a_single_file() {
+    let s = setup();
+    let one = s.src.join("dups/b.bin");
+    s.restore(|o| o.includes = vec![one.display().to_string()]);
+    let got = files(&s.target);
+    assert_eq!(got, vec![restored(&s.target, &one)]);
+    assert_eq!(fs::read(&got[0]).unwrap(), fs::read(&one).unwrap());
+
+    let t2 = s.target.with_file_name("target2");
+    let (r, _) = restore_with(&s.repo, "latest", &t2, |o| {
+        o.excludes = vec!["dups".into(), "*.log".into()];
+    });
+    assert!(r.unwrap().issues.is_empty());
+    let out = restored(&t2, &s.src);
+    assert!(!out.join("dups").exists());
+    assert!(!out.join("dir/text.log").exists());
+    assert!(out.join("dir/nested/random.bin").exists());
+    assert!(out.join("small.txt").exists());
+}
+
+#[test]
+fn reuse_from_takes_verified_blocks_from_another_tree() {
+    let s = setup();
+    // The original source is the other tree; one of its files was changed since the backup.
+    let changed = s.src.join("dups/f03");
+    let orig = fs::read(&changed).unwrap();
+    let f = fs::OpenOptions::new().write(true).open(&changed).unwrap();
+    f.write_all_at(b"CHANGED", 100).unwrap();
+    drop(f);
+    let (r, _) = s.restore(|o| o.reuse_from = vec![PathBuf::from("/")]);
+    assert!(r.bytes_reused > 0 && r.blocks_reused > 0);
+    // Only what the source no longer holds is fetched.
+    assert!(r.fetched_bytes > 0);
+    assert!(
+        r.fetched_bytes < r.bytes / 4,
+        "fetched {} for {}",
+        r.fetched_bytes,
+        r.bytes
+    );
+    let f = fs::OpenOptions::new().write(true).open(&changed).unwrap();
+    f.write_all_at(&orig[100..107], 100).unwrap();
+    drop(f);
+    let m = fs::metadata(&changed).unwrap();
+    let e = &s.expected[Path::new("dups/f03")];
+    arca_testkit::generate::set_times(
+        &changed,
+        (std::os::unix::fs::MetadataExt::atime(&m), 0),
+        e.mtime,
+    )
+    .unwrap();
+    s.assert_exact();
+}
