@@ -96,7 +96,7 @@ pub fn copy_range(src: &File, src_off: u64, dst: &File, dst_off: u64, len: u64) 
     // at the same place within a block, the unaligned head and tail are copied apart so the
     // middle can be shared.
     const BLOCK: u64 = 4096;
-    if len >= 2 * BLOCK && src_off % BLOCK == dst_off % BLOCK && src_off % BLOCK != 0 {
+    if len >= 2 * BLOCK && src_off % BLOCK == dst_off % BLOCK && !src_off.is_multiple_of(BLOCK) {
         let head = BLOCK - src_off % BLOCK;
         let body = (len - head) / BLOCK * BLOCK;
         let mut copied = 0;

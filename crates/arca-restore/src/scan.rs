@@ -313,7 +313,7 @@ impl Scanner<'_> {
                     }),
                     ..Node::default()
                 };
-                let snap = dp.snap_path.join(&name);
+                let snap = dp.snap_path.join(name);
                 if self.sel.decide(&probe, &snap, dp.selected) == Some(true) {
                     out.push(Deletion {
                         path: dp.path.join(name),
