@@ -2,6 +2,8 @@
 //! full, partial, no-op, metadata-only, the overwrite policies, --delete, --dry-run, subsets,
 //! --reuse-from and --verify.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::fs;
