@@ -51,7 +51,7 @@ pub enum Command {
     /// List the entries of a snapshot
     Ls(LsArgs),
     /// Restore a snapshot under a target directory
-    Restore(RestoreArgs),
+    Restore(Box<RestoreArgs>),
     /// Verify the repository's structure and, with --read-data, all data
     Check(CheckArgs),
     /// Manage the repository's keys (passwords)
