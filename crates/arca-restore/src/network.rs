@@ -13,7 +13,6 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 
 use arca_repo::{Index, Repository};
 use crossbeam_channel::bounded;
@@ -43,7 +42,7 @@ pub(crate) fn run(
     observer: &dyn Observer,
 ) -> NetworkReport {
     let board = Board::default();
-    let finished = AtomicBool::new(false);
+    let (finished_tx, finished_rx) = crossbeam_channel::bounded::<()>(0);
     let backend = repo.backend().as_ref();
     let packs = index.packs();
     let (fetch_tx, fetch_rx) = bounded(t.queue);
@@ -73,8 +72,9 @@ pub(crate) fn run(
             })
             .collect();
         drop((fetch_rx, work_rx, done_tx));
-        let watchdog =
-            s.spawn(|| crate::watchdog::watch(sh, &board, t.stall_after, &finished, observer));
+        let board = &board;
+        let watchdog = s
+            .spawn(move || crate::watchdog::watch(sh, board, t.stall_after, finished_rx, observer));
         let post = board.join("scheduler".into());
         let (sched, sched_clock) = Scheduler::new(sh, t, reuse).run(
             Links {
@@ -89,7 +89,7 @@ pub(crate) fn run(
         };
         let fetch_clocks = join(fetchers);
         let work_clocks = join(workers);
-        finished.store(true, std::sync::atomic::Ordering::Relaxed);
+        drop(finished_tx);
         let stalls = watchdog.join().unwrap_or(0);
         NetworkReport {
             sched,

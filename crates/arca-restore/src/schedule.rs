@@ -246,8 +246,10 @@ impl<'a, 's> Scheduler<'a, 's> {
     /// Admits files in plan order while the window has room, giving each block a source.
     fn admit_files(&mut self, links: &Links, clock: &mut Clock) {
         let plan = self.sh.plan;
+        // An empty window always takes one more file, however large: progress under any
+        // window size.
         while self.cursor < self.admit.len()
-            && (self.window_used < self.t.window || self.fetch_inflight + self.place_inflight == 0)
+            && (self.window_used < self.t.window || self.window_used == 0)
         {
             let f = self.admit[self.cursor];
             self.cursor += 1;

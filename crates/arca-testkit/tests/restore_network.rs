@@ -1,0 +1,300 @@
+//! The restore network under pressure: blocks decoded once and copied locally, memory within
+//! the budget when every file shares a pack, Belady eviction and re-reads, no deadlock with
+//! channels of capacity 1 and a budget of one block, the watchdog, and Ctrl-C.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use arca_backend::{Backend, Fault, FaultBackend, FileType, LocalBackend, Op, Rule, Trigger};
+use arca_restore::{RestoreError, Tuning};
+use arca_testkit::{compare, random_bytes};
+use common::*;
+
+/// Runs `f` on a thread and fails the test if it does not finish within `limit` (a hang).
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("did not finish within {limit:?}: deadlock or hang"))
+}
+
+fn exact(src: &Path, target: &Path) {
+    let d = compare::diff_trees(src, &restored(target, src));
+    assert!(d.is_empty(), "restore differs:\n{}", d.join("\n"));
+}
+
+#[test]
+fn duplicate_blocks_are_decoded_once_and_later_uses_copied_locally() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    with_duplicates(&src);
+    let repo = init(local(&tmp.path().join("repo")));
+    do_backup(&repo, &src).unwrap();
+    compare::snapshot(&src).unwrap();
+
+    // Everything admitted at once: all uses of a block are written from the one decoded copy.
+    let t1 = tmp.path().join("t1");
+    let (r, _) = restore_with(&repo, "latest", &t1, |_| {});
+    let r = r.unwrap();
+    assert!(r.issues.is_empty(), "{:?}", r.issues);
+    assert_eq!(r.blocks_decoded, r.plan.blobs_to_fetch);
+    assert!(r.plan.bytes_to_copy > 0, "the tree has duplicates");
+    exact(&src, &t1);
+
+    // One file at a time: a block already on disk is copied from there (copy_file_range), not
+    // fetched or decoded again.
+    let t2 = tmp.path().join("t2");
+    let (r, _) = restore_with(&repo, "latest", &t2, |o| {
+        o.tuning = Tuning {
+            window: 1,
+            ..Tuning::default()
+        }
+    });
+    let r = r.unwrap();
+    assert!(r.issues.is_empty(), "{:?}", r.issues);
+    assert!(r.blocks_copied > 0 && r.bytes_copied > 0, "{r:?}");
+    assert!(r.blocks_decoded <= r.plan.blobs_to_fetch + r.rereads);
+    exact(&src, &t2);
+}
+
+/// Two packs whose blocks the restored files need alternately: files `a/NN` hold the
+/// content of `p/NN` (first pack) for even NN and of `q/NN` (second pack) for odd NN.
+fn interleaved(
+    root: &Path,
+) -> (
+    Arc<FaultBackend<LocalBackend>>,
+    arca_repo::Repository,
+    PathBuf,
+) {
+    let src = root.join("src");
+    let fb = Arc::new(FaultBackend::new(LocalBackend::new(root.join("repo"))));
+    let b: Arc<dyn Backend> = fb.clone();
+    let repo = init(b);
+    // Files below the minimum chunk size are one blob each.
+    let content = |set: u64, i: u64| random_bytes(set * 1000 + i, 12_000);
+    fs::create_dir_all(src.join("p")).unwrap();
+    for i in 0..30 {
+        fs::write(src.join(format!("p/{i:02}")), content(1, i)).unwrap();
+    }
+    do_backup(&repo, &src).unwrap();
+    fs::create_dir_all(src.join("q")).unwrap();
+    for i in 0..30 {
+        fs::write(src.join(format!("q/{i:02}")), content(2, i)).unwrap();
+    }
+    do_backup(&repo, &src).unwrap();
+    fs::create_dir_all(src.join("a")).unwrap();
+    for i in 0..30 {
+        fs::write(
+            src.join(format!("a/{i:02}")),
+            content(if i % 2 == 0 { 1 } else { 2 }, i),
+        )
+        .unwrap();
+    }
+    do_backup(&repo, &src).unwrap();
+    (fb, repo, src)
+}
+
+#[test]
+fn memory_stays_within_the_budget_when_files_share_packs_and_belady_evicts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_fb, repo, src) = interleaved(tmp.path());
+    let only_a = vec![src.join("a").display().to_string()];
+    let sealed = 12_000 + 64;
+
+    // A budget for a few blocks, one file admitted at a time: read-ahead from one pack fills
+    // the cache, the next file needs the other pack, and the block needed farthest ahead
+    // makes room.
+    let budget = 5 * sealed as u64;
+    let t = tmp.path().join("small-budget");
+    let (r, _) = restore_with(&repo, "latest", &t, |o| {
+        o.includes = only_a.clone();
+        o.tuning = Tuning {
+            window: 1,
+            memory: budget,
+            read_gap: Some(1 << 20),
+            ..Tuning::default()
+        };
+    });
+    let r = r.unwrap();
+    assert!(r.issues.is_empty(), "{:?}", r.issues);
+    assert!(
+        r.peak_memory <= budget,
+        "peak {} > budget {budget}",
+        r.peak_memory
+    );
+    assert!(r.evictions > 0, "no eviction: {r:?}");
+    assert!(r.cache_hits > 0, "read-ahead never served a block: {r:?}");
+    assert_eq!(r.packs_read, 2);
+    for i in 0..30 {
+        let p = src.join(format!("a/{i:02}"));
+        assert_eq!(fs::read(restored(&t, &p)).unwrap(), fs::read(&p).unwrap());
+    }
+
+    // With room for everything, each pack is read once, in one request.
+    let t = tmp.path().join("big-budget");
+    let (r, _) = restore_with(&repo, "latest", &t, |o| {
+        o.includes = only_a.clone();
+        o.tuning = Tuning {
+            window: 1,
+            memory: 64 << 20,
+            read_gap: Some(1 << 20),
+            ..Tuning::default()
+        };
+    });
+    let r = r.unwrap();
+    assert!(r.issues.is_empty(), "{:?}", r.issues);
+    assert_eq!((r.packs_read, r.requests, r.rereads), (2, 2, 0), "{r:?}");
+}
+
+#[test]
+fn every_file_sharing_one_pack_under_a_one_block_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    // 40 small files: their blobs all land in one pack.
+    for i in 0..40u64 {
+        fs::write(src.join(format!("f{i:02}")), random_bytes(i, 12_000)).unwrap();
+    }
+    let repo = init(local(&tmp.path().join("repo")));
+    do_backup(&repo, &src).unwrap();
+    let budget = 12_000 + 12_100;
+    let t = tmp.path().join("t");
+    let (r, _) = restore_with(&repo, "latest", &t, |o| {
+        o.tuning = Tuning {
+            memory: budget,
+            read_gap: Some(1 << 20),
+            ..Tuning::default()
+        };
+    });
+    let r = r.unwrap();
+    assert!(r.issues.is_empty(), "{:?}", r.issues);
+    assert!(
+        r.peak_memory <= budget,
+        "peak {} > budget {budget}",
+        r.peak_memory
+    );
+    // The pack is read by ranges, a block at a time, instead of all at once.
+    assert_eq!(r.packs_read, 1);
+    assert!(r.requests >= 20, "{r:?}");
+    exact(&src, &t);
+}
+
+#[test]
+fn no_deadlock_with_channels_of_capacity_one_and_a_one_byte_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    with_duplicates(&src);
+    let repo = init(local(&tmp.path().join("repo")));
+    do_backup(&repo, &src).unwrap();
+    compare::snapshot(&src).unwrap();
+    for (fetchers, workers) in [(1, 1), (3, 2)] {
+        let t = tmp.path().join(format!("t{fetchers}{workers}"));
+        let (repo_dir, t2) = (tmp.path().join("repo"), t.clone());
+        let r = within(Duration::from_secs(120), move || {
+            let repo = arca_repo::Repository::open(local(&repo_dir), b"password").unwrap();
+            let (r, _) = restore_with(&repo, "latest", &t2, |o| {
+                o.tuning = Tuning {
+                    fetchers,
+                    workers,
+                    queue: 1,
+                    memory: 1,
+                    window: 1,
+                    max_read: 1,
+                    read_gap: Some(0),
+                    ..Tuning::default()
+                };
+            });
+            r.unwrap()
+        });
+        assert!(r.issues.is_empty(), "{:?}", r.issues);
+        exact(&src, &t);
+    }
+    drop(repo);
+}
+
+#[test]
+fn a_stalled_read_is_reported_naming_what_waits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (fb, repo, src) = interleaved(tmp.path());
+    fb.add(Rule {
+        op: Some(Op::Read),
+        file_type: Some(FileType::Pack),
+        // The tree reads come first; then data reads.
+        trigger: Trigger::From(6),
+        fault: Fault::Delay(Duration::from_millis(700)),
+    });
+    let t = tmp.path().join("t");
+    let (r, seen) = restore_with(&repo, "latest", &t, |o| {
+        o.includes = vec![src.join("a").display().to_string()];
+        o.tuning = Tuning {
+            stall_after: Some(Duration::from_millis(150)),
+            ..Tuning::default()
+        };
+    });
+    let r = r.unwrap();
+    assert!(r.issues.is_empty(), "{:?}", r.issues);
+    assert!(r.stalls > 0, "{r:?}");
+    let stalls = seen.stalls.lock().unwrap().clone();
+    assert!(
+        stalls
+            .iter()
+            .any(|s| s.contains("restore stalled: nothing completed for")
+                && s.contains(": reading")
+                && s.contains("of pack")
+                && s.contains("scheduler: waiting for")),
+        "{stalls:?}"
+    );
+    for i in 0..30 {
+        let p = src.join(format!("a/{i:02}"));
+        assert_eq!(fs::read(restored(&t, &p)).unwrap(), fs::read(&p).unwrap());
+    }
+}
+
+#[test]
+fn ctrl_c_stops_every_stage_promptly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (fb, repo, src) = interleaved(tmp.path());
+    // Every data read is slow: without the stop this restore would take over a minute.
+    fb.add(Rule {
+        op: Some(Op::Read),
+        file_type: Some(FileType::Pack),
+        trigger: Trigger::From(6),
+        fault: Fault::Delay(Duration::from_millis(300)),
+    });
+    let cancel = Arc::new(AtomicBool::new(false));
+    let c = Arc::clone(&cancel);
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(800));
+        c.store(true, Ordering::SeqCst);
+    });
+    let t = tmp.path().join("t");
+    let started = Instant::now();
+    let (r, _) = restore_with(&repo, "latest", &t, |o| {
+        o.includes = vec![src.join("a").display().to_string()];
+        o.cancel = Some(cancel);
+        o.tuning = Tuning {
+            window: 1,
+            fetchers: 2,
+            read_gap: Some(0),
+            ..Tuning::default()
+        };
+    });
+    assert!(matches!(r, Err(RestoreError::Interrupted)), "{r:?}");
+    // Stopped within about one read of the request, not at the end.
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    let restored_files: Vec<PathBuf> = arca_testkit::files_under(&t);
+    assert!(restored_files.len() < 30, "{}", restored_files.len());
+}
