@@ -24,11 +24,7 @@ pub(crate) fn watch(
     let mut last_beat = sh.counters.beats.load(Ordering::Relaxed);
     let mut since = Instant::now();
     let mut reports = 0;
-    loop {
-        match finished.recv_timeout(tick) {
-            Err(RecvTimeoutError::Timeout) => {}
-            _ => break,
-        }
+    while let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(tick) {
         let beat = sh.counters.beats.load(Ordering::Relaxed);
         if beat != last_beat {
             last_beat = beat;
