@@ -147,7 +147,9 @@ impl Tuning {
             _ => 256 << 10,
         });
         let max_read = match self.max_read {
-            0 if remote => (16 * MIB).max(read_gap * 2),
+            // Enough to make a request's latency small next to its transfer, no more: reads in
+            // flight hold memory, and the link is shared.
+            0 if remote => (4 * MIB).max(read_gap * 2),
             0 => 2 * MIB,
             n => n,
         };
