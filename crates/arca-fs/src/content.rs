@@ -16,14 +16,21 @@ use crate::errno;
 /// Opens (creating it, mode 0600, if missing) a file whose content is to be written, for
 /// reading too (later copies take blocks from it), without truncating it and without following
 /// a symlink in its last component.
+/// Reading through it (a later block copied from it) does not move its access time.
 pub fn open_for_restore(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
+    let open = |flags| {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(flags | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+    };
+    match open(libc::O_NOATIME) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(0),
+        r => r,
+    }
 }
 
 /// Opens a file for reading without updating its access time when the process may do so

@@ -1,0 +1,76 @@
+//! The CLI test harness: a temporary repository and target, and the `arca` binary run with
+//! a cheap password hash.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use arca_testkit::{random_bytes, text_bytes};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_arca");
+
+pub struct Env {
+    pub tmp: tempfile::TempDir,
+    pub repo: PathBuf,
+}
+
+impl Env {
+    pub fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        Self { tmp, repo }
+    }
+    pub fn path(&self, p: &str) -> PathBuf {
+        self.tmp.path().join(p)
+    }
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("-r").arg(&self.repo).args(args);
+        c.env("ARCA_PASSWORD", "test password")
+            .env_remove("ARCA_PASSWORD_FILE")
+            .env_remove("ARCA_REPOSITORY");
+        c.stdin(Stdio::null());
+        c
+    }
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+    pub fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(
+            o.status.success(),
+            "arca {args:?} failed: {}\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    }
+    pub fn init(&self, extra: &[&str]) {
+        let mut a = vec!["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"];
+        a.extend_from_slice(extra);
+        self.ok(&a);
+    }
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.ok(args);
+        serde_json::from_str(out.lines().last().unwrap()).unwrap()
+    }
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn sample(dir: &Path) {
+    fs::create_dir_all(dir.join("docs/deep")).unwrap();
+    fs::write(dir.join("docs/a.txt"), text_bytes(1, 50_000)).unwrap();
+    fs::write(dir.join("docs/b.txt"), text_bytes(2, 70_000)).unwrap();
+    fs::write(dir.join("docs/deep/c.bin"), random_bytes(3, 900_000)).unwrap();
+    fs::write(dir.join("top.bin"), random_bytes(4, 300_000)).unwrap();
+    fs::write(
+        dir.join(std::ffi::OsStr::new("odd name\nwith newline")),
+        b"x",
+    )
+    .unwrap();
+}

@@ -1,0 +1,362 @@
+//! `arca restore` end to end: dry run, JSON progress and summary, the profile, bad flags,
+//! Ctrl-C, a restore killed with SIGKILL and run again, and reflinks on btrfs.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use arca_testkit::{compare, is_root, random_bytes};
+use common::*;
+
+fn restored(target: &Path, src: &Path) -> PathBuf {
+    target.join(src.strip_prefix("/").unwrap())
+}
+
+fn same_tree(src: &Path, target: &Path) {
+    let d = compare::diff_trees(src, &restored(target, src));
+    assert!(d.is_empty(), "restore differs:\n{}", d.join("\n"));
+}
+
+/// 40 files of 250 KiB: enough reads that a slow backend makes the restore take seconds.
+fn many_files(src: &Path) {
+    fs::create_dir_all(src.join("d")).unwrap();
+    for i in 0..40u64 {
+        fs::write(src.join(format!("d/f{i:02}")), random_bytes(i, 250_000)).unwrap();
+    }
+}
+
+fn small_packs(e: &Env) {
+    e.init(&[
+        "--pack-size",
+        "1MiB",
+        "--chunk-min",
+        "64KiB",
+        "--chunk-avg",
+        "128KiB",
+        "--chunk-max",
+        "256KiB",
+    ]);
+}
+
+#[test]
+fn dry_run_json_profile_and_bad_flags() {
+    let e = Env::new();
+    let src = e.path("src");
+    sample(&src);
+    small_packs(&e);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+
+    let s = e.json(&["restore", "latest", "--target", t, "--json"]);
+    assert_eq!(s["message_type"], "summary");
+    assert_eq!(s["dry_run"], false);
+    assert_eq!(s["files_restored"], 5);
+    assert_eq!(s["errors"], 0);
+    assert!(s["fetched_bytes"].as_u64().unwrap() > 0);
+    assert!(s["plan"]["packs_to_read"].as_u64().unwrap() > 0);
+    assert!(s["profile"]["stages"].as_array().unwrap().len() == 3);
+    same_tree(&src, &target);
+
+    // Something extra, something missing: the dry run names both and changes nothing.
+    let out = restored(&target, &src);
+    fs::write(out.join("extra"), b"x").unwrap();
+    fs::remove_file(out.join("top.bin")).unwrap();
+    let text = e.ok(&["restore", "latest", "--target", t, "--dry-run", "--delete"]);
+    assert!(
+        text.contains(&format!(
+            "would delete file {}",
+            out.join("extra").display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "would restore file {}",
+            out.join("top.bin").display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("would fetch") && text.contains("delete 1 entries"),
+        "{text}"
+    );
+    assert!(out.join("extra").exists() && !out.join("top.bin").exists());
+    let lines = e.ok(&[
+        "restore",
+        "latest",
+        "--target",
+        t,
+        "--dry-run",
+        "--delete",
+        "--json",
+    ]);
+    let objs: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(objs.iter().any(|o| o["message_type"] == "verbose_status"
+        && o["action"] == "delete"
+        && o["item"].as_str().unwrap().ends_with("/extra")));
+    let sum = objs.last().unwrap();
+    assert_eq!(
+        (&sum["dry_run"], &sum["plan"]["deletes"]),
+        (&true.into(), &1.into())
+    );
+    assert_eq!(sum["fetched_bytes"], 0);
+
+    // The real restore with --delete, --verify and the profile.
+    let text = e.ok(&[
+        "restore",
+        "latest",
+        "--target",
+        t,
+        "--delete",
+        "--verify",
+        "--profile",
+    ]);
+    for want in [
+        "decode+write",
+        "waiting for input",
+        "FAST'13 speed factor",
+        "peak block memory",
+        "knobs: fetchers",
+        "verified 5 files",
+    ] {
+        assert!(text.contains(want), "{want:?} missing from:\n{text}");
+    }
+    same_tree(&src, &target);
+    // Nothing left to do: said so.
+    let text = e.ok(&["restore", "latest", "--target", t]);
+    assert!(text.contains("nothing to fetch"), "{text}");
+
+    let o = e.run(&[
+        "restore",
+        "latest",
+        "--target",
+        t,
+        "--overwrite",
+        "sometimes",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("sometimes"), "{}", stderr(&o));
+    let o = e.run(&["restore", "latest", "--target", t, "--fetchers", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--fetchers must be at least 1"),
+        "{}",
+        stderr(&o)
+    );
+    let o = e.run(&["restore", "latest", "--target", t, "--memory", "lots"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("lots"), "{}", stderr(&o));
+    // A file where the target directory should be.
+    fs::write(e.path("not-a-dir"), b"x").unwrap();
+    let o = e.run(&[
+        "restore",
+        "latest",
+        "--target",
+        e.path("not-a-dir").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not-a-dir"), "{}", stderr(&o));
+}
+
+/// Starts a slow restore (every request waits `latency`, one read at a time).
+fn slow_restore(e: &Env, target: &Path, latency: &str) -> std::process::Child {
+    e.cmd(&[
+        "--backend-latency",
+        latency,
+        "restore",
+        "latest",
+        "--target",
+        target.to_str().unwrap(),
+        "--fetchers",
+        "1",
+        "--read-gap",
+        "0",
+        "--json",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .process_group(0)
+    .spawn()
+    .unwrap()
+}
+
+/// Waits until `n` files under `dir` are complete: their mtime, set last, is the source's.
+fn wait_for_files(src: &Path, dir: &Path, n: usize, limit: Duration) {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        let done = arca_testkit::files_under(dir)
+            .iter()
+            .filter(|p| {
+                let orig = src.join(p.strip_prefix(restored(dir, src)).unwrap());
+                let (Ok(a), Ok(b)) = (fs::metadata(p), fs::metadata(orig)) else {
+                    return false;
+                };
+                a.modified().ok() == b.modified().ok()
+            })
+            .count();
+        if done >= n {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("restore made no progress within {limit:?}");
+}
+
+#[test]
+fn ctrl_c_exits_130_and_a_rerun_finishes() {
+    let e = Env::new();
+    let src = e.path("src");
+    many_files(&src);
+    small_packs(&e);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let child = slow_restore(&e, &target, "40ms");
+    wait_for_files(&src, &target, 3, Duration::from_secs(60));
+    let t0 = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(stderr(&o).contains("interrupted"), "{}", stderr(&o));
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    same_tree(&src, &target);
+}
+
+#[test]
+fn a_restore_killed_midway_is_finished_without_fetching_again() {
+    let e = Env::new();
+    let src = e.path("src");
+    many_files(&src);
+    small_packs(&e);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let full = e.json(&[
+        "restore",
+        "latest",
+        "--target",
+        e.path("full").to_str().unwrap(),
+        "--json",
+    ]);
+    let full_fetched = full["fetched_bytes"].as_u64().unwrap();
+
+    let target = e.path("t");
+    let mut child = slow_restore(&e, &target, "40ms");
+    wait_for_files(&src, &target, 20, Duration::from_secs(60));
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    let done_before = arca_testkit::files_under(&target).len();
+    assert!(done_before < 40, "the restore finished before the kill");
+
+    let s = e.json(&[
+        "restore",
+        "latest",
+        "--target",
+        target.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(s["errors"], 0);
+    let again = s["fetched_bytes"].as_u64().unwrap();
+    let in_place = s["plan"]["bytes_in_place"].as_u64().unwrap();
+    assert!(in_place >= 20 * 250_000, "{s}");
+    assert!(
+        again < full_fetched * 6 / 10,
+        "the rerun fetched {again} of {full_fetched}: what was in place was fetched again"
+    );
+    same_tree(&src, &target);
+}
+
+/// A loop-mounted btrfs, unmounted on drop.
+struct Btrfs {
+    mnt: PathBuf,
+}
+
+impl Btrfs {
+    fn new(dir: &Path) -> Option<Self> {
+        let ok = |c: &mut Command| {
+            c.stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !is_root() || !ok(Command::new("mkfs.btrfs").arg("--version")) {
+            eprintln!("skipped: needs root and mkfs.btrfs (btrfs-progs)");
+            return None;
+        }
+        let img = dir.join("btrfs.img");
+        let mnt = dir.join("mnt");
+        fs::create_dir_all(&mnt).unwrap();
+        fs::File::create(&img).unwrap().set_len(300 << 20).unwrap();
+        assert!(ok(Command::new("mkfs.btrfs").args(["-q", "-f"]).arg(&img)));
+        if !ok(Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&img)
+            .arg(&mnt))
+        {
+            eprintln!("skipped: cannot loop-mount here");
+            return None;
+        }
+        Some(Self { mnt })
+    }
+}
+
+impl Drop for Btrfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mnt).status();
+    }
+}
+
+fn shared_extents(p: &Path) -> bool {
+    let o = Command::new("filefrag").arg("-v").arg(p).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).contains("shared")
+}
+
+#[test]
+fn duplicates_share_storage_on_btrfs() {
+    let e = Env::new();
+    let Some(fs_) = Btrfs::new(e.tmp.path()) else {
+        return;
+    };
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    let data = random_bytes(9, 8 << 20);
+    fs::write(src.join("original"), &data).unwrap();
+    fs::write(src.join("copy"), &data).unwrap();
+    fs::write(src.join("other"), random_bytes(10, 1 << 20)).unwrap();
+    e.init(&[]);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let target = fs_.mnt.join("t");
+    let s = e.json(&[
+        "restore",
+        "latest",
+        "--target",
+        target.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(s["blocks_copied"].as_u64().unwrap() > 0, "{s}");
+    same_tree(&src, &target);
+    let out = restored(&target, &src);
+    Command::new("sync").status().unwrap();
+    assert!(
+        shared_extents(&out.join("copy")),
+        "the copy does not share extents"
+    );
+    assert!(shared_extents(&out.join("original")));
+    assert!(!shared_extents(&out.join("other")));
+}
