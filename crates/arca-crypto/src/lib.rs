@@ -5,11 +5,13 @@
 //! Sealed bytes are always `nonce (24) ‖ ciphertext ‖ tag (16)` with random nonces, which is
 //! safe for any number of writers because 192-bit nonces do not collide.
 
+mod xchacha;
+
 use arca_format::Id;
 use arca_format::key::{KdfParams, KeyFile, NONCE_LEN, WRAPPED_LEN};
-use chacha20poly1305::aead::{AeadInPlace, KeyInit};
-use chacha20poly1305::{Key, Tag, XChaCha20Poly1305, XNonce};
 use zeroize::{Zeroize, ZeroizeOnDrop};
+
+use crate::xchacha::XChaCha;
 
 /// Bytes added by sealing: nonce and tag.
 pub const SEAL_OVERHEAD: usize = NONCE_LEN + TAG_LEN;
@@ -105,7 +107,7 @@ impl MasterKey {
     /// A cipher for sealing and opening.
     pub fn cipher(&self) -> Sealer {
         Sealer {
-            aead: XChaCha20Poly1305::new(Key::from_slice(&self.seal)),
+            aead: XChaCha::new(&self.seal),
         }
     }
 
@@ -136,10 +138,10 @@ impl MasterKey {
             params: kdf,
             detail: e.to_string(),
         })?;
-        let aead = XChaCha20Poly1305::new(Key::from_slice(&kek));
+        let aead = XChaCha::new(&kek);
         let mut buf = self.secret;
         let tag = aead
-            .encrypt_in_place_detached(XNonce::from_slice(&nonce), &aad, &mut buf)
+            .seal(&nonce, &aad, &mut buf)
             .map_err(|_| CryptoError::Auth {
                 what: "key wrapping".into(),
             })?;
@@ -157,23 +159,21 @@ impl MasterKey {
             params: kf.kdf,
             detail: e.to_string(),
         })?;
-        let aead = XChaCha20Poly1305::new(Key::from_slice(&kek));
+        let aead = XChaCha::new(&kek);
         kek.zeroize();
-        let mut buf = [0u8; 32];
-        buf.copy_from_slice(&kf.wrapped[..32]);
-        let r = aead.decrypt_in_place_detached(
-            XNonce::from_slice(&kf.nonce),
-            &aad,
-            &mut buf,
-            Tag::from_slice(&kf.wrapped[32..]),
-        );
-        if r.is_err() {
-            buf.zeroize();
-            return Err(CryptoError::Auth {
+        let mut buf = kf.wrapped;
+        let r = aead.open(&kf.nonce, &aad, &mut buf).map(|p| {
+            let mut secret = [0u8; 32];
+            secret.copy_from_slice(p);
+            secret
+        });
+        buf.zeroize();
+        match r {
+            Ok(secret) => Ok(Self::from_secret(secret)),
+            Err(_) => Err(CryptoError::Auth {
                 what: "key file".into(),
-            });
+            }),
         }
-        Ok(Self::from_secret(buf))
     }
 }
 
@@ -197,7 +197,7 @@ fn derive_kek(password: &[u8], kdf: &KdfParams, salt: &[u8; 32]) -> Result<[u8; 
 /// Seals and opens with the repository's sealing subkey.
 #[derive(Clone)]
 pub struct Sealer {
-    aead: XChaCha20Poly1305,
+    aead: XChaCha,
 }
 
 impl Sealer {
@@ -229,7 +229,7 @@ impl Sealer {
     ) -> Result<(), CryptoError> {
         let tag = self
             .aead
-            .encrypt_in_place_detached(XNonce::from_slice(nonce), aad, &mut buf[start..])
+            .seal(nonce, aad, &mut buf[start..])
             .map_err(|_| CryptoError::Auth {
                 what: "sealing".into(),
             })?;
@@ -251,23 +251,10 @@ impl Sealer {
         sealed: &[u8],
         what: &dyn Fn() -> String,
     ) -> Result<Vec<u8>, CryptoError> {
-        if sealed.len() < SEAL_OVERHEAD {
-            return Err(CryptoError::Truncated {
-                what: what(),
-                len: sealed.len(),
-            });
-        }
-        let (nonce, rest) = sealed.split_at(NONCE_LEN);
-        let (ct, tag) = rest.split_at(rest.len() - TAG_LEN);
-        let mut buf = ct.to_vec();
-        self.aead
-            .decrypt_in_place_detached(
-                XNonce::from_slice(nonce),
-                aad,
-                &mut buf,
-                Tag::from_slice(tag),
-            )
-            .map_err(|_| CryptoError::Auth { what: what() })?;
+        let mut buf = sealed.to_vec();
+        let len = self.open_in_place(aad, &mut buf, what)?.len();
+        buf.drain(..NONCE_LEN);
+        buf.truncate(len);
         Ok(buf)
     }
 
@@ -287,12 +274,11 @@ impl Sealer {
             });
         }
         let (nonce, rest) = sealed.split_at_mut(NONCE_LEN);
-        let ct_len = rest.len() - TAG_LEN;
-        let (ct, tag) = rest.split_at_mut(ct_len);
+        let mut n = [0u8; NONCE_LEN];
+        n.copy_from_slice(nonce);
         self.aead
-            .decrypt_in_place_detached(XNonce::from_slice(nonce), aad, ct, Tag::from_slice(tag))
-            .map_err(|_| CryptoError::Auth { what: what() })?;
-        Ok(ct)
+            .open(&n, aad, rest)
+            .map_err(|_| CryptoError::Auth { what: what() })
     }
 }
 
