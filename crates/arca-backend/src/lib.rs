@@ -220,6 +220,20 @@ pub trait Backend: Send + Sync + fmt::Debug {
         *buf = self.read_range(t, name, offset, len)?;
         Ok(())
     }
+    /// As [`Backend::read_range_into`], for bulk reads: the bytes may land at an offset in
+    /// `buf` (returned), so a local backend can read around the page cache (`O_DIRECT`, which
+    /// wants aligned offsets and buffers) without moving them afterwards.
+    fn read_range_bulk(
+        &self,
+        t: FileType,
+        name: &str,
+        offset: u64,
+        len: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<usize> {
+        self.read_range_into(t, name, offset, len, buf)?;
+        Ok(0)
+    }
     /// What this backend is like (defaults: remote, nothing known).
     fn hints(&self) -> BackendHints {
         BackendHints::default()
@@ -258,6 +272,16 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     ) -> Result<()> {
         (**self).read_range_into(t, name, offset, len, buf)
     }
+    fn read_range_bulk(
+        &self,
+        t: FileType,
+        name: &str,
+        offset: u64,
+        len: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<usize> {
+        (**self).read_range_bulk(t, name, offset, len, buf)
+    }
     fn hints(&self) -> BackendHints {
         (**self).hints()
     }
@@ -287,6 +311,22 @@ pub fn conformance(b: &dyn Backend) {
     assert_eq!(
         b.read_range(FileType::Pack, &id, 6, 5).expect("range"),
         b"world"
+    );
+    for (off, n) in [(0, 11), (3, 5), (10, 1)] {
+        let mut buf = vec![];
+        let at = b
+            .read_range_bulk(FileType::Pack, &id, off, n, &mut buf)
+            .expect("bulk");
+        assert_eq!(
+            &buf[at..at + n as usize],
+            &b"hello world"[off as usize..(off + n) as usize]
+        );
+    }
+    assert_eq!(
+        b.read_range_bulk(FileType::Pack, &id, 6, 50, &mut vec![])
+            .expect_err("short read must fail")
+            .kind,
+        ErrorKind::ShortRead
     );
     let mut buf = b"old contents, longer than the range".to_vec();
     b.read_range_into(FileType::Pack, &id, 0, 5, &mut buf)

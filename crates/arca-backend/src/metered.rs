@@ -141,6 +141,20 @@ impl<B: Backend> Backend for MeteredBackend<B> {
         self.read_done(buf);
         Ok(())
     }
+    fn read_range_bulk(
+        &self,
+        t: FileType,
+        name: &str,
+        offset: u64,
+        len: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<usize> {
+        self.request();
+        let at = self.inner.read_range_bulk(t, name, offset, len, buf)?;
+        self.stats.bytes_read.fetch_add(len, Ordering::Relaxed);
+        self.transfer(len);
+        Ok(at)
+    }
     fn hints(&self) -> BackendHints {
         let inner = self.inner.hints();
         if self.throttle == Throttle::default() {

@@ -34,7 +34,7 @@ fn jitter(seed: u64) -> f64 {
 }
 
 /// Reads `len` bytes of pack `pack` at `offset` into `buf`, retrying transient failures.
-/// Returns the number of retries it took.
+/// Returns where the bytes start in `buf` and the number of retries it took.
 pub(crate) fn read_with_retry(
     backend: &dyn Backend,
     pack: &Id,
@@ -42,17 +42,17 @@ pub(crate) fn read_with_retry(
     len: u64,
     buf: &mut Vec<u8>,
     stop: &AtomicBool,
-) -> Result<u32, BackendError> {
+) -> Result<(usize, u32), BackendError> {
     let name = pack.to_hex();
     let started = Instant::now();
     let mut delay = BACKOFF;
     let mut attempt = 0;
     loop {
         let res = backend
-            .read_range_into(FileType::Pack, &name, offset, len, buf)
-            .and_then(|()| {
-                if buf.len() as u64 == len {
-                    Ok(())
+            .read_range_bulk(FileType::Pack, &name, offset, len, buf)
+            .and_then(|at| {
+                if buf.len().saturating_sub(at) as u64 >= len {
+                    Ok(at)
                 } else {
                     Err(BackendError::new(
                         "read",
@@ -63,7 +63,7 @@ pub(crate) fn read_with_retry(
                 }
             });
         match res {
-            Ok(()) => return Ok(attempt),
+            Ok(at) => return Ok((at, attempt)),
             Err(e) if e.is_transient() && attempt + 1 < ATTEMPTS => {
                 if started.elapsed() > RETRY_WINDOW {
                     return Err(e);
@@ -126,7 +126,8 @@ pub(crate) fn fetcher(
         sh.counters.requests.fetch_add(1, Ordering::Relaxed);
         clock.busy();
         match res {
-            Ok(retries) => {
+            Ok((at, retries)) => {
+                job.at = at;
                 sh.counters
                     .retries
                     .fetch_add(u64::from(retries), Ordering::Relaxed);

@@ -33,6 +33,8 @@ pub(crate) struct FetchJob {
     pub blobs: Vec<JobBlob>,
     /// The buffer to read into (reused from earlier reads).
     pub buf: Vec<u8>,
+    /// Where the read's bytes start in `buf`.
+    pub at: usize,
 }
 
 /// Placing a block without fetching it.

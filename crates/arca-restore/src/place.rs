@@ -95,7 +95,7 @@ impl<'a, 's> Worker<'a, 's> {
             }
             let bp = &sh.plan.blobs[jb.blob as usize];
             let len = u64::from(bp.raw_len);
-            let start = jb.rel as usize;
+            let start = job.at + jb.rel as usize;
             let Some(sealed) = buf.get_mut(start..start + bp.length as usize) else {
                 d.failed.push((jb.blob, "read came back short".into()));
                 continue;

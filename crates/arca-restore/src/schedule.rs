@@ -606,6 +606,7 @@ impl<'a, 's> Scheduler<'a, 's> {
             len: read.len,
             blobs,
             buf,
+            at: 0,
         };
         clock.busy();
         if links.fetch.send(job).is_err() {

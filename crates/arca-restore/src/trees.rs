@@ -142,7 +142,7 @@ impl TreeLoader<'_> {
     ) {
         let pack = self.index.packs()[r.pack as usize].id;
         self.requests.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = read_with_retry(
+        let at = match read_with_retry(
             self.repo.backend().as_ref(),
             &pack,
             r.offset,
@@ -150,13 +150,16 @@ impl TreeLoader<'_> {
             buf,
             self.stop,
         ) {
-            got.extend(r.items.iter().map(|s| (s.item.0, Err(e.to_string()))));
-            return;
-        }
+            Ok((at, _)) => at,
+            Err(e) => {
+                got.extend(r.items.iter().map(|s| (s.item.0, Err(e.to_string()))));
+                return;
+            }
+        };
         self.bytes.fetch_add(r.len, Ordering::Relaxed);
         for s in &r.items {
             let (id, raw_len) = s.item;
-            let start = (s.offset - r.offset) as usize;
+            let start = at + (s.offset - r.offset) as usize;
             let Some(sealed) = buf.get_mut(start..start + s.len as usize) else {
                 got.push((id, Err("the read came back short".into())));
                 continue;
