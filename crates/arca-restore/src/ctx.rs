@@ -173,6 +173,17 @@ impl<'a> Shared<'a> {
                 });
                 true
             }
+            // Missing because the target itself is gone: nothing more can be restored.
+            Some(libc::ENOENT) if !self.plan.dirs[0].path.is_dir() => {
+                self.fail(RestoreError::Target {
+                    path: self.plan.dirs[0].path.clone(),
+                    source: io::Error::new(
+                        io::ErrorKind::NotFound,
+                        "the target directory disappeared during the restore",
+                    ),
+                });
+                true
+            }
             _ => {
                 self.issue(&e.path, e.to_string());
                 false

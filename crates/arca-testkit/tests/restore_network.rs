@@ -260,6 +260,54 @@ fn a_stalled_read_is_reported_naming_what_waits() {
 }
 
 #[test]
+fn a_target_removed_midway_stops_the_restore_promptly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (fb, repo, src) = interleaved(tmp.path());
+    fb.add(Rule {
+        op: Some(Op::Read),
+        file_type: Some(FileType::Pack),
+        trigger: Trigger::From(6),
+        fault: Fault::Delay(Duration::from_millis(200)),
+    });
+    let t = tmp.path().join("t");
+    let t2 = t.clone();
+    std::thread::spawn(move || {
+        // Once the first files are in, the whole target goes away.
+        for _ in 0..200 {
+            if arca_testkit::files_under(&t2).len() >= 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        fs::remove_dir_all(&t2).unwrap();
+    });
+    let started = Instant::now();
+    let (r, seen) = restore_with(&repo, "latest", &t, |o| {
+        o.includes = vec![src.join("a").display().to_string()];
+        o.tuning = Tuning {
+            window: 1,
+            fetchers: 1,
+            read_gap: Some(0),
+            ..Tuning::default()
+        };
+    });
+    match r {
+        Err(RestoreError::Target { path, source }) => {
+            assert_eq!(path, t);
+            assert!(source.to_string().contains("disappeared"), "{source}");
+        }
+        other => panic!("expected a fatal target error, got {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // One fatal error, not one issue per remaining file.
+    assert!(seen.issues.lock().unwrap().len() <= 2);
+}
+
+#[test]
 fn ctrl_c_stops_every_stage_promptly() {
     let tmp = tempfile::tempdir().unwrap();
     let (fb, repo, src) = interleaved(tmp.path());
