@@ -217,7 +217,51 @@ def _dataset_section(results, ds, plots_rel, notes) -> list:
                     "| scenario | wall (throttled) | wall (local arca; restores: its latest snapshot) | requests | bytes read | "
                     "requests per MB restored | MB read per MB restored |", "|---|---|---|---|---|---|---|"]
             out += rows
+    out += _arca_profile(results, ds)
     out.append("")
+    return out
+
+
+def _arca_profile(results, ds) -> list:
+    """arca's own profile (its `--json` summary) of its slowest restore in this dataset: where
+    the time went, per stage and phase, and the run's fetch figures."""
+    worst = None
+    for sc, cells in ds["scenarios"].items():
+        if sc not in RESTORES:
+            continue
+        for t in ("arca", "arca-remote"):
+            cell = cells.get(t)
+            if not cell or not cell.get("ok"):
+                continue
+            for r in cell["runs"]:
+                prof = ((r.get("summary") or {}).get("profile") or {})
+                if prof.get("stages") is not None and (worst is None or r["wall_s"] > worst[2]["wall_s"]):
+                    worst = (sc, t, r)
+    if not worst:
+        return []
+    sc, t, r = worst
+    sm = r["summary"]
+    prof = sm["profile"]
+    out = ["", f"**Profile of arca's slowest restore here**: {SCENARIOS[sc]}, {tool_label(results, t)}, "
+           f"{r['wall_s']:.2f} s wall (arca's `--profile`, from its JSON summary)", "",
+           "| stage | threads | busy | waiting for input | waiting to hand on |", "|---|---|---|---|---|"]
+    for st in prof.get("stages") or []:
+        out.append(f"| {st['name']} | {st['threads']} | {st['busy_seconds']:.2f} s | "
+                   f"{st['wait_input_seconds']:.2f} s | {st['wait_output_seconds']:.2f} s |")
+    phases = ", ".join(f"{p['name']} {p['seconds']:.2f} s" for p in prof.get("phases") or [])
+    mb = max((sm.get("bytes_restored") or 0) / 1e6, 1e-9)
+    out += ["", f"Phases: {phases}. Fetched {fmt_mib(sm.get('fetched_bytes'))} for "
+            f"{fmt_mib(sm.get('bytes_restored'))} restored in {sm.get('requests', 0):,} reads "
+            f"({sm.get('requests', 0) / mb:.2f} per MB) from {sm.get('packs_read', 0):,} packs "
+            f"({sm.get('packs_read', 0) / mb:.3f} per MB); {sm.get('blocks_copied', 0):,} blocks "
+            f"copied locally, {sm.get('cache_hits', 0):,} cache hits, {sm.get('evictions', 0):,} "
+            f"evictions, {sm.get('rereads', 0):,} re-reads; {sm.get('files_hashed', 0):,} files "
+            f"hashed; peak block memory {fmt_mib(sm.get('peak_memory'))}."]
+    tun = prof.get("tuning") or {}
+    if tun:
+        out.append(f"Knobs: fetchers {tun.get('fetchers')}, workers {tun.get('workers')}, "
+                   f"memory {fmt_mib(tun.get('memory'))}, read gap {fmt_mib(tun.get('read_gap'))}, "
+                   f"largest read {fmt_mib(tun.get('max_read'))}.")
     return out
 
 
