@@ -6,47 +6,40 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arca_crypto::MasterKey;
 
 use crate::plan::{BlockUse, Plan};
 
-/// Runs `f(i)` for every `i < n` on `threads` threads (work is taken in order, one item at
-/// a time) and returns the results in order. Stops taking work once `stop` is set.
+/// Items a thread takes at a time in [`parallel_map`].
+const CHUNK: usize = 64;
+
+/// Runs `f(i)` for every `i < n` on `threads` threads (work is taken in order, a few items at
+/// a time) and returns the results in order, each written straight into its slot. Stops
+/// taking work once `stop` is set (the rest stay `None`).
 pub(crate) fn parallel_map<T: Send>(
     n: usize,
     threads: usize,
     stop: &AtomicBool,
     f: impl Fn(usize) -> T + Sync,
 ) -> Vec<Option<T>> {
-    let next = AtomicUsize::new(0);
-    let threads = threads.clamp(1, n.max(1));
-    let parts: Vec<Vec<(usize, T)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut out = vec![];
-                    while !stop.load(Ordering::Relaxed) {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= n {
-                            break;
-                        }
-                        out.push((i, f(i)));
-                    }
-                    out
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
     let mut res: Vec<Option<T>> = (0..n).map(|_| None).collect();
-    for (i, v) in parts.into_iter().flatten() {
-        res[i] = Some(v);
-    }
+    let chunks = std::sync::Mutex::new(res.chunks_mut(CHUNK).enumerate());
+    let threads = threads.clamp(1, n.div_ceil(CHUNK).max(1));
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let next = chunks.lock().unwrap_or_else(|p| p.into_inner()).next();
+                    let Some((c, slots)) = next else { break };
+                    for (k, slot) in slots.iter_mut().enumerate() {
+                        *slot = Some(f(c * CHUNK + k));
+                    }
+                }
+            });
+        }
+    });
     res
 }
 

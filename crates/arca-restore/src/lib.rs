@@ -286,7 +286,10 @@ pub fn restore(
     }
     .build(loaded, snapshot.tree);
     lap("plan", &mut phases);
+    // Threads that mostly wait for the disk (hashing, verifying) and for inodes (looking at
+    // the target: a deep queue reads a cold directory tree several times faster).
     let io_threads = (t.workers * 2).max(8);
+    let stat_threads = 32;
     let checker = hashing::BlockChecker {
         key: repo.key(),
         plan: &plan,
@@ -299,7 +302,8 @@ pub fn restore(
         metadata: opts.metadata,
         sel: &sel,
         checker: &checker,
-        threads: io_threads,
+        threads: stat_threads,
+        hash_threads: io_threads,
         stop: opts.cancel.as_deref().unwrap_or(&stop),
     }
     .scan();

@@ -158,8 +158,15 @@ pub(crate) struct BlobPlan {
     pub raw_len: u32,
     /// All zeros (a hole): never fetched.
     pub zero: bool,
-    /// Why it cannot be had at all (not in the index).
-    pub missing: Option<String>,
+    /// Not in the index: it cannot be had at all.
+    pub missing: bool,
+}
+
+impl BlobPlan {
+    /// Why a missing blob cannot be had.
+    pub fn missing_reason(&self) -> String {
+        format!("data blob {} is not in the index", self.id)
+    }
 }
 
 /// Everything the restore will do, before it does anything.
@@ -231,13 +238,34 @@ impl Planner<'_> {
     pub fn build(&self, trees: Trees, root: Id) -> Plan {
         let mut refs: HashMap<Id, u32> = HashMap::new();
         *refs.entry(root).or_default() += 1;
-        for t in trees.values().flatten() {
-            for sub in t.nodes.iter().filter_map(|n| n.subtree) {
-                *refs.entry(sub).or_default() += 1;
+        // Sizes of the plan, to allocate it once (an upper bound: shared listings count once,
+        // left-out entries count too).
+        let (mut dirs, mut entries, mut blocks) = (1usize, 0usize, 0usize);
+        for plain in trees.values().flatten() {
+            if let Ok(t) = Tree::decode(plain) {
+                for n in &t.nodes {
+                    match n.subtree {
+                        Some(sub) => {
+                            *refs.entry(sub).or_default() += 1;
+                            dirs += 1;
+                        }
+                        None => {
+                            entries += 1;
+                            blocks += n.content.len();
+                        }
+                    }
+                }
             }
         }
         let mut w = Walk {
-            plan: Plan::default(),
+            plan: Plan {
+                dirs: Vec::with_capacity(dirs),
+                entries: Vec::with_capacity(entries),
+                files: Vec::with_capacity(entries),
+                uses: Vec::with_capacity(blocks),
+                blobs: Vec::with_capacity(blocks),
+                ..Plan::default()
+            },
             trees,
             refs,
             blob_ids: HashMap::new(),
@@ -303,8 +331,8 @@ impl Planner<'_> {
         finish(w)
     }
 
-    /// Starts walking the listing `tree_id` of directory `d`: takes it out of the loaded
-    /// trees when this is its last use, copies it otherwise.
+    /// Starts walking the listing `tree_id` of directory `d` (dropping its plaintext when this
+    /// is its last use).
     fn enter(&self, w: &mut Walk, stack: &mut Vec<Frame>, d: u32, tree_id: Id) {
         let last = match w.refs.get_mut(&tree_id) {
             Some(n) if *n > 1 => {
@@ -313,11 +341,16 @@ impl Planner<'_> {
             }
             _ => true,
         };
-        let tree = if last {
-            w.trees.remove(&tree_id)
-        } else {
-            w.trees.get(&tree_id).cloned()
+        let tree = match w.trees.get(&tree_id) {
+            Some(Ok(plain)) => {
+                Some(Tree::decode(plain).map_err(|e| format!("tree {tree_id}: {e}")))
+            }
+            Some(Err(e)) => Some(Err(e.clone())),
+            None => None,
         };
+        if last {
+            w.trees.remove(&tree_id);
+        }
         match tree {
             Some(Ok(Tree { nodes })) => {
                 w.plan.dirs[d as usize].listed = true;
@@ -411,7 +444,7 @@ impl Planner<'_> {
                 length: loc.length,
                 raw_len: loc.raw_length,
                 zero: *id == self.zero_id,
-                missing: None,
+                missing: false,
             },
             None => BlobPlan {
                 id: *id,
@@ -420,8 +453,7 @@ impl Planner<'_> {
                 length: 0,
                 raw_len: len,
                 zero: *id == self.zero_id,
-                missing: (*id != self.zero_id)
-                    .then(|| format!("data blob {id} is not in the index")),
+                missing: *id != self.zero_id,
             },
         };
         w.plan.blobs.push(blob);
@@ -461,6 +493,11 @@ fn finish(mut w: Walk) -> Plan {
     for e in &w.plan.entries {
         w.plan.dirs[e.parent as usize].children += 1;
     }
+    // The sizes were upper bounds (left-out entries counted too).
+    w.plan.entries.shrink_to_fit();
+    w.plan.files.shrink_to_fit();
+    w.plan.uses.shrink_to_fit();
+    w.plan.blobs.shrink_to_fit();
     for i in 1..w.plan.dirs.len() {
         let p = w.plan.dirs[i].parent as usize;
         w.plan.dirs[p].children += 1;
@@ -503,24 +540,21 @@ mod tests {
     #[test]
     fn recipe_has_offsets_shared_blobs_links_and_pruned_dirs() {
         let mut trees = Trees::new();
+        let enc = |nodes| Ok(Tree { nodes }.encode().unwrap());
         trees.insert(
             Id([100; 32]),
-            Ok(Tree {
-                nodes: vec![
-                    dir("a", 101),
-                    dir("b", 102),
-                    file("f", &[(1, 10), (2, 20), (1, 10)], 7, 2),
-                ],
-            }),
+            enc(vec![
+                dir("a", 101),
+                dir("b", 102),
+                file("f", &[(1, 10), (2, 20), (1, 10)], 7, 2),
+            ]),
         );
         trees.insert(
             Id([101; 32]),
-            Ok(Tree {
-                nodes: vec![
-                    file("g", &[(2, 20)], 8, 1),
-                    file("h", &[(1, 10), (2, 20), (1, 10)], 7, 2),
-                ],
-            }),
+            enc(vec![
+                file("g", &[(2, 20)], 8, 1),
+                file("h", &[(1, 10), (2, 20), (1, 10)], 7, 2),
+            ]),
         );
         trees.insert(Id([102; 32]), Err("lost".into()));
         let index = Index::from_files([&IndexFile {

@@ -76,7 +76,11 @@ pub(crate) struct Scanner<'a> {
     pub metadata: MetadataOptions,
     pub sel: &'a Selection,
     pub checker: &'a BlockChecker<'a>,
+    /// Threads looking at entries: mostly waiting for inodes to be read, so many of them
+    /// keep the disk's queue full.
     pub threads: usize,
+    /// Threads hashing files (each holds a block).
+    pub hash_threads: usize,
     pub stop: &'a AtomicBool,
 }
 
@@ -240,7 +244,7 @@ impl Scanner<'_> {
     /// Keep when every block is there and the size is right, Patch otherwise.
     fn hash_existing(&self, scan: &mut Scan, hash: &[(usize, (u64, u64))]) {
         let plan = self.plan;
-        let held = parallel_map(hash.len(), self.threads, self.stop, |i| {
+        let held = parallel_map(hash.len(), self.hash_threads, self.stop, |i| {
             let (e, (size, _)) = hash[i];
             let EntryKind::File(f) = plan.entries[e].kind else {
                 return Ok(vec![]);

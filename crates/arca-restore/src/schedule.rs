@@ -131,8 +131,8 @@ impl<'a, 's> Scheduler<'a, 's> {
         }
         let mut pack_blobs: HashMap<u32, Vec<u32>> = HashMap::new();
         for (b, bp) in plan.blobs.iter().enumerate() {
-            if bp.missing.is_some() {
-                state[b] = State::Failed(Arc::from(bp.missing.as_deref().unwrap_or("lost")));
+            if bp.missing {
+                state[b] = State::Failed(Arc::from(bp.missing_reason()));
             } else if !bp.zero && first_need[b] != NEVER {
                 pack_blobs.entry(bp.pack).or_default().push(b as u32);
             }

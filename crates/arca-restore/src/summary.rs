@@ -206,7 +206,7 @@ pub(crate) fn summarize(
                         continue;
                     }
                     bytes += len;
-                    if bp.missing.is_some() {
+                    if bp.missing {
                         continue;
                     }
                     if !have.insert(bu.blob) {

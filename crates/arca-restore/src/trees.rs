@@ -41,8 +41,10 @@ impl Selection {
     }
 }
 
-/// Decoded directory listings by tree id; a listing that could not be read holds the reason.
-pub(crate) type Trees = HashMap<Id, Result<Tree, String>>;
+/// Directory listings by tree id, as verified plaintext (decoded nodes take three times the
+/// memory; the plan decodes each listing again when it walks it); a listing that could not be
+/// read holds the reason.
+pub(crate) type Trees = HashMap<Id, Result<Vec<u8>, String>>;
 
 /// Loads every listing the restore needs, starting at `root`.
 pub(crate) struct TreeLoader<'a> {
@@ -73,7 +75,10 @@ impl TreeLoader<'_> {
             trees.extend(self.fetch(&want));
             let mut next = vec![];
             for (id, path, selected) in &level {
-                let Some(Ok(tree)) = trees.get(id) else {
+                let Some(Ok(plain)) = trees.get(id) else {
+                    continue;
+                };
+                let Ok(tree) = Tree::decode(plain) else {
                     continue;
                 };
                 for node in tree.nodes.iter().filter(|n| n.is_dir()) {
@@ -91,7 +96,7 @@ impl TreeLoader<'_> {
     }
 
     /// Fetches and decodes the listings `ids`, several ranged reads at once.
-    fn fetch(&self, ids: &[Id]) -> Vec<(Id, Result<Tree, String>)> {
+    fn fetch(&self, ids: &[Id]) -> Vec<(Id, Result<Vec<u8>, String>)> {
         let mut out = vec![];
         let mut spans = vec![];
         for id in ids {
@@ -108,7 +113,7 @@ impl TreeLoader<'_> {
         let reads = coalesce(spans, self.read_gap, self.max_read);
         let next = AtomicUsize::new(0);
         let threads = self.threads.clamp(1, reads.len().max(1));
-        let loaded: Vec<Vec<(Id, Result<Tree, String>)>> = std::thread::scope(|s| {
+        let loaded: Vec<Vec<(Id, Result<Vec<u8>, String>)>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|_| {
                     s.spawn(|| {
@@ -138,7 +143,7 @@ impl TreeLoader<'_> {
         r: &crate::ranges::Read<(Id, u32)>,
         buf: &mut Vec<u8>,
         opener: &mut BlobOpener,
-        got: &mut Vec<(Id, Result<Tree, String>)>,
+        got: &mut Vec<(Id, Result<Vec<u8>, String>)>,
     ) {
         let pack = self.index.packs()[r.pack as usize].id;
         self.requests.fetch_add(1, Ordering::Relaxed);
@@ -175,7 +180,12 @@ impl TreeLoader<'_> {
                     raw_len,
                 )
                 .map_err(|e| e.to_string())
-                .and_then(|plain| Tree::decode(plain).map_err(|e| format!("tree {id}: {e}")));
+                .and_then(|plain| {
+                    // Checked here so that a bad listing is reported as one.
+                    Tree::decode(plain)
+                        .map(|_| plain.to_vec())
+                        .map_err(|e| format!("tree {id}: {e}"))
+                });
             got.push((id, res));
         }
     }
