@@ -44,7 +44,10 @@ impl Selection {
 /// Directory listings by tree id, as verified plaintext (decoded nodes take three times the
 /// memory; the plan decodes each listing again when it walks it); a listing that could not be
 /// read holds the reason.
-pub(crate) type Trees = HashMap<Id, Result<Vec<u8>, String>>;
+pub(crate) type Trees = HashMap<Id, Listing>;
+
+/// One listing's verified plaintext, or why it could not be read.
+pub(crate) type Listing = Result<Vec<u8>, String>;
 
 /// Loads every listing the restore needs, starting at `root`.
 pub(crate) struct TreeLoader<'a> {
@@ -96,7 +99,7 @@ impl TreeLoader<'_> {
     }
 
     /// Fetches and decodes the listings `ids`, several ranged reads at once.
-    fn fetch(&self, ids: &[Id]) -> Vec<(Id, Result<Vec<u8>, String>)> {
+    fn fetch(&self, ids: &[Id]) -> Vec<(Id, Listing)> {
         let mut out = vec![];
         let mut spans = vec![];
         for id in ids {
@@ -113,7 +116,7 @@ impl TreeLoader<'_> {
         let reads = coalesce(spans, self.read_gap, self.max_read);
         let next = AtomicUsize::new(0);
         let threads = self.threads.clamp(1, reads.len().max(1));
-        let loaded: Vec<Vec<(Id, Result<Vec<u8>, String>)>> = std::thread::scope(|s| {
+        let loaded: Vec<Vec<(Id, Listing)>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|_| {
                     s.spawn(|| {
@@ -143,7 +146,7 @@ impl TreeLoader<'_> {
         r: &crate::ranges::Read<(Id, u32)>,
         buf: &mut Vec<u8>,
         opener: &mut BlobOpener,
-        got: &mut Vec<(Id, Result<Vec<u8>, String>)>,
+        got: &mut Vec<(Id, Listing)>,
     ) {
         let pack = self.index.packs()[r.pack as usize].id;
         self.requests.fetch_add(1, Ordering::Relaxed);
