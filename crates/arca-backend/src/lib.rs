@@ -13,6 +13,7 @@ mod fault;
 mod local;
 mod memory;
 mod metered;
+pub mod uncached;
 
 pub use fault::{Fault, FaultBackend, Op, Rule, Trigger};
 pub use local::LocalBackend;

@@ -38,58 +38,6 @@ fn is_id(name: &str) -> bool {
     name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// Reads at least this long go around the page cache: the data is read once and used once,
-/// so caching it costs a copy and memory for nothing.
-const DIRECT_MIN: u64 = 128 << 10;
-/// Alignment of direct reads (offset, length and buffer).
-const ALIGN: usize = 4096;
-
-/// Reads `len` bytes at `offset` of `path` with `O_DIRECT` into `buf`; returns where the data
-/// starts in `buf`, or `None` when the file system refuses direct I/O.
-fn read_direct(path: &Path, offset: u64, len: u64, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let start = offset - offset % ALIGN as u64;
-    let end = (offset + len).div_ceil(ALIGN as u64) * ALIGN as u64;
-    let span = usize::try_from(end - start).map_err(|_| io::Error::other("range too long"))?;
-    // An aligned window inside the buffer: the allocation is reused across reads, so only
-    // its growth is ever zero-filled.
-    buf.resize(span + ALIGN, 0);
-    let skew = (ALIGN - buf.as_ptr() as usize % ALIGN) % ALIGN;
-    let window = &mut buf[skew..skew + span];
-    let mut got = 0usize;
-    while got < span {
-        match f.read_at(&mut window[got..], start + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && got == 0 => return Ok(None),
-            Err(e) => return Err(e),
-        }
-        // A short read that is not block-aligned is the end of the file.
-        if !got.is_multiple_of(ALIGN) {
-            break;
-        }
-    }
-    let lead = (offset - start) as usize;
-    if got < lead + len as usize {
-        let size = f.metadata().map(|m| m.len()).unwrap_or(0);
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("file is {size} bytes, wanted {len} bytes at offset {offset}"),
-        ));
-    }
-    Ok(Some(skew + lead))
-}
-
 fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
@@ -243,12 +191,16 @@ impl Backend for LocalBackend {
         len: u64,
         buf: &mut Vec<u8>,
     ) -> Result<usize> {
-        if len < DIRECT_MIN {
+        if len < crate::uncached::WORTH_IT {
             self.read_range_into(t, name, offset, len, buf)?;
             return Ok(0);
         }
         let p = self.file(t, name);
-        match read_direct(&p, offset, len, buf) {
+        let read = crate::uncached::open(&p).and_then(|f| {
+            f.map(|f| crate::uncached::read(&f, offset, len, buf))
+                .transpose()
+        });
+        match read {
             Ok(Some(at)) => Ok(at),
             // The file system does not do direct I/O: through the page cache.
             Ok(None) => {

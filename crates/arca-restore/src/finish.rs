@@ -25,9 +25,13 @@ impl Shared<'_> {
         let path = &plan.entry_path(fp.entry);
         let file = arca_fs::open_for_restore(path).map_err(|e| FsError::new("create", path, e))?;
         if self.file_flags[f as usize].load(Ordering::Acquire) & CREATED == 0 {
-            file.set_len(fp.size)
-                .map_err(|e| FsError::new("set size of", path, e))?;
             let fresh = self.scan.entries[fp.entry as usize] != EntryAction::Patch;
+            // Truncating to the size a file already has still costs a journaled setattr.
+            let sized = !fresh && file.metadata().is_ok_and(|m| m.len() == fp.size);
+            if !sized {
+                file.set_len(fp.size)
+                    .map_err(|e| FsError::new("set size of", path, e))?;
+            }
             // A file holding all-zero chunks is sparse: reserving space would fill its holes
             // (chunks at the edges of zero runs hold both), so only dense files are reserved.
             if fresh

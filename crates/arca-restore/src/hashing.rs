@@ -43,23 +43,101 @@ pub(crate) fn parallel_map<T: Send>(
     res
 }
 
+/// At most `n` holders at once (large files hashed at a time, each holding a window of data).
+pub(crate) struct Slots {
+    free: std::sync::Mutex<usize>,
+    cv: std::sync::Condvar,
+}
+
+impl Slots {
+    pub fn new(n: usize) -> Self {
+        Self {
+            free: std::sync::Mutex::new(n.max(1)),
+            cv: std::sync::Condvar::new(),
+        }
+    }
+    /// Runs `f` holding a slot.
+    pub fn with<R>(&self, f: impl FnOnce() -> R) -> R {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        while *free == 0 {
+            free = self.cv.wait(free).unwrap_or_else(|p| p.into_inner());
+        }
+        *free -= 1;
+        drop(free);
+        let r = f();
+        *self.free.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.cv.notify_one();
+        r
+    }
+}
+
+/// Files at least this large are hashed a few at a time (see [`BlockChecker::large`]).
+pub(crate) const LARGE: u64 = 1 << 20;
+
 /// Compares file contents with the snapshot's blocks.
 pub(crate) struct BlockChecker<'a> {
     pub key: &'a MasterKey,
     pub plan: &'a Plan,
     /// Bytes read so far.
     pub bytes_read: AtomicU64,
+    /// Many small files are hashed at once (reading them waits for the disk; a deep queue
+    /// hides it), large ones only a few at a time: they stream well alone and each holds a
+    /// window of data.
+    pub large: Slots,
 }
 
 impl BlockChecker<'_> {
     /// Which of `uses` (blocks of one file of the plan) the file at `path`, of `size` bytes,
-    /// already holds at their offsets. A block beyond the end of the file is not held.
+    /// already holds at their offsets. A block beyond the end of the file is not held. Large
+    /// files are read around the page cache, a window of several blocks at a time.
     pub fn held(&self, path: &Path, size: u64, uses: &[BlockUse]) -> io::Result<Vec<bool>> {
+        if size >= LARGE {
+            return self.large.with(|| self.held_now(path, size, uses));
+        }
+        self.held_now(path, size, uses)
+    }
+
+    fn held_now(&self, path: &Path, size: u64, uses: &[BlockUse]) -> io::Result<Vec<bool>> {
+        if size >= arca_backend::uncached::WORTH_IT
+            && let Some(f) = arca_backend::uncached::open(path)?
+        {
+            return self.held_uncached(&f, size, uses);
+        }
         let f = arca_fs::open_noatime(path)?;
         let mut buf = vec![];
         uses.iter()
             .map(|u| self.holds(&f, size, u, &mut buf))
             .collect()
+    }
+
+    fn held_uncached(&self, f: &File, size: u64, uses: &[BlockUse]) -> io::Result<Vec<bool>> {
+        const WINDOW: u64 = 4 << 20;
+        let mut buf = vec![];
+        // The window read last: file offset it starts at, its length, where it lies in `buf`.
+        let (mut w_off, mut w_len, mut at) = (0u64, 0u64, 0usize);
+        let mut out = Vec::with_capacity(uses.len());
+        for u in uses {
+            let blob = &self.plan.blobs[u.blob as usize];
+            let len = u64::from(blob.raw_len);
+            if u.offset + len > size {
+                out.push(false);
+                continue;
+            }
+            if u.offset < w_off || u.offset + len > w_off + w_len {
+                w_off = u.offset;
+                w_len = len.max(WINDOW).min(size - u.offset);
+                at = arca_backend::uncached::read(f, w_off, w_len, &mut buf)?;
+                self.bytes_read.fetch_add(w_len, Ordering::Relaxed);
+            }
+            let s = at + (u.offset - w_off) as usize;
+            let data = &buf[s..s + len as usize];
+            out.push(if blob.zero {
+                arca_fs::is_zero(data)
+            } else {
+                self.key.blob_id(data) == blob.id
+            });
+        }
+        Ok(out)
     }
 
     /// Whether `f`, of `size` bytes, holds the block of `u` at its offset.

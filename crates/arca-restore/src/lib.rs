@@ -294,6 +294,7 @@ pub fn restore(
         key: repo.key(),
         plan: &plan,
         bytes_read: AtomicU64::new(0),
+        large: hashing::Slots::new(io_threads),
     };
     let scan = scan::Scanner {
         plan: &plan,
@@ -303,7 +304,7 @@ pub fn restore(
         sel: &sel,
         checker: &checker,
         threads: stat_threads,
-        hash_threads: io_threads,
+        hash_threads: stat_threads,
         stop: opts.cancel.as_deref().unwrap_or(&stop),
     }
     .scan();
@@ -316,7 +317,7 @@ pub fn restore(
             &opts.target,
             &opts.reuse_from,
             &checker,
-            io_threads,
+            stat_threads,
             opts.cancel.as_deref().unwrap_or(&stop),
         )
     };
@@ -421,7 +422,7 @@ pub fn restore(
             &scan,
             &failed,
             &checker,
-            io_threads,
+            stat_threads,
             opts.cancel.as_deref().unwrap_or(&stop),
         );
         report.files_verified = n;
