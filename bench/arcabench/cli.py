@@ -95,8 +95,8 @@ def parse_args(argv):
     p.add_argument("--remote-runs", type=int, default=1,
                    help="runs of the throttled arca variant (default 1)")
     p.add_argument("--remote-datasets", default="small,generations",
-                   help="datasets the throttled arca variant runs on (default small,generations: "
-                   "on 'many', one request per small file at 20 ms each takes most of an hour)")
+                   help="datasets the throttled arca variant runs on (default small,generations; "
+                   "add many to see its per-file overhead behind latency)")
     p.add_argument("--no-refs", action="store_true", help="skip the tar/cp/find reference limits")
     p.add_argument("--no-docs", action="store_true",
                    help="do not rewrite docs/BENCHMARKS.md and docs/bench/ (non-smoke runs)")
