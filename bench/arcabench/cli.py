@@ -13,7 +13,7 @@ import sys
 import time
 
 from . import datasets as dsm
-from . import plots, report
+from . import plots, report, targetfs
 from .measure import drop_caches, ensure_gnu_time
 from .scenarios import Bench
 from .tools import (KOPIA_VERSION, RESTIC_LATEST_VERSION, RUSTIC_VERSION, Arca, ArcaRemote, Borg,
@@ -97,6 +97,10 @@ def parse_args(argv):
     p.add_argument("--remote-datasets", default="small,generations",
                    help="datasets the throttled arca variant runs on (default small,generations; "
                    "add many to see its per-file overhead behind latency)")
+    p.add_argument("--target-fs", choices=["ext4", "native"], default="ext4",
+                   help="where restores land: ext4 = a fresh journaled ext4 on a loop device, made "
+                   "for this run (default; needs root, falls back to native with a note); native = "
+                   "bench/out's own filesystem")
     p.add_argument("--no-refs", action="store_true", help="skip the tar/cp/find reference limits")
     p.add_argument("--no-docs", action="store_true",
                    help="do not rewrite docs/BENCHMARKS.md and docs/bench/ (non-smoke runs)")
@@ -142,6 +146,30 @@ def machine_info(out_dir) -> dict:
         info["virtualisation"] = virt
     info["Python"] = platform.python_version()
     return info
+
+
+def _run_datasets(args, names, specs, data, work, logs, timeout, active, log):
+    """Every dataset's scenarios; returns (results per dataset, the Bench)."""
+    bench = Bench(work=work, logs=logs, timeout=timeout,
+                  seed=args.seed, log=log, remote_runs=args.remote_runs, keep=args.keep)
+    remote_sets = set(args.remote_datasets.split(",")) if args.remote_datasets else set()
+    results_ds = []
+    for n in names:
+        spec = specs[n]
+        runs = args.runs or (1 if args.smoke else DEFAULT_RUNS[n])
+        data_dir, manifest = data[n]
+        tools_here = [t for t in active if t.scenarios is None or n in remote_sets]
+        if not tools_here:
+            break
+        run_fn = bench.run_generations if spec.generations else bench.run_standard
+        res = run_fn(spec, data_dir, manifest, runs, tools_here, with_refs=not args.no_refs)
+        skipped = [t.label for t in active if t not in tools_here]
+        if skipped:
+            res["notes"].append(f"not run on this dataset: {', '.join(skipped)} "
+                                f"(see --remote-datasets)")
+        results_ds.append(res)
+        log(f"[{n}] done in {res['seconds']:.0f} s")
+    return results_ds, bench
 
 
 def selftest(log) -> bool:
@@ -230,6 +258,8 @@ def main(argv=None) -> int:
     timeout = args.timeout or (600 if args.smoke else 4 * 3600)
 
     work = os.path.join(out, "work")
+    restore_root = os.path.join(work, "restore")
+    targetfs.release_stale(restore_root)
     shutil.rmtree(work, ignore_errors=True)
     home_root = os.path.join(work, "home")
 
@@ -296,31 +326,32 @@ def main(argv=None) -> int:
     data_s = time.monotonic() - t_data
     log(f"datasets ready in {data_s:.1f} s")
 
+    # ---- restore targets
+    target_fs = None
+    target_desc = "bench/out's filesystem (--target-fs native)"
+    if args.target_fs == "ext4":
+        size = (40 if "medium" in names else 16) * 2**30
+        target_fs, why = targetfs.make_ext4(restore_root, os.path.join(out, "restore-fs.img"), size)
+        if target_fs:
+            target_desc = target_fs.description
+        else:
+            target_desc = f"bench/out's filesystem (no fresh ext4: {why})"
+    log(f"restore targets: {target_desc}")
+
     # ---- run
-    bench = Bench(work=work, logs=logs, timeout=timeout,
-                  seed=args.seed, log=log, remote_runs=args.remote_runs, keep=args.keep)
-    remote_sets = set(args.remote_datasets.split(",")) if args.remote_datasets else set()
-    results_ds = []
-    for n in names:
-        spec = specs[n]
-        runs = args.runs or (1 if args.smoke else DEFAULT_RUNS[n])
-        data_dir, manifest = data[n]
-        tools_here = [t for t in active if t.scenarios is None or n in remote_sets]
-        if not tools_here:
-            break
-        run_fn = bench.run_generations if spec.generations else bench.run_standard
-        res = run_fn(spec, data_dir, manifest, runs, tools_here, with_refs=not args.no_refs)
-        skipped = [t.label for t in active if t not in tools_here]
-        if skipped:
-            res["notes"].append(f"not run on this dataset: {', '.join(skipped)} "
-                                f"(see --remote-datasets)")
-        results_ds.append(res)
-        log(f"[{n}] done in {res['seconds']:.0f} s")
+    try:
+        results_ds, bench = _run_datasets(args, names, specs, data, work, logs, timeout, active,
+                                          log)
+    finally:
+        if target_fs:
+            target_fs.close()
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 
     total_s = time.monotonic() - t_start
     bench_s = total_s - setup_s
+    machine = machine_info(out)
+    machine["filesystem (restore targets)"] = target_desc
     results = {
         "meta": {
             "mode": mode, "argv": " ".join(sys.argv[1:] if argv is None else argv),
@@ -328,7 +359,7 @@ def main(argv=None) -> int:
             "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seconds": total_s,
             "setup_seconds": setup_s, "arca_build_seconds": arca_build_s,
             "peer_setup_seconds": peer_setup_s,
-            "dataset_seconds": data_s, "seed": args.seed, "machine": machine_info(out),
+            "dataset_seconds": data_s, "seed": args.seed, "machine": machine,
             "caches_dropped": dropped if bench.caches_dropped is None else bench.caches_dropped,
             "run_id": run_id, "logs": logs,
         },

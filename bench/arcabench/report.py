@@ -320,6 +320,14 @@ METHOD = [
     "its figure is the median over the generations.",
     "- **Page cache**: `sync; echo 3 > /proc/sys/vm/drop_caches` before every measured command "
     "(so every phase starts cold, source data and repository alike); recorded in each run.",
+    "- **Restore targets** (and the tar/cp references) are on a journaled ext4 made with "
+    "`mkfs.ext4` defaults for the run, on a loop device over a sparse file (`--target-fs ext4`; "
+    "the Machine table says where they were). The reason: ext4 *without* a journal, as this "
+    "VM's root filesystem is, refuses to reuse inodes deleted in the last 60-360 s and scans "
+    "every cached inode-table block for them, so a restore that starts right after the previous "
+    "tool's tree was removed paid 2-3x its system time on the 100,000-file set (any parallel "
+    "restorer; tar, creating files one at a time, barely). Users restore onto journaled "
+    "filesystems, where that scan does not exist.",
     "- **Bytes read from the repository**: for arca, `backend.bytes_read` from its `--json` "
     "summary; for the peers, `rchar` from `/proc/<pid>/io` read after exit (bytes "
     "returned by read-type syscalls, repository files read with read/pread, not mmap) minus "

@@ -111,7 +111,7 @@ impl BlockChecker<'_> {
     }
 
     fn held_uncached(&self, f: &File, size: u64, uses: &[BlockUse]) -> io::Result<Vec<bool>> {
-        const WINDOW: u64 = 4 << 20;
+        const WINDOW: u64 = 1 << 20;
         let mut buf = vec![];
         // The window read last: file offset it starts at, its length, where it lies in `buf`.
         let (mut w_off, mut w_len, mut at) = (0u64, 0u64, 0usize);

@@ -294,7 +294,7 @@ pub fn restore(
         key: repo.key(),
         plan: &plan,
         bytes_read: AtomicU64::new(0),
-        large: hashing::Slots::new(io_threads),
+        large: hashing::Slots::new(t.workers * 2),
     };
     let scan = scan::Scanner {
         plan: &plan,
