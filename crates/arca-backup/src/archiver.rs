@@ -4,16 +4,16 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, Metadata};
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use arca_chunker::{Chunker, StreamChunker};
-use arca_format::{BlobKind, ContentRef, Id, Node, NodeKind, SnapshotSummary, Tree};
-use arca_fs::pattern::PathMatcher;
+use arca_format::{BlobKind, ContentRef, Id, Node, NodeKind, SnapshotSummary, Timespec, Tree};
 use arca_fs::{NameCache, read_node};
 use arca_repo::{Index, RepoError, Repository};
 
+use crate::filter::Filter;
 use crate::holes::HoleSkippingReader;
 use crate::saver::Saver;
 use crate::sources::{SourceTree, join};
@@ -42,7 +42,7 @@ pub(crate) struct Archiver<'a, 's> {
     buf: Vec<u8>,
     known: HashSet<(BlobKind, Id)>,
     names: NameCache,
-    excludes: Option<PathMatcher>,
+    filter: Filter,
     opts: &'a BackupOptions,
     progress: &'a Progress,
     observer: &'a dyn Observer,
@@ -52,6 +52,8 @@ pub(crate) struct Archiver<'a, 's> {
     ancestors: Vec<(u64, u64)>,
     fs_dev: Option<u64>,
     zero_ids: HashMap<usize, Id>,
+    /// Entries left out by the exclusion rules.
+    excluded: u64,
 }
 
 /// Lists a directory's entry names without touching its access time where permitted.
@@ -90,7 +92,7 @@ impl<'a, 's> Archiver<'a, 's> {
         repo: &'a Repository,
         index: &'a Index,
         saver: &'a Saver<'s>,
-        excludes: Option<PathMatcher>,
+        filter: Filter,
         opts: &'a BackupOptions,
         progress: &'a Progress,
         observer: &'a dyn Observer,
@@ -103,7 +105,7 @@ impl<'a, 's> Archiver<'a, 's> {
             buf: Vec::new(),
             known: HashSet::new(),
             names: NameCache::new(),
-            excludes,
+            filter,
             opts,
             progress,
             observer,
@@ -113,11 +115,12 @@ impl<'a, 's> Archiver<'a, 's> {
             ancestors: vec![],
             fs_dev: None,
             zero_ids: HashMap::new(),
+            excluded: 0,
         }
     }
 
-    pub(crate) fn into_parts(self) -> (SnapshotSummary, Vec<Warning>) {
-        (self.summary, self.warnings)
+    pub(crate) fn into_parts(self) -> (SnapshotSummary, Vec<Warning>, u64) {
+        (self.summary, self.warnings, self.excluded)
     }
 
     fn warn(&mut self, path: &Path, kind: WarningKind, message: String) {
@@ -271,6 +274,10 @@ impl<'a, 's> Archiver<'a, 's> {
         };
         let parent = parent.filter(|p| p.kind == node.kind);
         match node.kind() {
+            NodeKind::File if self.filter.too_large(node.size) => {
+                self.excluded += 1;
+                return Ok(None);
+            }
             NodeKind::File => return self.file(path, node, parent),
             NodeKind::Dir => {
                 let key = (node.dev, node.inode);
@@ -288,7 +295,20 @@ impl<'a, 's> Archiver<'a, 's> {
                 }
                 let crosses =
                     self.opts.one_file_system && self.fs_dev.is_some_and(|d| d != node.dev);
-                let tree = if crosses {
+                let tagged = match self.filter.tagged(path) {
+                    Ok(t) => t.is_some(),
+                    Err((tag, e)) => {
+                        // The directory is backed up: leaving out what the user may need is
+                        // worse than storing a cache.
+                        let msg = format!(
+                            "{}: cannot read exclusion tag: {e}; directory backed up",
+                            tag.display()
+                        );
+                        self.warn(&tag, WarningKind::Unreadable, msg);
+                        false
+                    }
+                };
+                let tree = if crosses || tagged {
                     Tree::default()
                 } else {
                     let ptree = self.parent_subtree(parent);
@@ -319,7 +339,8 @@ impl<'a, 's> Archiver<'a, 's> {
         };
         for name in names {
             let path = join(dir, &name);
-            if self.excludes.as_ref().is_some_and(|x| x.matches(&path)) {
+            if self.filter.excludes_path(&path) {
+                self.excluded += 1;
                 continue;
             }
             let meta = match fs::symlink_metadata(&path) {
@@ -393,6 +414,77 @@ impl<'a, 's> Archiver<'a, 's> {
         self.repo.key().blob_id(chunk)
     }
 
+    /// Chunks everything `reader` yields and queues the new blobs; `None` when reading failed
+    /// (warned, naming `path`).
+    fn chunk_reader<R: Read>(
+        &mut self,
+        path: &Path,
+        reader: R,
+    ) -> Result<Option<(Vec<ContentRef>, u64)>, Fatal> {
+        let buf = std::mem::take(&mut self.buf);
+        let chunker = self.chunker.clone();
+        let mut sc = StreamChunker::with_buffer(&chunker, reader, buf);
+        let mut content = vec![];
+        let mut total = 0u64;
+        let result = loop {
+            match sc.next_chunk() {
+                Ok(Some(chunk)) => {
+                    let len = chunk.len() as u32;
+                    let id = self.chunk_id(&chunk);
+                    total += u64::from(len);
+                    self.progress.add(0, u64::from(len), u64::from(len));
+                    content.push(ContentRef { id, len });
+                    if let Err(f) = self.store(BlobKind::Data, id, chunk) {
+                        break Err(f);
+                    }
+                }
+                Ok(None) => break Ok(true),
+                Err(e) => {
+                    self.warn_io(path, "read", &e);
+                    break Ok(false);
+                }
+            }
+        };
+        self.buf = sc.into_buffer();
+        self.progress.add(1, 0, 0);
+        Ok(result?.then_some((content, total)))
+    }
+
+    /// Backs up what `reader` yields as one file `/NAME` (`--stdin`), owned by the current
+    /// user, mode 0644, dated now; returns the root tree id.
+    pub(crate) fn run_stdin<R: Read>(&mut self, name: &[u8], reader: R) -> Result<Id, Fatal> {
+        let (uid, gid) = arca_repo::host::ids();
+        let ns = arca_repo::host::now_ns();
+        let now = Timespec {
+            sec: ns.div_euclid(1_000_000_000),
+            nsec: ns.rem_euclid(1_000_000_000) as u32,
+        };
+        let path = join(Path::new("/"), name);
+        let mut node = Node {
+            name: name.to_vec(),
+            kind: Some(NodeKind::File),
+            mode: 0o644,
+            uid,
+            gid,
+            user: arca_repo::host::username().into_bytes(),
+            mtime: now,
+            atime: now,
+            ctime: now,
+            nlink: 1,
+            ..Node::default()
+        };
+        let mut tree = Tree::default();
+        if let Some((content, total)) = self.chunk_reader(&path, reader)? {
+            node.content = content;
+            node.size = total;
+            self.summary.files_new += 1;
+            self.summary.total_files_processed += 1;
+            self.summary.total_bytes_processed += total;
+            tree.nodes.push(node);
+        }
+        self.save_tree(&tree, None)
+    }
+
     fn open(path: &Path) -> io::Result<File> {
         let mut o = fs::OpenOptions::new();
         o.read(true)
@@ -435,36 +527,10 @@ impl<'a, 's> Archiver<'a, 's> {
                 return Ok(false);
             }
         };
-        let buf = std::mem::take(&mut self.buf);
-        let chunker = self.chunker.clone();
         let reader = HoleSkippingReader::new(&file, node.size, sparse);
-        let mut sc = StreamChunker::with_buffer(&chunker, reader, buf);
-        let mut content = Vec::with_capacity((node.size / 1_000_000 + 1) as usize);
-        let mut total = 0u64;
-        let result = loop {
-            match sc.next_chunk() {
-                Ok(Some(chunk)) => {
-                    let len = chunk.len() as u32;
-                    let id = self.chunk_id(&chunk);
-                    total += u64::from(len);
-                    self.progress.add(0, u64::from(len), u64::from(len));
-                    content.push(ContentRef { id, len });
-                    if let Err(f) = self.store(BlobKind::Data, id, chunk) {
-                        break Err(f);
-                    }
-                }
-                Ok(None) => break Ok(true),
-                Err(e) => {
-                    self.warn_io(path, "read", &e);
-                    break Ok(false);
-                }
-            }
-        };
-        self.buf = sc.into_buffer();
-        self.progress.add(1, 0, 0);
-        if !result? {
+        let Some((content, total)) = self.chunk_reader(path, reader)? else {
             return Ok(false);
-        }
+        };
         if let Ok(after) = file.metadata() {
             let mtime = (after.mtime(), after.mtime_nsec());
             let before = (node.mtime.sec, i64::from(node.mtime.nsec));

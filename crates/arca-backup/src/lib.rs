@@ -7,6 +7,7 @@
 //! snapshot are written, so an aborted backup never leaves a snapshot pointing at nothing.
 
 mod archiver;
+pub mod filter;
 mod holes;
 pub mod saver;
 pub mod sources;
@@ -16,11 +17,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use arca_format::{Id, Snapshot, Tree};
-use arca_fs::pattern::{PathMatcher, PatternError};
+use arca_fs::pattern::PatternError;
 use arca_repo::{RepoError, Repository, SnapshotFilter};
 use chrono::{DateTime, FixedOffset, Local};
 
 use crate::archiver::{Archiver, Fatal};
+pub use crate::filter::Excludes;
+use crate::filter::Filter;
 use crate::saver::Saver;
 use crate::sources::SourceTree;
 
@@ -57,8 +60,8 @@ impl std::fmt::Debug for Hooks {
 pub struct BackupOptions {
     /// Paths to back up (made absolute).
     pub paths: Vec<PathBuf>,
-    /// Exclude patterns (see [`arca_fs::pattern`]).
-    pub excludes: Vec<String>,
+    /// What to leave out.
+    pub excludes: Excludes,
     /// Tags for the snapshot.
     pub tags: Vec<String>,
     /// Host name to record (default: this host).
@@ -75,6 +78,8 @@ pub struct BackupOptions {
     pub workers: usize,
     /// Snapshot time (default: now).
     pub time: Option<DateTime<FixedOffset>>,
+    /// Read, chunk and count everything, write nothing: no pack, index or snapshot.
+    pub dry_run: bool,
     /// Test hooks.
     #[doc(hidden)]
     pub hooks: Hooks,
@@ -177,8 +182,12 @@ pub enum BackupError {
 /// The outcome of a backup.
 #[derive(Debug, Clone)]
 pub struct BackupReport {
-    /// The new snapshot's id.
+    /// The new snapshot's id (all zeros after a dry run).
     pub snapshot_id: Id,
+    /// Nothing was written.
+    pub dry_run: bool,
+    /// Entries left out by the exclusion rules.
+    pub excluded: u64,
     /// The snapshot.
     pub snapshot: Snapshot,
     /// Problems met.
@@ -223,8 +232,6 @@ pub fn backup(
     progress: &Progress,
     observer: &dyn Observer,
 ) -> Result<BackupReport, BackupError> {
-    let started = Instant::now();
-    let start_time = opts.time.unwrap_or_else(|| Local::now().fixed_offset());
     if opts.paths.is_empty() {
         return Err(BackupError::NoPaths);
     }
@@ -246,11 +253,50 @@ pub fn backup(
         .iter()
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
-    let excludes = if opts.excludes.is_empty() {
-        None
-    } else {
-        Some(PathMatcher::new(&opts.excludes)?)
-    };
+    let sources = SourceTree::build(&abs);
+    run(
+        repo,
+        opts,
+        shown,
+        progress,
+        observer,
+        |arch, parent_root, parent_id| arch.run(&sources, parent_root, parent_id),
+    )
+}
+
+/// Backs up what `reader` yields (standard input, for `--stdin`) as the single file `/NAME`.
+pub fn backup_reader(
+    repo: &Repository,
+    opts: &BackupOptions,
+    name: &str,
+    reader: &mut dyn std::io::Read,
+    progress: &Progress,
+    observer: &dyn Observer,
+) -> Result<BackupReport, BackupError> {
+    if let Err(e) = arca_format::tree::validate_name(name.as_bytes()) {
+        return Err(BackupError::Source {
+            path: PathBuf::from(name),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()),
+        });
+    }
+    let shown = vec![format!("/{name}")];
+    run(repo, opts, shown, progress, observer, |arch, _, _| {
+        arch.run_stdin(name.as_bytes(), reader)
+    })
+}
+
+/// The part of a backup common to every source: parent, pipeline, snapshot.
+fn run(
+    repo: &Repository,
+    opts: &BackupOptions,
+    shown: Vec<String>,
+    progress: &Progress,
+    observer: &dyn Observer,
+    walk: impl FnOnce(&mut Archiver<'_, '_>, Option<&Tree>, Option<Id>) -> Result<Id, Fatal>,
+) -> Result<BackupReport, BackupError> {
+    let started = Instant::now();
+    let start_time = opts.time.unwrap_or_else(|| Local::now().fixed_offset());
+    let filter = Filter::new(&opts.excludes)?;
     let hostname = opts
         .hostname
         .clone()
@@ -269,13 +315,12 @@ pub fn backup(
     } else {
         opts.workers
     };
-    let sources = SourceTree::build(&abs);
 
     let (walk, saved) = std::thread::scope(|scope| {
-        let saver = Saver::start(scope, repo, level, workers);
-        let mut arch = Archiver::new(repo, &index, &saver, excludes, opts, progress, observer);
-        let walk = arch.run(
-            &sources,
+        let saver = Saver::start(scope, repo, level, workers, opts.dry_run);
+        let mut arch = Archiver::new(repo, &index, &saver, filter, opts, progress, observer);
+        let walk = walk(
+            &mut arch,
             parent_root.as_ref(),
             parent.as_ref().map(|(_, s)| s.tree),
         );
@@ -284,7 +329,7 @@ pub fn backup(
     });
     // A repository error in the pipeline is the real cause when the walk stopped early.
     let stats = saved?;
-    let (root, (mut summary, warnings)) = match walk {
+    let (root, (mut summary, warnings, excluded)) = match walk {
         Ok(x) => x,
         Err(Fatal::Repo(e)) => return Err(e.into()),
         Err(Fatal::Stopped) => {
@@ -314,9 +359,16 @@ pub fn backup(
         complete: summary.errors == 0,
         summary,
     };
-    let snapshot_id = repo.save_snapshot(&snapshot)?;
+    // A dry run saves nothing; its report carries the all-zero id.
+    let snapshot_id = if opts.dry_run {
+        Id::default()
+    } else {
+        repo.save_snapshot(&snapshot)?
+    };
     Ok(BackupReport {
         snapshot_id,
+        dry_run: opts.dry_run,
+        excluded,
         snapshot,
         warnings,
         duration_seconds: started.elapsed().as_secs_f64(),

@@ -55,12 +55,14 @@ pub struct Saver<'scope> {
 pub struct Stopped;
 
 impl<'scope> Saver<'scope> {
-    /// Starts the stages on `scope` with `workers` sealing threads.
+    /// Starts the stages on `scope` with `workers` sealing threads. With `dry_run` the packs
+    /// are made and counted but neither they nor index files are written.
     pub fn start<'env>(
         scope: &'scope Scope<'scope, 'env>,
         repo: &'env Repository,
         level: i32,
         workers: usize,
+        dry_run: bool,
     ) -> Self {
         let workers = workers.max(1);
         let (job_tx, job_rx) = bounded::<Job>(workers * 2);
@@ -76,7 +78,7 @@ impl<'scope> Saver<'scope> {
         drop(blob_tx);
         let pack_size = repo.config().pack_size as usize;
         let packer = scope.spawn(move || pack_stage(repo, pack_size, blob_rx, pack_tx));
-        let uploader = scope.spawn(move || upload_stage(repo, pack_rx));
+        let uploader = scope.spawn(move || upload_stage(repo, pack_rx, dry_run));
         Self {
             jobs: Some(job_tx),
             workers: worker_handles,
@@ -186,7 +188,11 @@ fn pack_stage(
     Ok(sealed_bytes)
 }
 
-fn upload_stage(repo: &Repository, rx: Receiver<FinishedPack>) -> Result<SaverStats, RepoError> {
+fn upload_stage(
+    repo: &Repository,
+    rx: Receiver<FinishedPack>,
+    dry_run: bool,
+) -> Result<SaverStats, RepoError> {
     let backend = Arc::clone(repo.backend());
     let mut stats = SaverStats::default();
     let mut pending = IndexFile::default();
@@ -199,6 +205,11 @@ fn upload_stage(repo: &Repository, rx: Receiver<FinishedPack>) -> Result<SaverSt
         Ok(())
     };
     for pack in rx {
+        if dry_run {
+            stats.packs += 1;
+            stats.pack_bytes += pack.bytes.len() as u64;
+            continue;
+        }
         backend.write(FileType::Pack, &pack.id.to_hex(), &pack.bytes)?;
         stats.packs += 1;
         stats.pack_bytes += pack.bytes.len() as u64;

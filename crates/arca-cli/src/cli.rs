@@ -95,11 +95,42 @@ pub struct InitArgs {
 #[derive(Debug, Args)]
 pub struct BackupArgs {
     /// Files and directories to back up
-    #[arg(required = true, value_name = "PATH")]
+    #[arg(value_name = "PATH", required_unless_present_any = ["files_from", "stdin"])]
     pub paths: Vec<PathBuf>,
+    /// Read the paths to back up from a file, one per line ('#' comments; '-' for stdin)
+    #[arg(long = "files-from", value_name = "FILE")]
+    pub files_from: Vec<PathBuf>,
+    /// Back up standard input as one file (see --stdin-filename)
+    #[arg(long, conflicts_with_all = ["paths", "files_from"])]
+    pub stdin: bool,
+    /// Name of the file --stdin creates in the snapshot
+    #[arg(long, value_name = "NAME", default_value = "stdin", requires = "stdin")]
+    pub stdin_filename: String,
     /// Exclude paths matching a pattern (repeatable)
     #[arg(short = 'e', long = "exclude", value_name = "PATTERN")]
     pub excludes: Vec<String>,
+    /// Exclude paths matching a pattern, ignoring case (repeatable)
+    #[arg(long = "iexclude", value_name = "PATTERN")]
+    pub iexcludes: Vec<String>,
+    /// Read exclude patterns from a file, one per line ('#' comments)
+    #[arg(long = "exclude-file", value_name = "FILE")]
+    pub exclude_files: Vec<PathBuf>,
+    /// Read case-insensitive exclude patterns from a file
+    #[arg(long = "iexclude-file", value_name = "FILE")]
+    pub iexclude_files: Vec<PathBuf>,
+    /// Store directories holding a CACHEDIR.TAG (with its signature) empty
+    #[arg(long)]
+    pub exclude_caches: bool,
+    /// Store directories holding file NAME empty; NAME:HEADER also needs the file to start
+    /// with HEADER (repeatable)
+    #[arg(long = "exclude-if-present", value_name = "NAME[:HEADER]")]
+    pub exclude_if_present: Vec<String>,
+    /// Leave out files larger than this (e.g. 2GiB)
+    #[arg(long, value_name = "SIZE")]
+    pub exclude_larger_than: Option<String>,
+    /// Read and count everything, write nothing to the repository
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
     /// Add a tag to the snapshot (repeatable)
     #[arg(long = "tag", value_name = "TAG")]
     pub tags: Vec<String>,

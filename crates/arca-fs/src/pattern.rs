@@ -29,6 +29,13 @@ pub struct PatternError {
 impl PathMatcher {
     /// Compiles `patterns`.
     pub fn new(patterns: &[String]) -> Result<Self, PatternError> {
+        Self::with_case(patterns, false)
+    }
+
+    /// Compiles `patterns`, matching letters regardless of case when `ignore_case` is set
+    /// (restic's `--iexclude`).
+    pub fn with_case(patterns: &[String], ignore_case: bool) -> Result<Self, PatternError> {
+        let glob = |full: &str, original: &str| glob(full, original, ignore_case);
         let mut b = GlobSetBuilder::new();
         for p in patterns {
             let trimmed = p.trim_end_matches('/');
@@ -103,9 +110,10 @@ impl PathMatcher {
     }
 }
 
-fn glob(full: &str, original: &str) -> Result<globset::Glob, PatternError> {
+fn glob(full: &str, original: &str, ignore_case: bool) -> Result<globset::Glob, PatternError> {
     GlobBuilder::new(full)
         .literal_separator(true)
+        .case_insensitive(ignore_case)
         .backslash_escape(true)
         .build()
         .map_err(|e| PatternError {

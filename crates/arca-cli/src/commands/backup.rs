@@ -3,8 +3,9 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use anyhow::Result;
-use arca_backup::{BackupOptions, ParentMode, Progress, Warning, backup};
+use anyhow::{Context, Result};
+use arca_backup::filter::read_list;
+use arca_backup::{BackupOptions, Excludes, ParentMode, Progress, Warning, backup, backup_reader};
 use arca_repo::SnapshotFilter;
 use serde_json::json;
 
@@ -19,9 +20,42 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         Some(p) => ParentMode::Id(repo.find_snapshot(p, &SnapshotFilter::default())?.0),
         None => ParentMode::Auto,
     };
+    let list = |files: &[std::path::PathBuf]| -> Result<Vec<String>> {
+        let mut out = vec![];
+        for f in files {
+            out.extend(read_list(f).with_context(|| format!("cannot read {}", f.display()))?);
+        }
+        Ok(out)
+    };
+    let mut paths = a.paths.clone();
+    paths.extend(
+        list(&a.files_from)?
+            .into_iter()
+            .map(std::path::PathBuf::from),
+    );
+    if paths.is_empty() && !a.stdin {
+        anyhow::bail!("no paths to back up (the --files-from lists are empty)");
+    }
+    let mut patterns = a.excludes.clone();
+    patterns.extend(list(&a.exclude_files)?);
+    let mut ipatterns = a.iexcludes.clone();
+    ipatterns.extend(list(&a.iexclude_files)?);
+    let larger_than = match &a.exclude_larger_than {
+        Some(s) => Some(
+            util::parse_size(s).with_context(|| format!("invalid --exclude-larger-than {s:?}"))?,
+        ),
+        None => None,
+    };
     let opts = BackupOptions {
-        paths: a.paths.clone(),
-        excludes: a.excludes.clone(),
+        paths,
+        excludes: Excludes {
+            patterns,
+            ipatterns,
+            if_present: a.exclude_if_present.clone(),
+            caches: a.exclude_caches,
+            larger_than,
+        },
+        dry_run: a.dry_run,
         tags: a.tags.clone(),
         hostname: a.host.clone(),
         parent,
@@ -44,13 +78,20 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         )
     });
     let warn = |w: &Warning| line.println(&format!("warning: {w}"));
-    let report = backup(repo, &opts, &progress, &warn)?;
+    let report = if a.stdin {
+        let mut input = std::io::stdin().lock();
+        backup_reader(repo, &opts, &a.stdin_filename, &mut input, &progress, &warn)?
+    } else {
+        backup(repo, &opts, &progress, &warn)?
+    };
     drop(line);
     let s = &report.snapshot.summary;
     if a.json {
         let v = json!({
             "message_type": "summary",
-            "snapshot_id": report.snapshot_id.to_hex(),
+            "snapshot_id": (!report.dry_run).then(|| report.snapshot_id.to_hex()),
+            "dry_run": report.dry_run,
+            "excluded": report.excluded,
             "parent": report.snapshot.parent.map(|p| p.to_hex()),
             "files_new": s.files_new,
             "files_changed": s.files_changed,
@@ -91,7 +132,12 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
             human_bytes(s.total_bytes_processed),
             human_duration(report.duration_seconds)
         ))?;
-        if s.errors > 0 {
+        if report.excluded > 0 {
+            super::out(&format!("Excluded:    {} entries", report.excluded))?;
+        }
+        if report.dry_run {
+            super::out("dry run: nothing was written to the repository")?;
+        } else if s.errors > 0 {
             super::out(&format!(
                 "snapshot {} saved, INCOMPLETE: {} entries could not be read",
                 report.snapshot_id.short(),

@@ -1,0 +1,218 @@
+//! What a backup leaves out, as restic users spell it: path patterns (case-sensitive or not),
+//! directories marked by a tag file (`CACHEDIR.TAG`, `--exclude-if-present`), large files.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use arca_fs::pattern::{PathMatcher, PatternError};
+
+/// The tag file of the Cache Directory Tagging Specification.
+pub const CACHEDIR_TAG: &str = "CACHEDIR.TAG";
+/// The header a `CACHEDIR.TAG` must start with to count.
+pub const CACHEDIR_SIGNATURE: &str = "Signature: 8a477f597d28d172789f06886806bc55";
+
+/// A tag file that makes its directory's contents excluded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TagFile {
+    name: Vec<u8>,
+    /// When set, the file must start with these bytes.
+    header: Option<Vec<u8>>,
+}
+
+impl TagFile {
+    /// `NAME` or `NAME:HEADER`, as restic's `--exclude-if-present`.
+    fn parse(spec: &str) -> Result<Self, PatternError> {
+        let (name, header) = match spec.split_once(':') {
+            Some((n, h)) => (n, Some(h.as_bytes().to_vec())),
+            None => (spec, None),
+        };
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(PatternError {
+                pattern: spec.to_string(),
+                detail: "--exclude-if-present takes a file name (NAME or NAME:HEADER)".into(),
+            });
+        }
+        Ok(Self {
+            name: name.as_bytes().to_vec(),
+            header,
+        })
+    }
+
+    /// Whether `dir` holds this tag (a regular file, starting with the header if one is set).
+    fn marks(&self, dir: &Path) -> io::Result<bool> {
+        let path = dir.join(std::ffi::OsStr::from_bytes(&self.name));
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        if !meta.is_file() {
+            return Ok(false);
+        }
+        let Some(header) = &self.header else {
+            return Ok(true);
+        };
+        let mut got = Vec::with_capacity(header.len());
+        File::open(&path)?
+            .take(header.len() as u64)
+            .read_to_end(&mut got)?;
+        Ok(&got == header)
+    }
+}
+
+/// Exclusion rules of one backup.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Excludes {
+    /// Path patterns (see [`arca_fs::pattern`]), `--exclude`.
+    pub patterns: Vec<String>,
+    /// Path patterns matched regardless of case, `--iexclude`.
+    pub ipatterns: Vec<String>,
+    /// `NAME` or `NAME:HEADER`: a directory holding such a file is stored empty.
+    pub if_present: Vec<String>,
+    /// Directories holding a valid `CACHEDIR.TAG` are stored empty.
+    pub caches: bool,
+    /// Regular files larger than this many bytes are left out.
+    pub larger_than: Option<u64>,
+}
+
+/// The compiled rules.
+#[derive(Debug)]
+pub(crate) struct Filter {
+    paths: Option<PathMatcher>,
+    ipaths: Option<PathMatcher>,
+    tags: Vec<TagFile>,
+    larger_than: Option<u64>,
+}
+
+impl Filter {
+    pub(crate) fn new(x: &Excludes) -> Result<Self, PatternError> {
+        let compile = |p: &[String], ci: bool| -> Result<Option<PathMatcher>, PatternError> {
+            if p.is_empty() {
+                Ok(None)
+            } else {
+                PathMatcher::with_case(p, ci).map(Some)
+            }
+        };
+        let mut tags = x
+            .if_present
+            .iter()
+            .map(|s| TagFile::parse(s))
+            .collect::<Result<Vec<_>, _>>()?;
+        if x.caches {
+            tags.push(TagFile {
+                name: CACHEDIR_TAG.as_bytes().to_vec(),
+                header: Some(CACHEDIR_SIGNATURE.as_bytes().to_vec()),
+            });
+        }
+        tags.dedup();
+        Ok(Self {
+            paths: compile(&x.patterns, false)?,
+            ipaths: compile(&x.ipatterns, true)?,
+            tags,
+            larger_than: x.larger_than,
+        })
+    }
+
+    /// Whether the absolute `path` is excluded by a pattern.
+    pub(crate) fn excludes_path(&self, path: &Path) -> bool {
+        self.paths.as_ref().is_some_and(|m| m.matches(path))
+            || self.ipaths.as_ref().is_some_and(|m| m.matches(path))
+    }
+
+    /// The tag that marks directory `dir` for exclusion of its contents, if any. A tag that
+    /// cannot be read is an error naming it.
+    pub(crate) fn tagged(&self, dir: &Path) -> Result<Option<String>, (PathBuf, io::Error)> {
+        for t in &self.tags {
+            match t.marks(dir) {
+                Ok(true) => return Ok(Some(String::from_utf8_lossy(&t.name).into_owned())),
+                Ok(false) => {}
+                Err(e) => return Err((dir.join(std::ffi::OsStr::from_bytes(&t.name)), e)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether a regular file of `size` bytes is left out.
+    pub(crate) fn too_large(&self, size: u64) -> bool {
+        self.larger_than.is_some_and(|l| size > l)
+    }
+}
+
+/// Reads a list file (`--exclude-file`, `--files-from`): one entry per line, blank lines and
+/// lines starting with `#` skipped, surrounding spaces trimmed. `-` reads standard input.
+pub fn read_list(path: &Path) -> io::Result<Vec<String>> {
+    let text = if path == Path::new("-") {
+        let mut s = String::new();
+        io::stdin().read_to_string(&mut s)?;
+        s
+    } else {
+        std::fs::read_to_string(path)?
+    };
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_specs_parse_and_bad_ones_are_named() {
+        let t = TagFile::parse("NOBACKUP:magic").unwrap();
+        assert_eq!(t.name, b"NOBACKUP");
+        assert_eq!(t.header.as_deref(), Some(&b"magic"[..]));
+        assert_eq!(TagFile::parse(".nobackup").unwrap().header, None);
+        for bad in ["", "a/b", "..", ":x"] {
+            let e = TagFile::parse(bad).unwrap_err();
+            assert_eq!(e.pattern, bad);
+        }
+    }
+
+    #[test]
+    fn tags_headers_sizes_and_case() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path();
+        let x = Excludes {
+            ipatterns: vec!["*.TMP".into()],
+            if_present: vec![".nobackup".into()],
+            caches: true,
+            larger_than: Some(10),
+            ..Excludes::default()
+        };
+        let f = Filter::new(&x).unwrap();
+        assert_eq!(f.tagged(p).unwrap(), None);
+        std::fs::write(p.join(CACHEDIR_TAG), b"Signature: wrong").unwrap();
+        assert_eq!(
+            f.tagged(p).unwrap(),
+            None,
+            "a tag without the signature does not count"
+        );
+        std::fs::write(p.join(CACHEDIR_TAG), format!("{CACHEDIR_SIGNATURE}\n# x")).unwrap();
+        assert_eq!(f.tagged(p).unwrap().as_deref(), Some(CACHEDIR_TAG));
+        std::fs::remove_file(p.join(CACHEDIR_TAG)).unwrap();
+        std::fs::create_dir(p.join(".nobackup")).unwrap();
+        assert_eq!(f.tagged(p).unwrap(), None, "a directory is not a tag file");
+        std::fs::remove_dir(p.join(".nobackup")).unwrap();
+        std::fs::write(p.join(".nobackup"), b"").unwrap();
+        assert_eq!(f.tagged(p).unwrap().as_deref(), Some(".nobackup"));
+        assert!(f.excludes_path(Path::new("/a/b/c.tmp")));
+        assert!(f.excludes_path(Path::new("/a/b/c.Tmp")));
+        assert!(!f.excludes_path(Path::new("/a/b/c.tmpx")));
+        assert!(f.too_large(11) && !f.too_large(10));
+    }
+
+    #[test]
+    fn lists_skip_comments_and_blanks() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("list");
+        std::fs::write(&p, "# comment\n\n  *.o  \n/abs/path\n").unwrap();
+        assert_eq!(read_list(&p).unwrap(), vec!["*.o", "/abs/path"]);
+        assert!(read_list(&d.path().join("missing")).is_err());
+    }
+}

@@ -1,0 +1,233 @@
+//! `arca backup` options as restic users know them: exclude files and case-insensitive
+//! patterns, cache and tag directories, a size limit, path lists, a dry run and stdin.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+
+use arca_testkit::{random_bytes, text_bytes};
+use common::*;
+
+const SIGNATURE: &str = "Signature: 8a477f597d28d172789f06886806bc55";
+
+/// The snapshot's entries below `src`, as relative paths, sorted.
+fn listed(e: &Env, src: &Path) -> Vec<String> {
+    let prefix = format!("{}/", src.display());
+    let mut v: Vec<String> = e
+        .ok(&["ls", "latest"])
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix).map(str::to_string))
+        .collect();
+    v.sort();
+    v
+}
+
+fn tree(src: &Path) {
+    for d in ["keep", "cache", "fakecache", "tagged", "Build"] {
+        fs::create_dir_all(src.join(d)).unwrap();
+    }
+    fs::write(src.join("keep/a.txt"), text_bytes(1, 1000)).unwrap();
+    fs::write(src.join("keep/big.bin"), random_bytes(2, 200_000)).unwrap();
+    fs::write(src.join("keep/notes.TMP"), b"tmp").unwrap();
+    fs::write(src.join("keep/x.o"), b"object").unwrap();
+    fs::write(
+        src.join("cache/CACHEDIR.TAG"),
+        format!("{SIGNATURE}\n# cache"),
+    )
+    .unwrap();
+    fs::write(src.join("cache/blob"), b"cached").unwrap();
+    fs::write(src.join("fakecache/CACHEDIR.TAG"), b"not a signature").unwrap();
+    fs::write(src.join("fakecache/data"), b"kept").unwrap();
+    fs::write(src.join("tagged/.nobackup"), b"").unwrap();
+    fs::write(src.join("tagged/secret"), b"s").unwrap();
+    fs::write(src.join("Build/out"), b"o").unwrap();
+}
+
+#[test]
+fn exclusion_options_leave_out_exactly_what_they_name() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    tree(&src);
+    let xfile = e.path("excludes.txt");
+    fs::write(&xfile, "# objects\n*.o\n\n").unwrap();
+    let ifile = e.path("iexcludes.txt");
+    fs::write(&ifile, "BUILD\n").unwrap();
+    let s = src.to_str().unwrap();
+    let v = e.json(&[
+        "backup",
+        s,
+        "--json",
+        "--exclude-file",
+        xfile.to_str().unwrap(),
+        "--iexclude",
+        "*.tmp",
+        "--iexclude-file",
+        ifile.to_str().unwrap(),
+        "--exclude-caches",
+        "--exclude-if-present",
+        ".nobackup",
+        "--exclude-larger-than",
+        "100KiB",
+    ]);
+    // x.o, notes.TMP, Build, big.bin.
+    assert_eq!(v["excluded"], 4, "{v}");
+    assert_eq!(
+        listed(&e, &src),
+        vec![
+            "cache",
+            "fakecache",
+            "fakecache/CACHEDIR.TAG",
+            "fakecache/data",
+            "keep",
+            "keep/a.txt",
+            "tagged",
+        ]
+    );
+    // Without the options everything is there.
+    e.ok(&["backup", s]);
+    assert_eq!(listed(&e, &src).len(), 16);
+}
+
+#[test]
+fn bad_exclusion_arguments_are_named() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    tree(&src);
+    let s = src.to_str().unwrap();
+    for (args, says) in [
+        (vec!["--exclude-larger-than", "lots"], "lots"),
+        (vec!["--exclude-if-present", "a/b"], "a/b"),
+        (
+            vec!["--exclude-file", "/nonexistent/list"],
+            "/nonexistent/list",
+        ),
+        (
+            vec!["--files-from", "/nonexistent/paths"],
+            "/nonexistent/paths",
+        ),
+        (vec!["--iexclude", "[z-a"], "[z-a"),
+    ] {
+        let mut a = vec!["backup", s];
+        a.extend(args.iter());
+        let o = e.run(&a);
+        assert_eq!(o.status.code(), Some(1), "{a:?}");
+        assert!(stderr(&o).contains(says), "{a:?}: {}", stderr(&o));
+    }
+    assert_eq!(e.ok(&["snapshots", "--json"]).trim(), "[]");
+}
+
+#[test]
+fn files_from_adds_listed_paths() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    tree(&src);
+    let list = e.path("paths.txt");
+    fs::write(
+        &list,
+        format!(
+            "# what to save\n{}\n\n{}\n",
+            src.join("keep/a.txt").display(),
+            src.join("tagged").display()
+        ),
+    )
+    .unwrap();
+    e.ok(&["backup", "--files-from", list.to_str().unwrap()]);
+    let snaps: serde_json::Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    let paths = snaps[0]["paths"].as_array().unwrap().clone();
+    assert_eq!(paths.len(), 2, "{snaps}");
+    assert_eq!(
+        listed(&e, &src),
+        vec![
+            "keep",
+            "keep/a.txt",
+            "tagged",
+            "tagged/.nobackup",
+            "tagged/secret"
+        ]
+    );
+    // An empty list is an error, not an empty snapshot.
+    fs::write(&list, "# nothing\n").unwrap();
+    let o = e.run(&["backup", "--files-from", list.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no paths"), "{}", stderr(&o));
+}
+
+/// Files anywhere under `dir`.
+fn count_files(dir: &Path) -> usize {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                count_files(&e.path())
+            } else {
+                1
+            }
+        })
+        .sum()
+}
+
+#[test]
+fn dry_run_reads_everything_and_writes_nothing() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    tree(&src);
+    let s = src.to_str().unwrap();
+    let before = count_files(&e.repo);
+    let v = e.json(&["backup", s, "--json", "--dry-run"]);
+    assert_eq!(v["dry_run"], true);
+    assert!(v["snapshot_id"].is_null(), "{v}");
+    assert_eq!(v["files_new"], 11, "{v}");
+    assert!(v["data_added"].as_u64().unwrap() > 200_000, "{v}");
+    assert_eq!(
+        count_files(&e.repo),
+        before,
+        "a dry run wrote to the repository"
+    );
+    let text = e.ok(&["backup", s, "-n"]);
+    assert!(text.contains("dry run: nothing was written"), "{text}");
+    assert_eq!(e.ok(&["snapshots", "--json"]).trim(), "[]");
+    // The real backup then stores what the dry run counted.
+    let real = e.json(&["backup", s, "--json"]);
+    assert_eq!(real["data_added"], v["data_added"]);
+}
+
+#[test]
+fn stdin_is_stored_as_one_file_and_restores_byte_for_byte() {
+    let e = Env::new();
+    e.init(&[]);
+    let data = random_bytes(9, 3_000_000);
+    let mut child = e
+        .cmd(&["backup", "--stdin", "--stdin-filename", "db.sql", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&data).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(v["total_bytes_processed"], 3_000_000);
+    let snaps: serde_json::Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    assert_eq!(snaps[0]["paths"][0], "/db.sql");
+    let target = e.path("out");
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    assert_eq!(fs::read(target.join("db.sql")).unwrap(), data);
+    // A name that is not a file name is refused; --stdin with paths is a usage error.
+    let o = e.run(&["backup", "--stdin", "--stdin-filename", "a/b"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("a/b"), "{}", stderr(&o));
+    let o = e.run(&["backup", "--stdin", "/tmp"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
