@@ -77,11 +77,20 @@ pub fn open_blob(
     sealed: &[u8],
     raw_len: u32,
 ) -> Result<Vec<u8>> {
+    thread_local! {
+        // One zstd context per thread: creating one costs more than opening a small tree.
+        static OPENER: std::cell::RefCell<BlobOpener> = std::cell::RefCell::new(BlobOpener::new());
+    }
     let mut copy = sealed.to_vec();
-    let mut opener = BlobOpener::new();
-    opener
-        .open(key, sealer, kind, id, pack, &mut copy, raw_len)
-        .map(<[u8]>::to_vec)
+    OPENER.with(|o| match o.try_borrow_mut() {
+        Ok(mut opener) => opener
+            .open(key, sealer, kind, id, pack, &mut copy, raw_len)
+            .map(<[u8]>::to_vec),
+        // Re-entered on this thread (not expected): a fresh opener.
+        Err(_) => BlobOpener::new()
+            .open(key, sealer, kind, id, pack, &mut copy, raw_len)
+            .map(<[u8]>::to_vec),
+    })
 }
 
 /// Opens many blobs on one thread without allocating per blob: sealed bytes are decrypted

@@ -49,6 +49,11 @@ struct Entry {
 pub struct Index {
     packs: Vec<PackRef>,
     entries: Vec<Entry>,
+    /// `starts[b]` = first entry whose key's top `bits` bits are ≥ b (one more slot at the
+    /// end): a lookup searches only its bucket. Ids are uniform, so about four entries per
+    /// bucket, one byte per blob.
+    starts: Vec<u32>,
+    bits: u32,
 }
 
 /// Collects index files, then sorts once.
@@ -98,8 +103,40 @@ impl IndexBuilder {
             a.key == b.key && packs[a.pack as usize].kind == packs[b.pack as usize].kind
         });
         entries.shrink_to_fit();
-        Index { packs, entries }
+        let (starts, bits) = buckets(&entries);
+        Index {
+            packs,
+            entries,
+            starts,
+            bits,
+        }
     }
+}
+
+/// The top `bits` bits of a key.
+fn bucket(key: &[u8; 16], bits: u32) -> usize {
+    if bits == 0 {
+        return 0;
+    }
+    // Most significant byte first: buckets follow the entries' lexicographic order.
+    let top = key[..4].iter().fold(0u32, |acc, &b| (acc << 8) | u32::from(b));
+    (top >> (32 - bits)) as usize
+}
+
+/// The bucket table of sorted `entries`.
+fn buckets(entries: &[Entry]) -> (Vec<u32>, u32) {
+    let bits = (entries.len() / 4).max(1).ilog2().min(24);
+    let n = 1usize << bits;
+    let mut starts = Vec::with_capacity(n + 1);
+    let mut i = 0usize;
+    for b in 0..n {
+        while i < entries.len() && bucket(&entries[i].key, bits) < b {
+            i += 1;
+        }
+        starts.push(i as u32);
+    }
+    starts.push(entries.len() as u32);
+    (starts, bits)
 }
 
 impl Index {
@@ -115,8 +152,15 @@ impl Index {
     /// Finds a blob of a given kind.
     pub fn get(&self, kind: BlobKind, id: &Id) -> Option<BlobLocation> {
         let key = id.prefix16();
-        let start = self.entries.partition_point(|e| e.key < key);
-        self.entries[start..]
+        let entries = match self.starts.len() {
+            0 => &self.entries[..],
+            _ => {
+                let b = bucket(&key, self.bits);
+                &self.entries[self.starts[b] as usize..self.starts[b + 1] as usize]
+            }
+        };
+        let start = entries.partition_point(|e| e.key < key);
+        entries[start..]
             .iter()
             .take_while(|e| e.key == key)
             .find(|e| self.packs[e.pack as usize].kind == kind)
@@ -153,6 +197,7 @@ impl Index {
     pub fn memory_bytes(&self) -> usize {
         self.entries.capacity() * std::mem::size_of::<Entry>()
             + self.packs.capacity() * std::mem::size_of::<PackRef>()
+            + self.starts.capacity() * std::mem::size_of::<u32>()
     }
 }
 
@@ -205,5 +250,65 @@ mod tests {
         assert_eq!(ix.get(BlobKind::Tree, &id(2)).unwrap().pack.id, id(101));
         assert!(ix.get(BlobKind::Tree, &id(1)).is_none());
         assert!(!ix.contains(BlobKind::Data, &id(9)));
+    }
+
+    #[test]
+    fn bucketed_lookup_finds_every_blob_and_nothing_else() {
+        // Keys hashed from counters (uniform, as blob ids are), with runs of equal top bits
+        // and both kinds under one id, for sizes around the bucket-count steps.
+        for n in [1usize, 3, 4, 7, 64, 1000, 5000] {
+            let id = |i: usize| Id(*blake3::hash(&(i as u64).to_le_bytes()).as_bytes());
+            let blobs = |kind_off: usize| -> Vec<PackEntry> {
+                (0..n)
+                    .filter(|i| i % 3 != kind_off)
+                    .map(|i| PackEntry {
+                        id: id(i),
+                        offset: i as u32,
+                        length: 1,
+                        raw_length: 1,
+                    })
+                    .collect()
+            };
+            let f = IndexFile {
+                supersedes: vec![],
+                packs: vec![
+                    IndexPack {
+                        id: Id([1; 32]),
+                        kind: BlobKind::Data,
+                        size: 1,
+                        blobs: blobs(0),
+                    },
+                    IndexPack {
+                        id: Id([2; 32]),
+                        kind: BlobKind::Tree,
+                        size: 1,
+                        blobs: blobs(1),
+                    },
+                ],
+            };
+            let ix = Index::from_files([&f]);
+            for i in 0..n {
+                let data = ix.get(BlobKind::Data, &id(i));
+                let tree = ix.get(BlobKind::Tree, &id(i));
+                assert_eq!(
+                    data.map(|l| l.offset),
+                    (i % 3 != 0).then_some(i as u32),
+                    "n={n} i={i}"
+                );
+                assert_eq!(
+                    tree.map(|l| l.offset),
+                    (i % 3 != 1).then_some(i as u32),
+                    "n={n} i={i}"
+                );
+            }
+            for i in n..n + 200 {
+                assert!(!ix.contains(BlobKind::Data, &id(i)), "n={n} absent {i}");
+            }
+            assert!(
+                ix.memory_bytes() <= n * 2 * 34 + 4 * 8 + 200,
+                "n={n}: {}",
+                ix.memory_bytes()
+            );
+        }
     }
 }
