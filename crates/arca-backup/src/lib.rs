@@ -9,6 +9,7 @@
 mod archiver;
 pub mod filter;
 mod holes;
+mod prefetch;
 pub mod saver;
 pub mod sources;
 
@@ -318,7 +319,15 @@ fn run(
 
     let (walk, saved) = std::thread::scope(|scope| {
         let saver = Saver::start(scope, repo, level, workers, opts.dry_run);
-        let mut arch = Archiver::new(repo, &index, &saver, filter, opts, progress, observer);
+        let mut arch = Archiver::new(
+            repo,
+            &index,
+            &saver,
+            std::sync::Arc::new(filter),
+            opts,
+            progress,
+            observer,
+        );
         let walk = walk(
             &mut arch,
             parent_root.as_ref(),
