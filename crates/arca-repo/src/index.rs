@@ -119,7 +119,9 @@ fn bucket(key: &[u8; 16], bits: u32) -> usize {
         return 0;
     }
     // Most significant byte first: buckets follow the entries' lexicographic order.
-    let top = key[..4].iter().fold(0u32, |acc, &b| (acc << 8) | u32::from(b));
+    let top = key[..4]
+        .iter()
+        .fold(0u32, |acc, &b| (acc << 8) | u32::from(b));
     (top >> (32 - bits)) as usize
 }
 
