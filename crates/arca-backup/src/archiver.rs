@@ -67,27 +67,6 @@ pub(crate) struct Archiver<'a, 's> {
     stat_ns: f64,
 }
 
-/// Lists a directory's entry names without touching its access time where permitted.
-pub(crate) fn list_dir(dir: &Path) -> io::Result<Vec<Vec<u8>>> {
-    use nix::fcntl::OFlag;
-    use nix::sys::stat::Mode;
-    let base = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let d = match nix::dir::Dir::open(dir, base | OFlag::O_NOATIME, Mode::empty()) {
-        Err(nix::errno::Errno::EPERM) => nix::dir::Dir::open(dir, base, Mode::empty()),
-        r => r,
-    }
-    .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
-    let mut names = vec![];
-    for e in d {
-        let e = e.map_err(|e| io::Error::from_raw_os_error(e as i32))?;
-        let n = e.file_name().to_bytes();
-        if n != b"." && n != b".." {
-            names.push(n.to_vec());
-        }
-    }
-    Ok(names)
-}
-
 /// Whether the parent's entry shows the file unchanged (restic's rule: size, mtime, ctime
 /// and inode all equal).
 fn unchanged(parent: &Node, now: &Node) -> bool {
@@ -339,7 +318,7 @@ impl<'a, 's> Archiver<'a, 's> {
 
     /// Lists and backs up a real directory.
     fn dir_listing(&mut self, dir: &Path, dev: u64, parent: Option<&Tree>) -> Result<Tree, Fatal> {
-        let mut names = match list_dir(dir) {
+        let mut names = match arca_fs::list_dir_names(dir) {
             Ok(n) => n,
             Err(e) => {
                 self.warn_io(dir, "list directory", &e);

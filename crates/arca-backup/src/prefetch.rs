@@ -14,8 +14,8 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use nix::dir::Dir;
-use nix::fcntl::{AtFlags, OFlag};
-use nix::sys::stat::{Mode, SFlag, fstatat};
+use nix::fcntl::AtFlags;
+use nix::sys::stat::{SFlag, fstatat};
 
 use crate::filter::Filter;
 use crate::sources::join;
@@ -32,29 +32,18 @@ impl Handle {
     /// following a symlink and without touching its access time where permitted, and lists it
     /// when `list` is set.
     fn open(at: Option<RawFd>, name: &[u8], list: bool) -> Option<(Self, Vec<Vec<u8>>)> {
-        let name = OsStr::from_bytes(name);
-        let base = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let mut dir = match Dir::openat(at, name, base | OFlag::O_NOATIME, Mode::empty()) {
-            Err(nix::errno::Errno::EPERM) => Dir::openat(at, name, base, Mode::empty()),
-            r => r,
-        }
-        .ok()?;
-        let mut names = vec![];
-        if list {
-            for e in dir.iter() {
-                let n = e.ok()?.file_name().to_bytes().to_vec();
-                if n != b"." && n != b".." {
-                    names.push(n);
-                }
-            }
-        }
+        let mut dir = arca_fs::open_dir_noatime(at, Path::new(OsStr::from_bytes(name))).ok()?;
+        let names = match list {
+            true => arca_fs::dir_entries(&mut dir).ok()?,
+            false => vec![],
+        };
         let fd = dir.as_raw_fd();
         Some((
             Self {
                 _dir: Mutex::new(dir),
                 fd,
             },
-            names,
+            names.into_iter().map(|(n, _)| n).collect(),
         ))
     }
 
@@ -83,7 +72,7 @@ const CAPACITY: usize = 2048;
 struct Job {
     dir: Arc<Path>,
     /// The directory, once opened.
-    fd: Option<Arc<Handle>>,
+    handle: Option<Arc<Handle>>,
     dev: u64,
     names: Vec<Vec<u8>>,
     /// Levels of subdirectories still to read ahead below this one.
@@ -109,7 +98,7 @@ impl Shared {
     fn push(
         &self,
         dir: Arc<Path>,
-        fd: Option<Arc<Handle>>,
+        handle: Option<Arc<Handle>>,
         dev: u64,
         names: &[Vec<u8>],
         depth: u8,
@@ -123,7 +112,7 @@ impl Shared {
             }
             q.jobs.push_front(Job {
                 dir: Arc::clone(&dir),
-                fd: fd.clone(),
+                handle: handle.clone(),
                 dev,
                 names: chunk.to_vec(),
                 depth,
@@ -153,7 +142,7 @@ impl Shared {
     /// Stats the job's entries; lists the subdirectories found (on the same file system, not
     /// excluded) and queues their entries in turn.
     fn run(&self, job: Job) {
-        let dir = match job.fd {
+        let dir = match job.handle {
             Some(h) => h,
             None => match Handle::open(None, job.dir.as_os_str().as_bytes(), false) {
                 Some((h, _)) => Arc::new(h),

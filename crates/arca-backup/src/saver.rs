@@ -205,14 +205,14 @@ fn upload_stage(
         Ok(())
     };
     for pack in rx {
-        if dry_run {
-            stats.packs += 1;
-            stats.pack_bytes += pack.bytes.len() as u64;
-            continue;
+        if !dry_run {
+            backend.write(FileType::Pack, &pack.id.to_hex(), &pack.bytes)?;
         }
-        backend.write(FileType::Pack, &pack.id.to_hex(), &pack.bytes)?;
         stats.packs += 1;
         stats.pack_bytes += pack.bytes.len() as u64;
+        if dry_run {
+            continue;
+        }
         pending.packs.push(pack.index);
         let since = *oldest.get_or_insert_with(Instant::now);
         if pending.packs.len() >= CHECKPOINT_PACKS || since.elapsed() >= CHECKPOINT_AGE {

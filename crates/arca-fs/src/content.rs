@@ -4,12 +4,14 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
-use nix::fcntl::{FallocateFlags, fallocate};
+use nix::dir::{Dir, Type};
+use nix::fcntl::{FallocateFlags, OFlag, fallocate};
+use nix::sys::stat::Mode;
 
 use crate::errno;
 
@@ -48,33 +50,53 @@ pub fn open_noatime(path: &Path) -> io::Result<File> {
     }
 }
 
-/// The names in directory `path` (without `.` and `..`), each with whether it is a
-/// directory, read without updating the directory's access time when the process may do so.
-pub fn list_dir_noatime(path: &Path) -> io::Result<Vec<(Vec<u8>, bool)>> {
-    use nix::dir::{Dir, Type};
-    use nix::fcntl::OFlag;
-    use nix::sys::stat::Mode;
+/// Opens directory `path` (relative to the directory `at` when given) for listing, without
+/// following a final symlink and without updating its access time when the process may do so.
+pub fn open_dir_noatime(at: Option<RawFd>, path: &Path) -> io::Result<Dir> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
-    let mut dir = match Dir::open(path, flags | OFlag::O_NOATIME, Mode::empty()) {
-        Err(nix::errno::Errno::EPERM) => Dir::open(path, flags, Mode::empty()),
+    match Dir::openat(at, path, flags | OFlag::O_NOATIME, Mode::empty()) {
+        Err(nix::errno::Errno::EPERM) => Dir::openat(at, path, flags, Mode::empty()),
         r => r,
     }
-    .map_err(errno)?;
+    .map_err(errno)
+}
+
+/// The entries of an open directory (without `.` and `..`): each name, with its type when
+/// the file system reports one.
+pub fn dir_entries(dir: &mut Dir) -> io::Result<Vec<(Vec<u8>, Option<Type>)>> {
     let mut out = vec![];
     for entry in dir.iter() {
         let entry = entry.map_err(errno)?;
         let name = entry.file_name().to_bytes();
-        if name == b"." || name == b".." {
-            continue;
+        if name != b"." && name != b".." {
+            out.push((name.to_vec(), entry.file_type()));
         }
-        let is_dir = match entry.file_type() {
-            Some(t) => t == Type::Directory,
-            None => std::fs::symlink_metadata(path.join(std::ffi::OsStr::from_bytes(name)))
-                .is_ok_and(|m| m.is_dir()),
-        };
-        out.push((name.to_vec(), is_dir));
     }
     Ok(out)
+}
+
+/// The names in directory `path` (without `.` and `..`), read without updating its access
+/// time when the process may do so.
+pub fn list_dir_names(path: &Path) -> io::Result<Vec<Vec<u8>>> {
+    let mut dir = open_dir_noatime(None, path)?;
+    Ok(dir_entries(&mut dir)?.into_iter().map(|(n, _)| n).collect())
+}
+
+/// The names in directory `path` (without `.` and `..`), each with whether it is a
+/// directory, read without updating the directory's access time when the process may do so.
+pub fn list_dir_noatime(path: &Path) -> io::Result<Vec<(Vec<u8>, bool)>> {
+    let mut dir = open_dir_noatime(None, path)?;
+    Ok(dir_entries(&mut dir)?
+        .into_iter()
+        .map(|(name, kind)| {
+            let is_dir = match kind {
+                Some(t) => t == Type::Directory,
+                None => std::fs::symlink_metadata(path.join(std::ffi::OsStr::from_bytes(&name)))
+                    .is_ok_and(|m| m.is_dir()),
+            };
+            (name, is_dir)
+        })
+        .collect())
 }
 
 /// Reserves disk space for `len` bytes at `offset` so the file system can lay the data out

@@ -17,7 +17,8 @@ pub use apply::{
     metadata_matches, set_times,
 };
 pub use content::{
-    copy_range, list_dir_noatime, open_for_restore, open_noatime, preallocate, shares_extents,
+    copy_range, dir_entries, list_dir_names, list_dir_noatime, open_dir_noatime, open_for_restore,
+    open_noatime, preallocate, shares_extents,
 };
 pub use read::{NameCache, read_node, read_xattrs};
 pub use sparse::{is_zero, write_sparse};
