@@ -1,5 +1,6 @@
 //! Where repository files live. One small synchronous [`Backend`] trait (list, read whole or
-//! a range, write atomically, delete, stat) and its implementations and decorators.
+//! a range, write atomically, delete, stat) and its implementations and decorators (metering,
+//! fault injection, retrying).
 //!
 //! Backends know the repository layout (`config`, `keys/`, `snapshots/`, `index/`,
 //! `data/<2 hex>/`) but nothing about the bytes they store.
@@ -13,12 +14,14 @@ mod fault;
 mod local;
 mod memory;
 mod metered;
+mod retry;
 pub mod uncached;
 
 pub use fault::{Fault, FaultBackend, Op, Rule, Trigger};
 pub use local::LocalBackend;
 pub use memory::MemoryBackend;
 pub use metered::{BackendStats, MeteredBackend, StatsSnapshot, Throttle};
+pub use retry::{RetryBackend, RetryPolicy, RetryStats};
 
 /// The kinds of repository files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,34 +1,38 @@
-//! The walk: reads directories depth first in name order, decides per file whether the
-//! parent snapshot's content list can be reused, chunks and hashes what changed, sends new
-//! blobs to the saver and builds one tree blob per directory, bottom up.
+//! The walk: lists directories depth first in name order, decides per file whether the parent
+//! snapshot's content list can be reused, hands changed files to the readers and every
+//! directory's entries to the tree assembler. It never reads file contents itself.
 
-use std::collections::{HashMap, HashSet};
-use std::fs::{self, File, Metadata};
-use std::io::{self, Read};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::Path;
+use std::collections::HashMap;
+use std::fs::{self, Metadata};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use arca_chunker::{Chunker, StreamChunker};
-use arca_format::{BlobKind, ContentRef, Id, Node, NodeKind, SnapshotSummary, Timespec, Tree};
+use arca_format::{BlobKind, Id, Node, NodeKind, SnapshotSummary, Timespec, Tree};
 use arca_fs::{NameCache, read_node};
-use arca_repo::{Index, RepoError, Repository};
+use arca_repo::RepoError;
+use arca_repo::profile::Clock;
+use crossbeam_channel::Sender;
 
+use crate::WarningKind;
+use crate::assemble::{DirId, Msg, Slot};
 use crate::filter::Filter;
-use crate::holes::HoleSkippingReader;
+use crate::pipeline::Ctx;
+use crate::pipeline::ParentTrees;
 use crate::prefetch::Prefetcher;
-use crate::saver::Saver;
+use crate::reader::{FileJob, FileReader, Halt};
 use crate::sources::{SourceTree, join};
-use crate::{BackupOptions, Observer, Progress, Warning, WarningKind};
 
 /// Why the walk stopped.
 #[derive(Debug)]
 pub(crate) enum Fatal {
     /// A repository operation failed.
     Repo(RepoError),
-    /// The saver stopped; its error is reported by `Saver::finish`.
+    /// A later stage stopped; its error is reported by the pipeline.
     Stopped,
+    /// The user interrupted the backup.
+    Cancelled,
 }
 
 impl From<RepoError> for Fatal {
@@ -42,287 +46,221 @@ const PREFETCH_THREADS: usize = 8;
 /// A stat slower than this on average (ns) came from the disk, not the cache.
 pub(crate) const COLD_STAT_NS: f64 = 6_000.0;
 
-pub(crate) struct Archiver<'a, 's> {
-    repo: &'a Repository,
-    index: &'a Index,
-    saver: &'a Saver<'s>,
-    chunker: Chunker,
-    buf: Vec<u8>,
-    known: HashSet<(BlobKind, Id)>,
-    names: NameCache,
-    filter: Arc<Filter>,
-    prefetch: Prefetcher,
-    opts: &'a BackupOptions,
-    progress: &'a Progress,
-    observer: &'a dyn Observer,
-    summary: SnapshotSummary,
-    warnings: Vec<Warning>,
-    hardlinks: HashMap<(u64, u64), Node>,
-    ancestors: Vec<(u64, u64)>,
-    fs_dev: Option<u64>,
-    zero_ids: HashMap<usize, Id>,
-    /// Entries left out by the exclusion rules.
-    excluded: u64,
-    /// Moving average of the walk's own stat times (ns).
-    stat_ns: f64,
-}
-
-/// Whether the parent's entry shows the file unchanged (restic's rule: size, mtime, ctime
-/// and inode all equal).
-fn unchanged(parent: &Node, now: &Node) -> bool {
+/// Whether the parent's entry shows the file unchanged (restic's rule: type, size, mtime,
+/// ctime and inode all equal).
+pub(crate) fn unchanged(parent: &Node, now: &Node) -> bool {
     parent.kind == Some(NodeKind::File)
+        && now.kind == Some(NodeKind::File)
         && parent.size == now.size
         && parent.mtime == now.mtime
         && parent.ctime == now.ctime
         && parent.inode == now.inode
 }
 
-impl<'a, 's> Archiver<'a, 's> {
+/// Work found in a directory, done once its entries have been sent.
+enum Later<'t> {
+    /// A changed file for the readers.
+    Read(Box<FileJob>),
+    /// A subdirectory to walk: its id, path, device and its listing in the parent snapshot.
+    Walk(DirId, PathBuf, u64, Option<Id>),
+    /// A directory on the way to the backed-up paths.
+    Virtual(DirId, PathBuf, &'t SourceTree, Option<Id>),
+    /// A directory stored empty (excluded contents, another file system, a loop).
+    Empty(DirId, Option<Id>),
+}
+
+pub(crate) struct Walker<'c, 'a, 's> {
+    ctx: &'c Ctx<'a, 's>,
+    parents: &'c ParentTrees<'c>,
+    jobs: Sender<FileJob>,
+    out: Sender<Msg>,
+    names: NameCache,
+    filter: Arc<Filter>,
+    prefetch: Prefetcher,
+    /// Hard-linked files whose content is known, by (device, inode).
+    linked: HashMap<(u64, u64), Node>,
+    /// Hard-linked files a reader is reading, by (device, inode).
+    reading: HashMap<(u64, u64), Node>,
+    ancestors: Vec<(u64, u64)>,
+    fs_dev: Option<u64>,
+    next_dir: DirId,
+    summary: SnapshotSummary,
+    /// Entries left out by the exclusion rules.
+    excluded: u64,
+    /// Moving average of the walk's own stat times (ns).
+    stat_ns: f64,
+    pub(crate) clock: Clock,
+}
+
+impl<'c, 'a, 's> Walker<'c, 'a, 's> {
     pub(crate) fn new(
-        repo: &'a Repository,
-        index: &'a Index,
-        saver: &'a Saver<'s>,
+        ctx: &'c Ctx<'a, 's>,
+        parents: &'c ParentTrees<'c>,
         filter: Arc<Filter>,
-        opts: &'a BackupOptions,
-        progress: &'a Progress,
-        observer: &'a dyn Observer,
+        jobs: Sender<FileJob>,
+        out: Sender<Msg>,
     ) -> Self {
         Self {
-            repo,
-            index,
-            saver,
-            chunker: repo.chunker(),
-            buf: Vec::new(),
-            known: HashSet::new(),
+            ctx,
+            parents,
+            jobs,
+            out,
             names: NameCache::new(),
             prefetch: Prefetcher::start(PREFETCH_THREADS, Arc::clone(&filter)),
             filter,
-            opts,
-            progress,
-            observer,
-            summary: SnapshotSummary::default(),
-            warnings: vec![],
-            hardlinks: HashMap::new(),
+            linked: HashMap::new(),
+            reading: HashMap::new(),
             ancestors: vec![],
             fs_dev: None,
-            zero_ids: HashMap::new(),
+            next_dir: 0,
+            summary: SnapshotSummary::default(),
             excluded: 0,
             stat_ns: COLD_STAT_NS * 2.0,
+            clock: Clock::new(),
         }
     }
 
-    pub(crate) fn into_parts(self) -> (SnapshotSummary, Vec<Warning>, u64) {
-        (self.summary, self.warnings, self.excluded)
+    /// Ends the walk, closing its channels; returns its counters and clock.
+    pub(crate) fn into_parts(self) -> (SnapshotSummary, u64, Clock) {
+        (self.summary, self.excluded, self.clock)
     }
 
-    fn warn(&mut self, path: &Path, kind: WarningKind, message: String) {
-        let w = Warning {
-            path: path.to_path_buf(),
-            kind,
-            message,
-        };
-        self.observer.warning(&w);
-        self.warnings.push(w);
+    fn new_dir(&mut self) -> DirId {
+        self.next_dir += 1;
+        self.next_dir
     }
 
-    fn warn_io(&mut self, path: &Path, what: &str, e: &io::Error) {
-        let kind = if e.kind() == io::ErrorKind::NotFound {
-            WarningKind::Vanished
-        } else {
-            WarningKind::Unreadable
-        };
-        let msg = match kind {
-            WarningKind::Vanished => format!("{}: vanished during backup, skipped", path.display()),
-            _ => format!("{}: cannot {what}: {e}; skipped", path.display()),
-        };
-        self.warn(path, kind, msg);
+    fn send(&mut self, msg: Msg) -> Result<(), Fatal> {
+        self.clock.busy();
+        let r = self.out.send(msg).map_err(|_| Fatal::Stopped);
+        self.clock.waited_out();
+        r
     }
 
-    fn is_known(&self, kind: BlobKind, id: &Id) -> bool {
-        self.known.contains(&(kind, *id)) || self.index.contains(kind, id)
+    fn dispatch(&mut self, job: FileJob) -> Result<(), Fatal> {
+        self.clock.busy();
+        let r = self.jobs.send(job).map_err(|_| Fatal::Stopped);
+        self.clock.waited_out();
+        r
     }
 
-    /// Queues a blob unless the repository or this run already has it; returns whether it
-    /// was new.
-    fn store(&mut self, kind: BlobKind, id: Id, data: Vec<u8>) -> Result<bool, Fatal> {
-        if self.is_known(kind, &id) {
-            return Ok(false);
-        }
-        self.known.insert((kind, id));
-        match kind {
-            BlobKind::Data => self.summary.data_blobs += 1,
-            BlobKind::Tree => self.summary.tree_blobs += 1,
-        }
-        self.summary.data_added += data.len() as u64;
-        self.saver
-            .save(kind, id, data)
-            .map_err(|_| Fatal::Stopped)?;
-        Ok(true)
-    }
-
-    fn save_tree(&mut self, tree: &Tree, parent: Option<&Node>) -> Result<Id, Fatal> {
-        let bytes = tree.encode().map_err(|e| RepoError::format("tree", e))?;
-        let id = self.repo.key().blob_id(&bytes);
-        match parent.and_then(|p| p.subtree) {
-            Some(old) if old == id => self.summary.dirs_unmodified += 1,
-            Some(_) => self.summary.dirs_changed += 1,
-            None => self.summary.dirs_new += 1,
-        }
-        self.store(BlobKind::Tree, id, bytes)?;
-        Ok(id)
-    }
-
-    fn parent_subtree(&mut self, parent: Option<&Node>) -> Option<Tree> {
-        let id = parent.filter(|p| p.is_dir())?.subtree?;
+    fn parent_tree(&self, id: Option<Id>) -> Option<Tree> {
         // A damaged parent only costs re-reading; it does not fail the backup.
-        self.repo.load_tree(self.index, &id).ok()
+        self.parents.get(self.ctx.repo, &id?)
     }
 
-    /// Backs up the whole tree of sources; returns the root tree id.
-    pub(crate) fn run(
-        &mut self,
-        src: &SourceTree,
-        parent_root: Option<&Tree>,
-        parent_root_id: Option<Id>,
-    ) -> Result<Id, Fatal> {
+    /// Walks the whole tree of sources; the root is directory 0.
+    pub(crate) fn run(&mut self, src: &SourceTree, parent_root: Option<Id>) -> Result<(), Fatal> {
         let root = Path::new("/");
-        let root_node = parent_root_id.map(|id| Node {
-            kind: Some(NodeKind::Dir),
-            subtree: Some(id),
-            ..Node::default()
-        });
         if src.target {
             self.fs_dev = fs::symlink_metadata(root).ok().map(|m| m.dev());
-            let tree = self.dir_listing(root, self.fs_dev.unwrap_or(0), parent_root)?;
-            return self.save_tree(&tree, root_node.as_ref());
+            self.walk_dir(0, None, root, self.fs_dev.unwrap_or(0), parent_root)
+        } else {
+            self.walk_virtual(0, None, root, src, parent_root)
         }
-        let tree = self.virtual_listing(root, src, parent_root)?;
-        self.save_tree(&tree, root_node.as_ref())
+    }
+
+    /// Sends a directory's entries, then its files to the readers, then walks its
+    /// subdirectories in order.
+    fn emit(
+        &mut self,
+        id: DirId,
+        link: Option<(DirId, u32)>,
+        old: Option<Id>,
+        slots: Vec<Slot>,
+        later: Vec<(u32, Later<'_>)>,
+    ) -> Result<(), Fatal> {
+        self.send(Msg::Dir {
+            id,
+            parent: link,
+            old,
+            slots,
+        })?;
+        for (slot, work) in later {
+            if self.ctx.cancelled() {
+                return Err(Fatal::Cancelled);
+            }
+            let me = Some((id, slot));
+            match work {
+                Later::Read(job) => self.dispatch(*job)?,
+                Later::Walk(child, path, dev, old) => self.walk_dir(child, me, &path, dev, old)?,
+                Later::Virtual(child, path, src, old) => {
+                    self.walk_virtual(child, me, &path, src, old)?
+                }
+                Later::Empty(child, old) => self.emit(child, me, old, vec![], vec![])?,
+            }
+        }
+        Ok(())
     }
 
     /// A directory on the way to backed-up paths: only the named children are listed.
-    fn virtual_listing(
+    fn walk_virtual(
         &mut self,
+        id: DirId,
+        link: Option<(DirId, u32)>,
         dir: &Path,
         src: &SourceTree,
-        parent: Option<&Tree>,
-    ) -> Result<Tree, Fatal> {
-        let mut tree = Tree::default();
+        old: Option<Id>,
+    ) -> Result<(), Fatal> {
+        let parent = self.parent_tree(old);
+        let mut slots = vec![];
+        let mut later = vec![];
         for (name, child) in &src.children {
             let path = join(dir, name);
             let meta = match fs::symlink_metadata(&path) {
                 Ok(m) => m,
                 Err(e) => {
-                    self.warn_io(&path, "stat", &e);
+                    self.ctx.report.warn_io(&path, "stat", &e);
                     continue;
                 }
             };
-            let pnode = parent.and_then(|t| t.find(name)).cloned();
-            let node = if child.target {
+            let pnode = parent.as_ref().and_then(|t| t.find(name));
+            let slot = slots.len() as u32;
+            if child.target {
                 self.fs_dev = Some(meta.dev());
-                self.entry(&path, name, &meta, pnode.as_ref())?
-            } else {
-                let mut node = match read_node(&path, name, &meta, &mut self.names) {
-                    Ok(n) => n,
-                    Err(e) => {
-                        self.warn_io(&path, e.op, &e.source);
-                        continue;
-                    }
-                };
-                if node.kind() != NodeKind::Dir {
-                    self.warn(
-                        &path,
-                        WarningKind::Vanished,
-                        format!("{}: is no longer a directory, skipped", path.display()),
-                    );
+                if let Some((s, l)) = self.entry(id, slot, path, name, &meta, pnode)? {
+                    slots.push(s);
+                    later.extend(l.map(|l| (slot, l)));
+                }
+                continue;
+            }
+            let node = match read_node(&path, name, &meta, &mut self.names) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.ctx.report.warn_io(&path, e.op, &e.source);
                     continue;
                 }
-                let ptree = self.parent_subtree(pnode.as_ref());
-                let sub = self.virtual_listing(&path, child, ptree.as_ref())?;
-                node.subtree = Some(self.save_tree(&sub, pnode.as_ref())?);
-                Some(node)
             };
-            if let Some(n) = node {
-                tree.nodes.push(n);
+            if node.kind() != NodeKind::Dir {
+                let msg = format!("{}: is no longer a directory, skipped", path.display());
+                self.ctx.report.warn(&path, WarningKind::Vanished, msg);
+                continue;
             }
+            let old = pnode.filter(|p| p.is_dir()).and_then(|p| p.subtree);
+            let child_id = self.new_dir();
+            slots.push(Slot::Dir(node));
+            later.push((slot, Later::Virtual(child_id, path, child, old)));
         }
-        Ok(tree)
+        self.emit(id, link, old, slots, later)
     }
 
-    /// One entry of any kind; `None` when it was skipped.
-    fn entry(
+    /// Lists a real directory and sends its entries.
+    fn walk_dir(
         &mut self,
-        path: &Path,
-        name: &[u8],
-        meta: &Metadata,
-        parent: Option<&Node>,
-    ) -> Result<Option<Node>, Fatal> {
-        let mut node = match read_node(path, name, meta, &mut self.names) {
-            Ok(n) => n,
-            Err(e) => {
-                self.warn_io(path, e.op, &e.source);
-                return Ok(None);
-            }
-        };
-        let parent = parent.filter(|p| p.kind == node.kind);
-        match node.kind() {
-            NodeKind::File if self.filter.too_large(node.size) => {
-                self.excluded += 1;
-                return Ok(None);
-            }
-            NodeKind::File => return self.file(path, node, parent),
-            NodeKind::Dir => {
-                let key = (node.dev, node.inode);
-                if self.ancestors.contains(&key) {
-                    self.warn(
-                        path,
-                        WarningKind::Loop,
-                        format!(
-                            "{}: directory contains itself (file-system loop), contents skipped",
-                            path.display()
-                        ),
-                    );
-                    node.subtree = Some(self.save_tree(&Tree::default(), None)?);
-                    return Ok(Some(node));
-                }
-                let crosses =
-                    self.opts.one_file_system && self.fs_dev.is_some_and(|d| d != node.dev);
-                let tagged = match self.filter.tagged(path) {
-                    Ok(t) => t.is_some(),
-                    Err((tag, e)) => {
-                        // The directory is backed up: leaving out what the user may need is
-                        // worse than storing a cache.
-                        let msg = format!(
-                            "{}: cannot read exclusion tag: {e}; directory backed up",
-                            tag.display()
-                        );
-                        self.warn(&tag, WarningKind::Unreadable, msg);
-                        false
-                    }
-                };
-                let tree = if crosses || tagged {
-                    Tree::default()
-                } else {
-                    let ptree = self.parent_subtree(parent);
-                    self.ancestors.push(key);
-                    let t = self.dir_listing(path, node.dev, ptree.as_ref());
-                    self.ancestors.pop();
-                    t?
-                };
-                node.subtree = Some(self.save_tree(&tree, parent)?);
-            }
-            _ => self.summary.other_entries += 1,
+        id: DirId,
+        link: Option<(DirId, u32)>,
+        dir: &Path,
+        dev: u64,
+        old: Option<Id>,
+    ) -> Result<(), Fatal> {
+        if self.ctx.cancelled() {
+            return Err(Fatal::Cancelled);
         }
-        Ok(Some(node))
-    }
-
-    /// Lists and backs up a real directory.
-    fn dir_listing(&mut self, dir: &Path, dev: u64, parent: Option<&Tree>) -> Result<Tree, Fatal> {
         let mut names = match arca_fs::list_dir_names(dir) {
             Ok(n) => n,
             Err(e) => {
-                self.warn_io(dir, "list directory", &e);
-                return Ok(Tree::default());
+                self.ctx.report.warn_io(dir, "list directory", &e);
+                return self.emit(id, link, old, vec![], vec![]);
             }
         };
         names.sort();
@@ -330,9 +268,9 @@ impl<'a, 's> Archiver<'a, 's> {
         if self.stat_ns > COLD_STAT_NS || self.prefetch.disk_bound() {
             self.prefetch.hint(dir, dev, &names);
         }
-        let mut tree = Tree {
-            nodes: Vec::with_capacity(names.len()),
-        };
+        let parent = self.parent_tree(old);
+        let mut slots = Vec::with_capacity(names.len());
+        let mut later = vec![];
         for name in names {
             let path = join(dir, &name);
             if self.filter.excludes_path(&path) {
@@ -345,113 +283,145 @@ impl<'a, 's> Archiver<'a, 's> {
             let meta = match meta {
                 Ok(m) => m,
                 Err(e) => {
-                    self.warn_io(&path, "stat", &e);
+                    self.ctx.report.warn_io(&path, "stat", &e);
                     continue;
                 }
             };
-            let pnode = parent.and_then(|t| t.find(&name));
-            if let Some(n) = self.entry(&path, &name, &meta, pnode)? {
-                tree.nodes.push(n);
+            let pnode = parent.as_ref().and_then(|t| t.find(&name));
+            let slot = slots.len() as u32;
+            if let Some((s, l)) = self.entry(id, slot, path, &name, &meta, pnode)? {
+                slots.push(s);
+                later.extend(l.map(|l| (slot, l)));
             }
         }
-        Ok(tree)
+        drop(parent);
+        self.emit(id, link, old, slots, later)
     }
 
-    fn file(
+    /// One entry of any kind: its slot and the work it leaves; `None` when it was skipped.
+    fn entry<'t>(
         &mut self,
-        path: &Path,
+        dir: DirId,
+        slot: u32,
+        path: PathBuf,
+        name: &[u8],
+        meta: &Metadata,
+        parent: Option<&Node>,
+    ) -> Result<Option<(Slot, Option<Later<'t>>)>, Fatal> {
+        let mut node = match read_node(&path, name, meta, &mut self.names) {
+            Ok(n) => n,
+            Err(e) => {
+                self.ctx.report.warn_io(&path, e.op, &e.source);
+                return Ok(None);
+            }
+        };
+        let parent = parent.filter(|p| p.kind == node.kind);
+        match node.kind() {
+            NodeKind::File if self.filter.too_large(node.size) => {
+                self.excluded += 1;
+                Ok(None)
+            }
+            NodeKind::File => Ok(Some(self.file(dir, slot, path, node, parent))),
+            NodeKind::Dir => {
+                let key = (node.dev, node.inode);
+                let old = parent.and_then(|p| p.subtree);
+                let child = self.new_dir();
+                if self.ancestors.contains(&key) {
+                    let msg = format!(
+                        "{}: directory contains itself (file-system loop), contents skipped",
+                        path.display()
+                    );
+                    self.ctx.report.warn(&path, WarningKind::Loop, msg);
+                    return Ok(Some((Slot::Dir(node), Some(Later::Empty(child, None)))));
+                }
+                let crosses =
+                    self.ctx.opts.one_file_system && self.fs_dev.is_some_and(|d| d != node.dev);
+                let tagged = match self.filter.tagged(&path) {
+                    Ok(t) => t.is_some(),
+                    Err((tag, e)) => {
+                        // The directory is backed up: leaving out what the user may need is
+                        // worse than storing a cache.
+                        let msg = format!(
+                            "{}: cannot read exclusion tag: {e}; directory backed up",
+                            tag.display()
+                        );
+                        self.ctx.report.warn(&tag, WarningKind::Unreadable, msg);
+                        false
+                    }
+                };
+                let later = if crosses || tagged {
+                    Later::Empty(child, old)
+                } else {
+                    Later::Walk(child, path, node.dev, old)
+                };
+                node.subtree = None;
+                Ok(Some((Slot::Dir(node), Some(later))))
+            }
+            _ => {
+                self.summary.other_entries += 1;
+                Ok(Some((Slot::Ready(node), None)))
+            }
+        }
+    }
+
+    /// A regular file: reused from the parent, linked to a name already seen, or read.
+    fn file<'t>(
+        &mut self,
+        dir: DirId,
+        slot: u32,
+        path: PathBuf,
         mut node: Node,
         parent: Option<&Node>,
-    ) -> Result<Option<Node>, Fatal> {
+    ) -> (Slot, Option<Later<'t>>) {
         self.summary.total_files_processed += 1;
         self.summary.total_bytes_processed += node.size;
-        if !self.opts.force
+        let key = (node.dev, node.inode);
+        let known = &self.ctx.known;
+        if !self.ctx.opts.force
             && let Some(p) = parent
             && unchanged(p, &node)
             && p.content
                 .iter()
-                .all(|c| self.is_known(BlobKind::Data, &c.id))
+                .all(|c| known.contains(BlobKind::Data, &c.id))
         {
             node.content = p.content.clone();
             self.summary.files_unmodified += 1;
-            self.progress.add(1, node.size, 0);
-            return Ok(Some(node));
-        }
-        if node.nlink > 1
-            && let Some(seen) = self.hardlinks.get(&(node.dev, node.inode))
-            && unchanged(seen, &node)
-        {
-            node.content = seen.content.clone();
-            self.progress.add(1, node.size, 0);
-            return Ok(Some(node));
-        }
-        match self.read_content(path, &mut node)? {
-            true => {}
-            false => return Ok(None),
-        }
-        if parent.is_some() {
-            self.summary.files_changed += 1;
-        } else {
-            self.summary.files_new += 1;
+            self.ctx.progress.add(1, node.size, 0);
+            if node.nlink > 1 {
+                self.linked.insert(key, node.clone());
+            }
+            return (Slot::Ready(node), None);
         }
         if node.nlink > 1 {
-            self.hardlinks.insert((node.dev, node.inode), node.clone());
-        }
-        Ok(Some(node))
-    }
-
-    /// The blob id of a chunk; all-zero chunks (holes, zero-filled images) are hashed once per
-    /// length.
-    fn chunk_id(&mut self, chunk: &[u8]) -> Id {
-        if chunk.first() == Some(&0) && arca_fs::is_zero(chunk) {
-            let key = self.repo.key();
-            return *self
-                .zero_ids
-                .entry(chunk.len())
-                .or_insert_with(|| key.blob_id(chunk));
-        }
-        self.repo.key().blob_id(chunk)
-    }
-
-    /// Chunks everything `reader` yields and queues the new blobs; `None` when reading failed
-    /// (warned, naming `path`).
-    fn chunk_reader<R: Read>(
-        &mut self,
-        path: &Path,
-        reader: R,
-    ) -> Result<Option<(Vec<ContentRef>, u64)>, Fatal> {
-        let buf = std::mem::take(&mut self.buf);
-        let chunker = self.chunker.clone();
-        let mut sc = StreamChunker::with_buffer(&chunker, reader, buf);
-        let mut content = vec![];
-        let mut total = 0u64;
-        let result = loop {
-            match sc.next_chunk() {
-                Ok(Some(chunk)) => {
-                    let len = chunk.len() as u32;
-                    let id = self.chunk_id(&chunk);
-                    total += u64::from(len);
-                    self.progress.add(0, u64::from(len), u64::from(len));
-                    content.push(ContentRef { id, len });
-                    if let Err(f) = self.store(BlobKind::Data, id, chunk) {
-                        break Err(f);
-                    }
-                }
-                Ok(None) => break Ok(true),
-                Err(e) => {
-                    self.warn_io(path, "read", &e);
-                    break Ok(false);
-                }
+            if let Some(seen) = self.linked.get(&key).filter(|s| unchanged(s, &node)) {
+                node.content = seen.content.clone();
+                self.ctx.progress.add(1, node.size, 0);
+                return (Slot::Ready(node), None);
             }
+            if self.reading.get(&key).is_some_and(|s| unchanged(s, &node)) {
+                self.ctx.progress.add(1, node.size, 0);
+                return (Slot::Link(node, key, path), None);
+            }
+            self.reading.insert(key, node.clone());
+        }
+        let job = FileJob {
+            dir,
+            slot,
+            path,
+            changed: parent.is_some(),
+            link: (node.nlink > 1).then_some(key),
+            node,
         };
-        self.buf = sc.into_buffer();
-        self.progress.add(1, 0, 0);
-        Ok(result?.then_some((content, total)))
+        (Slot::Reading, Some(Later::Read(Box::new(job))))
     }
 
     /// Backs up what `reader` yields as one file `/NAME` (`--stdin`), owned by the current
-    /// user, mode 0644, dated now; returns the root tree id.
-    pub(crate) fn run_stdin<R: Read>(&mut self, name: &[u8], reader: R) -> Result<Id, Fatal> {
+    /// user, mode 0644, dated now, read on this thread.
+    pub(crate) fn run_stdin<R: std::io::Read>(
+        &mut self,
+        name: &[u8],
+        reader: R,
+    ) -> Result<(), Fatal> {
         let (uid, gid) = arca_repo::host::ids();
         let ns = arca_repo::host::now_ns();
         let now = Timespec {
@@ -472,77 +442,79 @@ impl<'a, 's> Archiver<'a, 's> {
             nlink: 1,
             ..Node::default()
         };
-        let mut tree = Tree::default();
-        if let Some((content, total)) = self.chunk_reader(&path, reader)? {
-            node.content = content;
-            node.size = total;
-            self.summary.files_new += 1;
-            self.summary.total_files_processed += 1;
-            self.summary.total_bytes_processed += total;
-            tree.nodes.push(node);
+        let mut file_reader = FileReader::new(self.ctx);
+        let read = file_reader.chunk(&path, reader);
+        let mut slots = vec![];
+        match read {
+            Ok(Some((content, total))) => {
+                node.content = content;
+                node.size = total;
+                self.summary.files_new += 1;
+                self.summary.total_files_processed += 1;
+                self.summary.total_bytes_processed += total;
+                slots.push(Slot::Ready(node));
+            }
+            Ok(None) => {}
+            Err(Halt::Stopped) => {
+                return Err(match self.ctx.cancelled() {
+                    true => Fatal::Cancelled,
+                    false => Fatal::Stopped,
+                });
+            }
         }
-        self.save_tree(&tree, None)
+        crate::pipeline::add_summary(&mut self.summary, &file_reader.summary);
+        self.emit(0, None, None, slots, vec![])
     }
+}
 
-    fn open(path: &Path) -> io::Result<File> {
-        let mut o = fs::OpenOptions::new();
-        o.read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NOATIME);
-        match o.open(path) {
-            // O_NOATIME is refused on files we do not own.
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(path),
-            r => r,
-        }
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    /// Reads and chunks a file; false when it was skipped with a warning.
-    fn read_content(&mut self, path: &Path, node: &mut Node) -> Result<bool, Fatal> {
-        if let Some(h) = &self.opts.hooks.before_read {
-            h(path);
+    /// Every attribute of the change rule changing alone, and together: a file is reused
+    /// only when none changed.
+    #[test]
+    fn change_detection_truth_table() {
+        let base = Node {
+            name: b"f".to_vec(),
+            kind: Some(NodeKind::File),
+            size: 100,
+            mtime: Timespec { sec: 10, nsec: 5 },
+            ctime: Timespec { sec: 11, nsec: 6 },
+            inode: 42,
+            mode: 0o644,
+            ..Node::default()
+        };
+        type Change = fn(&mut Node);
+        let changes: [(&str, Change); 5] = [
+            ("type", |n| n.kind = Some(NodeKind::Symlink)),
+            ("size", |n| n.size += 1),
+            ("mtime", |n| n.mtime.nsec += 1),
+            ("ctime", |n| n.ctime.sec += 1),
+            ("inode", |n| n.inode += 1),
+        ];
+        // Every subset of the five attributes.
+        for mask in 0u32..(1 << changes.len()) {
+            let mut now = base.clone();
+            for (i, (_, change)) in changes.iter().enumerate() {
+                if mask & (1 << i) != 0 {
+                    change(&mut now);
+                }
+            }
+            let names: Vec<_> = (0..changes.len())
+                .filter(|i| mask & (1 << i) != 0)
+                .map(|i| changes[i].0)
+                .collect();
+            assert_eq!(unchanged(&base, &now), mask == 0, "changed: {names:?}");
         }
-        let file = match Self::open(path) {
-            Ok(f) => f,
-            Err(e) => {
-                self.warn_io(path, "open", &e);
-                return Ok(false);
-            }
-        };
-        // One fstat: the entry is still the file we listed, and whether it has holes.
-        let sparse = match file.metadata() {
-            Ok(m) if m.is_file() && m.ino() == node.inode => m.blocks() * 512 < m.len(),
-            Ok(_) => {
-                self.warn(
-                    path,
-                    WarningKind::Vanished,
-                    format!("{}: replaced during backup, skipped", path.display()),
-                );
-                return Ok(false);
-            }
-            Err(e) => {
-                self.warn_io(path, "stat", &e);
-                return Ok(false);
-            }
-        };
-        let reader = HoleSkippingReader::new(&file, node.size, sparse);
-        let Some((content, total)) = self.chunk_reader(path, reader)? else {
-            return Ok(false);
-        };
-        if let Ok(after) = file.metadata() {
-            let mtime = (after.mtime(), after.mtime_nsec());
-            let before = (node.mtime.sec, i64::from(node.mtime.nsec));
-            if after.len() != node.size || mtime != before || total != node.size {
-                let msg = format!(
-                    "{}: changed while it was read; stored as read ({total} bytes)",
-                    path.display()
-                );
-                self.warn(path, WarningKind::ChangedWhileRead, msg);
-            }
-        }
-        node.size = total;
-        node.content = content;
-        Ok(true)
+        // Attributes outside the rule do not force a reread.
+        let mut other = base.clone();
+        other.mode = 0o600;
+        other.atime = Timespec { sec: 99, nsec: 0 };
+        assert!(unchanged(&base, &other));
+        // A parent entry that is not a file is never reused.
+        let mut dir = base.clone();
+        dir.kind = Some(NodeKind::Dir);
+        assert!(!unchanged(&dir, &dir.clone()));
     }
 }

@@ -7,26 +7,41 @@
 //! snapshot are written, so an aborted backup never leaves a snapshot pointing at nothing.
 
 mod archiver;
+mod assemble;
+mod dedup;
 pub mod filter;
 mod holes;
+mod pipeline;
 mod prefetch;
+mod reader;
+mod report;
 pub mod saver;
+pub mod scan;
 pub mod sources;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use arca_format::{Id, Snapshot, Tree};
+use arca_format::{Id, Snapshot};
 use arca_fs::pattern::PatternError;
+use arca_repo::profile::StageProfile;
 use arca_repo::{RepoError, Repository, SnapshotFilter};
 use chrono::{DateTime, FixedOffset, Local};
 
-use crate::archiver::{Archiver, Fatal};
+use crate::archiver::Fatal;
 pub use crate::filter::Excludes;
 use crate::filter::Filter;
-use crate::saver::Saver;
+use crate::pipeline::{ParentTrees, Shape, Source};
+use crate::saver::SaverConfig;
 use crate::sources::SourceTree;
+
+/// Files read at once by default: enough to keep a disk's queue busy with small files.
+pub const DEFAULT_READERS: usize = 4;
+/// Packs uploaded at once by default.
+pub const DEFAULT_UPLOADS: usize = 2;
+/// Default memory budget for data in flight.
+pub const DEFAULT_MEMORY: u64 = 256 << 20;
 
 /// How the parent snapshot (for change detection) is chosen.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -75,8 +90,17 @@ pub struct BackupOptions {
     pub compression: Option<i32>,
     /// Do not cross file-system boundaries.
     pub one_file_system: bool,
-    /// Sealing threads (0 = one per core).
+    /// Compressing and sealing threads (0 = one per core).
     pub workers: usize,
+    /// Files read at once (0 = the default, [`DEFAULT_READERS`]).
+    pub read_concurrency: usize,
+    /// Packs uploaded at once (0 = the default, [`DEFAULT_UPLOADS`]).
+    pub upload_queue: usize,
+    /// Bytes of file data in flight between reading and uploading (0 = [`DEFAULT_MEMORY`]).
+    pub memory: u64,
+    /// Set (from a signal handler) to stop the backup: what was queued is uploaded and
+    /// indexed, and no snapshot is written.
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Snapshot time (default: now).
     pub time: Option<DateTime<FixedOffset>>,
     /// Read, chunk and count everything, write nothing: no pack, index or snapshot.
@@ -135,6 +159,12 @@ pub struct Progress {
     pub bytes: AtomicU64,
     /// Bytes actually read from files.
     pub bytes_read: AtomicU64,
+    /// Files found so far by the estimate scan ([`scan`]), for a progress bar's total.
+    pub total_files: AtomicU64,
+    /// Bytes of the files found so far by the estimate scan.
+    pub total_bytes: AtomicU64,
+    /// The estimate scan has finished: the totals are complete.
+    pub totals_final: std::sync::atomic::AtomicBool,
 }
 
 impl Progress {
@@ -178,6 +208,25 @@ pub enum BackupError {
     /// No paths were given.
     #[error("no paths to back up")]
     NoPaths,
+    /// The user interrupted the backup; what was uploaded is indexed.
+    #[error(
+        "interrupted: no snapshot was written; {packs} packs ({bytes} bytes) were saved and \
+         indexed, and the next backup will not upload them again"
+    )]
+    Cancelled {
+        /// Packs uploaded and indexed before stopping.
+        packs: u64,
+        /// Their bytes.
+        bytes: u64,
+    },
+    /// `--memory` leaves too little for the packs in flight.
+    #[error("memory budget of {budget} bytes is too small: at least {needed} bytes are needed")]
+    Memory {
+        /// The budget given.
+        budget: u64,
+        /// The least that works with this repository's pack size and upload queue.
+        needed: u64,
+    },
 }
 
 /// The outcome of a backup.
@@ -195,6 +244,8 @@ pub struct BackupReport {
     pub warnings: Vec<Warning>,
     /// Seconds taken.
     pub duration_seconds: f64,
+    /// Where each stage spent its time.
+    pub profile: Vec<StageProfile>,
 }
 
 fn parent_for(
@@ -255,14 +306,9 @@ pub fn backup(
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
     let sources = SourceTree::build(&abs);
-    run(
-        repo,
-        opts,
-        shown,
-        progress,
-        observer,
-        |arch, parent_root, parent_id| arch.run(&sources, parent_root, parent_id),
-    )
+    run(repo, opts, shown, progress, observer, |parent_root| {
+        Source::Paths(&sources, parent_root)
+    })
 }
 
 /// Backs up what `reader` yields (standard input, for `--stdin`) as the single file `/NAME`.
@@ -281,19 +327,19 @@ pub fn backup_reader(
         });
     }
     let shown = vec![format!("/{name}")];
-    run(repo, opts, shown, progress, observer, |arch, _, _| {
-        arch.run_stdin(name.as_bytes(), reader)
+    run(repo, opts, shown, progress, observer, |_| {
+        Source::Stdin(name.as_bytes(), reader)
     })
 }
 
 /// The part of a backup common to every source: parent, pipeline, snapshot.
-fn run(
+fn run<'w>(
     repo: &Repository,
     opts: &BackupOptions,
     shown: Vec<String>,
     progress: &Progress,
     observer: &dyn Observer,
-    walk: impl FnOnce(&mut Archiver<'_, '_>, Option<&Tree>, Option<Id>) -> Result<Id, Fatal>,
+    walk: impl FnOnce(Option<Id>) -> Source<'w>,
 ) -> Result<BackupReport, BackupError> {
     let started = Instant::now();
     let start_time = opts.time.unwrap_or_else(|| Local::now().fixed_offset());
@@ -302,45 +348,38 @@ fn run(
         .hostname
         .clone()
         .unwrap_or_else(arca_repo::host::hostname);
-    let index = repo.load_index()?;
+    let mut index = repo.load_index()?;
+    if !opts.dry_run {
+        // Index the packs an interrupted backup uploaded, so their blobs are not sent again.
+        arca_repo::recover::adopt_unindexed_packs(repo, &mut index)?;
+    }
     let parent = parent_for(repo, opts, &hostname, &shown)?;
-    let parent_root: Option<Tree> = match &parent {
-        Some((_, s)) => Some(repo.load_tree(&index, &s.tree)?),
-        None => None,
-    };
-    let level = opts.compression.unwrap_or(repo.config().compression);
-    let workers = if opts.workers == 0 {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2)
-    } else {
-        opts.workers
-    };
-
-    let (walk, saved) = std::thread::scope(|scope| {
-        let saver = Saver::start(scope, repo, level, workers, opts.dry_run);
-        let mut arch = Archiver::new(
-            repo,
-            &index,
-            &saver,
-            std::sync::Arc::new(filter),
-            opts,
-            progress,
-            observer,
-        );
-        let walk = walk(
-            &mut arch,
-            parent_root.as_ref(),
-            parent.as_ref().map(|(_, s)| s.tree),
-        );
-        let walk = walk.map(|root| (root, arch.into_parts()));
-        (walk, saver.finish())
-    });
+    let shape = shape(repo, opts)?;
+    let bulk = std::collections::HashMap::new();
+    let parents = ParentTrees::new(&index, bulk);
+    let parent_root = parent.as_ref().map(|(_, s)| s.tree);
+    let out = pipeline::run(
+        repo,
+        &index,
+        &parents,
+        filter,
+        opts,
+        &shape,
+        progress,
+        observer,
+        walk(parent_root),
+    );
     // A repository error in the pipeline is the real cause when the walk stopped early.
-    let stats = saved?;
-    let (root, (mut summary, warnings, excluded)) = match walk {
-        Ok(x) => x,
+    let stats = out.saved?;
+    let root = match out.root {
+        Ok(id) => id,
         Err(Fatal::Repo(e)) => return Err(e.into()),
+        Err(Fatal::Cancelled) => {
+            return Err(BackupError::Cancelled {
+                packs: stats.packs,
+                bytes: stats.pack_bytes,
+            });
+        }
         Err(Fatal::Stopped) => {
             return Err(RepoError::Invalid {
                 what: "backup pipeline",
@@ -349,6 +388,7 @@ fn run(
             .into());
         }
     };
+    let (mut summary, warnings, excluded) = (out.summary, out.warnings, out.excluded);
     summary.data_added_packed = stats.blob_bytes;
     summary.backup_start = Some(start_time);
     summary.backup_end = Some(Local::now().fixed_offset());
@@ -381,5 +421,40 @@ fn run(
         snapshot,
         warnings,
         duration_seconds: started.elapsed().as_secs_f64(),
+        profile: out.profile,
+    })
+}
+
+/// The network's shape from the options: threads, uploads and the memory budget.
+fn shape(repo: &Repository, opts: &BackupOptions) -> Result<Shape, BackupError> {
+    let or = |v: usize, d: usize| if v == 0 { d } else { v };
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    let uploads = or(opts.upload_queue, DEFAULT_UPLOADS);
+    let readers = or(opts.read_concurrency, DEFAULT_READERS);
+    let budget = if opts.memory == 0 {
+        DEFAULT_MEMORY
+    } else {
+        opts.memory
+    };
+    // Packs being filled (data and tree), queued and uploading are outside the blob budget;
+    // each reader holds up to two maximal chunks.
+    let pack = u64::from(repo.config().pack_size) * 9 / 8;
+    let chunk = repo.chunker().max_size() as u64;
+    let fixed = pack * (2 + 2 * uploads as u64) + chunk * 2 * readers as u64;
+    let needed = fixed + chunk * 2;
+    if budget < needed {
+        return Err(BackupError::Memory { budget, needed });
+    }
+    Ok(Shape {
+        saver: SaverConfig {
+            level: opts.compression.unwrap_or(repo.config().compression),
+            workers: or(opts.workers, cores),
+            uploads,
+            budget: budget - fixed,
+            dry_run: opts.dry_run,
+        },
+        readers,
     })
 }

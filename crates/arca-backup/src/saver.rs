@@ -1,26 +1,44 @@
-//! The blob-saving pipeline: sealing workers → packer → uploader, joined by bounded
+//! The blob-saving pipeline: sealing workers → packer → uploaders, joined by bounded
 //! channels with no cycle. Errors travel down as values; the first one stops the stages
 //! upstream (their sends fail) and is returned by [`Saver::finish`], the single place that
 //! shuts the pipeline down.
 //!
-//! The uploader writes an index file every few packs, so an interrupted backup leaves
-//! uploaded packs indexed and a rerun does not upload them again.
+//! A byte budget bounds the blob data between [`Saver::save`] and the packer whatever the
+//! file sizes; the uploaders write an index file every few packs or seconds, so a killed
+//! backup leaves its uploaded packs indexed and a rerun does not upload them again.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
 use arca_backend::FileType;
 use arca_format::{BlobKind, Id, IndexFile};
-use arca_repo::blob::{SealedBlob, seal_blob};
+use arca_repo::blob::{SealedBlob, compress_blob, seal_compressed};
 use arca_repo::pack::{FinishedPack, PackWriter};
+use arca_repo::profile::{Clock, StageProfile, stage};
 use arca_repo::{RepoError, Repository};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 /// Index checkpoint: write an index file after this many packs...
-const CHECKPOINT_PACKS: usize = 32;
+const CHECKPOINT_PACKS: usize = 8;
 /// ...or after this much time with unindexed packs.
-const CHECKPOINT_AGE: Duration = Duration::from_secs(300);
+const CHECKPOINT_AGE: Duration = Duration::from_secs(20);
+
+/// How the pipeline runs.
+#[derive(Debug, Clone, Copy)]
+pub struct SaverConfig {
+    /// zstd level (0: none).
+    pub level: i32,
+    /// Compressing and sealing threads.
+    pub workers: usize,
+    /// Packs being uploaded at once.
+    pub uploads: usize,
+    /// Bytes of blob data allowed between `save` and the packer.
+    pub budget: u64,
+    /// Make and count packs but write nothing.
+    pub dry_run: bool,
+}
 
 /// A blob to store.
 struct Job {
@@ -40,14 +58,81 @@ pub struct SaverStats {
     pub blob_bytes: u64,
     /// Index files written.
     pub index_files: Vec<Id>,
+    /// Where the stages spent their time.
+    pub profile: Vec<StageProfile>,
 }
+
+/// Counts the bytes of blob data in flight; `acquire` waits while the budget is spent.
+#[derive(Debug)]
+struct Budget {
+    limit: u64,
+    state: Mutex<(u64, bool)>,
+    freed: Condvar,
+}
+
+impl Budget {
+    fn new(limit: u64) -> Self {
+        Self {
+            limit,
+            state: Mutex::new((0, false)),
+            freed: Condvar::new(),
+        }
+    }
+
+    /// Takes `n` bytes, waiting for room (a blob larger than the whole budget passes when
+    /// nothing else is in flight); false once the pipeline has closed.
+    fn acquire(&self, n: u64) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while !s.1 && s.0 > 0 && s.0 + n > self.limit {
+            s = self.freed.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        if s.1 {
+            return false;
+        }
+        s.0 += n;
+        true
+    }
+
+    fn release(&self, n: u64) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.0 = s.0.saturating_sub(n);
+        self.freed.notify_all();
+    }
+
+    /// Wakes every waiter for good: the stage that frees bytes has stopped.
+    fn close(&self) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+        self.freed.notify_all();
+    }
+}
+
+/// Closes the budget when the packer ends, whichever way it ends.
+struct CloseOnDrop<'a>(&'a Budget);
+
+impl Drop for CloseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// A sealed blob and the plaintext bytes it holds of the budget.
+struct Sealed {
+    blob: SealedBlob,
+    held: u64,
+}
+
+type Handle<'s, T> = ScopedJoinHandle<'s, Result<T, RepoError>>;
 
 /// Handle of a running pipeline.
 pub struct Saver<'scope> {
     jobs: Option<Sender<Job>>,
-    workers: Vec<ScopedJoinHandle<'scope, Result<(), RepoError>>>,
-    packer: ScopedJoinHandle<'scope, Result<u64, RepoError>>,
-    uploader: ScopedJoinHandle<'scope, Result<SaverStats, RepoError>>,
+    budget: Arc<Budget>,
+    workers: Vec<Handle<'scope, (Clock, Duration)>>,
+    packer: Handle<'scope, (u64, Clock)>,
+    uploaders: Vec<Handle<'scope, Clock>>,
+    index: Arc<Mutex<Checkpoint>>,
+    repo: &'scope Repository,
+    dry_run: bool,
 }
 
 /// The pipeline has stopped because a stage failed; [`Saver::finish`] returns the cause.
@@ -55,44 +140,64 @@ pub struct Saver<'scope> {
 pub struct Stopped;
 
 impl<'scope> Saver<'scope> {
-    /// Starts the stages on `scope` with `workers` sealing threads. With `dry_run` the packs
-    /// are made and counted but neither they nor index files are written.
-    pub fn start<'env>(
+    /// Starts the stages on `scope`.
+    pub fn start<'env: 'scope>(
         scope: &'scope Scope<'scope, 'env>,
         repo: &'env Repository,
-        level: i32,
-        workers: usize,
-        dry_run: bool,
+        cfg: SaverConfig,
     ) -> Self {
-        let workers = workers.max(1);
+        let workers = cfg.workers.max(1);
+        let uploads = cfg.uploads.max(1);
         let (job_tx, job_rx) = bounded::<Job>(workers * 2);
-        let (blob_tx, blob_rx) = bounded::<SealedBlob>(workers * 2);
-        let (pack_tx, pack_rx) = bounded::<FinishedPack>(1);
+        let (blob_tx, blob_rx) = bounded::<Sealed>(workers * 2);
+        let (pack_tx, pack_rx) = bounded::<FinishedPack>(uploads);
+        let budget = Arc::new(Budget::new(cfg.budget.max(1)));
         let worker_handles = (0..workers)
             .map(|_| {
                 let rx = job_rx.clone();
                 let tx = blob_tx.clone();
-                scope.spawn(move || seal_stage(repo, level, rx, tx))
+                scope.spawn(move || seal_stage(repo, cfg.level, rx, tx))
             })
             .collect();
         drop(blob_tx);
         let pack_size = repo.config().pack_size as usize;
-        let packer = scope.spawn(move || pack_stage(repo, pack_size, blob_rx, pack_tx));
-        let uploader = scope.spawn(move || upload_stage(repo, pack_rx, dry_run));
+        let b = Arc::clone(&budget);
+        let packer = scope.spawn(move || pack_stage(repo, pack_size, blob_rx, pack_tx, &b));
+        let index = Arc::new(Mutex::new(Checkpoint::default()));
+        let failed = Arc::new(AtomicBool::new(false));
+        let uploaders = (0..uploads)
+            .map(|_| {
+                let rx = pack_rx.clone();
+                let (index, failed) = (Arc::clone(&index), Arc::clone(&failed));
+                scope.spawn(move || upload_stage(repo, rx, cfg.dry_run, &index, &failed))
+            })
+            .collect();
         Self {
             jobs: Some(job_tx),
+            budget,
             workers: worker_handles,
             packer,
-            uploader,
+            uploaders,
+            index,
+            repo,
+            dry_run: cfg.dry_run,
         }
     }
 
-    /// Queues a blob. Blocks while the pipeline is full; fails once a stage has stopped.
+    /// Queues a blob. Blocks while the budget or the pipeline is full; fails once a stage
+    /// has stopped.
     pub fn save(&self, kind: BlobKind, id: Id, data: Vec<u8>) -> Result<(), Stopped> {
-        match &self.jobs {
-            Some(tx) => tx.send(Job { kind, id, data }).map_err(|_| Stopped),
-            None => Err(Stopped),
+        let Some(tx) = &self.jobs else {
+            return Err(Stopped);
+        };
+        let n = data.len() as u64;
+        if !self.budget.acquire(n) {
+            return Err(Stopped);
         }
+        tx.send(Job { kind, id, data }).map_err(|_| {
+            self.budget.release(n);
+            Stopped
+        })
     }
 
     /// Closes the input, waits for every blob to be uploaded and indexed, and returns the
@@ -100,37 +205,66 @@ impl<'scope> Saver<'scope> {
     pub fn finish(mut self) -> Result<SaverStats, RepoError> {
         self.jobs = None;
         let mut first: Option<RepoError> = None;
-        let mut keep = |r: Result<(), RepoError>| {
-            if let Err(e) = r {
-                first.get_or_insert(e);
-            }
+        let mut keep = |e: RepoError| {
+            first.get_or_insert(e);
         };
+        let mut seal_clocks = vec![];
+        let mut compress = Duration::ZERO;
         for w in self.workers {
-            keep(
-                w.join()
-                    .unwrap_or_else(|_| Err(panic_error("sealing worker"))),
-            );
+            match w
+                .join()
+                .unwrap_or_else(|_| Err(panic_error("sealing worker")))
+            {
+                Ok((c, z)) => {
+                    seal_clocks.push(c);
+                    compress += z;
+                }
+                Err(e) => keep(e),
+            }
         }
-        let blob_bytes = match self
+        let (blob_bytes, pack_clock) = match self
             .packer
             .join()
             .unwrap_or_else(|_| Err(panic_error("packer")))
         {
-            Ok(b) => b,
+            Ok((b, c)) => (b, vec![c]),
             Err(e) => {
-                keep(Err(e));
-                0
+                keep(e);
+                (0, vec![])
             }
         };
-        let up = self
-            .uploader
-            .join()
-            .unwrap_or_else(|_| Err(panic_error("uploader")));
+        let mut up_clocks = vec![];
+        for u in self.uploaders {
+            match u.join().unwrap_or_else(|_| Err(panic_error("uploader"))) {
+                Ok(c) => up_clocks.push(c),
+                Err(e) => keep(e),
+            }
+        }
         if let Some(e) = first {
             return Err(e);
         }
-        let mut stats = up?;
+        let mut cp = std::mem::take(&mut *self.index.lock().unwrap_or_else(|p| p.into_inner()));
+        if !self.dry_run {
+            cp.flush(self.repo)?;
+        }
+        let mut stats = cp.stats;
         stats.blob_bytes = blob_bytes;
+        // Compressing and sealing run on the same threads: the compression share of their
+        // busy time is reported as its own stage.
+        let mut seal = stage("seal", &seal_clocks);
+        seal.busy = (seal.busy - compress.as_secs_f64()).max(0.0);
+        stats.profile = vec![
+            StageProfile {
+                name: "compress",
+                threads: seal_clocks.len(),
+                busy: compress.as_secs_f64(),
+                wait_in: 0.0,
+                wait_out: 0.0,
+            },
+            seal,
+            stage("pack", &pack_clock),
+            stage("upload", &up_clocks),
+        ];
         Ok(stats)
     }
 }
@@ -142,84 +276,137 @@ fn panic_error(stage: &str) -> RepoError {
     }
 }
 
+/// Returns the compression time besides the thread's clock.
 fn seal_stage(
     repo: &Repository,
     level: i32,
     rx: Receiver<Job>,
-    tx: Sender<SealedBlob>,
-) -> Result<(), RepoError> {
+    tx: Sender<Sealed>,
+) -> Result<(Clock, Duration), RepoError> {
     let sealer = repo.sealer().clone();
-    for job in rx {
-        let blob = seal_blob(&sealer, job.kind, job.id, &job.data, level)?;
+    let mut clock = Clock::new();
+    let mut compress = Duration::ZERO;
+    for job in rx.iter() {
+        clock.waited_in();
+        let t = Instant::now();
+        let packed = compress_blob(&job.data, level);
+        compress += t.elapsed();
+        let blob = seal_compressed(&sealer, job.kind, job.id, &job.data, packed.as_deref())?;
+        let held = job.data.len() as u64;
         drop(job.data);
-        if tx.send(blob).is_err() {
+        clock.busy();
+        let sent = tx.send(Sealed { blob, held });
+        clock.waited_out();
+        if sent.is_err() {
             // The packer stopped; its error is reported by finish().
             break;
         }
     }
-    Ok(())
+    clock.waited_in();
+    Ok((clock, compress))
 }
 
 fn pack_stage(
     repo: &Repository,
     pack_size: usize,
-    rx: Receiver<SealedBlob>,
+    rx: Receiver<Sealed>,
     tx: Sender<FinishedPack>,
-) -> Result<u64, RepoError> {
+    budget: &Budget,
+) -> Result<(u64, Clock), RepoError> {
+    let _close = CloseOnDrop(budget);
     let new = |kind| PackWriter::new(kind, pack_size + pack_size / 8);
     let mut writers = [new(BlobKind::Data), new(BlobKind::Tree)];
     let mut sealed_bytes = 0u64;
-    for blob in rx {
+    let mut clock = Clock::new();
+    for Sealed { blob, held } in rx.iter() {
+        clock.waited_in();
         sealed_bytes += blob.bytes.len() as u64;
         let slot = blob.kind.code() as usize;
+        let kind = blob.kind;
         writers[slot].add(&blob)?;
+        drop(blob);
+        budget.release(held);
         if writers[slot].size() >= pack_size {
-            let full = std::mem::replace(&mut writers[slot], new(blob.kind));
-            if tx.send(full.finish(repo.sealer())?).is_err() {
-                return Ok(sealed_bytes);
+            let full = std::mem::replace(&mut writers[slot], new(kind));
+            let pack = full.finish(repo.sealer())?;
+            clock.busy();
+            let sent = tx.send(pack);
+            clock.waited_out();
+            if sent.is_err() {
+                return Ok((sealed_bytes, clock));
+            }
+        } else {
+            clock.busy();
+        }
+    }
+    clock.waited_in();
+    for w in writers {
+        if !w.is_empty() {
+            let pack = w.finish(repo.sealer())?;
+            clock.busy();
+            let sent = tx.send(pack);
+            clock.waited_out();
+            if sent.is_err() {
+                break;
             }
         }
     }
-    for w in writers {
-        if !w.is_empty() && tx.send(w.finish(repo.sealer())?).is_err() {
-            break;
+    Ok((sealed_bytes, clock))
+}
+
+/// Packs uploaded but not yet named in an index file, and the running totals.
+#[derive(Debug, Default)]
+struct Checkpoint {
+    pending: IndexFile,
+    oldest: Option<Instant>,
+    stats: SaverStats,
+}
+
+impl Checkpoint {
+    fn flush(&mut self, repo: &Repository) -> Result<(), RepoError> {
+        if !self.pending.packs.is_empty() {
+            self.stats.index_files.push(repo.save_index(&self.pending)?);
+            self.pending.packs.clear();
         }
+        self.oldest = None;
+        Ok(())
     }
-    Ok(sealed_bytes)
 }
 
 fn upload_stage(
     repo: &Repository,
     rx: Receiver<FinishedPack>,
     dry_run: bool,
-) -> Result<SaverStats, RepoError> {
+    index: &Mutex<Checkpoint>,
+    failed: &AtomicBool,
+) -> Result<Clock, RepoError> {
     let backend = Arc::clone(repo.backend());
-    let mut stats = SaverStats::default();
-    let mut pending = IndexFile::default();
-    let mut oldest: Option<Instant> = None;
-    let flush = |pending: &mut IndexFile, stats: &mut SaverStats| -> Result<(), RepoError> {
-        if !pending.packs.is_empty() {
-            stats.index_files.push(repo.save_index(pending)?);
-            pending.packs.clear();
+    let mut clock = Clock::new();
+    for pack in rx.iter() {
+        clock.waited_in();
+        if failed.load(Ordering::Relaxed) {
+            break;
         }
-        Ok(())
-    };
-    for pack in rx {
+        if !dry_run && let Err(e) = backend.write(FileType::Pack, &pack.id.to_hex(), &pack.bytes) {
+            failed.store(true, Ordering::Relaxed);
+            return Err(e.into());
+        }
+        let mut cp = index.lock().unwrap_or_else(|p| p.into_inner());
+        cp.stats.packs += 1;
+        cp.stats.pack_bytes += pack.bytes.len() as u64;
         if !dry_run {
-            backend.write(FileType::Pack, &pack.id.to_hex(), &pack.bytes)?;
+            cp.pending.packs.push(pack.index);
+            let since = *cp.oldest.get_or_insert_with(Instant::now);
+            let due =
+                cp.pending.packs.len() >= CHECKPOINT_PACKS || since.elapsed() >= CHECKPOINT_AGE;
+            if due && let Err(e) = cp.flush(repo) {
+                failed.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
         }
-        stats.packs += 1;
-        stats.pack_bytes += pack.bytes.len() as u64;
-        if dry_run {
-            continue;
-        }
-        pending.packs.push(pack.index);
-        let since = *oldest.get_or_insert_with(Instant::now);
-        if pending.packs.len() >= CHECKPOINT_PACKS || since.elapsed() >= CHECKPOINT_AGE {
-            flush(&mut pending, &mut stats)?;
-            oldest = None;
-        }
+        drop(cp);
+        clock.busy();
     }
-    flush(&mut pending, &mut stats)?;
-    Ok(stats)
+    clock.waited_in();
+    Ok(clock)
 }

@@ -45,7 +45,7 @@ pub enum Command {
     /// Create a new repository
     Init(InitArgs),
     /// Back up files and directories into a new snapshot
-    Backup(BackupArgs),
+    Backup(Box<BackupArgs>),
     /// List snapshots
     Snapshots(SnapshotsArgs),
     /// List the entries of a snapshot
@@ -149,6 +149,21 @@ pub struct BackupArgs {
     /// Stay on the file systems of the given paths
     #[arg(short = 'x', long)]
     pub one_file_system: bool,
+    /// Files read at once [default: 4]
+    #[arg(long, value_name = "N")]
+    pub read_concurrency: Option<usize>,
+    /// Packs uploaded at once [default: 2]
+    #[arg(long, value_name = "N")]
+    pub upload_queue: Option<usize>,
+    /// Compression and sealing threads [default: one per core]
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// Memory for data in flight between reading and uploading, e.g. 512MiB [default: 256MiB]
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
+    /// Print where each stage of the pipeline spent its time
+    #[arg(long)]
+    pub profile: bool,
     /// Print the summary as JSON
     #[arg(long)]
     pub json: bool,

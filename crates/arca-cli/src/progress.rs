@@ -7,6 +7,30 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+/// What a progress display shows at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BarState {
+    /// The status line.
+    pub text: String,
+    /// How far along, as (done, total), when a total is known.
+    pub bar: Option<(u64, u64)>,
+    /// Shown after the bar (e.g. rate and ETA); after the text, behind a comma, without one.
+    pub detail: String,
+}
+
+fn spinner_style() -> ProgressStyle {
+    ProgressStyle::with_template("{spinner} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+}
+
+/// The status line (cut to the terminal's width), then a bar filling the terminal's width
+/// but for the detail (`{prefix}`) after it.
+fn bar_style() -> ProgressStyle {
+    ProgressStyle::with_template("{wide_msg}\n[{wide_bar}] {prefix:<24}")
+        .map(|s| s.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+}
+
 /// Draws `render(elapsed)` every 200 ms until dropped.
 pub struct ProgressLine {
     stop: Arc<AtomicBool>,
@@ -17,6 +41,19 @@ pub struct ProgressLine {
 impl ProgressLine {
     /// Starts drawing when `enabled`; otherwise does nothing.
     pub fn start(enabled: bool, render: impl Fn(Duration) -> String + Send + 'static) -> Self {
+        Self::start_bar(enabled, move |el| BarState {
+            text: render(el),
+            ..BarState::default()
+        })
+    }
+
+    /// Starts drawing `render(elapsed)` when `enabled`: its text on one line and, while it
+    /// gives a `(done, total)`, a progress bar on the next (a spinner before the text when it
+    /// does not).
+    pub fn start_bar(
+        enabled: bool,
+        render: impl Fn(Duration) -> BarState + Send + 'static,
+    ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         if !enabled {
             return Self {
@@ -26,16 +63,42 @@ impl ProgressLine {
             };
         }
         let bar = ProgressBar::new_spinner();
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
+        bar.set_style(spinner_style());
         let (b, s) = (bar.clone(), Arc::clone(&stop));
         let t0 = Instant::now();
         let handle = std::thread::spawn(move || {
+            let mut with_bar = false;
             while !s.load(Ordering::Relaxed) {
-                b.set_message(render(t0.elapsed()));
-                b.tick();
+                let state = render(t0.elapsed());
+                // Each setter redraws: the message goes last so that what stays on screen is
+                // the whole new state.
+                match state.bar {
+                    Some((done, total)) => {
+                        if !with_bar {
+                            b.set_style(bar_style());
+                            with_bar = true;
+                        }
+                        b.update(|p| {
+                            p.set_len(total);
+                            p.set_pos(done.min(total));
+                        });
+                        b.set_prefix(state.detail);
+                        b.set_message(state.text);
+                    }
+                    None => {
+                        if with_bar {
+                            b.set_style(spinner_style());
+                            b.unset_length();
+                            with_bar = false;
+                        }
+                        b.tick();
+                        if state.detail.is_empty() {
+                            b.set_message(state.text);
+                        } else {
+                            b.set_message(format!("{}, {}", state.text, state.detail));
+                        }
+                    }
+                }
                 std::thread::sleep(Duration::from_millis(200));
             }
         });

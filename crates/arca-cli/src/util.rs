@@ -3,11 +3,14 @@
 
 use std::io::{self, IsTerminal};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use arca_backend::{Backend, BackendStats, LocalBackend, MeteredBackend, Throttle};
+use arca_backend::{
+    Backend, BackendStats, Fault, FaultBackend, FileType, LocalBackend, MeteredBackend, Op,
+    RetryBackend, RetryPolicy, RetryStats, Rule, Throttle, Trigger,
+};
 use arca_format::KdfParams;
 use arca_repo::Repository;
 use zeroize::Zeroizing;
@@ -163,7 +166,90 @@ pub fn kdf(k: &KdfArgs) -> KdfParams {
     }
 }
 
-/// Builds the backend named by `-r`, wrapped in the meter (and throttle, if asked).
+/// Hidden test hook: fault-injection rules for the backend, see [`fault_rules`].
+const TEST_FAULTS: &str = "ARCA_TEST_FAULTS";
+
+/// Counters of the retrying decorator of the repository this process opened (a command opens
+/// one), for [`stats_json`].
+static RETRY_STATS: OnceLock<Arc<RetryStats>> = OnceLock::new();
+
+/// Parses `ARCA_TEST_FAULTS`: comma-separated rules `OP:TYPE:WHEN[:FAULT][:seed=N]`, where OP
+/// is `read|write|list|delete|stat|any`, TYPE `pack|index|snapshot|key|config|any`, WHEN
+/// `10%`, `always`, `nth=N` or `from=N`, and FAULT `transient` (connection reset, the
+/// default), `timeout`, `nospace`, `denied`, `corrupt` or `truncate`. Example:
+/// `write:pack:10%:seed=7,write:index:10%`.
+pub fn fault_rules(spec: &str) -> Result<Vec<Rule>> {
+    let mut rules = vec![];
+    for r in spec.split(',').map(str::trim).filter(|r| !r.is_empty()) {
+        let bad = |why: &str| anyhow!("invalid {TEST_FAULTS} rule {r:?}: {why}");
+        let mut parts = r.split(':');
+        let (op, t, when) = match (parts.next(), parts.next(), parts.next()) {
+            (Some(o), Some(t), Some(w)) => (o, t, w),
+            _ => return Err(bad("expected OP:TYPE:WHEN")),
+        };
+        let op = match op {
+            "read" => Some(Op::Read),
+            "write" => Some(Op::Write),
+            "list" => Some(Op::List),
+            "delete" => Some(Op::Delete),
+            "stat" => Some(Op::Stat),
+            "any" => None,
+            _ => return Err(bad("unknown operation")),
+        };
+        let file_type = match t {
+            "any" => None,
+            t => Some(
+                FileType::ALL
+                    .into_iter()
+                    .find(|f| f.to_string() == t)
+                    .ok_or_else(|| bad("unknown file type"))?,
+            ),
+        };
+        let num = |v: &str| v.parse::<u64>().map_err(|_| bad("bad number"));
+        let mut seed = 1;
+        let mut fault = Fault::Fail(io::ErrorKind::ConnectionReset);
+        for p in parts {
+            fault = match p {
+                "transient" => Fault::Fail(io::ErrorKind::ConnectionReset),
+                "timeout" => Fault::Fail(io::ErrorKind::TimedOut),
+                "nospace" => Fault::NoSpace,
+                "denied" => Fault::Fail(io::ErrorKind::PermissionDenied),
+                "corrupt" => Fault::Corrupt,
+                "truncate" => Fault::Truncate,
+                _ => match p.strip_prefix("seed=") {
+                    Some(v) => {
+                        seed = num(v)?;
+                        fault
+                    }
+                    None => return Err(bad("unknown fault")),
+                },
+            };
+        }
+        let trigger = if let Some(p) = when.strip_suffix('%') {
+            let percent = p.parse().map_err(|_| bad("bad percentage"))?;
+            Trigger::Percent { percent, seed }
+        } else if let Some(n) = when.strip_prefix("nth=") {
+            Trigger::Nth(num(n)?)
+        } else if let Some(n) = when.strip_prefix("from=") {
+            Trigger::From(num(n)?)
+        } else if when == "always" {
+            Trigger::Always
+        } else {
+            return Err(bad("unknown trigger"));
+        };
+        rules.push(Rule {
+            op,
+            file_type,
+            trigger,
+            fault,
+        });
+    }
+    Ok(rules)
+}
+
+/// Builds the backend named by `-r`: the folder (with injected faults under the hidden
+/// `ARCA_TEST_FAULTS`), the meter and throttle over it, so every real request counts, retries
+/// included, and the retrying decorator outermost.
 pub fn backend(g: &Global) -> Result<(Arc<dyn Backend>, Arc<BackendStats>)> {
     let repo = g
         .repo
@@ -190,9 +276,20 @@ pub fn backend(g: &Global) -> Result<(Arc<dyn Backend>, Arc<BackendStats>)> {
             .transpose()?
             .unwrap_or(0),
     };
-    let metered = MeteredBackend::new(LocalBackend::new(local), throttle);
+    let mut store: Arc<dyn Backend> = Arc::new(LocalBackend::new(local));
+    if let Some(spec) = std::env::var_os(TEST_FAULTS) {
+        let faulty = FaultBackend::new(store);
+        for r in fault_rules(&spec.to_string_lossy())? {
+            faulty.add(r);
+        }
+        store = Arc::new(faulty);
+    }
+    let metered = MeteredBackend::new(store, throttle);
     let stats = metered.stats();
-    Ok((Arc::new(metered), stats))
+    let retrying = RetryBackend::new(metered, RetryPolicy::default());
+    // Only the first repository of the process reports its retries (there is only one).
+    let _ = RETRY_STATS.set(retrying.stats());
+    Ok((Arc::new(retrying), stats))
 }
 
 /// Opens the repository with the password.
@@ -203,13 +300,17 @@ pub fn open(g: &Global) -> Result<Opened> {
     Ok(Opened { repo, stats })
 }
 
-/// JSON of the backend counters.
+/// JSON of the backend counters, and of the retries and probes made after transient failures
+/// (pack reads of a restore retry on their own and are not counted here).
 pub fn stats_json(stats: &BackendStats) -> serde_json::Value {
     let s = stats.snapshot();
+    let r = RETRY_STATS.get();
     serde_json::json!({
         "requests": s.requests,
         "bytes_read": s.bytes_read,
         "bytes_written": s.bytes_written,
+        "retries": r.map_or(0, |r| r.retries()),
+        "probes": r.map_or(0, |r| r.probes()),
     })
 }
 
@@ -276,6 +377,31 @@ mod tests {
         assert!(parse_size("").is_err());
         assert_eq!(parse_duration("20ms").unwrap(), Duration::from_millis(20));
         assert!(parse_duration("5 parsecs").is_err());
+        let r = fault_rules("write:pack:10%:seed=7, any:any:nth=3:nospace").unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].op, Some(Op::Write));
+        assert_eq!(r[0].file_type, Some(FileType::Pack));
+        assert_eq!(
+            r[0].trigger,
+            Trigger::Percent {
+                percent: 10.0,
+                seed: 7
+            }
+        );
+        assert_eq!(r[0].fault, Fault::Fail(io::ErrorKind::ConnectionReset));
+        assert_eq!((r[1].op, r[1].file_type), (None, None));
+        assert_eq!(
+            (r[1].trigger, r[1].fault),
+            (Trigger::Nth(3), Fault::NoSpace)
+        );
+        for bad in [
+            "write:pack",
+            "fly:pack:always",
+            "write:blob:always",
+            "write:pack:often",
+        ] {
+            assert!(fault_rules(bad).is_err(), "{bad}");
+        }
         assert_eq!(human_bytes(1536), "1.50 KiB");
         assert_eq!(
             mode_string(arca_format::NodeKind::Dir, 0o1777),

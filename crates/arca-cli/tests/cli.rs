@@ -410,13 +410,14 @@ fn killed_backup_leaves_a_usable_repository_and_the_rerun_reuses_its_packs() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Wait for a checkpoint index, then kill -9.
+    // Wait for a checkpoint index and 40 of the ~100 packs, then kill -9.
     let t0 = Instant::now();
     let killed = loop {
         let indexed = fs::read_dir(e.repo.join("index"))
             .unwrap()
             .any(|f| f.unwrap().file_name().len() == 64);
-        if indexed {
+        let packs = arca_testkit::files_under(&e.repo.join("data")).len();
+        if indexed && packs >= 40 {
             child.kill().unwrap();
             break true;
         }

@@ -27,6 +27,68 @@ pub struct SealedBlob {
     pub bytes: Vec<u8>,
 }
 
+/// Blobs at least this long are probed before being compressed whole.
+const PROBE_MIN: usize = 128 * 1024;
+/// The probe compresses this many evenly spaced samples...
+const PROBE_SAMPLES: usize = 8;
+/// ...of this many bytes each.
+const PROBE_SAMPLE: usize = 4096;
+
+/// Whether a sample of `data` shrinks by at least 3% at the fastest level. Incompressible
+/// data (media, archives, encrypted files) is then stored as is without spending a full
+/// compression pass on it; anything that shrinks at all is compressed whole.
+fn worth_compressing(cctx: &mut zstd::bulk::Compressor<'static>, data: &[u8]) -> bool {
+    if data.len() < PROBE_MIN {
+        return true;
+    }
+    let step = data.len() / PROBE_SAMPLES;
+    let mut sample = Vec::with_capacity(PROBE_SAMPLES * PROBE_SAMPLE);
+    for i in 0..PROBE_SAMPLES {
+        let at = i * step;
+        sample.extend_from_slice(&data[at..(at + PROBE_SAMPLE).min(data.len())]);
+    }
+    if cctx.set_compression_level(1).is_err() {
+        return true;
+    }
+    match cctx.compress(&sample) {
+        Ok(c) => c.len() < sample.len() - sample.len() / 32,
+        Err(_) => true,
+    }
+}
+
+/// Compresses `data` at `level` when that saves at least 1/64 of it; `None` to store it raw
+/// (level 0, tiny blobs, incompressible data). One zstd context per thread.
+pub fn compress_blob(data: &[u8], level: i32) -> Option<Vec<u8>> {
+    thread_local! {
+        static CCTX: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    if level == 0 || data.len() <= 64 {
+        return None;
+    }
+    let run = |cctx: &mut zstd::bulk::Compressor<'static>| {
+        if !worth_compressing(cctx, data) {
+            return None;
+        }
+        cctx.set_compression_level(level).ok()?;
+        cctx.compress(data)
+            .ok()
+            .filter(|c| c.len() < data.len() - data.len() / 64)
+    };
+    CCTX.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut slot) => {
+            if slot.is_none() {
+                *slot = zstd::bulk::Compressor::new(level).ok();
+            }
+            slot.as_mut().and_then(run)
+        }
+        Err(_) => zstd::bulk::Compressor::new(level)
+            .ok()
+            .as_mut()
+            .and_then(run),
+    })
+}
+
 /// Compresses (when it pays) and seals `data`, whose id the caller has computed.
 pub fn seal_blob(
     sealer: &Sealer,
@@ -35,19 +97,24 @@ pub fn seal_blob(
     data: &[u8],
     level: i32,
 ) -> Result<SealedBlob> {
+    let compressed = compress_blob(data, level);
+    seal_compressed(sealer, kind, id, data, compressed.as_deref())
+}
+
+/// Seals `data` (plaintext of blob `id`), storing `compressed` instead when given.
+pub fn seal_compressed(
+    sealer: &Sealer,
+    kind: BlobKind,
+    id: Id,
+    data: &[u8],
+    compressed: Option<&[u8]>,
+) -> Result<SealedBlob> {
     let raw_len = u32::try_from(data.len()).map_err(|_| RepoError::Invalid {
         what: "blob size",
         detail: format!("{} bytes exceeds 4 GiB", data.len()),
     })?;
-    let compressed = if level != 0 && data.len() > 64 {
-        zstd::bulk::compress(data, level)
-            .ok()
-            .filter(|c| c.len() < data.len() - data.len() / 64)
-    } else {
-        None
-    };
-    let (flag, payload) = match &compressed {
-        Some(c) => (FLAG_ZSTD, c.as_slice()),
+    let (flag, payload) = match compressed {
+        Some(c) => (FLAG_ZSTD, c),
         None => (FLAG_RAW, data),
     };
     let mut nonce = [0u8; NONCE_LEN];
@@ -174,6 +241,24 @@ impl BlobOpener {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn probe_skips_only_incompressible_blobs() {
+        let mut random = vec![0u8; 1 << 20];
+        arca_crypto::random_bytes(&mut random).unwrap();
+        assert!(compress_blob(&random, 3).is_none());
+        // Random with compressible stretches that every probe sample touches.
+        let mut mixed = random.clone();
+        for block in mixed.chunks_mut(8192) {
+            block[..4096].fill(b'a');
+        }
+        let c = compress_blob(&mixed, 3).expect("mixed data compresses");
+        assert!(c.len() < mixed.len() * 3 / 4);
+        assert_eq!(zstd::bulk::decompress(&c, mixed.len()).unwrap(), mixed);
+        let text = b"the quick brown fox ".repeat(20_000);
+        assert!(compress_blob(&text, 3).unwrap().len() < text.len() / 10);
+        assert!(compress_blob(&text, 0).is_none());
+    }
 
     #[test]
     fn round_trip_compressed_and_raw() {

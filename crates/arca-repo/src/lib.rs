@@ -9,8 +9,11 @@ mod error;
 pub mod host;
 pub mod index;
 pub mod pack;
+pub mod profile;
+pub mod recover;
 mod repository;
 mod snapshots;
+pub mod trees;
 
 pub use error::{RepoError, Result};
 pub use index::{BlobLocation, Index, IndexBuilder, PackRef};

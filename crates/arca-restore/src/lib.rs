@@ -20,7 +20,6 @@ mod place;
 mod plan;
 mod prepare;
 pub mod profile;
-mod ranges;
 mod reuse;
 mod scan;
 mod schedule;
@@ -246,17 +245,15 @@ pub fn restore(
         })?,
     }
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let loader = trees::TreeLoader {
-        repo,
-        index,
+    let loader = arca_repo::trees::TreeLoader {
         read_gap: t.read_gap,
         max_read: t.max_read,
         threads: t.fetchers,
-        stop: opts.cancel.as_deref().unwrap_or(&stop),
-        requests: AtomicU64::new(0),
-        bytes: AtomicU64::new(0),
+        ..arca_repo::trees::TreeLoader::new(repo, index, opts.cancel.as_deref().unwrap_or(&stop))
     };
-    let loaded = loader.load(snapshot.tree, &sel);
+    let loaded = loader.load(snapshot.tree, &|node, path, parent_selected| {
+        sel.decide(node, path, parent_selected)
+    });
     if opts
         .cancel
         .as_ref()
@@ -346,6 +343,7 @@ pub fn restore(
         dry_run: opts.dry_run,
         tree_requests: loader.requests.load(Ordering::Relaxed),
         tree_bytes: loader.bytes.load(Ordering::Relaxed),
+        retries: loader.retries.load(Ordering::Relaxed),
         files_hashed: scan.files_hashed,
         bytes_hashed: scan.bytes_hashed,
         tuning: Some(t),
@@ -389,7 +387,7 @@ pub fn restore(
     let c = &sh.counters;
     report.fetched_bytes = c.fetched.load(Ordering::Relaxed);
     report.requests = c.requests.load(Ordering::Relaxed);
-    report.retries = c.retries.load(Ordering::Relaxed);
+    report.retries += c.retries.load(Ordering::Relaxed);
     report.blocks_decoded = c.decoded.load(Ordering::Relaxed);
     report.blocks_copied = c.copied_blocks.load(Ordering::Relaxed);
     report.bytes_copied = c.copied.load(Ordering::Relaxed);

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arca_repo::trees::ranges::{Read, Span, coalesce};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::cache::Cache;
@@ -21,7 +22,6 @@ use crate::ctx::Shared;
 use crate::jobs::{Done, FetchJob, JobBlob, PlaceJob, PlaceOp, Target, Work};
 use crate::options::Resolved;
 use crate::profile::{Clock, Post};
-use crate::ranges::{Span, coalesce};
 use crate::scan::EntryAction;
 
 /// No further use.
@@ -495,12 +495,12 @@ impl<'a, 's> Scheduler<'a, 's> {
     /// restore progresses under any budget.
     fn issue_read(
         &mut self,
-        mut read: crate::ranges::Read<(u32, bool)>,
+        mut read: Read<(u32, bool)>,
         links: &Links,
         clock: &mut Clock,
     ) -> Option<Vec<u32>> {
         let plan = self.sh.plan;
-        let cost = |r: &crate::ranges::Read<(u32, bool)>| {
+        let cost = |r: &Read<(u32, bool)>| {
             r.len
                 + r.items
                     .iter()
@@ -528,7 +528,7 @@ impl<'a, 's> Scheduler<'a, 's> {
                 };
                 let one = read.items.swap_remove(first);
                 let rest = self.give_back(read);
-                read = crate::ranges::Read {
+                read = Read {
                     pack: one.pack,
                     offset: one.offset,
                     len: one.len,
@@ -548,7 +548,7 @@ impl<'a, 's> Scheduler<'a, 's> {
 
     /// Returns a read's blobs to waiting: needed ones come back to the caller, read-ahead
     /// ones are dropped.
-    fn give_back(&mut self, read: crate::ranges::Read<(u32, bool)>) -> Vec<u32> {
+    fn give_back(&mut self, read: Read<(u32, bool)>) -> Vec<u32> {
         let mut need = vec![];
         for s in read.items {
             let (b, keep) = s.item;
@@ -561,13 +561,7 @@ impl<'a, 's> Scheduler<'a, 's> {
         need
     }
 
-    fn send_read(
-        &mut self,
-        read: crate::ranges::Read<(u32, bool)>,
-        cost: u64,
-        links: &Links,
-        clock: &mut Clock,
-    ) {
+    fn send_read(&mut self, read: Read<(u32, bool)>, cost: u64, links: &Links, clock: &mut Clock) {
         let mut blobs = Vec::with_capacity(read.items.len());
         let mut kept = 0;
         for s in read.items {

@@ -1,19 +1,49 @@
 //! `arca backup`: back up paths into a new snapshot.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use arca_backup::filter::read_list;
-use arca_backup::{BackupOptions, Excludes, ParentMode, Progress, Warning, backup, backup_reader};
+use arca_backup::{
+    BackupError, BackupOptions, Excludes, ParentMode, Progress, Warning, backup, backup_reader,
+};
 use arca_repo::SnapshotFilter;
 use serde_json::json;
 
 use crate::cli::{BackupArgs, Global};
-use crate::progress::ProgressLine;
+use crate::progress::{BarState, ProgressLine, Ticker};
 use crate::util::{self, human_bytes, human_duration};
 
+/// Exit code after Ctrl-C, as a shell reports SIGINT.
+const INTERRUPTED: u8 = 130;
+
 pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
+    for (name, v) in [
+        ("--read-concurrency", a.read_concurrency),
+        ("--upload-queue", a.upload_queue),
+        ("--workers", a.workers),
+    ] {
+        if v == Some(0) {
+            anyhow::bail!("{name} must be at least 1");
+        }
+    }
+    let memory = match &a.memory {
+        Some(m) => util::parse_size(m).with_context(|| format!("invalid --memory {m:?}"))?,
+        None => 0,
+    };
+    let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second Ctrl-C while the first is being handled ends the process at once.
+        signal_hook::flag::register_conditional_shutdown(
+            sig,
+            i32::from(INTERRUPTED),
+            Arc::clone(&cancel),
+        )?;
+        signal_hook::flag::register(sig, Arc::clone(&cancel))?;
+    }
     let opened = util::open(g)?;
     let repo = &opened.repo;
     let parent = match &a.parent {
@@ -62,28 +92,53 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         force: a.force,
         compression: a.compression,
         one_file_system: a.one_file_system,
+        read_concurrency: a.read_concurrency.unwrap_or(0),
+        upload_queue: a.upload_queue.unwrap_or(0),
+        workers: a.workers.unwrap_or(0),
+        memory,
+        cancel: Some(Arc::clone(&cancel)),
         ..BackupOptions::default()
     };
     let progress = Arc::new(Progress::default());
-    let p = Arc::clone(&progress);
-    let line = ProgressLine::start(util::interactive(g, a.json), move |el| {
-        let bytes = p.bytes.load(Ordering::Relaxed);
-        let rate = bytes as f64 / el.as_secs_f64().max(0.001);
-        format!(
-            "[{}] {} files, {} processed, {}/s",
-            human_duration(el.as_secs_f64()),
-            p.files.load(Ordering::Relaxed),
-            human_bytes(bytes),
-            human_bytes(rate as u64)
-        )
+    let errors = Arc::new(AtomicU64::new(0));
+    let show = util::interactive(g, a.json);
+    // As restic: `--quiet` leaves only the summary, also in JSON.
+    let status_lines = a.json && !g.quiet;
+    // Totals for a percentage and an ETA come from a scan running beside the backup.
+    let scanner = ((show || status_lines) && !a.stdin).then(|| Scanner::start(&opts, &progress));
+    let (p, n) = (Arc::clone(&progress), Arc::clone(&errors));
+    let line = ProgressLine::start_bar(show, move |el| Status::read(&p, &n, el).render());
+    let ticker = status_lines.then(|| {
+        let (p, n) = (Arc::clone(&progress), Arc::clone(&errors));
+        Ticker::start(Duration::from_secs(1), move |el| {
+            let _ = super::out(&Status::read(&p, &n, el).json().to_string());
+        })
     });
-    let warn = |w: &Warning| line.println(&format!("warning: {w}"));
-    let report = if a.stdin {
-        let mut input = std::io::stdin().lock();
-        backup_reader(repo, &opts, &a.stdin_filename, &mut input, &progress, &warn)?
-    } else {
-        backup(repo, &opts, &progress, &warn)?
+    let warn = |w: &Warning| {
+        if w.is_error() {
+            errors.fetch_add(1, Ordering::Relaxed);
+        }
+        line.println(&format!("warning: {w}"));
     };
+    let result = if a.stdin {
+        let mut input = std::io::stdin().lock();
+        backup_reader(repo, &opts, &a.stdin_filename, &mut input, &progress, &warn)
+    } else {
+        backup(repo, &opts, &progress, &warn)
+    };
+    let report = match result {
+        Ok(r) => r,
+        Err(e @ BackupError::Cancelled { .. }) => {
+            drop(scanner);
+            drop(ticker);
+            drop(line);
+            eprintln!("arca: {e}");
+            return Ok(INTERRUPTED);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    drop(scanner);
+    drop(ticker);
     drop(line);
     let s = &report.snapshot.summary;
     if a.json {
@@ -110,6 +165,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
             "warnings": report.warnings.iter().map(|w| w.message.clone()).collect::<Vec<_>>(),
             "duration_seconds": report.duration_seconds,
             "backend": util::stats_json(&opened.stats),
+            "profile": super::stages_json(&report.profile),
         });
         super::out(&v.to_string())?;
     } else if !g.quiet {
@@ -146,6 +202,214 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         } else {
             super::out(&format!("snapshot {} saved", report.snapshot_id.short()))?;
         }
+        if a.profile {
+            super::print_stages(&report.profile)?;
+        }
     }
     Ok(if s.errors > 0 { 3 } else { 0 })
+}
+
+/// The estimate scan ([`arca_backup::scan`]) on its own thread; stopped and joined when
+/// dropped.
+struct Scanner {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Scanner {
+    fn start(opts: &BackupOptions, progress: &Arc<Progress>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (paths, excludes) = (opts.paths.clone(), opts.excludes.clone());
+        let one_fs = opts.one_file_system;
+        let (p, s) = (Arc::clone(progress), Arc::clone(&stop));
+        // Without the thread there are no totals: the display then shows none.
+        let handle = std::thread::Builder::new()
+            .name("estimate".into())
+            .spawn(move || arca_backup::scan::estimate(&paths, &excludes, one_fs, &p, &s))
+            .ok();
+        Self { stop, handle }
+    }
+}
+
+impl Drop for Scanner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// One reading of the backup's progress, for the terminal display and JSON status lines.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Status {
+    secs: f64,
+    files: u64,
+    bytes: u64,
+    bytes_read: u64,
+    total_files: u64,
+    total_bytes: u64,
+    /// The scan has finished: the totals are complete.
+    totals_final: bool,
+    errors: u64,
+}
+
+impl Status {
+    fn read(p: &Progress, errors: &AtomicU64, el: Duration) -> Self {
+        // Final first: once seen, the totals read after it are complete.
+        let totals_final = p.totals_final.load(Ordering::Acquire);
+        Self {
+            secs: el.as_secs_f64(),
+            files: p.files.load(Ordering::Relaxed),
+            bytes: p.bytes.load(Ordering::Relaxed),
+            bytes_read: p.bytes_read.load(Ordering::Relaxed),
+            total_files: p.total_files.load(Ordering::Relaxed),
+            total_bytes: p.total_bytes.load(Ordering::Relaxed),
+            totals_final,
+            errors: errors.load(Ordering::Relaxed),
+        }
+    }
+
+    /// (done, total) in bytes, or in files when all files are empty; `None` without totals.
+    /// Done never exceeds total (files may grow after the scan saw them).
+    fn done_of_total(&self) -> Option<(u64, u64)> {
+        if self.total_bytes > 0 {
+            Some((self.bytes.min(self.total_bytes), self.total_bytes))
+        } else if self.total_files > 0 {
+            Some((self.files.min(self.total_files), self.total_files))
+        } else {
+            None
+        }
+    }
+
+    /// Fraction done, in [0, 1].
+    fn fraction(&self) -> f64 {
+        self.done_of_total()
+            .map_or(0.0, |(d, t)| (d as f64 / t as f64).clamp(0.0, 1.0))
+    }
+
+    /// Bytes processed per second so far.
+    fn rate(&self) -> f64 {
+        if self.secs > 0.0 {
+            self.bytes as f64 / self.secs
+        } else {
+            0.0
+        }
+    }
+
+    /// Seconds left at the rate so far: only once the totals are complete or the scan is
+    /// ahead of the backup, and while bytes remain.
+    fn eta(&self) -> Option<f64> {
+        let ahead = self.total_files > self.files && self.total_bytes > self.bytes;
+        let rate = self.rate();
+        if !(self.totals_final || ahead) || self.total_bytes <= self.bytes || rate <= 0.0 {
+            return None;
+        }
+        let eta = (self.total_bytes - self.bytes) as f64 / rate;
+        eta.is_finite().then_some(eta.max(0.0))
+    }
+
+    /// `[0:05] 42.10%  1234 files 1.20 GiB, total 3000 files 2.90 GiB, 0 errors` (restic's
+    /// line; the totals are "found" while the scan runs), then the bar and `12.00 MiB/s, ETA
+    /// 0:07`.
+    fn render(&self) -> BarState {
+        let bar = self.done_of_total();
+        let mut text = format!("[{}] ", human_duration(self.secs));
+        if bar.is_some() {
+            text += &format!("{:.2}%  ", self.fraction() * 100.0);
+        }
+        text += &format!("{} files {}", self.files, human_bytes(self.bytes));
+        if bar.is_some() {
+            text += &format!(
+                ", {} {} files {}",
+                if self.totals_final { "total" } else { "found" },
+                self.total_files,
+                human_bytes(self.total_bytes)
+            );
+        }
+        text += &format!(", {} errors", self.errors);
+        let mut detail = format!("{}/s", human_bytes(self.rate() as u64));
+        if let Some(eta) = self.eta() {
+            detail += &format!(", ETA {}", human_duration(eta));
+        }
+        BarState { text, bar, detail }
+    }
+
+    /// A status line with restic's field names.
+    fn json(&self) -> serde_json::Value {
+        let mut v = json!({
+            "message_type": "status",
+            "seconds_elapsed": self.secs,
+            "percent_done": self.fraction(),
+            "total_files": self.total_files,
+            "files_done": self.files,
+            "total_bytes": self.total_bytes,
+            "bytes_done": self.bytes,
+            "bytes_read": self.bytes_read,
+            "error_count": self.errors,
+            "totals_final": self.totals_final,
+        });
+        if let Some(eta) = self.eta() {
+            v["seconds_remaining"] = json!(eta.round() as u64);
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(files: u64, bytes: u64, total_files: u64, total_bytes: u64, fin: bool) -> Status {
+        Status {
+            secs: 10.0,
+            files,
+            bytes,
+            bytes_read: bytes,
+            total_files,
+            total_bytes,
+            totals_final: fin,
+            errors: 0,
+        }
+    }
+
+    #[test]
+    fn percent_and_eta_stay_sane() {
+        // Halfway at 10 MB/s: 10 s left.
+        let s = status(5, 100_000_000, 10, 200_000_000, true);
+        assert_eq!(s.fraction(), 0.5);
+        assert_eq!(s.eta(), Some(10.0));
+        assert!(
+            s.render().text.contains("50.00%  5 files"),
+            "{:?}",
+            s.render()
+        );
+        assert_eq!(s.render().detail, "9.54 MiB/s, ETA 0:10");
+        assert_eq!(s.json()["seconds_remaining"], 10);
+        // Files grew: clamped to 100 %, no ETA.
+        let s = status(10, 300, 10, 200, true);
+        assert_eq!(s.fraction(), 1.0);
+        assert_eq!(s.eta(), None);
+        assert_eq!(s.render().bar, Some((200, 200)));
+        // Scan behind the backup: no ETA yet; ahead: ETA.
+        assert_eq!(status(5, 100, 3, 50, false).eta(), None);
+        assert!(status(5, 100, 30, 500, false).eta().is_some());
+        assert!(
+            status(5, 100, 30, 500, false)
+                .render()
+                .text
+                .contains("found 30 files")
+        );
+        // Nothing yet: no bar, no NaN.
+        let s = Status {
+            secs: 0.0,
+            ..status(0, 0, 0, 0, false)
+        };
+        assert_eq!(s.fraction(), 0.0);
+        assert_eq!(s.eta(), None);
+        assert_eq!(s.render().bar, None);
+        assert!(s.json()["percent_done"].as_f64().is_some());
+        // Only empty files: by file count.
+        assert_eq!(status(1, 0, 4, 0, true).fraction(), 0.25);
+    }
 }

@@ -29,6 +29,34 @@ pub fn run(cli: Cli) -> Result<u8> {
     }
 }
 
+/// The table of `--profile`: per stage, its threads and their summed busy and waiting times.
+fn print_stages(stages: &[arca_repo::profile::StageProfile]) -> Result<()> {
+    out("stage          threads      busy   waiting for input   waiting to hand on")?;
+    for s in stages {
+        out(&format!(
+            "{:<14} {:>7} {:>8.2} s {:>17.2} s {:>18.2} s",
+            s.name, s.threads, s.busy, s.wait_in, s.wait_out
+        ))?;
+    }
+    Ok(())
+}
+
+/// The stages of `--profile` as JSON.
+fn stages_json(stages: &[arca_repo::profile::StageProfile]) -> serde_json::Value {
+    stages
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "name": s.name,
+                "threads": s.threads,
+                "busy_seconds": s.busy,
+                "wait_input_seconds": s.wait_in,
+                "wait_output_seconds": s.wait_out,
+            })
+        })
+        .collect()
+}
+
 fn filter(f: &FilterArgs) -> SnapshotFilter {
     SnapshotFilter {
         host: f.host.clone(),

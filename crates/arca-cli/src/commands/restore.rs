@@ -230,14 +230,7 @@ fn summary_json(
         "bytes_to_copy": p.bytes_to_copy, "bytes_to_reuse": p.bytes_to_reuse,
         "bytes_holes": p.bytes_holes, "deletes": p.deletes,
     });
-    let stages: Vec<_> = r
-        .stages
-        .iter()
-        .map(|s| {
-            json!({"name": s.name, "threads": s.threads, "busy_seconds": s.busy,
-                "wait_input_seconds": s.wait_in, "wait_output_seconds": s.wait_out})
-        })
-        .collect();
+    let stages = super::stages_json(&r.stages);
     let phases: Vec<_> = r
         .phases
         .iter()
@@ -364,13 +357,7 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
 }
 
 fn print_profile(r: &RestoreReport) -> Result<()> {
-    super::out("stage          threads      busy   waiting for input   waiting to hand on")?;
-    for s in &r.stages {
-        super::out(&format!(
-            "{:<14} {:>7} {:>8.2} s {:>17.2} s {:>18.2} s",
-            s.name, s.threads, s.busy, s.wait_in, s.wait_out
-        ))?;
-    }
+    super::print_stages(&r.stages)?;
     let phases: Vec<String> = r
         .phases
         .iter()

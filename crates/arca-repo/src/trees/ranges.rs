@@ -1,9 +1,16 @@
-//! Merging the byte ranges wanted from packs into few reads: two ranges of one pack closer
-//! than the gap become one read (the gap is read and thrown away), up to a largest read size.
+//! Ranged reads of packs: merging the byte ranges wanted into few reads (two ranges of one
+//! pack closer than the gap become one read, the gap read and thrown away, up to a largest
+//! read size), and reading a range with a bounded retry of transient backend failures.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use arca_backend::{Backend, BackendError, ErrorKind, FileType};
+use arca_format::Id;
 
 /// One wanted range of a pack, carrying what the caller needs to know about it.
 #[derive(Debug, Clone)]
-pub(crate) struct Span<T> {
+pub struct Span<T> {
     /// Pack position in the index.
     pub pack: u32,
     /// Offset in the pack.
@@ -16,7 +23,7 @@ pub(crate) struct Span<T> {
 
 /// One read covering one or more spans of a pack.
 #[derive(Debug, Clone)]
-pub(crate) struct Read<T> {
+pub struct Read<T> {
     /// Pack position in the index.
     pub pack: u32,
     /// First byte read.
@@ -30,7 +37,7 @@ pub(crate) struct Read<T> {
 /// Sorts `spans` by pack and offset and merges neighbours whose distance is at most `gap`,
 /// as long as the merged read stays within `max` bytes (a span longer than `max` is read
 /// alone).
-pub(crate) fn coalesce<T>(mut spans: Vec<Span<T>>, gap: u64, max: u64) -> Vec<Read<T>> {
+pub fn coalesce<T>(mut spans: Vec<Span<T>>, gap: u64, max: u64) -> Vec<Read<T>> {
     spans.sort_by_key(|s| (s.pack, s.offset));
     let mut out: Vec<Read<T>> = vec![];
     for s in spans {
@@ -52,6 +59,78 @@ pub(crate) fn coalesce<T>(mut spans: Vec<Span<T>>, gap: u64, max: u64) -> Vec<Re
         });
     }
     out
+}
+
+/// Attempts of one read, the first included.
+const ATTEMPTS: u32 = 6;
+/// First backoff; doubled after every failure.
+const BACKOFF: Duration = Duration::from_millis(100);
+/// Longest single backoff.
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// No retry starts after this long.
+const RETRY_WINDOW: Duration = Duration::from_secs(60);
+
+/// A pseudo-random factor in [0.5, 1.5) for backoff jitter.
+fn jitter(seed: u64) -> f64 {
+    let mut x = seed ^ 0x9E37_79B9_7F4A_7C15;
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    0.5 + (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Reads `len` bytes of pack `pack` at `offset` into `buf`, retrying transient failures with
+/// exponential backoff and jitter (at most 6 attempts, none started after a minute; `stop`
+/// cuts a backoff short). Returns where the bytes start in `buf` and the number of retries it
+/// took. A read that comes back short fails with [`ErrorKind::ShortRead`].
+pub fn read_with_retry(
+    backend: &dyn Backend,
+    pack: &Id,
+    offset: u64,
+    len: u64,
+    buf: &mut Vec<u8>,
+    stop: &AtomicBool,
+) -> Result<(usize, u32), BackendError> {
+    let name = pack.to_hex();
+    let started = Instant::now();
+    let mut delay = BACKOFF;
+    let mut attempt = 0;
+    loop {
+        let res = backend
+            .read_range_bulk(FileType::Pack, &name, offset, len, buf)
+            .and_then(|at| {
+                if buf.len().saturating_sub(at) as u64 >= len {
+                    Ok(at)
+                } else {
+                    Err(BackendError::new(
+                        "read",
+                        format!("{}/{}", backend.location(), FileType::Pack.path(&name)),
+                        ErrorKind::ShortRead,
+                        format!("got {} bytes, wanted {len} at offset {offset}", buf.len()),
+                    ))
+                }
+            });
+        match res {
+            Ok(at) => return Ok((at, attempt)),
+            Err(e) if e.is_transient() && attempt + 1 < ATTEMPTS => {
+                if started.elapsed() > RETRY_WINDOW {
+                    return Err(e);
+                }
+                let seed = started.elapsed().as_nanos() as u64 ^ offset ^ u64::from(attempt);
+                let wait = delay.mul_f64(jitter(seed));
+                let until = Instant::now() + wait;
+                while Instant::now() < until {
+                    if stop.load(Ordering::Relaxed) {
+                        return Err(e);
+                    }
+                    std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
+                }
+                delay = (delay * 2).min(BACKOFF_MAX);
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,197 @@
+//! The backup network and the one place that starts and stops it: the walk (this thread) →
+//! readers → saver, and walk + readers → tree assembler → saver; bounded channels, no cycle.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use arca_format::{Id, SnapshotSummary, Tree};
+use arca_repo::profile::{StageProfile, stage};
+use arca_repo::{Index, RepoError, Repository};
+use crossbeam_channel::bounded;
+
+use crate::archiver::{Fatal, Walker};
+use crate::assemble::{self, Msg};
+use crate::dedup::Known;
+use crate::filter::Filter;
+use crate::reader::{FileJob, FileReader, ReadTimes};
+use crate::report::Reporter;
+use crate::saver::{Saver, SaverConfig, SaverStats};
+use crate::{BackupOptions, Observer, Progress, Warning};
+
+/// What every stage shares.
+pub(crate) struct Ctx<'a, 's> {
+    pub repo: &'a Repository,
+    pub known: Known<'a>,
+    pub saver: &'a Saver<'s>,
+    pub progress: &'a Progress,
+    pub report: Reporter<'a>,
+    pub opts: &'a BackupOptions,
+    /// Held while a large file is read, so that large files are streamed one at a time.
+    pub large_file: Mutex<()>,
+}
+
+impl Ctx<'_, '_> {
+    /// Whether the user asked the backup to stop.
+    pub(crate) fn cancelled(&self) -> bool {
+        self.opts
+            .cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+    }
+}
+
+/// The parent snapshot's directory listings: loaded in bulk up front, or one at a time when
+/// a listing is missing from the bulk load.
+pub(crate) struct ParentTrees<'i> {
+    index: &'i Index,
+    bulk: HashMap<Id, Vec<u8>>,
+}
+
+impl<'i> ParentTrees<'i> {
+    pub(crate) fn new(index: &'i Index, bulk: HashMap<Id, Vec<u8>>) -> Self {
+        Self { index, bulk }
+    }
+
+    /// The listing `id`, or `None` when it cannot be read (its files are then reread).
+    pub(crate) fn get(&self, repo: &Repository, id: &Id) -> Option<Tree> {
+        match self.bulk.get(id) {
+            Some(plain) => Tree::decode(plain).ok(),
+            None => repo.load_tree(self.index, id).ok(),
+        }
+    }
+}
+
+/// Adds the counters of `b` to `a`.
+pub(crate) fn add_summary(a: &mut SnapshotSummary, b: &SnapshotSummary) {
+    a.files_new += b.files_new;
+    a.files_changed += b.files_changed;
+    a.files_unmodified += b.files_unmodified;
+    a.dirs_new += b.dirs_new;
+    a.dirs_changed += b.dirs_changed;
+    a.dirs_unmodified += b.dirs_unmodified;
+    a.other_entries += b.other_entries;
+    a.data_blobs += b.data_blobs;
+    a.tree_blobs += b.tree_blobs;
+    a.data_added += b.data_added;
+    a.total_files_processed += b.total_files_processed;
+    a.total_bytes_processed += b.total_bytes_processed;
+}
+
+/// Where the walk comes from.
+pub(crate) enum Source<'r> {
+    /// The tree of paths, with the parent snapshot's root listing.
+    Paths(&'r crate::sources::SourceTree, Option<Id>),
+    /// One stream stored as `/NAME`.
+    Stdin(&'r [u8], &'r mut dyn std::io::Read),
+}
+
+/// What the network produced.
+pub(crate) struct Outcome {
+    pub root: Result<Id, Fatal>,
+    pub summary: SnapshotSummary,
+    pub warnings: Vec<Warning>,
+    pub excluded: u64,
+    pub saved: Result<SaverStats, RepoError>,
+    pub profile: Vec<StageProfile>,
+}
+
+/// Knobs of the network.
+pub(crate) struct Shape {
+    pub saver: SaverConfig,
+    pub readers: usize,
+}
+
+/// Runs the whole backup network over `source` and shuts it down.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run(
+    repo: &Repository,
+    index: &Index,
+    parents: &ParentTrees<'_>,
+    filter: Filter,
+    opts: &BackupOptions,
+    shape: &Shape,
+    progress: &Progress,
+    observer: &dyn Observer,
+    source: Source<'_>,
+) -> Outcome {
+    let filter = Arc::new(filter);
+    std::thread::scope(|outer| {
+        let saver = Saver::start(outer, repo, shape.saver);
+        let ctx = Ctx {
+            repo,
+            known: Known::new(index),
+            saver: &saver,
+            progress,
+            report: Reporter::new(observer),
+            opts,
+            large_file: Mutex::new(()),
+        };
+        let readers = shape.readers.max(1);
+        let (job_tx, job_rx) = bounded::<FileJob>(readers * 4);
+        let (msg_tx, msg_rx) = bounded::<Msg>(1024);
+        let (walked, reads, assembled) = std::thread::scope(|inner| {
+            let reader_handles: Vec<_> = (0..readers)
+                .map(|_| {
+                    let (rx, tx, ctx) = (job_rx.clone(), msg_tx.clone(), &ctx);
+                    inner.spawn(move || FileReader::new(ctx).run(rx, tx))
+                })
+                .collect();
+            drop(job_rx);
+            let assembler = inner.spawn(|| assemble::run(&ctx, msg_rx));
+            let mut walker = Walker::new(&ctx, parents, Arc::clone(&filter), job_tx, msg_tx);
+            let root = match source {
+                Source::Paths(src, parent_root) => walker.run(src, parent_root),
+                Source::Stdin(name, reader) => walker.run_stdin(name, reader),
+            };
+            walker.clock.busy();
+            // Dropping the walker closes its senders: the readers finish their queue, then
+            // the assembler sees every sender gone.
+            let (summary, excluded, clock) = walker.into_parts();
+            let reads: Vec<_> = reader_handles
+                .into_iter()
+                .filter_map(|h| h.join().ok())
+                .map(|r| (r.summary, r.times))
+                .collect();
+            let assembled = assembler.join().ok();
+            ((root, summary, excluded, clock), reads, assembled)
+        });
+        let (root, mut summary, excluded, walk_clock) = walked;
+        let mut times: Vec<ReadTimes> = vec![];
+        for (s, t) in &reads {
+            add_summary(&mut summary, s);
+            times.push(*t);
+        }
+        let mut profile = vec![stage("walk", std::slice::from_ref(&walk_clock))];
+        profile.extend(ReadTimes::stages(&times));
+        let root = match assembled {
+            Some(a) => {
+                add_summary(&mut summary, &a.summary);
+                profile.push(stage("assemble", std::slice::from_ref(&a.clock)));
+                match (root, a.error, a.root) {
+                    (Err(f), ..) => Err(f),
+                    (Ok(()), Some(e), _) => Err(Fatal::Repo(e)),
+                    (Ok(()), None, Some(id)) => Ok(id),
+                    (Ok(()), None, None) => Err(Fatal::Stopped),
+                }
+            }
+            None => Err(Fatal::Repo(RepoError::Invalid {
+                what: "backup pipeline",
+                detail: "tree assembler thread panicked".into(),
+            })),
+        };
+        let warnings = ctx.report.into_list();
+        let saved = saver.finish();
+        if let Ok(s) = &saved {
+            profile.extend(s.profile.iter().cloned());
+        }
+        Outcome {
+            root,
+            summary,
+            warnings,
+            excluded,
+            saved,
+            profile,
+        }
+    })
+}

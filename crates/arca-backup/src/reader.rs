@@ -1,0 +1,304 @@
+//! The readers: several threads take the files the walk found changed, read each front to
+//! back (one large file streamed at a time, small ones side by side), cut it into chunks,
+//! hash them, and queue the chunks no one has stored yet.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use arca_chunker::{Chunker, StreamChunker};
+use arca_format::{BlobKind, ContentRef, Id, Node, SnapshotSummary};
+use arca_repo::profile::StageProfile;
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::WarningKind;
+use crate::assemble::{DirId, Msg};
+use crate::holes::HoleSkippingReader;
+use crate::pipeline::Ctx;
+
+/// Files at least this large are streamed one at a time, so that the disk reads them in
+/// order instead of seeking between several.
+pub(crate) const LARGE_FILE: u64 = 16 << 20;
+
+/// A changed file for a reader.
+pub(crate) struct FileJob {
+    pub dir: DirId,
+    pub slot: u32,
+    pub path: PathBuf,
+    pub node: Node,
+    /// The parent snapshot has this entry (the file changed rather than appeared).
+    pub changed: bool,
+    /// (device, inode) of a hard-linked file whose other names wait for its content.
+    pub link: Option<(u64, u64)>,
+}
+
+/// Where one reader's time went.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct ReadTimes {
+    pub read: Duration,
+    pub chunk: Duration,
+    pub hash: Duration,
+    pub wait_in: Duration,
+    pub wait_out: Duration,
+}
+
+impl ReadTimes {
+    /// The reading, chunking and hashing stages of `threads` readers.
+    pub(crate) fn stages(all: &[ReadTimes]) -> Vec<StageProfile> {
+        let sum = |f: fn(&ReadTimes) -> Duration| -> f64 {
+            all.iter().map(f).sum::<Duration>().as_secs_f64()
+        };
+        let st = |name, busy, wait_in, wait_out| StageProfile {
+            name,
+            threads: all.len(),
+            busy,
+            wait_in,
+            wait_out,
+        };
+        vec![
+            st(
+                "read",
+                sum(|t| t.read),
+                sum(|t| t.wait_in),
+                sum(|t| t.wait_out),
+            ),
+            st("chunk", sum(|t| t.chunk), 0.0, 0.0),
+            st("hash", sum(|t| t.hash), 0.0, 0.0),
+        ]
+    }
+}
+
+/// A reader wrapper that adds the time spent in `read` to a counter.
+struct Timed<'t, R> {
+    inner: R,
+    spent: &'t mut Duration,
+}
+
+impl<R: Read> Read for Timed<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let t = Instant::now();
+        let r = self.inner.read(buf);
+        *self.spent += t.elapsed();
+        r
+    }
+}
+
+/// One reader's state, reused from file to file.
+pub(crate) struct FileReader<'c, 'a, 's> {
+    ctx: &'c Ctx<'a, 's>,
+    chunker: Chunker,
+    buf: Vec<u8>,
+    zero_ids: HashMap<usize, Id>,
+    pub summary: SnapshotSummary,
+    pub times: ReadTimes,
+}
+
+/// Why a reader stopped early.
+pub(crate) enum Halt {
+    /// The saver stopped (its error is reported by the pipeline) or the backup was cancelled.
+    Stopped,
+}
+
+impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
+    pub(crate) fn new(ctx: &'c Ctx<'a, 's>) -> Self {
+        Self {
+            ctx,
+            chunker: ctx.repo.chunker(),
+            buf: Vec::new(),
+            zero_ids: HashMap::new(),
+            summary: SnapshotSummary::default(),
+            times: ReadTimes::default(),
+        }
+    }
+
+    /// Takes jobs until the walk is done; sends each file's node (or `None` when it was
+    /// skipped) to the assembler.
+    pub(crate) fn run(mut self, jobs: Receiver<FileJob>, out: Sender<Msg>) -> Self {
+        let mut mark = Instant::now();
+        for job in jobs.iter() {
+            self.times.wait_in += mark.elapsed();
+            if self.ctx.cancelled() {
+                mark = Instant::now();
+                continue;
+            }
+            let FileJob {
+                dir,
+                slot,
+                path,
+                mut node,
+                changed,
+                link,
+            } = job;
+            let done = match self.read_file(&path, &mut node) {
+                Ok(true) => {
+                    if changed {
+                        self.summary.files_changed += 1;
+                    } else {
+                        self.summary.files_new += 1;
+                    }
+                    Some(Box::new(node))
+                }
+                Ok(false) => None,
+                Err(Halt::Stopped) => break,
+            };
+            let t = Instant::now();
+            let sent = out.send(Msg::File {
+                dir,
+                slot,
+                node: done,
+                link,
+            });
+            self.times.wait_out += t.elapsed();
+            if sent.is_err() {
+                break;
+            }
+            mark = Instant::now();
+        }
+        self
+    }
+
+    fn open(path: &Path) -> io::Result<File> {
+        let mut o = fs::OpenOptions::new();
+        o.read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NOATIME);
+        match o.open(path) {
+            // O_NOATIME is refused on files we do not own.
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(path),
+            r => r,
+        }
+    }
+
+    /// Reads and chunks a file into `node.content`; false when it was skipped with a
+    /// warning.
+    fn read_file(&mut self, path: &Path, node: &mut Node) -> Result<bool, Halt> {
+        if let Some(h) = &self.ctx.opts.hooks.before_read {
+            h(path);
+        }
+        let report = &self.ctx.report;
+        let file = match Self::open(path) {
+            Ok(f) => f,
+            Err(e) => {
+                report.warn_io(path, "open", &e);
+                return Ok(false);
+            }
+        };
+        // One fstat: the entry is still the file we listed, and whether it has holes.
+        let sparse = match file.metadata() {
+            Ok(m) if m.is_file() && m.ino() == node.inode => m.blocks() * 512 < m.len(),
+            Ok(_) => {
+                let msg = format!("{}: replaced during backup, skipped", path.display());
+                report.warn(path, WarningKind::Vanished, msg);
+                return Ok(false);
+            }
+            Err(e) => {
+                report.warn_io(path, "stat", &e);
+                return Ok(false);
+            }
+        };
+        let reader = HoleSkippingReader::new(&file, node.size, sparse);
+        let large = (node.size >= LARGE_FILE).then(|| {
+            self.ctx
+                .large_file
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+        });
+        let chunked = self.chunk(path, reader);
+        drop(large);
+        let Some((content, total)) = chunked? else {
+            return Ok(false);
+        };
+        if let Ok(after) = file.metadata() {
+            let mtime = (after.mtime(), after.mtime_nsec());
+            let before = (node.mtime.sec, i64::from(node.mtime.nsec));
+            if after.len() != node.size || mtime != before || total != node.size {
+                let msg = format!(
+                    "{}: changed while it was read; stored as read ({total} bytes)",
+                    path.display()
+                );
+                report.warn(path, WarningKind::ChangedWhileRead, msg);
+            }
+        }
+        node.size = total;
+        node.content = content;
+        Ok(true)
+    }
+
+    /// The blob id of a chunk; all-zero chunks (holes, zero-filled images) are hashed once per
+    /// length.
+    fn chunk_id(&mut self, chunk: &[u8]) -> Id {
+        let key = self.ctx.repo.key();
+        if chunk.first() == Some(&0) && arca_fs::is_zero(chunk) {
+            return *self
+                .zero_ids
+                .entry(chunk.len())
+                .or_insert_with(|| key.blob_id(chunk));
+        }
+        key.blob_id(chunk)
+    }
+
+    /// Chunks everything `reader` yields and queues the new blobs; `None` when reading failed
+    /// (warned, naming `path`).
+    pub(crate) fn chunk<R: Read>(
+        &mut self,
+        path: &Path,
+        reader: R,
+    ) -> Result<Option<(Vec<ContentRef>, u64)>, Halt> {
+        let buf = std::mem::take(&mut self.buf);
+        let chunker = self.chunker.clone();
+        let mut read_time = Duration::ZERO;
+        let timed = Timed {
+            inner: reader,
+            spent: &mut read_time,
+        };
+        let mut sc = StreamChunker::with_buffer(&chunker, timed, buf);
+        let mut content = vec![];
+        let mut total = 0u64;
+        let ctx = self.ctx;
+        let mut cut_time = Duration::ZERO;
+        let result = loop {
+            if ctx.cancelled() {
+                break Err(Halt::Stopped);
+            }
+            let t = Instant::now();
+            let next = sc.next_chunk();
+            cut_time += t.elapsed();
+            match next {
+                Ok(Some(chunk)) => {
+                    let len = chunk.len() as u32;
+                    let t = Instant::now();
+                    let id = self.chunk_id(&chunk);
+                    self.times.hash += t.elapsed();
+                    total += u64::from(len);
+                    ctx.progress.add(0, u64::from(len), u64::from(len));
+                    content.push(ContentRef { id, len });
+                    if ctx.known.claim(BlobKind::Data, &id) {
+                        self.summary.data_blobs += 1;
+                        self.summary.data_added += u64::from(len);
+                        let t = Instant::now();
+                        let sent = ctx.saver.save(BlobKind::Data, id, chunk);
+                        self.times.wait_out += t.elapsed();
+                        if sent.is_err() {
+                            break Err(Halt::Stopped);
+                        }
+                    }
+                }
+                Ok(None) => break Ok(true),
+                Err(e) => {
+                    ctx.report.warn_io(path, "read", &e);
+                    break Ok(false);
+                }
+            }
+        };
+        self.buf = sc.into_buffer();
+        self.times.read += read_time;
+        self.times.chunk += cut_time.saturating_sub(read_time);
+        ctx.progress.add(1, 0, 0);
+        Ok(result?.then_some((content, total)))
+    }
+}

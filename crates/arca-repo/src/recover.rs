@@ -1,0 +1,373 @@
+//! Recovery after an interrupted backup: adopting packs that were uploaded but never named
+//! by an index file.
+//!
+//! A backup writes packs first and index files naming them at checkpoints, so a backup killed
+//! between a pack upload and the next checkpoint leaves complete packs no index names. They
+//! are invisible, not harmful, but their blobs would be uploaded again. Every pack carries
+//! its own sealed header listing its blobs, so such a pack can be indexed after the fact:
+//! [`adopt_unindexed_packs`] reads the header of each unindexed pack and writes one index
+//! file naming every pack whose header opens with this repository's key.
+//!
+//! Adopting is safe while other clients write: a pack is only listed once it is complete
+//! (backends write atomically), so a running backup's pack that is adopted here and indexed
+//! again by its own checkpoint is merely listed twice, which readers tolerate (the first
+//! listing is used; both describe the same header). A pack whose header cannot be read is
+//! left alone and reported; nothing is ever deleted here.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use arca_backend::FileType;
+use arca_format::{Id, IndexFile, IndexPack};
+
+use crate::pack::read_pack_header;
+use crate::{Index, Repository, Result};
+
+/// Threads reading pack headers at once (each read is one or two small range requests).
+const HEADER_READERS: usize = 4;
+
+/// A pack that no index names and whose header could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadablePack {
+    /// Pack id (its file name).
+    pub id: Id,
+    /// File size in bytes.
+    pub size: u64,
+    /// Why its header could not be used.
+    pub error: String,
+}
+
+/// What [`adopt_unindexed_packs`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Adopted {
+    /// Packs adopted (now named by the new index file).
+    pub packs: usize,
+    /// Their total size in bytes.
+    pub bytes: u64,
+    /// Blobs they hold.
+    pub blobs: u64,
+    /// The index file written, if any pack was adopted.
+    pub index_file: Option<Id>,
+    /// Unindexed packs left alone because their header is unreadable (truncated, damaged or
+    /// sealed with another repository's key).
+    pub unreadable: Vec<UnreadablePack>,
+}
+
+/// Packs in the backend that `index` does not name, with their sizes, sorted by id.
+pub fn unindexed_packs(repo: &Repository, index: &Index) -> Result<Vec<(Id, u64)>> {
+    let known: HashSet<Id> = index.packs().iter().map(|p| p.id).collect();
+    Ok(repo
+        .list_ids(FileType::Pack)?
+        .into_iter()
+        .filter(|(id, _)| !known.contains(id))
+        .collect())
+}
+
+/// Reads the header of every pack the backend holds but `index` does not name; writes one
+/// index file naming those whose header opens, and reloads `index` from the repository so
+/// their blobs are found. Packs whose header cannot be read are reported in
+/// [`Adopted::unreadable`] and left in place.
+///
+/// Costs one listing of the packs; when packs are adopted (only after an interrupted run),
+/// one or two small reads per such pack and a reload of the index.
+pub fn adopt_unindexed_packs(repo: &Repository, index: &mut Index) -> Result<Adopted> {
+    let orphans = unindexed_packs(repo, index)?;
+    let mut out = Adopted::default();
+    if orphans.is_empty() {
+        return Ok(out);
+    }
+    let results = read_headers(repo, &orphans);
+    let mut file = IndexFile::default();
+    for ((id, size), r) in orphans.into_iter().zip(results) {
+        match r {
+            Ok(p) => {
+                out.packs += 1;
+                out.bytes += size;
+                out.blobs += p.blobs.len() as u64;
+                file.packs.push(p);
+            }
+            Err(error) => out.unreadable.push(UnreadablePack { id, size, error }),
+        }
+    }
+    if !file.packs.is_empty() {
+        out.index_file = Some(repo.save_index(&file)?);
+        // The index has no in-place insertion (it is one sorted vector); loading it again also
+        // picks up anything other clients indexed meanwhile.
+        *index = repo.load_index()?;
+    }
+    Ok(out)
+}
+
+/// The index entries of `packs` from their headers, in order; an error is the reason a
+/// header could not be used.
+fn read_headers(repo: &Repository, packs: &[(Id, u64)]) -> Vec<Result<IndexPack, String>> {
+    let next = AtomicUsize::new(0);
+    let workers = packs.len().clamp(1, HEADER_READERS);
+    let mut results: Vec<(usize, Result<IndexPack, String>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = vec![];
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&(id, size)) = packs.get(i) else {
+                            break;
+                        };
+                        let r = read_pack_header(repo.backend().as_ref(), repo.sealer(), &id, size)
+                            .map(|h| IndexPack {
+                                id,
+                                kind: h.kind,
+                                size,
+                                blobs: h.entries,
+                            })
+                            .map_err(|e| e.to_string());
+                        done.push((i, r));
+                    }
+                    done
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    results.sort_by_key(|r| r.0);
+    // A reader thread that panicked leaves gaps; its packs count as unreadable.
+    let mut it = results.into_iter().peekable();
+    (0..packs.len())
+        .map(|i| match it.next_if(|(j, _)| *j == i) {
+            Some((_, r)) => r,
+            None => Err("header reader failed".to_string()),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use arca_backend::{Backend, LocalBackend, MemoryBackend};
+    use arca_format::{BlobKind, ChunkerParams, KdfParams};
+
+    use super::*;
+    use crate::blob::seal_blob;
+    use crate::pack::{FinishedPack, PackWriter};
+    use crate::{InitOptions, Repository};
+
+    fn opts() -> InitOptions {
+        InitOptions {
+            kdf: KdfParams {
+                memory_kib: 64,
+                iterations: 1,
+                parallelism: 1,
+            },
+            chunker: ChunkerParams {
+                min: 4096,
+                avg: 16384,
+                max: 65536,
+            },
+            ..InitOptions::default()
+        }
+    }
+
+    fn repo(b: Arc<dyn Backend>) -> Repository {
+        Repository::init(b, b"pw", &opts()).unwrap()
+    }
+
+    /// A pack of `n` data blobs derived from `seed`, uploaded without an index; returns the
+    /// pack and its blobs.
+    fn upload_pack(r: &Repository, seed: u32, n: u32) -> (FinishedPack, Vec<(Id, Vec<u8>)>) {
+        let mut w = PackWriter::new(BlobKind::Data, 1 << 16);
+        let mut blobs = vec![];
+        for i in 0..n {
+            let data = format!("pack {seed} blob {i} ")
+                .repeat(i as usize % 5 + 1)
+                .into_bytes();
+            let id = r.key().blob_id(&data);
+            w.add(&seal_blob(r.sealer(), BlobKind::Data, id, &data, 3).unwrap())
+                .unwrap();
+            blobs.push((id, data));
+        }
+        let p = w.finish(r.sealer()).unwrap();
+        r.backend()
+            .write(FileType::Pack, &p.id.to_hex(), &p.bytes)
+            .unwrap();
+        (p, blobs)
+    }
+
+    fn index_files(r: &Repository) -> usize {
+        r.list_ids(FileType::Index).unwrap().len()
+    }
+
+    #[test]
+    fn unindexed_packs_are_adopted_and_their_blobs_found() {
+        let r = repo(Arc::new(MemoryBackend::new()));
+        // One pack indexed as a backup would, three left unindexed by a "kill".
+        let (indexed, _) = upload_pack(&r, 0, 10);
+        r.save_index(&IndexFile {
+            supersedes: vec![],
+            packs: vec![indexed.index.clone()],
+        })
+        .unwrap();
+        let orphans: Vec<_> = (1..4).map(|s| upload_pack(&r, s, 20 + s)).collect();
+        let mut index = r.load_index().unwrap();
+        assert_eq!(index.packs().len(), 1);
+        for (_, blobs) in &orphans {
+            assert!(!index.contains(BlobKind::Data, &blobs[0].0));
+        }
+
+        let a = adopt_unindexed_packs(&r, &mut index).unwrap();
+        assert_eq!(a.packs, 3, "{a:?}");
+        assert_eq!(
+            a.bytes,
+            orphans
+                .iter()
+                .map(|(p, _)| p.bytes.len() as u64)
+                .sum::<u64>()
+        );
+        assert_eq!(a.blobs, 21 + 22 + 23);
+        assert!(a.unreadable.is_empty(), "{a:?}");
+        assert_eq!(index_files(&r), 2);
+        // The new index file describes each pack exactly as its writer would have.
+        let f = r.load_index_file(&a.index_file.unwrap()).unwrap();
+        let mut want: Vec<_> = orphans.iter().map(|(p, _)| p.index.clone()).collect();
+        want.sort_by_key(|p| p.id);
+        assert_eq!(f.packs, want);
+        // The caller's index now finds every blob, and the blobs read back.
+        assert_eq!(index.packs().len(), 4);
+        for (_, blobs) in &orphans {
+            for (id, data) in blobs {
+                assert_eq!(&r.read_blob(&index, BlobKind::Data, id).unwrap(), data);
+            }
+        }
+        // So does a fresh load.
+        let fresh = r.load_index().unwrap();
+        assert_eq!(fresh.len(), index.len());
+
+        // Nothing is left to adopt, and no index file is written.
+        let again = adopt_unindexed_packs(&r, &mut index).unwrap();
+        assert_eq!(again, Adopted::default());
+        assert_eq!(index_files(&r), 2);
+    }
+
+    #[test]
+    fn corrupt_and_foreign_packs_are_skipped_and_reported() {
+        let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+        let r = repo(b.clone());
+        let (good, good_blobs) = upload_pack(&r, 1, 8);
+        // Truncated: the trailer is gone.
+        let (cut, _) = upload_pack(&r, 2, 8);
+        b.write(
+            FileType::Pack,
+            &cut.id.to_hex(),
+            &cut.bytes[..cut.bytes.len() - 50],
+        )
+        .unwrap();
+        // A flipped byte in the sealed header.
+        let (flipped, _) = upload_pack(&r, 3, 8);
+        let mut bytes = flipped.bytes.clone();
+        let n = bytes.len();
+        bytes[n - 20] ^= 0x40;
+        b.write(FileType::Pack, &flipped.id.to_hex(), &bytes)
+            .unwrap();
+        // Sealed with another repository's key.
+        let other = repo(Arc::new(MemoryBackend::new()));
+        let (foreign, _) = upload_pack(&other, 4, 8);
+        b.write(FileType::Pack, &foreign.id.to_hex(), &foreign.bytes)
+            .unwrap();
+        // Garbage, and a file that is too small to be a pack.
+        let junk = Id([7; 32]);
+        b.write(FileType::Pack, &junk.to_hex(), &[1u8; 5000])
+            .unwrap();
+        let tiny = Id([8; 32]);
+        b.write(FileType::Pack, &tiny.to_hex(), b"APTR").unwrap();
+
+        let mut index = r.load_index().unwrap();
+        let a = adopt_unindexed_packs(&r, &mut index).unwrap();
+        assert_eq!(a.packs, 1, "{a:?}");
+        assert_eq!(a.blobs, 8);
+        let mut bad: Vec<Id> = a.unreadable.iter().map(|u| u.id).collect();
+        bad.sort();
+        let mut want = vec![cut.id, flipped.id, foreign.id, junk, tiny];
+        want.sort();
+        assert_eq!(bad, want, "{a:?}");
+        for u in &a.unreadable {
+            assert!(!u.error.is_empty());
+            if u.id == cut.id {
+                assert_eq!(u.size, cut.bytes.len() as u64 - 50);
+            }
+        }
+        for (id, data) in &good_blobs {
+            assert_eq!(&r.read_blob(&index, BlobKind::Data, id).unwrap(), data);
+        }
+        assert_eq!(index.packs().len(), 1);
+        assert_eq!(index.packs()[0].id, good.id);
+        // Nothing was deleted; a second call reports the same packs and writes nothing.
+        assert_eq!(r.list_ids(FileType::Pack).unwrap().len(), 6);
+        let files = index_files(&r);
+        let again = adopt_unindexed_packs(&r, &mut index).unwrap();
+        assert_eq!(again.packs, 0);
+        assert_eq!(again.index_file, None);
+        assert_eq!(again.unreadable, a.unreadable);
+        assert_eq!(index_files(&r), files);
+    }
+
+    #[test]
+    fn a_pack_indexed_twice_by_concurrent_writers_loads_once() {
+        // Backup B uploaded a pack and has not reached its checkpoint; backup A starts and
+        // adopts it; then B's checkpoint indexes it again.
+        let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+        let r = repo(b.clone());
+        let (p, blobs) = upload_pack(&r, 1, 30);
+        let (q, _) = upload_pack(&r, 2, 5);
+        let mut index = r.load_index().unwrap();
+        let a = adopt_unindexed_packs(&r, &mut index).unwrap();
+        assert_eq!(a.packs, 2);
+        r.save_index(&IndexFile {
+            supersedes: vec![],
+            packs: vec![p.index.clone()],
+        })
+        .unwrap();
+        // A stale in-memory index (loaded before A's adoption) adopts them a second time.
+        let mut stale = Index::default();
+        let a2 = adopt_unindexed_packs(&r, &mut stale).unwrap();
+        assert_eq!(a2.packs, 2);
+        assert_eq!(index_files(&r), 3);
+        let index = r.load_index().unwrap();
+        assert_eq!(index.packs().len(), 2);
+        assert_eq!(index.len(), 35);
+        assert_eq!(stale.len(), 35);
+        for (id, data) in &blobs {
+            assert_eq!(&r.read_blob(&index, BlobKind::Data, id).unwrap(), data);
+        }
+        let _ = q;
+    }
+
+    #[test]
+    fn local_temporary_files_are_not_packs() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("repo");
+        let r = repo(Arc::new(LocalBackend::new(&root)));
+        let (p, _) = upload_pack(&r, 1, 12);
+        // What a kill during the write of a pack leaves: a partial temporary file.
+        let shard = root.join("data").join(&p.id.to_hex()[..2]);
+        std::fs::write(shard.join(".tmp-0123456789abcdef"), &p.bytes[..100]).unwrap();
+        // And a pack truncated under its final name (a backend without atomic writes).
+        let (cut, _) = upload_pack(&r, 2, 12);
+        let cut_path = root
+            .join("data")
+            .join(&cut.id.to_hex()[..2])
+            .join(cut.id.to_hex());
+        std::fs::write(&cut_path, &cut.bytes[..cut.bytes.len() / 2]).unwrap();
+        let mut index = r.load_index().unwrap();
+        let a = adopt_unindexed_packs(&r, &mut index).unwrap();
+        assert_eq!(a.packs, 1, "{a:?}");
+        assert_eq!(a.unreadable.len(), 1, "{a:?}");
+        assert_eq!(a.unreadable[0].id, cut.id);
+        assert!(shard.join(".tmp-0123456789abcdef").exists());
+        assert!(cut_path.exists());
+    }
+}
