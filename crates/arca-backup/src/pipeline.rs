@@ -169,9 +169,12 @@ pub(crate) fn run(
                 add_summary(&mut summary, &a.summary);
                 profile.push(stage("assemble", std::slice::from_ref(&a.clock)));
                 match (root, a.error, a.root) {
+                    (Err(Fatal::Stopped), None, _) if ctx.cancelled() => Err(Fatal::Cancelled),
                     (Err(f), ..) => Err(f),
                     (Ok(()), Some(e), _) => Err(Fatal::Repo(e)),
                     (Ok(()), None, Some(id)) => Ok(id),
+                    // Readers stop taking files on Ctrl-C, so the tree stays unfinished.
+                    (Ok(()), None, None) if ctx.cancelled() => Err(Fatal::Cancelled),
                     (Ok(()), None, None) => Err(Fatal::Stopped),
                 }
             }

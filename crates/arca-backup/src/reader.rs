@@ -142,6 +142,11 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                     Some(Box::new(node))
                 }
                 Ok(false) => None,
+                // Cancelled: keep taking (and dropping) jobs until the walk stops.
+                Err(Halt::Stopped) if self.ctx.cancelled() => {
+                    mark = Instant::now();
+                    continue;
+                }
                 Err(Halt::Stopped) => break,
             };
             let t = Instant::now();

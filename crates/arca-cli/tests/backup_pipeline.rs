@@ -1,0 +1,238 @@
+//! The parallel backup pipeline from outside: the same tree gives the same root tree whatever
+//! the thread counts, nothing is quadratic in the number of files, Ctrl-C saves what was
+//! queued, the memory budget is checked, and `--profile` names every stage.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use arca_testkit::{random_bytes, text_bytes};
+use common::*;
+
+/// A tree that exercises the readers: many small files, one file above the large-file
+/// threshold (streamed alone), duplicates, hard links and every entry kind.
+fn mixed_tree(src: &Path) {
+    arca_testkit::generate::every_kind(&src.join("kinds"), 5).unwrap();
+    for d in 0..20u64 {
+        let dir = src.join(format!("d{d:02}"));
+        fs::create_dir_all(&dir).unwrap();
+        for f in 0..15u64 {
+            let seed = d * 100 + f;
+            let data = match f % 3 {
+                0 => text_bytes(seed, 3000 + f as usize * 700),
+                1 => random_bytes(seed, 40_000),
+                // The same content in every directory: dedup across readers.
+                _ => random_bytes(7, 90_000),
+            };
+            fs::write(dir.join(format!("f{f:02}")), data).unwrap();
+        }
+    }
+    fs::write(src.join("large.bin"), random_bytes(99, 17 << 20)).unwrap();
+    fs::hard_link(src.join("d00/f01"), src.join("d19/link-to-d00-f01")).unwrap();
+    fs::hard_link(src.join("large.bin"), src.join("d05/large-link")).unwrap();
+}
+
+fn tree_id(e: &Env, args: &[&str]) -> String {
+    let b = e.json(args);
+    assert_eq!(b["errors"], 0, "{b}");
+    let id = b["snapshot_id"].as_str().unwrap().to_string();
+    let snaps = e.json(&["snapshots", "--json"]);
+    let snap = snaps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("snapshot {id} not listed: {snaps}"));
+    snap["tree"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn root_tree_is_the_same_whatever_the_thread_counts() {
+    let e = Env::new();
+    let src = e.path("src");
+    mixed_tree(&src);
+    e.init(&["--pack-size", "1MiB"]);
+    let s = src.to_str().unwrap();
+    let one = tree_id(
+        &e,
+        &[
+            "backup",
+            "--json",
+            "--read-concurrency",
+            "1",
+            "--workers",
+            "1",
+            "--upload-queue",
+            "1",
+            s,
+        ],
+    );
+    let many = tree_id(
+        &e,
+        &[
+            "backup",
+            "--json",
+            "--force",
+            "--read-concurrency",
+            "8",
+            "--workers",
+            "3",
+            "--upload-queue",
+            "4",
+            s,
+        ],
+    );
+    if one != many {
+        // Say which entries differ.
+        let snaps = e.json(&["snapshots", "--json"]);
+        let ids: Vec<&str> = snaps
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap())
+            .collect();
+        let a = e.ok(&["ls", "-l", ids[0]]);
+        let b = e.ok(&["ls", "-l", ids[1]]);
+        for (x, y) in a.lines().zip(b.lines()).filter(|(x, y)| x != y) {
+            eprintln!("first:  {x}\nsecond: {y}");
+        }
+    }
+    assert_eq!(one, many, "thread counts changed the snapshot's tree");
+    let again = tree_id(&e, &["backup", "--json", "--force", s]);
+    assert_eq!(one, again);
+    e.ok(&["check", "--read-data"]);
+    let target = e.path("t");
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    let diffs =
+        arca_testkit::compare::diff_trees(&src, &target.join(src.strip_prefix("/").unwrap()));
+    assert!(diffs.is_empty(), "{diffs:#?}");
+}
+
+#[test]
+fn fifty_thousand_tiny_files_take_seconds() {
+    let e = Env::new();
+    let src = e.path("src");
+    for d in 0..250 {
+        let dir = src.join(format!("dir{d:03}"));
+        fs::create_dir_all(&dir).unwrap();
+        for f in 0..200 {
+            fs::write(dir.join(format!("{f}")), format!("{d}/{f}")).unwrap();
+        }
+    }
+    e.init(&[]);
+    let s = src.to_str().unwrap();
+    let t = Instant::now();
+    let first = e.json(&["backup", "--json", s]);
+    let first_time = t.elapsed();
+    assert_eq!(first["files_new"], 50_000, "{first}");
+    let t = Instant::now();
+    let second = e.json(&["backup", "--json", s]);
+    let second_time = t.elapsed();
+    assert_eq!(second["files_unmodified"], 50_000, "{second}");
+    assert_eq!(second["data_blobs"], 0, "{second}");
+    // Generous bounds for a loaded 2-core CI machine; a quadratic pass takes minutes.
+    assert!(first_time < Duration::from_secs(60), "{first_time:?}");
+    assert!(second_time < Duration::from_secs(30), "{second_time:?}");
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_and_keeps_what_was_uploaded() {
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..40u64 {
+        fs::write(src.join(format!("f{i:02}")), random_bytes(500 + i, 1 << 20)).unwrap();
+    }
+    e.init(&["--pack-size", "1MiB", "--compression", "0"]);
+    // A slow backend, so that the interrupt lands mid-backup.
+    let child = e
+        .cmd(&[
+            "--backend-bandwidth",
+            "8MB",
+            "backup",
+            "--upload-queue",
+            "1",
+            src.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while arca_testkit::files_under(&e.repo.join("data")).len() < 3 {
+        assert!(t0.elapsed() < Duration::from_secs(120), "no pack appeared");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("interrupted") && err.contains("packs"),
+        "says what was saved: {err}"
+    );
+    assert!(
+        arca_testkit::files_under(&e.repo.join("snapshots")).is_empty(),
+        "no snapshot after an interrupt"
+    );
+    e.ok(&["check", "--read-data"]);
+    let kept = arca_testkit::files_under(&e.repo.join("data")).len() as u64;
+    let b = e.json(&["backup", "--json", src.to_str().unwrap()]);
+    assert_eq!(b["complete"], true, "{b}");
+    let added = b["data_added"].as_u64().unwrap();
+    assert!(
+        added + kept * (900 << 10) <= 41 << 20,
+        "the rerun uploaded again what was saved: {kept} packs kept, {added} bytes added"
+    );
+}
+
+#[test]
+fn memory_budget_is_checked_and_small_budgets_work() {
+    let e = Env::new();
+    let src = e.path("src");
+    sample(&src);
+    e.init(&["--pack-size", "1MiB"]);
+    let s = src.to_str().unwrap();
+    let o = e.run(&["backup", "--memory", "1MiB", s]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("memory budget"), "{}", stderr(&o));
+    let o = e.run(&["backup", "--memory", "lots", s]);
+    assert!(stderr(&o).contains("--memory"), "{}", stderr(&o));
+    let o = e.run(&["backup", "--read-concurrency", "0", s]);
+    assert!(stderr(&o).contains("--read-concurrency"), "{}", stderr(&o));
+    let b = e.json(&["backup", "--json", "--memory", "64MiB", s]);
+    assert_eq!(b["complete"], true, "{b}");
+    e.ok(&["check", "--read-data"]);
+}
+
+#[test]
+fn profile_names_every_stage() {
+    let e = Env::new();
+    let src = e.path("src");
+    sample(&src);
+    e.init(&[]);
+    let s = src.to_str().unwrap();
+    let text = e.ok(&["backup", "--profile", s]);
+    for stage in [
+        "walk", "read", "chunk", "hash", "assemble", "compress", "seal", "pack", "upload",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(stage)),
+            "{stage} missing:\n{text}"
+        );
+    }
+    let b = e.json(&["backup", "--json", "--force", s]);
+    let stages = b["profile"].as_array().unwrap();
+    assert!(stages.iter().any(|st| st["name"] == "read"
+        && st["threads"].as_u64().unwrap() >= 1
+        && st["busy_seconds"].as_f64().unwrap() >= 0.0));
+}
