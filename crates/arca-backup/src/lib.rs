@@ -12,6 +12,7 @@ mod dedup;
 pub mod filter;
 mod holes;
 mod pipeline;
+mod pool;
 mod prefetch;
 mod reader;
 mod report;
@@ -38,7 +39,7 @@ use crate::sources::SourceTree;
 
 /// Files read at once by default: enough to keep a disk's queue busy with small files.
 pub const DEFAULT_READERS: usize = 4;
-/// Packs uploaded at once by default.
+/// Packs uploaded at once by default to a backend with round trips (1 to a local disk).
 pub const DEFAULT_UPLOADS: usize = 2;
 /// Default memory budget for data in flight.
 pub const DEFAULT_MEMORY: u64 = 256 << 20;
@@ -355,7 +356,9 @@ fn run<'w>(
     }
     let parent = parent_for(repo, opts, &hostname, &shown)?;
     let shape = shape(repo, opts)?;
-    let bulk = std::collections::HashMap::new();
+    let bulk = parent
+        .as_ref()
+        .map(|(_, snap)| arca_repo::trees::load_all(repo, &index, snap.tree, 0));
     let parents = ParentTrees::new(&index, bulk);
     let parent_root = parent.as_ref().map(|(_, s)| s.tree);
     let out = pipeline::run(
@@ -431,7 +434,10 @@ fn shape(repo: &Repository, opts: &BackupOptions) -> Result<Shape, BackupError> 
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2);
-    let uploads = or(opts.upload_queue, DEFAULT_UPLOADS);
+    // A local disk takes a pack in milliseconds: one upload in flight keeps it busy, and
+    // every pack in flight holds a pack's worth of memory.
+    let local = repo.backend().hints().local;
+    let uploads = or(opts.upload_queue, if local { 1 } else { DEFAULT_UPLOADS });
     let readers = or(opts.read_concurrency, DEFAULT_READERS);
     let budget = if opts.memory == 0 {
         DEFAULT_MEMORY
@@ -442,7 +448,7 @@ fn shape(repo: &Repository, opts: &BackupOptions) -> Result<Shape, BackupError> 
     // each reader holds up to two maximal chunks.
     let pack = u64::from(repo.config().pack_size) * 9 / 8;
     let chunk = repo.chunker().max_size() as u64;
-    let fixed = pack * (2 + 2 * uploads as u64) + chunk * 2 * readers as u64;
+    let fixed = pack * (3 + uploads as u64) + chunk * 2 * readers as u64;
     let needed = fixed + chunk * 2;
     if budget < needed {
         return Err(BackupError::Memory { budget, needed });

@@ -1,7 +1,6 @@
 //! The backup network and the one place that starts and stops it: the walk (this thread) →
 //! readers → saver, and walk + readers → tree assembler → saver; bounded channels, no cycle.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -27,8 +26,9 @@ pub(crate) struct Ctx<'a, 's> {
     pub progress: &'a Progress,
     pub report: Reporter<'a>,
     pub opts: &'a BackupOptions,
-    /// Held while a large file is read, so that large files are streamed one at a time.
-    pub large_file: Mutex<()>,
+    /// Held while a large file is read, so that large files are streamed one at a time; it
+    /// holds the one buffer they are read through.
+    pub large_file: Mutex<Vec<u8>>,
 }
 
 impl Ctx<'_, '_> {
@@ -41,23 +41,24 @@ impl Ctx<'_, '_> {
     }
 }
 
-/// The parent snapshot's directory listings: loaded in bulk up front, or one at a time when
-/// a listing is missing from the bulk load.
+/// The parent snapshot's directory listings, loaded in bulk up front (a few ranged reads per
+/// level of the tree, not one request per directory); one missing from the bulk load is
+/// read on its own.
 pub(crate) struct ParentTrees<'i> {
     index: &'i Index,
-    bulk: HashMap<Id, Vec<u8>>,
+    bulk: Option<arca_repo::trees::ParentTrees>,
 }
 
 impl<'i> ParentTrees<'i> {
-    pub(crate) fn new(index: &'i Index, bulk: HashMap<Id, Vec<u8>>) -> Self {
+    pub(crate) fn new(index: &'i Index, bulk: Option<arca_repo::trees::ParentTrees>) -> Self {
         Self { index, bulk }
     }
 
     /// The listing `id`, or `None` when it cannot be read (its files are then reread).
     pub(crate) fn get(&self, repo: &Repository, id: &Id) -> Option<Tree> {
-        match self.bulk.get(id) {
-            Some(plain) => Tree::decode(plain).ok(),
-            None => repo.load_tree(self.index, id).ok(),
+        match &self.bulk {
+            Some(b) if b.contains(id) => b.get(id),
+            _ => repo.load_tree(self.index, id).ok(),
         }
     }
 }
@@ -125,7 +126,7 @@ pub(crate) fn run(
             progress,
             report: Reporter::new(observer),
             opts,
-            large_file: Mutex::new(()),
+            large_file: Mutex::new(Vec::new()),
         };
         let readers = shape.readers.max(1);
         let (job_tx, job_rx) = bounded::<FileJob>(readers * 4);

@@ -20,8 +20,9 @@ use crate::holes::HoleSkippingReader;
 use crate::pipeline::Ctx;
 
 /// Files at least this large are streamed one at a time, so that the disk reads them in
-/// order instead of seeking between several.
-pub(crate) const LARGE_FILE: u64 = 16 << 20;
+/// order instead of seeking between several, through one buffer of twice the largest chunk;
+/// smaller files fit whole in their reader's buffer.
+pub(crate) const LARGE_FILE: u64 = 4 << 20;
 
 /// A changed file for a reader.
 pub(crate) struct FileJob {
@@ -207,14 +208,21 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             }
         };
         let reader = HoleSkippingReader::new(&file, node.size, sparse);
-        let large = (node.size >= LARGE_FILE).then(|| {
-            self.ctx
+        let chunked = if node.size >= LARGE_FILE {
+            // One large file at a time, in the one large buffer: the disk reads it in order
+            // and the readers' own buffers stay the size of small files.
+            let mut shared = self
+                .ctx
                 .large_file
                 .lock()
-                .unwrap_or_else(|p| p.into_inner())
-        });
-        let chunked = self.chunk(path, reader);
-        drop(large);
+                .unwrap_or_else(|p| p.into_inner());
+            let own = std::mem::replace(&mut self.buf, std::mem::take(&mut *shared));
+            let r = self.chunk(path, reader);
+            *shared = std::mem::replace(&mut self.buf, own);
+            r
+        } else {
+            self.chunk(path, reader)
+        };
         let Some((content, total)) = chunked? else {
             return Ok(false);
         };
@@ -266,15 +274,16 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
         let mut total = 0u64;
         let ctx = self.ctx;
         let mut cut_time = Duration::ZERO;
+        let mut chunk = ctx.saver.buffer();
         let result = loop {
             if ctx.cancelled() {
                 break Err(Halt::Stopped);
             }
             let t = Instant::now();
-            let next = sc.next_chunk();
+            let next = sc.next_chunk_into(&mut chunk);
             cut_time += t.elapsed();
             match next {
-                Ok(Some(chunk)) => {
+                Ok(true) => {
                     let len = chunk.len() as u32;
                     let t = Instant::now();
                     let id = self.chunk_id(&chunk);
@@ -285,21 +294,23 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                     if ctx.known.claim(BlobKind::Data, &id) {
                         self.summary.data_blobs += 1;
                         self.summary.data_added += u64::from(len);
+                        let data = std::mem::replace(&mut chunk, ctx.saver.buffer());
                         let t = Instant::now();
-                        let sent = ctx.saver.save(BlobKind::Data, id, chunk);
+                        let sent = ctx.saver.save(BlobKind::Data, id, data);
                         self.times.wait_out += t.elapsed();
                         if sent.is_err() {
                             break Err(Halt::Stopped);
                         }
                     }
                 }
-                Ok(None) => break Ok(true),
+                Ok(false) => break Ok(true),
                 Err(e) => {
                     ctx.report.warn_io(path, "read", &e);
                     break Ok(false);
                 }
             }
         };
+        ctx.saver.recycle(chunk);
         self.buf = sc.into_buffer();
         self.times.read += read_time;
         self.times.chunk += cut_time.saturating_sub(read_time);

@@ -14,16 +14,21 @@ use std::time::{Duration, Instant};
 
 use arca_backend::FileType;
 use arca_format::{BlobKind, Id, IndexFile};
-use arca_repo::blob::{SealedBlob, compress_blob, seal_compressed};
+use arca_repo::blob::{SealedBlob, compress_blob_into, seal_into};
 use arca_repo::pack::{FinishedPack, PackWriter};
 use arca_repo::profile::{Clock, StageProfile, stage};
 use arca_repo::{RepoError, Repository};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
+use crate::pool::Pool;
+
 /// Index checkpoint: write an index file after this many packs...
 const CHECKPOINT_PACKS: usize = 8;
 /// ...or after this much time with unindexed packs.
 const CHECKPOINT_AGE: Duration = Duration::from_secs(20);
+
+/// Chunk buffers up to this capacity are recycled (chunks average 1 MiB).
+const POOLED_CHUNK: usize = 2 << 20;
 
 /// How the pipeline runs.
 #[derive(Debug, Clone, Copy)]
@@ -115,6 +120,15 @@ impl Drop for CloseOnDrop<'_> {
     }
 }
 
+/// Buffers handed back by later stages: chunk data (reader → sealer), sealed blobs
+/// (sealer → packer) and packs (packer → uploader).
+#[derive(Debug)]
+struct Pools {
+    chunks: Pool,
+    sealed: Pool,
+    packs: Pool,
+}
+
 /// A sealed blob and the plaintext bytes it holds of the budget.
 struct Sealed {
     blob: SealedBlob,
@@ -127,6 +141,7 @@ type Handle<'s, T> = ScopedJoinHandle<'s, Result<T, RepoError>>;
 pub struct Saver<'scope> {
     jobs: Option<Sender<Job>>,
     budget: Arc<Budget>,
+    pools: Arc<Pools>,
     workers: Vec<Handle<'scope, (Clock, Duration)>>,
     packer: Handle<'scope, (u64, Clock)>,
     uploaders: Vec<Handle<'scope, Clock>>,
@@ -148,33 +163,44 @@ impl<'scope> Saver<'scope> {
     ) -> Self {
         let workers = cfg.workers.max(1);
         let uploads = cfg.uploads.max(1);
-        let (job_tx, job_rx) = bounded::<Job>(workers * 2);
-        let (blob_tx, blob_rx) = bounded::<Sealed>(workers * 2);
-        let (pack_tx, pack_rx) = bounded::<FinishedPack>(uploads);
+        let (job_tx, job_rx) = bounded::<Job>(workers);
+        let (blob_tx, blob_rx) = bounded::<Sealed>(workers);
+        let (pack_tx, pack_rx) = bounded::<FinishedPack>(1);
         let budget = Arc::new(Budget::new(cfg.budget.max(1)));
+        // Enough free buffers for everything a stage can hold at once.
+        let pack_size = repo.config().pack_size as usize;
+        let pools = Arc::new(Pools {
+            chunks: Pool::new(workers + 2, POOLED_CHUNK),
+            sealed: Pool::new(2, POOLED_CHUNK),
+            packs: Pool::new(uploads + 2, usize::MAX),
+        });
         let worker_handles = (0..workers)
             .map(|_| {
                 let rx = job_rx.clone();
                 let tx = blob_tx.clone();
-                scope.spawn(move || seal_stage(repo, cfg.level, rx, tx))
+                let pools = Arc::clone(&pools);
+                scope.spawn(move || seal_stage(repo, cfg.level, rx, tx, &pools))
             })
             .collect();
         drop(blob_tx);
-        let pack_size = repo.config().pack_size as usize;
-        let b = Arc::clone(&budget);
-        let packer = scope.spawn(move || pack_stage(repo, pack_size, blob_rx, pack_tx, &b));
+        let (b, p) = (Arc::clone(&budget), Arc::clone(&pools));
+        let packer = scope.spawn(move || pack_stage(repo, pack_size, blob_rx, pack_tx, &b, &p));
         let index = Arc::new(Mutex::new(Checkpoint::default()));
         let failed = Arc::new(AtomicBool::new(false));
         let uploaders = (0..uploads)
             .map(|_| {
                 let rx = pack_rx.clone();
                 let (index, failed) = (Arc::clone(&index), Arc::clone(&failed));
-                scope.spawn(move || upload_stage(repo, rx, cfg.dry_run, &index, &failed))
+                let pools = Arc::clone(&pools);
+                scope.spawn(move || {
+                    upload_stage(repo, rx, cfg.dry_run, &index, &failed, &pools.packs)
+                })
             })
             .collect();
         Self {
             jobs: Some(job_tx),
             budget,
+            pools,
             workers: worker_handles,
             packer,
             uploaders,
@@ -182,6 +208,16 @@ impl<'scope> Saver<'scope> {
             repo,
             dry_run: cfg.dry_run,
         }
+    }
+
+    /// An empty buffer for a chunk, recycled from blobs already sealed.
+    pub(crate) fn buffer(&self) -> Vec<u8> {
+        self.pools.chunks.take()
+    }
+
+    /// Hands back a chunk buffer that was not queued.
+    pub(crate) fn recycle(&self, buf: Vec<u8>) {
+        self.pools.chunks.give(buf);
     }
 
     /// Queues a blob. Blocks while the budget or the pipeline is full; fails once a stage
@@ -282,18 +318,22 @@ fn seal_stage(
     level: i32,
     rx: Receiver<Job>,
     tx: Sender<Sealed>,
+    pools: &Pools,
 ) -> Result<(Clock, Duration), RepoError> {
     let sealer = repo.sealer().clone();
     let mut clock = Clock::new();
     let mut compress = Duration::ZERO;
+    let mut packed = Vec::new();
     for job in rx.iter() {
         clock.waited_in();
         let t = Instant::now();
-        let packed = compress_blob(&job.data, level);
+        let smaller = compress_blob_into(&job.data, level, &mut packed);
         compress += t.elapsed();
-        let blob = seal_compressed(&sealer, job.kind, job.id, &job.data, packed.as_deref())?;
+        let payload = smaller.then_some(packed.as_slice());
+        let out = pools.sealed.take();
+        let blob = seal_into(&sealer, job.kind, job.id, &job.data, payload, out)?;
         let held = job.data.len() as u64;
-        drop(job.data);
+        pools.chunks.give(job.data);
         clock.busy();
         let sent = tx.send(Sealed { blob, held });
         clock.waited_out();
@@ -312,9 +352,14 @@ fn pack_stage(
     rx: Receiver<Sealed>,
     tx: Sender<FinishedPack>,
     budget: &Budget,
+    pools: &Pools,
 ) -> Result<(u64, Clock), RepoError> {
     let _close = CloseOnDrop(budget);
-    let new = |kind| PackWriter::new(kind, pack_size + pack_size / 8);
+    let new = |kind| {
+        let mut buf = pools.packs.take();
+        buf.reserve(pack_size + pack_size / 8);
+        PackWriter::with_buffer(kind, buf)
+    };
     let mut writers = [new(BlobKind::Data), new(BlobKind::Tree)];
     let mut sealed_bytes = 0u64;
     let mut clock = Clock::new();
@@ -324,7 +369,7 @@ fn pack_stage(
         let slot = blob.kind.code() as usize;
         let kind = blob.kind;
         writers[slot].add(&blob)?;
-        drop(blob);
+        pools.sealed.give(blob.bytes);
         budget.release(held);
         if writers[slot].size() >= pack_size {
             let full = std::mem::replace(&mut writers[slot], new(kind));
@@ -379,6 +424,7 @@ fn upload_stage(
     dry_run: bool,
     index: &Mutex<Checkpoint>,
     failed: &AtomicBool,
+    packs: &Pool,
 ) -> Result<Clock, RepoError> {
     let backend = Arc::clone(repo.backend());
     let mut clock = Clock::new();
@@ -405,6 +451,7 @@ fn upload_stage(
             }
         }
         drop(cp);
+        packs.give(pack.bytes);
         clock.busy();
     }
     clock.waited_in();

@@ -157,10 +157,12 @@ impl<'c, R: Read> StreamChunker<'c, R> {
         Self::with_buffer(chunker, reader, Vec::new())
     }
 
-    /// Chunks `reader`, reusing `buf` (grown to twice the maximum chunk size if needed).
+    /// Chunks `reader`, reusing `buf`. The buffer grows as the input needs, up to twice the
+    /// maximum chunk size, so that a small file costs a small buffer.
     pub fn with_buffer(chunker: &'c Chunker, reader: R, mut buf: Vec<u8>) -> Self {
-        if buf.len() < chunker.max * 2 {
-            buf.resize(chunker.max * 2, 0);
+        let first = (64 << 10).min(chunker.max * 2);
+        if buf.len() < first {
+            buf.resize(first, 0);
         }
         Self {
             chunker,
@@ -181,7 +183,15 @@ impl<'c, R: Read> StreamChunker<'c, R> {
     fn fill(&mut self) -> io::Result<()> {
         let max = self.chunker.max;
         while !self.eof && self.end - self.start < max {
-            if self.buf.len() - self.end < max - (self.end - self.start) {
+            let full_size = self.buf.len() >= max * 2;
+            if self.end == self.buf.len() && self.start == 0 {
+                // Full of unconsumed input: grow (never past twice the maximum, which
+                // always leaves room here since less than `max` is buffered).
+                let grown = (self.buf.len() * 2).clamp(64 << 10, max * 2);
+                self.buf.resize(grown.max(self.buf.len() + 1), 0);
+            } else if self.end == self.buf.len()
+                || (full_size && self.buf.len() - self.end < max - (self.end - self.start))
+            {
                 self.buf.copy_within(self.start..self.end, 0);
                 self.end -= self.start;
                 self.start = 0;
@@ -198,15 +208,23 @@ impl<'c, R: Read> StreamChunker<'c, R> {
 
     /// The next chunk, `None` at the end of the input.
     pub fn next_chunk(&mut self) -> io::Result<Option<Vec<u8>>> {
+        let mut chunk = Vec::new();
+        Ok(self.next_chunk_into(&mut chunk)?.then_some(chunk))
+    }
+
+    /// The next chunk into `out` (cleared first, so that callers can reuse buffers); false
+    /// at the end of the input.
+    pub fn next_chunk_into(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
         self.fill()?;
+        out.clear();
         let avail = &self.buf[self.start..self.end];
         if avail.is_empty() {
-            return Ok(None);
+            return Ok(false);
         }
         let n = self.chunker.cut(avail);
-        let chunk = avail[..n].to_vec();
+        out.extend_from_slice(&avail[..n]);
         self.start += n;
-        Ok(Some(chunk))
+        Ok(true)
     }
 }
 

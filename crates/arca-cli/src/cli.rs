@@ -152,7 +152,7 @@ pub struct BackupArgs {
     /// Files read at once [default: 4]
     #[arg(long, value_name = "N")]
     pub read_concurrency: Option<usize>,
-    /// Packs uploaded at once [default: 2]
+    /// Packs uploaded at once [default: 1 to a local disk, 2 with network round trips]
     #[arg(long, value_name = "N")]
     pub upload_queue: Option<usize>,
     /// Compression and sealing threads [default: one per core]

@@ -59,33 +59,40 @@ fn worth_compressing(cctx: &mut zstd::bulk::Compressor<'static>, data: &[u8]) ->
 /// Compresses `data` at `level` when that saves at least 1/64 of it; `None` to store it raw
 /// (level 0, tiny blobs, incompressible data). One zstd context per thread.
 pub fn compress_blob(data: &[u8], level: i32) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    compress_blob_into(data, level, &mut out).then_some(out)
+}
+
+/// Like [`compress_blob`], into `out` (cleared first, reused by callers that compress many
+/// blobs); true when `out` holds the compressed blob.
+pub fn compress_blob_into(data: &[u8], level: i32, out: &mut Vec<u8>) -> bool {
     thread_local! {
         static CCTX: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
             const { std::cell::RefCell::new(None) };
     }
+    out.clear();
     if level == 0 || data.len() <= 64 {
-        return None;
+        return false;
     }
-    let run = |cctx: &mut zstd::bulk::Compressor<'static>| {
-        if !worth_compressing(cctx, data) {
-            return None;
+    let mut run = |cctx: &mut zstd::bulk::Compressor<'static>| -> bool {
+        if !worth_compressing(cctx, data) || cctx.set_compression_level(level).is_err() {
+            return false;
         }
-        cctx.set_compression_level(level).ok()?;
-        cctx.compress(data)
-            .ok()
-            .filter(|c| c.len() < data.len() - data.len() / 64)
+        out.reserve(zstd::zstd_safe::compress_bound(data.len()));
+        cctx.compress_to_buffer(data, out)
+            .is_ok_and(|n| n < data.len() - data.len() / 64)
     };
     CCTX.with(|cell| match cell.try_borrow_mut() {
         Ok(mut slot) => {
             if slot.is_none() {
                 *slot = zstd::bulk::Compressor::new(level).ok();
             }
-            slot.as_mut().and_then(run)
+            slot.as_mut().is_some_and(&mut run)
         }
         Err(_) => zstd::bulk::Compressor::new(level)
             .ok()
             .as_mut()
-            .and_then(run),
+            .is_some_and(&mut run),
     })
 }
 
@@ -109,6 +116,18 @@ pub fn seal_compressed(
     data: &[u8],
     compressed: Option<&[u8]>,
 ) -> Result<SealedBlob> {
+    seal_into(sealer, kind, id, data, compressed, Vec::new())
+}
+
+/// Like [`seal_compressed`], writing the sealed blob into `bytes` (cleared first).
+pub fn seal_into(
+    sealer: &Sealer,
+    kind: BlobKind,
+    id: Id,
+    data: &[u8],
+    compressed: Option<&[u8]>,
+    mut bytes: Vec<u8>,
+) -> Result<SealedBlob> {
     let raw_len = u32::try_from(data.len()).map_err(|_| RepoError::Invalid {
         what: "blob size",
         detail: format!("{} bytes exceeds 4 GiB", data.len()),
@@ -119,7 +138,8 @@ pub fn seal_compressed(
     };
     let mut nonce = [0u8; NONCE_LEN];
     arca_crypto::random_bytes(&mut nonce).map_err(|e| RepoError::crypto("blob", e))?;
-    let mut bytes = Vec::with_capacity(payload.len() + BLOB_OVERHEAD);
+    bytes.clear();
+    bytes.reserve(payload.len() + BLOB_OVERHEAD);
     bytes.extend_from_slice(&nonce);
     bytes.push(flag);
     bytes.extend_from_slice(payload);

@@ -37,7 +37,13 @@ pub struct FinishedPack {
 impl PackWriter {
     /// An empty pack of `kind`, with room for about `capacity` bytes.
     pub fn new(kind: BlobKind, capacity: usize) -> Self {
-        let mut buf = Vec::with_capacity(capacity);
+        Self::with_buffer(kind, Vec::with_capacity(capacity))
+    }
+
+    /// An empty pack of `kind` written into `buf` (cleared first), so that a pipeline can
+    /// reuse the buffers of packs it has uploaded.
+    pub fn with_buffer(kind: BlobKind, mut buf: Vec<u8>) -> Self {
+        buf.clear();
         buf.extend_from_slice(&EnvelopeHeader::new(EnvelopeKind::Pack, 0).encode());
         Self {
             kind,

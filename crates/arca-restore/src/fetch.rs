@@ -2,88 +2,17 @@
 //! retried with exponential backoff and jitter, bounded in attempts and in time; any other
 //! failure fails only the files whose blocks the read carried.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
 
-use arca_backend::{Backend, BackendError, FileType};
-use arca_format::Id;
+use arca_backend::Backend;
 use arca_repo::PackRef;
+use arca_repo::trees::ranges::read_with_retry;
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::ctx::Shared;
 use crate::jobs::{Done, FetchJob, Work};
 use crate::profile::{Clock, Post};
 use crate::schedule::lost;
-
-/// Attempts of one read, the first included.
-const ATTEMPTS: u32 = 6;
-/// First backoff; doubled after every failure.
-const BACKOFF: Duration = Duration::from_millis(100);
-/// Longest single backoff.
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// No retry starts after this long.
-const RETRY_WINDOW: Duration = Duration::from_secs(60);
-
-/// A pseudo-random factor in [0.5, 1.5) for backoff jitter.
-fn jitter(seed: u64) -> f64 {
-    let mut x = seed ^ 0x9E37_79B9_7F4A_7C15;
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    0.5 + (x >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// Reads `len` bytes of pack `pack` at `offset` into `buf`, retrying transient failures.
-/// Returns where the bytes start in `buf` and the number of retries it took.
-pub(crate) fn read_with_retry(
-    backend: &dyn Backend,
-    pack: &Id,
-    offset: u64,
-    len: u64,
-    buf: &mut Vec<u8>,
-    stop: &AtomicBool,
-) -> Result<(usize, u32), BackendError> {
-    let name = pack.to_hex();
-    let started = Instant::now();
-    let mut delay = BACKOFF;
-    let mut attempt = 0;
-    loop {
-        let res = backend
-            .read_range_bulk(FileType::Pack, &name, offset, len, buf)
-            .and_then(|at| {
-                if buf.len().saturating_sub(at) as u64 >= len {
-                    Ok(at)
-                } else {
-                    Err(BackendError::new(
-                        "read",
-                        format!("{}/{}", backend.location(), FileType::Pack.path(&name)),
-                        arca_backend::ErrorKind::ShortRead,
-                        format!("got {} bytes, wanted {len} at offset {offset}", buf.len()),
-                    ))
-                }
-            });
-        match res {
-            Ok(at) => return Ok((at, attempt)),
-            Err(e) if e.is_transient() && attempt + 1 < ATTEMPTS => {
-                if started.elapsed() > RETRY_WINDOW {
-                    return Err(e);
-                }
-                let seed = started.elapsed().as_nanos() as u64 ^ offset ^ u64::from(attempt);
-                let wait = delay.mul_f64(jitter(seed));
-                let until = Instant::now() + wait;
-                while Instant::now() < until {
-                    if stop.load(Ordering::Relaxed) {
-                        return Err(e);
-                    }
-                    std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
-                }
-                delay = (delay * 2).min(BACKOFF_MAX);
-                attempt += 1;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
 
 /// One fetcher thread: takes reads from the scheduler, hands filled buffers to the workers.
 pub(crate) fn fetcher(

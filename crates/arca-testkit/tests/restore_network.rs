@@ -85,12 +85,12 @@ fn interleaved(
     for i in 0..30 {
         fs::write(src.join(format!("p/{i:02}")), content(1, i)).unwrap();
     }
-    do_backup(&repo, &src).unwrap();
+    do_backup_ordered(&repo, &src).unwrap();
     fs::create_dir_all(src.join("q")).unwrap();
     for i in 0..30 {
         fs::write(src.join(format!("q/{i:02}")), content(2, i)).unwrap();
     }
-    do_backup(&repo, &src).unwrap();
+    do_backup_ordered(&repo, &src).unwrap();
     fs::create_dir_all(src.join("a")).unwrap();
     for i in 0..30 {
         fs::write(
@@ -99,7 +99,7 @@ fn interleaved(
         )
         .unwrap();
     }
-    do_backup(&repo, &src).unwrap();
+    do_backup_ordered(&repo, &src).unwrap();
     (fb, repo, src)
 }
 

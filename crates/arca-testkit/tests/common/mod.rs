@@ -45,6 +45,21 @@ pub fn do_backup(repo: &Repository, path: &Path) -> Result<BackupReport, arca_ba
     backup(repo, &opts, &Progress::default(), &|_: &Warning| {})
 }
 
+/// A backup whose packs hold the blobs in walk order (one reader, one sealer), for tests
+/// that depend on where blobs lie.
+pub fn do_backup_ordered(
+    repo: &Repository,
+    path: &Path,
+) -> Result<BackupReport, arca_backup::BackupError> {
+    let opts = BackupOptions {
+        paths: vec![path.to_path_buf()],
+        read_concurrency: 1,
+        workers: 1,
+        ..BackupOptions::default()
+    };
+    backup(repo, &opts, &Progress::default(), &|_: &Warning| {})
+}
+
 pub fn do_restore(
     repo: &Repository,
     snapshot: &str,
