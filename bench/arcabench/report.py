@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 
+from . import capping
 from .scenarios import REFERENCES, RESTORES, SCENARIOS
+
+# Where docs/bench/ lives (the capping experiment's results).
+DOCS_BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs", "bench")
 
 MiB = 1024 * 1024
 
@@ -299,6 +303,7 @@ def render(results: dict, plots_rel: str | None = None) -> str:
     out += ["", "## Results", ""]
     for ds in results["datasets"]:
         out += _dataset_section(results, ds, plots_rel, notes)
+    out += capping.render(os.path.join(DOCS_BENCH, "capping.json"))
     out += ["## How each figure is obtained", ""]
     out += METHOD
     if notes.items:

@@ -10,11 +10,26 @@ use arca_repo::Index;
 /// Lock shards: readers hashing different files rarely meet on one.
 const SHARDS: usize = 16;
 
+/// Capping (FAST'13): the read stream is cut into segments of this many bytes; within one,
+/// blocks may reference at most `--cap` packs written before this backup.
+pub(crate) const SEGMENT: u64 = 20 << 20;
+
+/// The current capping segment: bytes read into it and the old packs admitted.
+#[derive(Debug, Default)]
+struct Segment {
+    bytes: u64,
+    packs: Vec<u32>,
+}
+
 /// The loaded index plus the blobs queued by this backup.
 pub(crate) struct Known<'a> {
     index: &'a Index,
     /// Blobs claimed by this run, by kind then shard.
     claimed: [Vec<Mutex<HashSet<Id>>>; 2],
+    /// Data blobs this run stores again under `--cap`.
+    copied: Mutex<HashSet<Id>>,
+    /// The capping segment, shared by all readers: one stream, as FAST'13 caps it.
+    segment: Mutex<Segment>,
 }
 
 impl<'a> Known<'a> {
@@ -23,6 +38,8 @@ impl<'a> Known<'a> {
         Self {
             index,
             claimed: [shards(), shards()],
+            copied: Mutex::new(HashSet::new()),
+            segment: Mutex::new(Segment::default()),
         }
     }
 
@@ -51,5 +68,45 @@ impl<'a> Known<'a> {
             // A panicked holder: store again rather than risk losing the blob.
             Err(poisoned) => poisoned.into_inner().insert(*id),
         }
+    }
+
+    /// Counts `len` bytes read into the capping segment; a full segment starts the next.
+    pub(crate) fn advance(&self, len: u64) {
+        let mut seg = self.segment.lock().unwrap_or_else(|p| p.into_inner());
+        seg.bytes += len;
+        if seg.bytes >= SEGMENT {
+            *seg = Segment::default();
+        }
+    }
+
+    /// Whether a data blob stored before this run lies beyond the cap: none of its packs is
+    /// among the segment's first `cap` old packs, and there is no room to admit one.
+    pub(crate) fn beyond_cap(&self, id: &Id, cap: usize) -> bool {
+        let mut first = None;
+        let mut seg = self.segment.lock().unwrap_or_else(|p| p.into_inner());
+        for l in self.index.locations(BlobKind::Data, id) {
+            if seg.packs.contains(&l.pack_index) {
+                return false;
+            }
+            first.get_or_insert(l.pack_index);
+        }
+        // Not stored before this run: its pack is one of this backup's own.
+        let Some(pack) = first else {
+            return false;
+        };
+        if seg.packs.len() < cap {
+            seg.packs.push(pack);
+            return false;
+        }
+        true
+    }
+
+    /// Claims storing an already stored data blob once more (`--cap`): true for exactly one
+    /// caller per blob and run.
+    pub(crate) fn claim_copy(&self, id: &Id) -> bool {
+        self.copied
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(*id)
     }
 }

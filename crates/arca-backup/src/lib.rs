@@ -99,6 +99,10 @@ pub struct BackupOptions {
     pub upload_queue: usize,
     /// Bytes of file data in flight between reading and uploading (0 = [`DEFAULT_MEMORY`]).
     pub memory: u64,
+    /// Capping (FAST'13): within each segment of about 20 MiB of the read stream, blocks
+    /// reference at most this many packs written before this backup; blocks in other old
+    /// packs are stored again. 0 = no capping.
+    pub cap: usize,
     /// Set (from a signal handler) to stop the backup: what was queued is uploaded and
     /// indexed, and no snapshot is written.
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
@@ -247,6 +251,8 @@ pub struct BackupReport {
     pub duration_seconds: f64,
     /// Where each stage spent its time.
     pub profile: Vec<StageProfile>,
+    /// Blocks stored again by `--cap`, and their bytes.
+    pub capped: (u64, u64),
 }
 
 fn parent_for(
@@ -425,6 +431,7 @@ fn run<'w>(
         warnings,
         duration_seconds: started.elapsed().as_secs_f64(),
         profile: out.profile,
+        capped: out.capped,
     })
 }
 

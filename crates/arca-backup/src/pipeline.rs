@@ -95,6 +95,8 @@ pub(crate) struct Outcome {
     pub excluded: u64,
     pub saved: Result<SaverStats, RepoError>,
     pub profile: Vec<StageProfile>,
+    /// Blocks stored again by capping, and their bytes.
+    pub capped: (u64, u64),
 }
 
 /// Knobs of the network.
@@ -152,16 +154,18 @@ pub(crate) fn run(
             let reads: Vec<_> = reader_handles
                 .into_iter()
                 .filter_map(|h| h.join().ok())
-                .map(|r| (r.summary, r.times))
+                .map(|r| (r.summary, r.times, r.copied))
                 .collect();
             let assembled = assembler.join().ok();
             ((root, summary, excluded, clock), reads, assembled)
         });
         let (root, mut summary, excluded, walk_clock) = walked;
         let mut times: Vec<ReadTimes> = vec![];
-        for (s, t) in &reads {
+        let mut capped = (0, 0);
+        for (s, t, c) in &reads {
             add_summary(&mut summary, s);
             times.push(*t);
+            capped = (capped.0 + c.0, capped.1 + c.1);
         }
         let mut profile = vec![stage("walk", std::slice::from_ref(&walk_clock))];
         profile.extend(ReadTimes::stages(&times));
@@ -196,6 +200,7 @@ pub(crate) fn run(
             excluded,
             saved,
             profile,
+            capped,
         }
     })
 }

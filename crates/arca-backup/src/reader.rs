@@ -95,6 +95,8 @@ pub(crate) struct FileReader<'c, 'a, 's> {
     zero_ids: HashMap<usize, Id>,
     pub summary: SnapshotSummary,
     pub times: ReadTimes,
+    /// Blobs (and their bytes) stored again because their pack was beyond the cap.
+    pub copied: (u64, u64),
 }
 
 /// Why a reader stopped early.
@@ -112,6 +114,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             zero_ids: HashMap::new(),
             summary: SnapshotSummary::default(),
             times: ReadTimes::default(),
+            copied: (0, 0),
         }
     }
 
@@ -255,6 +258,25 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
         key.blob_id(chunk)
     }
 
+    /// Whether a block already stored must be stored again: with `--cap N`, the blocks of a
+    /// segment of the read stream (all readers together, [`crate::dedup::SEGMENT`] bytes) reference at
+    /// most N packs written before this backup (the first N met); a block in any other old
+    /// pack is copied into this backup's packs, so restoring the new snapshot reads fewer,
+    /// fuller packs (FAST'13's capping).
+    fn beyond_cap(&mut self, id: &Id, len: u32) -> bool {
+        let cap = self.ctx.opts.cap;
+        if cap == 0 {
+            return false;
+        }
+        let known = &self.ctx.known;
+        if !known.beyond_cap(id, cap) || !known.claim_copy(id) {
+            return false;
+        }
+        self.copied.0 += 1;
+        self.copied.1 += u64::from(len);
+        true
+    }
+
     /// Chunks everything `reader` yields and queues the new blobs; `None` when reading failed
     /// (warned, naming `path`).
     pub(crate) fn chunk<R: Read>(
@@ -291,9 +313,17 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                     total += u64::from(len);
                     ctx.progress.add(0, u64::from(len), u64::from(len));
                     content.push(ContentRef { id, len });
-                    if ctx.known.claim(BlobKind::Data, &id) {
+                    if ctx.opts.cap > 0 {
+                        ctx.known.advance(u64::from(len));
+                    }
+                    let store = if ctx.known.claim(BlobKind::Data, &id) {
                         self.summary.data_blobs += 1;
                         self.summary.data_added += u64::from(len);
+                        true
+                    } else {
+                        self.beyond_cap(&id, len)
+                    };
+                    if store {
                         let data = std::mem::replace(&mut chunk, ctx.saver.buffer());
                         let t = Instant::now();
                         let sent = ctx.saver.save(BlobKind::Data, id, data);

@@ -161,6 +161,10 @@ pub struct BackupArgs {
     /// Memory for data in flight between reading and uploading, e.g. 512MiB [default: 256MiB]
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
+    /// Capping: within each ~20 MiB segment, reference at most N packs of earlier backups and
+    /// store blocks found in other old packs again (bounds restore fragmentation; 0 = off)
+    #[arg(long, value_name = "N")]
+    pub cap: Option<usize>,
     /// Print where each stage of the pipeline spent its time
     #[arg(long)]
     pub profile: bool,

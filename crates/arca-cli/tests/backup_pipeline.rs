@@ -236,3 +236,77 @@ fn profile_names_every_stage() {
         && st["threads"].as_u64().unwrap() >= 1
         && st["busy_seconds"].as_f64().unwrap() >= 0.0));
 }
+
+/// Generation `g` of 10 files of 2 MiB: generation 0 writes them, each later one overwrites
+/// two 48 KiB stretches in each of 4 files, so a file's blocks spread over the packs of
+/// many generations (the fragmentation FAST'13's capping bounds).
+fn generation(src: &Path, g: u64) {
+    fs::create_dir_all(src).unwrap();
+    for f in 0..10u64 {
+        let p = src.join(format!("f{f:02}"));
+        if g == 0 {
+            fs::write(&p, random_bytes(f, 2 << 20)).unwrap();
+        } else if (f + g) % 10 < 4 {
+            let mut data = fs::read(&p).unwrap();
+            for k in 0..2u64 {
+                let at = ((g * 7919 + f * 104_729 + k * 1_000_003) % 40) as usize * 49_152;
+                data[at..at + 49_152].copy_from_slice(&random_bytes(g * 100 + f * 10 + k, 49_152));
+            }
+            fs::write(&p, data).unwrap();
+        }
+    }
+}
+
+#[test]
+fn capping_bounds_the_packs_the_newest_snapshot_needs() {
+    let capped = Env::new();
+    let plain = Env::new();
+    let src = capped.path("src");
+    for e in [&capped, &plain] {
+        e.init(&[
+            "--pack-size",
+            "1MiB",
+            "--compression",
+            "0",
+            "--chunk-min",
+            "16KiB",
+            "--chunk-avg",
+            "64KiB",
+            "--chunk-max",
+            "256KiB",
+        ]);
+    }
+    let mut copies = 0;
+    for g in 0..10 {
+        generation(&src, g);
+        let s = src.to_str().unwrap();
+        // One reader each: the two repositories then lay their packs out the same way, and
+        // only capping tells them apart.
+        let one = ["backup", "--json", "--read-concurrency", "1", "--cap"];
+        let b = capped.json(&[&one[..], &["2", s]].concat());
+        copies += b["capped_blobs"].as_u64().unwrap();
+        plain.json(&[&one[..], &["0", s]].concat());
+    }
+    assert!(copies > 0, "capping stored nothing again");
+    let packs_read = |e: &Env| {
+        let t = e.path("t");
+        let r = e.json(&[
+            "restore",
+            "latest",
+            "--json",
+            "--target",
+            t.to_str().unwrap(),
+        ]);
+        let diffs =
+            arca_testkit::compare::diff_trees(&src, &t.join(src.strip_prefix("/").unwrap()));
+        assert!(diffs.is_empty(), "{diffs:#?}");
+        r["packs_read"].as_u64().unwrap()
+    };
+    let (with_cap, without) = (packs_read(&capped), packs_read(&plain));
+    eprintln!("packs read by the newest restore: {with_cap} capped, {without} uncapped");
+    assert!(
+        with_cap < without,
+        "capping did not reduce the packs read: {with_cap} vs {without}"
+    );
+    capped.ok(&["check", "--read-data"]);
+}

@@ -54,6 +54,8 @@ pub struct Index {
     /// bucket, one byte per blob.
     starts: Vec<u32>,
     bits: u32,
+    /// Some blob has more than one location.
+    copies: bool,
 }
 
 /// Collects index files, then sorts once.
@@ -93,22 +95,23 @@ impl IndexBuilder {
         }
     }
 
-    /// Sorts and removes duplicate blobs (same id and kind in several packs).
+    /// Sorts the entries. A blob stored in several packs (by `--cap`, concurrent backups or
+    /// a rerun after a crash) keeps every location, lowest pack position first.
     pub fn finish(self) -> Index {
         let Self {
             packs, mut entries, ..
         } = self;
         entries.sort_unstable_by(|a, b| a.key.cmp(&b.key).then(a.pack.cmp(&b.pack)));
-        entries.dedup_by(|a, b| {
-            a.key == b.key && packs[a.pack as usize].kind == packs[b.pack as usize].kind
-        });
+        entries.dedup_by(|a, b| a.key == b.key && a.pack == b.pack);
         entries.shrink_to_fit();
+        let copies = entries.windows(2).any(|w| w[0].key == w[1].key);
         let (starts, bits) = buckets(&entries);
         Index {
             packs,
             entries,
             starts,
             bits,
+            copies,
         }
     }
 }
@@ -151,8 +154,13 @@ impl Index {
         b.finish()
     }
 
-    /// Finds a blob of a given kind.
+    /// Finds a blob of a given kind (its first location when it has several).
     pub fn get(&self, kind: BlobKind, id: &Id) -> Option<BlobLocation> {
+        self.locations(kind, id).next()
+    }
+
+    /// Every location of a blob of a given kind, lowest pack position first.
+    pub fn locations(&self, kind: BlobKind, id: &Id) -> impl Iterator<Item = BlobLocation> + '_ {
         let key = id.prefix16();
         let entries = match self.starts.len() {
             0 => &self.entries[..],
@@ -164,8 +172,8 @@ impl Index {
         let start = entries.partition_point(|e| e.key < key);
         entries[start..]
             .iter()
-            .take_while(|e| e.key == key)
-            .find(|e| self.packs[e.pack as usize].kind == kind)
+            .take_while(move |e| e.key == key)
+            .filter(move |e| self.packs[e.pack as usize].kind == kind)
             .map(|e| BlobLocation {
                 pack_index: e.pack,
                 pack: self.packs[e.pack as usize],
@@ -173,6 +181,11 @@ impl Index {
                 length: e.length,
                 raw_length: e.raw_length,
             })
+    }
+
+    /// Whether some blob is stored in more than one pack.
+    pub fn has_copies(&self) -> bool {
+        self.copies
     }
 
     /// Whether a blob of `kind` is present.
@@ -185,7 +198,7 @@ impl Index {
         &self.packs
     }
 
-    /// Number of distinct blobs.
+    /// Number of blob locations (a blob stored in two packs counts twice).
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -243,7 +256,16 @@ mod tests {
         };
         let ix = Index::from_files([&f, &f]);
         assert_eq!(ix.packs().len(), 3);
-        assert_eq!(ix.len(), 4);
+        // Blob 1 is in packs 100 and 102: both locations are kept, the first pack first.
+        assert_eq!(ix.len(), 5);
+        assert!(ix.has_copies());
+        let copies: Vec<Id> = ix
+            .locations(BlobKind::Data, &id(1))
+            .map(|l| l.pack.id)
+            .collect();
+        assert_eq!(copies, vec![id(100), id(102)]);
+        assert_eq!(ix.get(BlobKind::Data, &id(1)).unwrap().pack.id, id(100));
+        assert_eq!(ix.locations(BlobKind::Tree, &id(1)).count(), 0);
         let l = ix.get(BlobKind::Data, &id(2)).unwrap();
         assert_eq!(
             (l.pack.id, l.offset, l.length, l.raw_length),

@@ -328,7 +328,44 @@ impl Planner<'_> {
                 self.enter(&mut w, &mut stack, idx, sub);
             }
         }
+        self.choose_copies(&mut w.plan.blobs);
         finish(w)
+    }
+
+    /// For blobs stored in several packs (`backup --cap` stores a block again rather than
+    /// reference a pack it barely uses), picks the copy in the pack the restore reads anyway:
+    /// the one holding the most blobs that have no other copy, then the most chosen so far.
+    fn choose_copies(&self, blobs: &mut [BlobPlan]) {
+        if !self.index.has_copies() {
+            return;
+        }
+        let mut weight: HashMap<u32, u64> = HashMap::new();
+        let mut several = vec![];
+        for (i, b) in blobs.iter().enumerate() {
+            if b.missing || b.pack == u32::MAX {
+                continue;
+            }
+            match self.index.locations(BlobKind::Data, &b.id).nth(1) {
+                Some(_) => several.push(i),
+                None => *weight.entry(b.pack).or_default() += 1,
+            }
+        }
+        for i in several {
+            let b = &mut blobs[i];
+            let best = self.index.locations(BlobKind::Data, &b.id).max_by_key(|l| {
+                (
+                    weight.get(&l.pack_index).copied().unwrap_or(0),
+                    std::cmp::Reverse(l.pack_index),
+                )
+            });
+            if let Some(l) = best {
+                b.pack = l.pack_index;
+                b.offset = l.offset;
+                b.length = l.length;
+                b.raw_len = l.raw_length;
+                *weight.entry(l.pack_index).or_default() += 1;
+            }
+        }
     }
 
     /// Starts walking the listing `tree_id` of directory `d` (dropping its plaintext when this

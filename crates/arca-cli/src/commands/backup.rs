@@ -17,6 +17,9 @@ use crate::cli::{BackupArgs, Global};
 use crate::progress::{BarState, ProgressLine, Ticker};
 use crate::util::{self, human_bytes, human_duration};
 
+/// `--cap` when not given (see docs/BENCHMARKS.md for the figures behind it).
+const DEFAULT_CAP: usize = 0;
+
 /// Exit code after Ctrl-C, as a shell reports SIGINT.
 const INTERRUPTED: u8 = 130;
 
@@ -96,6 +99,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         upload_queue: a.upload_queue.unwrap_or(0),
         workers: a.workers.unwrap_or(0),
         memory,
+        cap: a.cap.unwrap_or(DEFAULT_CAP),
         cancel: Some(Arc::clone(&cancel)),
         ..BackupOptions::default()
     };
@@ -166,6 +170,8 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
             "duration_seconds": report.duration_seconds,
             "backend": util::stats_json(&opened.stats),
             "profile": super::stages_json(&report.profile),
+            "capped_blobs": report.capped.0,
+            "capped_bytes": report.capped.1,
         });
         super::out(&v.to_string())?;
     } else if !g.quiet {
@@ -190,6 +196,13 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         ))?;
         if report.excluded > 0 {
             super::out(&format!("Excluded:    {} entries", report.excluded))?;
+        }
+        if report.capped.0 > 0 {
+            super::out(&format!(
+                "Capped:      {} blocks ({}) stored again to keep the snapshot in fewer packs",
+                report.capped.0,
+                human_bytes(report.capped.1)
+            ))?;
         }
         if report.dry_run {
             super::out("dry run: nothing was written to the repository")?;
