@@ -42,7 +42,7 @@ impl From<RepoError> for Fatal {
 }
 
 /// Threads reading metadata ahead of the walk (they mostly wait for the disk).
-const PREFETCH_THREADS: usize = 8;
+const PREFETCH_THREADS: usize = 32;
 /// A stat slower than this on average (ns) came from the disk, not the cache.
 pub(crate) const COLD_STAT_NS: f64 = 6_000.0;
 

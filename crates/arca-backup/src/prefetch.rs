@@ -1,5 +1,5 @@
 //! Metadata read-ahead for the walk: a few threads list directories and stat their entries
-//! ahead of the (ordered, single-threaded) archiver, so a cold tree's inode and directory
+//! ahead of the (ordered, single-threaded) walk, so a cold tree's inode and directory
 //! blocks are read many at a time instead of one after another. Nothing they learn is used
 //! directly: they only warm the kernel's caches, so the snapshot does not depend on them.
 
@@ -65,7 +65,7 @@ impl Handle {
 const BATCH: usize = 16;
 /// Levels below a directory the walk has reached that are read ahead: each directory is
 /// then read ahead at most this many times over, once per ancestor the walk lists.
-const DEPTH: u8 = 2;
+const DEPTH: u8 = 4;
 /// Jobs waiting at most; more hints are dropped (the walk then reads those itself).
 const CAPACITY: usize = 2048;
 
