@@ -42,7 +42,7 @@ impl From<RepoError> for Fatal {
 }
 
 /// Threads reading metadata ahead of the walk (they mostly wait for the disk).
-const PREFETCH_THREADS: usize = 32;
+pub(crate) const PREFETCH_THREADS: usize = 32;
 /// A stat slower than this on average (ns) came from the disk, not the cache.
 pub(crate) const COLD_STAT_NS: f64 = 6_000.0;
 
@@ -97,6 +97,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         ctx: &'c Ctx<'a, 's>,
         parents: &'c ParentTrees<'c>,
         filter: Arc<Filter>,
+        prefetch: Prefetcher,
         jobs: Sender<FileJob>,
         out: Sender<Msg>,
     ) -> Self {
@@ -106,7 +107,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             jobs,
             out,
             names: NameCache::new(),
-            prefetch: Prefetcher::start(PREFETCH_THREADS, Arc::clone(&filter)),
+            prefetch,
             filter,
             linked: HashMap::new(),
             reading: HashMap::new(),

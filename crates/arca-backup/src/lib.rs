@@ -313,7 +313,7 @@ pub fn backup(
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
     let sources = SourceTree::build(&abs);
-    run(repo, opts, shown, progress, observer, |parent_root| {
+    run(repo, opts, shown, &abs, progress, observer, |parent_root| {
         Source::Paths(&sources, parent_root)
     })
 }
@@ -334,7 +334,7 @@ pub fn backup_reader(
         });
     }
     let shown = vec![format!("/{name}")];
-    run(repo, opts, shown, progress, observer, |_| {
+    run(repo, opts, shown, &[], progress, observer, |_| {
         Source::Stdin(name.as_bytes(), reader)
     })
 }
@@ -344,13 +344,19 @@ fn run<'w>(
     repo: &Repository,
     opts: &BackupOptions,
     shown: Vec<String>,
+    warm: &[PathBuf],
     progress: &Progress,
     observer: &dyn Observer,
     walk: impl FnOnce(Option<Id>) -> Source<'w>,
 ) -> Result<BackupReport, BackupError> {
     let started = Instant::now();
     let start_time = opts.time.unwrap_or_else(|| Local::now().fixed_offset());
-    let filter = Filter::new(&opts.excludes)?;
+    let filter = std::sync::Arc::new(Filter::new(&opts.excludes)?);
+    // Metadata read-ahead starts now: the source's directories warm up while the index and
+    // the parent's trees load.
+    let prefetch =
+        prefetch::Prefetcher::start(archiver::PREFETCH_THREADS, std::sync::Arc::clone(&filter));
+    prefetch.warm(warm);
     let hostname = opts
         .hostname
         .clone()
@@ -372,6 +378,7 @@ fn run<'w>(
         &index,
         &parents,
         filter,
+        prefetch,
         opts,
         &shape,
         progress,

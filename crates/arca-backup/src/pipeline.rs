@@ -13,6 +13,7 @@ use crate::archiver::{Fatal, Walker};
 use crate::assemble::{self, Msg};
 use crate::dedup::Known;
 use crate::filter::Filter;
+use crate::prefetch::Prefetcher;
 use crate::reader::{FileJob, FileReader, ReadTimes};
 use crate::report::Reporter;
 use crate::saver::{Saver, SaverConfig, SaverStats};
@@ -111,14 +112,14 @@ pub(crate) fn run(
     repo: &Repository,
     index: &Index,
     parents: &ParentTrees<'_>,
-    filter: Filter,
+    filter: Arc<Filter>,
+    prefetch: Prefetcher,
     opts: &BackupOptions,
     shape: &Shape,
     progress: &Progress,
     observer: &dyn Observer,
     source: Source<'_>,
 ) -> Outcome {
-    let filter = Arc::new(filter);
     std::thread::scope(|outer| {
         let saver = Saver::start(outer, repo, shape.saver);
         let ctx = Ctx {
@@ -142,7 +143,8 @@ pub(crate) fn run(
                 .collect();
             drop(job_rx);
             let assembler = inner.spawn(|| assemble::run(&ctx, msg_rx));
-            let mut walker = Walker::new(&ctx, parents, Arc::clone(&filter), job_tx, msg_tx);
+            let mut walker =
+                Walker::new(&ctx, parents, Arc::clone(&filter), prefetch, job_tx, msg_tx);
             let root = match source {
                 Source::Paths(src, parent_root) => walker.run(src, parent_root),
                 Source::Stdin(name, reader) => walker.run_stdin(name, reader),

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -66,6 +66,8 @@ const BATCH: usize = 16;
 /// Levels below a directory the walk has reached that are read ahead: each directory is
 /// then read ahead at most this many times over, once per ancestor the walk lists.
 const DEPTH: u8 = 4;
+/// Levels read ahead below the backed-up directories before the walk starts.
+const WARM_DEPTH: u8 = 8;
 /// Jobs waiting at most; more hints are dropped (the walk then reads those itself).
 const CAPACITY: usize = 2048;
 
@@ -216,6 +218,37 @@ impl Prefetcher {
     /// Whether the read-ahead's last stats waited for the disk.
     pub(crate) fn disk_bound(&self) -> bool {
         !self.threads.is_empty() && self.shared.disk_bound.load(Ordering::Relaxed)
+    }
+
+    /// Before the walk starts (while the repository's index and the parent's trees load),
+    /// reads ahead below the backed-up directories, deeper than a hint goes, when their
+    /// metadata is not cached.
+    pub(crate) fn warm(&self, dirs: &[PathBuf]) {
+        for dir in dirs {
+            let Ok(meta) = std::fs::symlink_metadata(dir) else {
+                continue;
+            };
+            if !meta.is_dir() || self.threads.is_empty() {
+                continue;
+            }
+            if let Ok(mut names) = arca_fs::list_dir_names(dir) {
+                names.sort();
+                // Only when the metadata comes from the disk: on a warm cache reading ahead
+                // only doubles the stats. A few entries' stat times tell.
+                let sample = &names[..names.len().min(8)];
+                let t = Instant::now();
+                for n in sample {
+                    let _ = std::fs::symlink_metadata(join(dir, n));
+                }
+                let avg = t.elapsed().as_nanos() as f64 / sample.len().max(1) as f64;
+                if avg <= crate::archiver::COLD_STAT_NS {
+                    continue;
+                }
+                let dev = std::os::unix::fs::MetadataExt::dev(&meta);
+                self.shared
+                    .push(Arc::from(dir.as_path()), None, dev, &names, WARM_DEPTH);
+            }
+        }
     }
 
     /// The walk has listed `dir` (on device `dev`): stat its entries ahead of it.
