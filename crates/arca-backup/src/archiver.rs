@@ -71,7 +71,7 @@ enum Later<'t> {
 
 pub(crate) struct Walker<'c, 'a, 's> {
     ctx: &'c Ctx<'a, 's>,
-    parents: &'c ParentTrees<'c>,
+    parents: &'c ParentTrees,
     jobs: Sender<FileJob>,
     out: Sender<Msg>,
     names: NameCache,
@@ -95,7 +95,7 @@ pub(crate) struct Walker<'c, 'a, 's> {
 impl<'c, 'a, 's> Walker<'c, 'a, 's> {
     pub(crate) fn new(
         ctx: &'c Ctx<'a, 's>,
-        parents: &'c ParentTrees<'c>,
+        parents: &'c ParentTrees,
         filter: Arc<Filter>,
         prefetch: Prefetcher,
         jobs: Sender<FileJob>,
@@ -147,7 +147,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
 
     fn parent_tree(&self, id: Option<Id>) -> Option<Tree> {
         // A damaged parent only costs re-reading; it does not fail the backup.
-        self.parents.get(self.ctx.repo, &id?)
+        self.parents.as_ref()?.get(&id?)
     }
 
     /// Walks the whole tree of sources; the root is directory 0.
@@ -456,7 +456,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 slots.push(Slot::Ready(node));
             }
             Ok(None) => {}
-            Err(Halt::Stopped) => {
+            Err(Halt) => {
                 return Err(match self.ctx.cancelled() {
                     true => Fatal::Cancelled,
                     false => Fatal::Stopped,

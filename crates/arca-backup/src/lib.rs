@@ -33,7 +33,7 @@ use chrono::{DateTime, FixedOffset, Local};
 use crate::archiver::Fatal;
 pub use crate::filter::Excludes;
 use crate::filter::Filter;
-use crate::pipeline::{ParentTrees, Shape, Source};
+use crate::pipeline::{Shape, Source};
 use crate::saver::SaverConfig;
 use crate::sources::SourceTree;
 
@@ -368,10 +368,9 @@ fn run<'w>(
     }
     let parent = parent_for(repo, opts, &hostname, &shown)?;
     let shape = shape(repo, opts)?;
-    let bulk = parent
+    let parents = parent
         .as_ref()
         .map(|(_, snap)| arca_repo::trees::load_all(repo, &index, snap.tree, 0));
-    let parents = ParentTrees::new(&index, bulk);
     let parent_root = parent.as_ref().map(|(_, s)| s.tree);
     let out = pipeline::run(
         repo,

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use arca_format::{Id, SnapshotSummary, Tree};
+use arca_format::{Id, SnapshotSummary};
 use arca_repo::profile::{StageProfile, stage};
 use arca_repo::{Index, RepoError, Repository};
 use crossbeam_channel::bounded;
@@ -43,26 +43,9 @@ impl Ctx<'_, '_> {
 }
 
 /// The parent snapshot's directory listings, loaded in bulk up front (a few ranged reads per
-/// level of the tree, not one request per directory); one missing from the bulk load is
-/// read on its own.
-pub(crate) struct ParentTrees<'i> {
-    index: &'i Index,
-    bulk: Option<arca_repo::trees::ParentTrees>,
-}
-
-impl<'i> ParentTrees<'i> {
-    pub(crate) fn new(index: &'i Index, bulk: Option<arca_repo::trees::ParentTrees>) -> Self {
-        Self { index, bulk }
-    }
-
-    /// The listing `id`, or `None` when it cannot be read (its files are then reread).
-    pub(crate) fn get(&self, repo: &Repository, id: &Id) -> Option<Tree> {
-        match &self.bulk {
-            Some(b) if b.contains(id) => b.get(id),
-            _ => repo.load_tree(self.index, id).ok(),
-        }
-    }
-}
+/// level of the tree, not one request per directory); none without a parent. A listing that
+/// could not be loaded is absent: its files are read again.
+pub(crate) type ParentTrees = Option<arca_repo::trees::ParentTrees>;
 
 /// Adds the counters of `b` to `a`.
 pub(crate) fn add_summary(a: &mut SnapshotSummary, b: &SnapshotSummary) {
@@ -111,7 +94,7 @@ pub(crate) struct Shape {
 pub(crate) fn run(
     repo: &Repository,
     index: &Index,
-    parents: &ParentTrees<'_>,
+    parents: &ParentTrees,
     filter: Arc<Filter>,
     prefetch: Prefetcher,
     opts: &BackupOptions,

@@ -99,11 +99,9 @@ pub(crate) struct FileReader<'c, 'a, 's> {
     pub copied: (u64, u64),
 }
 
-/// Why a reader stopped early.
-pub(crate) enum Halt {
-    /// The saver stopped (its error is reported by the pipeline) or the backup was cancelled.
-    Stopped,
-}
+/// A reader stopped early: the saver stopped (its error is reported by the pipeline) or the
+/// backup was cancelled.
+pub(crate) struct Halt;
 
 impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
     pub(crate) fn new(ctx: &'c Ctx<'a, 's>) -> Self {
@@ -147,11 +145,11 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                 }
                 Ok(false) => None,
                 // Cancelled: keep taking (and dropping) jobs until the walk stops.
-                Err(Halt::Stopped) if self.ctx.cancelled() => {
+                Err(Halt) if self.ctx.cancelled() => {
                     mark = Instant::now();
                     continue;
                 }
-                Err(Halt::Stopped) => break,
+                Err(Halt) => break,
             };
             let t = Instant::now();
             let sent = out.send(Msg::File {
@@ -299,7 +297,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
         let mut chunk = ctx.saver.buffer();
         let result = loop {
             if ctx.cancelled() {
-                break Err(Halt::Stopped);
+                break Err(Halt);
             }
             let t = Instant::now();
             let next = sc.next_chunk_into(&mut chunk);
@@ -329,7 +327,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                         let sent = ctx.saver.save(BlobKind::Data, id, data);
                         self.times.wait_out += t.elapsed();
                         if sent.is_err() {
-                            break Err(Halt::Stopped);
+                            break Err(Halt);
                         }
                     }
                 }

@@ -47,16 +47,7 @@ fn source(src: &Path) -> u64 {
 
 /// 1 MiB packs and 64 KiB chunks: 40 MB make about 40 packs of about 16 blobs.
 fn init(e: &Env) {
-    e.init(&[
-        "--pack-size",
-        "1MiB",
-        "--chunk-min",
-        "16KiB",
-        "--chunk-avg",
-        "64KiB",
-        "--chunk-max",
-        "256KiB",
-    ]);
+    e.init(&[&["--pack-size", "1MiB"][..], &SMALL_CHUNKS].concat());
 }
 
 /// Pack files under `data/`, by name (temporary files excluded).

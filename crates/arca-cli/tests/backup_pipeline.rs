@@ -263,18 +263,13 @@ fn capping_bounds_the_packs_the_newest_snapshot_needs() {
     let plain = Env::new();
     let src = capped.path("src");
     for e in [&capped, &plain] {
-        e.init(&[
-            "--pack-size",
-            "1MiB",
-            "--compression",
-            "0",
-            "--chunk-min",
-            "16KiB",
-            "--chunk-avg",
-            "64KiB",
-            "--chunk-max",
-            "256KiB",
-        ]);
+        e.init(
+            &[
+                &["--pack-size", "1MiB", "--compression", "0"][..],
+                &SMALL_CHUNKS,
+            ]
+            .concat(),
+        );
     }
     let mut copies = 0;
     for g in 0..10 {

@@ -105,21 +105,11 @@ pub fn seal_blob(
     level: i32,
 ) -> Result<SealedBlob> {
     let compressed = compress_blob(data, level);
-    seal_compressed(sealer, kind, id, data, compressed.as_deref())
+    seal_into(sealer, kind, id, data, compressed.as_deref(), Vec::new())
 }
 
-/// Seals `data` (plaintext of blob `id`), storing `compressed` instead when given.
-pub fn seal_compressed(
-    sealer: &Sealer,
-    kind: BlobKind,
-    id: Id,
-    data: &[u8],
-    compressed: Option<&[u8]>,
-) -> Result<SealedBlob> {
-    seal_into(sealer, kind, id, data, compressed, Vec::new())
-}
-
-/// Like [`seal_compressed`], writing the sealed blob into `bytes` (cleared first).
+/// Seals `data` (plaintext of blob `id`) into `bytes` (cleared first, so callers can reuse
+/// buffers), storing `compressed` instead when given.
 pub fn seal_into(
     sealer: &Sealer,
     kind: BlobKind,

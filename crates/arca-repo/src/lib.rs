@@ -9,10 +9,13 @@ mod error;
 pub mod host;
 pub mod index;
 pub mod pack;
+mod par;
 pub mod profile;
 pub mod recover;
 mod repository;
 mod snapshots;
+#[cfg(test)]
+mod testing;
 pub mod trees;
 
 pub use error::{RepoError, Result};

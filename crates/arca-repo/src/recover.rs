@@ -15,7 +15,6 @@
 //! left alone and reported; nothing is ever deleted here.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arca_backend::FileType;
 use arca_format::{Id, IndexFile, IndexPack};
@@ -101,46 +100,25 @@ pub fn adopt_unindexed_packs(repo: &Repository, index: &mut Index) -> Result<Ado
 /// The index entries of `packs` from their headers, in order; an error is the reason a
 /// header could not be used.
 fn read_headers(repo: &Repository, packs: &[(Id, u64)]) -> Vec<Result<IndexPack, String>> {
-    let next = AtomicUsize::new(0);
-    let workers = packs.len().clamp(1, HEADER_READERS);
-    let mut results: Vec<(usize, Result<IndexPack, String>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut done = vec![];
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(&(id, size)) = packs.get(i) else {
-                            break;
-                        };
-                        let r = read_pack_header(repo.backend().as_ref(), repo.sealer(), &id, size)
-                            .map(|h| IndexPack {
-                                id,
-                                kind: h.kind,
-                                size,
-                                blobs: h.entries,
-                            })
-                            .map_err(|e| e.to_string());
-                        done.push((i, r));
-                    }
-                    done
+    crate::par::map_ordered(
+        packs,
+        HEADER_READERS,
+        || (),
+        |_, &(id, size)| {
+            read_pack_header(repo.backend().as_ref(), repo.sealer(), &id, size)
+                .map(|h| IndexPack {
+                    id,
+                    kind: h.kind,
+                    size,
+                    blobs: h.entries,
                 })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
-    results.sort_by_key(|r| r.0);
-    // A reader thread that panicked leaves gaps; its packs count as unreadable.
-    let mut it = results.into_iter().peekable();
-    (0..packs.len())
-        .map(|i| match it.next_if(|(j, _)| *j == i) {
-            Some((_, r)) => r,
-            None => Err("header reader failed".to_string()),
-        })
-        .collect()
+                .map_err(|e| e.to_string())
+        },
+    )
+    .into_iter()
+    // A reader thread that panicked leaves its packs unread: they count as unreadable.
+    .map(|r| r.unwrap_or_else(|| Err("header reader failed".to_string())))
+    .collect()
 }
 
 #[cfg(test)]
@@ -150,32 +128,14 @@ mod tests {
     use std::sync::Arc;
 
     use arca_backend::{Backend, LocalBackend, MemoryBackend};
-    use arca_format::{BlobKind, ChunkerParams, KdfParams};
+    use arca_format::BlobKind;
 
     use super::*;
+    use crate::Repository;
     use crate::blob::seal_blob;
     use crate::pack::{FinishedPack, PackWriter};
-    use crate::{InitOptions, Repository};
 
-    fn opts() -> InitOptions {
-        InitOptions {
-            kdf: KdfParams {
-                memory_kib: 64,
-                iterations: 1,
-                parallelism: 1,
-            },
-            chunker: ChunkerParams {
-                min: 4096,
-                avg: 16384,
-                max: 65536,
-            },
-            ..InitOptions::default()
-        }
-    }
-
-    fn repo(b: Arc<dyn Backend>) -> Repository {
-        Repository::init(b, b"pw", &opts()).unwrap()
-    }
+    use crate::testing::repo;
 
     /// A pack of `n` data blobs derived from `seed`, uploaded without an index; returns the
     /// pack and its blobs.

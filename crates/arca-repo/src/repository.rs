@@ -1,7 +1,6 @@
 //! The [`Repository`] handle: init, open, keys, sealed files, blob and tree reads.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arca_backend::{Backend, ErrorKind, FileType};
 use arca_chunker::Chunker;
@@ -267,29 +266,20 @@ impl Repository {
     /// The first failure is returned as the error.
     pub fn load_index_files(&self) -> Result<Vec<(Id, Result<IndexFile>)>> {
         let ids = self.list_ids(FileType::Index)?;
-        let next = AtomicUsize::new(0);
-        let workers = ids.len().clamp(1, 4);
-        let mut results: Vec<(usize, Id, Result<IndexFile>)> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut out = vec![];
-                        loop {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            let Some((id, _)) = ids.get(i) else { break };
-                            out.push((i, *id, self.load_index_file(id)));
-                        }
-                        out
+        let loaded = crate::par::map_ordered(&ids, 4, || (), |_, (id, _)| self.load_index_file(id));
+        Ok(ids
+            .iter()
+            .zip(loaded)
+            .map(|((id, _), r)| {
+                let r = r.unwrap_or_else(|| {
+                    Err(RepoError::Invalid {
+                        what: "index file",
+                        detail: format!("{id}: the reader thread failed"),
                     })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap_or_default())
-                .collect()
-        });
-        results.sort_by_key(|r| r.0);
-        Ok(results.into_iter().map(|(_, id, r)| (id, r)).collect())
+                });
+                (*id, r)
+            })
+            .collect())
     }
 
     /// Loads all index files into an [`Index`]; any unreadable index file is an error.

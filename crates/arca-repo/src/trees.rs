@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use arca_format::{BlobKind, Id, Node, Tree};
@@ -151,30 +151,26 @@ impl<'a> TreeLoader<'a> {
             }
         }
         let reads = coalesce(spans, self.read_gap, self.max_read);
-        let next = AtomicUsize::new(0);
-        let threads = self.threads.clamp(1, reads.len().max(1));
-        let loaded: Vec<Vec<(Id, Listing)>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut got = vec![];
-                        let mut buf = vec![];
-                        let mut opener = BlobOpener::new();
-                        loop {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            let Some(r) = reads.get(i) else { break };
-                            self.read_one(r, &mut buf, &mut opener, &mut got);
-                        }
-                        got
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_default())
-                .collect()
-        });
-        out.extend(loaded.into_iter().flatten());
+        let loaded = crate::par::map_ordered(
+            &reads,
+            self.threads,
+            || (vec![], BlobOpener::new()),
+            |(buf, opener), r| {
+                let mut got = vec![];
+                self.read_one(r, buf, opener, &mut got);
+                got
+            },
+        );
+        for (r, got) in reads.iter().zip(loaded) {
+            match got {
+                Some(got) => out.extend(got),
+                None => out.extend(
+                    r.items
+                        .iter()
+                        .map(|s| (s.item.0, Err("the reader thread failed".to_string()))),
+                ),
+            }
+        }
         out
     }
 
@@ -340,9 +336,8 @@ mod tests {
         Backend, Fault, FaultBackend, FileType, MemoryBackend, MeteredBackend, Op, Rule, Throttle,
         Trigger,
     };
-    use arca_format::{ChunkerParams, IndexFile, IndexPack, KdfParams, NodeKind};
+    use arca_format::{IndexFile, IndexPack, NodeKind};
 
-    use crate::InitOptions;
     use crate::blob::seal_blob;
     use crate::pack::PackWriter;
 
@@ -359,22 +354,7 @@ mod tests {
 
     const PACK_CAP: usize = 12 << 10;
 
-    fn init(backend: Arc<dyn Backend>) -> Repository {
-        let opts = InitOptions {
-            kdf: KdfParams {
-                memory_kib: 64,
-                iterations: 1,
-                parallelism: 1,
-            },
-            chunker: ChunkerParams {
-                min: 4096,
-                avg: 16384,
-                max: 65536,
-            },
-            ..InitOptions::default()
-        };
-        Repository::init(backend, b"pw", &opts).unwrap()
-    }
+    use crate::testing::repo as init;
 
     struct Writer<'r> {
         repo: &'r Repository,

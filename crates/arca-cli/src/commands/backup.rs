@@ -20,9 +20,6 @@ use crate::util::{self, human_bytes, human_duration};
 /// `--cap` when not given (see docs/BENCHMARKS.md for the figures behind it).
 const DEFAULT_CAP: usize = 0;
 
-/// Exit code after Ctrl-C, as a shell reports SIGINT.
-const INTERRUPTED: u8 = 130;
-
 pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
     for (name, v) in [
         ("--read-concurrency", a.read_concurrency),
@@ -37,16 +34,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         Some(m) => util::parse_size(m).with_context(|| format!("invalid --memory {m:?}"))?,
         None => 0,
     };
-    let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second Ctrl-C while the first is being handled ends the process at once.
-        signal_hook::flag::register_conditional_shutdown(
-            sig,
-            i32::from(INTERRUPTED),
-            Arc::clone(&cancel),
-        )?;
-        signal_hook::flag::register(sig, Arc::clone(&cancel))?;
-    }
+    let cancel = super::cancel_on_signals(super::INTERRUPTED)?;
     let opened = util::open(g)?;
     let repo = &opened.repo;
     let parent = match &a.parent {
@@ -137,7 +125,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
             drop(ticker);
             drop(line);
             eprintln!("arca: {e}");
-            return Ok(INTERRUPTED);
+            return Ok(super::INTERRUPTED);
         }
         Err(e) => return Err(e.into()),
     };

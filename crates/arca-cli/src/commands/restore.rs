@@ -2,7 +2,7 @@
 //! profile of the restore network, and Ctrl-C that stops every stage.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
@@ -15,9 +15,6 @@ use serde_json::json;
 use crate::cli::{Global, RestoreArgs};
 use crate::progress::{ProgressLine, Ticker};
 use crate::util::{self, human_bytes, human_duration, parse_duration, parse_size};
-
-/// Exit code of a restore stopped by Ctrl-C (as restic and shells do).
-const INTERRUPTED: u8 = 130;
 
 /// Prints what happens during the restore: errors and stalls on stderr (above the progress
 /// line), planned actions on stdout (dry run, verbose).
@@ -102,16 +99,7 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
             bail!("{name} must be at least 1");
         }
     }
-    let cancel = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second Ctrl-C while the first is being handled ends the process at once.
-        signal_hook::flag::register_conditional_shutdown(
-            sig,
-            i32::from(INTERRUPTED),
-            Arc::clone(&cancel),
-        )?;
-        signal_hook::flag::register(sig, Arc::clone(&cancel))?;
-    }
+    let cancel = super::cancel_on_signals(super::INTERRUPTED)?;
     let opened = util::open(g)?;
     let repo = &opened.repo;
     let (id, snap) = repo.find_snapshot(&a.snapshot, &super::filter(&a.filter))?;
@@ -156,7 +144,7 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
                 progress.files.load(Ordering::Relaxed),
                 progress.files_total.load(Ordering::Relaxed)
             );
-            return Ok(INTERRUPTED);
+            return Ok(super::INTERRUPTED);
         }
         Err(e) => return Err(e.into()),
     };

@@ -11,6 +11,16 @@ use arca_testkit::{random_bytes, text_bytes};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_arca");
 
+/// `init` options for 64 KiB average chunks, so that a few MB make many blobs.
+pub const SMALL_CHUNKS: [&str; 6] = [
+    "--chunk-min",
+    "16KiB",
+    "--chunk-avg",
+    "64KiB",
+    "--chunk-max",
+    "256KiB",
+];
+
 pub struct Env {
     pub tmp: tempfile::TempDir,
     pub repo: PathBuf,
