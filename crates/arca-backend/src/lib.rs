@@ -1,6 +1,6 @@
 //! Where repository files live. One small synchronous [`Backend`] trait (list, read whole or
 //! a range, write atomically, delete, stat) and its implementations and decorators (metering,
-//! fault injection, retrying).
+//! fault injection, retrying, a local cache of remote repositories).
 //!
 //! Backends know the repository layout (`config`, `keys/`, `snapshots/`, `index/`,
 //! `data/<2 hex>/`) but nothing about the bytes they store.
@@ -10,6 +10,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod cache;
 mod fault;
 mod local;
 mod memory;
@@ -17,6 +18,7 @@ mod metered;
 mod retry;
 pub mod uncached;
 
+pub use cache::CachedBackend;
 pub use fault::{Fault, FaultBackend, Op, Rule, Trigger};
 pub use local::LocalBackend;
 pub use memory::MemoryBackend;
@@ -195,6 +197,8 @@ pub struct BackendHints {
     pub latency: Option<Duration>,
     /// Transfer rate in bytes per second, when known.
     pub bandwidth: Option<u64>,
+    /// Requests the backend serves at once (`--connections`), when it bounds them.
+    pub connections: Option<usize>,
 }
 
 /// Storage for repository files. Implementations must make `write` atomic: a reader sees the
@@ -242,6 +246,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn hints(&self) -> BackendHints {
         BackendHints::default()
     }
+    /// Tells the backend that these packs hold tree blobs (directory listings), read again by
+    /// every backup and listing: a caching layer may keep whole local copies of them. Other
+    /// backends ignore it (the default); decorators pass it on.
+    fn note_tree_packs(&self, names: &[String]) {
+        let _ = names;
+    }
     /// Writes a file atomically. Writing an existing file replaces it.
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()>;
     /// Deletes a file.
@@ -288,6 +298,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     fn hints(&self) -> BackendHints {
         (**self).hints()
+    }
+    fn note_tree_packs(&self, names: &[String]) {
+        (**self).note_tree_packs(names)
     }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
         (**self).write(t, name, data)

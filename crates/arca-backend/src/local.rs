@@ -223,8 +223,7 @@ impl Backend for LocalBackend {
     fn hints(&self) -> BackendHints {
         BackendHints {
             local: true,
-            latency: None,
-            bandwidth: None,
+            ..Default::default()
         }
     }
 

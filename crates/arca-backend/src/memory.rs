@@ -94,8 +94,7 @@ impl Backend for MemoryBackend {
     fn hints(&self) -> BackendHints {
         BackendHints {
             local: true,
-            latency: None,
-            bandwidth: None,
+            ..Default::default()
         }
     }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {

@@ -166,7 +166,11 @@ impl<B: Backend> Backend for MeteredBackend<B> {
             bandwidth: (self.throttle.bandwidth > 0)
                 .then_some(self.throttle.bandwidth)
                 .or(inner.bandwidth),
+            connections: inner.connections,
         }
+    }
+    fn note_tree_packs(&self, names: &[String]) {
+        self.inner.note_tree_packs(names)
     }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
         self.request();

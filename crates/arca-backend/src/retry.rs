@@ -395,6 +395,9 @@ impl<B: Backend> Backend for RetryBackend<B> {
     fn hints(&self) -> BackendHints {
         self.inner.hints()
     }
+    fn note_tree_packs(&self, names: &[String]) {
+        self.inner.note_tree_packs(names)
+    }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
         self.run("write", t, name, self.attempts(), || {
             self.inner.write(t, name, data)

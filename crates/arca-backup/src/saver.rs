@@ -433,9 +433,16 @@ fn upload_stage(
         if failed.load(Ordering::Relaxed) {
             break;
         }
-        if !dry_run && let Err(e) = backend.write(FileType::Pack, &pack.id.to_hex(), &pack.bytes) {
-            failed.store(true, Ordering::Relaxed);
-            return Err(e.into());
+        if !dry_run {
+            let name = pack.id.to_hex();
+            if pack.index.kind == BlobKind::Tree {
+                // A cache keeps tree packs: the next backup reads these listings locally.
+                backend.note_tree_packs(std::slice::from_ref(&name));
+            }
+            if let Err(e) = backend.write(FileType::Pack, &name, &pack.bytes) {
+                failed.store(true, Ordering::Relaxed);
+                return Err(e.into());
+            }
         }
         let mut cp = index.lock().unwrap_or_else(|p| p.into_inner());
         cp.stats.packs += 1;

@@ -17,7 +17,8 @@ pub struct Cli {
 /// Options every command takes.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// Repository location (a local folder)
+    /// Repository location: a folder (or local:/path), s3:https://host/bucket/prefix,
+    /// sftp:user@host:/path or sftp://user@host:port//path
     #[arg(
         short = 'r',
         long = "repo",
@@ -32,12 +33,26 @@ pub struct Global {
     /// Print less (no progress)
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// Requests in flight to a remote repository at most (default: 16 for S3, 8 for SFTP)
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub connections: Option<u32>,
+    /// Backend option KEY=VALUE (repeatable): s3.bucket-lookup=auto|dns|path, s3.region,
+    /// s3.storage-class, s3.profile, sftp.command, sftp.args
+    #[arg(short = 'o', long = "option", global = true, value_name = "KEY=VALUE")]
+    pub options: Vec<String>,
     /// Simulated per-request latency of the backend, e.g. 20ms (benchmarks)
     #[arg(long, global = true, value_name = "DURATION")]
     pub backend_latency: Option<String>,
     /// Simulated bandwidth cap of the backend in bytes/s, e.g. 100MB (benchmarks)
     #[arg(long, global = true, value_name = "BYTES")]
     pub backend_bandwidth: Option<String>,
+    /// Folder of the local cache of remote repositories (default: $XDG_CACHE_HOME/arca, or
+    /// ~/.cache/arca)
+    #[arg(long, env = "ARCA_CACHE_DIR", global = true, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Use no local cache: read everything from the repository
+    #[arg(long, global = true)]
+    pub no_cache: bool,
 }
 
 #[derive(Debug, Subcommand)]

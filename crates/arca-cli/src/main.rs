@@ -17,6 +17,22 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+/// The error and its causes on one line, each cause once: library errors already name their
+/// source in their own message.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for c in e.chain() {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     match commands::run(cli) {
@@ -25,7 +41,7 @@ fn main() -> ExitCode {
         Err(e) => {
             #[allow(clippy::print_stderr)]
             {
-                eprintln!("arca: {e:#}");
+                eprintln!("arca: {}", one_line(&e));
             }
             ExitCode::from(1)
         }

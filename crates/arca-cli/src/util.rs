@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use arca_backend::{
-    Backend, BackendStats, Fault, FaultBackend, FileType, LocalBackend, MeteredBackend, Op,
-    RetryBackend, RetryPolicy, RetryStats, Rule, Throttle, Trigger,
+    Backend, BackendStats, Fault, FaultBackend, FileType, MeteredBackend, Op, RetryBackend,
+    RetryPolicy, RetryStats, Rule, Throttle, Trigger,
 };
 use arca_format::KdfParams;
-use arca_repo::Repository;
+use arca_remote::{Location, RemoteOptions};
+use arca_repo::{CacheMode, Repository};
 use zeroize::Zeroizing;
 
 use crate::cli::{Global, KdfArgs};
@@ -247,7 +248,7 @@ pub fn fault_rules(spec: &str) -> Result<Vec<Rule>> {
     Ok(rules)
 }
 
-/// Builds the backend named by `-r`: the folder (with injected faults under the hidden
+/// Builds the backend named by `-r`: the folder, bucket or SFTP folder (with injected faults under the hidden
 /// `ARCA_TEST_FAULTS`), the meter and throttle over it, so every real request counts, retries
 /// included, and the retrying decorator outermost.
 pub fn backend(g: &Global) -> Result<(Arc<dyn Backend>, Arc<BackendStats>)> {
@@ -256,12 +257,11 @@ pub fn backend(g: &Global) -> Result<(Arc<dyn Backend>, Arc<BackendStats>)> {
         .as_deref()
         .filter(|r| !r.is_empty())
         .ok_or_else(|| anyhow!("no repository given: use -r/--repo or set ARCA_REPOSITORY"))?;
-    if let Some((scheme, _)) = repo.split_once(':')
-        && ["sftp", "s3", "rest", "http", "https", "b2", "azure", "gs"].contains(&scheme)
-    {
-        bail!("repository {repo}: backend {scheme:?} is not supported yet (only local folders)");
-    }
-    let local = repo.strip_prefix("local:").unwrap_or(repo);
+    let location = Location::parse(repo)?;
+    let remote = RemoteOptions {
+        connections: g.connections.map(|c| c as usize),
+        extended: RemoteOptions::parse_extended(&g.options).map_err(|e| anyhow!(e))?,
+    };
     let throttle = Throttle {
         latency: g
             .backend_latency
@@ -276,7 +276,7 @@ pub fn backend(g: &Global) -> Result<(Arc<dyn Backend>, Arc<BackendStats>)> {
             .transpose()?
             .unwrap_or(0),
     };
-    let mut store: Arc<dyn Backend> = Arc::new(LocalBackend::new(local));
+    let mut store: Arc<dyn Backend> = arca_remote::open(&location, &remote)?;
     if let Some(spec) = std::env::var_os(TEST_FAULTS) {
         let faulty = FaultBackend::new(store);
         for r in fault_rules(&spec.to_string_lossy())? {
@@ -292,11 +292,32 @@ pub fn backend(g: &Global) -> Result<(Arc<dyn Backend>, Arc<BackendStats>)> {
     Ok((Arc::new(retrying), stats))
 }
 
-/// Opens the repository with the password.
+/// Opens the repository with the password, through the local cache of a remote repository
+/// (`--cache-dir`, `--no-cache`).
 pub fn open(g: &Global) -> Result<Opened> {
+    open_with_cache(g, &cache_mode(g))
+}
+
+/// Opens the repository without a local cache: every file is read from the repository (for
+/// `check`, which verifies the repository's copies).
+pub fn open_uncached(g: &Global) -> Result<Opened> {
+    open_with_cache(g, &CacheMode::Off)
+}
+
+/// The cache the options ask for: none with `--no-cache`, else `--cache-dir`/`ARCA_CACHE_DIR`
+/// (an empty value counts as unset), else the default folder.
+pub fn cache_mode(g: &Global) -> CacheMode {
+    match &g.cache_dir {
+        _ if g.no_cache => CacheMode::Off,
+        Some(d) if !d.as_os_str().is_empty() => CacheMode::Dir(d.clone()),
+        _ => CacheMode::Default,
+    }
+}
+
+fn open_with_cache(g: &Global, cache: &CacheMode) -> Result<Opened> {
     let (b, stats) = backend(g)?;
     let pw = password(g)?;
-    let repo = Repository::open(b, pw.as_bytes())?;
+    let repo = Repository::open_cached(b, pw.as_bytes(), cache)?;
     Ok(Opened { repo, stats })
 }
 

@@ -5,6 +5,7 @@
 //! snapshot naming the trees. Every file is written atomically by the backend.
 
 pub mod blob;
+pub mod cache;
 mod error;
 pub mod host;
 pub mod index;
@@ -18,6 +19,7 @@ mod snapshots;
 mod testing;
 pub mod trees;
 
+pub use cache::CacheMode;
 pub use error::{RepoError, Result};
 pub use index::{BlobLocation, Index, IndexBuilder, PackRef};
 pub use repository::{InitOptions, KeyInfo, Repository};

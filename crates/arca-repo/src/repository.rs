@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use arca_backend::{Backend, ErrorKind, FileType};
+use arca_backend::cache::{CachedBackend, find_in_root, prepare_root};
+use arca_backend::{Backend, ErrorKind, FileInfo, FileType};
 use arca_chunker::Chunker;
 use arca_crypto::{MasterKey, Sealer};
 use arca_format::envelope::{EnvelopeHeader, EnvelopeKind, FLAG_ZSTD, HEADER_LEN};
@@ -10,7 +11,7 @@ use arca_format::{BlobKind, ChunkerParams, Config, Id, IndexFile, KdfParams, Key
 
 use crate::blob::open_blob;
 use crate::index::{Index, IndexBuilder};
-use crate::{RepoError, Result, host};
+use crate::{CacheMode, RepoError, Result, host};
 
 /// Parameters fixed when a repository is created.
 #[derive(Debug, Clone)]
@@ -62,6 +63,9 @@ impl std::fmt::Debug for Repository {
     }
 }
 
+/// A key file's name and bytes.
+type KeyBytes = (String, Vec<u8>);
+
 fn file_id(bytes: &[u8]) -> Id {
     Id(*blake3::hash(bytes).as_bytes())
 }
@@ -107,6 +111,57 @@ impl Repository {
 
     /// Opens a repository with `password`, trying every key file.
     pub fn open(backend: Arc<dyn Backend>, password: &[u8]) -> Result<Self> {
+        Ok(Self::open_keyed(backend, password, &|_| None)?.0)
+    }
+
+    /// Opens a repository as [`Repository::open`] does, then, unless `cache` is off or the
+    /// backend is a local folder, reads it through a local cache in the folder named by the
+    /// repository id under the cache root (see `arca_backend::CachedBackend`): key, index and
+    /// snapshot files and tree packs are read remotely once, then from the cache.
+    ///
+    /// The key file is looked for in the cache before the repository is known (a verified
+    /// copy is the file, whichever folder holds it). Without a usable cache root (none known,
+    /// or it cannot be created) the repository is opened uncached, with one warning on stderr.
+    pub fn open_cached(
+        backend: Arc<dyn Backend>,
+        password: &[u8],
+        cache: &CacheMode,
+    ) -> Result<Self> {
+        if *cache == CacheMode::Off || backend.hints().local {
+            return Self::open(backend, password);
+        }
+        let Some(root) = cache.root() else {
+            cache_warning("no cache folder is known (neither XDG_CACHE_HOME nor HOME is set)");
+            return Self::open(backend, password);
+        };
+        let (mut repo, fetched, keys) = Self::open_keyed(backend, password, &|name| {
+            find_in_root(&root, FileType::Key, name)
+        })?;
+        if let Err(e) = prepare_root(&root) {
+            cache_warning(&format!(
+                "cannot create the cache folder {}: {e}",
+                root.display()
+            ));
+            return Ok(repo);
+        }
+        let dir = root.join(Id(repo.config.repo_id).to_hex());
+        let cached = CachedBackend::new(Arc::clone(&repo.backend), dir);
+        cached.refresh(FileType::Key, &keys);
+        for (name, bytes) in &fetched {
+            cached.store(FileType::Key, name, bytes);
+        }
+        repo.backend = Arc::new(cached);
+        Ok(repo)
+    }
+
+    /// Opens a repository, taking a key file's bytes from `cached_key` when it has them;
+    /// returns the repository, the key files read from the backend (names and bytes) and the
+    /// key listing.
+    fn open_keyed(
+        backend: Arc<dyn Backend>,
+        password: &[u8],
+        cached_key: &dyn Fn(&str) -> Option<Vec<u8>>,
+    ) -> Result<(Self, Vec<KeyBytes>, Vec<FileInfo>)> {
         let location = backend.location();
         let raw_config = match backend.read(FileType::Config, "config") {
             Ok(b) => b,
@@ -126,8 +181,16 @@ impl Repository {
         let mut keys = backend.list(FileType::Key)?;
         keys.sort();
         let mut last_err = None;
+        let mut fetched = vec![];
         for k in &keys {
-            let bytes = backend.read(FileType::Key, &k.name)?;
+            let bytes = match cached_key(&k.name) {
+                Some(b) => b,
+                None => {
+                    let b = backend.read(FileType::Key, &k.name)?;
+                    fetched.push((k.name.clone(), b.clone()));
+                    b
+                }
+            };
             let file = match KeyFile::decode(&bytes) {
                 Ok(f) => f,
                 Err(e) => {
@@ -141,13 +204,14 @@ impl Repository {
                     let body = open_sealed(&sealer, &header, &raw_config, "config")?;
                     let config = Config::decode(&body)
                         .map_err(|e| RepoError::format(format!("{location}/config"), e))?;
-                    return Ok(Self {
+                    let repo = Self {
                         backend,
                         key,
                         sealer,
                         config,
                         key_id: file_id(&bytes),
-                    });
+                    };
+                    return Ok((repo, fetched, keys));
                 }
                 Err(arca_crypto::CryptoError::Auth { .. }) => {}
                 Err(e) => last_err = Some(RepoError::crypto(format!("key {}", k.name), e)),
@@ -282,13 +346,24 @@ impl Repository {
             .collect())
     }
 
-    /// Loads all index files into an [`Index`]; any unreadable index file is an error.
+    /// Loads all index files into an [`Index`]; any unreadable index file is an error. Tells
+    /// the backend which packs hold trees ([`Backend::note_tree_packs`]), so a cache keeps them.
     pub fn load_index(&self) -> Result<Index> {
         let mut b = IndexBuilder::new();
         for (_, f) in self.load_index_files()? {
             b.add(&f?);
         }
-        Ok(b.finish())
+        let index = b.finish();
+        let trees: Vec<String> = index
+            .packs()
+            .iter()
+            .filter(|p| p.kind == BlobKind::Tree)
+            .map(|p| p.id.to_hex())
+            .collect();
+        if !trees.is_empty() {
+            self.backend.note_tree_packs(&trees);
+        }
+        Ok(index)
     }
 
     /// Reads and verifies one blob.
@@ -416,6 +491,14 @@ impl Repository {
             Err(e) if e.kind == ErrorKind::NotFound => Ok(new),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+/// Reports on stderr that the repository is read without a local cache.
+fn cache_warning(why: &str) {
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("arca: warning: {why}; carrying on without a local cache");
     }
 }
 

@@ -127,6 +127,8 @@ impl Tuning {
             .map(|b| (b as f64 * latency.as_secs_f64()) as u64);
         let remote = !hints.local;
         let fetchers = match self.fetchers {
+            // A backend that bounds its requests gets as many fetchers as it serves.
+            0 if let Some(c) = hints.connections.filter(|_| remote) => c.max(1),
             0 if remote && latency >= Duration::from_millis(5) => 16,
             0 if remote => 8,
             // Local disks read fastest with a few requests queued.
@@ -224,6 +226,7 @@ mod tests {
             local: false,
             latency: Some(Duration::from_millis(20)),
             bandwidth: Some(100_000_000),
+            connections: None,
         });
         assert_eq!(remote.fetchers, 16);
         assert_eq!(remote.read_gap, 2_000_000);

@@ -3,6 +3,7 @@
 
 pub mod compare;
 pub mod generate;
+pub mod s3d;
 
 use std::fs::OpenOptions;
 use std::io;

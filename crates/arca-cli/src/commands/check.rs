@@ -8,7 +8,8 @@ use crate::cli::{CheckArgs, Global};
 use crate::util::{self, human_bytes};
 
 pub fn run(g: &Global, a: &CheckArgs) -> Result<u8> {
-    let opened = util::open(g)?;
+    // Check verifies the repository's own copies, never the local cache's.
+    let opened = util::open_uncached(g)?;
     let rep = check(
         &opened.repo,
         CheckOptions {

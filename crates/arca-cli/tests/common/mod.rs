@@ -24,23 +24,47 @@ pub const SMALL_CHUNKS: [&str; 6] = [
 pub struct Env {
     pub tmp: tempfile::TempDir,
     pub repo: PathBuf,
+    /// A remote location used instead of `repo`, and the environment it needs.
+    pub location: Option<String>,
+    pub vars: Vec<(&'static str, String)>,
 }
 
 impl Env {
     pub fn new() -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let repo = tmp.path().join("repo");
-        Self { tmp, repo }
+        Self {
+            tmp,
+            repo,
+            location: None,
+            vars: vec![],
+        }
+    }
+    /// A repository at a remote `location` (`s3:...`, `sftp:...`), with `vars` set.
+    pub fn remote(location: String, vars: Vec<(&'static str, String)>) -> Self {
+        Self {
+            location: Some(location),
+            vars,
+            ..Self::new()
+        }
     }
     pub fn path(&self, p: &str) -> PathBuf {
         self.tmp.path().join(p)
     }
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(BIN);
-        c.arg("-r").arg(&self.repo).args(args);
+        match &self.location {
+            Some(l) => c.arg("-r").arg(l),
+            None => c.arg("-r").arg(&self.repo),
+        };
+        c.args(args);
+        // The local cache of remote repositories stays inside the test's folder.
+        c.env("XDG_CACHE_HOME", self.tmp.path().join("cache"));
+        c.envs(self.vars.iter().map(|(k, v)| (k, v)));
         c.env("ARCA_PASSWORD", "test password")
             .env_remove("ARCA_PASSWORD_FILE")
-            .env_remove("ARCA_REPOSITORY");
+            .env_remove("ARCA_REPOSITORY")
+            .env_remove("ARCA_CACHE_DIR");
         c.stdin(Stdio::null());
         c
     }

@@ -1,0 +1,266 @@
+//! Every command against an S3 repository on a real S3 server on loopback (`s3s-fs`): the
+//! every-entry-kind round trip, a backup killed with SIGKILL followed by check and rerun,
+//! injected transient failures, and the errors a user meets (wrong credentials, a missing
+//! bucket, an unreachable server, an occupied location).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use arca_testkit::s3d::S3Server;
+use arca_testkit::{compare, random_bytes};
+use common::*;
+
+fn server(e: &Env) -> S3Server {
+    S3Server::start(&e.path("s3"))
+}
+
+fn s3_env(server: &S3Server, bucket: &str, prefix: &str) -> Env {
+    server.bucket(bucket);
+    Env::remote(server.location(bucket, prefix), server.env())
+}
+
+/// Object files of packs the server holds for a repository folder.
+fn packs_on_server(dir: &Path) -> usize {
+    let Ok(shards) = fs::read_dir(dir.join("data")) else {
+        return 0;
+    };
+    shards
+        .flatten()
+        .filter_map(|s| fs::read_dir(s.path()).ok())
+        .flat_map(|f| f.flatten())
+        .filter(|f| {
+            let n = f.file_name();
+            let n = n.to_string_lossy();
+            n.len() == 64 && n.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+        .count()
+}
+
+fn restored(target: &Path, src: &Path) -> PathBuf {
+    target.join(src.strip_prefix("/").unwrap())
+}
+
+#[test]
+fn every_command_works_on_s3() {
+    let e0 = Env::new();
+    let s3 = server(&e0);
+    // The bucket does not exist yet: init creates it.
+    let e = Env::remote(s3.location("fresh-bucket", "repos/main"), s3.env());
+    let src = e.path("src");
+    arca_testkit::generate::every_kind(&src.join("kinds"), 3).unwrap();
+    sample(&src.join("sample"));
+    let expected = compare::snapshot(&src).unwrap();
+    e.init(&[]);
+    assert!(s3.root.join("fresh-bucket/repos/main/config").is_file());
+    // A second init on the same location is refused.
+    let again = e.run(&["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        stderr(&again).contains("already exists"),
+        "{}",
+        stderr(&again)
+    );
+
+    let s = src.to_str().unwrap();
+    let first = e.json(&["backup", "--json", s]);
+    assert_eq!(first["errors"], 0, "{first}");
+    let snaps = e.json(&["snapshots", "--json"]);
+    assert_eq!(snaps.as_array().unwrap().len(), 1);
+    let ls = String::from_utf8_lossy(&e.run(&["ls", "latest"]).stdout).into_owned();
+    assert!(ls.contains("kinds"), "{ls}");
+
+    let target = e.path("target");
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    let out = restored(&target, &src);
+    let diffs = compare::diff(&expected, &src, &compare::snapshot(&out).unwrap(), &out);
+    assert!(diffs.is_empty(), "restore differs:\n{}", diffs.join("\n"));
+
+    let check = e.json(&["check", "--read-data", "--json"]);
+    assert_eq!(check["errors"].as_array().map_or(0, Vec::len), 0, "{check}");
+
+    // Keys: add one, open with it, list both.
+    let pw2 = e.path("pw2");
+    fs::write(&pw2, "second password\n").unwrap();
+    e.ok(&[
+        "key",
+        "add",
+        "--new-password-file",
+        pw2.to_str().unwrap(),
+        "--kdf-memory-kib",
+        "256",
+        "--kdf-iterations",
+        "1",
+    ]);
+    let keys = e
+        .cmd(&["key", "list"])
+        .env_remove("ARCA_PASSWORD")
+        .env("ARCA_PASSWORD_FILE", &pw2)
+        .output()
+        .unwrap();
+    assert!(keys.status.success(), "{}", stderr(&keys));
+    assert!(String::from_utf8_lossy(&keys.stdout).matches('\n').count() >= 2);
+    let cfg = e.ok(&["cat", "config"]);
+    assert!(cfg.contains("chunker") || cfg.contains("version"), "{cfg}");
+
+    // A no-change backup reads the parent's trees through the cache: a handful of requests.
+    let second = e.json(&["backup", "--json", s]);
+    assert_eq!(second["errors"], 0, "{second}");
+    let requests = second["backend"]["requests"].as_u64().unwrap();
+    let bytes = second["backend"]["bytes_read"].as_u64().unwrap();
+    assert!(
+        requests <= 12 && bytes < 4096,
+        "no-change backup made {requests} requests reading {bytes} bytes: {second}"
+    );
+}
+
+#[test]
+fn killed_backup_to_s3_leaves_a_consistent_repository() {
+    let e0 = Env::new();
+    let s3 = server(&e0);
+    let e = s3_env(&s3, "crash", "r");
+    let src = e.path("src");
+    for i in 0..60u64 {
+        let dir = src.join(format!("d{}", i % 6));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join(format!("f{i}")), random_bytes(i + 1, 400_000)).unwrap();
+    }
+    e.init(&[&["--pack-size", "1MiB"][..], &SMALL_CHUNKS].concat());
+    let repo_dir = s3.root.join("crash/r");
+    let s = src.to_str().unwrap();
+    let mut child = e.cmd(&["backup", "--quiet", s]).spawn().unwrap();
+    let start = Instant::now();
+    while packs_on_server(&repo_dir) < 6 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no packs appeared"
+        );
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    child.wait().unwrap();
+    let check = e.run(&["check", "--read-data"]);
+    assert!(check.status.success(), "{}", stderr(&check));
+    let rerun = e.json(&["backup", "--json", s]);
+    assert_eq!(rerun["errors"], 0, "{rerun}");
+    let check = e.json(&["check", "--read-data", "--json"]);
+    assert_eq!(check["errors"].as_array().map_or(0, Vec::len), 0, "{check}");
+    let target = e.path("t");
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    assert!(compare::diff_trees(&src, &restored(&target, &src)).is_empty());
+}
+
+#[test]
+fn transient_failures_on_s3_are_retried() {
+    let e0 = Env::new();
+    let s3 = server(&e0);
+    let mut e = s3_env(&s3, "faults", "r");
+    let src = e.path("src");
+    sample(&src);
+    e.init(&SMALL_CHUNKS);
+    e.vars.push((
+        "ARCA_TEST_FAULTS",
+        "write:pack:25%:seed=3,read:any:10%:seed=5,list:any:nth=2".into(),
+    ));
+    let s = src.to_str().unwrap();
+    let b = e.json(&["backup", "--json", s]);
+    assert_eq!(b["errors"], 0, "{b}");
+    assert!(b["backend"]["retries"].as_u64().unwrap() > 0, "{b}");
+    let target = e.path("t");
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    assert!(compare::diff_trees(&src, &restored(&target, &src)).is_empty());
+    e.vars.pop();
+    let check = e.json(&["check", "--read-data", "--json"]);
+    assert_eq!(check["errors"].as_array().map_or(0, Vec::len), 0, "{check}");
+}
+
+fn one_line_error(o: &std::process::Output, wants: &[&str]) {
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(o));
+    let err = stderr(o);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.len() <= 2, "long error:\n{err}");
+    for w in wants {
+        assert!(err.contains(w), "{w:?} missing from:\n{err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn user_errors_on_s3_are_one_clear_line() {
+    let e0 = Env::new();
+    let s3 = server(&e0);
+    let e = s3_env(&s3, "errs", "r");
+    e.init(&[]);
+    let start = Instant::now();
+
+    let mut wrong = Env::remote(e.location.clone().unwrap(), s3.env());
+    wrong.vars[1].1 = "not the secret".into();
+    one_line_error(
+        &wrong.run(&["snapshots"]),
+        &["AWS_SECRET_ACCESS_KEY", "s3:http://127.0.0.1"],
+    );
+
+    let missing = Env::remote(s3.location("no-such-bucket", "r"), s3.env());
+    one_line_error(
+        &missing.run(&["snapshots"]),
+        &["no-such-bucket", "does not exist"],
+    );
+
+    let port = arca_testkit::s3d::free_port();
+    let down = Env::remote(format!("s3:http://127.0.0.1:{port}/errs/r"), s3.env());
+    one_line_error(&down.run(&["snapshots"]), &[&format!("127.0.0.1:{port}")]);
+
+    let bad = Env::remote("s3:http://127.0.0.1/".into(), s3.env());
+    one_line_error(&bad.run(&["snapshots"]), &["no bucket"]);
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn throttling_and_resets_from_the_network_are_retried() {
+    use arca_testkit::s3d::{ConnectionFault, FaultProxy};
+    let e0 = Env::new();
+    let s3 = server(&e0);
+    s3.bucket("net");
+    // Every fifth connection is throttled (503 SlowDown), every seventh reset.
+    let proxy = FaultProxy::start(s3.port, |n| match n % 35 {
+        n if n % 5 == 1 => ConnectionFault::SlowDown,
+        n if n % 7 == 3 => ConnectionFault::Reset,
+        _ => ConnectionFault::Pass,
+    });
+    let e = Env::remote(
+        format!("s3:http://127.0.0.1:{}/net/r", proxy.port),
+        s3.env(),
+    );
+    let src = e.path("src");
+    sample(&src);
+    for i in 0..30u64 {
+        fs::write(src.join(format!("f{i}")), random_bytes(i, 200_000)).unwrap();
+    }
+    e.init(&SMALL_CHUNKS);
+    let s = src.to_str().unwrap();
+    // Few connections, so that new ones (and so faults) keep coming.
+    let b = e.json(&["backup", "--json", "--connections", "2", s]);
+    assert_eq!(b["errors"], 0, "{b}");
+    let target = e.path("t");
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    assert!(compare::diff_trees(&src, &restored(&target, &src)).is_empty());
+    let check = e.json(&["check", "--read-data", "--json"]);
+    assert_eq!(check["errors"].as_array().map_or(0, Vec::len), 0, "{check}");
+    assert!(b["backend"]["retries"].as_u64().unwrap() > 0, "{b}");
+    assert!(
+        proxy.faults() >= 5,
+        "only {} faults injected",
+        proxy.faults()
+    );
+}

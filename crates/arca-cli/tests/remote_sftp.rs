@@ -1,0 +1,199 @@
+//! Every command against an SFTP repository on a real OpenSSH server on loopback, reached
+//! through an ssh host alias (the user's ssh configuration applies); a backup killed with
+//! SIGKILL followed by check; and the errors a user meets (host key mismatch, wrong key).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+#[path = "../../arca-remote/tests/sshd/mod.rs"]
+mod sshd;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use arca_testkit::{compare, random_bytes};
+use common::*;
+
+/// A repository at `dir` on the server, reached as `sftp:arca-test:DIR` with the server's ssh
+/// configuration passed through `sftp.args`.
+fn sftp_env(server: &sshd::Sshd, dir: &Path, config: &Path) -> Env {
+    let mut e = Env::remote(format!("sftp:{}:{}", sshd::HOST, dir.display()), vec![]);
+    e.vars
+        .push(("ARCA_TEST_SSH_CONFIG", config.display().to_string()));
+    let _ = server;
+    e
+}
+
+fn run(e: &Env, args: &[&str]) -> std::process::Output {
+    let config = e.vars[0].1.clone();
+    let mut full = vec!["-o".to_string(), format!("sftp.args=-F '{config}'")];
+    full.extend(args.iter().map(|s| s.to_string()));
+    let full: Vec<&str> = full.iter().map(String::as_str).collect();
+    e.run(&full)
+}
+
+fn ok(e: &Env, args: &[&str]) -> String {
+    let o = run(e, args);
+    assert!(o.status.success(), "arca {args:?}: {}", stderr(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn json(e: &Env, args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(ok(e, args).lines().last().unwrap()).unwrap()
+}
+
+fn restored(target: &Path, src: &Path) -> PathBuf {
+    target.join(src.strip_prefix("/").unwrap())
+}
+
+const INIT: [&str; 5] = ["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"];
+
+#[test]
+fn every_command_works_on_sftp() {
+    let server = sshd::Sshd::start();
+    let repo = server.dir.join("backups/main");
+    let e = sftp_env(&server, &repo, &server.ssh_config);
+    let src = e.path("src");
+    arca_testkit::generate::every_kind(&src.join("kinds"), 4).unwrap();
+    sample(&src.join("sample"));
+    let expected = compare::snapshot(&src).unwrap();
+    ok(&e, &INIT);
+    assert!(repo.join("config").is_file() && repo.join("data/ff").is_dir());
+    let again = run(&e, &INIT);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(stderr(&again).contains("already"), "{}", stderr(&again));
+
+    let s = src.to_str().unwrap();
+    let b = json(&e, &["backup", "--json", s]);
+    assert_eq!(b["errors"], 0, "{b}");
+    assert_eq!(
+        json(&e, &["snapshots", "--json"]).as_array().unwrap().len(),
+        1
+    );
+    let ls = String::from_utf8_lossy(&run(&e, &["ls", "latest"]).stdout).into_owned();
+    assert!(ls.contains("sample"), "{ls}");
+    let target = e.path("target");
+    ok(
+        &e,
+        &["restore", "latest", "--target", target.to_str().unwrap()],
+    );
+    let out = restored(&target, &src);
+    let diffs = compare::diff(&expected, &src, &compare::snapshot(&out).unwrap(), &out);
+    assert!(diffs.is_empty(), "restore differs:\n{}", diffs.join("\n"));
+    let check = json(&e, &["check", "--read-data", "--json"]);
+    assert_eq!(check["errors"].as_array().map_or(0, Vec::len), 0, "{check}");
+    let keys = ok(&e, &["key", "list"]);
+    assert!(!keys.trim().is_empty());
+    let cfg = ok(&e, &["cat", "config"]);
+    assert!(!cfg.trim().is_empty());
+    // No temporary file is left on the server.
+    let leftovers: Vec<_> = arca_testkit::files_under(&repo)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".tmp-")
+        })
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn killed_backup_to_sftp_leaves_a_consistent_repository() {
+    let server = sshd::Sshd::start();
+    let repo = server.dir.join("crash");
+    let e = sftp_env(&server, &repo, &server.ssh_config);
+    let src = e.path("src");
+    for i in 0..40u64 {
+        let dir = src.join(format!("d{}", i % 4));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join(format!("f{i}")), random_bytes(i + 1, 400_000)).unwrap();
+    }
+    let init: Vec<&str> = [&INIT[..], &["--pack-size", "1MiB"], &SMALL_CHUNKS].concat();
+    ok(&e, &init);
+    let config = e.vars[0].1.clone();
+    let mut child = e
+        .cmd(&[
+            "-o",
+            &format!("sftp.args=-F '{config}'"),
+            "backup",
+            "--quiet",
+        ])
+        .arg(&src)
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let packs = |dir: &Path| {
+        arca_testkit::files_under(&dir.join("data"))
+            .into_iter()
+            .filter(|p| p.file_name().unwrap().len() == 64)
+            .count()
+    };
+    while packs(&repo) < 4 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no packs appeared"
+        );
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    child.wait().unwrap();
+    ok(&e, &["check", "--read-data"]);
+    let b = json(&e, &["backup", "--json", src.to_str().unwrap()]);
+    assert_eq!(b["errors"], 0, "{b}");
+    let check = json(&e, &["check", "--read-data", "--json"]);
+    assert_eq!(check["errors"].as_array().map_or(0, Vec::len), 0, "{check}");
+    let target = e.path("t");
+    ok(
+        &e,
+        &["restore", "latest", "--target", target.to_str().unwrap()],
+    );
+    assert!(compare::diff_trees(&src, &restored(&target, &src)).is_empty());
+}
+
+#[test]
+fn ssh_errors_are_one_clear_line() {
+    let server = sshd::Sshd::start();
+    let repo = server.dir.join("errs");
+    let e = sftp_env(&server, &repo, &server.ssh_config);
+    ok(&e, &INIT);
+    let start = Instant::now();
+    // The server's host key is not the one known: refused, not retried.
+    let other_key = server.dir.join("other_host_key");
+    sshd::keygen(&other_key);
+    let wrong_known = server.dir.join("wrong_known_hosts");
+    fs::write(
+        &wrong_known,
+        sshd::known_hosts_line(server.port, &other_key.with_extension("pub")),
+    )
+    .unwrap();
+    let bad_host = server.dir.join("bad_host_config");
+    server.write_client_config(&bad_host, &server.client_key, &wrong_known);
+    let o = run(&sftp_env(&server, &repo, &bad_host), &["snapshots"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.to_lowercase().contains("host key"), "{err}");
+    assert!(err.contains("sftp://"), "{err}");
+    assert!(
+        err.lines().filter(|l| !l.trim().is_empty()).count() <= 2,
+        "{err}"
+    );
+    // A key the server does not accept.
+    let stranger = server.dir.join("stranger");
+    sshd::keygen(&stranger);
+    let bad_key = server.dir.join("bad_key_config");
+    server.write_client_config(&bad_key, &stranger, &server.known_hosts);
+    let o = run(&sftp_env(&server, &repo, &bad_key), &["snapshots"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("Permission denied"), "{}", stderr(&o));
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        start.elapsed()
+    );
+}

@@ -1,0 +1,545 @@
+//! S3-compatible object storage (AWS S3, MinIO, Ceph RGW, B2, Wasabi, R2) through opendal:
+//! signed requests, ranged reads, paginated listings; every PUT is atomic by nature.
+
+use std::time::Duration;
+
+use arca_backend::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result};
+use opendal::Operator;
+use opendal::layers::TimeoutLayer;
+use opendal::services::S3;
+
+use crate::runtime::{Gate, block_on, enter};
+
+mod bucket;
+use crate::{RemoteOptions, S3_CONNECTIONS, S3Location, config_error};
+
+/// How requests name the bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BucketLookup {
+    /// Virtual-hosted (`bucket.host`) on AWS, path-style elsewhere.
+    #[default]
+    Auto,
+    /// Virtual-hosted: `https://bucket.host/key`.
+    Dns,
+    /// Path-style: `https://host/bucket/key` (MinIO, Ceph and most self-hosted servers).
+    Path,
+}
+
+/// Options of an S3 repository.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct S3Options {
+    /// Requests in flight at most.
+    pub connections: usize,
+    /// Bucket addressing.
+    pub bucket_lookup: BucketLookup,
+    /// Signing region; `None`: `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`.
+    pub region: Option<String>,
+    /// Storage class of new objects.
+    pub storage_class: Option<String>,
+    /// Profile of the AWS configuration files; `None`: `AWS_PROFILE`.
+    pub profile: Option<String>,
+    /// Longest time a request may take before it is abandoned (and retried).
+    pub timeout: Duration,
+    /// Access key id and secret given explicitly (tests); `None`: the usual AWS environment
+    /// variables and configuration files.
+    pub credentials: Option<(String, String)>,
+}
+
+impl S3Options {
+    /// From `--connections` and the `s3.*` options.
+    pub fn from_remote(loc: &S3Location, o: &RemoteOptions) -> Result<Self> {
+        let bucket_lookup = match o.get("s3.bucket-lookup") {
+            None | Some("auto") => BucketLookup::Auto,
+            Some("dns") => BucketLookup::Dns,
+            Some("path") => BucketLookup::Path,
+            Some(v) => {
+                return Err(config_error(
+                    &loc.to_string(),
+                    format!("s3.bucket-lookup {v:?}: expected auto, dns or path"),
+                ));
+            }
+        };
+        let nonempty = |k: &str| o.get(k).filter(|v| !v.is_empty()).map(str::to_string);
+        Ok(Self {
+            connections: o.connections.unwrap_or(S3_CONNECTIONS).max(1),
+            bucket_lookup,
+            region: nonempty("s3.region"),
+            storage_class: nonempty("s3.storage-class"),
+            profile: nonempty("s3.profile"),
+            timeout: Duration::from_secs(120),
+            credentials: None,
+        })
+    }
+}
+
+/// A repository in an S3 bucket, under a prefix.
+#[derive(Debug)]
+pub struct S3Backend {
+    op: Operator,
+    loc: S3Location,
+    shown: String,
+    gate: Gate,
+    opts: S3Options,
+    region: String,
+    dns: bool,
+}
+
+impl S3Backend {
+    /// Prepares the client (no request is sent: credentials and the bucket are checked by the
+    /// first request).
+    pub fn open(loc: &S3Location, opts: &S3Options) -> Result<Self> {
+        let shown = loc.to_string();
+        let _rt = enter(&shown)?;
+        // The process-wide HTTP client (reqwest); installing it again is a no-op.
+        opendal::install_default();
+        let region = opts
+            .region
+            .clone()
+            .or_else(|| env_nonempty("AWS_REGION"))
+            .or_else(|| env_nonempty("AWS_DEFAULT_REGION"))
+            .unwrap_or_else(|| "us-east-1".to_string());
+        let root = if loc.prefix.is_empty() {
+            "/".to_string()
+        } else {
+            format!("/{}/", loc.prefix)
+        };
+        let mut b = S3::default()
+            .bucket(&loc.bucket)
+            .endpoint(&loc.endpoint)
+            .region(&region)
+            .root(&root);
+        let dns = match opts.bucket_lookup {
+            BucketLookup::Dns => true,
+            BucketLookup::Path => false,
+            BucketLookup::Auto => is_aws(&loc.endpoint),
+        };
+        if dns {
+            b = b.enable_virtual_host_style();
+        }
+        if let Some(p) = &opts.profile {
+            b = b.profile(p);
+        }
+        if let Some((id, secret)) = &opts.credentials {
+            b = b.access_key_id(id).secret_access_key(secret);
+        }
+        if let Some(c) = &opts.storage_class {
+            b = b.default_storage_class(c);
+        }
+        let op = Operator::new(b)
+            .map_err(|e| config_error(&shown, e.message().to_string()))?
+            .layer(
+                TimeoutLayer::new()
+                    .with_timeout(opts.timeout)
+                    .with_io_timeout(opts.timeout),
+            );
+        Ok(Self {
+            op,
+            loc: loc.clone(),
+            shown,
+            gate: Gate::new(opts.connections),
+            opts: opts.clone(),
+            region,
+            dns,
+        })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/{path}", self.shown)
+    }
+
+    /// Runs one request under the connection limit, mapping its error.
+    fn run<T>(
+        &self,
+        op: &'static str,
+        path: &str,
+        f: impl std::future::IntoFuture<Output = opendal::Result<T>>,
+    ) -> Result<T> {
+        self.run_raw(f)?.map_err(|e| self.error(op, path, &e))
+    }
+
+    /// As [`Self::run`], leaving opendal's error to the caller.
+    fn run_raw<T>(
+        &self,
+        f: impl std::future::IntoFuture<Output = opendal::Result<T>>,
+    ) -> Result<opendal::Result<T>> {
+        let _pass = self.gate.enter();
+        block_on(&self.shown, f.into_future())
+    }
+
+    /// Creates the bucket (init on a bucket that does not exist yet).
+    fn create_bucket(&self) -> Result<()> {
+        let (scheme, host) = self
+            .loc
+            .endpoint
+            .split_once("://")
+            .unwrap_or(("https", &self.loc.endpoint));
+        let url = if self.dns {
+            format!("{scheme}://{}.{host}/", self.loc.bucket)
+        } else {
+            format!("{}/{}", self.loc.endpoint, self.loc.bucket)
+        };
+        let o = &self.opts;
+        let req = bucket::CreateBucket {
+            url,
+            region: &self.region,
+            profile: o.profile.as_deref(),
+            credentials: o
+                .credentials
+                .as_ref()
+                .map(|(a, b)| (a.as_str(), b.as_str())),
+            timeout: o.timeout,
+        };
+        block_on(&self.shown, bucket::create_bucket(req))?.map_err(|why| {
+            BackendError::new(
+                "create bucket",
+                self.shown.clone(),
+                ErrorKind::Other,
+                format!(
+                    "bucket {:?} does not exist and could not be created: {why}",
+                    self.loc.bucket
+                ),
+            )
+        })
+    }
+
+    fn error(&self, op: &'static str, path: &str, e: &opendal::Error) -> BackendError {
+        let code = s3_code(e.message());
+        let location = self.url(path);
+        let (kind, msg) = match (e.kind(), code.as_deref()) {
+            // Not NotFound: that would read as "no repository here".
+            (_, Some("NoSuchBucket")) => (
+                ErrorKind::Other,
+                format!(
+                    "bucket {:?} does not exist at {} (create it, or check the location)",
+                    self.loc.bucket, self.loc.endpoint
+                ),
+            ),
+            (_, Some(c @ ("InvalidAccessKeyId" | "SignatureDoesNotMatch"))) => (
+                ErrorKind::PermissionDenied,
+                format!(
+                    "the server refused the credentials ({c}): check AWS_ACCESS_KEY_ID and \
+                     AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
+                ),
+            ),
+            (opendal::ErrorKind::PermissionDenied, c) => (
+                ErrorKind::PermissionDenied,
+                format!(
+                    "access denied ({}): check the credentials and the bucket's policy",
+                    c.unwrap_or("403")
+                ),
+            ),
+            (opendal::ErrorKind::NotFound, _) => (ErrorKind::NotFound, "not found".to_string()),
+            (opendal::ErrorKind::RangeNotSatisfied, _) => (
+                ErrorKind::ShortRead,
+                "the object ends before the range".into(),
+            ),
+            (opendal::ErrorKind::RateLimited, _) => (
+                ErrorKind::Transient,
+                format!("throttled ({})", code.as_deref().unwrap_or("429")),
+            ),
+            (opendal::ErrorKind::ConfigInvalid, _) => (
+                ErrorKind::Other,
+                format!("invalid configuration: {}", one_line(e)),
+            ),
+            (_, Some("SlowDown")) => (ErrorKind::Transient, "throttled (SlowDown)".into()),
+            // The server sent fewer bytes than asked for: opendal checks the length.
+            (_, None) if e.message().contains("too little data") => (
+                ErrorKind::ShortRead,
+                "the object ends before the range".into(),
+            ),
+            (_, Some("InvalidRange")) => (
+                ErrorKind::ShortRead,
+                "the object ends before the range".into(),
+            ),
+            _ if let Some(why) = unreachable(e) => (
+                ErrorKind::Other,
+                format!(
+                    "cannot reach {} ({why}): check the address and that the server is up",
+                    self.loc.endpoint
+                ),
+            ),
+            _ if e.is_temporary() => (ErrorKind::Transient, one_line(e)),
+            _ => (ErrorKind::Other, one_line(e)),
+        };
+        BackendError::new(op, location, kind, msg)
+    }
+
+    fn read_into(&self, path: &str, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<()> {
+        if len == 0 {
+            // S3 has no empty range; check the object is long enough instead.
+            let size = self.run("stat", path, self.op.stat(path))?.content_length();
+            out.clear();
+            return if offset <= size {
+                Ok(())
+            } else {
+                Err(self.short(path, offset, len, size))
+            };
+        }
+        let buf = self.run(
+            "read",
+            path,
+            self.op.read_with(path).range(offset..offset + len),
+        )?;
+        out.clear();
+        out.extend_from_slice(&buf.to_bytes());
+        if (out.len() as u64) < len {
+            return Err(self.short(path, offset, len, offset + out.len() as u64));
+        }
+        Ok(())
+    }
+
+    fn short(&self, path: &str, offset: u64, len: u64, size: u64) -> BackendError {
+        BackendError::new(
+            "read",
+            self.url(path),
+            ErrorKind::ShortRead,
+            format!("wanted {len} bytes at offset {offset}, the object ends at {size}"),
+        )
+    }
+}
+
+fn env_nonempty(k: &str) -> Option<String> {
+    std::env::var(k).ok().filter(|v| !v.is_empty())
+}
+
+/// Whether the endpoint is AWS's (which wants virtual-hosted requests).
+fn is_aws(endpoint: &str) -> bool {
+    let host = endpoint
+        .split_once("://")
+        .map_or(endpoint, |(_, h)| h)
+        .split([':', '/'])
+        .next()
+        .unwrap_or("");
+    host == "amazonaws.com" || host.ends_with(".amazonaws.com")
+}
+
+/// The S3 error code (`NoSuchBucket`, `SlowDown`, ...) in an opendal error message.
+fn s3_code(message: &str) -> Option<String> {
+    let start = message.find("code: \"")? + "code: \"".len();
+    let len = message[start..].find('"')?;
+    Some(message[start..start + len].to_string()).filter(|c| !c.is_empty())
+}
+
+/// The error's message on one line, without opendal's response dump.
+fn one_line(e: &opendal::Error) -> String {
+    let m = e.message();
+    let m = match s3_code(m) {
+        Some(code) => {
+            let text = m
+                .find("message: \"")
+                .map(|s| &m[s + "message: \"".len()..])
+                .and_then(|r| r.split('"').next())
+                .unwrap_or("");
+            format!("{code}: {text}")
+        }
+        None => m.lines().next().unwrap_or("").to_string(),
+    };
+    let mut s = format!("{} ({})", m.trim(), e.kind());
+    for cause in causes(e) {
+        s.push_str(": ");
+        s.push_str(&cause);
+    }
+    s
+}
+
+/// The messages of an error's causes, outermost first, each once.
+fn causes(e: &opendal::Error) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut next = std::error::Error::source(e);
+    while let Some(c) = next {
+        let text = c.to_string();
+        if !out.iter().any(|o| o.contains(&text)) {
+            out.push(text);
+        }
+        next = c.source();
+    }
+    out
+}
+
+/// Why a connection could not be made, when that is what failed: the server is down or the
+/// name does not resolve, which retrying will not fix.
+fn unreachable(e: &opendal::Error) -> Option<String> {
+    let chain = causes(e).join(": ").to_ascii_lowercase();
+    [
+        ("connection refused", "connection refused"),
+        ("dns error", "the host name does not resolve"),
+        ("failed to lookup address", "the host name does not resolve"),
+        ("no route to host", "no route to host"),
+        ("network is unreachable", "the network is unreachable"),
+        (
+            "invalid peer certificate",
+            "the server's TLS certificate is not trusted",
+        ),
+        ("certificate", "TLS certificate problem"),
+    ]
+    .into_iter()
+    .find(|(needle, _)| chain.contains(needle))
+    .map(|(_, why)| why.to_string())
+}
+
+impl Backend for S3Backend {
+    fn location(&self) -> String {
+        self.shown.clone()
+    }
+
+    fn create(&self) -> Result<()> {
+        // A repository may only be created where nothing is: listing one key tells.
+        let list = || self.run_raw(self.op.list_with("").limit(1).recursive(true));
+        let first = match list()? {
+            Err(e) if s3_code(e.message()).as_deref() == Some("NoSuchBucket") => {
+                self.create_bucket()?;
+                list()?
+            }
+            other => other,
+        }
+        .map_err(|e| self.error("list", "", &e))?;
+        if let Some(e) = first
+            .into_iter()
+            .find(|e| e.path() != "/" && !e.path().is_empty())
+        {
+            let what = if e.path() == "config" {
+                "a repository already exists there"
+            } else {
+                "the location already holds other objects (use an empty bucket or prefix)"
+            };
+            return Err(BackendError::new(
+                "create",
+                self.shown.clone(),
+                ErrorKind::AlreadyExists,
+                what.to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn list(&self, t: FileType) -> Result<Vec<FileInfo>> {
+        if t == FileType::Config {
+            return match self.stat(t, "config") {
+                Ok(f) => Ok(vec![f]),
+                Err(e) if e.is_not_found() => Ok(vec![]),
+                Err(e) => Err(e),
+            };
+        }
+        let dir = format!("{}/", t.dir());
+        let entries = self.run("list", &dir, self.op.list_with(&dir).recursive(true))?;
+        let mut out = Vec::with_capacity(entries.len());
+        for e in entries {
+            let name = e.name();
+            if !is_id(name) || e.metadata().is_dir() {
+                continue;
+            }
+            // S3 listings carry every object's size.
+            let size = e.metadata().content_length();
+            out.push(FileInfo {
+                name: name.to_string(),
+                size,
+            });
+        }
+        Ok(out)
+    }
+
+    fn read(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
+        let path = t.path(name);
+        let buf = self.run("read", &path, self.op.read(&path))?;
+        Ok(buf.to_vec())
+    }
+
+    fn read_range(&self, t: FileType, name: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.read_into(&t.path(name), offset, len, &mut out)?;
+        Ok(out)
+    }
+
+    fn read_range_into(
+        &self,
+        t: FileType,
+        name: &str,
+        offset: u64,
+        len: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.read_into(&t.path(name), offset, len, buf)
+    }
+
+    fn hints(&self) -> BackendHints {
+        BackendHints {
+            local: false,
+            connections: Some(self.gate.limit()),
+            ..Default::default()
+        }
+    }
+
+    fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
+        let path = t.path(name);
+        let body = opendal::Buffer::from(data.to_vec());
+        self.run("write", &path, self.op.write(&path, body))?;
+        Ok(())
+    }
+
+    fn delete(&self, t: FileType, name: &str) -> Result<()> {
+        // S3 deletes a missing key without complaint; the trait wants NotFound.
+        let path = t.path(name);
+        self.run("stat", &path, self.op.stat(&path))?;
+        self.run("delete", &path, self.op.delete(&path))
+    }
+
+    fn stat(&self, t: FileType, name: &str) -> Result<FileInfo> {
+        let path = t.path(name);
+        let m = self.run("stat", &path, self.op.stat(&path))?;
+        Ok(FileInfo {
+            name: name.to_string(),
+            size: m.content_length(),
+        })
+    }
+}
+
+fn is_id(name: &str) -> bool {
+    name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aws_endpoints_are_recognised() {
+        assert!(is_aws("https://s3.amazonaws.com"));
+        assert!(is_aws("https://s3.eu-west-1.amazonaws.com:443/"));
+        assert!(!is_aws("http://127.0.0.1:9000"));
+        assert!(!is_aws("https://notamazonaws.com"));
+    }
+
+    #[test]
+    fn s3_error_codes_are_found() {
+        let m =
+            r#"S3Error { code: "SlowDown", message: "Reduce your request rate.", resource: "" }"#;
+        assert_eq!(s3_code(m).as_deref(), Some("SlowDown"));
+        assert_eq!(s3_code("connection reset"), None);
+    }
+
+    #[test]
+    fn options_are_checked() {
+        let loc = S3Location {
+            endpoint: "http://h".into(),
+            bucket: "b".into(),
+            prefix: String::new(),
+        };
+        let mut o = RemoteOptions::default();
+        let s = S3Options::from_remote(&loc, &o).unwrap();
+        assert_eq!(s.connections, S3_CONNECTIONS);
+        assert_eq!(s.bucket_lookup, BucketLookup::Auto);
+        o.connections = Some(3);
+        o.extended = vec![
+            ("s3.bucket-lookup".into(), "path".into()),
+            ("s3.region".into(), "eu-west-1".into()),
+        ];
+        let s = S3Options::from_remote(&loc, &o).unwrap();
+        assert_eq!(
+            (s.connections, s.bucket_lookup, s.region.as_deref()),
+            (3, BucketLookup::Path, Some("eu-west-1"))
+        );
+        o.extended = vec![("s3.bucket-lookup".into(), "sideways".into())];
+        let e = S3Options::from_remote(&loc, &o).unwrap_err();
+        assert!(e.to_string().contains("sideways"), "{e}");
+    }
+}

@@ -1,0 +1,490 @@
+//! SFTP repositories over the system's OpenSSH client (`ssh host -s sftp`, so the user's ssh
+//! configuration, agent, keys and known_hosts apply), all requests multiplexed on one session.
+
+// Every `Backend` call, from any thread, sends its requests on the one session (at most
+// `connections` calls at once); large transfers are split into 255 KiB requests kept in
+// flight together, so latency is paid once, not per request. When the session dies the
+// failing calls are transient and the next call starts a new session.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use arca_backend::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result};
+use futures_util::{StreamExt, TryStreamExt, stream};
+
+use crate::SftpLocation;
+use crate::runtime::{Gate, block_on};
+
+mod io;
+mod options;
+mod session;
+mod words;
+
+use io::{
+    CHUNK, Class, Fail, class, is_id, join, not_found, read_exact, read_once, read_upto, temp_name,
+    write_all,
+};
+pub use options::SftpOptions;
+use session::{Session, lock};
+
+/// Folders created or listed at once (the 256 shards of `data`: two round trips' worth; each
+/// listing holds a handle on the server).
+const DIRS: usize = 128;
+
+/// A repository folder on an SFTP server.
+#[derive(Debug)]
+pub struct SftpBackend {
+    /// `sftp://...`, for messages.
+    location: String,
+    /// The folder on the server, as SFTP paths spell it (relative: from the login folder).
+    root: String,
+    argv: Vec<String>,
+    gate: Gate,
+    current: Mutex<Option<Arc<Session>>>,
+    /// Held while a session starts; counts the sessions started.
+    starting: tokio::sync::Mutex<u64>,
+}
+
+impl SftpBackend {
+    /// Starts the session (nothing is created on the server).
+    pub fn open(loc: &SftpLocation, opts: &SftpOptions) -> Result<Self> {
+        let path = loc.path.strip_prefix("~/").unwrap_or(&loc.path);
+        let b = Self {
+            location: loc.to_string(),
+            root: path.to_string(),
+            argv: opts.argv(loc),
+            gate: Gate::new(opts.connections),
+            current: Mutex::new(None),
+            starting: tokio::sync::Mutex::new(0),
+        };
+        block_on(&b.location, b.session())??;
+        Ok(b)
+    }
+
+    /// Path of a repository file on the server.
+    fn remote(&self, rel: &str) -> String {
+        join(&self.root, rel)
+    }
+
+    /// Full location of a repository file (or of the repository, for `""`), for messages.
+    fn shown(&self, rel: &str) -> String {
+        if rel.is_empty() {
+            self.location.clone()
+        } else {
+            join(&self.location, rel)
+        }
+    }
+
+    /// The live session, started if there is none (one start at a time).
+    async fn session(&self) -> Result<Arc<Session>> {
+        if let Some(s) = self.live() {
+            return Ok(s);
+        }
+        let mut started = self.starting.lock().await;
+        if let Some(s) = self.live() {
+            return Ok(s);
+        }
+        let s = Arc::new(Session::start(&self.argv, &self.location, *started > 0).await?);
+        *started += 1;
+        *lock(&self.current) = Some(s.clone());
+        Ok(s)
+    }
+
+    fn live(&self) -> Option<Arc<Session>> {
+        let mut cur = lock(&self.current);
+        match cur.as_ref() {
+            Some(s) if s.alive() => Some(s.clone()),
+            Some(_) => {
+                *cur = None;
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Runs one operation on the session, admitted by the gate.
+    fn run<T, Fut>(
+        &self,
+        op: &'static str,
+        rel: &str,
+        f: impl FnOnce(Arc<Session>) -> Fut,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = Result<T, Fail>>,
+    {
+        let _pass = self.gate.enter();
+        block_on(&self.location, async {
+            let s = self.session().await?;
+            f(s.clone()).await.map_err(|e| self.fail(op, rel, &s, e))
+        })?
+    }
+
+    fn fail(&self, op: &'static str, rel: &str, s: &Arc<Session>, e: Fail) -> BackendError {
+        let at = self.shown(rel);
+        match e {
+            Fail::Short(end) => BackendError::new(
+                op,
+                at,
+                ErrorKind::ShortRead,
+                format!("the file ends at byte {end}, before the requested range"),
+            ),
+            Fail::Kind(kind, msg) => BackendError::new(op, at, kind, msg),
+            Fail::Sftp(e) => match class(&e) {
+                Class::Status(kind, msg) => BackendError::new(op, at, kind, msg),
+                Class::Other(msg) => BackendError::new(op, at, ErrorKind::Other, msg),
+                Class::Lost(msg) => {
+                    s.mark_lost();
+                    let mut cur = lock(&self.current);
+                    if cur.as_ref().is_some_and(|c| Arc::ptr_eq(c, s)) {
+                        *cur = None;
+                    }
+                    drop(cur);
+                    BackendError::new(
+                        op,
+                        at,
+                        ErrorKind::Transient,
+                        format!(
+                            "the SFTP session was lost ({}; {msg}); the next request starts \
+                             a new one",
+                            s.last_words()
+                        ),
+                    )
+                }
+            },
+        }
+    }
+
+    /// Reads `out.len()` bytes at `offset` of a file.
+    fn read_into(&self, t: FileType, name: &str, offset: u64, out: &mut [u8]) -> Result<()> {
+        let rel = t.path(name);
+        let path = self.remote(&rel);
+        let len = out.len();
+        self.run("read", &rel, |s| async move {
+            let file = s.sftp.open(&path).await?;
+            read_exact(&file, offset, out).await.map_err(|e| match e {
+                Fail::Short(end) => Fail::Kind(
+                    ErrorKind::ShortRead,
+                    format!("the file ends at byte {end}; wanted {len} bytes at offset {offset}"),
+                ),
+                e => e,
+            })
+        })
+    }
+
+    async fn write_file(s: &Session, dir: &str, path: &str, data: &[u8]) -> Result<(), Fail> {
+        let tmp = join(dir, &temp_name());
+        let open = || async {
+            let mut o = s.sftp.options();
+            o.write(true).create_new(true);
+            o.open(&tmp).await
+        };
+        let mut file = match open().await {
+            Err(e)
+                if matches!(class(&e), Class::Status(ErrorKind::NotFound, _))
+                    && !dir.is_empty() =>
+            {
+                // A folder of the layout is missing (a repository made by another tool):
+                // make it, not its parents, and try once more.
+                let _ = s.sftp.fs().create_dir(dir).await;
+                open().await?
+            }
+            r => r?,
+        };
+        let written = async {
+            write_all(&file, data).await?;
+            if s.sftp.support_fsync() {
+                file.sync_all().await?;
+            }
+            file.close().await?;
+            let mut fs = s.sftp.fs();
+            match fs.rename(&tmp, path).await {
+                Err(e)
+                    if !s.sftp.support_posix_rename()
+                        && matches!(class(&e), Class::Status(ErrorKind::Other, _)) =>
+                {
+                    // Plain SFTP rename refuses an existing target (a generic failure): replace
+                    // it in two steps, the only way such a server allows.
+                    match fs.remove_file(path).await {
+                        Err(e) if !matches!(class(&e), Class::Status(ErrorKind::NotFound, _)) => {
+                            return Err(e.into());
+                        }
+                        _ => {}
+                    }
+                    fs.rename(&tmp, path).await?;
+                }
+                r => r?,
+            }
+            Ok::<(), Fail>(())
+        }
+        .await;
+        if written.is_err() {
+            let _ = s.sftp.fs().remove_file(&tmp).await;
+        }
+        written
+    }
+
+    /// Creates the repository folder and its missing parents, like `mkdir -p`.
+    async fn make_root(&self, s: &Session) -> Result<(), Fail> {
+        let mut fs = s.sftp.fs();
+        let root = self.root.trim_end_matches('/');
+        // Usually the parent exists: one round trip.
+        if fs.create_dir(root).await.is_ok() {
+            return Ok(());
+        }
+        let mut prefixes = vec![];
+        for (i, c) in root.char_indices() {
+            if c == '/' && i > 0 {
+                prefixes.push(&root[..i]);
+            }
+        }
+        prefixes.push(root);
+        for p in prefixes {
+            match fs.metadata(p).await {
+                Ok(m) if m.file_type().is_none_or(|t| t.is_dir()) => {}
+                Ok(_) => {
+                    return Err(Fail::Kind(
+                        ErrorKind::AlreadyExists,
+                        format!("{p:?} exists and is not a folder"),
+                    ));
+                }
+                Err(e) if matches!(class(&e), Class::Status(ErrorKind::NotFound, _)) => {
+                    fs.create_dir(p).await?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    async fn list_dir(s: &Session, path: String) -> Result<Vec<FileInfo>, Fail> {
+        let dir = s.sftp.fs().open_dir(&path).await?;
+        let entries: Vec<_> = dir.read_dir().try_collect().await?;
+        Ok(entries
+            .into_iter()
+            .filter_map(|e| {
+                let name = e.filename().to_str()?;
+                let meta = e.metadata();
+                (is_id(name) && meta.file_type().is_none_or(|t| t.is_file())).then(|| FileInfo {
+                    name: name.to_string(),
+                    size: meta.len().unwrap_or(0),
+                })
+            })
+            .collect())
+    }
+}
+
+impl Backend for SftpBackend {
+    fn location(&self) -> String {
+        self.location.clone()
+    }
+
+    fn create(&self) -> Result<()> {
+        self.run("create repository", "", |s| async move {
+            match s.sftp.fs().open_dir(&self.root).await {
+                Ok(dir) => {
+                    let entries: Vec<_> = dir.read_dir().try_collect().await?;
+                    let names: Vec<String> = entries
+                        .iter()
+                        .filter_map(|e| e.filename().to_str().map(str::to_string))
+                        .filter(|n| n != "." && n != "..")
+                        .collect();
+                    if names.iter().any(|n| n == "config") {
+                        return Err(Fail::Kind(
+                            ErrorKind::AlreadyExists,
+                            "a repository already exists here".into(),
+                        ));
+                    }
+                    if !names.is_empty() {
+                        return Err(Fail::Kind(
+                            ErrorKind::AlreadyExists,
+                            format!(
+                                "the folder is not empty ({} entries); choose an empty or new \
+                                 folder",
+                                names.len()
+                            ),
+                        ));
+                    }
+                }
+                Err(e) if matches!(class(&e), Class::Status(ErrorKind::NotFound, _)) => {
+                    self.make_root(&s).await?;
+                }
+                Err(e) => {
+                    return match s.sftp.fs().metadata(&self.root).await {
+                        Ok(m) if m.file_type().is_some_and(|t| !t.is_dir()) => Err(Fail::Kind(
+                            ErrorKind::AlreadyExists,
+                            "a file, not a folder, is there".into(),
+                        )),
+                        _ => Err(e.into()),
+                    };
+                }
+            }
+            let mkdirs = |dirs: Vec<String>| {
+                let s = &s;
+                stream::iter(dirs.into_iter().map(move |d| async move {
+                    s.sftp.fs().create_dir(&d).await.map_err(Fail::from)
+                }))
+                .buffer_unordered(DIRS)
+                .try_collect::<()>()
+            };
+            let top = ["keys", "snapshots", "index", "data"];
+            mkdirs(top.iter().map(|d| self.remote(d)).collect()).await?;
+            mkdirs(
+                (0..=255u8)
+                    .map(|i| self.remote(&format!("data/{}", hex::encode([i]))))
+                    .collect(),
+            )
+            .await
+        })
+    }
+
+    fn list(&self, t: FileType) -> Result<Vec<FileInfo>> {
+        if t == FileType::Config {
+            return match self.stat(t, "config") {
+                Ok(i) => Ok(vec![i]),
+                Err(e) if e.is_not_found() => Ok(vec![]),
+                Err(e) => Err(e),
+            };
+        }
+        let dir = t.dir();
+        self.run("list", dir, |s| async move {
+            if t != FileType::Pack {
+                return Self::list_dir(&s, self.remote(dir)).await;
+            }
+            // The 256 shards at once; a missing shard is empty, a missing `data` is not.
+            let shards = (0..=255u8).map(|i| {
+                let s = &s;
+                let path = self.remote(&format!("data/{}", hex::encode([i])));
+                async move {
+                    match Self::list_dir(s, path).await {
+                        Err(e) if not_found(&e) => Ok(None),
+                        r => r.map(Some),
+                    }
+                }
+            });
+            let found: Vec<Option<Vec<FileInfo>>> = stream::iter(shards)
+                .buffer_unordered(DIRS)
+                .try_collect()
+                .await?;
+            if found.iter().all(Option::is_none) {
+                s.sftp.fs().metadata(self.remote(dir)).await?;
+            }
+            Ok(found.into_iter().flatten().flatten().collect())
+        })
+    }
+
+    fn read(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
+        let rel = t.path(name);
+        let path = self.remote(&rel);
+        self.run("read", &rel, |s| async move {
+            let file = s.sftp.open(&path).await?;
+            // The size and the first chunk in one round trip: most files fit in it (a
+            // second request would only learn that the file ends there).
+            let mut first = vec![0u8; CHUNK];
+            let (mut f1, mut f2) = (file.clone(), file.clone());
+            let (meta, got) = tokio::join!(f1.metadata(), read_once(&mut f2, 0, &mut first));
+            drop((f1, f2));
+            let got = got?;
+            let size = meta?.len();
+            match size {
+                Some(size) if size as usize <= got => {
+                    first.truncate(size as usize);
+                    Ok(first)
+                }
+                Some(size) => {
+                    let size = usize::try_from(size).map_err(|_| {
+                        Fail::Kind(ErrorKind::Other, format!("file too large ({size} bytes)"))
+                    })?;
+                    let mut out = first;
+                    out.resize(size, 0);
+                    read_exact(&file, got as u64, &mut out[got..]).await?;
+                    Ok(out)
+                }
+                None => {
+                    // The server gave no size: read on until the file ends.
+                    let mut out = first;
+                    out.truncate(got);
+                    let mut f = file.clone();
+                    let mut buf = vec![0u8; CHUNK];
+                    loop {
+                        let n = read_upto(&mut f, out.len() as u64, &mut buf).await?;
+                        out.extend_from_slice(&buf[..n]);
+                        if n < buf.len() {
+                            return Ok(out);
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    fn read_range(&self, t: FileType, name: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        self.read_range_into(t, name, offset, len, &mut buf)?;
+        Ok(buf)
+    }
+
+    fn read_range_into(
+        &self,
+        t: FileType,
+        name: &str,
+        offset: u64,
+        len: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        let n = usize::try_from(len).map_err(|_| {
+            BackendError::new(
+                "read",
+                self.shown(&t.path(name)),
+                ErrorKind::Other,
+                format!("range of {len} bytes is too large"),
+            )
+        })?;
+        // Reusing the buffer's allocation: only growth is zero-filled, the rest is overwritten.
+        buf.resize(n, 0);
+        self.read_into(t, name, offset, buf)
+    }
+
+    fn hints(&self) -> BackendHints {
+        BackendHints {
+            local: false,
+            connections: Some(self.gate.limit()),
+            ..Default::default()
+        }
+    }
+
+    fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
+        let rel = t.path(name);
+        let path = self.remote(&rel);
+        let dir = match path.rsplit_once('/') {
+            Some(("", _)) => "/".to_string(),
+            Some((d, _)) => d.to_string(),
+            None => String::new(),
+        };
+        self.run("write", &rel, |s| async move {
+            Self::write_file(&s, &dir, &path, data).await
+        })
+    }
+
+    fn delete(&self, t: FileType, name: &str) -> Result<()> {
+        let rel = t.path(name);
+        let path = self.remote(&rel);
+        self.run("delete", &rel, |s| async move {
+            s.sftp.fs().remove_file(&path).await.map_err(Fail::from)
+        })
+    }
+
+    fn stat(&self, t: FileType, name: &str) -> Result<FileInfo> {
+        let rel = t.path(name);
+        let path = self.remote(&rel);
+        self.run("stat", &rel, |s| async move {
+            let m = s.sftp.fs().metadata(&path).await?;
+            let size = m
+                .len()
+                .ok_or_else(|| Fail::Kind(ErrorKind::Other, "the server gave no size".into()))?;
+            Ok(FileInfo {
+                name: name.to_string(),
+                size,
+            })
+        })
+    }
+}

@@ -1,0 +1,345 @@
+//! One SFTP session: the ssh child process, the protocol client over its pipes, and the tail
+//! of what ssh printed, turned into an error that says what to fix when the session fails.
+
+use std::fmt;
+use std::io::IsTerminal;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use arca_backend::{BackendError, ErrorKind};
+use openssh_sftp_client::{Sftp, SftpOptions as ClientOptions};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{Child, Command};
+
+/// Bytes of ssh's stderr kept for messages.
+const TAIL: usize = 4096;
+
+/// How long a failed start waits for ssh to exit and finish writing its stderr.
+const EXIT_WAIT: Duration = Duration::from_secs(3);
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The last few KiB ssh wrote to its stderr.
+#[derive(Debug, Default)]
+struct Tail(Mutex<Vec<u8>>);
+
+impl Tail {
+    fn push(&self, bytes: &[u8]) {
+        let mut t = lock(&self.0);
+        t.extend_from_slice(bytes);
+        if t.len() > TAIL {
+            let cut = t.len() - TAIL;
+            t.drain(..cut);
+        }
+    }
+
+    /// The last `n` meaningful lines, joined (banners of `@` and known-host notices left
+    /// out); empty when ssh said nothing.
+    fn last_lines(&self, n: usize) -> String {
+        let text = String::from_utf8_lossy(&lock(&self.0)).into_owned();
+        let lines: Vec<&str> = text
+            .lines()
+            .map(|l| l.trim().trim_start_matches("ssh: "))
+            .filter(|l| {
+                !l.is_empty() && !l.starts_with('@') && !l.starts_with("Warning: Permanently added")
+            })
+            .collect();
+        lines[lines.len().saturating_sub(n)..].join(" / ")
+    }
+}
+
+async fn capture(mut from: impl AsyncRead + Unpin, into: Arc<Tail>) {
+    let mut buf = [0u8; 1024];
+    loop {
+        match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => into.push(&buf[..n]),
+        }
+    }
+}
+
+/// Whether ssh must not prompt: nobody could answer (no terminal on stdin or stderr, no
+/// askpass program).
+pub(super) fn non_interactive() -> bool {
+    !std::io::stdin().is_terminal()
+        && !std::io::stderr().is_terminal()
+        && std::env::var_os("SSH_ASKPASS").is_none()
+}
+
+/// A running SFTP session.
+pub(super) struct Session {
+    /// The protocol client; share it freely, requests are multiplexed.
+    pub(super) sftp: Sftp,
+    child: Mutex<Child>,
+    stderr: Arc<Tail>,
+    lost: AtomicBool,
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("pid", &lock(&self.child).id())
+            .field("lost", &self.lost.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Session {
+    /// Runs `argv` (ssh and its arguments, ending in `-s sftp` or an equivalent) and speaks
+    /// SFTP over its stdin and stdout. `reconnect`: a session worked before, so failing to
+    /// reach the server is transient (except for host key and login refusals). Must run on
+    /// the network runtime.
+    pub(super) async fn start(
+        argv: &[String],
+        location: &str,
+        reconnect: bool,
+    ) -> Result<Session, BackendError> {
+        let err = |kind, msg: String| BackendError::new("connect", location, kind, msg);
+        let Some((program, args)) = argv.split_first() else {
+            return Err(err(ErrorKind::Other, "empty ssh command".into()));
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if non_interactive() {
+            // Nobody can type into ssh anyway: keep the terminal's Ctrl-C (if any) for arca,
+            // which then stops in order instead of losing its session mid-write.
+            cmd.process_group(0);
+        }
+        let mut child = cmd.spawn().map_err(|e| {
+            let hint = if e.kind() == std::io::ErrorKind::NotFound {
+                "; install the OpenSSH client or name the command with -o sftp.command=..."
+            } else {
+                ""
+            };
+            err(
+                ErrorKind::Other,
+                format!("cannot run {program:?}: {e}{hint}"),
+            )
+        })?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(err(ErrorKind::Other, "ssh's pipes are missing".into()));
+        };
+        let tail = Arc::new(Tail::default());
+        let reader = tokio::spawn(capture(stderr, tail.clone()));
+        match Sftp::new(stdin, stdout, ClientOptions::new()).await {
+            Ok(sftp) => Ok(Session {
+                sftp,
+                child: Mutex::new(child),
+                stderr: tail,
+                lost: AtomicBool::new(false),
+            }),
+            Err(e) => {
+                let status = match tokio::time::timeout(EXIT_WAIT, child.wait()).await {
+                    Ok(Ok(status)) => Some(status),
+                    _ => {
+                        let _ = child.start_kill();
+                        None
+                    }
+                };
+                let _ = tokio::time::timeout(EXIT_WAIT, reader).await;
+                let said = tail.last_lines(3);
+                let (kind, msg) = explain_start_failure(&said, status, &e.to_string(), reconnect);
+                Err(err(kind, msg))
+            }
+        }
+    }
+
+    /// Whether the session may still serve requests.
+    pub(super) fn alive(&self) -> bool {
+        !self.lost.load(Ordering::Relaxed) && matches!(lock(&self.child).try_wait(), Ok(None))
+    }
+
+    /// Marks the session dead (its connection failed); the next request starts another.
+    pub(super) fn mark_lost(&self) {
+        self.lost.store(true, Ordering::Relaxed);
+    }
+
+    /// What ssh said, or how it ended, for the message of a lost session.
+    pub(super) fn last_words(&self) -> String {
+        let said = self.stderr.last_lines(2);
+        let status = match lock(&self.child).try_wait() {
+            Ok(Some(s)) => Some(s),
+            _ => None,
+        };
+        match (said.is_empty(), status) {
+            (false, _) => format!("ssh: {said}"),
+            (true, Some(s)) => format!("ssh {}", exit_text(s)),
+            (true, None) => "ssh said nothing".into(),
+        }
+    }
+}
+
+fn exit_text(s: ExitStatus) -> String {
+    match s.code() {
+        Some(c) => format!("exited with status {c}"),
+        None => format!("ended: {s}"),
+    }
+}
+
+/// The kind and message of a session that failed to start, from ssh's last words (`said`),
+/// its exit status and the SFTP client's error.
+fn explain_start_failure(
+    said: &str,
+    status: Option<ExitStatus>,
+    client_error: &str,
+    reconnect: bool,
+) -> (ErrorKind, String) {
+    let lower = said.to_ascii_lowercase();
+    let has = |needles: &[&str]| needles.iter().any(|n| lower.contains(n));
+    let ssh = if said.is_empty() {
+        match status {
+            Some(s) => format!("ssh {} without a message", exit_text(s)),
+            None => "ssh said nothing".into(),
+        }
+    } else {
+        format!("ssh: {said}")
+    };
+    if has(&[
+        "host key verification failed",
+        "remote host identification has changed",
+        "host key for",
+        "no matching host key",
+    ]) {
+        return (
+            ErrorKind::PermissionDenied,
+            format!(
+                "the server's host key is not trusted ({ssh}). If the key legitimately \
+                 changed, remove the old one with `ssh-keygen -R <host>` and connect once \
+                 with ssh to check and accept the new one; arca never accepts host keys itself"
+            ),
+        );
+    }
+    if has(&["permission denied", "too many authentication failures"]) {
+        return (
+            ErrorKind::PermissionDenied,
+            format!(
+                "ssh could not log in ({ssh}); check the user name, the key (load it into \
+                 ssh-agent, or pass -o sftp.args='-i KEYFILE') and the server's \
+                 authorized_keys"
+            ),
+        );
+    }
+    let kind = if reconnect {
+        ErrorKind::Transient
+    } else {
+        ErrorKind::Other
+    };
+    if has(&["could not resolve hostname", "name or service not known"]) {
+        return (
+            kind,
+            format!(
+                "cannot resolve the server's name ({ssh}); check the location, or the \
+                 HostName in your ssh configuration"
+            ),
+        );
+    }
+    if has(&[
+        "connection refused",
+        "connection timed out",
+        "operation timed out",
+        "no route to host",
+        "network is unreachable",
+        "connection reset",
+        "connection closed by",
+        "kex_exchange_identification",
+    ]) {
+        return (
+            kind,
+            format!("cannot reach the SSH server ({ssh}); is it running, and the port right?"),
+        );
+    }
+    if has(&["subsystem request failed"]) {
+        return (
+            ErrorKind::Other,
+            format!(
+                "the server does not offer SFTP ({ssh}); enable `Subsystem sftp` in its \
+                 sshd_config"
+            ),
+        );
+    }
+    if status.is_none_or(|s| s.success()) && said.is_empty() {
+        return (
+            ErrorKind::Other,
+            format!(
+                "the server did not answer in SFTP ({client_error}); a login script that \
+                 prints text on the server breaks SFTP"
+            ),
+        );
+    }
+    (
+        kind,
+        format!("the SFTP session did not start ({ssh}; {client_error})"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_the_last_bytes_and_meaningful_lines() {
+        let t = Tail::default();
+        let noise: &[u8] = b"\n@@@@@@@@\n@ WARNING @\nWarning: Permanently added 'h' to the list\n";
+        let lines: &[u8] = b"one\n\ntwo\nthree\n";
+        t.push(&vec![b'x'; TAIL * 2]);
+        t.push(noise);
+        t.push(lines);
+        assert_eq!(lock(&t.0).len(), TAIL);
+        assert_eq!(t.last_lines(2), "two / three");
+        let xs = "x".repeat(TAIL - noise.len() - lines.len());
+        assert_eq!(t.last_lines(10), format!("{xs} / one / two / three"));
+    }
+
+    #[test]
+    fn start_failures_say_what_to_fix() {
+        let cases = [
+            (
+                "Host key for [127.0.0.1]:2222 has changed and you have requested strict \
+                 checking. / Host key verification failed.",
+                ErrorKind::PermissionDenied,
+                "host key is not trusted",
+            ),
+            (
+                "root@127.0.0.1: Permission denied (publickey).",
+                ErrorKind::PermissionDenied,
+                "could not log in",
+            ),
+            (
+                "ssh: Could not resolve hostname nas: Name or service not known",
+                ErrorKind::Other,
+                "cannot resolve",
+            ),
+            (
+                "ssh: connect to host 127.0.0.1 port 9: Connection refused",
+                ErrorKind::Other,
+                "cannot reach",
+            ),
+            (
+                "subsystem request failed on channel 0",
+                ErrorKind::Other,
+                "does not offer SFTP",
+            ),
+            ("", ErrorKind::Other, "did not answer in SFTP"),
+            ("something odd", ErrorKind::Other, "did not start"),
+        ];
+        for (said, kind, text) in cases {
+            let (k, msg) = explain_start_failure(said, None, "EOF", false);
+            assert_eq!(k, kind, "{said}");
+            assert!(msg.contains(text), "{said}: {msg}");
+        }
+        let (k, _) = explain_start_failure("Connection refused", None, "EOF", true);
+        assert_eq!(k, ErrorKind::Transient);
+        let (k, _) = explain_start_failure("Permission denied (publickey)", None, "EOF", true);
+        assert_eq!(k, ErrorKind::PermissionDenied);
+    }
+}
