@@ -13,11 +13,11 @@ import sys
 import time
 
 from . import datasets as dsm
-from . import plots, report, targetfs
+from . import plots, report, s3, targetfs
 from .measure import drop_caches, ensure_gnu_time
 from .scenarios import Bench
-from .tools import (KOPIA_VERSION, RESTIC_LATEST_VERSION, RUSTIC_VERSION, Arca, ArcaRemote, Borg,
-                    Kopia, Restic, ResticLatest, Rustic)
+from .tools import (KOPIA_VERSION, RESTIC_LATEST_VERSION, RUSTIC_VERSION, S3_CAPABLE, Arca,
+                    ArcaRemote, Borg, Kopia, Restic, ResticLatest, Rustic)
 
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(BENCH)
@@ -97,6 +97,19 @@ def parse_args(argv):
     p.add_argument("--remote-datasets", default="small,generations",
                    help="datasets the throttled arca variant runs on (default small,generations; "
                    "add many to see its per-file overhead behind latency)")
+    p.add_argument("--s3", action="store_true",
+                   help="also run the S3 part: arca, restic and rustic (those among --tools) "
+                   "against an S3 server on loopback (s3s-fs), plain and behind --s3-latency, "
+                   "next to arca on a local folder; on small and many (see bench/README.md)")
+    p.add_argument("--s3-only", action="store_true",
+                   help="only the S3 part (implies --s3; datasets default to small,many); with "
+                   "docs, only the S3 section of docs/BENCHMARKS.md is replaced")
+    p.add_argument("--s3-latency", default="20ms",
+                   help="round trip per request behind the delaying proxy (default 20ms)")
+    p.add_argument("--s3-bandwidth", default="100MB",
+                   help="link bandwidth per direction behind the proxy, bytes/s (default 100MB)")
+    p.add_argument("--s3-runs", type=int,
+                   help="runs per S3 scenario (median); default 1 with --smoke, else 3")
     p.add_argument("--target-fs", choices=["ext4", "native"], default="ext4",
                    help="where restores land: ext4 = a fresh journaled ext4 on a loop device, made "
                    "for this run (default; needs root, falls back to native with a note); native = "
@@ -148,10 +161,8 @@ def machine_info(out_dir) -> dict:
     return info
 
 
-def _run_datasets(args, names, specs, data, work, logs, timeout, active, log):
-    """Every dataset's scenarios; returns (results per dataset, the Bench)."""
-    bench = Bench(work=work, logs=logs, timeout=timeout,
-                  seed=args.seed, log=log, remote_runs=args.remote_runs, keep=args.keep)
+def _run_datasets(args, bench, names, specs, data, active, log):
+    """Every dataset's scenarios; returns the results per dataset."""
     remote_sets = set(args.remote_datasets.split(",")) if args.remote_datasets else set()
     results_ds = []
     for n in names:
@@ -169,7 +180,7 @@ def _run_datasets(args, names, specs, data, work, logs, timeout, active, log):
                                 f"(see --remote-datasets)")
         results_ds.append(res)
         log(f"[{n}] done in {res['seconds']:.0f} s")
-    return results_ds, bench
+    return results_ds
 
 
 def selftest(log) -> bool:
@@ -188,23 +199,43 @@ def selftest(log) -> bool:
 
 
 def write_outputs(results: dict, base: str, plot_dir: str, write_docs: bool, log) -> None:
-    """results JSON + markdown under bench/out; with write_docs also docs/BENCHMARKS.md + PNGs."""
+    """results JSON + markdown under bench/out; with write_docs also docs/BENCHMARKS.md + PNGs
+    (and docs/bench/s3.json when the run has S3 results). A run with S3 results only (--s3-only)
+    replaces just the S3 section of docs/BENCHMARKS.md, keeping the other figures."""
     out = os.path.dirname(base)
-    docs_plots = os.path.join(ROOT, "docs", "bench")
-    try:
-        made = plots.make_all(results, docs_plots if write_docs else plot_dir)
-    except Exception as e:  # noqa: BLE001 - plots must never lose the numbers
-        made = []
-        log(f"WARNING: plotting failed: {e!r}")
-    if not plots.available():
-        log("matplotlib not available: no plots")
+    docs_dir = os.path.join(ROOT, "docs")
+    docs_plots = os.path.join(docs_dir, "bench")
+    s3_only = not results["datasets"] and bool((results.get("s3") or {}).get("datasets"))
+    made = []
+    if not s3_only:
+        try:
+            made = plots.make_all(results, docs_plots if write_docs else plot_dir)
+        except Exception as e:  # noqa: BLE001 - plots must never lose the numbers
+            log(f"WARNING: plotting failed: {e!r}")
+        if not plots.available():
+            log("matplotlib not available: no plots")
     with open(base + ".json", "w") as f:
         json.dump(results, f, indent=1, default=str)
     with open(base + ".md", "w") as f:
         f.write(report.render(results, plots_rel=os.path.relpath(
             docs_plots if write_docs else plot_dir, out)))
-    if write_docs:
-        with open(os.path.join(ROOT, "docs", "BENCHMARKS.md"), "w") as f:
+    if write_docs and (results.get("s3") or {}).get("datasets"):
+        os.makedirs(docs_plots, exist_ok=True)
+        with open(os.path.join(docs_plots, "s3.json"), "w") as f:
+            json.dump(results["s3"], f, indent=1, default=str)
+        log("wrote docs/bench/s3.json")
+    if write_docs and s3_only:
+        path = os.path.join(docs_dir, "BENCHMARKS.md")
+        try:
+            with open(path) as f:
+                doc = f.read()
+        except OSError:
+            doc = "# arca benchmarks\n"
+        with open(path, "w") as f:
+            f.write(s3.splice_section(doc, "\n".join(s3.render(results["s3"])) + "\n"))
+        log("replaced the S3 section of docs/BENCHMARKS.md (the rest is unchanged)")
+    elif write_docs:
+        with open(os.path.join(docs_dir, "BENCHMARKS.md"), "w") as f:
             f.write(report.render(results, plots_rel="bench"))
         log(f"wrote docs/BENCHMARKS.md and {len(made)} plots under docs/bench/")
     log(f"wrote {base}.json and {base}.md")
@@ -244,8 +275,11 @@ def main(argv=None) -> int:
         harness_log.flush()
 
     specs = dsm.SMOKE_SPECS if args.smoke else dsm.FULL_SPECS
+    if args.s3_only:
+        args.s3 = True
     names = (args.datasets.split(",") if args.datasets else
-             (["small", "medium", "many", "generations"] if args.full else ["small", "many", "generations"]))
+             (["small", "many"] if args.s3_only else
+              ["small", "medium", "many", "generations"] if args.full else ["small", "many", "generations"]))
     for n in names:
         if n not in specs:
             print(f"unknown dataset {n!r}; choose from {', '.join(specs)}", file=sys.stderr)
@@ -255,6 +289,14 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
+    if args.s3_only:
+        # Only the tools with an S3 variant; no throttled arca (the S3 part has its own latency).
+        wanted = [w for w in wanted if w in S3_CAPABLE]
+        args.no_remote = True
+        if not wanted or not any(n in s3.PLAN for n in names):
+            print(f"--s3-only needs one of the tools {', '.join(S3_CAPABLE)} and one of the "
+                  f"datasets {', '.join(s3.PLAN)}", file=sys.stderr)
+            return 2
     timeout = args.timeout or (600 if args.smoke else 4 * 3600)
 
     work = os.path.join(out, "work")
@@ -339,9 +381,20 @@ def main(argv=None) -> int:
     log(f"restore targets: {target_desc}")
 
     # ---- run
+    bench = Bench(work=work, logs=logs, timeout=timeout, seed=args.seed, log=log,
+                  remote_runs=args.remote_runs, keep=args.keep)
+    results_ds, s3res = [], None
     try:
-        results_ds, bench = _run_datasets(args, names, specs, data, work, logs, timeout, active,
-                                          log)
+        if not args.s3_only:
+            results_ds = _run_datasets(args, bench, names, specs, data, active, log)
+        if args.s3:
+            s3res = s3.run(bench=bench, tools=active, specs=specs, data=data, names=names,
+                           runs=args.s3_runs or (1 if args.smoke else 3),
+                           latency=args.s3_latency, bandwidth=args.s3_bandwidth, log=log,
+                           meta={"mode": mode, "argv": " ".join(sys.argv[1:] if argv is None
+                                                                 else argv),
+                                 "machine": machine_info(out),
+                                 "restore_targets": target_desc})
     finally:
         if target_fs:
             target_fs.close()
@@ -372,6 +425,8 @@ def main(argv=None) -> int:
         "failures": bench.failures, "expected_failures": bench.expected_failures,
         "contract": bench.contract,
     }
+    if s3res is not None:
+        results["s3"] = s3res
     results["headline"] = report.headline(results)
 
     # ---- outputs

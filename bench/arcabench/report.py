@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from . import capping
+from . import capping, s3
 from .scenarios import REFERENCES, RESTORES, SCENARIOS
 
 # Where docs/bench/ lives (the capping experiment's results).
@@ -300,9 +300,13 @@ def render(results: dict, plots_rel: str | None = None) -> str:
             what = what if len(what) <= 200 else what[:200] + "…"
             out.append(f"| {f['where']} | {f['runs_failed']} | {what} | {f['known'] or '**no**'} |")
         out += [f"| arca CLI contract | | {c} | **no** |" for c in results["contract"]]
-    out += ["", "## Results", ""]
+    if results["datasets"]:
+        out += ["", "## Results", ""]
     for ds in results["datasets"]:
         out += _dataset_section(results, ds, plots_rel, notes)
+    # S3: this run's, else the last recorded one (docs/bench/s3.json, from `bench/run --s3`).
+    out += (s3.render(results["s3"]) if (results.get("s3") or {}).get("datasets")
+            else s3.render_file(os.path.join(DOCS_BENCH, "s3.json")))
     out += capping.render(os.path.join(DOCS_BENCH, "capping.json"))
     out += ["## How each figure is obtained", ""]
     out += METHOD
@@ -357,6 +361,14 @@ METHOD = [
     "- **Throttled backend** (arca only): `--backend-latency`/`--backend-bandwidth` wrap arca's "
     "repository backend; requests and bytes come from the JSON summary. The peers have no "
     "equivalent latency injection, so they have no remote column.",
+    "- **S3 on loopback** (`bench/run --s3`): one s3s-fs server on 127.0.0.1, its folder on the "
+    "same disk as the local repositories; arca (`-r s3:http://...`), restic (`-r s3:http://...`) "
+    "and rustic (`opendal:s3` profile) with the AWS credentials in their environment and their "
+    "local caches; \"behind 20ms\" goes through `bench/arcabench/delayproxy.py`, a TCP proxy that "
+    "delays each direction by half the round trip (and the first bytes of a connection by one "
+    "more round trip, the handshake) and passes 100 MB/s per direction (one link shared by all "
+    "connections); it counts the bytes and HTTP responses that cross it. Server and proxy CPU "
+    "come from their /proc/<pid>/stat, the server's reads from its /proc/<pid>/io.",
     "- **References**: `tar -xpf` of a POSIX (pax, ns mtimes) uncompressed tar made beforehand, "
     "`cp -a`, `find -printf` (stats every entry) and `find -exec cat` (reads every byte), on "
     "the same tree with the page cache dropped.",
@@ -404,4 +416,11 @@ def headline(results: dict) -> list:
                 bits.append(b)
             if bits:
                 lines.append(f"**{ds['name']}** — {tool_label(results, t)}: " + "; ".join(bits))
+    s3res = results.get("s3") or {}
+    for row in s3.target_rows(s3res) if s3res.get("datasets") else []:
+        if row["ratio"] is not None:
+            sc = s3.SCENARIOS[row["scenario"]].format(lat=s3res["meta"]["latency"])
+            lines.append(f"**S3 (loopback)** — {row['dataset']}, {sc}: arca {row['arca']:.2f} s, "
+                         f"{row['ratio']:.2f}× its baseline (target ≤ {row['limit']}×: "
+                         f"{'met' if row['met'] else 'NOT met'})")
     return lines

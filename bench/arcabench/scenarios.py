@@ -149,13 +149,13 @@ class Bench:
             entry["repo_read_bytes"], entry["repo_read_method"] = rb, how
             entry["requests"] = tool_obj.backend_requests(m)
             if tool_obj.name.startswith("arca") and failure is None:
-                problems = arca_contract_problems(m.summary, scenario in RESTORES)
+                problems = arca_contract_problems(m.summary, scenario.startswith("restore_"))
                 if problems:
                     msg = f"{res['name']}/{scenario}/{tool_obj.name}: JSON summary: {'; '.join(problems)}"
                     if msg not in self.contract:
                         self.contract.append(msg)
                     failure = f"contract: JSON summary: {'; '.join(problems)}"
-                elif scenario in RESTORES and m.summary.get("errors"):
+                elif scenario.startswith("restore_") and m.summary.get("errors"):
                     failure = f"arca reported errors={m.summary.get('errors')} in its summary"
         if extra:
             entry.update(extra)

@@ -120,7 +120,8 @@ def go_build(module: str, version: str, package: str, binary: str, log, log_path
     return None
 
 
-def cargo_install(crate: str, version: str, root: str, log, log_path: str) -> str | None:
+def cargo_install(crate: str, version: str, root: str, log, log_path: str,
+                  features: list = ()) -> str | None:
     """`cargo install --locked --root ROOT crate@version`. Returns None on success, else why."""
     cargo = _find("cargo", os.path.expanduser("~/.cargo/bin/cargo"))
     if not cargo:
@@ -134,8 +135,9 @@ def cargo_install(crate: str, version: str, root: str, log, log_path: str) -> st
     # directory, apart from arca's target/, and no .cargo/config.toml of this checkout applies.
     env = {k: v for k, v in os.environ.items()
            if k not in ("CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR")}
-    rc, _ = _build_step([cargo, "install", "--locked", "--root", root, f"{crate}@{version}"],
-                        log_path, env=env, cwd="/")
+    feat = ["--features", ",".join(features)] if features else []
+    rc, _ = _build_step([cargo, "install", "--locked", "--root", root, *feat,
+                         f"{crate}@{version}"], log_path, env=env, cwd="/")
     if rc != 0:
         return f"`cargo install {crate}@{version}` failed (exit {rc}; log: {log_path})"
     return None
@@ -175,6 +177,8 @@ class Tool:
 
     def __init__(self, home_root: str):
         self.home = os.path.join(home_root, self.name)
+        self.extra_env = {}  # added to env() last (S3 credentials of the S3 variants)
+        self.base = self.name  # the tool this is a variant of (S3 variants: arca, rustic, ...)
         self.available = False
         self.note = ""
         self.version = ""
@@ -194,10 +198,17 @@ class Tool:
 
     def env(self) -> dict:
         os.makedirs(self.home, exist_ok=True)
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("AWS_", "OPENDAL")) or k == "AWS_CA_BUNDLE"}
         env.update(HOME=self.home, XDG_CACHE_HOME=os.path.join(self.home, ".cache"),
                    XDG_CONFIG_HOME=os.path.join(self.home, ".config"), LC_ALL="C.UTF-8")
+        env.update(self.extra_env)
         return env
+
+    # ---- S3 (see s3_variant)
+    def s3_repo(self, s3: "S3Location") -> str:
+        """The repository argument for a repository on an S3 server (arca's and restic's URL)."""
+        return f"s3:{s3.endpoint}/{s3.bucket}/{s3.prefix}"
 
     def cache_bytes(self) -> int:
         from .measure import dir_bytes
@@ -446,18 +457,39 @@ class Rustic(SourceBuilt, Tool):
     def _run(self, argv):
         return run_quiet([self.binary, *argv], env=self.env(), cwd=self.home)
 
+    @staticmethod
+    def _repo_args(repo) -> list:
+        # An S3 repository is a config profile (s3_repo) given by its path.
+        if repo.startswith("profile:"):
+            return ["-P", repo[len("profile:"):]]
+        return ["-r", repo]
+
+    def s3_repo(self, s3):
+        """rustic reaches S3 through OpenDAL (`opendal:s3`), configured by options; they go into
+        a config profile in the tool's private home, given with `-P /path/NAME.toml`."""
+        os.makedirs(self.home, exist_ok=True)
+        name = re.sub(r"[^A-Za-z0-9]+", "-", f"s3-{s3.endpoint}-{s3.bucket}-{s3.prefix}").strip("-")
+        path = os.path.join(self.home, name + ".toml")
+        opts = {"endpoint": s3.endpoint, "bucket": s3.bucket, "root": "/" + s3.prefix,
+                "region": s3.region, "access_key_id": s3.access_key,
+                "secret_access_key": s3.secret_key}
+        with open(path, "w") as f:
+            f.write('[repository]\nrepository = "opendal:s3"\n\n[repository.options]\n')
+            f.writelines(f"{k} = {json.dumps(v)}\n" for k, v in opts.items())
+        return "profile:" + path
+
     def init(self, repo):
         # zstd level 3 is rustic's default too (level 0 = zstd's default); set it explicitly.
-        self._run(["-r", repo, "init", "--set-compression", "3"])
+        self._run([*self._repo_args(repo), "init", "--set-compression", "3"])
 
     def backup_argv(self, repo, src):
-        return [self.binary, "-r", repo, "backup", "--json", src], self.home
+        return [self.binary, *self._repo_args(repo), "backup", "--json", src], self.home
 
     def restore_argv(self, repo, snapshot, target):
-        return [self.binary, "-r", repo, "restore", snapshot, target], self.home
+        return [self.binary, *self._repo_args(repo), "restore", snapshot, target], self.home
 
     def snapshots(self, repo):
-        out = self._run(["-r", repo, "snapshots", "--json"]).stdout
+        out = self._run([*self._repo_args(repo), "snapshots", "--json"]).stdout
         data = json.loads(out) or []
         snaps = []
         for item in data:  # grouped: [{"group_key": ..., "snapshots": [...]}] or [[key, [...]]]
@@ -655,6 +687,40 @@ class ArcaRemote(Arca):
 
     def ensure(self, log, build=False, build_log=None):
         return super().ensure(log, build=False)
+
+
+# ---------------------------------------------------------------- S3
+S3_ACCESS_KEY = "arcabench"
+S3_SECRET_KEY = "arcabench-secret-key"
+S3_REGION = "us-east-1"
+S3_CAPABLE = ("arca", "restic-latest", "restic", "rustic")  # tools with an S3 variant
+
+
+class S3Location:
+    """Where a repository lives on an S3 server: endpoint URL, bucket, key prefix."""
+
+    def __init__(self, endpoint: str, bucket: str, prefix: str):
+        self.endpoint, self.bucket, self.prefix = endpoint.rstrip("/"), bucket, prefix.strip("/")
+        self.region, self.access_key, self.secret_key = S3_REGION, S3_ACCESS_KEY, S3_SECRET_KEY
+
+
+def s3_variant(tool: Tool, home_root: str) -> Tool:
+    """The same tool (binary, settings) with its repositories on S3: named `<name>-s3`, with its
+    own private home (and so its own cache) under home_root and the S3 credentials in its
+    environment (AWS_* for arca and restic; rustic reads them from its profile, see
+    Rustic.s3_repo). Its repository argument comes from `s3_repo(S3Location)`."""
+    import copy
+
+    v = copy.copy(tool)
+    v.base = tool.name
+    v.name = f"{tool.name}-s3"
+    v.label = f"{tool.label} S3"
+    v.peer = tool.peer
+    v.primary = False
+    v.home = os.path.join(home_root, v.name)
+    v.extra_env = {"AWS_ACCESS_KEY_ID": S3_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY,
+                   "AWS_DEFAULT_REGION": S3_REGION, "AWS_REGION": S3_REGION}
+    return v
 
 
 def parse_size(text: str) -> int:
