@@ -38,16 +38,19 @@ pub enum FileType {
     Index,
     /// `data/<first 2 hex digits>/<id>`.
     Pack,
+    /// `locks/<id>`: who uses the repository now.
+    Lock,
 }
 
 impl FileType {
     /// Every file type, in listing order.
-    pub const ALL: [FileType; 5] = [
+    pub const ALL: [FileType; 6] = [
         FileType::Config,
         FileType::Key,
         FileType::Snapshot,
         FileType::Index,
         FileType::Pack,
+        FileType::Lock,
     ];
 
     /// Directory of this type inside the repository (empty for `config`).
@@ -58,6 +61,7 @@ impl FileType {
             FileType::Snapshot => "snapshots",
             FileType::Index => "index",
             FileType::Pack => "data",
+            FileType::Lock => "locks",
         }
     }
 
@@ -82,6 +86,7 @@ impl fmt::Display for FileType {
             FileType::Snapshot => "snapshot",
             FileType::Index => "index",
             FileType::Pack => "pack",
+            FileType::Lock => "lock",
         })
     }
 }
@@ -258,6 +263,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn delete(&self, t: FileType, name: &str) -> Result<()>;
     /// Size of one file.
     fn stat(&self, t: FileType, name: &str) -> Result<FileInfo>;
+    /// Removes the temporary files (`.tmp-*`) that writes interrupted by a crash left in the
+    /// repository's folders, when last modified more than `older_than` ago (younger ones may
+    /// belong to a write in progress); returns how many were removed. Backends whose writes
+    /// leave no temporary files (S3, memory) have nothing to do (the default); decorators
+    /// pass it on.
+    fn remove_stale_temp(&self, older_than: Duration) -> Result<u64> {
+        let _ = older_than;
+        Ok(0)
+    }
 }
 
 impl<B: Backend + ?Sized> Backend for Arc<B> {
@@ -310,6 +324,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     fn stat(&self, t: FileType, name: &str) -> Result<FileInfo> {
         (**self).stat(t, name)
+    }
+    fn remove_stale_temp(&self, older_than: Duration) -> Result<u64> {
+        (**self).remove_stale_temp(older_than)
     }
 }
 

@@ -5,6 +5,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use crate::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result};
 
@@ -74,7 +75,7 @@ impl Backend for LocalBackend {
             }
             Err(e) => return Err(BackendError::io("create repository", loc, e)),
         }
-        let mut dirs: Vec<PathBuf> = ["keys", "snapshots", "index", "data"]
+        let mut dirs: Vec<PathBuf> = ["keys", "snapshots", "index", "data", "locks"]
             .iter()
             .map(|d| self.root.join(d))
             .collect();
@@ -113,7 +114,11 @@ impl Backend for LocalBackend {
         };
         let mut out = vec![];
         for d in dirs {
-            let rd = fs::read_dir(&d).map_err(|e| BackendError::io("list", Self::shown(&d), e))?;
+            let rd = match fs::read_dir(&d) {
+                // Repositories made before locks existed have no `locks/`: no locks.
+                Err(e) if e.kind() == io::ErrorKind::NotFound && t == FileType::Lock => continue,
+                r => r.map_err(|e| BackendError::io("list", Self::shown(&d), e))?,
+            };
             for e in rd {
                 let e = e.map_err(|e| BackendError::io("list", Self::shown(&d), e))?;
                 let Some(name) = e.file_name().to_str().map(str::to_owned) else {
@@ -236,7 +241,15 @@ impl Backend for LocalBackend {
         })?;
         let tmp = dir.join(format!(".tmp-{}", hex::encode(rnd)));
         let res = (|| -> io::Result<()> {
-            let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            let create = || OpenOptions::new().write(true).create_new(true).open(&tmp);
+            let mut f = match create() {
+                // Repositories made before locks existed have no `locks/` yet.
+                Err(e) if e.kind() == io::ErrorKind::NotFound && t == FileType::Lock => {
+                    fs::create_dir_all(&dir)?;
+                    create()?
+                }
+                r => r?,
+            };
             f.write_all(data)?;
             f.sync_all()?;
             drop(f);
@@ -262,6 +275,64 @@ impl Backend for LocalBackend {
             name: name.to_string(),
             size: m.len(),
         })
+    }
+
+    fn remove_stale_temp(&self, older_than: Duration) -> Result<u64> {
+        // Writes put their temporary file in the target's folder: the root (config), the
+        // folders of the file types, and the shards of `data`.
+        let mut dirs = vec![self.root.clone()];
+        for t in FileType::ALL.into_iter().filter(|t| *t != FileType::Config) {
+            dirs.push(self.root.join(t.dir()));
+        }
+        let data = self.root.join(FileType::Pack.dir());
+        match fs::read_dir(&data) {
+            Ok(rd) => {
+                for e in rd {
+                    let e = e.map_err(|e| BackendError::io("list", Self::shown(&data), e))?;
+                    if e.file_name().len() == 2 && e.file_type().is_ok_and(|f| f.is_dir()) {
+                        dirs.push(e.path());
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(BackendError::io("list", Self::shown(&data), e)),
+        }
+        let now = SystemTime::now();
+        let mut removed = 0;
+        for d in dirs {
+            let rd = match fs::read_dir(&d) {
+                Ok(rd) => rd,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(BackendError::io("list", Self::shown(&d), e)),
+            };
+            for e in rd {
+                let e = e.map_err(|e| BackendError::io("list", Self::shown(&d), e))?;
+                if !e.file_name().as_encoded_bytes().starts_with(b".tmp-") {
+                    continue;
+                }
+                let p = e.path();
+                let stale = match e.metadata() {
+                    Ok(m) => {
+                        m.is_file()
+                            && m.modified().is_ok_and(|t| {
+                                now.duration_since(t).is_ok_and(|age| age > older_than)
+                            })
+                    }
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => false,
+                    Err(err) => return Err(BackendError::io("stat", Self::shown(&p), err)),
+                };
+                if !stale {
+                    continue;
+                }
+                match fs::remove_file(&p) {
+                    Ok(()) => removed += 1,
+                    // Renamed into place or removed by its writer meanwhile.
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                    Err(err) => return Err(BackendError::io("delete", Self::shown(&p), err)),
+                }
+            }
+        }
+        Ok(removed)
     }
 }
 
@@ -314,6 +385,55 @@ mod tests {
                 .unwrap_err()
                 .is_not_found()
         );
+    }
+
+    #[test]
+    fn stale_temporary_files_are_removed_and_fresh_ones_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("repo");
+        let b = LocalBackend::new(&root);
+        b.create().unwrap();
+        let hour_ago = SystemTime::now() - Duration::from_secs(2 * 3600);
+        let mut stale = vec![];
+        for dir in [
+            "",
+            "keys",
+            "snapshots",
+            "index",
+            "locks",
+            "data/00",
+            "data/ab",
+        ] {
+            let old = root.join(dir).join(".tmp-0123456789abcdef");
+            fs::write(&old, b"partial").unwrap();
+            File::options()
+                .write(true)
+                .open(&old)
+                .unwrap()
+                .set_modified(hour_ago)
+                .unwrap();
+            stale.push(old);
+        }
+        let fresh = root.join("data/ab/.tmp-fedcba9876543210");
+        fs::write(&fresh, b"being written").unwrap();
+        // An old file that is not temporary stays.
+        let other = root.join("index/notes");
+        fs::write(&other, b"x").unwrap();
+        File::options()
+            .write(true)
+            .open(&other)
+            .unwrap()
+            .set_modified(hour_ago)
+            .unwrap();
+        assert_eq!(b.remove_stale_temp(Duration::from_secs(3600)).unwrap(), 7);
+        assert!(stale.iter().all(|p| !p.exists()));
+        assert!(fresh.exists() && other.exists());
+        assert_eq!(b.remove_stale_temp(Duration::from_secs(3600)).unwrap(), 0);
+        assert_eq!(b.remove_stale_temp(Duration::ZERO).unwrap(), 1);
+        assert!(!fresh.exists());
+        // Nothing to do in a folder that is not a repository.
+        let none = LocalBackend::new(d.path().join("nope"));
+        assert_eq!(none.remove_stale_temp(Duration::ZERO).unwrap(), 0);
     }
 
     #[test]

@@ -189,6 +189,10 @@ impl<B: Backend> Backend for MeteredBackend<B> {
         self.request();
         self.inner.stat(t, name)
     }
+    fn remove_stale_temp(&self, older_than: std::time::Duration) -> Result<u64> {
+        self.request();
+        self.inner.remove_stale_temp(older_than)
+    }
 }
 
 #[cfg(test)]

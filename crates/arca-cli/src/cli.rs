@@ -53,6 +53,9 @@ pub struct Global {
     /// Use no local cache: read everything from the repository
     #[arg(long, global = true)]
     pub no_cache: bool,
+    /// Take no lock (for read-only repositories; unsafe while forget or prune may run)
+    #[arg(long, global = true)]
+    pub no_lock: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -73,6 +76,14 @@ pub enum Command {
     Key(KeyArgs),
     /// Print repository structures, decrypted (for debugging)
     Cat(CatArgs),
+    /// Remove snapshots by id or by a retention policy (--keep-*)
+    Forget(Box<crate::commands::forget::ForgetArgs>),
+    /// Remove data no snapshot uses: delete unused packs, repack mixed ones, rewrite the index
+    Prune(crate::commands::prune::PruneArgs),
+    /// Rebuild a damaged repository's index, or snapshots whose data is lost
+    Repair(crate::commands::repair::RepairArgs),
+    /// Remove stale locks (left by processes that are gone)
+    Unlock(crate::commands::lock::UnlockArgs),
 }
 
 /// Hidden key-derivation cost options (tests use cheap ones).
@@ -305,6 +316,10 @@ pub struct CheckArgs {
     /// Read and verify every blob of every pack
     #[arg(long)]
     pub read_data: bool,
+    /// Read a part of the packs: group n/m (by the first byte of the pack id, as restic),
+    /// a random x%, or random packs adding up to a size (500M, 2G)
+    #[arg(long, value_name = "SUBSET", conflicts_with = "read_data")]
+    pub read_data_subset: Option<String>,
     /// Print the result as JSON
     #[arg(long)]
     pub json: bool,

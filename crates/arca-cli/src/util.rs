@@ -321,6 +321,19 @@ fn open_with_cache(g: &Global, cache: &CacheMode) -> Result<Opened> {
     Ok(Opened { repo, stats })
 }
 
+/// Takes a lock of `kind` for `command` unless `--no-lock` was given.
+pub fn lock(
+    g: &Global,
+    repo: &Repository,
+    kind: arca_repo::LockKind,
+    command: &str,
+) -> Result<Option<arca_repo::Lock>> {
+    if g.no_lock {
+        return Ok(None);
+    }
+    Ok(Some(repo.lock_for(kind, command)?))
+}
+
 /// JSON of the backend counters, and of the retries and probes made after transient failures
 /// (pack reads of a restore retry on their own and are not counted here).
 pub fn stats_json(stats: &BackendStats) -> serde_json::Value {

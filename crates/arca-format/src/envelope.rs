@@ -16,6 +16,8 @@ pub enum EnvelopeKind {
     Index,
     /// `data/<xx>/<id>`.
     Pack,
+    /// `locks/<id>`.
+    Lock,
 }
 
 impl EnvelopeKind {
@@ -27,6 +29,7 @@ impl EnvelopeKind {
             EnvelopeKind::Snapshot => b'S',
             EnvelopeKind::Index => b'I',
             EnvelopeKind::Pack => b'P',
+            EnvelopeKind::Lock => b'L',
         }
     }
     /// Parses the byte at offset 4.
@@ -37,6 +40,7 @@ impl EnvelopeKind {
             b'S' => EnvelopeKind::Snapshot,
             b'I' => EnvelopeKind::Index,
             b'P' => EnvelopeKind::Pack,
+            b'L' => EnvelopeKind::Lock,
             _ => return None,
         })
     }
@@ -48,6 +52,7 @@ impl EnvelopeKind {
             EnvelopeKind::Snapshot => "snapshot",
             EnvelopeKind::Index => "index file",
             EnvelopeKind::Pack => "pack",
+            EnvelopeKind::Lock => "lock file",
         }
     }
 }

@@ -86,7 +86,14 @@ impl KeyFile {
 
     /// Parses a complete file.
     pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
-        EnvelopeHeader::decode(b, EnvelopeKind::Key)?;
+        let h = EnvelopeHeader::decode(b, EnvelopeKind::Key)?;
+        // Key files are never compressed: their header is fixed (and authenticated).
+        if h.flags != 0 {
+            return Err(FormatError::Corrupt {
+                what: "key file",
+                detail: format!("envelope flags {:#04x} (must be 0)", h.flags),
+            });
+        }
         let mut r = Reader::new(&b[HEADER_LEN..], "key file");
         r.magic(&MAGIC, VERSION)?;
         let kdf_code = r.u8()?;

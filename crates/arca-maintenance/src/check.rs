@@ -1,4 +1,7 @@
-//! `check`: structural verification and, optionally, reading every pack.
+//! `check`: structural verification and, optionally, reading every pack or a part of them
+//! (restic's `--read-data-subset`: a group `n/m` of the packs by the first byte of their id, a
+//! random share `x%`, or random packs adding up to a size). Each kind of problem found comes
+//! with the command that repairs it ([`Proposal`]).
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -19,6 +22,192 @@ pub struct CheckOptions {
     pub read_data: bool,
     /// Threads reading packs (0 = one per core).
     pub workers: usize,
+}
+
+/// Which packs `check` reads, as restic's `--read-data-subset` chooses them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DataSubset {
+    /// Group `n` (from 1) of `of` groups (at most 256): the packs whose id's first byte is
+    /// `n - 1` modulo `of`. Checking `1/m` … `m/m` in turn reads every pack exactly once.
+    Group {
+        /// The group, from 1 to `of`.
+        n: u32,
+        /// How many groups.
+        of: u32,
+    },
+    /// A random share of the packs, in percent (above 0, at most 100); at least one pack.
+    Percent(f64),
+    /// Random packs adding up to about this many bytes (as the same share of the packs).
+    Bytes(u64),
+}
+
+/// Most groups `n/m` can name: the selection looks at one byte of the pack id.
+pub const MAX_GROUPS: u32 = 256;
+
+impl DataSubset {
+    /// Parses `n/m`, `x%` (`x.y%`) or a size (`500M`, `2G`, `1.5T`, `4096`; k, m, g, t
+    /// suffixes count in powers of 1024), with restic's limits.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let bad = || format!("invalid --read-data-subset {s:?}: use n/m, x% or a size");
+        if let Some((n, m)) = s.split_once('/') {
+            let n: u32 = n.trim().parse().map_err(|_| bad())?;
+            let of: u32 = m.trim().parse().map_err(|_| bad())?;
+            if n == 0 || of == 0 || n > of {
+                return Err(format!(
+                    "--read-data-subset {s:?}: n/m must be positive integers with n <= m"
+                ));
+            }
+            if of > MAX_GROUPS {
+                return Err(format!(
+                    "--read-data-subset {s:?}: m must be at most {MAX_GROUPS}"
+                ));
+            }
+            return Ok(Self::Group { n, of });
+        }
+        if let Some(p) = s.strip_suffix('%') {
+            let p: f64 = p.trim().parse().map_err(|_| bad())?;
+            if !(p > 0.0 && p <= 100.0) {
+                return Err(format!(
+                    "--read-data-subset {s:?}: the percentage must be above 0 and at most 100"
+                ));
+            }
+            return Ok(Self::Percent(p));
+        }
+        let split = s
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(s.len());
+        let (num, unit) = s.split_at(split);
+        let v: f64 = num.parse().map_err(|_| bad())?;
+        let mult = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1.0,
+            "k" | "kb" | "kib" => 1024.0,
+            "m" | "mb" | "mib" => 1024.0 * 1024.0,
+            "g" | "gb" | "gib" => 1024.0f64.powi(3),
+            "t" | "tb" | "tib" => 1024.0f64.powi(4),
+            _ => return Err(bad()),
+        };
+        let bytes = v * mult;
+        if !(1.0..1.8e19).contains(&bytes) {
+            return Err(format!(
+                "--read-data-subset {s:?}: the size must be above 0"
+            ));
+        }
+        Ok(Self::Bytes(bytes as u64))
+    }
+
+    /// The packs (id and size) of `packs` this subset reads. Random shares use a seed drawn
+    /// for this process, so successive checks read different packs.
+    pub fn select(&self, packs: &[(Id, u64)]) -> HashSet<Id> {
+        self.select_seeded(packs, random_seed())
+    }
+
+    /// [`DataSubset::select`] with a given seed for the random shares.
+    pub fn select_seeded(&self, packs: &[(Id, u64)], seed: u64) -> HashSet<Id> {
+        match *self {
+            Self::Group { n, of } => packs
+                .iter()
+                .filter(|(id, _)| u32::from(id.0[0]) % of.max(1) == n.saturating_sub(1))
+                .map(|(id, _)| *id)
+                .collect(),
+            Self::Percent(p) => random_share(packs, p, seed),
+            Self::Bytes(b) => {
+                let total: u64 = packs.iter().map(|(_, s)| *s).sum();
+                if total == 0 {
+                    return packs.iter().map(|(id, _)| *id).collect();
+                }
+                let p = (b.min(total) as f64 / total as f64) * 100.0;
+                random_share(packs, p, seed)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for DataSubset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Group { n, of } => write!(f, "{n}/{of}"),
+            Self::Percent(p) => write!(f, "{p}%"),
+            Self::Bytes(b) => write!(f, "{b} bytes"),
+        }
+    }
+}
+
+/// A seed that differs from process to process (std's per-process random hasher keys).
+fn random_seed() -> u64 {
+    use std::hash::BuildHasher;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    std::collections::hash_map::RandomState::new().hash_one(nanos)
+}
+
+/// SplitMix64: a small, good-enough generator for picking packs.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// `percent` of `packs` (rounded down, at least one), chosen at random, as restic does.
+fn random_share(packs: &[(Id, u64)], percent: f64, seed: u64) -> HashSet<Id> {
+    let mut ids: Vec<Id> = packs.iter().map(|(id, _)| *id).collect();
+    ids.sort_unstable();
+    let mut want = (ids.len() as f64 * (percent / 100.0)) as usize;
+    if !ids.is_empty() {
+        want = want.clamp(1, ids.len());
+    }
+    // A partial Fisher-Yates shuffle: the first `want` slots are a uniform random choice.
+    let mut state = seed;
+    for i in 0..want {
+        let left = (ids.len() - i) as u64;
+        let j = i + (splitmix(&mut state) % left) as usize;
+        ids.swap(i, j);
+    }
+    ids.truncate(want);
+    ids.into_iter().collect()
+}
+
+/// A command that repairs a kind of problem `check` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Repair {
+    /// `arca repair index`: damaged index files, indexed packs that are missing, truncated
+    /// or do not match their index entries, packs no index names.
+    Index,
+    /// Packs whose blobs are damaged must leave the repository (moved away by hand, a copy
+    /// kept for salvage); then `arca repair index` and `arca repair snapshots --forget`.
+    RemoveDamagedPacks,
+    /// `arca repair snapshots --forget`: snapshots that reference lost trees or blobs, and
+    /// snapshot files that are damaged.
+    Snapshots,
+    /// `arca prune`: data no snapshot uses.
+    Prune,
+}
+
+impl Repair {
+    /// The command line to run (for [`Repair::RemoveDamagedPacks`], what to do).
+    pub fn command(self) -> &'static str {
+        match self {
+            Repair::Index => "arca repair index",
+            Repair::RemoveDamagedPacks => {
+                "move the damaged packs out of the repository, then run `arca repair index` \
+                 and `arca repair snapshots --forget`"
+            }
+            Repair::Snapshots => "arca repair snapshots --forget",
+            Repair::Prune => "arca prune",
+        }
+    }
+}
+
+/// A repair `check` proposes, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposal {
+    /// What to run.
+    pub repair: Repair,
+    /// What it repairs.
+    pub reason: String,
 }
 
 /// A pack with problems.
@@ -62,6 +251,10 @@ pub struct CheckReport {
     pub damaged_packs: Vec<DamagedPack>,
     /// Snapshots and paths hit by damage.
     pub affected: Vec<Affected>,
+    /// Packs read in full (with `read_data` or a [`DataSubset`]).
+    pub packs_read: usize,
+    /// The repairs to run, in order (at most one of each kind).
+    pub repairs: Vec<Proposal>,
 }
 
 impl CheckReport {
@@ -71,9 +264,32 @@ impl CheckReport {
     }
 }
 
-/// Checks the repository.
+/// What was found, by kind of repair, to word the proposals.
+#[derive(Default)]
+struct Findings {
+    damaged_index_files: usize,
+    bad_indexed_packs: usize,
+    unindexed_packs: usize,
+    damaged_packs: Vec<Id>,
+    damaged_snapshot_files: usize,
+    unused_blobs: u64,
+    unused_bytes: u64,
+}
+
+/// Checks the repository; with `opts.read_data`, reads every pack.
 pub fn check(repo: &Repository, opts: CheckOptions) -> Result<CheckReport, RepoError> {
+    check_with(repo, opts, None)
+}
+
+/// Checks the repository and reads the packs `subset` selects (all of them with
+/// `opts.read_data` and no subset; none without either).
+pub fn check_with(
+    repo: &Repository,
+    opts: CheckOptions,
+    subset: Option<DataSubset>,
+) -> Result<CheckReport, RepoError> {
     let mut rep = CheckReport::default();
+    let mut found = Findings::default();
     // Index files.
     let mut builder = IndexBuilder::new();
     let mut index_files: Vec<(Id, IndexFile)> = vec![];
@@ -83,7 +299,16 @@ pub fn check(repo: &Repository, opts: CheckOptions) -> Result<CheckReport, RepoE
                 builder.add(&f);
                 index_files.push((id, f));
             }
-            Err(e) => rep.errors.push(format!("index {id}: {e}")),
+            Err(e) => {
+                found.damaged_index_files += 1;
+                // Errors reading the file name it already.
+                let e = e.to_string();
+                rep.errors.push(if e.contains(&id.to_hex()) {
+                    e
+                } else {
+                    format!("index {id}: {e}")
+                });
+            }
         }
     }
     let index = builder.finish();
@@ -99,6 +324,9 @@ pub fn check(repo: &Repository, opts: CheckOptions) -> Result<CheckReport, RepoE
         .collect();
     for p in &packs {
         let blobs = || p.blobs.iter().map(|b| (p.kind, b.id));
+        if on_disk.get(&p.id) != Some(&p.size) {
+            found.bad_indexed_packs += 1;
+        }
         match on_disk.get(&p.id) {
             None => dmg.mark(
                 &mut rep,
@@ -119,23 +347,28 @@ pub fn check(repo: &Repository, opts: CheckOptions) -> Result<CheckReport, RepoE
         }
     }
     rep.packs = packs.len();
-    for id in on_disk.keys() {
-        if !indexed.contains(id) {
-            rep.notes.push(format!(
-                "pack {id} is not in any index (left by an interrupted backup; harmless)"
-            ));
-        }
+    let mut unindexed: Vec<&Id> = on_disk.keys().filter(|id| !indexed.contains(id)).collect();
+    unindexed.sort();
+    for id in unindexed {
+        found.unindexed_packs += 1;
+        rep.notes.push(format!(
+            "pack {id} is not in any index (left by an interrupted backup; harmless)"
+        ));
     }
     // Snapshots and trees.
     let mut snapshots: Vec<(Id, Snapshot)> = vec![];
     for (id, _) in repo.list_ids(FileType::Snapshot)? {
         match repo.load_snapshot(&id) {
             Ok(s) => snapshots.push((id, s)),
-            Err(e) => rep.errors.push(format!("snapshot {id}: {e}")),
+            Err(e) => {
+                found.damaged_snapshot_files += 1;
+                rep.errors.push(format!("snapshot {id}: {e}"));
+            }
         }
     }
     rep.snapshots = snapshots.len();
     let mut seen_trees: HashSet<Id> = HashSet::new();
+    let mut used_data: HashSet<[u8; 16]> = HashSet::new();
     let mut missing_blobs: HashSet<(BlobKind, Id)> = HashSet::new();
     for (sid, s) in &snapshots {
         let mut stack = vec![s.tree];
@@ -157,6 +390,7 @@ pub fn check(repo: &Repository, opts: CheckOptions) -> Result<CheckReport, RepoE
                     stack.push(sub);
                 }
                 for c in &n.content {
+                    used_data.insert(c.id.prefix16());
                     if !index.contains(BlobKind::Data, &c.id)
                         && missing_blobs.insert((BlobKind::Data, c.id))
                     {
@@ -168,12 +402,50 @@ pub fn check(repo: &Repository, opts: CheckOptions) -> Result<CheckReport, RepoE
         }
     }
     rep.trees = seen_trees.len();
+    // Data no snapshot uses (counted only when every snapshot and tree could be read: else
+    // "unused" would include what the unreadable parts use).
+    if rep.errors.is_empty() {
+        for p in &packs {
+            for b in &p.blobs {
+                let used = match p.kind {
+                    BlobKind::Data => used_data.contains(&b.id.prefix16()),
+                    BlobKind::Tree => seen_trees.contains(&b.id),
+                };
+                if !used {
+                    found.unused_blobs += 1;
+                    found.unused_bytes += u64::from(b.length);
+                }
+            }
+        }
+    }
+    drop(used_data);
     // Data.
-    if opts.read_data {
-        let results = read_all_packs(repo, &packs, &on_disk, &dmg.packs, opts.workers);
+    let to_read: Option<HashSet<Id>> = match subset {
+        Some(sub) => {
+            let all: Vec<(Id, u64)> = packs.iter().map(|p| (p.id, p.size)).collect();
+            Some(sub.select(&all))
+        }
+        None if opts.read_data => Some(packs.iter().map(|p| p.id).collect()),
+        None => None,
+    };
+    if let Some(to_read) = to_read {
+        let chosen: Vec<&IndexPack> = packs
+            .iter()
+            .copied()
+            .filter(|p| to_read.contains(&p.id))
+            .collect();
+        let results = read_all_packs(repo, &chosen, &on_disk, &dmg.packs, opts.workers);
+        rep.packs_read = results.len();
         for r in results {
             rep.blobs_read += r.blobs;
             rep.bytes_read += r.bytes;
+            if r.problems.iter().any(|(_, blobs)| !blobs.is_empty()) {
+                found.damaged_packs.push(r.id);
+            } else if !r.problems.is_empty() {
+                // The pack's blobs are fine but its bytes or header are not what the index
+                // says: a new index from the pack headers fixes that.
+                found.bad_indexed_packs += 1;
+            }
             for (problem, blobs) in r.problems {
                 dmg.mark(&mut rep, &r.id, problem, &mut blobs.into_iter());
             }
@@ -195,7 +467,93 @@ pub fn check(repo: &Repository, opts: CheckOptions) -> Result<CheckReport, RepoE
     }
     rep.damaged_packs = dmg.packs.into_values().collect();
     rep.damaged_packs.sort_by_key(|d| d.id);
+    rep.repairs = proposals(&found, &rep);
     Ok(rep)
+}
+
+/// `1 pack`, `2 packs`.
+fn count(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// The repairs for what was found, in the order to run them.
+fn proposals(f: &Findings, rep: &CheckReport) -> Vec<Proposal> {
+    let mut out = vec![];
+    let mut why = vec![];
+    if f.damaged_index_files > 0 {
+        why.push(format!(
+            "{} damaged",
+            count(f.damaged_index_files as u64, "index file")
+        ));
+    }
+    if f.bad_indexed_packs > 0 {
+        why.push(format!(
+            "{} named by the index missing or not matching it",
+            count(f.bad_indexed_packs as u64, "pack")
+        ));
+    }
+    if f.unindexed_packs > 0 {
+        why.push(format!(
+            "{} in no index (the next backup adopts those too)",
+            count(f.unindexed_packs as u64, "pack")
+        ));
+    }
+    let index = !why.is_empty();
+    if index {
+        out.push(Proposal {
+            repair: Repair::Index,
+            reason: why.join("; "),
+        });
+    }
+    if !f.damaged_packs.is_empty() {
+        let mut ids: Vec<String> = f.damaged_packs.iter().map(Id::to_hex).collect();
+        ids.sort();
+        out.push(Proposal {
+            repair: Repair::RemoveDamagedPacks,
+            reason: format!("packs with damaged blobs: {}", ids.join(", ")),
+        });
+    }
+    let mut why = vec![];
+    if !rep.affected.is_empty() {
+        why.push(format!(
+            "{} referencing lost or damaged data",
+            count(rep.affected.len() as u64, "snapshot")
+        ));
+    }
+    if f.damaged_snapshot_files > 0 {
+        why.push(format!(
+            "{} damaged",
+            count(f.damaged_snapshot_files as u64, "snapshot file")
+        ));
+    }
+    if !why.is_empty() {
+        let mut reason = why.join("; ");
+        if index || !f.damaged_packs.is_empty() {
+            reason.push_str(
+                "; repair the index first and check again: data the index lacked may be \
+                 found again",
+            );
+        }
+        out.push(Proposal {
+            repair: Repair::Snapshots,
+            reason,
+        });
+    }
+    if f.unused_blobs > 0 {
+        out.push(Proposal {
+            repair: Repair::Prune,
+            reason: format!(
+                "{} ({} bytes in packs) used by no snapshot",
+                count(f.unused_blobs, "blob"),
+                f.unused_bytes
+            ),
+        });
+    }
+    out
 }
 
 #[derive(Default)]
@@ -376,4 +734,155 @@ fn header_matches(repo: &Repository, p: &IndexPack, bytes: &[u8]) -> Result<(), 
         return Err("does not match the index".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::repair::fixture::build;
+
+    fn packs(n: u8) -> Vec<(Id, u64)> {
+        (0..n)
+            .map(|i| {
+                let mut id = [i; 32];
+                id[0] = i.wrapping_mul(37);
+                (Id(id), 1000 + u64::from(i))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn subsets_parse_with_restics_limits() {
+        assert_eq!(
+            DataSubset::parse("2/5").unwrap(),
+            DataSubset::Group { n: 2, of: 5 }
+        );
+        assert_eq!(
+            DataSubset::parse("256/256").unwrap(),
+            DataSubset::Group { n: 256, of: 256 }
+        );
+        assert_eq!(
+            DataSubset::parse("12.5%").unwrap(),
+            DataSubset::Percent(12.5)
+        );
+        assert_eq!(
+            DataSubset::parse("100%").unwrap(),
+            DataSubset::Percent(100.0)
+        );
+        assert_eq!(DataSubset::parse("2G").unwrap(), DataSubset::Bytes(2 << 30));
+        assert_eq!(DataSubset::parse("4096").unwrap(), DataSubset::Bytes(4096));
+        for bad in [
+            "0/3", "4/3", "1/0", "1/257", "a/b", "1/2/3", "0%", "101%", "-5%", "x%", "", "0",
+            "12Q", "1.2.3",
+        ] {
+            assert!(DataSubset::parse(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(DataSubset::Group { n: 1, of: 3 }.to_string(), "1/3");
+    }
+
+    #[test]
+    fn groups_partition_the_packs_and_shares_are_random() {
+        let all = packs(200);
+        for of in [1u32, 2, 3, 7, 256] {
+            let mut seen = HashSet::new();
+            for n in 1..=of {
+                let g = DataSubset::Group { n, of }.select(&all);
+                for id in &g {
+                    assert_eq!(u32::from(id.0[0]) % of, n - 1);
+                    assert!(seen.insert(*id), "{id} in two groups");
+                }
+            }
+            assert_eq!(seen.len(), all.len(), "{of} groups");
+        }
+        let half = DataSubset::Percent(50.0);
+        let a = half.select_seeded(&all, 1);
+        let b = half.select_seeded(&all, 2);
+        assert_eq!((a.len(), b.len()), (100, 100));
+        assert_ne!(a, b);
+        assert_eq!(a, half.select_seeded(&all, 1));
+        // At least one pack; all of them at 100%; nothing from nothing.
+        assert_eq!(DataSubset::Percent(0.1).select(&all).len(), 1);
+        assert_eq!(DataSubset::Percent(100.0).select(&all).len(), 200);
+        assert!(DataSubset::Percent(50.0).select(&[]).is_empty());
+        // A size is the same share of the packs.
+        let total: u64 = all.iter().map(|p| p.1).sum();
+        assert_eq!(DataSubset::Bytes(total / 4).select(&all).len(), 50);
+        assert_eq!(DataSubset::Bytes(total / 4 - 1).select(&all).len(), 49);
+        assert_eq!(DataSubset::Bytes(u64::MAX).select(&all).len(), 200);
+    }
+
+    #[test]
+    fn check_reads_only_the_chosen_packs() {
+        let fx = build();
+        let mut read = 0;
+        for n in 1..=3 {
+            let rep = check_with(
+                &fx.repo,
+                CheckOptions::default(),
+                Some(DataSubset::Group { n, of: 3 }),
+            )
+            .unwrap();
+            assert!(rep.is_ok(), "{:?}", rep.errors);
+            read += rep.packs_read;
+        }
+        assert_eq!(read, 4);
+        let rep = check_with(
+            &fx.repo,
+            CheckOptions::default(),
+            Some(DataSubset::Percent(50.0)),
+        )
+        .unwrap();
+        assert_eq!((rep.packs, rep.packs_read), (4, 2));
+        let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+        assert_eq!(rep.packs_read, 0);
+        assert!(rep.repairs.is_empty(), "{:?}", rep.repairs);
+    }
+
+    #[test]
+    fn each_kind_of_damage_proposes_its_repair() {
+        // A blob damaged inside a pack: move the pack away, then repair.
+        let fx = build();
+        let mut b = fx
+            .backend
+            .read(FileType::Pack, &fx.data1.id.to_hex())
+            .unwrap();
+        let e = fx.data1.blobs[1];
+        b[(e.offset + e.length / 2) as usize] ^= 1;
+        fx.backend
+            .write(FileType::Pack, &fx.data1.id.to_hex(), &b)
+            .unwrap();
+        let rep = check(
+            &fx.repo,
+            CheckOptions {
+                read_data: true,
+                workers: 1,
+            },
+        )
+        .unwrap();
+        let kinds: Vec<Repair> = rep.repairs.iter().map(|p| p.repair).collect();
+        assert_eq!(kinds, vec![Repair::RemoveDamagedPacks, Repair::Snapshots]);
+        assert!(rep.repairs[0].reason.contains(&fx.data1.id.to_hex()));
+        assert!(
+            Repair::RemoveDamagedPacks
+                .command()
+                .contains("arca repair index")
+        );
+
+        // Data no snapshot uses (a snapshot forgotten): prune, not an error.
+        let fx = build();
+        fx.backend
+            .delete(FileType::Snapshot, &fx.snapshot.to_hex())
+            .unwrap();
+        let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+        assert!(rep.is_ok());
+        assert_eq!(rep.repairs.len(), 1);
+        assert_eq!(rep.repairs[0].repair, Repair::Prune);
+        assert!(
+            rep.repairs[0].reason.starts_with("7 blobs"),
+            "{:?}",
+            rep.repairs
+        );
+        assert_eq!(Repair::Prune.command(), "arca prune");
+    }
 }

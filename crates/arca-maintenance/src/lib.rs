@@ -1,7 +1,19 @@
 //! Repository maintenance. [`check`] verifies the structure (every snapshot's trees and blobs
 //! are indexed, every indexed pack exists with the right size) and, with `read_data`,
 //! decrypts and verifies every blob, naming the packs, snapshots and files affected.
+//! [`forget`] holds the retention policy of `arca forget`: grouping snapshots and deciding,
+//! with restic's semantics, which ones a policy keeps and why. [`prune`] removes the data no
+//! snapshot uses: it deletes unused packs and repacks mixed ones, writing before deleting.
 
 pub mod check;
+pub mod forget;
+pub mod prune;
+pub mod repair;
 
 pub use check::{Affected, CheckOptions, CheckReport, DamagedPack, check};
+pub use forget::{
+    CalendarDuration, Counters, Decision, Group, GroupBy, GroupKey, Policy, apply, group,
+};
+pub use prune::{
+    MaxUnused, PackAction, PackPlan, PlanStats, PruneError, PruneOptions, PrunePlan, PruneReport,
+};

@@ -8,6 +8,7 @@
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use arca_backend::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result};
 use futures_util::{StreamExt, TryStreamExt, stream};
@@ -21,8 +22,8 @@ mod session;
 mod words;
 
 use io::{
-    CHUNK, Class, Fail, class, is_id, join, not_found, read_exact, read_once, read_upto, temp_name,
-    write_all,
+    CHUNK, Class, Fail, class, is_id, is_stale_temp, join, not_found, read_exact, read_once,
+    read_upto, temp_name, write_all,
 };
 pub use options::SftpOptions;
 use session::{Session, lock};
@@ -256,6 +257,29 @@ impl SftpBackend {
         Ok(())
     }
 
+    /// Paths of the temporary files in `dir` last modified more than `older_than` before
+    /// `now`.
+    async fn stale_temp_in(
+        s: &Session,
+        dir: &str,
+        now: SystemTime,
+        older_than: Duration,
+    ) -> Result<Vec<String>, Fail> {
+        let handle = s.sftp.fs().open_dir(dir).await?;
+        let entries: Vec<_> = handle.read_dir().try_collect().await?;
+        Ok(entries
+            .into_iter()
+            .filter_map(|e| {
+                let name = e.filename().to_str()?;
+                let meta = e.metadata();
+                let modified = meta.modified().map(|t| t.as_system_time());
+                (meta.file_type().is_none_or(|t| t.is_file())
+                    && is_stale_temp(name, modified, now, older_than))
+                .then(|| join(dir, name))
+            })
+            .collect())
+    }
+
     async fn list_dir(s: &Session, path: String) -> Result<Vec<FileInfo>, Fail> {
         let dir = s.sftp.fs().open_dir(&path).await?;
         let entries: Vec<_> = dir.read_dir().try_collect().await?;
@@ -326,7 +350,7 @@ impl Backend for SftpBackend {
                 .buffer_unordered(DIRS)
                 .try_collect::<()>()
             };
-            let top = ["keys", "snapshots", "index", "data"];
+            let top = ["keys", "snapshots", "index", "data", "locks"];
             mkdirs(top.iter().map(|d| self.remote(d)).collect()).await?;
             mkdirs(
                 (0..=255u8)
@@ -347,6 +371,13 @@ impl Backend for SftpBackend {
         }
         let dir = t.dir();
         self.run("list", dir, |s| async move {
+            if t == FileType::Lock {
+                // Repositories made before locks existed have no `locks/`: no locks.
+                return match Self::list_dir(&s, self.remote(dir)).await {
+                    Err(e) if not_found(&e) => Ok(vec![]),
+                    r => r,
+                };
+            }
             if t != FileType::Pack {
                 return Self::list_dir(&s, self.remote(dir)).await;
             }
@@ -470,6 +501,49 @@ impl Backend for SftpBackend {
         let path = self.remote(&rel);
         self.run("delete", &rel, |s| async move {
             s.sftp.fs().remove_file(&path).await.map_err(Fail::from)
+        })
+    }
+
+    fn remove_stale_temp(&self, older_than: Duration) -> Result<u64> {
+        self.run("remove temporary files", "", |s| async move {
+            // Writes put their temporary file in the target's folder: the root (config), the
+            // folders of the file types, and the 256 shards of `data`.
+            let root = if self.root.is_empty() {
+                ".".to_string()
+            } else {
+                self.root.clone()
+            };
+            let mut dirs = vec![root];
+            dirs.extend(
+                FileType::ALL
+                    .into_iter()
+                    .filter(|t| *t != FileType::Config)
+                    .map(|t| self.remote(t.dir())),
+            );
+            dirs.extend((0..=255u8).map(|i| self.remote(&format!("data/{}", hex::encode([i])))));
+            let now = SystemTime::now();
+            let s = &s;
+            let found: Vec<Vec<String>> = stream::iter(dirs.into_iter().map(|dir| async move {
+                match Self::stale_temp_in(s, &dir, now, older_than).await {
+                    Err(e) if not_found(&e) => Ok(vec![]),
+                    r => r,
+                }
+            }))
+            .buffer_unordered(DIRS)
+            .try_collect()
+            .await?;
+            let removals = found.into_iter().flatten().map(|path| async move {
+                match s.sftp.fs().remove_file(&path).await.map_err(Fail::from) {
+                    Ok(()) => Ok(1u64),
+                    // Renamed into place or removed by its writer meanwhile.
+                    Err(e) if not_found(&e) => Ok(0),
+                    Err(e) => Err(e),
+                }
+            });
+            stream::iter(removals)
+                .buffer_unordered(DIRS)
+                .try_fold(0u64, |n, r| async move { Ok(n + r) })
+                .await
         })
     }
 

@@ -26,6 +26,17 @@ pub enum RepoError {
         /// Where we looked.
         location: String,
     },
+    /// Another process holds a lock that conflicts with the one asked for.
+    #[error(
+        "repository {location} is locked {holder}; wait for it to finish, or run `arca unlock` \
+         if that process is gone"
+    )]
+    Locked {
+        /// Repository.
+        location: String,
+        /// Who holds the conflicting lock and since when.
+        holder: String,
+    },
     /// No key file opens with the given password.
     #[error("wrong password or no key found for repository {location}")]
     WrongPassword {

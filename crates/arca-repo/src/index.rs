@@ -161,26 +161,48 @@ impl Index {
 
     /// Every location of a blob of a given kind, lowest pack position first.
     pub fn locations(&self, kind: BlobKind, id: &Id) -> impl Iterator<Item = BlobLocation> + '_ {
+        self.positions(kind, id).map(|(_, loc)| loc)
+    }
+
+    /// Every location of a blob of a given kind with its position in `0..len()`, lowest pack
+    /// position first. Positions number all locations of this index once each (in id prefix
+    /// order), so a bitmap of [`Index::len`] bits can mark locations; see [`Index::at`].
+    pub fn positions(
+        &self,
+        kind: BlobKind,
+        id: &Id,
+    ) -> impl Iterator<Item = (usize, BlobLocation)> + '_ {
         let key = id.prefix16();
-        let entries = match self.starts.len() {
-            0 => &self.entries[..],
+        let (lo, hi) = match self.starts.len() {
+            0 => (0, self.entries.len()),
             _ => {
                 let b = bucket(&key, self.bits);
-                &self.entries[self.starts[b] as usize..self.starts[b + 1] as usize]
+                (self.starts[b] as usize, self.starts[b + 1] as usize)
             }
         };
-        let start = entries.partition_point(|e| e.key < key);
-        entries[start..]
+        let start = lo + self.entries[lo..hi].partition_point(|e| e.key < key);
+        self.entries[start..]
             .iter()
-            .take_while(move |e| e.key == key)
-            .filter(move |e| self.packs[e.pack as usize].kind == kind)
-            .map(|e| BlobLocation {
-                pack_index: e.pack,
-                pack: self.packs[e.pack as usize],
-                offset: e.offset,
-                length: e.length,
-                raw_length: e.raw_length,
-            })
+            .enumerate()
+            .take_while(move |(_, e)| e.key == key)
+            .filter(move |(_, e)| self.packs[e.pack as usize].kind == kind)
+            .map(move |(i, e)| (start + i, self.location(e)))
+    }
+
+    /// The location at position `pos` (see [`Index::positions`]) and the first 16 bytes of its
+    /// blob's id; `None` past the end. Locations of one id prefix have consecutive positions.
+    pub fn at(&self, pos: usize) -> Option<([u8; 16], BlobLocation)> {
+        self.entries.get(pos).map(|e| (e.key, self.location(e)))
+    }
+
+    fn location(&self, e: &Entry) -> BlobLocation {
+        BlobLocation {
+            pack_index: e.pack,
+            pack: self.packs[e.pack as usize],
+            offset: e.offset,
+            length: e.length,
+            raw_length: e.raw_length,
+        }
     }
 
     /// Whether some blob is stored in more than one pack.
@@ -274,6 +296,21 @@ mod tests {
         assert_eq!(ix.get(BlobKind::Tree, &id(2)).unwrap().pack.id, id(101));
         assert!(ix.get(BlobKind::Tree, &id(1)).is_none());
         assert!(!ix.contains(BlobKind::Data, &id(9)));
+        // Positions number every location once, and `at` gives each one back.
+        let mut seen = vec![false; ix.len()];
+        for (i, kind) in [
+            (1, BlobKind::Data),
+            (2, BlobKind::Data),
+            (2, BlobKind::Tree),
+            (3, BlobKind::Tree),
+        ] {
+            for (pos, loc) in ix.positions(kind, &id(i)) {
+                assert!(!std::mem::replace(&mut seen[pos], true));
+                assert_eq!(ix.at(pos), Some((id(i).prefix16(), loc)));
+            }
+        }
+        assert!(seen.iter().all(|s| *s));
+        assert_eq!(ix.at(ix.len()), None);
     }
 
     #[test]

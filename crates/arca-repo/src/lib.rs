@@ -9,6 +9,7 @@ pub mod cache;
 mod error;
 pub mod host;
 pub mod index;
+pub mod lock;
 pub mod pack;
 mod par;
 pub mod profile;
@@ -22,6 +23,7 @@ pub mod trees;
 pub use cache::CacheMode;
 pub use error::{RepoError, Result};
 pub use index::{BlobLocation, Index, IndexBuilder, PackRef};
+pub use lock::{Lock, LockKind};
 pub use repository::{InitOptions, KeyInfo, Repository};
 pub use snapshots::SnapshotFilter;
 

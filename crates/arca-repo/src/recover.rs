@@ -34,6 +34,9 @@ pub struct UnreadablePack {
     pub size: u64,
     /// Why its header could not be used.
     pub error: String,
+    /// Whether the pack itself is at fault (truncated, damaged, foreign, vanished), as
+    /// opposed to the backend failing to read it (which may pass: the pack may be fine).
+    pub damaged: bool,
 }
 
 /// What [`adopt_unindexed_packs`] did.
@@ -75,20 +78,16 @@ pub fn adopt_unindexed_packs(repo: &Repository, index: &mut Index) -> Result<Ado
     if orphans.is_empty() {
         return Ok(out);
     }
-    let results = read_headers(repo, &orphans);
-    let mut file = IndexFile::default();
-    for ((id, size), r) in orphans.into_iter().zip(results) {
-        match r {
-            Ok(p) => {
-                out.packs += 1;
-                out.bytes += size;
-                out.blobs += p.blobs.len() as u64;
-                file.packs.push(p);
-            }
-            Err(error) => out.unreadable.push(UnreadablePack { id, size, error }),
-        }
-    }
-    if !file.packs.is_empty() {
+    let scan = scan_headers(repo, &orphans);
+    out.packs = scan.packs.len();
+    out.bytes = scan.packs.iter().map(|p| p.size).sum();
+    out.blobs = scan.packs.iter().map(|p| p.blobs.len() as u64).sum();
+    out.unreadable = scan.unreadable;
+    if !scan.packs.is_empty() {
+        let file = IndexFile {
+            supersedes: vec![],
+            packs: scan.packs,
+        };
         out.index_file = Some(repo.save_index(&file)?);
         // The index has no in-place insertion (it is one sorted vector); loading it again also
         // picks up anything other clients indexed meanwhile.
@@ -97,9 +96,43 @@ pub fn adopt_unindexed_packs(repo: &Repository, index: &mut Index) -> Result<Ado
     Ok(out)
 }
 
+/// What reading the sealed headers of some packs gave (see [`scan_headers`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeaderScan {
+    /// The index entries of the packs whose header opened, in the order asked.
+    pub packs: Vec<IndexPack>,
+    /// The packs whose header could not be used, and why.
+    pub unreadable: Vec<UnreadablePack>,
+}
+
+/// Reads the sealed header of each of `packs` (id and file size), a few at once, and
+/// returns the index entry of every pack whose header opens with this repository's key;
+/// the others are reported, never touched. Transient backend failures are retried by the
+/// backend itself; a read that still fails makes the pack unreadable here.
+///
+/// This is how interrupted backups are adopted and how `repair index` rebuilds the index.
+pub fn scan_headers(repo: &Repository, packs: &[(Id, u64)]) -> HeaderScan {
+    let mut out = HeaderScan::default();
+    for (&(id, size), r) in packs.iter().zip(read_headers(repo, packs)) {
+        match r {
+            Ok(p) => out.packs.push(p),
+            Err((error, damaged)) => out.unreadable.push(UnreadablePack {
+                id,
+                size,
+                error,
+                damaged,
+            }),
+        }
+    }
+    out
+}
+
 /// The index entries of `packs` from their headers, in order; an error is the reason a
-/// header could not be used.
-fn read_headers(repo: &Repository, packs: &[(Id, u64)]) -> Vec<Result<IndexPack, String>> {
+/// header could not be used and whether the pack is at fault.
+fn read_headers(
+    repo: &Repository,
+    packs: &[(Id, u64)],
+) -> Vec<std::result::Result<IndexPack, (String, bool)>> {
     crate::par::map_ordered(
         packs,
         HEADER_READERS,
@@ -112,12 +145,16 @@ fn read_headers(repo: &Repository, packs: &[(Id, u64)]) -> Vec<Result<IndexPack,
                     size,
                     blobs: h.entries,
                 })
-                .map_err(|e| e.to_string())
+                .map_err(|e| {
+                    let damaged = e.is_corruption()
+                        || matches!(&e, crate::RepoError::Backend(b) if b.is_not_found());
+                    (e.to_string(), damaged)
+                })
         },
     )
     .into_iter()
     // A reader thread that panicked leaves its packs unread: they count as unreadable.
-    .map(|r| r.unwrap_or_else(|| Err("header reader failed".to_string())))
+    .map(|r| r.unwrap_or_else(|| Err(("header reader failed".to_string(), false))))
     .collect()
 }
 
@@ -256,6 +293,7 @@ mod tests {
         assert_eq!(bad, want, "{a:?}");
         for u in &a.unreadable {
             assert!(!u.error.is_empty());
+            assert!(u.damaged, "{u:?}");
             if u.id == cut.id {
                 assert_eq!(u.size, cut.bytes.len() as u64 - 50);
             }
@@ -273,6 +311,27 @@ mod tests {
         assert_eq!(again.index_file, None);
         assert_eq!(again.unreadable, a.unreadable);
         assert_eq!(index_files(&r), files);
+    }
+
+    #[test]
+    fn a_failing_backend_is_not_taken_for_a_damaged_pack() {
+        use arca_backend::{Fault, FaultBackend, Op, Rule, Trigger};
+        let fault = Arc::new(FaultBackend::new(MemoryBackend::new()));
+        let r = repo(fault.clone());
+        let (p, _) = upload_pack(&r, 1, 5);
+        fault.add(Rule {
+            op: Some(Op::Read),
+            file_type: Some(FileType::Pack),
+            trigger: Trigger::Always,
+            fault: Fault::Fail(std::io::ErrorKind::PermissionDenied),
+        });
+        let scan = scan_headers(&r, &[(p.id, p.bytes.len() as u64)]);
+        assert!(scan.packs.is_empty());
+        assert_eq!(scan.unreadable.len(), 1);
+        assert!(!scan.unreadable[0].damaged, "{scan:?}");
+        fault.clear();
+        let scan = scan_headers(&r, &[(p.id, p.bytes.len() as u64)]);
+        assert_eq!(scan.packs, vec![p.index]);
     }
 
     #[test]

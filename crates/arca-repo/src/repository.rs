@@ -48,7 +48,8 @@ pub struct KeyInfo {
     pub current: bool,
 }
 
-/// An open repository.
+/// An open repository (cloning shares the backend and copies the keys).
+#[derive(Clone)]
 pub struct Repository {
     backend: Arc<dyn Backend>,
     key: MasterKey,
@@ -269,6 +270,7 @@ impl Repository {
         let (kind, compress) = match t {
             FileType::Snapshot => (EnvelopeKind::Snapshot, false),
             FileType::Index => (EnvelopeKind::Index, true),
+            FileType::Lock => (EnvelopeKind::Lock, false),
             other => {
                 return Err(RepoError::Invalid {
                     what: "file type",
@@ -296,6 +298,7 @@ impl Repository {
             FileType::Config => EnvelopeKind::Config,
             FileType::Key => EnvelopeKind::Key,
             FileType::Pack => EnvelopeKind::Pack,
+            FileType::Lock => EnvelopeKind::Lock,
         };
         let header =
             EnvelopeHeader::decode(&bytes, kind).map_err(|e| RepoError::format(&what, e))?;
@@ -346,12 +349,32 @@ impl Repository {
             .collect())
     }
 
-    /// Loads all index files into an [`Index`]; any unreadable index file is an error. Tells
-    /// the backend which packs hold trees ([`Backend::note_tree_packs`]), so a cache keeps them.
+    /// Loads all index files into an [`Index`], as [`Repository::load_index_report`] does, and
+    /// warns on stderr about each damaged index file (naming it and `arca repair index`): the
+    /// command goes on without the blobs that file listed, which then count as missing.
     pub fn load_index(&self) -> Result<Index> {
+        let (index, damaged) = self.load_index_report()?;
+        for (id, e) in &damaged {
+            damaged_index_warning(id, e);
+        }
+        Ok(index)
+    }
+
+    /// Loads all index files into an [`Index`], leaving out the damaged ones (a file that
+    /// does not hash to its name, does not open with the key, or does not decode), which are
+    /// returned with the reason. Any other failure (the backend cannot list or read) is an
+    /// error: a partial index is only ever the result of damage, never of a bad connection.
+    /// Tells the backend which packs hold trees ([`Backend::note_tree_packs`]), so a cache
+    /// keeps them.
+    pub fn load_index_report(&self) -> Result<(Index, Vec<(Id, RepoError)>)> {
         let mut b = IndexBuilder::new();
-        for (_, f) in self.load_index_files()? {
-            b.add(&f?);
+        let mut damaged = vec![];
+        for (id, f) in self.load_index_files()? {
+            match f {
+                Ok(f) => b.add(&f),
+                Err(e) if e.is_corruption() => damaged.push((id, e)),
+                Err(e) => return Err(e),
+            }
         }
         let index = b.finish();
         let trees: Vec<String> = index
@@ -363,7 +386,7 @@ impl Repository {
         if !trees.is_empty() {
             self.backend.note_tree_packs(&trees);
         }
-        Ok(index)
+        Ok((index, damaged))
     }
 
     /// Reads and verifies one blob.
@@ -491,6 +514,17 @@ impl Repository {
             Err(e) if e.kind == ErrorKind::NotFound => Ok(new),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+/// Reports on stderr that an index file is damaged and left out of the index.
+fn damaged_index_warning(id: &Id, e: &RepoError) {
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!(
+            "arca: warning: index file {id} is damaged: run `arca repair index` \
+             (the blobs it lists are treated as missing until then): {e}"
+        );
     }
 }
 

@@ -150,5 +150,11 @@ fn tampered_files_are_detected() {
         r.load_index_file(&id),
         Err(RepoError::IdMismatch { .. })
     ));
-    assert!(r.load_index().is_err());
+    // Loading the index goes on without a damaged file, which is named.
+    let (index, damaged) = r.load_index_report().unwrap();
+    assert!(index.is_empty());
+    assert_eq!(damaged.len(), 1);
+    assert_eq!(damaged[0].0, id);
+    assert!(damaged[0].1.is_corruption());
+    assert!(r.load_index().unwrap().is_empty());
 }

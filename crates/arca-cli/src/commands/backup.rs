@@ -36,6 +36,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
     };
     let cancel = super::cancel_on_signals(super::INTERRUPTED)?;
     let opened = util::open(g)?;
+    let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "backup")?;
     let repo = &opened.repo;
     let parent = match &a.parent {
         Some(p) => ParentMode::Id(repo.find_snapshot(p, &SnapshotFilter::default())?.0),

@@ -1,21 +1,31 @@
-//! `arca check`: verify the repository.
+//! `arca check`: verify the repository, read all or part of its packs, and say which repair
+//! command fixes each kind of problem found.
 
-use anyhow::Result;
-use arca_maintenance::{CheckOptions, check};
+use anyhow::{Result, anyhow};
+use arca_maintenance::check::{DataSubset, Repair, check_with};
+use arca_maintenance::{CheckOptions, CheckReport};
 use serde_json::json;
 
 use crate::cli::{CheckArgs, Global};
 use crate::util::{self, human_bytes};
 
 pub fn run(g: &Global, a: &CheckArgs) -> Result<u8> {
+    let subset = a
+        .read_data_subset
+        .as_deref()
+        .map(DataSubset::parse)
+        .transpose()
+        .map_err(|e| anyhow!(e))?;
     // Check verifies the repository's own copies, never the local cache's.
     let opened = util::open_uncached(g)?;
-    let rep = check(
+    let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "check")?;
+    let rep = check_with(
         &opened.repo,
         CheckOptions {
             read_data: a.read_data,
             workers: 0,
         },
+        subset,
     )?;
     if a.json {
         let v = json!({
@@ -26,8 +36,10 @@ pub fn run(g: &Global, a: &CheckArgs) -> Result<u8> {
             "snapshots": rep.snapshots,
             "trees": rep.trees,
             "packs": rep.packs,
+            "packs_read": rep.packs_read,
             "blobs_read": rep.blobs_read,
             "bytes_read": rep.bytes_read,
+            "read_data_subset": subset.map(|s| s.to_string()),
             "damaged_packs": rep.damaged_packs.iter().map(|d| json!({
                 "id": d.id.to_hex(),
                 "problems": d.problems,
@@ -37,55 +49,98 @@ pub fn run(g: &Global, a: &CheckArgs) -> Result<u8> {
                 "snapshot": a.snapshot.to_hex(),
                 "paths": a.paths.iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
+            "repair": rep.repairs.iter().map(|p| json!({
+                "command": p.repair.command(),
+                "reason": p.reason,
+            })).collect::<Vec<_>>(),
             "backend": util::stats_json(&opened.stats),
         });
         super::out(&v.to_string())?;
     } else {
-        for e in &rep.errors {
-            eprintln!("error: {e}");
-        }
-        if !g.quiet {
-            for n in &rep.notes {
-                eprintln!("note: {n}");
-            }
-        }
-        for a in &rep.affected {
-            eprintln!(
-                "snapshot {} is damaged: {} paths affected",
-                a.snapshot.short(),
-                a.paths.len()
-            );
-            for p in a.paths.iter().take(50) {
-                eprintln!("  {}", p.display());
-            }
-            if a.paths.len() > 50 {
-                eprintln!("  ... and {} more", a.paths.len() - 50);
-            }
-        }
-        if !g.quiet {
-            super::out(&format!(
-                "checked {} snapshots, {} trees, {} packs{}",
-                rep.snapshots,
-                rep.trees,
-                rep.packs,
-                if a.read_data {
-                    format!(
-                        ", read {} blobs ({})",
-                        rep.blobs_read,
-                        human_bytes(rep.bytes_read)
-                    )
-                } else {
-                    String::new()
-                }
-            ))?;
-        }
-        if rep.is_ok() {
-            if !g.quiet {
-                super::out("no errors were found")?;
-            }
-        } else {
-            eprintln!("arca: check found {} errors", rep.errors.len());
-        }
+        print_text(g, a, subset, &rep)?;
     }
     Ok(if rep.is_ok() { 0 } else { 1 })
+}
+
+fn print_text(
+    g: &Global,
+    a: &CheckArgs,
+    subset: Option<DataSubset>,
+    rep: &CheckReport,
+) -> Result<()> {
+    for e in &rep.errors {
+        eprintln!("error: {e}");
+    }
+    if !g.quiet {
+        for n in &rep.notes {
+            eprintln!("note: {n}");
+        }
+    }
+    for a in &rep.affected {
+        eprintln!(
+            "snapshot {} is damaged: {} paths affected",
+            a.snapshot.short(),
+            a.paths.len()
+        );
+        for p in a.paths.iter().take(50) {
+            eprintln!("  {}", p.display());
+        }
+        if a.paths.len() > 50 {
+            eprintln!("  ... and {} more", a.paths.len() - 50);
+        }
+    }
+    // Repairs of damage go to stderr with the errors; the prune hint is a note.
+    for p in &rep.repairs {
+        let line = match p.repair {
+            Repair::RemoveDamagedPacks => {
+                format!("to repair: {} ({})", p.repair.command(), p.reason)
+            }
+            _ => format!("to repair: run `{}` ({})", p.repair.command(), p.reason),
+        };
+        if p.repair != Repair::Prune || !rep.is_ok() {
+            eprintln!("{line}");
+        } else if !g.quiet {
+            eprintln!(
+                "note: {}: run `{}` to remove them",
+                p.reason,
+                p.repair.command()
+            );
+        }
+    }
+    if !g.quiet {
+        let read = match subset {
+            Some(DataSubset::Group { n, of }) => format!(
+                ", read group {n} of {of}: {} of {} packs, {} blobs ({})",
+                rep.packs_read,
+                rep.packs,
+                rep.blobs_read,
+                human_bytes(rep.bytes_read)
+            ),
+            Some(s) => format!(
+                ", read {s} of the packs: {} of {} packs, {} blobs ({})",
+                rep.packs_read,
+                rep.packs,
+                rep.blobs_read,
+                human_bytes(rep.bytes_read)
+            ),
+            None if a.read_data => format!(
+                ", read {} blobs ({})",
+                rep.blobs_read,
+                human_bytes(rep.bytes_read)
+            ),
+            None => String::new(),
+        };
+        super::out(&format!(
+            "checked {} snapshots, {} trees, {} packs{read}",
+            rep.snapshots, rep.trees, rep.packs,
+        ))?;
+    }
+    if rep.is_ok() {
+        if !g.quiet {
+            super::out("no errors were found")?;
+        }
+    } else {
+        eprintln!("arca: check found {} errors", rep.errors.len());
+    }
+    Ok(())
 }

@@ -3,9 +3,13 @@
 mod backup;
 mod cat;
 mod check;
+pub mod forget;
 mod init;
 mod key;
+pub mod lock;
 mod ls;
+pub mod prune;
+pub mod repair;
 mod restore;
 mod snapshots;
 
@@ -26,6 +30,10 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Check(a) => check::run(g, a),
         Command::Key(a) => key::run(g, a),
         Command::Cat(a) => cat::run(g, a),
+        Command::Forget(a) => forget::run(g, a),
+        Command::Prune(a) => prune::run(g, a),
+        Command::Repair(a) => repair::run(g, a),
+        Command::Unlock(a) => lock::run(g, a),
     }
 }
 

@@ -101,6 +101,7 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     }
     let cancel = super::cancel_on_signals(super::INTERRUPTED)?;
     let opened = util::open(g)?;
+    let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "restore")?;
     let repo = &opened.repo;
     let (id, snap) = repo.find_snapshot(&a.snapshot, &super::filter(&a.filter))?;
     let index = repo.load_index()?;

@@ -79,7 +79,7 @@ impl Env {
             o.status,
             String::from_utf8_lossy(&o.stderr)
         );
-        String::from_utf8(o.stdout).unwrap()
+        String::from_utf8_lossy(&o.stdout).into_owned()
     }
     pub fn init(&self, extra: &[&str]) {
         let mut a = vec!["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"];

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use arca_backend::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result};
+use bytes::Buf;
 use opendal::Operator;
 use opendal::layers::TimeoutLayer;
 use opendal::services::S3;
@@ -280,8 +281,16 @@ impl S3Backend {
             path,
             self.op.read_with(path).range(offset..offset + len),
         )?;
+        // One copy, chunk by chunk (the body may arrive in several pieces).
         out.clear();
-        out.extend_from_slice(&buf.to_bytes());
+        out.reserve(buf.remaining());
+        let mut buf = buf;
+        while buf.has_remaining() {
+            let chunk = buf.chunk();
+            out.extend_from_slice(chunk);
+            let n = chunk.len();
+            buf.advance(n);
+        }
         if (out.len() as u64) < len {
             return Err(self.short(path, offset, len, offset + out.len() as u64));
         }

@@ -4,6 +4,7 @@
 use std::io::SeekFrom;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
 
 use arca_backend::ErrorKind;
 use futures_util::{StreamExt, TryStreamExt, stream};
@@ -105,6 +106,18 @@ pub(super) fn temp_name() -> String {
     format!(".tmp-{}", hex::encode(b))
 }
 
+/// Whether `name` is a temporary file (see [`temp_name`]) whose last modification, when the
+/// server gave it, lies more than `older_than` before `now` (one without a time is left).
+pub(super) fn is_stale_temp(
+    name: &str,
+    modified: Option<SystemTime>,
+    now: SystemTime,
+    older_than: Duration,
+) -> bool {
+    name.starts_with(".tmp-")
+        && modified.is_some_and(|t| now.duration_since(t).is_ok_and(|age| age > older_than))
+}
+
 pub(super) fn seek(f: &mut File, at: u64) -> Result<(), Fail> {
     Pin::new(f)
         .start_seek(SeekFrom::Start(at))
@@ -198,5 +211,13 @@ mod tests {
         assert_ne!(a, b);
         assert!(a.starts_with(".tmp-") && a.len() == 5 + 16, "{a}");
         assert!(is_id(&"0a".repeat(32)) && !is_id("config") && !is_id(&"g".repeat(64)));
+        let now = SystemTime::now();
+        let hour = Duration::from_secs(3600);
+        let old = Some(now - 2 * hour);
+        assert!(is_stale_temp(&a, old, now, hour));
+        assert!(!is_stale_temp(&a, Some(now - hour / 2), now, hour));
+        assert!(!is_stale_temp(&a, Some(now + hour), now, hour));
+        assert!(!is_stale_temp(&a, None, now, hour));
+        assert!(!is_stale_temp(&"0a".repeat(32), old, now, hour));
     }
 }

@@ -1,0 +1,411 @@
+//! `arca forget`: remove snapshots by id or by a retention policy, optionally pruning after.
+//!
+//! The snapshots passing `--host`/`--tag`/`--path` are divided into groups (`--group-by`,
+//! `host,paths` by default) and the policy of the `--keep-*` options is applied to each group
+//! (see [`arca_maintenance::forget`]); per group, what is kept and why and what is removed is
+//! printed, then the removed snapshots' files are deleted under the exclusive lock (not with
+//! `--dry-run`). Without a policy and without ids nothing is removed.
+
+use std::collections::HashSet;
+
+use anyhow::{Result, bail};
+use arca_backend::FileType;
+use arca_format::{Id, Snapshot};
+use arca_maintenance::forget::{
+    self, CalendarDuration, Decision, GroupBy, GroupKey, Policy, parse_count,
+};
+use arca_repo::{LockKind, SnapshotFilter};
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::cli::{FilterArgs, Global};
+use crate::util::{self, Opened};
+
+/// Options of `forget`.
+#[derive(Debug, Args)]
+pub struct ForgetArgs {
+    /// Snapshot ids (or unique prefixes, or "latest") to remove
+    #[arg(value_name = "SNAPSHOT")]
+    pub snapshots: Vec<String>,
+    /// Keep the last N snapshots ("unlimited" or -1: all)
+    #[arg(short = 'l', long, value_name = "N", value_parser = count_arg, allow_negative_numbers = true)]
+    pub keep_last: Option<i32>,
+    /// Keep the newest snapshot of each of the last N hours with snapshots ("unlimited": all)
+    #[arg(short = 'H', long, value_name = "N", value_parser = count_arg, allow_negative_numbers = true)]
+    pub keep_hourly: Option<i32>,
+    /// Keep the newest snapshot of each of the last N days with snapshots ("unlimited": all)
+    #[arg(short = 'd', long, value_name = "N", value_parser = count_arg, allow_negative_numbers = true)]
+    pub keep_daily: Option<i32>,
+    /// Keep the newest snapshot of each of the last N ISO weeks with snapshots
+    #[arg(short = 'w', long, value_name = "N", value_parser = count_arg, allow_negative_numbers = true)]
+    pub keep_weekly: Option<i32>,
+    /// Keep the newest snapshot of each of the last N months with snapshots
+    #[arg(short = 'm', long, value_name = "N", value_parser = count_arg, allow_negative_numbers = true)]
+    pub keep_monthly: Option<i32>,
+    /// Keep the newest snapshot of each of the last N years with snapshots
+    #[arg(short = 'y', long, value_name = "N", value_parser = count_arg, allow_negative_numbers = true)]
+    pub keep_yearly: Option<i32>,
+    /// Keep snapshots newer than DURATION (e.g. 1y5m7d2h) before the group's newest snapshot
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub keep_within: Option<CalendarDuration>,
+    /// Keep the newest snapshot of each hour within DURATION of the newest snapshot
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub keep_within_hourly: Option<CalendarDuration>,
+    /// Keep the newest snapshot of each day within DURATION of the newest snapshot
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub keep_within_daily: Option<CalendarDuration>,
+    /// Keep the newest snapshot of each ISO week within DURATION of the newest snapshot
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub keep_within_weekly: Option<CalendarDuration>,
+    /// Keep the newest snapshot of each month within DURATION of the newest snapshot
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub keep_within_monthly: Option<CalendarDuration>,
+    /// Keep the newest snapshot of each year within DURATION of the newest snapshot
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub keep_within_yearly: Option<CalendarDuration>,
+    /// Keep snapshots with this tag; "a,b" needs both (repeatable: any list matches)
+    #[arg(long = "keep-tag", value_name = "TAG[,TAG]")]
+    pub keep_tags: Vec<String>,
+    /// Apply the policy to each group of snapshots sharing these fields: host, paths, tags
+    /// (comma-separated; "" for one group)
+    #[arg(short = 'g', long, value_name = "FIELDS", default_value = "host,paths", value_parser = group_by_arg)]
+    pub group_by: GroupBy,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Print what would be kept and removed, remove nothing
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
+    /// Print the groups as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Run prune after removing snapshots, to delete the data only they used
+    #[arg(long)]
+    pub prune: bool,
+}
+
+fn count_arg(s: &str) -> Result<i32, forget::ParseError> {
+    parse_count(s)
+}
+
+fn duration_arg(s: &str) -> Result<CalendarDuration, forget::ParseError> {
+    s.parse()
+}
+
+fn group_by_arg(s: &str) -> Result<GroupBy, forget::ParseError> {
+    s.parse()
+}
+
+impl ForgetArgs {
+    /// The policy of the `--keep-*` options.
+    fn policy(&self) -> Result<Policy> {
+        let span = |d: Option<CalendarDuration>| d.unwrap_or_default();
+        let p = Policy {
+            last: self.keep_last.unwrap_or(0),
+            hourly: self.keep_hourly.unwrap_or(0),
+            daily: self.keep_daily.unwrap_or(0),
+            weekly: self.keep_weekly.unwrap_or(0),
+            monthly: self.keep_monthly.unwrap_or(0),
+            yearly: self.keep_yearly.unwrap_or(0),
+            within: span(self.keep_within),
+            within_hourly: span(self.keep_within_hourly),
+            within_daily: span(self.keep_within_daily),
+            within_weekly: span(self.keep_within_weekly),
+            within_monthly: span(self.keep_within_monthly),
+            within_yearly: span(self.keep_within_yearly),
+            tags: self
+                .keep_tags
+                .iter()
+                .map(|l| {
+                    l.split(',')
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(String::from)
+                        .collect()
+                })
+                .collect(),
+        };
+        p.validate()?;
+        Ok(p)
+    }
+}
+
+/// What happens to one group.
+struct GroupReport {
+    key: GroupKey,
+    /// Kept snapshots, newest first, with their decisions.
+    keep: Vec<(Id, Snapshot, Decision)>,
+    /// Snapshots to remove, newest first.
+    remove: Vec<(Id, Snapshot)>,
+}
+
+/// Runs `forget`.
+pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
+    let policy = a.policy()?;
+    if !a.snapshots.is_empty() && !policy.is_empty() {
+        bail!("give snapshot ids or a policy (--keep-*), not both");
+    }
+    if a.snapshots.is_empty() && policy.is_empty() {
+        eprintln!("no policy given: nothing removed");
+        if a.json {
+            super::out("[]")?;
+        }
+        return Ok(0);
+    }
+    // Prune reads the repository's own files, never the local cache's copies.
+    let opened = if a.prune && !a.dry_run {
+        util::open_uncached(g)?
+    } else {
+        util::open(g)?
+    };
+    // The decisions are made on what the lock holder sees: nobody removes or adds snapshots
+    // while they are carried out. A dry run changes nothing and takes no lock.
+    let _lock = if a.dry_run {
+        None
+    } else {
+        Some(opened.repo.lock_for(LockKind::Exclusive, "forget")?)
+    };
+    let filter = super::filter(&a.filter);
+    let reports = if a.snapshots.is_empty() {
+        by_policy(&opened, &filter, &policy, a.group_by)?
+    } else {
+        by_ids(&opened, &filter, &a.snapshots, a.group_by)?
+    };
+
+    if a.json {
+        let v: Vec<Value> = reports.iter().map(report_json).collect();
+        super::out(&Value::Array(v).to_string())?;
+    } else if !g.quiet {
+        if a.snapshots.is_empty() {
+            super::out(&format!("Applying policy: {policy}"))?;
+        }
+        for r in &reports {
+            print_report(r)?;
+        }
+    }
+
+    let remove: Vec<Id> = reports
+        .iter()
+        .flat_map(|r| r.remove.iter().map(|(id, _)| *id))
+        .collect();
+    let say = |line: String| -> Result<()> {
+        if a.json || g.quiet {
+            Ok(())
+        } else {
+            super::out(&line)
+        }
+    };
+    if remove.is_empty() {
+        say("nothing to remove".into())?;
+        return Ok(0);
+    }
+    if a.dry_run {
+        say(format!(
+            "dry run: would remove {} snapshots{}",
+            remove.len(),
+            if a.prune { ", and prune" } else { "" }
+        ))?;
+        return Ok(0);
+    }
+    let mut failed = 0;
+    for id in &remove {
+        if let Err(e) = opened
+            .repo
+            .backend()
+            .delete(FileType::Snapshot, &id.to_hex())
+        {
+            eprintln!("error: cannot remove snapshot {}: {e}", id.short());
+            failed += 1;
+        }
+    }
+    if failed > 0 {
+        bail!(
+            "{failed} of {} snapshots could not be removed",
+            remove.len()
+        );
+    }
+    say(format!("removed {} snapshots", remove.len()))?;
+    if a.prune {
+        say("running prune".into())?;
+        let prune = super::prune::PruneArgs {
+            json: a.json,
+            ..Default::default()
+        };
+        return super::prune::run_on(g, &opened, &prune);
+    }
+    Ok(0)
+}
+
+/// Groups the snapshots passing `filter` and applies `policy` to each group.
+fn by_policy(
+    opened: &Opened,
+    filter: &SnapshotFilter,
+    policy: &Policy,
+    group_by: GroupBy,
+) -> Result<Vec<GroupReport>> {
+    let now = chrono::Utc::now();
+    let list = opened.repo.list_snapshots(filter)?;
+    let mut reports = vec![];
+    for grp in forget::group(list, group_by) {
+        let decisions = forget::apply(policy, &grp.snapshots, now);
+        let mut by_id: std::collections::HashMap<Id, Snapshot> =
+            grp.snapshots.into_iter().collect();
+        let mut r = GroupReport {
+            key: grp.key,
+            keep: vec![],
+            remove: vec![],
+        };
+        for d in decisions {
+            let Some(s) = by_id.remove(&d.id) else {
+                continue;
+            };
+            if d.keep {
+                r.keep.push((d.id, s, d));
+            } else {
+                r.remove.push((d.id, s));
+            }
+        }
+        reports.push(r);
+    }
+    Ok(reports)
+}
+
+/// Resolves the named snapshots (all of them before anything is removed) and groups them.
+fn by_ids(
+    opened: &Opened,
+    filter: &SnapshotFilter,
+    specs: &[String],
+    group_by: GroupBy,
+) -> Result<Vec<GroupReport>> {
+    let mut seen = HashSet::new();
+    let mut found = vec![];
+    for spec in specs {
+        let (id, s) = opened.repo.find_snapshot(spec, filter)?;
+        if seen.insert(id) {
+            found.push((id, s));
+        }
+    }
+    found.sort_by(|a, b| b.1.time.cmp(&a.1.time).then_with(|| a.0.cmp(&b.0)));
+    Ok(forget::group(found, group_by)
+        .into_iter()
+        .map(|grp| GroupReport {
+            key: grp.key,
+            keep: vec![],
+            remove: grp.snapshots,
+        })
+        .collect())
+}
+
+/// A snapshot as `snapshots --json` prints it: its fields, `id` and `short_id`.
+fn snapshot_json(id: &Id, s: &Snapshot) -> Value {
+    let mut o = serde_json::to_value(s).unwrap_or_else(|_| json!({}));
+    if let Some(m) = o.as_object_mut() {
+        m.insert("id".into(), json!(id.to_hex()));
+        m.insert("short_id".into(), json!(id.short()));
+    }
+    o
+}
+
+/// One group as restic's `forget --json` prints it.
+fn report_json(r: &GroupReport) -> Value {
+    json!({
+        "group_key": {
+            "hostname": r.key.hostname.clone().unwrap_or_default(),
+            "paths": r.key.paths,
+            "tags": r.key.tags,
+        },
+        "keep": r.keep.iter().map(|(id, s, _)| snapshot_json(id, s)).collect::<Vec<_>>(),
+        "remove": r.remove.iter().map(|(id, s)| snapshot_json(id, s)).collect::<Vec<_>>(),
+        "reasons": r.keep.iter().map(|(id, s, d)| {
+            let counters: serde_json::Map<String, Value> = [
+                ("last", d.counters.last),
+                ("hourly", d.counters.hourly),
+                ("daily", d.counters.daily),
+                ("weekly", d.counters.weekly),
+                ("monthly", d.counters.monthly),
+                ("yearly", d.counters.yearly),
+            ]
+            .into_iter()
+            .filter(|(_, n)| *n != 0)
+            .map(|(k, n)| (k.to_string(), json!(n)))
+            .collect();
+            json!({
+                "snapshot": snapshot_json(id, s),
+                "matches": d.reasons,
+                "counters": counters,
+            })
+        }).collect::<Vec<_>>(),
+    })
+}
+
+/// The group's header, its kept snapshots with their reasons and its removed ones.
+fn print_report(r: &GroupReport) -> Result<()> {
+    super::out(&format!("snapshots for {}:", r.key))?;
+    if !r.keep.is_empty() {
+        super::out(&format!("keep {} snapshots:", r.keep.len()))?;
+        let rows: Vec<(&Id, &Snapshot, &[String])> = r
+            .keep
+            .iter()
+            .map(|(id, s, d)| (id, s, d.reasons.as_slice()))
+            .collect();
+        print_table(&rows, true)?;
+    }
+    if !r.remove.is_empty() {
+        super::out(&format!("remove {} snapshots:", r.remove.len()))?;
+        let rows: Vec<(&Id, &Snapshot, &[String])> =
+            r.remove.iter().map(|(id, s)| (id, s, &[][..])).collect();
+        print_table(&rows, false)?;
+    }
+    super::out("")
+}
+
+/// Width of the columns before the reasons: flag and ID, time, host, tags.
+const INDENT: usize = 10 + 1 + 20 + 1 + 16 + 1 + 16;
+
+/// A table like `snapshots`'s, with a column of reasons (one per line) when `reasons`.
+fn print_table(rows: &[(&Id, &Snapshot, &[String])], reasons: bool) -> Result<()> {
+    let width = rows
+        .iter()
+        .flat_map(|(_, _, r)| r.iter().map(|r| r.chars().count()))
+        .max()
+        .unwrap_or(0)
+        .max("Reasons".len());
+    let reason_col = |text: &str| {
+        if reasons {
+            format!(" {text:<width$}")
+        } else {
+            String::new()
+        }
+    };
+    let header = format!(
+        "{:<10} {:<20} {:<16} {:<16}{} Paths",
+        "ID",
+        "Time",
+        "Host",
+        "Tags",
+        reason_col("Reasons")
+    );
+    let rule = "-".repeat(header.chars().count().max(80));
+    super::out(&header)?;
+    super::out(&rule)?;
+    for (id, s, why) in rows {
+        let time = s
+            .time
+            .with_timezone(&chrono::Local)
+            .format("%Y-%m-%d %H:%M:%S");
+        let flag = if s.complete { " " } else { "!" };
+        super::out(&format!(
+            "{flag}{:<9} {:<20} {:<16} {:<16}{} {}",
+            id.short(),
+            time,
+            s.hostname,
+            s.tags.join(","),
+            reason_col(why.first().map_or("", String::as_str)),
+            s.paths.join(" ")
+        ))?;
+        for more in why.iter().skip(1) {
+            super::out(format!("{:INDENT$}{}", "", reason_col(more)).trim_end())?;
+        }
+    }
+    super::out(&rule)?;
+    super::out(&format!("{} snapshots", rows.len()))
+}

@@ -1,0 +1,406 @@
+//! `arca prune`: remove data no snapshot uses. Packs nothing uses are deleted, packs with
+//! too much unused data repacked, the index rewritten into few files; new packs and index
+//! are written before anything is deleted (see `arca_maintenance::prune`).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use anyhow::{Result, anyhow, bail};
+use arca_maintenance::prune::{
+    self, MaxUnused, PackAction, Phase, Progress, PruneOptions, PrunePlan, PruneReport,
+};
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::cli::Global;
+use crate::progress::ProgressLine;
+use crate::util::{self, Opened, human_bytes};
+
+/// Packs listed one per line by `--dry-run`, per kind of action, at most.
+const LISTED: usize = 1000;
+
+/// Options of `prune` (also used by `forget --prune`).
+#[derive(Debug, Args, Default, Clone)]
+pub struct PruneArgs {
+    /// Unused space to tolerate: a PERCENT of each pack (a pack with more is repacked), a
+    /// SIZE for the whole repository (the packs with the largest unused share are repacked
+    /// until at most that much is left), or `unlimited` (only packs nothing uses are
+    /// deleted) [default: 5%]
+    #[arg(long, value_name = "PERCENT|SIZE")]
+    pub max_unused: Option<String>,
+    /// Repack at most this many bytes of packs (e.g. 2GiB)
+    #[arg(long, value_name = "SIZE")]
+    pub max_repack_size: Option<String>,
+    /// Also repack packs smaller than 80% of the target pack size into full ones
+    #[arg(long)]
+    pub repack_small: bool,
+    /// Print what would be deleted and repacked, and the space freed; change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `prune`: opens the repository without the local cache (whose copies must not hide
+/// the repository's state) and locks it exclusively.
+pub fn run(g: &Global, a: &PruneArgs) -> Result<u8> {
+    let opened = util::open_uncached(g)?;
+    let _lock = opened
+        .repo
+        .lock_for(arca_repo::LockKind::Exclusive, "prune")?;
+    run_on(g, &opened, a)
+}
+
+/// Prunes an already opened (and exclusively locked) repository: `forget --prune` calls this.
+pub fn run_on(g: &Global, opened: &Opened, a: &PruneArgs) -> Result<u8> {
+    let opts = options(a)?;
+    let repo = &opened.repo;
+    let progress = Arc::new(Progress::default());
+    let plan = {
+        // A damaged index file hides the packs it lists: prune would take them for unused
+        // and delete data snapshots need. Refuse until the index is repaired.
+        let (index, damaged) = repo.load_index_report()?;
+        if let Some((id, why)) = damaged.first() {
+            anyhow::bail!(
+                "index file {} is damaged ({why}); prune changed nothing: run `arca repair index` \
+                 first",
+                &id.to_hex()[..10]
+            );
+        }
+        let _line = progress_line(g, a, &progress);
+        prune::plan_with_progress(repo, &index, &opts, &progress)?
+    };
+    if a.dry_run {
+        if a.json {
+            let mut v = plan_json(&plan);
+            v["dry_run"] = json!(true);
+            v["backend"] = util::stats_json(&opened.stats);
+            super::out(&v.to_string())?;
+        } else if !g.quiet {
+            print_plan(&plan)?;
+            print_packs(&plan)?;
+            super::out(&format!(
+                "would free about {}",
+                human_bytes(plan.stats.freed_bytes)
+            ))?;
+        }
+        return Ok(0);
+    }
+    if !a.json && !g.quiet {
+        print_plan(&plan)?;
+    }
+    let report = {
+        let _line = progress_line(g, a, &progress);
+        prune::execute(repo, &plan, &progress)?
+    };
+    if a.json {
+        let mut v = plan_json(&plan);
+        v["dry_run"] = json!(false);
+        for (k, x) in report_json(&report) {
+            v[k] = x;
+        }
+        v["backend"] = util::stats_json(&opened.stats);
+        super::out(&v.to_string())?;
+    } else if !g.quiet {
+        print_report(&report)?;
+    }
+    Ok(0)
+}
+
+/// The library's options from the command line.
+fn options(a: &PruneArgs) -> Result<PruneOptions> {
+    let max_unused = match a.max_unused.as_deref().map(str::trim) {
+        None | Some("") => MaxUnused::default(),
+        Some("unlimited") => MaxUnused::Unlimited,
+        Some(s) => match s.strip_suffix('%') {
+            Some(p) => {
+                let p: f64 = p
+                    .trim()
+                    .parse()
+                    .map_err(|_| anyhow!("invalid --max-unused {s:?}: expected e.g. 5%"))?;
+                if !(0.0..=100.0).contains(&p) {
+                    bail!("invalid --max-unused {s:?}: a percentage from 0% to 100%");
+                }
+                MaxUnused::Percent(p)
+            }
+            None => MaxUnused::Bytes(util::parse_size(s).map_err(|e| {
+                anyhow!("invalid --max-unused {s:?} (a percentage, a size or unlimited): {e}")
+            })?),
+        },
+    };
+    let max_repack_bytes = a
+        .max_repack_size
+        .as_deref()
+        .map(util::parse_size)
+        .transpose()?;
+    Ok(PruneOptions {
+        max_unused,
+        max_repack_bytes,
+        repack_small: a.repack_small,
+        threads: 0,
+    })
+}
+
+/// The progress line while planning or executing (nothing without a terminal).
+fn progress_line(g: &Global, a: &PruneArgs, p: &Arc<Progress>) -> ProgressLine {
+    let p = Arc::clone(p);
+    ProgressLine::start(util::interactive(g, a.json), move |elapsed| {
+        let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+        let what = match p.phase() {
+            Phase::Walking => format!("finding used data: {} trees", n(&p.trees)),
+            Phase::Repacking => format!(
+                "repacking: {} of {} packs read, {} written",
+                n(&p.packs_read),
+                n(&p.packs_to_read),
+                n(&p.packs_written)
+            ),
+            Phase::WritingIndex => {
+                format!("writing the index: {} files", n(&p.index_files_written))
+            }
+            Phase::Deleting | Phase::Done => format!(
+                "deleting: {} of {} files",
+                n(&p.files_deleted),
+                n(&p.files_to_delete)
+            ),
+        };
+        format!("[{}] {what}", util::human_duration(elapsed.as_secs_f64()))
+    })
+}
+
+fn print_plan(plan: &PrunePlan) -> Result<()> {
+    let s = &plan.stats;
+    let out = super::out;
+    out(&format!(
+        "{} snapshots, {} trees walked",
+        s.snapshots, s.trees
+    ))?;
+    out(&format!(
+        "used:    {} blobs, {}",
+        s.used_blobs,
+        human_bytes(s.used_bytes)
+    ))?;
+    let total = s.used_bytes + s.unused_bytes;
+    let share = if total == 0 {
+        0.0
+    } else {
+        s.unused_bytes as f64 * 100.0 / total as f64
+    };
+    let copies = if s.duplicate_blobs > 0 {
+        format!(", {} of them extra copies", s.duplicate_blobs)
+    } else {
+        String::new()
+    };
+    out(&format!(
+        "unused:  {} blobs, {} ({share:.1}%){copies}",
+        s.unused_blobs,
+        human_bytes(s.unused_bytes)
+    ))?;
+    let mut packs = format!(
+        "packs:   keep {} ({}), repack {} ({}, {} of used blobs to copy), delete {} ({})",
+        s.keep.packs,
+        human_bytes(s.keep.bytes),
+        s.repack.packs,
+        human_bytes(s.repack.bytes),
+        human_bytes(s.repack_used_bytes),
+        s.delete.packs,
+        human_bytes(s.delete.bytes),
+    );
+    if s.damaged.packs > 0 {
+        packs += &format!(", of them {} damaged", s.damaged.packs);
+    }
+    if s.unreferenced.packs > 0 {
+        packs += &format!(
+            ", unreferenced {} ({})",
+            s.unreferenced.packs,
+            human_bytes(s.unreferenced.bytes)
+        );
+    }
+    if s.missing.packs > 0 {
+        packs += &format!(", missing {} (dropped from the index)", s.missing.packs);
+    }
+    out(&packs)?;
+    out(&format!(
+        "index:   {} files{}",
+        s.index_files,
+        if plan.rewrite_index {
+            ", rewritten"
+        } else {
+            ", unchanged"
+        }
+    ))
+}
+
+/// `--dry-run`: the packs that would go, one per line.
+fn print_packs(plan: &PrunePlan) -> Result<()> {
+    let mut lines: Vec<(&str, String)> = vec![];
+    for p in &plan.packs {
+        let what = match p.action {
+            PackAction::Delete => "delete",
+            PackAction::Repack => "repack",
+            PackAction::Forget => "forget missing",
+            PackAction::Keep => continue,
+        };
+        lines.push((
+            what,
+            format!(
+                "would {what} {} pack {} ({}: {} used blobs, {} unused)",
+                p.kind,
+                p.id,
+                human_bytes(p.size),
+                p.used_blobs,
+                p.unused_blobs
+            ),
+        ));
+    }
+    for (id, size) in &plan.unreferenced {
+        lines.push((
+            "unreferenced",
+            format!(
+                "would delete unreferenced pack {id} ({})",
+                human_bytes(*size)
+            ),
+        ));
+    }
+    for what in ["delete", "repack", "forget missing", "unreferenced"] {
+        let of: Vec<&String> = lines
+            .iter()
+            .filter(|(w, _)| *w == what)
+            .map(|(_, l)| l)
+            .collect();
+        for l in of.iter().take(LISTED) {
+            super::out(l)?;
+        }
+        if of.len() > LISTED {
+            super::out(&format!("... and {} more", of.len() - LISTED))?;
+        }
+    }
+    Ok(())
+}
+
+fn print_report(r: &PruneReport) -> Result<()> {
+    let out = super::out;
+    if r.blobs_repacked > 0 {
+        out(&format!(
+            "repacked {} blobs into {} new packs ({})",
+            r.blobs_repacked,
+            r.packs_written,
+            human_bytes(r.bytes_written)
+        ))?;
+    }
+    if !r.index_files_written.is_empty() {
+        out(&format!(
+            "wrote {} index files, deleted {} old ones",
+            r.index_files_written.len(),
+            r.index_files_deleted
+        ))?;
+    }
+    out(&format!(
+        "deleted {} packs ({})",
+        r.packs_deleted,
+        human_bytes(r.bytes_deleted)
+    ))?;
+    if r.temp_files_removed > 0 {
+        out(&format!(
+            "removed {} stale temporary files",
+            r.temp_files_removed
+        ))?;
+    }
+    out(&format!("freed {}", human_bytes(r.freed_bytes())))
+}
+
+fn ids(plan: &PrunePlan, action: PackAction) -> Value {
+    plan.packs
+        .iter()
+        .filter(|p| p.action == action)
+        .map(|p| json!(p.id.to_hex()))
+        .collect()
+}
+
+fn plan_json(plan: &PrunePlan) -> Value {
+    let s = &plan.stats;
+    json!({
+        "message_type": "summary",
+        "snapshots": s.snapshots,
+        "trees": s.trees,
+        "used_blobs": s.used_blobs,
+        "used_bytes": s.used_bytes,
+        "unused_blobs": s.unused_blobs,
+        "unused_bytes": s.unused_bytes,
+        "duplicate_blobs": s.duplicate_blobs,
+        "packs_keep": s.keep.packs,
+        "packs_keep_bytes": s.keep.bytes,
+        "packs_repack": s.repack.packs,
+        "packs_repack_bytes": s.repack.bytes,
+        "repack_blobs": s.repack_blobs,
+        "repack_used_bytes": s.repack_used_bytes,
+        "packs_delete": s.delete.packs,
+        "packs_delete_bytes": s.delete.bytes,
+        "packs_damaged": s.damaged.packs,
+        "packs_unreferenced": s.unreferenced.packs,
+        "packs_unreferenced_bytes": s.unreferenced.bytes,
+        "packs_missing": s.missing.packs,
+        "index_files": s.index_files,
+        "rewrite_index": plan.rewrite_index,
+        "freed_bytes": s.freed_bytes,
+        "delete": ids(plan, PackAction::Delete),
+        "repack": ids(plan, PackAction::Repack),
+        "missing": ids(plan, PackAction::Forget),
+        "unreferenced": plan
+            .unreferenced
+            .iter()
+            .map(|(id, _)| id.to_hex())
+            .collect::<Vec<_>>(),
+    })
+}
+
+/// What was done; `freed_bytes` replaces the plan's estimate.
+fn report_json(r: &PruneReport) -> Vec<(&'static str, Value)> {
+    vec![
+        ("packs_written", json!(r.packs_written)),
+        ("bytes_written", json!(r.bytes_written)),
+        ("blobs_repacked", json!(r.blobs_repacked)),
+        ("index_files_written", json!(r.index_files_written.len())),
+        ("index_files_deleted", json!(r.index_files_deleted)),
+        ("packs_deleted", json!(r.packs_deleted)),
+        ("bytes_deleted", json!(r.bytes_deleted)),
+        ("temp_files_removed", json!(r.temp_files_removed)),
+        ("freed_bytes", json!(r.freed_bytes())),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_unused_spellings() {
+        let o = |s: &str| {
+            options(&PruneArgs {
+                max_unused: Some(s.into()),
+                ..PruneArgs::default()
+            })
+            .map(|o| o.max_unused)
+        };
+        assert_eq!(
+            options(&PruneArgs::default()).unwrap().max_unused,
+            MaxUnused::Percent(5.0)
+        );
+        assert_eq!(o("10%").unwrap(), MaxUnused::Percent(10.0));
+        assert_eq!(o("0%").unwrap(), MaxUnused::Percent(0.0));
+        assert_eq!(o("100MiB").unwrap(), MaxUnused::Bytes(100 << 20));
+        assert_eq!(o("0").unwrap(), MaxUnused::Bytes(0));
+        assert_eq!(o("unlimited").unwrap(), MaxUnused::Unlimited);
+        for bad in ["150%", "x%", "lots", "-1%"] {
+            assert!(o(bad).is_err(), "{bad}");
+        }
+        let a = PruneArgs {
+            max_repack_size: Some("2G".into()),
+            repack_small: true,
+            ..PruneArgs::default()
+        };
+        let opts = options(&a).unwrap();
+        assert_eq!(opts.max_repack_bytes, Some(2_000_000_000));
+        assert!(opts.repack_small);
+    }
+}

@@ -1,0 +1,286 @@
+//! `arca repair index|snapshots`: rebuild a damaged repository's index from the pack headers,
+//! or rewrite the snapshots whose data is lost.
+
+use anyhow::Result;
+use arca_format::Id;
+use arca_maintenance::repair::{
+    Loss, RepairIndexOptions, RepairSnapshotsOptions, repair_index, repair_snapshots,
+};
+use arca_repo::SnapshotFilter;
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use crate::cli::Global;
+use crate::util;
+
+/// Options of `repair`.
+#[derive(Debug, Args)]
+pub struct RepairArgs {
+    #[command(subcommand)]
+    pub what: RepairCommand,
+}
+
+/// What `repair` repairs.
+#[derive(Debug, Subcommand)]
+pub enum RepairCommand {
+    /// Rebuild the index from the pack headers and replace every index file (works when the
+    /// index files are damaged or gone)
+    Index(RepairIndexArgs),
+    /// Rewrite snapshots that reference lost data: lost directories become empty, files
+    /// are cut before their first lost block; the copies are tagged `repaired`
+    Snapshots(RepairSnapshotsArgs),
+}
+
+/// Options of `repair index`.
+#[derive(Debug, Args)]
+pub struct RepairIndexArgs {
+    /// Read the header of every pack, also of those an intact index file describes
+    #[arg(long)]
+    pub read_all_packs: bool,
+    /// Report what would be done, change nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `repair snapshots`.
+#[derive(Debug, Args)]
+pub struct RepairSnapshotsArgs {
+    /// Snapshots to repair (ids or unique prefixes; default: all)
+    #[arg(value_name = "SNAPSHOT")]
+    pub snapshots: Vec<String>,
+    /// Delete the damaged originals once their repaired copies are saved
+    #[arg(long)]
+    pub forget: bool,
+    /// Report what would be done, change nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `repair`.
+pub fn run(g: &Global, a: &RepairArgs) -> Result<u8> {
+    match &a.what {
+        RepairCommand::Index(a) => index(g, a),
+        RepairCommand::Snapshots(a) => snapshots(g, a),
+    }
+}
+
+fn ids(v: &[Id]) -> Vec<String> {
+    v.iter().map(Id::to_hex).collect()
+}
+
+fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {
+    // The index is not loaded (it may be unreadable), and the local cache must not serve
+    // index files this command replaces.
+    let opened = util::open_uncached(g)?;
+    let _lock = opened
+        .repo
+        .lock_for(arca_repo::LockKind::Exclusive, "repair")?;
+    let rep = repair_index(
+        &opened.repo,
+        RepairIndexOptions {
+            read_all_packs: a.read_all_packs,
+            dry_run: a.dry_run,
+        },
+    )?;
+    if a.json {
+        let v = json!({
+            "message_type": "summary",
+            "dry_run": a.dry_run,
+            "old_index_files": rep.old_index_files,
+            "damaged_index_files": rep.damaged_index_files.iter().map(|(id, why)| json!({
+                "id": id.to_hex(), "error": why,
+            })).collect::<Vec<_>>(),
+            "packs_found": rep.packs_found,
+            "packs_from_index": rep.packs_from_index,
+            "headers_read": rep.headers_read,
+            "packs_indexed": rep.packs_indexed,
+            "blobs_indexed": rep.blobs_indexed,
+            "unreadable_packs": rep.unreadable.iter().map(|u| json!({
+                "id": u.id.to_hex(), "size": u.size, "error": u.error,
+            })).collect::<Vec<_>>(),
+            "missing_packs": ids(&rep.missing_packs),
+            "index_files_written": ids(&rep.written),
+            "index_files_deleted": ids(&rep.deleted),
+            "backend": util::stats_json(&opened.stats),
+        });
+        super::out(&v.to_string())?;
+        return Ok(0);
+    }
+    for (id, why) in &rep.damaged_index_files {
+        eprintln!("index file {id} cannot be used: {why}");
+    }
+    for u in &rep.unreadable {
+        eprintln!(
+            "pack {} ({} bytes) left out: its header cannot be read: {}",
+            u.id, u.size, u.error
+        );
+    }
+    for id in &rep.missing_packs {
+        eprintln!("pack {id} was indexed but is missing: left out");
+    }
+    if !g.quiet {
+        super::out(&format!(
+            "{} packs found: {} described by intact index files, {} headers read",
+            rep.packs_found, rep.packs_from_index, rep.headers_read
+        ))?;
+        let verb = if a.dry_run { "would index" } else { "indexed" };
+        super::out(&format!(
+            "{verb} {} packs ({} blobs) in {} new index files; {} old index files {}",
+            rep.packs_indexed,
+            rep.blobs_indexed,
+            if a.dry_run {
+                rep.packs_indexed
+                    .div_ceil(arca_maintenance::repair::PACKS_PER_INDEX_FILE)
+            } else {
+                rep.written.len()
+            },
+            if a.dry_run {
+                rep.old_index_files
+            } else {
+                rep.deleted.len()
+            },
+            if a.dry_run {
+                "would be deleted"
+            } else {
+                "deleted"
+            },
+        ))?;
+        if !rep.unreadable.is_empty() || !rep.missing_packs.is_empty() {
+            super::out(
+                "blobs of packs left out are lost: run `arca check`, then \
+                 `arca repair snapshots --forget` if snapshots need them",
+            )?;
+        }
+    }
+    Ok(0)
+}
+
+fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
+    let opened = util::open_uncached(g)?;
+    let repo = &opened.repo;
+    let _lock = repo.lock_for(arca_repo::LockKind::Exclusive, "repair")?;
+    let mut chosen = vec![];
+    for s in &a.snapshots {
+        chosen.push(repo.find_snapshot(s, &SnapshotFilter::default())?.0);
+    }
+    let rep = repair_snapshots(
+        repo,
+        &RepairSnapshotsOptions {
+            forget: a.forget,
+            dry_run: a.dry_run,
+            snapshots: chosen,
+        },
+    )?;
+    if a.json {
+        let v = json!({
+            "message_type": "summary",
+            "dry_run": a.dry_run,
+            "snapshots": rep.snapshots,
+            "adopted_packs": rep.adopted_packs,
+            "damaged": rep.damaged.iter().map(|d| json!({
+                "original": d.original.to_hex(),
+                "repaired": d.repaired.map(|i| i.to_hex()),
+                "root_lost": d.root_lost,
+                "forgotten": d.forgotten,
+                "changes": d.changes.iter().map(|c| match &c.loss {
+                    Loss::DirectoryEmptied { reason } => json!({
+                        "path": c.path.to_string_lossy(),
+                        "action": "emptied",
+                        "reason": reason,
+                    }),
+                    Loss::FileTruncated { size, kept, lost_blob } => json!({
+                        "path": c.path.to_string_lossy(),
+                        "action": "truncated",
+                        "size": size,
+                        "kept": kept,
+                        "lost_blob": lost_blob.to_hex(),
+                    }),
+                }).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "damaged_files": rep.damaged_files.iter().map(|(id, why)| json!({
+                "id": id.to_hex(), "error": why,
+            })).collect::<Vec<_>>(),
+            "damaged_files_deleted": rep.damaged_files_deleted,
+            "trees_written": rep.trees_written,
+            "packs_written": rep.packs_written,
+            "index_file": rep.index_file.map(|i| i.to_hex()),
+            "backend": util::stats_json(&opened.stats),
+        });
+        super::out(&v.to_string())?;
+        return Ok(0);
+    }
+    for (id, why) in &rep.damaged_files {
+        eprintln!("snapshot file {id} is damaged: {why}");
+    }
+    for d in &rep.damaged {
+        let short = d.original.short();
+        if let Some(why) = &d.root_lost {
+            eprintln!("snapshot {short}: its root listing is lost ({why}); nothing to salvage");
+        }
+        for c in &d.changes {
+            match &c.loss {
+                Loss::DirectoryEmptied { reason } => eprintln!(
+                    "snapshot {short}: {}: directory replaced by an empty one ({reason})",
+                    c.path.display()
+                ),
+                Loss::FileTruncated { size, kept, .. } => eprintln!(
+                    "snapshot {short}: {}: file cut from {size} to {kept} bytes (lost data)",
+                    c.path.display()
+                ),
+            }
+        }
+    }
+    if !g.quiet {
+        if rep.damaged.is_empty() && rep.damaged_files.is_empty() {
+            super::out(&format!(
+                "{} snapshots examined, none damaged",
+                rep.snapshots
+            ))?;
+        }
+        for d in &rep.damaged {
+            let line = match (d.repaired, a.dry_run, d.root_lost.is_some()) {
+                (_, true, false) => format!(
+                    "snapshot {} would be repaired ({} paths)",
+                    d.original.short(),
+                    d.changes.len()
+                ),
+                (Some(new), _, _) => format!(
+                    "snapshot {} repaired as {} ({} paths){}",
+                    d.original.short(),
+                    new.short(),
+                    d.changes.len(),
+                    if d.forgotten {
+                        ", original removed"
+                    } else {
+                        ""
+                    }
+                ),
+                _ => format!(
+                    "snapshot {} cannot be repaired{}",
+                    d.original.short(),
+                    if d.forgotten { ": removed" } else { "" }
+                ),
+            };
+            super::out(&line)?;
+        }
+        if rep.damaged_files_deleted > 0 {
+            super::out(&format!(
+                "{} damaged snapshot files removed",
+                rep.damaged_files_deleted
+            ))?;
+        }
+        if !a.forget && !a.dry_run && !rep.damaged.is_empty() {
+            super::out(
+                "the damaged originals are kept: run again with --forget (or `arca forget`) \
+                 to remove them",
+            )?;
+        }
+    }
+    Ok(0)
+}

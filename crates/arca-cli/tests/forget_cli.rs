@@ -1,0 +1,375 @@
+//! End-to-end tests of `arca forget`: removing by id and by policy (`--keep-last`,
+//! `--keep-tag`, `--keep-daily`, `--keep-within`), grouping and filters, `--dry-run`,
+//! `--json`, and that kept snapshots still restore. The calendar rules are covered against
+//! hand-computed expectations in `arca_maintenance::forget`'s unit tests (backups here are all
+//! made "now").
+
+#![allow(clippy::unwrap_used)]
+
+use std::fs;
+use std::path::Path;
+
+use arca_testkit::compare;
+use serde_json::Value;
+
+mod common;
+use common::*;
+
+/// The snapshots' ids, oldest first.
+fn ids(e: &Env) -> Vec<String> {
+    let v: Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Writes `version` into the source and backs it up with `extra` options; the snapshot id.
+fn backup(e: &Env, src: &Path, version: &str, extra: &[&str]) -> String {
+    fs::write(src.join("version.txt"), version).unwrap();
+    let mut a = vec!["backup", "--json"];
+    a.extend_from_slice(extra);
+    a.push(src.to_str().unwrap());
+    e.json(&a)["snapshot_id"].as_str().unwrap().to_string()
+}
+
+/// A repository and a source folder.
+fn setup() -> (Env, std::path::PathBuf) {
+    let e = Env::new();
+    let src = e.path("src");
+    sample(&src);
+    e.init(&SMALL_CHUNKS);
+    (e, src)
+}
+
+fn ids_of(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn keep_last_removes_older_snapshots_and_kept_ones_restore() {
+    let (e, src) = setup();
+    let s1 = backup(&e, &src, "1", &[]);
+    let s2 = backup(&e, &src, "2", &[]);
+    let s3 = backup(&e, &src, "3", &[]);
+    let out = e.ok(&["forget", "--keep-last", "2"]);
+    assert!(
+        out.contains("Applying policy: keep 2 latest snapshots"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "snapshots for host [{}], paths [{}]:",
+            hostname(&e),
+            src.display()
+        )),
+        "{out}"
+    );
+    assert!(out.contains("keep 2 snapshots:"), "{out}");
+    assert!(out.contains("last snapshot"), "{out}");
+    assert!(out.contains("remove 1 snapshots:"), "{out}");
+    assert!(out.contains(&s1[..8]), "{out}");
+    assert!(out.contains("removed 1 snapshots"), "{out}");
+    assert_eq!(ids(&e), [s2.as_str(), s3.as_str()]);
+    assert!(!e.repo.join("snapshots").join(&s1).exists());
+
+    // The kept snapshots restore: the newest exactly as the source, the other with its
+    // version of the changed file.
+    let target = e.path("t3");
+    e.ok(&["restore", &s3[..12], "--target", target.to_str().unwrap()]);
+    let restored = target.join(src.strip_prefix("/").unwrap());
+    let d = compare::diff_trees(&src, &restored);
+    assert!(d.is_empty(), "{d:?}");
+    let target = e.path("t2");
+    e.ok(&["restore", &s2, "--target", target.to_str().unwrap()]);
+    let restored = target.join(src.strip_prefix("/").unwrap());
+    assert_eq!(fs::read(restored.join("version.txt")).unwrap(), b"2");
+    assert_eq!(
+        fs::read(restored.join("docs/deep/c.bin")).unwrap(),
+        fs::read(src.join("docs/deep/c.bin")).unwrap()
+    );
+    e.ok(&["check", "--read-data"]);
+
+    // Again: nothing left to remove.
+    let out = e.ok(&["forget", "--keep-last", "2"]);
+    assert!(out.contains("nothing to remove"), "{out}");
+    assert_eq!(ids(&e).len(), 2);
+}
+
+/// The host name backups record (the first snapshot's).
+fn hostname(e: &Env) -> String {
+    let v: Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    v[0]["hostname"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn dry_run_and_no_policy_remove_nothing() {
+    let (e, src) = setup();
+    for v in ["1", "2", "3"] {
+        backup(&e, &src, v, &[]);
+    }
+    let before = ids(&e);
+    let out = e.ok(&["forget", "--keep-last", "1", "--dry-run"]);
+    assert!(out.contains("remove 2 snapshots:"), "{out}");
+    assert!(out.contains("dry run: would remove 2 snapshots"), "{out}");
+    assert_eq!(ids(&e), before);
+    // With --prune too: prune is not run.
+    let out = e.ok(&["forget", "-l", "1", "-n", "--prune"]);
+    assert!(
+        out.contains("dry run: would remove 2 snapshots, and prune"),
+        "{out}"
+    );
+    assert_eq!(ids(&e), before);
+    // An id with --dry-run.
+    e.ok(&["forget", "--dry-run", &before[0]]);
+    assert_eq!(ids(&e), before);
+
+    // No policy, no ids: nothing happens, and it says so.
+    let o = e.run(&["forget"]);
+    assert!(o.status.success());
+    assert!(
+        stderr(&o).contains("no policy given: nothing removed"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(o.stdout.is_empty());
+    let o = e.run(&["forget", "--json", "--host", "x"]);
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "[]");
+    // Zero counts are no policy either.
+    let o = e.run(&["forget", "--keep-last", "0", "--keep-daily", "0"]);
+    assert!(o.status.success());
+    assert!(stderr(&o).contains("no policy given"), "{}", stderr(&o));
+    assert_eq!(ids(&e), before);
+}
+
+#[test]
+fn ids_and_prefixes() {
+    let (e, src) = setup();
+    let s1 = backup(&e, &src, "1", &[]);
+    let s2 = backup(&e, &src, "2", &[]);
+    let s3 = backup(&e, &src, "3", &[]);
+    let s4 = backup(&e, &src, "4", &[]);
+
+    // Any unknown id: nothing is removed.
+    let o = e.run(&["forget", &s1[..10], "0123456789abcdef"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("0123456789abcdef"), "{}", stderr(&o));
+    assert_eq!(ids(&e).len(), 4);
+    // Ids and a policy together are refused.
+    let o = e.run(&["forget", &s1, "--keep-last", "1"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("not both"), "{}", stderr(&o));
+
+    // A prefix, a full id and a repeated one.
+    let out = e.ok(&["forget", &s1[..10], &s3, &s3[..8]]);
+    assert!(out.contains("remove 2 snapshots:"), "{out}");
+    assert!(out.contains("removed 2 snapshots"), "{out}");
+    assert_eq!(ids(&e), [s2.as_str(), s4.as_str()]);
+    // "latest", as JSON.
+    let v = e.json(&["forget", "--json", "latest"]);
+    assert_eq!(v.as_array().unwrap().len(), 1);
+    assert_eq!(ids_of(&v[0]["remove"]), [s4.as_str()]);
+    assert_eq!(v[0]["keep"].as_array().unwrap().len(), 0);
+    assert_eq!(ids(&e), [s2.as_str()]);
+    let target = e.path("t");
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    let restored = target.join(src.strip_prefix("/").unwrap());
+    assert_eq!(fs::read(restored.join("version.txt")).unwrap(), b"2");
+}
+
+#[test]
+fn keep_tag_with_json_output() {
+    let (e, src) = setup();
+    let a = backup(&e, &src, "a", &["--tag", "keep"]);
+    let b = backup(&e, &src, "b", &[]);
+    let c = backup(&e, &src, "c", &["--tag", "other"]);
+    let d = backup(&e, &src, "d", &[]);
+    let v = e.json(&["forget", "--keep-last", "1", "--keep-tag", "keep", "--json"]);
+    let groups = v.as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{v}");
+    let g = &groups[0];
+    assert_eq!(g["group_key"]["paths"][0], src.to_str().unwrap());
+    assert_eq!(g["group_key"]["tags"], Value::Null);
+    assert!(!g["group_key"]["hostname"].as_str().unwrap().is_empty());
+    assert_eq!(ids_of(&g["keep"]), [d.as_str(), a.as_str()]);
+    assert_eq!(ids_of(&g["remove"]), [c.as_str(), b.as_str()]);
+    assert_eq!(g["reasons"][0]["snapshot"]["id"], d.as_str());
+    assert_eq!(
+        g["reasons"][0]["matches"],
+        serde_json::json!(["last snapshot"])
+    );
+    assert_eq!(g["reasons"][1]["snapshot"]["id"], a.as_str());
+    assert_eq!(
+        g["reasons"][1]["matches"],
+        serde_json::json!(["tag 'keep'"])
+    );
+    assert_eq!(g["keep"][1]["tags"][0], "keep");
+    assert_eq!(ids(&e), [a.as_str(), d.as_str()]);
+    e.ok(&["check"]);
+
+    // Text output: the reasons column.
+    backup(&e, &src, "e", &[]);
+    let out = e.ok(&["forget", "-l", "1", "--keep-tag", "keep", "--dry-run"]);
+    assert!(out.contains("tag 'keep'"), "{out}");
+    assert!(out.contains("Reasons"), "{out}");
+}
+
+#[test]
+fn groups_and_filters() {
+    let (e, src) = setup();
+    let a1 = backup(&e, &src, "a1", &["--host", "alpha"]);
+    let b1 = backup(&e, &src, "b1", &["--host", "beta", "--tag", "t"]);
+    let a2 = backup(&e, &src, "a2", &["--host", "alpha", "--tag", "t"]);
+    let b2 = backup(&e, &src, "b2", &["--host", "beta"]);
+
+    // Default host,paths: one group per host, each keeps its newest.
+    let v = e.json(&["forget", "--keep-last", "1", "--json", "--dry-run"]);
+    let groups = v.as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{v}");
+    assert_eq!(groups[0]["group_key"]["hostname"], "alpha");
+    assert_eq!(ids_of(&groups[0]["keep"]), [a2.as_str()]);
+    assert_eq!(ids_of(&groups[0]["remove"]), [a1.as_str()]);
+    assert_eq!(groups[1]["group_key"]["hostname"], "beta");
+    assert_eq!(ids_of(&groups[1]["keep"]), [b2.as_str()]);
+    assert_eq!(ids_of(&groups[1]["remove"]), [b1.as_str()]);
+
+    // By paths only: one group, no host in its key.
+    let v = e.json(&["forget", "-l", "1", "--group-by", "paths", "--json", "-n"]);
+    assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v[0]["group_key"]["hostname"], "");
+    assert_eq!(ids_of(&v[0]["keep"]), [b2.as_str()]);
+    assert_eq!(v[0]["remove"].as_array().unwrap().len(), 3);
+    // By tags: [] and [t].
+    let v = e.json(&["forget", "-l", "1", "--group-by", "tags", "--json", "-n"]);
+    assert_eq!(v.as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v[0]["group_key"]["tags"], serde_json::json!([]));
+    assert_eq!(v[1]["group_key"]["tags"], serde_json::json!(["t"]));
+    assert_eq!(v[0]["group_key"]["paths"], Value::Null);
+    assert_eq!(ids_of(&v[1]["keep"]), [a2.as_str()]);
+    // Everything in one group.
+    let v = e.json(&["forget", "-l", "2", "--group-by", "", "--json", "-n"]);
+    assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(ids_of(&v[0]["keep"]), [b2.as_str(), a2.as_str()]);
+    assert_eq!(ids(&e).len(), 4);
+
+    // --tag: only tagged snapshots are considered (one group per host).
+    let out = e.ok(&["forget", "--tag", "t", "--keep-last", "1", "--group-by", ""]);
+    assert!(out.contains("removed 1 snapshots"), "{out}");
+    assert_eq!(ids(&e), [a1.as_str(), a2.as_str(), b2.as_str()]);
+    // --host: only that host's snapshots.
+    let out = e.ok(&["forget", "--host", "alpha", "--keep-last", "1"]);
+    assert!(out.contains("snapshots for host [alpha]"), "{out}");
+    assert!(!out.contains("host [beta]"), "{out}");
+    assert_eq!(ids(&e), [a2.as_str(), b2.as_str()]);
+    // --path that no snapshot has: nothing.
+    let out = e.ok(&["forget", "--path", "/nowhere", "--keep-last", "1"]);
+    assert!(out.contains("nothing to remove"), "{out}");
+    assert_eq!(ids(&e).len(), 2);
+}
+
+#[test]
+fn time_rules_on_snapshots_made_now() {
+    let (e, src) = setup();
+    let s1 = backup(&e, &src, "1", &[]);
+    let _s2 = backup(&e, &src, "2", &[]);
+    let s3 = backup(&e, &src, "3", &[]);
+    // All within a day of the newest.
+    let out = e.ok(&["forget", "--keep-within", "1d", "--keep-within-daily", "1h"]);
+    assert!(out.contains("within 1d"), "{out}");
+    assert!(out.contains("nothing to remove"), "{out}");
+    assert_eq!(ids(&e).len(), 3);
+    // One daily: only the newest (whether or not the backups straddle midnight).
+    let v = e.json(&["forget", "--keep-daily", "1", "--json", "-n"]);
+    assert_eq!(ids_of(&v[0]["keep"]), [s3.as_str()]);
+    // Two daily: the newest and, the counts not used up, the oldest ("oldest daily snapshot"
+    // when all three were made on the same day).
+    let v = e.json(&["forget", "--keep-daily", "2", "--json", "-n"]);
+    let keep = ids_of(&v[0]["keep"]);
+    assert_eq!(keep.len(), 2, "{v}");
+    assert_eq!(keep[0], s3);
+    let snaps: Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    let day = |i: usize| snaps[i]["time"].as_str().unwrap()[..10].to_string();
+    if day(0) == day(2) {
+        assert_eq!(keep[1], s1);
+        assert_eq!(
+            v[0]["reasons"][1]["matches"],
+            serde_json::json!(["oldest daily snapshot"])
+        );
+    }
+    // Unlimited yearly keeps the newest and the oldest (within one year).
+    let v = e.json(&["forget", "--keep-yearly", "unlimited", "--json", "-n"]);
+    if day(0)[..4] == day(2)[..4] {
+        assert_eq!(ids_of(&v[0]["keep"]), [s3.as_str(), s1.as_str()], "{v}");
+    }
+    assert_eq!(ids(&e).len(), 3);
+
+    // Bad values are refused before anything happens.
+    for bad in [
+        &["forget", "--keep-last", "-2"][..],
+        &["forget", "--keep-daily", "many"],
+        &["forget", "--keep-within", "3x"],
+        &["forget", "--keep-within-weekly", "2w"],
+        &["forget", "--group-by", "colour", "-l", "1"],
+        &["forget", "--keep-tag", ",", "-l", "1"],
+    ] {
+        let o = e.run(bad);
+        assert!(!o.status.success(), "{bad:?}");
+        assert!(!stderr(&o).is_empty(), "{bad:?}");
+    }
+    assert_eq!(ids(&e).len(), 3);
+}
+
+#[test]
+fn prune_after_forget_frees_the_data_only_removed_snapshots_used() {
+    let (e, src) = setup();
+    backup(&e, &src, "1", &[]);
+    // Data only the first snapshots have.
+    fs::write(src.join("gone.bin"), arca_testkit::random_bytes(9, 600_000)).unwrap();
+    backup(&e, &src, "2", &[]);
+    fs::remove_file(src.join("gone.bin")).unwrap();
+    let s3 = backup(&e, &src, "3", &[]);
+    let packs = |e: &Env| arca_testkit::files_under(&e.repo.join("data")).len();
+    let size = |e: &Env| {
+        arca_testkit::files_under(&e.repo.join("data"))
+            .iter()
+            .map(|p| fs::metadata(p).unwrap().len())
+            .sum::<u64>()
+    };
+    let before = size(&e);
+    assert!(packs(&e) > 0);
+    let out = e.ok(&[
+        "forget",
+        "--keep-last",
+        "1",
+        "--keep-tag",
+        "none",
+        "--prune",
+    ]);
+    assert!(out.contains("removed 2 snapshots"), "{out}");
+    assert!(out.contains("running prune"), "{out}");
+    assert_eq!(ids(&e), [s3.as_str()]);
+    assert!(size(&e) + 500_000 < before, "{} -> {}", before, size(&e));
+    e.ok(&["check", "--read-data"]);
+    let target = e.path("t");
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    let d = compare::diff_trees(&src, &target.join(src.strip_prefix("/").unwrap()));
+    assert!(d.is_empty(), "{d:?}");
+
+    // With --json: the groups, then prune's summary, one JSON document a line.
+    backup(&e, &src, "4", &[]);
+    let out = e.ok(&["forget", "-l", "1", "--prune", "--json"]);
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert_eq!(ids_of(&lines[0][0]["remove"]), [s3.as_str()]);
+    assert!(lines[1].is_object(), "{out}");
+    e.ok(&["check", "--read-data"]);
+}

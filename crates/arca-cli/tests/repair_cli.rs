@@ -1,0 +1,344 @@
+//! `arca repair index|snapshots` and check's repair proposals end to end: index files deleted
+//! or damaged, a data pack lost, and `check --read-data-subset`.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::HashSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use arca_testkit::{compare, random_bytes};
+use common::*;
+use serde_json::Value;
+
+/// 24 files of 150 KB in two folders: several data packs of 1 MiB.
+fn source(dir: &Path, from: u64, to: u64) {
+    for i in from..to {
+        let sub = dir.join(if i % 2 == 0 { "even" } else { "odd" });
+        fs::create_dir_all(&sub).unwrap();
+        fs::write(sub.join(format!("f{i:02}")), random_bytes(i, 150_000)).unwrap();
+    }
+}
+
+fn init(e: &Env) {
+    let mut a = vec!["--pack-size", "1MiB"];
+    a.extend_from_slice(&SMALL_CHUNKS);
+    e.init(&a);
+}
+
+fn restored(target: &Path, src: &Path) -> PathBuf {
+    target.join(src.strip_prefix("/").unwrap())
+}
+
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut v = arca_testkit::files_under(dir);
+    v.sort();
+    v
+}
+
+fn index_files(e: &Env) -> Vec<PathBuf> {
+    files(&e.repo.join("index"))
+}
+
+fn pack_files(e: &Env) -> Vec<PathBuf> {
+    files(&e.repo.join("data"))
+}
+
+/// The repair commands a check proposes.
+fn repairs(v: &Value) -> Vec<String> {
+    v["repair"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["command"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `check` with `args`, whatever its exit code, as JSON.
+fn check_json(e: &Env, args: &[&str]) -> Value {
+    let mut a = vec!["check", "--json"];
+    a.extend_from_slice(args);
+    let o = e.run(&a);
+    let out = String::from_utf8(o.stdout).unwrap();
+    let v: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(o.status.success(), v["ok"] == true, "{v}");
+    v
+}
+
+fn assert_clean(e: &Env) {
+    let v = check_json(e, &["--read-data"]);
+    assert_eq!(v["ok"], true, "{v}");
+    assert!(
+        repairs(&v).iter().all(|r| r == "arca prune"),
+        "{:?}",
+        repairs(&v)
+    );
+}
+
+fn restore_same(e: &Env, snapshot: &str, src: &Path, target: &str) {
+    let t = e.path(target);
+    e.ok(&["restore", snapshot, "--target", t.to_str().unwrap()]);
+    let d = compare::diff_trees(src, &restored(&t, src));
+    assert!(d.is_empty(), "restore differs:\n{}", d.join("\n"));
+}
+
+#[test]
+fn deleted_index_files_are_rebuilt_from_the_packs() {
+    let e = Env::new();
+    let src = e.path("src");
+    source(&src, 0, 24);
+    init(&e);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    for f in index_files(&e) {
+        fs::remove_file(f).unwrap();
+    }
+    let v = check_json(&e, &[]);
+    assert_eq!(v["ok"], false);
+    assert_eq!(repairs(&v)[0], "arca repair index", "{v}");
+    let o = e.run(&["check"]);
+    assert!(
+        stderr(&o).contains("to repair: run `arca repair index`"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A dry run changes nothing.
+    let dry = e.json(&["repair", "index", "--dry-run", "--json"]);
+    assert_eq!(dry["packs_indexed"], pack_files(&e).len(), "{dry}");
+    assert!(index_files(&e).is_empty());
+
+    let r = e.json(&["repair", "index", "--json"]);
+    assert_eq!(r["packs_found"], pack_files(&e).len(), "{r}");
+    assert_eq!(r["headers_read"], r["packs_found"]);
+    assert_eq!(r["packs_indexed"], r["packs_found"]);
+    assert_eq!(r["unreadable_packs"].as_array().unwrap().len(), 0);
+    assert_eq!(index_files(&e).len(), 1);
+    assert_clean(&e);
+    restore_same(&e, "latest", &src, "t");
+    // Text output names what was done.
+    let out = e.ok(&["repair", "index"]);
+    assert!(out.contains("described by intact index files"), "{out}");
+}
+
+#[test]
+fn a_damaged_index_file_is_skipped_with_a_warning_then_repaired() {
+    let e = Env::new();
+    let src = e.path("src");
+    source(&src, 0, 12);
+    init(&e);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let first: HashSet<PathBuf> = index_files(&e).into_iter().collect();
+    let snaps = e.json(&["snapshots", "--json"]);
+    let first_snapshot = snaps[0]["id"].as_str().unwrap().to_string();
+    let src2 = e.path("src2");
+    source(&src2, 12, 24);
+    e.ok(&["backup", src2.to_str().unwrap()]);
+    let second: Vec<PathBuf> = index_files(&e)
+        .into_iter()
+        .filter(|f| !first.contains(f))
+        .collect();
+    assert_eq!(second.len(), 1);
+    let damaged = &second[0];
+    let name = damaged.file_name().unwrap().to_str().unwrap().to_string();
+    arca_testkit::flip_byte(damaged, 40).unwrap();
+
+    // Commands go on with a warning naming the file and the repair.
+    let o = e.run(&["snapshots"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = e.path("t1");
+    let o = e.run(&["restore", &first_snapshot, "--target", t.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let warn = stderr(&o);
+    assert!(
+        warn.contains(&format!(
+            "index file {name} is damaged: run `arca repair index`"
+        )),
+        "{warn}"
+    );
+    assert!(compare::diff_trees(&src, &restored(&t, &src)).is_empty());
+    let o = e.run(&["ls", &first_snapshot]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("warning"), "{}", stderr(&o));
+
+    // Check reports it and proposes `repair index` first.
+    let v = check_json(&e, &[]);
+    assert_eq!(v["ok"], false);
+    assert!(
+        v["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m.as_str().unwrap().contains(&name)),
+        "{v}"
+    );
+    assert_eq!(repairs(&v)[0], "arca repair index", "{v}");
+    // `repair snapshots` refuses to cut data the damaged index file may still name.
+    let o = e.run(&["repair", "snapshots", "--forget"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("arca repair index"), "{}", stderr(&o));
+
+    let r = e.json(&["repair", "index", "--json"]);
+    assert_eq!(r["damaged_index_files"][0]["id"], name.as_str(), "{r}");
+    assert!(!damaged.exists());
+    let o = e.run(&["snapshots"]);
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+    assert_clean(&e);
+    restore_same(&e, "latest", &src2, "t2");
+}
+
+#[test]
+fn a_lost_data_pack_is_cut_out_of_the_snapshots() {
+    let e = Env::new();
+    let src = e.path("src");
+    source(&src, 0, 24);
+    init(&e);
+    e.ok(&["backup", src.to_str().unwrap(), "--tag", "daily"]);
+    let before = e.json(&["snapshots", "--json"]);
+    let original = before[0]["id"].as_str().unwrap().to_string();
+    // Lose a data pack (the middle one, so some files keep their first blocks).
+    let mut data = vec![];
+    for p in pack_files(&e) {
+        let id = p.file_name().unwrap().to_str().unwrap().to_string();
+        let h: Value = serde_json::from_str(&e.ok(&["cat", "pack", &id])).unwrap();
+        if h["type"] == "data" {
+            data.push(p);
+        }
+    }
+    assert!(data.len() >= 3, "{} data packs", data.len());
+    fs::remove_file(&data[data.len() / 2]).unwrap();
+
+    let v = check_json(&e, &[]);
+    assert_eq!(v["ok"], false);
+    assert_eq!(
+        repairs(&v),
+        vec!["arca repair index", "arca repair snapshots --forget"],
+        "{v}"
+    );
+    let lost: HashSet<PathBuf> = v["affected"][0]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| PathBuf::from(p.as_str().unwrap()))
+        .collect();
+    assert!(!lost.is_empty() && lost.len() < 24, "{lost:?}");
+    let o = e.run(&["check"]);
+    assert!(
+        stderr(&o).contains("to repair: run `arca repair snapshots --forget`"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A dry run names the paths and writes nothing.
+    let packs = pack_files(&e).len();
+    let dry = e.json(&["repair", "snapshots", "--dry-run", "--forget", "--json"]);
+    assert_eq!(
+        dry["damaged"][0]["changes"].as_array().unwrap().len(),
+        lost.len(),
+        "{dry}"
+    );
+    assert_eq!(pack_files(&e).len(), packs);
+    assert_eq!(e.json(&["snapshots", "--json"]), before);
+
+    // As check proposes: the index first, then the snapshots.
+    e.ok(&["repair", "index"]);
+    let r = e.json(&["repair", "snapshots", "--forget", "--json"]);
+    let d = &r["damaged"][0];
+    assert_eq!(d["original"], original.as_str(), "{r}");
+    assert_eq!(d["forgotten"], true);
+    let changed: HashSet<PathBuf> = d["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            assert_eq!(c["action"], "truncated", "{c}");
+            assert!(c["kept"].as_u64().unwrap() < c["size"].as_u64().unwrap());
+            PathBuf::from(c["path"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(changed, lost);
+    let after = e.json(&["snapshots", "--json"]);
+    assert_eq!(after.as_array().unwrap().len(), 1, "{after}");
+    assert_eq!(after[0]["id"], d["repaired"]);
+    assert_eq!(after[0]["tags"], serde_json::json!(["daily", "repaired"]));
+    assert_eq!(after[0]["paths"], before[0]["paths"]);
+    assert_eq!(after[0]["time"], before[0]["time"]);
+    assert_clean(&e);
+
+    // The damaged files come back cut short (a prefix of the original), the others intact.
+    let t = e.path("t");
+    e.ok(&["restore", "latest", "--target", t.to_str().unwrap()]);
+    let mut intact = 0;
+    for f in files(&src) {
+        let back = restored(&t, &f);
+        let want = fs::read(&f).unwrap();
+        let got = fs::read(&back).unwrap();
+        if lost.contains(&f) {
+            assert!(got.len() < want.len() && want.starts_with(&got), "{f:?}");
+        } else {
+            assert_eq!(got, want, "{f:?}");
+            intact += 1;
+        }
+    }
+    assert_eq!(intact, 24 - lost.len());
+    // Nothing is left to repair.
+    let again = e.json(&["repair", "snapshots", "--json"]);
+    assert_eq!(again["damaged"].as_array().unwrap().len(), 0, "{again}");
+}
+
+#[test]
+fn read_data_subset_reads_groups_and_shares_of_the_packs() {
+    let e = Env::new();
+    let src = e.path("src");
+    source(&src, 0, 40);
+    init(&e);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let ids: Vec<String> = pack_files(&e)
+        .iter()
+        .map(|p| p.file_name().unwrap().to_str().unwrap().to_string())
+        .collect();
+    let total = ids.len() as u64;
+    assert!(total >= 5, "{total} packs");
+    let mut read = 0;
+    let mut blobs = 0;
+    for n in 1..=3u64 {
+        let arg = format!("{n}/3");
+        let v = check_json(&e, &["--read-data-subset", &arg]);
+        assert_eq!(v["ok"], true, "{v}");
+        assert_eq!(v["packs"], total);
+        // The group is the packs whose id's first byte is n-1 modulo 3.
+        let want = ids
+            .iter()
+            .filter(|id| u64::from(u8::from_str_radix(&id[..2], 16).unwrap()) % 3 == n - 1)
+            .count() as u64;
+        assert_eq!(v["packs_read"], want, "{arg}: {v}");
+        read += v["packs_read"].as_u64().unwrap();
+        blobs += v["blobs_read"].as_u64().unwrap();
+    }
+    assert_eq!(read, total);
+    let all = check_json(&e, &["--read-data"]);
+    assert_eq!(all["packs_read"], total);
+    assert_eq!(all["blobs_read"], blobs);
+
+    let v = check_json(&e, &["--read-data-subset", "50%"]);
+    assert_eq!(v["packs_read"], total / 2, "{v}");
+    let v = check_json(&e, &["--read-data-subset", "1%"]);
+    assert_eq!(v["packs_read"], 1, "{v}");
+    let v = check_json(&e, &["--read-data-subset", "100G"]);
+    assert_eq!(v["packs_read"], total, "{v}");
+    let out = e.ok(&["check", "--read-data-subset", "2/3"]);
+    assert!(out.contains("read group 2 of 3"), "{out}");
+
+    for bad in ["0/3", "4/3", "1/300", "0%", "150%", "lots"] {
+        let o = e.run(&["check", "--read-data-subset", bad]);
+        assert_eq!(o.status.code(), Some(1), "{bad}");
+        assert!(
+            stderr(&o).contains("read-data-subset"),
+            "{bad}: {}",
+            stderr(&o)
+        );
+    }
+    let o = e.run(&["check", "--read-data", "--read-data-subset", "1/2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -1,0 +1,280 @@
+//! Repository locks, as restic has them: shared for backup, restore and check, exclusive for
+//! forget, prune and repair. A lock is a sealed file under `locks/`, refreshed while held.
+//!
+//! Taking a lock: list the locks, fail on a live conflicting one, write ours, list again and
+//! back out if a conflicting lock appeared meanwhile (two processes racing both see the other
+//! and at most one goes on). A lock is stale when it was not refreshed for [`STALE_AFTER`], or
+//! when it names this host and a process id that no longer exists; stale locks are ignored and
+//! `arca unlock` removes them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use arca_backend::{Backend, FileType};
+use arca_format::{Id, LockInfo};
+
+use crate::host::{hostname, now_ns, username};
+use crate::{RepoError, Repository, Result};
+
+/// A lock not refreshed for this long belongs to a process that is gone.
+pub const STALE_AFTER: Duration = Duration::from_secs(30 * 60);
+/// How often a held lock is refreshed.
+pub const REFRESH_EVERY: Duration = Duration::from_secs(5 * 60);
+
+/// What a lock allows others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    /// Backups, restores, checks: any number at once, but no exclusive lock.
+    Shared,
+    /// Forget, prune, repair: alone.
+    Exclusive,
+}
+
+/// A lock found in the repository.
+#[derive(Debug, Clone)]
+pub struct FoundLock {
+    /// Its file id.
+    pub id: Id,
+    /// Its content, or why it could not be read.
+    pub info: std::result::Result<LockInfo, String>,
+    /// Whether it is stale (see the module documentation).
+    pub stale: bool,
+}
+
+impl FoundLock {
+    /// "exclusive lock of prune (pid 123 on host h, user u) since 2026-...".
+    pub fn describe(&self) -> String {
+        match &self.info {
+            Ok(l) => {
+                let since = chrono::DateTime::from_timestamp_nanos(l.time_ns)
+                    .format("%Y-%m-%d %H:%M:%S UTC");
+                format!(
+                    "by {} ({} lock, pid {} on host {}, user {}, refreshed {since}{})",
+                    if l.command.is_empty() {
+                        "a process"
+                    } else {
+                        &l.command
+                    },
+                    if l.exclusive { "exclusive" } else { "shared" },
+                    l.pid,
+                    l.hostname,
+                    l.username,
+                    if self.stale { ", stale" } else { "" }
+                )
+            }
+            Err(why) => format!("by an unreadable lock {} ({why})", self.id),
+        }
+    }
+}
+
+/// A held lock; dropping it stops the refreshing and removes the lock file.
+#[derive(Debug)]
+pub struct Lock {
+    shared: Option<Arc<Held>>,
+    refresher: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug)]
+struct Held {
+    backend: Arc<dyn Backend>,
+    current: Mutex<Id>,
+    stop: AtomicBool,
+    wake: Condvar,
+}
+
+/// Whether process `pid` exists on this host.
+fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        // It exists but belongs to someone else.
+        Err(nix::errno::Errno::EPERM) => true,
+        Err(_) => false,
+    }
+}
+
+fn is_stale(l: &LockInfo, now_ns: i64, host: &str) -> bool {
+    let age = now_ns.saturating_sub(l.time_ns);
+    if age > STALE_AFTER.as_nanos() as i64 {
+        return true;
+    }
+    l.hostname == host && !process_alive(l.pid)
+}
+
+impl Repository {
+    /// Every lock in the repository, with its staleness.
+    pub fn list_locks(&self) -> Result<Vec<FoundLock>> {
+        let now = now_ns();
+        let host = hostname();
+        let mut out = vec![];
+        for (id, _) in self.list_ids(FileType::Lock)? {
+            let info = match self.load_file(FileType::Lock, &id) {
+                Ok(body) => LockInfo::decode(&body).map_err(|e| e.to_string()),
+                // Removed between the listing and the read: released.
+                Err(RepoError::Backend(e)) if e.is_not_found() => continue,
+                Err(e) => Err(e.to_string()),
+            };
+            let stale = match &info {
+                Ok(l) => is_stale(l, now, &host),
+                // Nobody can hold a lock nobody can read: it must not block the repository.
+                Err(_) => true,
+            };
+            out.push(FoundLock { id, info, stale });
+        }
+        Ok(out)
+    }
+
+    /// The first live lock conflicting with `kind`, ignoring `ours`.
+    fn conflict(&self, kind: LockKind, ours: Option<&Id>) -> Result<Option<FoundLock>> {
+        Ok(self.list_locks()?.into_iter().find(|l| {
+            Some(&l.id) != ours
+                && !l.stale
+                && match (&l.info, kind) {
+                    (Ok(_), LockKind::Exclusive) => true,
+                    (Ok(info), LockKind::Shared) => info.exclusive,
+                    (Err(_), _) => false,
+                }
+        }))
+    }
+
+    fn write_lock(&self, kind: LockKind, command: &str) -> Result<Id> {
+        let info = LockInfo {
+            time_ns: now_ns(),
+            exclusive: kind == LockKind::Exclusive,
+            pid: std::process::id(),
+            hostname: hostname(),
+            username: username(),
+            command: command.to_string(),
+        };
+        let body = info
+            .encode()
+            .map_err(|e| RepoError::format("lock file", e))?;
+        self.save_file(FileType::Lock, &body)
+    }
+
+    /// Takes a lock of `kind` without naming the command (see [`Repository::lock_for`]).
+    pub fn lock(&self, kind: LockKind) -> Result<Lock> {
+        self.lock_for(kind, "")
+    }
+
+    /// Takes a lock of `kind` for `command` (named in conflicts), failing with
+    /// [`RepoError::Locked`] when a live conflicting lock exists. The lock is refreshed in the
+    /// background until dropped.
+    pub fn lock_for(&self, kind: LockKind, command: &str) -> Result<Lock> {
+        let location = self.backend().location();
+        let locked = |l: FoundLock| RepoError::Locked {
+            location: location.clone(),
+            holder: l.describe(),
+        };
+        if let Some(l) = self.conflict(kind, None)? {
+            return Err(locked(l));
+        }
+        let id = self.write_lock(kind, command)?;
+        // Someone may have written a conflicting lock between our check and our write: look
+        // again. Of two racing processes, each sees the other and both back out, which is
+        // safe; the user runs the command again.
+        match self.conflict(kind, Some(&id)) {
+            Ok(None) => {}
+            Ok(Some(l)) => {
+                let _ = self.backend().delete(FileType::Lock, &id.to_hex());
+                return Err(locked(l));
+            }
+            Err(e) => {
+                let _ = self.backend().delete(FileType::Lock, &id.to_hex());
+                return Err(e);
+            }
+        }
+        let held = Arc::new(Held {
+            backend: Arc::clone(self.backend()),
+            current: Mutex::new(id),
+            stop: AtomicBool::new(false),
+            wake: Condvar::new(),
+        });
+        let repo = self.clone();
+        let h = Arc::clone(&held);
+        let command = command.to_string();
+        let refresher = std::thread::Builder::new()
+            .name("arca-lock".into())
+            .spawn(move || refresh(&repo, &h, kind, &command))
+            .ok();
+        Ok(Lock {
+            shared: Some(held),
+            refresher,
+        })
+    }
+
+    /// Removes stale locks (all locks with `all`); returns how many were removed.
+    pub fn unlock(&self, all: bool) -> Result<usize> {
+        let mut removed = 0;
+        for l in self.list_locks()? {
+            if all || l.stale {
+                match self.backend().delete(FileType::Lock, &l.id.to_hex()) {
+                    Ok(()) => removed += 1,
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// Rewrites the lock every [`REFRESH_EVERY`] (new file first, then the old one removed, so the
+/// repository always shows the lock).
+fn refresh(repo: &Repository, held: &Held, kind: LockKind, command: &str) {
+    let mut current = held.current.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        // Checked under the mutex before waiting, so a stop signalled before the wait began
+        // is not missed.
+        if held.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let (guard, _) = held
+            .wake
+            .wait_timeout(current, REFRESH_EVERY)
+            .unwrap_or_else(|p| p.into_inner());
+        current = guard;
+        if held.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        // A failed refresh is tried again at the next period; after STALE_AFTER without one
+        // others may take the repository, as with restic.
+        if let Ok(new) = repo.write_lock(kind, command) {
+            let _ = held.backend.delete(FileType::Lock, &current.to_hex());
+            *current = new;
+        }
+    }
+}
+
+impl Lock {
+    /// The id of the lock file now.
+    pub fn id(&self) -> Option<Id> {
+        self.shared
+            .as_ref()
+            .map(|h| *h.current.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        if let Some(h) = self.shared.take() {
+            h.stop.store(true, Ordering::SeqCst);
+            {
+                let _g = h.current.lock().unwrap_or_else(|p| p.into_inner());
+                h.wake.notify_all();
+            }
+            if let Some(t) = self.refresher.take() {
+                let _ = t.join();
+            }
+            let id = *h.current.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = h.backend.delete(FileType::Lock, &id.to_hex());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

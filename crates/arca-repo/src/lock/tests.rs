@@ -1,0 +1,110 @@
+use std::sync::Arc;
+
+use arca_backend::{Backend, FileType, MemoryBackend};
+use arca_format::LockInfo;
+
+use super::*;
+use crate::testing;
+
+fn locks(repo: &Repository) -> usize {
+    repo.backend().list(FileType::Lock).unwrap().len()
+}
+
+#[test]
+fn shared_locks_coexist_and_exclude_an_exclusive_one() {
+    let repo = testing::repo(Arc::new(MemoryBackend::new()));
+    let a = repo.lock_for(LockKind::Shared, "backup").unwrap();
+    let b = repo.lock_for(LockKind::Shared, "restore").unwrap();
+    assert_eq!(locks(&repo), 2);
+    let e = repo.lock_for(LockKind::Exclusive, "prune").unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, RepoError::Locked { .. }), "{msg}");
+    assert!(
+        msg.contains("shared lock") && msg.contains("arca unlock"),
+        "{msg}"
+    );
+    // The refused attempt left nothing behind.
+    assert_eq!(locks(&repo), 2);
+    drop(a);
+    drop(b);
+    assert_eq!(locks(&repo), 0);
+    let x = repo.lock_for(LockKind::Exclusive, "prune").unwrap();
+    let e = repo.lock_for(LockKind::Shared, "backup").unwrap_err();
+    assert!(e.to_string().contains("by prune (exclusive lock"), "{e}");
+    assert!(repo.lock_for(LockKind::Exclusive, "forget").is_err());
+    drop(x);
+    assert_eq!(locks(&repo), 0);
+    repo.lock(LockKind::Exclusive).unwrap();
+}
+
+/// Writes a lock as another process would have.
+fn foreign(repo: &Repository, time_ns: i64, pid: u32, host: &str, exclusive: bool) -> Id {
+    let l = LockInfo {
+        time_ns,
+        exclusive,
+        pid,
+        hostname: host.into(),
+        username: "someone".into(),
+        command: "backup".into(),
+    };
+    repo.save_file(FileType::Lock, &l.encode().unwrap())
+        .unwrap()
+}
+
+#[test]
+fn stale_locks_are_ignored_and_unlock_removes_them() {
+    let repo = testing::repo(Arc::new(MemoryBackend::new()));
+    let now = now_ns();
+    // Refreshed long ago, on another host.
+    foreign(
+        &repo,
+        now - 2 * STALE_AFTER.as_nanos() as i64,
+        1,
+        "elsewhere",
+        true,
+    );
+    // On this host, by a process that does not exist (pids are below 2^22 on Linux).
+    foreign(&repo, now, (1 << 22) + 17, &hostname(), true);
+    // Unreadable.
+    repo.backend()
+        .write(FileType::Lock, &"ee".repeat(32), b"garbage")
+        .unwrap();
+    let found = repo.list_locks().unwrap();
+    assert_eq!(found.len(), 3);
+    assert!(found.iter().all(|l| l.stale), "{found:?}");
+    let held = repo.lock_for(LockKind::Exclusive, "prune").unwrap();
+    drop(held);
+    // A live lock of another host stays; the stale ones go.
+    foreign(&repo, now, 1, "elsewhere", false);
+    assert_eq!(repo.unlock(false).unwrap(), 3);
+    assert_eq!(locks(&repo), 1);
+    assert!(repo.lock_for(LockKind::Exclusive, "prune").is_err());
+    assert!(repo.lock_for(LockKind::Shared, "backup").is_ok());
+    assert_eq!(repo.unlock(true).unwrap(), 1);
+    assert_eq!(locks(&repo), 0);
+}
+
+#[test]
+fn a_live_process_on_this_host_holds_its_lock() {
+    let repo = testing::repo(Arc::new(MemoryBackend::new()));
+    foreign(&repo, now_ns(), std::process::id(), &hostname(), false);
+    assert!(!repo.list_locks().unwrap()[0].stale);
+    assert!(repo.lock_for(LockKind::Exclusive, "prune").is_err());
+}
+
+#[test]
+fn refreshing_replaces_the_file_and_keeps_one() {
+    let repo = testing::repo(Arc::new(MemoryBackend::new()));
+    let lock = repo.lock_for(LockKind::Shared, "backup").unwrap();
+    let first = lock.id().unwrap();
+    let held = lock.shared.as_ref().unwrap();
+    // What the refresher does each period.
+    let new = repo.write_lock(LockKind::Shared, "backup").unwrap();
+    held.backend
+        .delete(FileType::Lock, &first.to_hex())
+        .unwrap();
+    *held.current.lock().unwrap() = new;
+    assert_eq!(locks(&repo), 1);
+    drop(lock);
+    assert_eq!(locks(&repo), 0);
+}
