@@ -354,8 +354,8 @@ impl Repository {
     /// command goes on without the blobs that file listed, which then count as missing.
     pub fn load_index(&self) -> Result<Index> {
         let (index, damaged) = self.load_index_report()?;
-        for (id, e) in &damaged {
-            damaged_index_warning(id, e);
+        for (_, e) in &damaged {
+            damaged_index_warning(e);
         }
         Ok(index)
     }
@@ -518,12 +518,12 @@ impl Repository {
 }
 
 /// Reports on stderr that an index file is damaged and left out of the index.
-fn damaged_index_warning(id: &Id, e: &RepoError) {
+fn damaged_index_warning(e: &RepoError) {
     #[allow(clippy::print_stderr)]
     {
         eprintln!(
-            "arca: warning: index file {id} is damaged: run `arca repair index` \
-             (the blobs it lists are treated as missing until then): {e}"
+            "arca: warning: damaged index file ({e}); run `arca repair index` (the blobs it \
+             lists are treated as missing until then)"
         );
     }
 }
