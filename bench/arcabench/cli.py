@@ -13,7 +13,7 @@ import sys
 import time
 
 from . import datasets as dsm
-from . import plots, report, s3, targetfs
+from . import maintenance, plots, report, s3, targetfs
 from .measure import drop_caches, ensure_gnu_time
 from .scenarios import Bench
 from .tools import (KOPIA_VERSION, RESTIC_LATEST_VERSION, RUSTIC_VERSION, S3_CAPABLE, Arca,
@@ -110,6 +110,26 @@ def parse_args(argv):
                    help="link bandwidth per direction behind the proxy, bytes/s (default 100MB)")
     p.add_argument("--s3-runs", type=int,
                    help="runs per S3 scenario (median); default 1 with --smoke, else 3")
+    p.add_argument("--maintenance-only", action="store_true",
+                   help="only the maintenance part: the generations dataset's backups, then "
+                   f"forget --keep-last {maintenance.KEEP_LAST} + prune with arca, restic and "
+                   "rustic (those among --tools), and the index at scale (unless --no-scale); "
+                   "with docs, only the Maintenance section of docs/BENCHMARKS.md is replaced")
+    p.add_argument("--maintenance-runs", type=int,
+                   help="runs of forget + prune, each on a fresh copy of every repository "
+                   "(median); default 1 with --smoke, else 3")
+    p.add_argument("--no-maintenance", action="store_true",
+                   help="skip forget + prune after the generations dataset")
+    p.add_argument("--scale", action="store_true",
+                   help="also run the index at scale (crates/arca-maintenance/examples/"
+                   "index_scale.rs; implied by --maintenance-only)")
+    p.add_argument("--scale-only", action="store_true",
+                   help="only the index at scale (no backups); with docs, only the Maintenance "
+                   "section of docs/BENCHMARKS.md is replaced (its forget + prune figures kept)")
+    p.add_argument("--no-scale", action="store_true",
+                   help="with --maintenance-only: skip the index at scale")
+    p.add_argument("--scale-blobs", type=int, default=maintenance.SCALE_BLOBS,
+                   help=f"blobs of the synthetic index (default {maintenance.SCALE_BLOBS:,})")
     p.add_argument("--target-fs", choices=["ext4", "native"], default="ext4",
                    help="where restores land: ext4 = a fresh journaled ext4 on a loop device, made "
                    "for this run (default; needs root, falls back to native with a note); native = "
@@ -161,7 +181,7 @@ def machine_info(out_dir) -> dict:
     return info
 
 
-def _run_datasets(args, bench, names, specs, data, active, log):
+def _run_datasets(args, bench, names, specs, data, active, log, maint=None):
     """Every dataset's scenarios; returns the results per dataset."""
     remote_sets = set(args.remote_datasets.split(",")) if args.remote_datasets else set()
     results_ds = []
@@ -172,8 +192,12 @@ def _run_datasets(args, bench, names, specs, data, active, log):
         tools_here = [t for t in active if t.scenarios is None or n in remote_sets]
         if not tools_here:
             break
-        run_fn = bench.run_generations if spec.generations else bench.run_standard
-        res = run_fn(spec, data_dir, manifest, runs, tools_here, with_refs=not args.no_refs)
+        if spec.generations:
+            res = bench.run_generations(spec, data_dir, manifest, runs, tools_here,
+                                        with_refs=not args.no_refs, maintenance=maint)
+        else:
+            res = bench.run_standard(spec, data_dir, manifest, runs, tools_here,
+                                     with_refs=not args.no_refs)
         skipped = [t.label for t in active if t not in tools_here]
         if skipped:
             res["notes"].append(f"not run on this dataset: {', '.join(skipped)} "
@@ -205,9 +229,11 @@ def write_outputs(results: dict, base: str, plot_dir: str, write_docs: bool, log
     out = os.path.dirname(base)
     docs_dir = os.path.join(ROOT, "docs")
     docs_plots = os.path.join(docs_dir, "bench")
-    s3_only = not results["datasets"] and bool((results.get("s3") or {}).get("datasets"))
+    has_s3 = bool((results.get("s3") or {}).get("datasets"))
+    has_maint = maintenance.has_results(results.get("maintenance"))
+    partial = not results["datasets"] and (has_s3 or has_maint)
     made = []
-    if not s3_only:
+    if not partial:
         try:
             made = plots.make_all(results, docs_plots if write_docs else plot_dir)
         except Exception as e:  # noqa: BLE001 - plots must never lose the numbers
@@ -224,16 +250,34 @@ def write_outputs(results: dict, base: str, plot_dir: str, write_docs: bool, log
         with open(os.path.join(docs_plots, "s3.json"), "w") as f:
             json.dump(results["s3"], f, indent=1, default=str)
         log("wrote docs/bench/s3.json")
-    if write_docs and s3_only:
+    maint_json = os.path.join(docs_plots, "maintenance.json")
+    if write_docs and has_maint:
+        os.makedirs(docs_plots, exist_ok=True)
+        try:
+            with open(maint_json) as f:
+                old = json.load(f)
+        except (OSError, ValueError):
+            old = None
+        merged = maintenance.merge_previous(results["maintenance"], old)
+        with open(maint_json, "w") as f:
+            json.dump(merged, f, indent=1, default=str)
+        log("wrote docs/bench/maintenance.json")
+    if write_docs and partial:
         path = os.path.join(docs_dir, "BENCHMARKS.md")
         try:
             with open(path) as f:
                 doc = f.read()
         except OSError:
             doc = "# arca benchmarks\n"
+        if has_s3:
+            doc = s3.splice_section(doc, "\n".join(s3.render(results["s3"])) + "\n")
+            log("replaced the S3 section of docs/BENCHMARKS.md (the rest is unchanged)")
+        if has_maint:
+            doc = s3.splice_section(doc, "\n".join(maintenance.render_file(maint_json)) + "\n",
+                                    heading=maintenance.HEADING)
+            log("replaced the Maintenance section of docs/BENCHMARKS.md (the rest is unchanged)")
         with open(path, "w") as f:
-            f.write(s3.splice_section(doc, "\n".join(s3.render(results["s3"])) + "\n"))
-        log("replaced the S3 section of docs/BENCHMARKS.md (the rest is unchanged)")
+            f.write(doc)
     elif write_docs:
         with open(os.path.join(docs_dir, "BENCHMARKS.md"), "w") as f:
             f.write(report.render(results, plots_rel="bench"))
@@ -275,10 +319,22 @@ def main(argv=None) -> int:
         harness_log.flush()
 
     specs = dsm.SMOKE_SPECS if args.smoke else dsm.FULL_SPECS
+    if args.scale_only:
+        args.maintenance_only, args.scale, args.no_scale = True, True, False
+    if args.s3_only and args.maintenance_only:
+        print("--s3-only and --maintenance-only exclude each other", file=sys.stderr)
+        return 2
     if args.s3_only:
         args.s3 = True
+    if args.maintenance_only:
+        args.no_maintenance = False
+        args.scale = args.scale or not args.no_scale
+        if args.datasets and args.datasets != "generations":
+            print("--maintenance-only runs on the generations dataset only", file=sys.stderr)
+            return 2
     names = (args.datasets.split(",") if args.datasets else
-             (["small", "many"] if args.s3_only else
+             (["generations"] if args.maintenance_only else
+              ["small", "many"] if args.s3_only else
               ["small", "medium", "many", "generations"] if args.full else ["small", "many", "generations"]))
     for n in names:
         if n not in specs:
@@ -296,6 +352,13 @@ def main(argv=None) -> int:
         if not wanted or not any(n in s3.PLAN for n in names):
             print(f"--s3-only needs one of the tools {', '.join(S3_CAPABLE)} and one of the "
                   f"datasets {', '.join(s3.PLAN)}", file=sys.stderr)
+            return 2
+    if args.maintenance_only:
+        wanted = [] if args.scale_only else [w for w in wanted if w in maintenance.SUPPORTED]
+        args.no_remote = True
+        if not wanted and not args.scale:
+            print(f"--maintenance-only needs one of the tools {', '.join(maintenance.SUPPORTED)} "
+                  "(or the index at scale)", file=sys.stderr)
             return 2
     timeout = args.timeout or (600 if args.smoke else 4 * 3600)
 
@@ -383,21 +446,42 @@ def main(argv=None) -> int:
     # ---- run
     bench = Bench(work=work, logs=logs, timeout=timeout, seed=args.seed, log=log,
                   remote_runs=args.remote_runs, keep=args.keep)
-    results_ds, s3res = [], None
+    results_ds, s3res, maint = [], None, None
+    run_meta = {"mode": mode, "argv": " ".join(sys.argv[1:] if argv is None else argv),
+                "machine": machine_info(out), "restore_targets": target_desc}
+    if ("generations" in names and not args.no_maintenance and not args.s3_only
+            and not args.scale_only):
+        # Smoke: a tiny arca-only check of the wiring (the peers' figures need the full set).
+        maint = maintenance.Maintenance(bench, specs["generations"], data["generations"][1], log,
+                                        run_meta, only={"arca"} if args.smoke else None,
+                                        variant=not args.smoke,
+                                        runs=args.maintenance_runs or (1 if args.smoke else 3))
     try:
-        if not args.s3_only:
-            results_ds = _run_datasets(args, bench, names, specs, data, active, log)
+        if args.maintenance_only:
+            tools_here = [t for t in active if t.scenarios is None]
+            if tools_here:
+                res = bench.run_generations(specs["generations"], *data["generations"], 1,
+                                            tools_here, with_refs=False, restores=False,
+                                            maintenance=maint)
+                log(f"[generations] backups and maintenance done in {res['seconds']:.0f} s")
+        elif not args.s3_only:
+            results_ds = _run_datasets(args, bench, names, specs, data, active, log, maint)
         if args.s3:
             s3res = s3.run(bench=bench, tools=active, specs=specs, data=data, names=names,
                            runs=args.s3_runs or (1 if args.smoke else 3),
                            latency=args.s3_latency, bandwidth=args.s3_bandwidth, log=log,
-                           meta={"mode": mode, "argv": " ".join(sys.argv[1:] if argv is None
-                                                                 else argv),
-                                 "machine": machine_info(out),
-                                 "restore_targets": target_desc})
+                           meta=run_meta)
     finally:
         if target_fs:
             target_fs.close()
+    scale = None
+    if args.scale:
+        scale = maintenance.run_scale(blobs=args.scale_blobs, work=work,
+                                      logs=os.path.join(logs, "maintenance"), log=log,
+                                      timeout=timeout, build=not args.no_build, meta=run_meta)
+        if (scale.get("note") or "").startswith("index_scale failed"):
+            bench.failures.append({"where": "maintenance/index scale", "failure": scale["note"],
+                                   "known": None, "runs_failed": 1})
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -427,6 +511,9 @@ def main(argv=None) -> int:
     }
     if s3res is not None:
         results["s3"] = s3res
+    mres = {"generations": maint.result() if maint else None, "scale": scale}
+    if maintenance.has_results(mres):
+        results["maintenance"] = mres
     results["headline"] = report.headline(results)
 
     # ---- outputs

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 
-from . import capping, s3
+from . import capping, maintenance, s3
 from .scenarios import REFERENCES, RESTORES, SCENARIOS
 
 # Where docs/bench/ lives (the capping experiment's results).
@@ -307,6 +308,18 @@ def render(results: dict, plots_rel: str | None = None) -> str:
     # S3: this run's, else the last recorded one (docs/bench/s3.json, from `bench/run --s3`).
     out += (s3.render(results["s3"]) if (results.get("s3") or {}).get("datasets")
             else s3.render_file(os.path.join(DOCS_BENCH, "s3.json")))
+    # Maintenance: this run's, else the last recorded one (docs/bench/maintenance.json); a run
+    # with only one of its parts shows the other from that file.
+    mres = results.get("maintenance")
+    if maintenance.has_results(mres):
+        try:
+            with open(os.path.join(DOCS_BENCH, "maintenance.json")) as f:
+                mres = maintenance.merge_previous(mres, json.load(f))
+        except (OSError, ValueError):
+            pass
+        out += maintenance.render(mres)
+    else:
+        out += maintenance.render_file(os.path.join(DOCS_BENCH, "maintenance.json"))
     out += capping.render(os.path.join(DOCS_BENCH, "capping.json"))
     out += ["## How each figure is obtained", ""]
     out += METHOD
@@ -369,6 +382,13 @@ METHOD = [
     "more round trip, the handshake) and passes 100 MB/s per direction (one link shared by all "
     "connections); it counts the bytes and HTTP responses that cross it. Server and proxy CPU "
     "come from their /proc/<pid>/stat, the server's reads from its /proc/<pid>/io.",
+    "- **Maintenance** (`bench/run --maintenance-only`, and at the end of the generations "
+    "dataset): per tool, page cache dropped before each command, `forget --keep-last 5`, "
+    "`prune --dry-run`, `prune` (rustic with `--instant-delete`, so that it deletes now as "
+    "restic and arca do), a verified restore of the newest snapshot and the tool's `check`; "
+    "space freed = repository bytes after forget minus after prune. The index at scale comes "
+    "from `crates/arca-maintenance/examples/index_scale.rs` (a fresh process, RSS from "
+    "`/proc/self/status`).",
     "- **References**: `tar -xpf` of a POSIX (pax, ns mtimes) uncompressed tar made beforehand, "
     "`cp -a`, `find -printf` (stats every entry) and `find -exec cat` (reads every byte), on "
     "the same tree with the page cache dropped.",
@@ -423,4 +443,5 @@ def headline(results: dict) -> list:
             lines.append(f"**S3 (loopback)** — {row['dataset']}, {sc}: arca {row['arca']:.2f} s, "
                          f"{row['ratio']:.2f}× its baseline (target ≤ {row['limit']}×: "
                          f"{'met' if row['met'] else 'NOT met'})")
+    lines += maintenance.headline(results.get("maintenance"))
     return lines

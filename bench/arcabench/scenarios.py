@@ -59,18 +59,34 @@ REFERENCES = {
 ARCA_BACKUP_FIELDS = ("files_new", "files_changed", "files_unmodified", "data_added",
                       "data_added_packed", "total_bytes_processed", "duration_seconds")
 ARCA_RESTORE_FIELDS = ("files_restored", "bytes_written", "duration_seconds", "errors")
+ARCA_PRUNE_FIELDS = ("snapshots", "used_blobs", "unused_blobs", "packs_delete", "packs_repack",
+                     "freed_bytes")
 
 
-def arca_contract_problems(summary: dict | None, restore: bool) -> list:
+def contract_kind(scenario: str) -> str | None:
+    """Which arca `--json` contract a scenario's command answers to (None: none)."""
+    if scenario.startswith("backup_"):
+        return "backup"
+    if scenario.startswith("restore_"):
+        return "restore"
+    if scenario.startswith("prune"):
+        return "prune"
+    return None
+
+
+def arca_contract_problems(summary: dict | None, restore: bool = False, kind: str | None = None) -> list:
+    kind = kind or ("restore" if restore else "backup")
     if summary is None:
         return ["no JSON summary line on stdout"]
     problems = []
     if summary.get("message_type") != "summary":
         problems.append("message_type != 'summary'")
-    for f in ARCA_RESTORE_FIELDS if restore else ARCA_BACKUP_FIELDS:
+    fields = {"restore": ARCA_RESTORE_FIELDS, "backup": ARCA_BACKUP_FIELDS,
+              "prune": ARCA_PRUNE_FIELDS}[kind]
+    for f in fields:
         if not isinstance(summary.get(f), (int, float)) or isinstance(summary.get(f), bool):
             problems.append(f"{f} missing or not a number")
-    if not restore:
+    if kind == "backup":
         sid = summary.get("snapshot_id")
         if not (isinstance(sid, str) and len(sid) == 64 and all(c in "0123456789abcdef" for c in sid)):
             problems.append("snapshot_id is not 64 hex digits")
@@ -148,8 +164,9 @@ class Bench:
             rb, how = tool_obj.repo_bytes_read(m)
             entry["repo_read_bytes"], entry["repo_read_method"] = rb, how
             entry["requests"] = tool_obj.backend_requests(m)
-            if tool_obj.name.startswith("arca") and failure is None:
-                problems = arca_contract_problems(m.summary, scenario.startswith("restore_"))
+            kind = contract_kind(scenario)
+            if tool_obj.name.startswith("arca") and failure is None and kind:
+                problems = arca_contract_problems(m.summary, kind=kind)
                 if problems:
                     msg = f"{res['name']}/{scenario}/{tool_obj.name}: JSON summary: {'; '.join(problems)}"
                     if msg not in self.contract:
@@ -380,7 +397,11 @@ class Bench:
         res["seconds"] = round(time.monotonic() - t0, 1)
         self.finalize(res)
 
-    def run_generations(self, spec, data_dir, manifest, runs, tools, with_refs=True):
+    def run_generations(self, spec, data_dir, manifest, runs, tools, with_refs=True,
+                        restores=True, maintenance=None):
+        """The generations dataset. `restores=False` skips the restores of the newest and
+        oldest snapshot (`--maintenance-only`); `maintenance` (a maintenance.Maintenance)
+        then runs forget + prune on each tool's repository before it is deleted."""
         src, res, repos, alive = self._prepare(spec, data_dir, manifest, runs, tools)
         t0 = time.monotonic()
 
@@ -413,10 +434,17 @@ class Bench:
         latest = lambda tool, repo: tool.latest(repo)  # noqa: E731
         oldest = lambda tool, repo: tool.snapshots(repo)[0]  # noqa: E731
         for t in tools:
-            self.log(f"[{spec.name}] restores: {t.label}")
-            self._restore_series(res, t, repos[t.name], src,
-                                 [("restore_newest", latest, src), ("restore_oldest", oldest, data_dir)],
-                                 runs if t.scenarios is None else min(runs, self.remote_runs), alive)
+            if restores:
+                self.log(f"[{spec.name}] restores: {t.label}")
+                self._restore_series(res, t, repos[t.name], src,
+                                     [("restore_newest", latest, src),
+                                      ("restore_oldest", oldest, data_dir)],
+                                     runs if t.scenarios is None else min(runs, self.remote_runs),
+                                     alive)
+            if maintenance is not None and alive.get(t.name):
+                maintenance.run_tool(t, repos[t.name], src)  # takes the repository over
             self._drop_repo(res, t, repos)
+        if maintenance is not None:
+            maintenance.run_all()  # all tools, interleaved run by run
         self._cleanup(res, tools, repos, src, t0)
         return res

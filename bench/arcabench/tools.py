@@ -232,6 +232,22 @@ class Tool:
     def latest(self, repo: str) -> str:
         return "latest"
 
+    # ---- maintenance (forget + prune; arca, restic and rustic: see arcabench/maintenance.py)
+    prune_note = ""  # how the tool's prune is run, and its defaults (shown in the report)
+
+    def forget_argv(self, repo: str, keep_last: int) -> tuple[list, str | None] | None:
+        """Remove every snapshot but the newest `keep_last` (None: the tool has no such part
+        in the harness)."""
+        return None
+
+    def prune_argv(self, repo: str, dry_run: bool = False) -> tuple[list, str | None] | None:
+        """Delete the data no snapshot uses, now (the space is free when it exits)."""
+        return None
+
+    def check_argv(self, repo: str) -> tuple[list, str | None] | None:
+        """The tool's own repository check (structure, not every byte)."""
+        return None
+
     # ---- figures
     def repo_bytes_read(self, m) -> tuple[int | None, str]:
         """Bytes read from the repository by one measured command, and how that was obtained."""
@@ -330,6 +346,18 @@ class Restic(Tool):
         out = run_quiet([self.binary, "-r", repo, "snapshots", "--json"], env=self.env()).stdout
         snaps = json.loads(out) or []
         return [s["id"] for s in sorted(snaps, key=lambda s: s["time"])]
+
+    prune_note = ("`forget --keep-last 5`, then `prune` (defaults: --max-unused 5% of the "
+                  "repository size; deletes at once)")
+
+    def forget_argv(self, repo, keep_last):
+        return [self.binary, "-r", repo, "forget", "--keep-last", str(keep_last)], None
+
+    def prune_argv(self, repo, dry_run=False):
+        return [self.binary, "-r", repo, "prune", *(["--dry-run"] if dry_run else [])], None
+
+    def check_argv(self, repo):
+        return [self.binary, "-r", repo, "check"], None
 
     def known_failure(self, scenario, m):
         if (scenario in ("restore_partial", "restore_noop", "restore_metadata")
@@ -487,6 +515,23 @@ class Rustic(SourceBuilt, Tool):
 
     def restore_argv(self, repo, snapshot, target):
         return [self.binary, *self._repo_args(repo), "restore", snapshot, target], self.home
+
+    prune_note = ("`forget --keep-last 5`, then `prune --instant-delete` (rustic's default "
+                  "only marks unused packs, deleting them at a prune 23 h later, "
+                  "--keep-delete 23h; --instant-delete deletes at once, as restic and arca do; "
+                  "defaults otherwise: --max-unused 5% and --max-repack 10% of the repository "
+                  "size)")
+
+    def forget_argv(self, repo, keep_last):
+        return [self.binary, *self._repo_args(repo), "forget", "--keep-last",
+                str(keep_last)], self.home
+
+    def prune_argv(self, repo, dry_run=False):
+        return [self.binary, *self._repo_args(repo), *(["--dry-run"] if dry_run else []),
+                "prune", "--instant-delete"], self.home
+
+    def check_argv(self, repo):
+        return [self.binary, *self._repo_args(repo), "check"], self.home
 
     def snapshots(self, repo):
         out = self._run([*self._repo_args(repo), "snapshots", "--json"]).stdout
@@ -659,6 +704,18 @@ class Arca(Tool):
         out = run_quiet([self.binary, "-r", repo, "snapshots", "--json"], env=self.env()).stdout
         snaps = json.loads(out)
         return [s["id"] for s in sorted(snaps, key=lambda s: s["time"])]
+
+    prune_note = ("`forget --keep-last 5`, then `prune --json` (defaults: a pack is repacked "
+                  "when more than 5% of its own bytes are unused; deletes at once)")
+
+    def forget_argv(self, repo, keep_last):
+        return [*self._base(repo), "forget", "--keep-last", str(keep_last)], None
+
+    def prune_argv(self, repo, dry_run=False):
+        return [*self._base(repo), "prune", "--json", *(["--dry-run"] if dry_run else [])], None
+
+    def check_argv(self, repo):
+        return [*self._base(repo), "check"], None
 
     def repo_bytes_read(self, m):
         backend = (m.summary or {}).get("backend") or {}

@@ -1,0 +1,124 @@
+//! `repair index`: a new index from the intact index files and the pack headers, written
+//! before the old index files are deleted.
+
+use std::collections::{HashMap, HashSet};
+
+use arca_backend::FileType;
+use arca_format::{Id, IndexFile, IndexPack};
+use arca_repo::recover::UnreadablePack;
+use arca_repo::{RepoError, Repository};
+
+use super::{PACKS_PER_INDEX_FILE, delete_file, scan_or_stop};
+
+/// Options of [`repair_index`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RepairIndexOptions {
+    /// Read the header of every pack, even of those an intact index file describes.
+    pub read_all_packs: bool,
+    /// Compute and report, write and delete nothing.
+    pub dry_run: bool,
+}
+
+/// What [`repair_index`] did (or would do, in a dry run).
+#[derive(Debug, Default)]
+pub struct RepairIndexReport {
+    /// Index files found.
+    pub old_index_files: usize,
+    /// Index files that could not be used (damaged or unreadable), and why.
+    pub damaged_index_files: Vec<(Id, String)>,
+    /// Packs on the backend.
+    pub packs_found: usize,
+    /// Packs whose entries were taken from an intact index file.
+    pub packs_from_index: usize,
+    /// Packs whose header was read.
+    pub headers_read: usize,
+    /// Packs named by the new index.
+    pub packs_indexed: usize,
+    /// Blobs named by the new index.
+    pub blobs_indexed: u64,
+    /// Packs left out because their header cannot be read (left on the backend).
+    pub unreadable: Vec<UnreadablePack>,
+    /// Packs an old index file named that the backend no longer holds.
+    pub missing_packs: Vec<Id>,
+    /// Index files written.
+    pub written: Vec<Id>,
+    /// Old index files deleted.
+    pub deleted: Vec<Id>,
+}
+
+/// Rebuilds the index from the pack headers (see [`crate::repair`]). Call it with the
+/// repository locked exclusively.
+pub fn repair_index(
+    repo: &Repository,
+    opts: RepairIndexOptions,
+) -> Result<RepairIndexReport, RepoError> {
+    let mut rep = RepairIndexReport::default();
+    let old = repo.load_index_files()?;
+    rep.old_index_files = old.len();
+    let on_disk = repo.list_ids(FileType::Pack)?;
+    rep.packs_found = on_disk.len();
+    let sizes: HashMap<Id, u64> = on_disk.iter().copied().collect();
+
+    // Entries of intact index files whose pack is on the backend at the indexed size.
+    let mut known: HashMap<Id, IndexPack> = HashMap::new();
+    let mut missing: HashSet<Id> = HashSet::new();
+    for (id, f) in &old {
+        let f = match f {
+            Ok(f) => f,
+            Err(e) => {
+                rep.damaged_index_files.push((*id, e.to_string()));
+                continue;
+            }
+        };
+        for p in &f.packs {
+            match sizes.get(&p.id) {
+                None => {
+                    missing.insert(p.id);
+                }
+                Some(&size) if size == p.size && !opts.read_all_packs => {
+                    known.entry(p.id).or_insert_with(|| p.clone());
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    rep.missing_packs = missing.into_iter().collect();
+    rep.missing_packs.sort();
+    rep.packs_from_index = known.len();
+
+    let to_read: Vec<(Id, u64)> = on_disk
+        .iter()
+        .filter(|(id, _)| !known.contains_key(id))
+        .copied()
+        .collect();
+    rep.headers_read = to_read.len();
+    let scan = scan_or_stop(repo, &to_read)?;
+    rep.unreadable = scan.unreadable;
+
+    let mut packs: Vec<IndexPack> = known.into_values().chain(scan.packs).collect();
+    packs.sort_by_key(|p| p.id);
+    rep.packs_indexed = packs.len();
+    rep.blobs_indexed = packs.iter().map(|p| p.blobs.len() as u64).sum();
+    if opts.dry_run {
+        return Ok(rep);
+    }
+
+    // New files first, then the old ones go: at no moment is a readable pack unindexed.
+    let old_ids: Vec<Id> = old.iter().map(|(id, _)| *id).collect();
+    let mut first = true;
+    for chunk in packs.chunks(PACKS_PER_INDEX_FILE) {
+        let file = IndexFile {
+            supersedes: if first { old_ids.clone() } else { vec![] },
+            packs: chunk.to_vec(),
+        };
+        first = false;
+        rep.written.push(repo.save_index(&file)?);
+    }
+    let written: HashSet<Id> = rep.written.iter().copied().collect();
+    for id in old_ids.iter().filter(|id| !written.contains(id)) {
+        if delete_file(repo, FileType::Index, id)? {
+            rep.deleted.push(*id);
+        }
+    }
+    Ok(rep)
+}

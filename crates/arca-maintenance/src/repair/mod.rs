@@ -1,0 +1,68 @@
+//! Repairs, as restic's `repair index` and `repair snapshots`.
+//!
+//! * [`repair_index`] rebuilds the index from the packs themselves: every pack carries a
+//!   sealed header listing its blobs, so the index can always be recomputed. Packs that an
+//!   intact index file already describes (same size on the backend) keep their entries unless
+//!   `read_all_packs` is set; every other pack's header is read. New index files are written
+//!   first, then every old one (damaged or not) is deleted, so a crash in between leaves a
+//!   repository whose index names each pack at least once. A pack whose header cannot be read
+//!   is reported and left alone; a pack the backend cannot read for another reason (a failing
+//!   connection) stops the repair before anything is written.
+//! * [`repair_snapshots`] rewrites snapshots that reference lost data: a directory whose
+//!   listing is lost becomes an empty directory, a file whose content lost a blob is truncated
+//!   before the first lost blob. The new trees are written (packs, then an index file), then a
+//!   new snapshot per damaged one, with the same metadata and the tag [`REPAIRED_TAG`]; with
+//!   `forget`, the originals are deleted last. A blob counts as lost when no index entry names
+//!   it in a pack the backend holds at the indexed size, or (for trees) when it cannot be read
+//!   and decoded. It refuses to run while an index file is damaged (`repair index` first:
+//!   otherwise intact data would be cut away), and first indexes packs no index names (as a
+//!   backup does), so their blobs are not taken for lost.
+
+mod index;
+mod snapshots;
+
+#[cfg(test)]
+pub(crate) mod fixture;
+#[cfg(test)]
+mod tests;
+
+use arca_backend::FileType;
+use arca_format::Id;
+use arca_repo::recover::{HeaderScan, scan_headers};
+use arca_repo::{RepoError, Repository};
+
+pub use index::{RepairIndexOptions, RepairIndexReport, repair_index};
+pub use snapshots::{
+    Change, Loss, RepairSnapshotsOptions, RepairSnapshotsReport, RepairedSnapshot, repair_snapshots,
+};
+
+/// Most packs one new index file names (a few MB of index per file at most).
+pub const PACKS_PER_INDEX_FILE: usize = 2000;
+
+/// The tag every snapshot written by [`repair_snapshots`] carries.
+pub const REPAIRED_TAG: &str = "repaired";
+
+/// Reads the headers of `packs` (id and size). A pack the backend cannot read for another
+/// reason than damage (a failing connection) stops the repair: nothing was changed yet.
+fn scan_or_stop(repo: &Repository, packs: &[(Id, u64)]) -> Result<HeaderScan, RepoError> {
+    let scan = scan_headers(repo, packs);
+    if let Some(u) = scan.unreadable.iter().find(|u| !u.damaged) {
+        return Err(RepoError::Invalid {
+            what: "repair",
+            detail: format!(
+                "cannot read pack {} ({}); nothing was changed, try again",
+                u.id, u.error
+            ),
+        });
+    }
+    Ok(scan)
+}
+
+/// Deletes a repository file; `false` when it was already gone.
+fn delete_file(repo: &Repository, t: FileType, id: &Id) -> Result<bool, RepoError> {
+    match repo.backend().delete(t, &id.to_hex()) {
+        Ok(()) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}

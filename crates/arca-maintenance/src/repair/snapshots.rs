@@ -1,0 +1,453 @@
+//! `repair snapshots`: trees rewritten bottom-up without what is lost (emptied directories,
+//! truncated files), stored in new packs, and a tagged copy of each damaged snapshot.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use arca_backend::FileType;
+use arca_format::{BlobKind, Id, IndexFile, IndexPack, NodeKind, Snapshot, Tree};
+use arca_repo::blob::seal_blob;
+use arca_repo::pack::PackWriter;
+use arca_repo::{Index, IndexBuilder, RepoError, Repository};
+
+use super::{REPAIRED_TAG, delete_file, scan_or_stop};
+
+/// Options of [`repair_snapshots`].
+#[derive(Debug, Clone, Default)]
+pub struct RepairSnapshotsOptions {
+    /// Delete the damaged originals once their repaired copies are saved (and snapshot files
+    /// that are themselves damaged, and snapshots whose root listing is lost).
+    pub forget: bool,
+    /// Compute and report, write and delete nothing.
+    pub dry_run: bool,
+    /// Only these snapshots (empty: all).
+    pub snapshots: Vec<Id>,
+}
+
+/// How a path of a snapshot was repaired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Loss {
+    /// A directory whose listing is lost: replaced by an empty directory.
+    DirectoryEmptied {
+        /// Why the listing could not be used.
+        reason: String,
+    },
+    /// A file that lost a content blob: cut before it.
+    FileTruncated {
+        /// Size before.
+        size: u64,
+        /// Size kept.
+        kept: u64,
+        /// The first lost blob.
+        lost_blob: Id,
+    },
+}
+
+/// One repaired path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// Path in the snapshot (absolute, `/` being the snapshot's root).
+    pub path: PathBuf,
+    /// What was done.
+    pub loss: Loss,
+}
+
+/// A damaged snapshot and what became of it.
+#[derive(Debug, Clone, Default)]
+pub struct RepairedSnapshot {
+    /// The original snapshot.
+    pub original: Id,
+    /// The repaired copy saved (`None` in a dry run, or when nothing could be salvaged).
+    pub repaired: Option<Id>,
+    /// What was cut, by path.
+    pub changes: Vec<Change>,
+    /// Set when the snapshot's root listing is lost: nothing can be salvaged.
+    pub root_lost: Option<String>,
+    /// Whether the original was deleted.
+    pub forgotten: bool,
+}
+
+/// What [`repair_snapshots`] did (or would do, in a dry run).
+#[derive(Debug, Default)]
+pub struct RepairSnapshotsReport {
+    /// Snapshots examined.
+    pub snapshots: usize,
+    /// The damaged ones, oldest first.
+    pub damaged: Vec<RepairedSnapshot>,
+    /// Snapshot files that are themselves damaged, and why.
+    pub damaged_files: Vec<(Id, String)>,
+    /// Damaged snapshot files deleted (with `forget`).
+    pub damaged_files_deleted: usize,
+    /// Packs no index named whose headers were read and indexed first.
+    pub adopted_packs: usize,
+    /// New tree blobs written.
+    pub trees_written: usize,
+    /// New packs written.
+    pub packs_written: usize,
+    /// The index file naming them.
+    pub index_file: Option<Id>,
+}
+
+/// Rewrites the snapshots that reference lost data (see [`crate::repair`]). Call it
+/// with the repository locked exclusively.
+pub fn repair_snapshots(
+    repo: &Repository,
+    opts: &RepairSnapshotsOptions,
+) -> Result<RepairSnapshotsReport, RepoError> {
+    let mut rep = RepairSnapshotsReport::default();
+    let (index, bad_packs) = usable_index(repo, opts.dry_run, &mut rep)?;
+
+    // Snapshots to examine, oldest first.
+    let ids: Vec<Id> = if opts.snapshots.is_empty() {
+        repo.list_ids(FileType::Snapshot)?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect()
+    } else {
+        opts.snapshots.clone()
+    };
+    let mut snapshots = vec![];
+    for id in ids {
+        match repo.load_snapshot(&id) {
+            Ok(s) => snapshots.push((id, s)),
+            Err(e) if e.is_corruption() => rep.damaged_files.push((id, e.to_string())),
+            Err(e) => return Err(e),
+        }
+    }
+    snapshots.sort_by(|a, b| a.1.time.cmp(&b.1.time).then(a.0.cmp(&b.0)));
+    rep.snapshots = snapshots.len();
+
+    // Walk every snapshot; new trees go to packs as they fill, the index file and the
+    // snapshots only once every snapshot is walked.
+    let mut w = Rewriter {
+        repo,
+        index: &index,
+        bad_packs: &bad_packs,
+        memo: HashMap::new(),
+        stored: HashSet::new(),
+        pack: None,
+        packs: vec![],
+        dry_run: opts.dry_run,
+        trees_written: 0,
+    };
+    let mut planned: Vec<(usize, Snapshot)> = vec![];
+    for (id, s) in &snapshots {
+        match w.rewrite(s.tree)? {
+            Ok(r) if r.id == s.tree => {}
+            Ok(r) => {
+                let mut changes: Vec<Change> = r
+                    .changes
+                    .iter()
+                    .map(|(p, loss)| Change {
+                        path: PathBuf::from("/").join(p),
+                        loss: loss.clone(),
+                    })
+                    .collect();
+                changes.sort_by(|a, b| a.path.cmp(&b.path));
+                let mut new = s.clone();
+                new.tree = r.id;
+                if !new.tags.iter().any(|t| t == REPAIRED_TAG) {
+                    new.tags.push(REPAIRED_TAG.to_string());
+                }
+                planned.push((rep.damaged.len(), new));
+                rep.damaged.push(RepairedSnapshot {
+                    original: *id,
+                    changes,
+                    ..RepairedSnapshot::default()
+                });
+            }
+            Err(why) => rep.damaged.push(RepairedSnapshot {
+                original: *id,
+                root_lost: Some(why),
+                ..RepairedSnapshot::default()
+            }),
+        }
+    }
+    w.flush()?;
+    rep.trees_written = w.trees_written;
+    rep.packs_written = w.packs.len();
+    if opts.dry_run {
+        return Ok(rep);
+    }
+
+    // Write order: packs (done), the index naming them, the snapshots, then deletions.
+    if !w.packs.is_empty() {
+        rep.index_file = Some(repo.save_index(&IndexFile {
+            supersedes: vec![],
+            packs: std::mem::take(&mut w.packs),
+        })?);
+    }
+    for (i, new) in planned {
+        rep.damaged[i].repaired = Some(repo.save_snapshot(&new)?);
+    }
+    if opts.forget {
+        for d in &mut rep.damaged {
+            if d.repaired.is_some() || d.root_lost.is_some() {
+                delete_file(repo, FileType::Snapshot, &d.original)?;
+                d.forgotten = true;
+            }
+        }
+        for (id, _) in &rep.damaged_files {
+            delete_file(repo, FileType::Snapshot, id)?;
+            rep.damaged_files_deleted += 1;
+        }
+    }
+    Ok(rep)
+}
+
+/// The index to repair with, and the indexed packs the backend lacks or holds at another
+/// size. Refuses damaged index files; indexes (in memory for a dry run) the packs no index
+/// names whose header opens.
+fn usable_index(
+    repo: &Repository,
+    dry_run: bool,
+    rep: &mut RepairSnapshotsReport,
+) -> Result<(Index, HashSet<Id>), RepoError> {
+    let mut files = vec![];
+    for (id, f) in repo.load_index_files()? {
+        match f {
+            Ok(f) => files.push(f),
+            Err(e) if e.is_corruption() => {
+                return Err(RepoError::Invalid {
+                    what: "index",
+                    detail: format!(
+                        "index file {id} is damaged ({e}): run `arca repair index` first"
+                    ),
+                });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let indexed: HashSet<Id> = files
+        .iter()
+        .flat_map(|f| f.packs.iter().map(|p| p.id))
+        .collect();
+    let on_disk = repo.list_ids(FileType::Pack)?;
+    let orphans: Vec<(Id, u64)> = on_disk
+        .iter()
+        .filter(|(id, _)| !indexed.contains(id))
+        .copied()
+        .collect();
+    if !orphans.is_empty() {
+        let scan = scan_or_stop(repo, &orphans)?;
+        if !scan.packs.is_empty() {
+            rep.adopted_packs = scan.packs.len();
+            let f = IndexFile {
+                supersedes: vec![],
+                packs: scan.packs,
+            };
+            if !dry_run {
+                repo.save_index(&f)?;
+            }
+            files.push(f);
+        }
+    }
+    let sizes: HashMap<Id, u64> = on_disk.into_iter().collect();
+    let mut b = IndexBuilder::new();
+    let mut bad = HashSet::new();
+    for f in &files {
+        b.add(f);
+        for p in &f.packs {
+            if sizes.get(&p.id) != Some(&p.size) {
+                bad.insert(p.id);
+            }
+        }
+    }
+    Ok((b.finish(), bad))
+}
+
+/// A tree after repair: its (possibly new) id and what was cut below it, by path relative to
+/// the tree.
+#[derive(Debug, Clone)]
+struct Rewritten {
+    id: Id,
+    changes: Vec<(PathBuf, Loss)>,
+}
+
+/// Rewrites trees bottom-up, each distinct tree once, and stores the new ones.
+struct Rewriter<'a> {
+    repo: &'a Repository,
+    index: &'a Index,
+    bad_packs: &'a HashSet<Id>,
+    /// Trees already rewritten (`Err`: lost, and why).
+    memo: HashMap<Id, Result<Rewritten, String>>,
+    /// New trees stored in this run.
+    stored: HashSet<Id>,
+    pack: Option<PackWriter>,
+    packs: Vec<IndexPack>,
+    dry_run: bool,
+    trees_written: usize,
+}
+
+impl Rewriter<'_> {
+    /// Whether a blob has an index entry in a pack the backend holds.
+    fn available(&self, kind: BlobKind, id: &Id) -> bool {
+        self.index
+            .locations(kind, id)
+            .any(|l| !self.bad_packs.contains(&l.pack.id))
+    }
+
+    /// Reads a tree from any of its intact locations. `Ok(Err(why))`: the tree is lost;
+    /// `Err`: the backend failed in a way that may pass, so nothing may be concluded.
+    fn read_tree(&self, id: &Id) -> Result<Result<Tree, String>, RepoError> {
+        let mut why = "not in the index".to_string();
+        for loc in self.index.locations(BlobKind::Tree, id) {
+            if self.bad_packs.contains(&loc.pack.id) {
+                why = format!("its pack {} is missing or truncated", loc.pack.id);
+                continue;
+            }
+            let sealed = match self.repo.backend().read_range(
+                FileType::Pack,
+                &loc.pack.id.to_hex(),
+                u64::from(loc.offset),
+                u64::from(loc.length),
+            ) {
+                Ok(b) => b,
+                Err(e) => {
+                    let e = RepoError::from(e);
+                    if e.is_corruption() || matches!(&e, RepoError::Backend(b) if b.is_not_found())
+                    {
+                        why = e.to_string();
+                        continue;
+                    }
+                    return Err(e);
+                }
+            };
+            let plain =
+                match self
+                    .repo
+                    .open_blob(BlobKind::Tree, id, &loc.pack.id, &sealed, loc.raw_length)
+                {
+                    Ok(p) => p,
+                    Err(e) => {
+                        why = e.to_string();
+                        continue;
+                    }
+                };
+            match Tree::decode(&plain) {
+                Ok(t) => return Ok(Ok(t)),
+                Err(e) => why = format!("tree {id}: {e}"),
+            }
+        }
+        Ok(Err(why))
+    }
+
+    /// The repaired form of tree `id`.
+    fn rewrite(&mut self, id: Id) -> Result<Result<Rewritten, String>, RepoError> {
+        if let Some(r) = self.memo.get(&id) {
+            return Ok(r.clone());
+        }
+        let mut tree = match self.read_tree(&id)? {
+            Ok(t) => t,
+            Err(why) => {
+                self.memo.insert(id, Err(why.clone()));
+                return Ok(Err(why));
+            }
+        };
+        let mut changes = vec![];
+        let mut changed = false;
+        for node in &mut tree.nodes {
+            let name = PathBuf::from(OsStr::from_bytes(&node.name));
+            match node.kind {
+                Some(NodeKind::Dir) => {
+                    let Some(sub) = node.subtree else { continue };
+                    match self.rewrite(sub)? {
+                        Ok(r) => {
+                            if r.id != sub {
+                                changed = true;
+                                node.subtree = Some(r.id);
+                                changes
+                                    .extend(r.changes.into_iter().map(|(p, l)| (name.join(p), l)));
+                            }
+                        }
+                        Err(reason) => {
+                            changed = true;
+                            node.subtree = Some(self.store(&Tree::default())?);
+                            changes.push((name, Loss::DirectoryEmptied { reason }));
+                        }
+                    }
+                }
+                Some(NodeKind::File) => {
+                    let lost = node
+                        .content
+                        .iter()
+                        .position(|c| !self.available(BlobKind::Data, &c.id));
+                    if let Some(i) = lost {
+                        changed = true;
+                        let lost_blob = node.content[i].id;
+                        node.content.truncate(i);
+                        let kept = node.content.iter().map(|c| u64::from(c.len)).sum();
+                        changes.push((
+                            name,
+                            Loss::FileTruncated {
+                                size: node.size,
+                                kept,
+                                lost_blob,
+                            },
+                        ));
+                        node.size = kept;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let r = if changed {
+            Rewritten {
+                id: self.store(&tree)?,
+                changes,
+            }
+        } else {
+            Rewritten { id, changes }
+        };
+        self.memo.insert(id, Ok(r.clone()));
+        Ok(Ok(r))
+    }
+
+    /// Stores a tree blob unless the repository already has it; returns its id.
+    fn store(&mut self, tree: &Tree) -> Result<Id, RepoError> {
+        let bytes = tree
+            .encode()
+            .map_err(|e| RepoError::format("repaired tree", e))?;
+        let id = self.repo.key().blob_id(&bytes);
+        if self.available(BlobKind::Tree, &id) || !self.stored.insert(id) {
+            return Ok(id);
+        }
+        self.trees_written += 1;
+        if self.dry_run {
+            return Ok(id);
+        }
+        let sealed = seal_blob(
+            self.repo.sealer(),
+            BlobKind::Tree,
+            id,
+            &bytes,
+            self.repo.config().compression,
+        )?;
+        let pack = self
+            .pack
+            .get_or_insert_with(|| PackWriter::new(BlobKind::Tree, 1 << 20));
+        pack.add(&sealed)?;
+        if pack.size() as u64 >= u64::from(self.repo.config().pack_size) {
+            self.flush()?;
+        }
+        Ok(id)
+    }
+
+    /// Uploads the open pack, if any.
+    fn flush(&mut self) -> Result<(), RepoError> {
+        let Some(pack) = self.pack.take() else {
+            return Ok(());
+        };
+        if pack.is_empty() {
+            return Ok(());
+        }
+        let p = pack.finish(self.repo.sealer())?;
+        self.repo
+            .backend()
+            .write(FileType::Pack, &p.id.to_hex(), &p.bytes)?;
+        self.packs.push(p.index);
+        Ok(())
+    }
+}

@@ -1,0 +1,337 @@
+//! `repair index` and `repair snapshots` on the hand-built fixture: what they rebuild or cut,
+//! dry runs, damaged and missing files, and a clean `check` afterwards.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+
+use arca_backend::FileType;
+use arca_format::{BlobKind, Id, IndexFile};
+
+use super::fixture::{Fx, build, chunk, snapshot};
+use super::*;
+use crate::check::{Repair, check};
+use crate::{CheckOptions, CheckReport};
+
+fn read_data() -> CheckOptions {
+    CheckOptions {
+        read_data: true,
+        workers: 2,
+    }
+}
+
+/// `repair index --read-all-packs`.
+fn read_all_packs() -> RepairIndexOptions {
+    RepairIndexOptions {
+        read_all_packs: true,
+        ..Default::default()
+    }
+}
+
+/// `repair snapshots --forget`.
+fn forget() -> RepairSnapshotsOptions {
+    RepairSnapshotsOptions {
+        forget: true,
+        ..Default::default()
+    }
+}
+
+fn sorted(mut ids: Vec<Id>) -> Vec<Id> {
+    ids.sort();
+    ids
+}
+
+fn clean(rep: &CheckReport) {
+    assert!(rep.is_ok(), "{:?}", rep.errors);
+    assert!(
+        rep.repairs.iter().all(|p| p.repair == Repair::Prune),
+        "{:?}",
+        rep.repairs
+    );
+}
+
+/// Every blob of the fixture reads back through a fresh index.
+fn all_blobs_read(fx: &Fx) {
+    let index = fx.repo.load_index().unwrap();
+    for p in fx.packs() {
+        for b in &p.blobs {
+            fx.repo.read_blob(&index, p.kind, &b.id).unwrap();
+        }
+    }
+}
+
+#[test]
+fn index_is_rebuilt_from_pack_headers_when_every_index_file_is_gone() {
+    let fx = build();
+    fx.delete(FileType::Index, &fx.index_file);
+    let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+    assert!(!rep.is_ok());
+    assert_eq!(rep.repairs[0].repair, Repair::Index);
+
+    // A dry run reports and changes nothing.
+    let dry = repair_index(
+        &fx.repo,
+        RepairIndexOptions {
+            dry_run: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!((dry.packs_indexed, dry.blobs_indexed), (4, 7));
+    assert!(fx.ids(FileType::Index).is_empty());
+
+    let r = repair_index(&fx.repo, RepairIndexOptions::default()).unwrap();
+    assert_eq!(r.packs_found, 4);
+    assert_eq!(r.headers_read, 4);
+    assert_eq!(r.packs_from_index, 0);
+    assert_eq!((r.packs_indexed, r.blobs_indexed), (4, 7));
+    assert_eq!(r.written.len(), 1);
+    assert!(r.unreadable.is_empty() && r.missing_packs.is_empty());
+    // The new index file names each pack exactly as its writer did.
+    let f = fx.repo.load_index_file(&r.written[0]).unwrap();
+    let mut want = fx.packs();
+    want.sort_by_key(|p| p.id);
+    assert_eq!(f.packs, want);
+    all_blobs_read(&fx);
+    clean(&check(&fx.repo, read_data()).unwrap());
+}
+
+#[test]
+fn a_damaged_index_file_is_left_out_then_replaced() {
+    let fx = build();
+    // A second, intact index file naming the data packs again.
+    let second = fx
+        .repo
+        .save_index(&IndexFile {
+            supersedes: vec![],
+            packs: vec![fx.data1.clone()],
+        })
+        .unwrap();
+    fx.flip(FileType::Index, &fx.index_file, 30);
+    // Loading goes on without the damaged file, which is named.
+    let (index, damaged) = fx.repo.load_index_report().unwrap();
+    assert_eq!(damaged.len(), 1);
+    assert_eq!(damaged[0].0, fx.index_file);
+    assert!(index.contains(BlobKind::Data, &fx.data1.blobs[0].id));
+    assert!(!index.contains(BlobKind::Tree, &fx.root));
+    assert_eq!(fx.repo.load_index().unwrap().len(), index.len());
+    // Check reports it and proposes `repair index`; repair snapshots refuses to run.
+    let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+    assert!(
+        rep.errors
+            .iter()
+            .any(|e| e.contains(&fx.index_file.to_hex()))
+    );
+    assert_eq!(rep.repairs[0].repair, Repair::Index);
+    let e = repair_snapshots(&fx.repo, &RepairSnapshotsOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("arca repair index"), "{e}");
+
+    // Packs the intact file describes keep their entries; the others' headers are read.
+    let r = repair_index(&fx.repo, RepairIndexOptions::default()).unwrap();
+    assert_eq!(r.damaged_index_files.len(), 1);
+    assert_eq!(r.packs_from_index, 1);
+    assert_eq!(r.headers_read, 3);
+    assert_eq!(r.packs_indexed, 4);
+    assert_eq!(
+        sorted(r.deleted.clone()),
+        sorted(vec![fx.index_file, second])
+    );
+    assert_eq!(fx.ids(FileType::Index), r.written);
+    let f = fx.repo.load_index_file(&r.written[0]).unwrap();
+    assert_eq!(f.supersedes.len(), 2);
+    all_blobs_read(&fx);
+    clean(&check(&fx.repo, read_data()).unwrap());
+
+    // With read_all_packs every header is read again; the result is the same.
+    let r2 = repair_index(&fx.repo, read_all_packs()).unwrap();
+    assert_eq!((r2.headers_read, r2.packs_indexed), (4, 4));
+    assert_eq!(
+        fx.repo.load_index_file(&r2.written[0]).unwrap().packs,
+        f.packs
+    );
+}
+
+#[test]
+fn unreadable_and_missing_packs_are_left_out_and_reported() {
+    let fx = build();
+    // A pack whose header is damaged, one that is garbage, and an indexed one deleted.
+    let n = fx
+        .backend
+        .read(FileType::Pack, &fx.data2.id.to_hex())
+        .unwrap()
+        .len();
+    fx.flip(FileType::Pack, &fx.data2.id, n - 20);
+    let junk = Id([7; 32]);
+    fx.backend
+        .write(FileType::Pack, &junk.to_hex(), &[1u8; 3000])
+        .unwrap();
+    fx.delete_pack(&fx.sub_pack);
+    let r = repair_index(&fx.repo, read_all_packs()).unwrap();
+    let bad: Vec<Id> = r.unreadable.iter().map(|u| u.id).collect();
+    assert_eq!(sorted(bad), sorted(vec![fx.data2.id, junk]), "{r:?}");
+    assert!(r.unreadable.iter().all(|u| u.damaged));
+    assert_eq!(r.missing_packs, vec![fx.sub_pack.id]);
+    assert_eq!(r.packs_indexed, 2);
+    // Nothing was deleted but the old index file.
+    assert_eq!(fx.ids(FileType::Pack).len(), 4);
+    let index = fx.repo.load_index().unwrap();
+    assert_eq!(index.packs().len(), 2);
+}
+
+#[test]
+fn lost_data_blobs_truncate_files_and_the_copy_is_tagged() {
+    let fx = build();
+    fx.delete_pack(&fx.data2);
+    let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+    let kinds: Vec<_> = rep.repairs.iter().map(|p| p.repair).collect();
+    assert_eq!(kinds, vec![Repair::Index, Repair::Snapshots]);
+
+    // Dry run: the same report, nothing written.
+    let packs_before = fx.ids(FileType::Pack).len();
+    let dry = repair_snapshots(
+        &fx.repo,
+        &RepairSnapshotsOptions {
+            dry_run: true,
+            ..forget()
+        },
+    )
+    .unwrap();
+    assert_eq!(dry.damaged.len(), 1);
+    assert_eq!(dry.damaged[0].repaired, None);
+    assert_eq!(dry.trees_written, 2);
+    assert_eq!(fx.ids(FileType::Pack).len(), packs_before);
+    assert_eq!(fx.ids(FileType::Snapshot), vec![fx.snapshot]);
+
+    let r = repair_snapshots(&fx.repo, &RepairSnapshotsOptions::default()).unwrap();
+    assert_eq!(r.snapshots, 1);
+    let d = &r.damaged[0];
+    assert_eq!(d.original, fx.snapshot);
+    assert!(!d.forgotten);
+    let a_len = chunk("a0").len() as u64;
+    assert_eq!(
+        d.changes,
+        vec![
+            Change {
+                path: "/a".into(),
+                loss: Loss::FileTruncated {
+                    size: 3 * a_len,
+                    kept: 2 * a_len,
+                    lost_blob: fx.data2.blobs[0].id,
+                },
+            },
+            Change {
+                path: "/sub/c".into(),
+                loss: Loss::FileTruncated {
+                    size: chunk("c0").len() as u64,
+                    kept: 0,
+                    lost_blob: fx.data2.blobs[1].id,
+                },
+            },
+        ]
+    );
+    // Two new trees (root and /sub) in one pack, named by one index file.
+    assert_eq!((r.trees_written, r.packs_written), (2, 1));
+    assert!(r.index_file.is_some());
+    let new = d.repaired.unwrap();
+    let s = fx.repo.load_snapshot(&new).unwrap();
+    assert_eq!(s.tags, vec!["daily".to_string(), REPAIRED_TAG.to_string()]);
+    let orig = fx.repo.load_snapshot(&fx.snapshot).unwrap();
+    assert_eq!(
+        (s.time, &s.paths, &s.hostname),
+        (orig.time, &orig.paths, &orig.hostname)
+    );
+    let root = fx.tree(&s.tree);
+    let a = root.find(b"a").unwrap();
+    assert_eq!((a.size, a.content.len()), (2 * a_len, 2));
+    assert_eq!(root.find(b"b"), fx.tree(&fx.root).find(b"b"));
+    // The original is kept without `forget`; once the index is repaired too, check is
+    // clean but for the original's lost data.
+    assert_eq!(fx.ids(FileType::Snapshot).len(), 2);
+    repair_index(&fx.repo, RepairIndexOptions::default()).unwrap();
+    let rep = check(&fx.repo, read_data()).unwrap();
+    assert_eq!(rep.affected.len(), 1);
+    assert_eq!(rep.affected[0].snapshot, fx.snapshot);
+
+    // Again with forget: the original goes; the repaired copy is not repaired twice.
+    let r = repair_snapshots(&fx.repo, &forget()).unwrap();
+    assert_eq!(r.snapshots, 2);
+    assert_eq!(r.damaged.len(), 1);
+    assert!(r.damaged[0].forgotten);
+    // The same trees: nothing new is written.
+    assert_eq!(r.trees_written, 0);
+    assert_eq!(
+        r.damaged[0]
+            .repaired
+            .map(|i| fx.repo.load_snapshot(&i).unwrap().tree),
+        Some(s.tree)
+    );
+    assert_eq!(fx.ids(FileType::Snapshot).len(), 2);
+    assert!(!fx.ids(FileType::Snapshot).contains(&fx.snapshot));
+    clean(&check(&fx.repo, read_data()).unwrap());
+}
+
+#[test]
+fn a_lost_listing_becomes_an_empty_directory_and_a_lost_root_cannot_be_saved() {
+    let fx = build();
+    let orig = fx.tree(&fx.root);
+    // A second snapshot sharing the root: each distinct tree is rewritten once.
+    let other = fx.repo.save_snapshot(&snapshot(fx.root, &[])).unwrap();
+    fx.delete_pack(&fx.sub_pack);
+    let r = repair_snapshots(&fx.repo, &forget()).unwrap();
+    assert_eq!(r.damaged.len(), 2);
+    let trees: Vec<Id> = r
+        .damaged
+        .iter()
+        .map(|d| fx.repo.load_snapshot(&d.repaired.unwrap()).unwrap().tree)
+        .collect();
+    assert_eq!(trees[0], trees[1]);
+    for d in &r.damaged {
+        assert_eq!(d.changes.len(), 1);
+        assert_eq!(d.changes[0].path, PathBuf::from("/sub"));
+        assert!(matches!(d.changes[0].loss, Loss::DirectoryEmptied { .. }));
+    }
+    // Root and empty directory.
+    assert_eq!(r.trees_written, 2);
+    let root = fx.tree(&trees[0]);
+    let sub = root.find(b"sub").unwrap();
+    assert!(fx.tree(&sub.subtree.unwrap()).nodes.is_empty());
+    assert_eq!(root.find(b"a"), orig.find(b"a"));
+    let snaps = fx.ids(FileType::Snapshot);
+    assert!(!snaps.contains(&fx.snapshot) && !snaps.contains(&other));
+
+    // Now the root listing is lost too: nothing to salvage; forget removes the snapshot.
+    let fx = build();
+    fx.delete_pack(&fx.root_pack);
+    let r = repair_snapshots(&fx.repo, &forget()).unwrap();
+    assert_eq!(r.damaged.len(), 1);
+    assert!(r.damaged[0].root_lost.is_some());
+    assert!(r.damaged[0].forgotten);
+    assert_eq!(r.damaged[0].repaired, None);
+    assert!(fx.ids(FileType::Snapshot).is_empty());
+}
+
+#[test]
+fn unindexed_packs_are_not_taken_for_lost_data() {
+    let fx = build();
+    fx.delete(FileType::Index, &fx.index_file);
+    let r = repair_snapshots(&fx.repo, &RepairSnapshotsOptions::default()).unwrap();
+    assert_eq!(r.adopted_packs, 4);
+    assert!(r.damaged.is_empty(), "{r:?}");
+    assert_eq!(fx.ids(FileType::Index).len(), 1);
+    all_blobs_read(&fx);
+}
+
+#[test]
+fn damaged_snapshot_files_are_removed_with_forget() {
+    let fx = build();
+    fx.flip(FileType::Snapshot, &fx.snapshot, 40);
+    let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+    assert!(rep.repairs.iter().any(|p| p.repair == Repair::Snapshots));
+    let r = repair_snapshots(&fx.repo, &RepairSnapshotsOptions::default()).unwrap();
+    assert_eq!(r.damaged_files.len(), 1);
+    assert_eq!(r.damaged_files_deleted, 0);
+    assert_eq!(fx.ids(FileType::Snapshot).len(), 1);
+    let r = repair_snapshots(&fx.repo, &forget()).unwrap();
+    assert_eq!(r.damaged_files_deleted, 1);
+    assert!(fx.ids(FileType::Snapshot).is_empty());
+}
