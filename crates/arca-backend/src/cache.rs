@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result};
+use crate::{
+    Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result, is_file_id,
+};
 
 /// The contents of the `CACHEDIR.TAG` file written into a new cache root, so backup tools
 /// (arca's `--exclude-caches` too) skip the cache.
@@ -48,24 +50,19 @@ pub fn prepare_root(root: &Path) -> io::Result<()> {
 /// under `root` (a key file must be found before the repository, and so its cache folder, is
 /// known). Any copy that hashes to its name is the file, whichever folder holds it.
 pub fn find_in_root(root: &Path, t: FileType, name: &str) -> Option<Vec<u8>> {
-    if !is_id(name) {
+    if !is_file_id(name) {
         return None;
     }
     let rel = t.path(name);
     fs::read_dir(root)
         .ok()?
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_str().is_some_and(is_id))
+        .filter(|e| e.file_name().to_str().is_some_and(is_file_id))
         .find_map(|e| {
             fs::read(e.path().join(&rel))
                 .ok()
                 .filter(|d| hash_hex(d) == name)
         })
-}
-
-/// Whether `name` is a repository file id: 64 lowercase hex digits.
-fn is_id(name: &str) -> bool {
-    name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// The name a repository file's bytes must have.
@@ -171,7 +168,8 @@ impl CachedBackend {
     /// Keeps a copy of a key, index or snapshot file read by other means, if `data` hashes to
     /// `name`. Never fails: a cache that cannot be written is reported once on stderr.
     pub fn store(&self, t: FileType, name: &str, data: &[u8]) {
-        if (whole_file_type(t) || t == FileType::Pack) && is_id(name) && hash_hex(data) == name {
+        if (whole_file_type(t) || t == FileType::Pack) && is_file_id(name) && hash_hex(data) == name
+        {
             self.store_verified(t, name, data);
         }
     }
@@ -279,7 +277,7 @@ impl CachedBackend {
             let Some(name) = name.to_str() else {
                 continue;
             };
-            let stale = if is_id(name) {
+            let stale = if is_file_id(name) {
                 !keep.contains(name)
             } else if name.starts_with(TMP_PREFIX) {
                 e.metadata()
@@ -430,7 +428,7 @@ impl Backend for CachedBackend {
         Ok(l)
     }
     fn read(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
-        if whole_file_type(t) && is_id(name) {
+        if whole_file_type(t) && is_file_id(name) {
             if let Some(d) = self.load(t, name) {
                 return Ok(d);
             }
@@ -498,7 +496,7 @@ impl Backend for CachedBackend {
     fn note_tree_packs(&self, names: &[String]) {
         {
             let mut packs = lock(&self.packs);
-            for n in names.iter().filter(|n| is_id(n)) {
+            for n in names.iter().filter(|n| is_file_id(n)) {
                 packs
                     .entry(n.clone())
                     .or_insert_with(|| Arc::new(Mutex::new(PackState::Unchecked)));
@@ -527,7 +525,7 @@ impl Backend for CachedBackend {
             if t == FileType::Pack {
                 self.recheck(name);
             }
-            if is_id(name) {
+            if is_file_id(name) {
                 self.remove(t, name);
             }
         }

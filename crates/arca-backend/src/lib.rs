@@ -188,6 +188,22 @@ pub fn classify(e: &io::Error) -> ErrorKind {
     }
 }
 
+/// Whether `name` is a repository file's name: 64 lowercase hex digits (other files, such as
+/// `.tmp-*` leftovers, are not listed).
+pub fn is_file_id(name: &str) -> bool {
+    name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// [`Backend::list`] of [`FileType::Config`] for backends that find it by `stat`: one entry, or
+/// none when there is no config.
+pub fn list_config(b: &(impl Backend + ?Sized)) -> Result<Vec<FileInfo>> {
+    match b.stat(FileType::Config, "config") {
+        Ok(i) => Ok(vec![i]),
+        Err(e) if e.is_not_found() => Ok(vec![]),
+        Err(e) => Err(e),
+    }
+}
+
 /// Result of backend operations.
 pub type Result<T, E = BackendError> = std::result::Result<T, E>;
 

@@ -35,10 +35,6 @@ impl LocalBackend {
     }
 }
 
-fn is_id(name: &str) -> bool {
-    name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
@@ -90,11 +86,7 @@ impl Backend for LocalBackend {
 
     fn list(&self, t: FileType) -> Result<Vec<FileInfo>> {
         if t == FileType::Config {
-            return match self.stat(t, "config") {
-                Ok(i) => Ok(vec![i]),
-                Err(e) if e.is_not_found() => Ok(vec![]),
-                Err(e) => Err(e),
-            };
+            return crate::list_config(self);
         }
         let base = self.root.join(t.dir());
         let dirs: Vec<PathBuf> = if t == FileType::Pack {
@@ -124,7 +116,7 @@ impl Backend for LocalBackend {
                 let Some(name) = e.file_name().to_str().map(str::to_owned) else {
                     continue;
                 };
-                if !is_id(&name) {
+                if !crate::is_file_id(&name) {
                     continue;
                 }
                 match e.metadata() {

@@ -363,11 +363,7 @@ impl Backend for SftpBackend {
 
     fn list(&self, t: FileType) -> Result<Vec<FileInfo>> {
         if t == FileType::Config {
-            return match self.stat(t, "config") {
-                Ok(i) => Ok(vec![i]),
-                Err(e) if e.is_not_found() => Ok(vec![]),
-                Err(e) => Err(e),
-            };
+            return arca_backend::list_config(self);
         }
         let dir = t.dir();
         self.run("list", dir, |s| async move {

@@ -423,18 +423,14 @@ impl Backend for S3Backend {
 
     fn list(&self, t: FileType) -> Result<Vec<FileInfo>> {
         if t == FileType::Config {
-            return match self.stat(t, "config") {
-                Ok(f) => Ok(vec![f]),
-                Err(e) if e.is_not_found() => Ok(vec![]),
-                Err(e) => Err(e),
-            };
+            return arca_backend::list_config(self);
         }
         let dir = format!("{}/", t.dir());
         let entries = self.run("list", &dir, self.op.list_with(&dir).recursive(true))?;
         let mut out = Vec::with_capacity(entries.len());
         for e in entries {
             let name = e.name();
-            if !is_id(name) || e.metadata().is_dir() {
+            if !arca_backend::is_file_id(name) || e.metadata().is_dir() {
                 continue;
             }
             // S3 listings carry every object's size.
@@ -500,10 +496,6 @@ impl Backend for S3Backend {
             size: m.content_length(),
         })
     }
-}
-
-fn is_id(name: &str) -> bool {
-    name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 #[cfg(test)]

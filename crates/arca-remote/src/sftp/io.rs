@@ -78,9 +78,7 @@ pub(super) fn class(e: &SftpError) -> Class {
     }
 }
 
-pub(super) fn is_id(name: &str) -> bool {
-    name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit())
-}
+pub(super) use arca_backend::is_file_id as is_id;
 
 /// `dir/name`, where an empty `dir` is the login folder and `/` the root.
 pub(super) fn join(dir: &str, name: &str) -> String {
