@@ -47,8 +47,29 @@ class VerifyResult:
                 "bytes": self.bytes, "problems": self.problems, "examples": self.examples}
 
 
+NOATIME = getattr(os, "O_NOATIME", 0)
+
+
+def _open_noatime(path: str, flags: int) -> int:
+    """Opens a source path without updating its atime (so verifying a restore does not change
+    the source a later no-change backup compares with); plain open when not allowed (EPERM:
+    not the owner)."""
+    try:
+        return os.open(path, flags | NOATIME)
+    except PermissionError:
+        return os.open(path, flags)
+
+
+def _listdir_noatime(path: str) -> list:
+    fd = _open_noatime(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return os.listdir(fd)
+    finally:
+        os.close(fd)
+
+
 def _same_content(a: str, b: str) -> bool:
-    fa = os.open(a, os.O_RDONLY)
+    fa = _open_noatime(a, os.O_RDONLY)
     try:
         fb = os.open(b, os.O_RDONLY)
         try:
@@ -91,7 +112,7 @@ def verify_tree(expected: str, actual: str, *, mtime_tolerance_ns: int = 0,
     def walk(rel: str) -> None:
         pe = os.path.join(expected, rel) if rel else expected
         pa = os.path.join(actual, rel) if rel else actual
-        names_e = set(os.listdir(pe))
+        names_e = set(_listdir_noatime(pe))
         names_a = set(os.listdir(pa))
         for n in sorted(names_a - names_e):
             res.add(f"{os.path.join(rel, n)}: unexpected extra entry")
