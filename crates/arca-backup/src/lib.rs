@@ -9,6 +9,7 @@
 mod archiver;
 mod assemble;
 mod dedup;
+pub mod estimate;
 pub mod filter;
 mod holes;
 mod pipeline;

@@ -30,6 +30,19 @@ pub struct Global {
     /// Read the repository password from a file (first line)
     #[arg(long, env = "ARCA_PASSWORD_FILE", global = true, value_name = "FILE")]
     pub password_file: Option<PathBuf>,
+    /// Run a shell command that prints the repository password (first line of its output)
+    #[arg(
+        long,
+        env = "ARCA_PASSWORD_COMMAND",
+        global = true,
+        value_name = "COMMAND",
+        conflicts_with = "password_file"
+    )]
+    pub password_command: Option<String>,
+    /// Read defaults from the profile NAME.toml (current folder, then $XDG_CONFIG_HOME/arca/),
+    /// or from a .toml path (repeatable; later profiles win)
+    #[arg(short = 'P', long = "use-profile", global = true, value_name = "NAME")]
+    pub profiles: Vec<String>,
     /// Print less (no progress)
     #[arg(short, long, global = true)]
     pub quiet: bool,
@@ -84,6 +97,28 @@ pub enum Command {
     Repair(crate::commands::repair::RepairArgs),
     /// Remove stale locks (left by processes that are gone)
     Unlock(crate::commands::lock::UnlockArgs),
+    /// Find files and folders, or the users of a blob or tree, across snapshots
+    Find(Box<crate::commands::find::FindArgs>),
+    /// Show what changed between two snapshots
+    Diff(Box<crate::commands::diff::DiffArgs>),
+    /// Write a file of a snapshot to stdout, or a folder as a tar or zip archive
+    Dump(Box<crate::commands::dump::DumpArgs>),
+    /// Sizes, dedup and compression ratios, and restore fragmentation
+    Stats(Box<crate::commands::stats::StatsArgs>),
+    /// Copy snapshots from another repository into this one
+    Copy(Box<crate::commands::copy::CopyArgs>),
+    /// Add, remove or set the tags of snapshots
+    Tag(Box<crate::commands::tag::TagArgs>),
+    /// Rewrite snapshots without the paths matching --exclude
+    Rewrite(Box<crate::commands::rewrite::RewriteArgs>),
+    /// Browse the snapshots as a read-only file system (FUSE)
+    Mount(Box<crate::commands::mount::MountArgs>),
+    /// Serve the local web interface (browse, restore, back up, forget, prune, check)
+    Ui(Box<crate::commands::ui::UiArgs>),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions(crate::commands::generate::CompletionsArgs),
+    /// Write the manual pages (roff), generated from the command-line definition
+    Man(crate::commands::generate::ManArgs),
 }
 
 /// Hidden key-derivation cost options (tests use cheap ones).
@@ -116,6 +151,12 @@ pub struct InitArgs {
     pub chunk_max: String,
     #[command(flatten)]
     pub kdf: KdfArgs,
+    /// Chunk (and identify blobs) exactly as the repository of --from-repo does, so that
+    /// `copy` between the two deduplicates
+    #[arg(long, requires = "from_repo")]
+    pub copy_chunker_params: bool,
+    #[command(flatten)]
+    pub from: crate::commands::copy::FromRepoArgs,
 }
 
 #[derive(Debug, Args)]

@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod profile;
 mod progress;
 mod util;
 
@@ -34,7 +35,17 @@ fn one_line(e: &anyhow::Error) -> String {
 }
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let args = match profile::expand(std::env::args_os().collect()) {
+        Ok(a) => a,
+        Err(e) => {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("arca: {}", one_line(&e));
+            }
+            return ExitCode::from(1);
+        }
+    };
+    let cli = cli::Cli::parse_from(args);
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,

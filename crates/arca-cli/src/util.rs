@@ -126,11 +126,35 @@ fn prompt(msg: &str) -> Result<Zeroizing<String>> {
     })
 }
 
-/// The repository password: `--password-file`/`ARCA_PASSWORD_FILE`, then `ARCA_PASSWORD`,
-/// then a prompt on the terminal.
+/// The first line a shell command prints (`--password-command`); its failure names it.
+pub fn password_from_command(cmd: &str) -> Result<Zeroizing<String>> {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("cannot run password command {cmd:?}"))?;
+    let text = Zeroizing::new(String::from_utf8_lossy(&out.stdout).into_owned());
+    if !out.status.success() {
+        bail!("password command {cmd:?} failed ({})", out.status);
+    }
+    let first = Zeroizing::new(text.lines().next().unwrap_or("").to_string());
+    if first.is_empty() {
+        bail!("password command {cmd:?} printed no password");
+    }
+    Ok(first)
+}
+
+/// The repository password: `--password-file`/`ARCA_PASSWORD_FILE`, then
+/// `--password-command`/`ARCA_PASSWORD_COMMAND`, then `ARCA_PASSWORD`, then a prompt on the
+/// terminal.
 pub fn password(g: &Global) -> Result<Zeroizing<String>> {
     if let Some(f) = &g.password_file {
         return read_password_file(f);
+    }
+    if let Some(c) = &g.password_command {
+        return password_from_command(c);
     }
     if let Ok(p) = std::env::var("ARCA_PASSWORD") {
         return Ok(Zeroizing::new(p));
@@ -257,10 +281,21 @@ pub fn backend(g: &Global) -> Result<(Arc<dyn Backend>, Arc<BackendStats>)> {
         .as_deref()
         .filter(|r| !r.is_empty())
         .ok_or_else(|| anyhow!("no repository given: use -r/--repo or set ARCA_REPOSITORY"))?;
+    backend_at(g, repo, &g.options)
+}
+
+/// Builds the backend of the repository at `repo` with the backend options `options` and
+/// otherwise `g`'s settings (connections, simulated link, test faults), as [`backend`] does
+/// for `-r` (`copy` and `init --copy-chunker-params` open their source with it).
+pub fn backend_at(
+    g: &Global,
+    repo: &str,
+    options: &[String],
+) -> Result<(Arc<dyn Backend>, Arc<BackendStats>)> {
     let location = Location::parse(repo)?;
     let remote = RemoteOptions {
         connections: g.connections.map(|c| c as usize),
-        extended: RemoteOptions::parse_extended(&g.options).map_err(|e| anyhow!(e))?,
+        extended: RemoteOptions::parse_extended(options).map_err(|e| anyhow!(e))?,
     };
     let throttle = Throttle {
         latency: g

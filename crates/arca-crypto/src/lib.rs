@@ -93,9 +93,24 @@ impl MasterKey {
         }
     }
 
+    /// This key with the blob-id and chunker subkeys replaced by `id_key` and `chunker_key`
+    /// (copied from another repository by `init --copy-chunker-params`, kept in its config),
+    /// so that both repositories give the same data the same ids and chunk boundaries. The
+    /// sealing key stays derived from this master secret.
+    pub fn with_content_keys(mut self, id_key: &[u8; 32], chunker_key: &[u8; 32]) -> Self {
+        self.id.copy_from_slice(id_key);
+        self.chunker.copy_from_slice(chunker_key);
+        self
+    }
+
     /// The key for the chunker's gear table.
     pub fn chunker_key(&self) -> &[u8; 32] {
         &self.chunker
+    }
+
+    /// The key of blob ids (keyed BLAKE3), to copy into another repository's config.
+    pub fn id_key(&self) -> &[u8; 32] {
+        &self.id
     }
 
     /// The id of a blob: BLAKE3 keyed with the id subkey, so ids reveal nothing about
@@ -327,6 +342,43 @@ mod tests {
         assert_ne!(a.blob_id(b"data"), b.blob_id(b"data"));
         assert_ne!(a.chunker_key(), b.chunker_key());
         assert_ne!(a.blob_id(b"data").0, *blake3::hash(b"data").as_bytes());
+    }
+
+    #[test]
+    fn content_keys_override_ids_and_chunker_but_not_sealing() {
+        let source = MasterKey::from_secret([1; 32]);
+        let target = MasterKey::from_secret([2; 32]);
+        let before = target.blob_id(b"probe");
+        let copied = target
+            .clone()
+            .with_content_keys(source.id_key(), source.chunker_key());
+        assert_eq!(copied.blob_id(b"probe"), source.blob_id(b"probe"));
+        assert_ne!(copied.blob_id(b"probe"), before);
+        assert_eq!(copied.chunker_key(), source.chunker_key());
+        assert_eq!(copied.id_key(), source.id_key());
+        // Sealing still uses the target's own key: the source cannot open it.
+        let sealed = copied.cipher().seal(b"aad", b"secret").unwrap();
+        assert!(
+            source
+                .cipher()
+                .open(b"aad", &sealed, &|| "t".into())
+                .is_err()
+        );
+        assert_eq!(
+            target
+                .cipher()
+                .open(b"aad", &sealed, &|| "t".into())
+                .unwrap(),
+            b"secret"
+        );
+        // Wrapping keeps the master secret, not the copied keys: unwrapped, the key derives
+        // its own subkeys again (the config carries the copied ones).
+        let kdf = fast_kdf();
+        let kf = copied.wrap(b"pw", kdf, "h".into(), "u".into(), 1).unwrap();
+        assert_eq!(
+            MasterKey::unwrap(&kf, b"pw").unwrap().blob_id(b"probe"),
+            before
+        );
     }
 
     proptest! {

@@ -1,13 +1,20 @@
-//! The repository configuration: format version, chunker parameters, compression, pack size.
-//! Stored encrypted in the `config` file; chosen at `init` and fixed afterwards.
+//! The repository configuration: format version, chunker parameters, compression, pack size,
+//! and (version 2) content keys copied from another repository. Stored encrypted in `config`.
+
+use zeroize::{Zeroize, ZeroizeOnDrop};
 
 use crate::FormatError;
 use crate::codec::{Reader, Writer};
 
 /// Structure magic of the config body.
 pub const MAGIC: [u8; 4] = *b"ACFG";
-/// Current config version.
-pub const VERSION: u16 = 1;
+/// Newest config version this code reads. Version 1 is written when a repository has no
+/// copied content keys (so older readers open it), version 2 when it has.
+pub const VERSION: u16 = 2;
+/// The version without content keys.
+pub const VERSION_1: u16 = 1;
+/// Version 2 flag bit: the body ends with copied content keys.
+pub const FLAG_CONTENT_KEYS: u8 = 1;
 
 /// Smallest chunk size the format accepts.
 pub const MIN_CHUNK: u32 = 1024;
@@ -65,6 +72,40 @@ impl ChunkerParams {
     }
 }
 
+/// The blob-id key and the chunker key of another repository, copied by
+/// `init --copy-chunker-params` so that both repositories identify and cut data alike. When a
+/// config holds them they replace the subkeys derived from the master secret. Zeroed when
+/// dropped; never printed.
+#[derive(Clone, PartialEq, Eq, Zeroize, ZeroizeOnDrop)]
+pub struct ContentKeys {
+    id: [u8; 32],
+    chunker: [u8; 32],
+}
+
+impl std::fmt::Debug for ContentKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ContentKeys(..)")
+    }
+}
+
+impl ContentKeys {
+    /// Keys from the blob-id key and the chunker key.
+    pub fn new(id: &[u8; 32], chunker: &[u8; 32]) -> Self {
+        Self {
+            id: *id,
+            chunker: *chunker,
+        }
+    }
+    /// The key of blob ids (keyed BLAKE3).
+    pub fn id_key(&self) -> &[u8; 32] {
+        &self.id
+    }
+    /// The key of the chunker's gear table.
+    pub fn chunker_key(&self) -> &[u8; 32] {
+        &self.chunker
+    }
+}
+
 /// The decrypted `config` body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -78,13 +119,26 @@ pub struct Config {
     pub pack_size: u32,
     /// Creation time, nanoseconds since the Unix epoch.
     pub created_ns: i64,
+    /// Blob-id and chunker keys copied from another repository (version 2), used instead of
+    /// the ones derived from the master secret; `None` for the derived ones (version 1).
+    pub content_keys: Option<ContentKeys>,
 }
 
 impl Config {
-    /// Encodes the body (before sealing).
+    /// The version [`Config::encode`] writes: 1 without content keys, 2 with them.
+    pub fn version(&self) -> u16 {
+        if self.content_keys.is_some() {
+            VERSION
+        } else {
+            VERSION_1
+        }
+    }
+
+    /// Encodes the body (before sealing): version 1 bytes without content keys, version 2
+    /// (the same fields, a flag byte and the two keys) with them.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(64);
-        w.magic(&MAGIC, VERSION);
+        let mut w = Writer::with_capacity(131);
+        w.magic(&MAGIC, self.version());
         w.bytes(&self.repo_id);
         w.u32(self.chunker.min);
         w.u32(self.chunker.avg);
@@ -92,13 +146,18 @@ impl Config {
         w.i32(self.compression);
         w.u32(self.pack_size);
         w.i64(self.created_ns);
+        if let Some(k) = &self.content_keys {
+            w.u8(FLAG_CONTENT_KEYS);
+            w.bytes(k.id_key());
+            w.bytes(k.chunker_key());
+        }
         w.finish()
     }
 
-    /// Decodes and validates a body.
+    /// Decodes and validates a body of version 1 or 2.
     pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
         let mut r = Reader::new(b, "config");
-        r.magic(&MAGIC, VERSION)?;
+        let version = r.magic(&MAGIC, VERSION)?;
         let repo_id = r.array()?;
         let chunker = ChunkerParams {
             min: r.u32()?,
@@ -108,6 +167,23 @@ impl Config {
         let compression = r.i32()?;
         let pack_size = r.u32()?;
         let created_ns = r.i64()?;
+        let mut content_keys = None;
+        if version >= 2 {
+            let flags = r.u8()?;
+            if flags & !FLAG_CONTENT_KEYS != 0 {
+                return Err(FormatError::Corrupt {
+                    what: "config",
+                    detail: format!("unknown flags {flags:#04x}"),
+                });
+            }
+            if flags & FLAG_CONTENT_KEYS != 0 {
+                let mut id: [u8; 32] = r.array()?;
+                let mut chunker: [u8; 32] = r.array()?;
+                content_keys = Some(ContentKeys::new(&id, &chunker));
+                id.zeroize();
+                chunker.zeroize();
+            }
+        }
         r.finish()?;
         let c = Self {
             repo_id,
@@ -115,6 +191,7 @@ impl Config {
             compression,
             pack_size,
             created_ns,
+            content_keys,
         };
         c.validate().map_err(|detail| FormatError::Corrupt {
             what: "config",
@@ -150,7 +227,8 @@ mod tests {
     proptest! {
         #[test]
         fn round_trip(repo_id in any::<[u8; 32]>(), shift in 10u32..26, level in -7i32..=22,
-                      pack in MIN_PACK..=MAX_PACK, created in any::<i64>()) {
+                      pack in MIN_PACK..=MAX_PACK, created in any::<i64>(),
+                      keys in proptest::option::of(any::<([u8; 32], [u8; 32])>())) {
             let avg = 1u32 << shift;
             let c = Config {
                 repo_id,
@@ -158,26 +236,100 @@ mod tests {
                 compression: level,
                 pack_size: pack,
                 created_ns: created,
+                content_keys: keys.map(|(i, k)| ContentKeys::new(&i, &k)),
             };
-            prop_assert_eq!(Config::decode(&c.encode()).unwrap(), c);
+            let bytes = c.encode();
+            prop_assert_eq!(bytes.len(), if c.content_keys.is_some() { 131 } else { 66 });
+            prop_assert_eq!(Config::decode(&bytes).unwrap(), c);
         }
 
         #[test]
-        fn garbage_never_panics(b in proptest::collection::vec(any::<u8>(), 0..80)) {
+        fn garbage_never_panics(b in proptest::collection::vec(any::<u8>(), 0..140)) {
             let _ = Config::decode(&b);
+        }
+    }
+
+    fn sample() -> Config {
+        Config {
+            repo_id: [1; 32],
+            chunker: ChunkerParams::default(),
+            compression: 3,
+            pack_size: 16 << 20,
+            created_ns: 0x0102_0304_0506_0708,
+            content_keys: None,
         }
     }
 
     #[test]
     fn rejects_bad_params() {
-        let mut c = Config {
-            repo_id: [1; 32],
-            chunker: ChunkerParams::default(),
-            compression: 3,
-            pack_size: 16 << 20,
-            created_ns: 0,
-        };
+        let mut c = sample();
         c.chunker.avg = 1000;
         assert!(Config::decode(&c.encode()).is_err());
+    }
+
+    /// The exact bytes of both versions: without keys, version 1 as before (older readers
+    /// open it); with keys, version 2 = the same fields, flag 1, id key, chunker key.
+    #[test]
+    fn v1_and_v2_bytes() {
+        let mut c = sample();
+        let v1 = c.encode();
+        let mut expected = b"ACFG".to_vec();
+        expected.extend_from_slice(&[1, 0]);
+        expected.extend_from_slice(&[1; 32]);
+        expected.extend_from_slice(&(256u32 << 10).to_le_bytes());
+        expected.extend_from_slice(&(1u32 << 20).to_le_bytes());
+        expected.extend_from_slice(&(4u32 << 20).to_le_bytes());
+        expected.extend_from_slice(&3i32.to_le_bytes());
+        expected.extend_from_slice(&(16u32 << 20).to_le_bytes());
+        expected.extend_from_slice(&[8, 7, 6, 5, 4, 3, 2, 1]);
+        assert_eq!(v1, expected);
+        assert_eq!(c.version(), 1);
+        assert_eq!(Config::decode(&v1).unwrap(), c);
+
+        c.content_keys = Some(ContentKeys::new(&[0xaa; 32], &[0xbb; 32]));
+        let v2 = c.encode();
+        assert_eq!(c.version(), 2);
+        assert_eq!(&v2[..4], b"ACFG");
+        assert_eq!(&v2[4..6], &[2, 0]);
+        assert_eq!(&v2[6..66], &expected[6..66]);
+        assert_eq!(v2[66], 1);
+        assert_eq!(&v2[67..99], &[0xaa; 32]);
+        assert_eq!(&v2[99..131], &[0xbb; 32]);
+        assert_eq!(v2.len(), 131);
+        let back = Config::decode(&v2).unwrap();
+        assert_eq!(back, c);
+        let keys = back.content_keys.as_ref().unwrap();
+        assert_eq!(
+            (keys.id_key(), keys.chunker_key()),
+            (&[0xaa; 32], &[0xbb; 32])
+        );
+        // Keys are never printed.
+        assert!(!format!("{back:?}").contains("170"));
+
+        // Version 2 without keys (flag 0) decodes; unknown flags, a missing or partial key
+        // section, trailing bytes and version 3 are refused.
+        let mut no_keys = v1.clone();
+        no_keys[4] = 2;
+        no_keys.push(0);
+        assert_eq!(Config::decode(&no_keys).unwrap().content_keys, None);
+        let mut bad_flag = v2.clone();
+        bad_flag[66] = 3;
+        assert!(Config::decode(&bad_flag).is_err());
+        let mut missing = v1.clone();
+        missing[4] = 2;
+        assert!(Config::decode(&missing).is_err());
+        assert!(Config::decode(&v2[..100]).is_err());
+        let mut trailing = v2.clone();
+        trailing.push(0);
+        assert!(Config::decode(&trailing).is_err());
+        let mut v1_trailing = v1.clone();
+        v1_trailing.push(0);
+        assert!(Config::decode(&v1_trailing).is_err());
+        let mut v3 = v2;
+        v3[4] = 3;
+        assert!(matches!(
+            Config::decode(&v3),
+            Err(FormatError::UnsupportedVersion { version: 3, .. })
+        ));
     }
 }

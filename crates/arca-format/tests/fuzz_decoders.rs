@@ -215,6 +215,7 @@ fn config() -> impl Strategy<Value = Vec<u8>> + Clone {
                 compression,
                 pack_size,
                 created_ns,
+                content_keys: None,
             }
             .encode()
         })
@@ -657,6 +658,7 @@ fn every_field_of_valid_encodings_set_huge() {
         compression: 3,
         pack_size: 16 << 20,
         created_ns: 1,
+        content_keys: None,
     }
     .encode();
     every_field_huge(&config, Config::decode);

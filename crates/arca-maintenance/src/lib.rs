@@ -6,9 +6,12 @@
 //! snapshot uses: it deletes unused packs and repacks mixed ones, writing before deleting.
 
 pub mod check;
+pub mod copy;
 pub mod forget;
 pub mod prune;
 pub mod repair;
+pub mod rewrite;
+pub mod tag;
 
 pub use check::{Affected, CheckOptions, CheckReport, DamagedPack, check};
 pub use forget::{

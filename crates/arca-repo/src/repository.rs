@@ -6,6 +6,7 @@ use arca_backend::cache::{CachedBackend, find_in_root, prepare_root};
 use arca_backend::{Backend, ErrorKind, FileInfo, FileType};
 use arca_chunker::Chunker;
 use arca_crypto::{MasterKey, Sealer};
+use arca_format::config::ContentKeys;
 use arca_format::envelope::{EnvelopeHeader, EnvelopeKind, FLAG_ZSTD, HEADER_LEN};
 use arca_format::{BlobKind, ChunkerParams, Config, Id, IndexFile, KdfParams, KeyFile, Tree};
 
@@ -74,6 +75,18 @@ fn file_id(bytes: &[u8]) -> Id {
 impl Repository {
     /// Creates a repository with one key protected by `password`.
     pub fn init(backend: Arc<dyn Backend>, password: &[u8], opts: &InitOptions) -> Result<Self> {
+        Self::init_with_content_keys(backend, password, opts, None)
+    }
+
+    /// Creates a repository as [`Repository::init`] does; with `content_keys` (another
+    /// repository's blob-id and chunker keys, see `init --copy-chunker-params`) the config
+    /// keeps them (config version 2) and the repository identifies and chunks data with them.
+    pub fn init_with_content_keys(
+        backend: Arc<dyn Backend>,
+        password: &[u8],
+        opts: &InitOptions,
+        content_keys: Option<ContentKeys>,
+    ) -> Result<Self> {
         opts.chunker
             .validate()
             .map_err(|detail| RepoError::Invalid {
@@ -88,13 +101,17 @@ impl Repository {
             compression: opts.compression,
             pack_size: opts.pack_size,
             created_ns: host::now_ns(),
+            content_keys,
         };
         config.validate().map_err(|detail| RepoError::Invalid {
             what: "configuration",
             detail,
         })?;
         backend.create()?;
-        let key = MasterKey::generate().map_err(|e| RepoError::crypto("init", e))?;
+        let key = with_config_keys(
+            MasterKey::generate().map_err(|e| RepoError::crypto("init", e))?,
+            &config,
+        );
         let sealer = key.cipher();
         let mut repo = Self {
             backend,
@@ -205,6 +222,7 @@ impl Repository {
                     let body = open_sealed(&sealer, &header, &raw_config, "config")?;
                     let config = Config::decode(&body)
                         .map_err(|e| RepoError::format(format!("{location}/config"), e))?;
+                    let key = with_config_keys(key, &config);
                     let repo = Self {
                         backend,
                         key,
@@ -514,6 +532,14 @@ impl Repository {
             Err(e) if e.kind == ErrorKind::NotFound => Ok(new),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+/// The key with the config's copied blob-id and chunker keys, when it has them.
+fn with_config_keys(key: MasterKey, config: &Config) -> MasterKey {
+    match &config.content_keys {
+        Some(k) => key.with_content_keys(k.id_key(), k.chunker_key()),
+        None => key,
     }
 }
 

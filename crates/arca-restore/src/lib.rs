@@ -12,6 +12,7 @@ mod cache;
 mod ctx;
 mod fetch;
 mod finish;
+mod footprint;
 mod hashing;
 mod jobs;
 mod network;
@@ -37,6 +38,7 @@ use arca_format::Snapshot;
 use arca_fs::pattern::{PathMatcher, PatternError};
 use arca_repo::{Index, RepoError, Repository};
 
+pub use footprint::{PlanFootprint, plan_footprint};
 pub use options::{Overwrite, Resolved, RestoreOptions, Tuning};
 pub use profile::StageProfile;
 pub use summary::{Action, PlanSummary, PlannedEntry};

@@ -1,11 +1,11 @@
 //! `arca backup`: back up paths into a new snapshot.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use arca_backup::estimate::{Estimator, Reading};
 use arca_backup::filter::read_list;
 use arca_backup::{
     BackupError, BackupOptions, Excludes, ParentMode, Progress, Warning, backup, backup_reader,
@@ -98,7 +98,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
     // As restic: `--quiet` leaves only the summary, also in JSON.
     let status_lines = a.json && !g.quiet;
     // Totals for a percentage and an ETA come from a scan running beside the backup.
-    let scanner = ((show || status_lines) && !a.stdin).then(|| Scanner::start(&opts, &progress));
+    let scanner = ((show || status_lines) && !a.stdin).then(|| Estimator::start(&opts, &progress));
     let (p, n) = (Arc::clone(&progress), Arc::clone(&errors));
     let line = ProgressLine::start_bar(show, move |el| Status::read(&p, &n, el).render());
     let ticker = status_lines.then(|| {
@@ -211,37 +211,6 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
     Ok(if s.errors > 0 { 3 } else { 0 })
 }
 
-/// The estimate scan ([`arca_backup::scan`]) on its own thread; stopped and joined when
-/// dropped.
-struct Scanner {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl Scanner {
-    fn start(opts: &BackupOptions, progress: &Arc<Progress>) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (paths, excludes) = (opts.paths.clone(), opts.excludes.clone());
-        let one_fs = opts.one_file_system;
-        let (p, s) = (Arc::clone(progress), Arc::clone(&stop));
-        // Without the thread there are no totals: the display then shows none.
-        let handle = std::thread::Builder::new()
-            .name("estimate".into())
-            .spawn(move || arca_backup::scan::estimate(&paths, &excludes, one_fs, &p, &s))
-            .ok();
-        Self { stop, handle }
-    }
-}
-
-impl Drop for Scanner {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
-
 /// One reading of the backup's progress, for the terminal display and JSON status lines.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Status {
@@ -258,57 +227,50 @@ struct Status {
 
 impl Status {
     fn read(p: &Progress, errors: &AtomicU64, el: Duration) -> Self {
-        // Final first: once seen, the totals read after it are complete.
-        let totals_final = p.totals_final.load(Ordering::Acquire);
+        let r = Reading::read(p, el);
         Self {
-            secs: el.as_secs_f64(),
-            files: p.files.load(Ordering::Relaxed),
-            bytes: p.bytes.load(Ordering::Relaxed),
-            bytes_read: p.bytes_read.load(Ordering::Relaxed),
-            total_files: p.total_files.load(Ordering::Relaxed),
-            total_bytes: p.total_bytes.load(Ordering::Relaxed),
-            totals_final,
+            secs: r.secs,
+            files: r.files,
+            bytes: r.bytes,
+            bytes_read: r.bytes_read,
+            total_files: r.total_files,
+            total_bytes: r.total_bytes,
+            totals_final: r.totals_final,
             errors: errors.load(Ordering::Relaxed),
         }
     }
 
-    /// (done, total) in bytes, or in files when all files are empty; `None` without totals.
-    /// Done never exceeds total (files may grow after the scan saw them).
-    fn done_of_total(&self) -> Option<(u64, u64)> {
-        if self.total_bytes > 0 {
-            Some((self.bytes.min(self.total_bytes), self.total_bytes))
-        } else if self.total_files > 0 {
-            Some((self.files.min(self.total_files), self.total_files))
-        } else {
-            None
+    /// The library's reading (fraction and ETA are computed there, for the web interface too).
+    fn reading(&self) -> Reading {
+        Reading {
+            secs: self.secs,
+            files: self.files,
+            bytes: self.bytes,
+            bytes_read: self.bytes_read,
+            total_files: self.total_files,
+            total_bytes: self.total_bytes,
+            totals_final: self.totals_final,
         }
+    }
+
+    /// (done, total) in bytes, or in files when all files are empty; `None` without totals.
+    fn done_of_total(&self) -> Option<(u64, u64)> {
+        self.reading().done_of_total()
     }
 
     /// Fraction done, in [0, 1].
     fn fraction(&self) -> f64 {
-        self.done_of_total()
-            .map_or(0.0, |(d, t)| (d as f64 / t as f64).clamp(0.0, 1.0))
+        self.reading().fraction()
     }
 
     /// Bytes processed per second so far.
     fn rate(&self) -> f64 {
-        if self.secs > 0.0 {
-            self.bytes as f64 / self.secs
-        } else {
-            0.0
-        }
+        self.reading().rate()
     }
 
-    /// Seconds left at the rate so far: only once the totals are complete or the scan is
-    /// ahead of the backup, and while bytes remain.
+    /// Seconds left at the rate so far (see [`Reading::eta`]).
     fn eta(&self) -> Option<f64> {
-        let ahead = self.total_files > self.files && self.total_bytes > self.bytes;
-        let rate = self.rate();
-        if !(self.totals_final || ahead) || self.total_bytes <= self.bytes || rate <= 0.0 {
-            return None;
-        }
-        let eta = (self.total_bytes - self.bytes) as f64 / rate;
-        eta.is_finite().then_some(eta.max(0.0))
+        self.reading().eta()
     }
 
     /// `[0:05] 42.10%  1234 files 1.20 GiB, total 3000 files 2.90 GiB, 0 errors` (restic's

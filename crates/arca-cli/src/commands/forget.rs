@@ -9,11 +9,8 @@
 use std::collections::HashSet;
 
 use anyhow::{Result, bail};
-use arca_backend::FileType;
 use arca_format::{Id, Snapshot};
-use arca_maintenance::forget::{
-    self, CalendarDuration, Decision, GroupBy, GroupKey, Policy, parse_count,
-};
+use arca_maintenance::forget::{self, CalendarDuration, GroupBy, Policy, parse_count};
 use arca_repo::{LockKind, SnapshotFilter};
 use clap::Args;
 use serde_json::{Value, json};
@@ -129,14 +126,8 @@ impl ForgetArgs {
     }
 }
 
-/// What happens to one group.
-struct GroupReport {
-    key: GroupKey,
-    /// Kept snapshots, newest first, with their decisions.
-    keep: Vec<(Id, Snapshot, Decision)>,
-    /// Snapshots to remove, newest first.
-    remove: Vec<(Id, Snapshot)>,
-}
+/// What happens to one group (see [`forget::GroupPlan`]).
+type GroupReport = forget::GroupPlan;
 
 /// Runs `forget`.
 pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
@@ -183,10 +174,7 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
         }
     }
 
-    let remove: Vec<Id> = reports
-        .iter()
-        .flat_map(|r| r.remove.iter().map(|(id, _)| *id))
-        .collect();
+    let remove: Vec<Id> = forget::removed_ids(&reports);
     let say = |line: String| -> Result<()> {
         if a.json || g.quiet {
             Ok(())
@@ -206,17 +194,11 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
         ))?;
         return Ok(0);
     }
-    let mut failed = 0;
-    for id in &remove {
-        if let Err(e) = opened
-            .repo
-            .backend()
-            .delete(FileType::Snapshot, &id.to_hex())
-        {
-            eprintln!("error: cannot remove snapshot {}: {e}", id.short());
-            failed += 1;
-        }
+    let failures = forget::remove_snapshots(&opened.repo, &remove);
+    for (id, e) in &failures {
+        eprintln!("error: cannot remove snapshot {}: {e}", id.short());
     }
+    let failed = failures.len();
     if failed > 0 {
         bail!(
             "{failed} of {} snapshots could not be removed",
@@ -242,31 +224,8 @@ fn by_policy(
     policy: &Policy,
     group_by: GroupBy,
 ) -> Result<Vec<GroupReport>> {
-    let now = chrono::Utc::now();
     let list = opened.repo.list_snapshots(filter)?;
-    let mut reports = vec![];
-    for grp in forget::group(list, group_by) {
-        let decisions = forget::apply(policy, &grp.snapshots, now);
-        let mut by_id: std::collections::HashMap<Id, Snapshot> =
-            grp.snapshots.into_iter().collect();
-        let mut r = GroupReport {
-            key: grp.key,
-            keep: vec![],
-            remove: vec![],
-        };
-        for d in decisions {
-            let Some(s) = by_id.remove(&d.id) else {
-                continue;
-            };
-            if d.keep {
-                r.keep.push((d.id, s, d));
-            } else {
-                r.remove.push((d.id, s));
-            }
-        }
-        reports.push(r);
-    }
-    Ok(reports)
+    Ok(forget::plan(list, policy, group_by, chrono::Utc::now()))
 }
 
 /// Resolves the named snapshots (all of them before anything is removed) and groups them.

@@ -1,18 +1,20 @@
-//! `arca init`: create a repository.
+//! `arca init`: create a repository; with `--copy-chunker-params --from-repo`, one that
+//! chunks and identifies data as the source repository does, so that `copy` deduplicates.
 
 use anyhow::{Context, Result};
 use arca_format::ChunkerParams;
+use arca_format::config::ContentKeys;
 use arca_repo::{InitOptions, Repository};
 
 use crate::cli::{Global, InitArgs};
-use crate::util::{self, parse_size};
+use crate::util::{self, human_bytes, parse_size};
 
 pub fn run(g: &Global, a: &InitArgs) -> Result<u8> {
     let to_u32 = |s: &str, what: &str| -> Result<u32> {
         let v = parse_size(s)?;
         u32::try_from(v).with_context(|| format!("{what} {s} is too large"))
     };
-    let opts = InitOptions {
+    let mut opts = InitOptions {
         chunker: ChunkerParams {
             min: to_u32(&a.chunk_min, "minimum chunk size")?,
             avg: to_u32(&a.chunk_avg, "average chunk size")?,
@@ -23,18 +25,43 @@ pub fn run(g: &Global, a: &InitArgs) -> Result<u8> {
         kdf: util::kdf(&a.kdf),
     };
     let (backend, _) = util::backend(g)?;
-    let pw = if let Some(f) = &g.password_file {
-        util::new_password(Some(f), "ARCA_PASSWORD", "password for the new repository")?
+    // The source is opened first: a wrong source password leaves nothing behind.
+    let mut copied = None;
+    if a.copy_chunker_params {
+        let (src, location) = super::copy::open_source(g, &a.from)?;
+        opts.chunker = src.config().chunker;
+        let keys = ContentKeys::new(src.key().id_key(), src.key().chunker_key());
+        copied = Some((keys, location));
+    }
+    let pw = if let Some(c) = &g.password_command {
+        util::password_from_command(c)?
     } else {
-        util::new_password(None, "ARCA_PASSWORD", "password for the new repository")?
+        util::new_password(
+            g.password_file.as_deref(),
+            "ARCA_PASSWORD",
+            "password for the new repository",
+        )?
     };
-    let repo = Repository::init(backend.clone(), pw.as_bytes(), &opts)?;
+    let (keys, from) = match copied {
+        Some((k, l)) => (Some(k), Some(l)),
+        None => (None, None),
+    };
+    let repo = Repository::init_with_content_keys(backend.clone(), pw.as_bytes(), &opts, keys)?;
     if !g.quiet {
         super::out(&format!(
             "created arca repository {} at {}",
             hex_short(&repo.config().repo_id),
             backend.location()
         ))?;
+        if let Some(from) = from {
+            let c = opts.chunker;
+            super::out(&format!(
+                "chunker parameters ({} / {} / {}), chunker key and blob-id key copied from {from}",
+                human_bytes(u64::from(c.min)),
+                human_bytes(u64::from(c.avg)),
+                human_bytes(u64::from(c.max)),
+            ))?;
+        }
         super::out("Keep the password safe: without it the data cannot be recovered.")?;
     }
     Ok(0)

@@ -75,6 +75,39 @@ pub fn node_json(n: &Node, path: Option<&Path>) -> serde_json::Value {
     v
 }
 
+/// The `ls -l` line of a node at `path` (shared with `find --long`).
+pub(crate) fn long_line(n: &Node, path: &Path) -> Vec<u8> {
+    let owner = |name: &[u8], id: u32| {
+        if name.is_empty() {
+            id.to_string()
+        } else {
+            String::from_utf8_lossy(name).into_owned()
+        }
+    };
+    let t = chrono::DateTime::from_timestamp(n.mtime.sec, n.mtime.nsec)
+        .map(|d| {
+            d.with_timezone(&chrono::Local)
+                .format("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_default();
+    let mut line = format!(
+        "{} {:>8} {:>8} {:>12} {} ",
+        mode_string(n.kind(), n.mode),
+        owner(&n.user, n.uid),
+        owner(&n.group, n.gid),
+        n.size,
+        t
+    )
+    .into_bytes();
+    line.extend_from_slice(path.as_os_str().as_bytes());
+    if n.kind() == NodeKind::Symlink {
+        line.extend_from_slice(b" -> ");
+        line.extend_from_slice(&n.link_target);
+    }
+    line
+}
+
 struct Lister<'a> {
     repo: &'a Repository,
     index: &'a Index,
@@ -95,35 +128,7 @@ impl Lister<'_> {
         if !self.long {
             return super::out_bytes(path.as_os_str().as_bytes());
         }
-        let owner = |name: &[u8], id: u32| {
-            if name.is_empty() {
-                id.to_string()
-            } else {
-                String::from_utf8_lossy(name).into_owned()
-            }
-        };
-        let t = chrono::DateTime::from_timestamp(n.mtime.sec, n.mtime.nsec)
-            .map(|d| {
-                d.with_timezone(&chrono::Local)
-                    .format("%Y-%m-%d %H:%M:%S")
-                    .to_string()
-            })
-            .unwrap_or_default();
-        let mut line = format!(
-            "{} {:>8} {:>8} {:>12} {} ",
-            mode_string(n.kind(), n.mode),
-            owner(&n.user, n.uid),
-            owner(&n.group, n.gid),
-            n.size,
-            t
-        )
-        .into_bytes();
-        line.extend_from_slice(path.as_os_str().as_bytes());
-        if n.kind() == NodeKind::Symlink {
-            line.extend_from_slice(b" -> ");
-            line.extend_from_slice(&n.link_target);
-        }
-        super::out_bytes(&line)
+        super::out_bytes(&long_line(n, path))
     }
 
     fn walk(&self, tree: &Id, dir: &Path) -> Result<()> {

@@ -3,15 +3,25 @@
 mod backup;
 mod cat;
 mod check;
+pub mod copy;
+pub mod diff;
+pub mod dump;
+pub mod find;
 pub mod forget;
+pub mod generate;
 mod init;
 mod key;
 pub mod lock;
 mod ls;
+pub mod mount;
 pub mod prune;
 pub mod repair;
 mod restore;
+pub mod rewrite;
 mod snapshots;
+pub mod stats;
+pub mod tag;
+pub mod ui;
 
 use anyhow::Result;
 use arca_repo::SnapshotFilter;
@@ -34,6 +44,17 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Prune(a) => prune::run(g, a),
         Command::Repair(a) => repair::run(g, a),
         Command::Unlock(a) => lock::run(g, a),
+        Command::Find(a) => find::run(g, a),
+        Command::Diff(a) => diff::run(g, a),
+        Command::Dump(a) => dump::run(g, a),
+        Command::Stats(a) => stats::run(g, a),
+        Command::Copy(a) => copy::run(g, a),
+        Command::Tag(a) => tag::run(g, a),
+        Command::Rewrite(a) => rewrite::run(g, a),
+        Command::Mount(a) => mount::run(g, a),
+        Command::Ui(a) => ui::run(g, a),
+        Command::Completions(a) => generate::completions(a),
+        Command::Man(a) => generate::man(a),
     }
 }
 

@@ -58,18 +58,8 @@ pub fn run_on(g: &Global, opened: &Opened, a: &PruneArgs) -> Result<u8> {
     let repo = &opened.repo;
     let progress = Arc::new(Progress::default());
     let plan = {
-        // A damaged index file hides the packs it lists: prune would take them for unused
-        // and delete data snapshots need. Refuse until the index is repaired.
-        let (index, damaged) = repo.load_index_report()?;
-        if let Some((id, why)) = damaged.first() {
-            anyhow::bail!(
-                "index file {} is damaged ({why}); prune changed nothing: run `arca repair index` \
-                 first",
-                &id.to_hex()[..10]
-            );
-        }
         let _line = progress_line(g, a, &progress);
-        prune::plan_with_progress(repo, &index, &opts, &progress)?
+        prune::plan_repository(repo, &opts, &progress)?
     };
     if a.dry_run {
         if a.json {

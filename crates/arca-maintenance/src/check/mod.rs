@@ -11,7 +11,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
 use arca_backend::FileType;
 use arca_format::{BlobKind, Id, IndexFile, IndexPack, Snapshot, Tree};
@@ -284,6 +284,57 @@ pub fn check(repo: &Repository, opts: CheckOptions) -> Result<CheckReport, RepoE
     check_with(repo, opts, None)
 }
 
+/// What check is doing, for a progress display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckPhase {
+    /// Loading the index files.
+    Index,
+    /// Comparing the indexed packs with the listing.
+    Packs,
+    /// Walking every snapshot's trees.
+    Trees,
+    /// Reading packs (`read_data` or a subset).
+    ReadingData,
+    /// Tracing damage to snapshots and paths.
+    Tracing,
+    /// Finished.
+    Done,
+}
+
+/// Counters a progress display reads while check runs.
+#[derive(Debug, Default)]
+pub struct CheckProgress {
+    phase: AtomicU8,
+    /// Snapshots whose trees are to be walked.
+    pub snapshots: AtomicU64,
+    /// Snapshots whose trees were walked.
+    pub snapshots_done: AtomicU64,
+    /// Distinct trees checked.
+    pub trees: AtomicU64,
+    /// Packs to read.
+    pub packs_to_read: AtomicU64,
+    /// Packs read.
+    pub packs_read: AtomicU64,
+}
+
+impl CheckProgress {
+    /// The current phase.
+    pub fn phase(&self) -> CheckPhase {
+        match self.phase.load(Ordering::Relaxed) {
+            0 => CheckPhase::Index,
+            1 => CheckPhase::Packs,
+            2 => CheckPhase::Trees,
+            3 => CheckPhase::ReadingData,
+            4 => CheckPhase::Tracing,
+            _ => CheckPhase::Done,
+        }
+    }
+
+    fn set_phase(&self, p: CheckPhase) {
+        self.phase.store(p as u8, Ordering::Relaxed);
+    }
+}
+
 /// Checks the repository and reads the packs `subset` selects (all of them with
 /// `opts.read_data` and no subset; none without either).
 pub fn check_with(
@@ -291,6 +342,17 @@ pub fn check_with(
     opts: CheckOptions,
     subset: Option<DataSubset>,
 ) -> Result<CheckReport, RepoError> {
+    check_with_progress(repo, opts, subset, &CheckProgress::default())
+}
+
+/// [`check_with`], counting what is done in `progress`.
+pub fn check_with_progress(
+    repo: &Repository,
+    opts: CheckOptions,
+    subset: Option<DataSubset>,
+    progress: &CheckProgress,
+) -> Result<CheckReport, RepoError> {
+    progress.set_phase(CheckPhase::Index);
     let mut rep = CheckReport::default();
     let mut found = Findings::default();
     // Index files.
@@ -316,6 +378,7 @@ pub fn check_with(
     }
     let index = builder.finish();
     // Packs: existence and size.
+    progress.set_phase(CheckPhase::Packs);
     let on_disk: HashMap<Id, u64> = repo.list_ids(FileType::Pack)?.into_iter().collect();
     let mut dmg = Damage::default();
     // Each pack once, even when several index files list it.
@@ -370,6 +433,10 @@ pub fn check_with(
         }
     }
     rep.snapshots = snapshots.len();
+    progress.set_phase(CheckPhase::Trees);
+    progress
+        .snapshots
+        .store(snapshots.len() as u64, Ordering::Relaxed);
     let mut seen_trees: HashSet<Id> = HashSet::new();
     let mut used_data: HashSet<[u8; 16]> = HashSet::new();
     let mut missing_blobs: HashSet<(BlobKind, Id)> = HashSet::new();
@@ -379,6 +446,7 @@ pub fn check_with(
             if !seen_trees.insert(tid) {
                 continue;
             }
+            progress.trees.fetch_add(1, Ordering::Relaxed);
             let tree = match load_tree_checked(repo, &index, &tid) {
                 Ok(t) => t,
                 Err(e) => {
@@ -403,6 +471,7 @@ pub fn check_with(
                 }
             }
         }
+        progress.snapshots_done.fetch_add(1, Ordering::Relaxed);
     }
     rep.trees = seen_trees.len();
     // Data no snapshot uses (counted only when every snapshot and tree could be read: else
@@ -437,7 +506,18 @@ pub fn check_with(
             .copied()
             .filter(|p| to_read.contains(&p.id))
             .collect();
-        let results = read_all_packs(repo, &chosen, &on_disk, &dmg.packs, opts.workers);
+        progress.set_phase(CheckPhase::ReadingData);
+        progress
+            .packs_to_read
+            .store(chosen.len() as u64, Ordering::Relaxed);
+        let results = read_all_packs(
+            repo,
+            &chosen,
+            &on_disk,
+            &dmg.packs,
+            opts.workers,
+            &progress.packs_read,
+        );
         rep.packs_read = results.len();
         for r in results {
             rep.blobs_read += r.blobs;
@@ -455,6 +535,7 @@ pub fn check_with(
         }
     }
     // Which snapshots and files are hit.
+    progress.set_phase(CheckPhase::Tracing);
     let bad: HashSet<(BlobKind, Id)> = dmg.blobs.union(&missing_blobs).copied().collect();
     if !bad.is_empty() {
         for (sid, s) in &snapshots {
@@ -471,6 +552,7 @@ pub fn check_with(
     rep.damaged_packs = dmg.packs.into_values().collect();
     rep.damaged_packs.sort_by_key(|d| d.id);
     rep.repairs = proposals(&found, &rep);
+    progress.set_phase(CheckPhase::Done);
     Ok(rep)
 }
 
@@ -641,6 +723,7 @@ fn read_all_packs(
     on_disk: &HashMap<Id, u64>,
     already: &HashMap<Id, DamagedPack>,
     workers: usize,
+    done: &AtomicU64,
 ) -> Vec<PackResult> {
     let packs: Vec<&IndexPack> = packs
         .iter()
@@ -664,6 +747,7 @@ fn read_all_packs(
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(p) = packs.get(i) else { break };
                     let r = check_pack(repo, p);
+                    done.fetch_add(1, Ordering::Relaxed);
                     out.lock().unwrap_or_else(|e| e.into_inner()).push(r);
                 }
             });

@@ -23,6 +23,7 @@ mod buckets;
 mod decide;
 mod duration;
 mod grouping;
+mod plan;
 mod policy;
 
 #[cfg(test)]
@@ -33,6 +34,7 @@ use std::fmt;
 pub use decide::{Counters, Decision, apply};
 pub use duration::CalendarDuration;
 pub use grouping::{Group, GroupBy, GroupKey, group};
+pub use plan::{GroupPlan, plan, remove_snapshots, removed_ids};
 pub use policy::{Policy, parse_count};
 
 /// A keep count meaning "every bucket" (restic's `unlimited`).

@@ -284,6 +284,13 @@ pub enum PruneError {
     },
     /// The repository changed between planning and executing.
     Changed(String),
+    /// An index file is damaged: the packs it lists would look unused.
+    DamagedIndex {
+        /// The index file.
+        id: Id,
+        /// Why it cannot be read.
+        why: String,
+    },
 }
 
 impl fmt::Display for PruneError {
@@ -328,6 +335,12 @@ impl fmt::Display for PruneError {
             PruneError::Changed(what) => write!(
                 f,
                 "the repository changed while prune ran ({what}); {NOTHING}. Run prune again"
+            ),
+            PruneError::DamagedIndex { id, why } => write!(
+                f,
+                "index file {} is damaged ({why}); prune changed nothing: run `arca repair \
+                 index` first",
+                &id.to_hex()[..10]
             ),
         }
     }
@@ -417,6 +430,24 @@ pub fn plan(
     opts: &PruneOptions,
 ) -> Result<PrunePlan, PruneError> {
     plan_with_progress(repo, index, opts, &Progress::default())
+}
+
+/// Plans a prune of `repo` over its whole index, counting in `progress`; refuses while an
+/// index file is damaged (a damaged index file hides the packs it lists: prune would take
+/// them for unused and delete data snapshots need).
+pub fn plan_repository(
+    repo: &Repository,
+    opts: &PruneOptions,
+    progress: &Progress,
+) -> Result<PrunePlan, PruneError> {
+    let (index, damaged) = repo.load_index_report()?;
+    if let Some((id, why)) = damaged.first() {
+        return Err(PruneError::DamagedIndex {
+            id: *id,
+            why: why.to_string(),
+        });
+    }
+    plan_with_progress(repo, &index, opts, progress)
 }
 
 /// [`plan`], counting the trees walked in `progress`.

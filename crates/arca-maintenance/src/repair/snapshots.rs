@@ -7,12 +7,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use arca_backend::FileType;
-use arca_format::{BlobKind, Id, IndexFile, IndexPack, NodeKind, Snapshot, Tree};
-use arca_repo::blob::seal_blob;
-use arca_repo::pack::PackWriter;
+use arca_format::{BlobKind, Id, IndexFile, NodeKind, Snapshot, Tree};
 use arca_repo::{Index, IndexBuilder, RepoError, Repository};
 
 use super::{REPAIRED_TAG, delete_file, scan_or_stop};
+use crate::rewrite::store::TreeWriter;
 
 /// Options of [`repair_snapshots`].
 #[derive(Debug, Clone, Default)]
@@ -126,11 +125,7 @@ pub fn repair_snapshots(
         index: &index,
         bad_packs: &bad_packs,
         memo: HashMap::new(),
-        stored: HashSet::new(),
-        pack: None,
-        packs: vec![],
-        dry_run: opts.dry_run,
-        trees_written: 0,
+        out: TreeWriter::new(repo, opts.dry_run),
     };
     let mut planned: Vec<(usize, Snapshot)> = vec![];
     for (id, s) in &snapshots {
@@ -165,18 +160,18 @@ pub fn repair_snapshots(
             }),
         }
     }
-    w.flush()?;
-    rep.trees_written = w.trees_written;
-    rep.packs_written = w.packs.len();
+    w.out.flush()?;
+    rep.trees_written = w.out.written;
+    rep.packs_written = w.out.packs.len();
     if opts.dry_run {
         return Ok(rep);
     }
 
     // Write order: packs (done), the index naming them, the snapshots, then deletions.
-    if !w.packs.is_empty() {
+    if !w.out.packs.is_empty() {
         rep.index_file = Some(repo.save_index(&IndexFile {
             supersedes: vec![],
-            packs: std::mem::take(&mut w.packs),
+            packs: std::mem::take(&mut w.out.packs),
         })?);
     }
     for (i, new) in planned {
@@ -273,12 +268,8 @@ struct Rewriter<'a> {
     bad_packs: &'a HashSet<Id>,
     /// Trees already rewritten (`Err`: lost, and why).
     memo: HashMap<Id, Result<Rewritten, String>>,
-    /// New trees stored in this run.
-    stored: HashSet<Id>,
-    pack: Option<PackWriter>,
-    packs: Vec<IndexPack>,
-    dry_run: bool,
-    trees_written: usize,
+    /// Where the new trees go.
+    out: TreeWriter<'a>,
 }
 
 impl Rewriter<'_> {
@@ -407,47 +398,11 @@ impl Rewriter<'_> {
 
     /// Stores a tree blob unless the repository already has it; returns its id.
     fn store(&mut self, tree: &Tree) -> Result<Id, RepoError> {
-        let bytes = tree
-            .encode()
-            .map_err(|e| RepoError::format("repaired tree", e))?;
-        let id = self.repo.key().blob_id(&bytes);
-        if self.available(BlobKind::Tree, &id) || !self.stored.insert(id) {
-            return Ok(id);
-        }
-        self.trees_written += 1;
-        if self.dry_run {
-            return Ok(id);
-        }
-        let sealed = seal_blob(
-            self.repo.sealer(),
-            BlobKind::Tree,
-            id,
-            &bytes,
-            self.repo.config().compression,
-        )?;
-        let pack = self
-            .pack
-            .get_or_insert_with(|| PackWriter::new(BlobKind::Tree, 1 << 20));
-        pack.add(&sealed)?;
-        if pack.size() as u64 >= u64::from(self.repo.config().pack_size) {
-            self.flush()?;
-        }
-        Ok(id)
-    }
-
-    /// Uploads the open pack, if any.
-    fn flush(&mut self) -> Result<(), RepoError> {
-        let Some(pack) = self.pack.take() else {
-            return Ok(());
-        };
-        if pack.is_empty() {
-            return Ok(());
-        }
-        let p = pack.finish(self.repo.sealer())?;
-        self.repo
-            .backend()
-            .write(FileType::Pack, &p.id.to_hex(), &p.bytes)?;
-        self.packs.push(p.index);
-        Ok(())
+        let (index, bad_packs) = (self.index, self.bad_packs);
+        self.out.store(tree, "repaired tree", |id| {
+            index
+                .locations(BlobKind::Tree, id)
+                .any(|l| !bad_packs.contains(&l.pack.id))
+        })
     }
 }

@@ -1,0 +1,196 @@
+//! Unit tests of the dump on a repository built by hand in memory: which blobs one ranged read
+//! covers, that bytes leave in order whatever the read sizes, and the errors.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arca_backend::{Backend, FileType, MemoryBackend};
+use arca_format::{
+    BlobKind, ChunkerParams, ContentRef, Id, IndexFile, KdfParams, Node, NodeKind, Tree,
+};
+use arca_repo::blob::seal_blob;
+use arca_repo::pack::PackWriter;
+use arca_repo::{InitOptions, Repository};
+
+use super::{Archive, Dump, DumpError, Target};
+
+fn repo() -> Repository {
+    let opts = InitOptions {
+        kdf: KdfParams {
+            memory_kib: 64,
+            iterations: 1,
+            parallelism: 1,
+        },
+        chunker: ChunkerParams {
+            min: 1024,
+            avg: 4096,
+            max: 16384,
+        },
+        compression: 0,
+        ..InitOptions::default()
+    };
+    let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    Repository::init(backend, b"pw", &opts).unwrap()
+}
+
+/// Stores `blobs` in one pack, in this order, and indexes it.
+fn pack(repo: &Repository, kind: BlobKind, blobs: &[Vec<u8>]) -> Vec<Id> {
+    let mut w = PackWriter::new(kind, 1 << 16);
+    let mut ids = vec![];
+    for b in blobs {
+        let id = repo.key().blob_id(b);
+        w.add(&seal_blob(repo.sealer(), kind, id, b, 0).unwrap())
+            .unwrap();
+        ids.push(id);
+    }
+    let p = w.finish(repo.sealer()).unwrap();
+    repo.backend()
+        .write(FileType::Pack, &p.id.to_hex(), &p.bytes)
+        .unwrap();
+    repo.save_index(&IndexFile {
+        supersedes: vec![],
+        packs: vec![p.index],
+    })
+    .unwrap();
+    ids
+}
+
+fn file(name: &str, parts: &[(Id, usize)]) -> Node {
+    Node {
+        name: name.as_bytes().to_vec(),
+        kind: Some(NodeKind::File),
+        mode: 0o644,
+        nlink: 1,
+        size: parts.iter().map(|p| p.1 as u64).sum(),
+        content: parts
+            .iter()
+            .map(|&(id, len)| ContentRef {
+                id,
+                len: len as u32,
+            })
+            .collect(),
+        ..Node::default()
+    }
+}
+
+fn block(i: u8) -> Vec<u8> {
+    (0..1000u32).map(|j| (j as u8).wrapping_mul(i)).collect()
+}
+
+/// A root with files whose blocks lie in two packs: f1 = a0 a1 a2, f2 = a3, f3 = b0 a4,
+/// f4 = a0 (again, behind the others).
+fn fixture() -> (Repository, Id, Vec<u8>) {
+    let repo = repo();
+    let a: Vec<Vec<u8>> = (1..=5).map(block).collect();
+    let b = vec![block(9)];
+    let ia = pack(&repo, BlobKind::Data, &a);
+    let ib = pack(&repo, BlobKind::Data, &b);
+    let nodes = vec![
+        file("f1", &[(ia[0], 1000), (ia[1], 1000), (ia[2], 1000)]),
+        file("f2", &[(ia[3], 1000)]),
+        file("f3", &[(ib[0], 1000), (ia[4], 1000)]),
+        file("f4", &[(ia[0], 1000)]),
+    ];
+    let tree = Tree { nodes }.encode().unwrap();
+    let root = pack(&repo, BlobKind::Tree, &[tree])[0];
+    let all = [&a[..3], &a[3..4], &b[..], &a[4..], &a[..1]]
+        .concat()
+        .concat();
+    (repo, root, all)
+}
+
+fn dump_all(d: &Dump<'_>, root: Id) -> (Vec<u8>, super::DumpReport) {
+    let mut bytes = vec![];
+    for name in ["f1", "f2", "f3", "f4"] {
+        let t = d.resolve(root, Path::new(name)).unwrap();
+        let r = d.write(&t, None, &mut bytes).unwrap();
+        assert_eq!(r.files, 1);
+    }
+    // The reads of one archive of everything.
+    let mut tar = vec![];
+    let r = d
+        .write(&Target::Root(root), Some(Archive::Tar), &mut tar)
+        .unwrap();
+    (bytes, r)
+}
+
+#[test]
+fn reads_merge_consecutive_blobs_across_files() {
+    let (repo, root, all) = fixture();
+    let index = repo.load_index().unwrap();
+    let mut d = Dump::new(&repo, &index);
+    // Wait for the walker as long as it takes: the reads do not depend on timing then.
+    d.gather = std::time::Duration::from_secs(30);
+    d.read_gap = 1 << 20;
+    d.max_read = 1 << 20;
+    let (bytes, r) = dump_all(&d, root);
+    assert_eq!(bytes, all);
+    // a0..a3 in one read (f1 and f2), b0, a4, then a0 again (behind a4).
+    assert_eq!(r.reads, 4);
+    assert_eq!((r.entries, r.files, r.bytes), (4, 4, 7000));
+
+    // Reads of one blob at most: one per block.
+    d.max_read = 1;
+    let (bytes, r) = dump_all(&d, root);
+    assert_eq!(bytes, all);
+    assert_eq!(r.reads, 7);
+
+    // Two blobs per read at most (plaintext bound), one read in flight.
+    d.max_read = 2100;
+    d.reads_in_flight = 1;
+    let (bytes, r) = dump_all(&d, root);
+    assert_eq!(bytes, all);
+    assert_eq!(r.reads, 5, "a0 a1 | a2 a3 | b0 | a4 | a0");
+}
+
+#[test]
+fn resolve_and_refuse() {
+    let (repo, root, _) = fixture();
+    let index = repo.load_index().unwrap();
+    let d = Dump::new(&repo, &index);
+    assert!(matches!(
+        d.resolve(root, Path::new("/nope")),
+        Err(DumpError::NotFound { path }) if path == Path::new("/nope")
+    ));
+    assert!(matches!(
+        d.resolve(root, Path::new("f1/x")),
+        Err(DumpError::NotAFolder { path }) if path == Path::new("/f1")
+    ));
+    assert!(matches!(
+        d.resolve(root, Path::new("../f1")),
+        Err(DumpError::InvalidPath { .. })
+    ));
+    assert!(matches!(
+        d.resolve(root, Path::new("/")),
+        Ok(Target::Root(_))
+    ));
+    assert!(matches!(
+        d.write(&Target::Root(root), None, &mut vec![]),
+        Err(DumpError::NotAFile { kind: "folder", .. })
+    ));
+}
+
+#[test]
+fn a_lost_pack_fails_naming_the_file() {
+    let (repo, root, _) = fixture();
+    let index = repo.load_index().unwrap();
+    // Drop the pack holding b0.
+    let b0 = index
+        .packs()
+        .iter()
+        .find(|p| p.kind == BlobKind::Data && p.size < 2000)
+        .unwrap()
+        .id;
+    repo.backend().delete(FileType::Pack, &b0.to_hex()).unwrap();
+    let d = Dump::new(&repo, &index);
+    let mut out = vec![];
+    let err = d
+        .write(&Target::Root(root), Some(Archive::Tar), &mut out)
+        .unwrap_err();
+    match err {
+        DumpError::Repo { path, .. } => assert_eq!(path, Path::new("/f3")),
+        e => panic!("{e}"),
+    }
+}

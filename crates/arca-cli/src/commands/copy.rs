@@ -1,0 +1,348 @@
+//! `arca copy`: copy snapshots from another repository (`--from-repo`) into this one,
+//! re-encrypted, skipping the snapshots and blobs it has (see `arca_maintenance::copy`).
+//!
+//! The source is opened with its own location, password and backend options
+//! ([`FromRepoArgs`], shared with `init --copy-chunker-params`) and this command's
+//! `--connections` and cache settings. Both repositories are locked shared, as backup does.
+
+use std::collections::HashSet;
+use std::io::{self, IsTerminal};
+use std::path::Path;
+
+use anyhow::{Context, Result, anyhow, bail};
+use arca_format::{Id, Snapshot};
+use arca_maintenance::copy::{
+    Copier, CopyOptions, CopyReport, Counts, SnapshotCopy, same_ids, same_snapshot,
+};
+use arca_repo::{LockKind, Repository, SnapshotFilter};
+use clap::Args;
+use serde_json::{Value, json};
+use zeroize::Zeroizing;
+
+use crate::cli::{FilterArgs, Global};
+use crate::util::{self, human_bytes};
+
+/// Options of `arca copy`.
+#[derive(Debug, Args)]
+pub struct CopyArgs {
+    /// Snapshots to copy: ids, unique id prefixes or "latest" (default: every snapshot of
+    /// the source passing --host/--tag/--path)
+    #[arg(value_name = "SNAPSHOT")]
+    pub snapshots: Vec<String>,
+    #[command(flatten)]
+    pub from: FromRepoArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Print what would be copied, write nothing
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The source repository of `copy` and of `init --copy-chunker-params`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct FromRepoArgs {
+    /// Source repository location (same forms as --repo)
+    #[arg(long, env = "ARCA_FROM_REPOSITORY", value_name = "REPO")]
+    pub from_repo: Option<String>,
+    /// Read the source repository's password from a file (first line)
+    #[arg(long, env = "ARCA_FROM_PASSWORD_FILE", value_name = "FILE")]
+    pub from_password_file: Option<std::path::PathBuf>,
+    /// Run a shell command that prints the source repository's password (first line)
+    #[arg(
+        long,
+        env = "ARCA_FROM_PASSWORD_COMMAND",
+        value_name = "COMMAND",
+        conflicts_with = "from_password_file"
+    )]
+    pub from_password_command: Option<String>,
+    /// Backend option KEY=VALUE of the source repository (repeatable; as -o for --repo)
+    #[arg(long = "from-option", value_name = "KEY=VALUE")]
+    pub from_options: Vec<String>,
+}
+
+/// The source repository's password: `--from-password-file`, `--from-password-command`,
+/// `ARCA_FROM_PASSWORD`, else a prompt on the terminal.
+fn source_password(from: &FromRepoArgs) -> Result<Zeroizing<String>> {
+    if let Some(f) = &from.from_password_file {
+        let s = Zeroizing::new(
+            std::fs::read_to_string(f)
+                .with_context(|| format!("cannot read password file {}", f.display()))?,
+        );
+        let first = s.lines().next().unwrap_or("");
+        return Ok(Zeroizing::new(first.trim_end_matches('\r').to_string()));
+    }
+    if let Some(c) = &from.from_password_command {
+        return util::password_from_command(c);
+    }
+    if let Ok(p) = std::env::var("ARCA_FROM_PASSWORD") {
+        return Ok(Zeroizing::new(p));
+    }
+    let hint = "set ARCA_FROM_PASSWORD or ARCA_FROM_PASSWORD_FILE, or use --from-password-file";
+    if !io::stdin().is_terminal() && !Path::new("/dev/tty").exists() {
+        bail!("no password given for the source repository: {hint}");
+    }
+    rpassword::prompt_password("enter password for source repository: ")
+        .map(Zeroizing::new)
+        .map_err(|e| {
+            anyhow!("no password given for the source repository ({hint}); cannot prompt: {e}")
+        })
+}
+
+/// Opens the source repository named by `from` (with `g`'s connections and cache settings);
+/// returns it and its location as given.
+pub fn open_source(g: &Global, from: &FromRepoArgs) -> Result<(Repository, String)> {
+    let location = from
+        .from_repo
+        .as_deref()
+        .filter(|r| !r.is_empty())
+        .ok_or_else(|| {
+            anyhow!("no source repository given: use --from-repo or set ARCA_FROM_REPOSITORY")
+        })?;
+    let (backend, _) = util::backend_at(g, location, &from.from_options)
+        .with_context(|| format!("source repository {location}"))?;
+    let pw = source_password(from)?;
+    let repo = Repository::open_cached(backend, pw.as_bytes(), &util::cache_mode(g))
+        .context("cannot open the source repository")?;
+    Ok((repo, location.to_string()))
+}
+
+/// The source snapshots to copy, oldest first.
+fn chosen(src: &Repository, location: &str, a: &CopyArgs) -> Result<Vec<(Id, Snapshot)>> {
+    let filter: SnapshotFilter = super::filter(&a.filter);
+    if a.snapshots.is_empty() {
+        return Ok(src.list_snapshots(&filter)?);
+    }
+    let mut seen = HashSet::new();
+    let mut out = vec![];
+    for spec in &a.snapshots {
+        let (id, s) = src
+            .find_snapshot(spec, &filter)
+            .with_context(|| format!("source repository {location}"))?;
+        if seen.insert(id) {
+            out.push((id, s));
+        }
+    }
+    out.sort_by(|a, b| a.1.time.cmp(&b.1.time).then(a.0.cmp(&b.0)));
+    Ok(out)
+}
+
+/// `snapshot 1a2b3c4d of [/data] at 2026-01-02 03:04:05 by host`.
+fn describe(id: &Id, s: &Snapshot) -> String {
+    format!(
+        "snapshot {} of [{}] at {} by {}",
+        id.short(),
+        s.paths.join(" "),
+        s.time
+            .with_timezone(&chrono::Local)
+            .format("%Y-%m-%d %H:%M:%S"),
+        s.hostname
+    )
+}
+
+/// `1 thing`, `2 things`.
+fn n(count: u64, what: &str) -> String {
+    format!("{count} {what}{}", if count == 1 { "" } else { "s" })
+}
+
+fn counts_text(c: &Counts) -> String {
+    format!(
+        "{} ({}), {}",
+        n(c.data_blobs, "data blob"),
+        human_bytes(c.data_bytes),
+        n(c.tree_blobs, "tree blob")
+    )
+}
+
+fn counts_json(m: &mut serde_json::Map<String, Value>, c: &Counts) {
+    m.insert("data_blobs".into(), json!(c.data_blobs));
+    m.insert("data_bytes".into(), json!(c.data_bytes));
+    m.insert("tree_blobs".into(), json!(c.tree_blobs));
+    m.insert("tree_bytes".into(), json!(c.tree_bytes));
+}
+
+/// What happened to one source snapshot.
+enum Outcome {
+    Copied(Box<SnapshotCopy>),
+    Skipped(Id),
+}
+
+pub fn run(g: &Global, a: &CopyArgs) -> Result<u8> {
+    let opened = util::open(g).context("cannot open the target repository")?;
+    let dst = &opened.repo;
+    let (src, src_location) = open_source(g, &a.from)?;
+    if src.config().repo_id == dst.config().repo_id {
+        bail!("the source {src_location} and the target are the same repository");
+    }
+    let _dst_lock = util::lock(g, dst, LockKind::Shared, "copy")?;
+    let _src_lock = util::lock(g, &src, LockKind::Shared, "copy")
+        .context("cannot lock the source repository")?;
+    let snaps = chosen(&src, &src_location, a)?;
+    let by_id = same_ids(&src, dst);
+    let mut noted = by_id || g.quiet;
+    let mut existing = dst.list_snapshots(&SnapshotFilter::default())?;
+    // Nothing to copy (a repeated run): the indexes are not even loaded.
+    let any_new = snaps
+        .iter()
+        .any(|(_, s)| !existing.iter().any(|(_, t)| same_snapshot(t, s, by_id)));
+    let (src_index, dst_index) = if any_new {
+        (src.load_index()?, dst.load_index()?)
+    } else {
+        Default::default()
+    };
+    let opts = CopyOptions {
+        readers: 0,
+        dry_run: a.dry_run,
+    };
+    let mut copier = Copier::new(&src, &src_index, dst, &dst_index, opts);
+    let mut results = vec![];
+    for (id, s) in &snaps {
+        let found = existing
+            .iter()
+            .find(|(_, t)| same_snapshot(t, s, by_id))
+            .map(|(t, _)| *t);
+        let outcome = match found {
+            Some(t) => Outcome::Skipped(t),
+            None => {
+                if !std::mem::replace(&mut noted, true) {
+                    eprintln!(
+                        "arca: note: the two repositories identify blobs differently, so every \
+                         data blob is read and hashed again and the trees are rebuilt; a target \
+                         created with `arca init --copy-chunker-params --from-repo SOURCE` \
+                         copies by id and deduplicates with the source"
+                    );
+                }
+                let c = copier
+                    .copy_snapshot(s)
+                    .with_context(|| format!("copying snapshot {}", id.short()))?;
+                if let Some(new) = c.id {
+                    existing.push((new, c.snapshot.clone()));
+                }
+                Outcome::Copied(Box::new(c))
+            }
+        };
+        if !a.json && !g.quiet {
+            super::out(&line(id, s, &outcome))?;
+        }
+        results.push((*id, outcome));
+    }
+    let report = copier.report();
+    if a.json {
+        super::out(&summary_json(a, by_id, &results, &report, &opened).to_string())?;
+    } else if !g.quiet {
+        summary_text(a, &results, &report)?;
+    }
+    Ok(0)
+}
+
+fn line(id: &Id, s: &Snapshot, o: &Outcome) -> String {
+    match o {
+        Outcome::Skipped(t) => format!(
+            "{}: skipped (already in the target as {})",
+            describe(id, s),
+            t.short()
+        ),
+        Outcome::Copied(c) => match c.id {
+            Some(new) => format!(
+                "{}: copied as {} ({})",
+                describe(id, s),
+                new.short(),
+                counts_text(&c.stored)
+            ),
+            None => format!(
+                "{}: would be copied ({})",
+                describe(id, s),
+                counts_text(&c.stored)
+            ),
+        },
+    }
+}
+
+fn summary_text(a: &CopyArgs, results: &[(Id, Outcome)], r: &CopyReport) -> Result<()> {
+    if results.is_empty() {
+        return super::out("no snapshots to copy");
+    }
+    let copied = results
+        .iter()
+        .filter(|(_, o)| matches!(o, Outcome::Copied(_)))
+        .count();
+    let skipped = results.len() - copied;
+    let (verb, store) = if a.dry_run {
+        ("would copy", "would store")
+    } else {
+        ("copied", "stored")
+    };
+    super::out(&format!(
+        "{verb} {}, skipped {skipped} already in the target",
+        n(copied as u64, "snapshot")
+    ))?;
+    let mut text = format!("{store} {}", counts_text(&r.stored));
+    if !a.dry_run {
+        text.push_str(&format!(
+            "; wrote {} ({}) and {}",
+            n(r.packs_written, "pack"),
+            human_bytes(r.bytes_written),
+            n(r.index_files_written, "index file")
+        ));
+    }
+    super::out(&text)
+}
+
+fn summary_json(
+    a: &CopyArgs,
+    by_id: bool,
+    results: &[(Id, Outcome)],
+    r: &CopyReport,
+    opened: &util::Opened,
+) -> Value {
+    let snapshots: Vec<Value> = results
+        .iter()
+        .map(|(id, o)| {
+            let mut m = serde_json::Map::new();
+            m.insert("source".into(), json!(id.to_hex()));
+            let (status, target) = match o {
+                Outcome::Skipped(t) => ("skipped", Some(*t)),
+                Outcome::Copied(c) => {
+                    counts_json(&mut m, &c.stored);
+                    let s = &c.snapshot;
+                    m.insert("time".into(), json!(s.time.to_rfc3339()));
+                    m.insert("hostname".into(), json!(s.hostname));
+                    m.insert("paths".into(), json!(s.paths));
+                    m.insert("tags".into(), json!(s.tags));
+                    m.insert("tree".into(), json!(s.tree.to_hex()));
+                    (
+                        if c.id.is_some() {
+                            "copied"
+                        } else {
+                            "would_copy"
+                        },
+                        c.id,
+                    )
+                }
+            };
+            m.insert("status".into(), json!(status));
+            m.insert("target".into(), json!(target.map(|t| t.to_hex())));
+            Value::Object(m)
+        })
+        .collect();
+    let copied = results
+        .iter()
+        .filter(|(_, o)| matches!(o, Outcome::Copied(_)))
+        .count();
+    let mut m = serde_json::Map::new();
+    m.insert("dry_run".into(), json!(a.dry_run));
+    m.insert("by_id".into(), json!(by_id));
+    m.insert("snapshots".into(), Value::Array(snapshots));
+    m.insert("snapshots_copied".into(), json!(copied));
+    m.insert("snapshots_skipped".into(), json!(results.len() - copied));
+    counts_json(&mut m, &r.stored);
+    m.insert("data_blobs_read".into(), json!(r.data_blobs_read));
+    m.insert("bytes_read".into(), json!(r.bytes_read));
+    m.insert("packs_written".into(), json!(r.packs_written));
+    m.insert("bytes_written".into(), json!(r.bytes_written));
+    m.insert("index_files_written".into(), json!(r.index_files_written));
+    m.insert("backend".into(), util::stats_json(&opened.stats));
+    Value::Object(m)
+}

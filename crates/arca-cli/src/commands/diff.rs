@@ -1,0 +1,204 @@
+//! `arca diff`: what changed between two snapshots (restic's `diff`), computed from the
+//! listings alone, with a summary of entries, blobs and bytes added and removed.
+
+use std::ffi::OsStr;
+use std::io::{BufWriter, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use arca_browse::diff::{self, Change, DiffOptions, DiffStat, find_node, root_node};
+use arca_format::{Id, Node, Snapshot};
+use arca_repo::{Index, Repository};
+use clap::Args;
+use serde_json::json;
+
+use crate::cli::{FilterArgs, Global};
+use crate::util::{self, human_bytes};
+
+/// Options of `arca diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// First snapshot: id, id prefix or "latest"; ID:SUBFOLDER compares that folder
+    #[arg(value_name = "SNAPSHOT_A")]
+    pub first: String,
+    /// Second snapshot (same forms)
+    #[arg(value_name = "SNAPSHOT_B")]
+    pub second: String,
+    /// Compare only this path (and what is below it) of both
+    #[arg(value_name = "PATH")]
+    pub path: Option<PathBuf>,
+    /// Also report changes of metadata (U): mode, owner, mtime, ctime, extended attributes
+    #[arg(long)]
+    pub metadata: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Print JSON lines: one per change, then the statistics
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `/a/b` from a path given by the user (`a/b`, `/a/b/`, `./a//b`); `..` is refused.
+fn normalize(p: &[u8], what: &str) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for c in p
+        .split(|b| *b == b'/')
+        .filter(|c| !c.is_empty() && *c != b".")
+    {
+        if c == b".." {
+            bail!(
+                "invalid {what} {:?}: `..` is not allowed",
+                String::from_utf8_lossy(p)
+            );
+        }
+        out.push(b'/');
+        out.extend_from_slice(c);
+    }
+    if out.is_empty() {
+        out.push(b'/');
+    }
+    Ok(out)
+}
+
+/// One side: the snapshot and the folder node compared (its root, or ID:SUBFOLDER).
+fn side(
+    repo: &Repository,
+    index: &Index,
+    spec: &str,
+    filter: &arca_repo::SnapshotFilter,
+) -> Result<(Id, Snapshot, Node)> {
+    let (name, sub) = match spec.split_once(':') {
+        Some((n, s)) => (n, Some(s)),
+        None => (spec, None),
+    };
+    let (id, snap) = repo.find_snapshot(name, filter)?;
+    let root = root_node(snap.tree);
+    let Some(sub) = sub else {
+        return Ok((id, snap, root));
+    };
+    let path = normalize(sub.as_bytes(), "subfolder")?;
+    match find_node(repo, index, &root, &path)? {
+        Some(n) if n.is_dir() => Ok((id, snap, n)),
+        _ => bail!(
+            "{} is not a folder in snapshot {}",
+            String::from_utf8_lossy(&path),
+            id.short()
+        ),
+    }
+}
+
+fn stat_json(s: &DiffStat) -> serde_json::Value {
+    json!({
+        "files": s.files,
+        "dirs": s.dirs,
+        "others": s.others,
+        "data_blobs": s.data_blobs,
+        "tree_blobs": s.tree_blobs,
+        "bytes": s.bytes,
+    })
+}
+
+pub fn run(g: &Global, a: &DiffArgs) -> Result<u8> {
+    let path = match &a.path {
+        Some(p) => normalize(p.as_os_str().as_bytes(), "path")?,
+        None => b"/".to_vec(),
+    };
+    let opened = util::open(g)?;
+    let repo = &opened.repo;
+    let _lock = util::lock(g, repo, arca_repo::LockKind::Shared, "diff")?;
+    let filter = super::filter(&a.filter);
+    let index = repo.load_index()?;
+    let (id_a, _, start_a) = side(repo, &index, &a.first, &filter)?;
+    let (id_b, _, start_b) = side(repo, &index, &a.second, &filter)?;
+    let node_a = find_node(repo, &index, &start_a, &path)?;
+    let node_b = find_node(repo, &index, &start_b, &path)?;
+    if node_a.is_none() && node_b.is_none() {
+        bail!(
+            "{} is in neither snapshot {} nor snapshot {}",
+            OsStr::from_bytes(&path).to_string_lossy(),
+            id_a.short(),
+            id_b.short()
+        );
+    }
+    let mut w = BufWriter::new(std::io::stdout().lock());
+    if !a.json && !g.quiet {
+        writeln!(
+            w,
+            "comparing snapshot {} to {}:\n",
+            id_a.short(),
+            id_b.short()
+        )?;
+    }
+    let (json, quiet) = (a.json, g.quiet);
+    let mut sink = |c: &Change<'_>| -> std::io::Result<()> {
+        if quiet {
+            return Ok(());
+        }
+        if json {
+            let v = json!({
+                "message_type": "change",
+                "path": String::from_utf8_lossy(c.path),
+                "modifier": c.modifier,
+            });
+            serde_json::to_writer(&mut w, &v)?;
+            return w.write_all(b"\n");
+        }
+        write!(w, "{:<5}", c.modifier)?;
+        w.write_all(c.path)?;
+        w.write_all(b"\n")
+    };
+    let opts = DiffOptions {
+        metadata: a.metadata,
+    };
+    let s = diff::diff(
+        repo,
+        &index,
+        node_a.as_ref(),
+        node_b.as_ref(),
+        &path,
+        opts,
+        &mut sink,
+    )?;
+    if a.json {
+        let v = json!({
+            "message_type": "statistics",
+            "source_snapshot": a.first,
+            "target_snapshot": a.second,
+            "changed_files": s.changed_files,
+            "added": stat_json(&s.added),
+            "removed": stat_json(&s.removed),
+        });
+        serde_json::to_writer(&mut w, &v)?;
+        w.write_all(b"\n")?;
+    } else {
+        if !g.quiet {
+            writeln!(w)?;
+        }
+        let (ad, rm) = (&s.added, &s.removed);
+        writeln!(
+            w,
+            "Files:       {:>5} new, {:>5} removed, {:>5} changed",
+            ad.files, rm.files, s.changed_files
+        )?;
+        writeln!(w, "Dirs:        {:>5} new, {:>5} removed", ad.dirs, rm.dirs)?;
+        writeln!(
+            w,
+            "Others:      {:>5} new, {:>5} removed",
+            ad.others, rm.others
+        )?;
+        writeln!(
+            w,
+            "Data Blobs:  {:>5} new, {:>5} removed",
+            ad.data_blobs, rm.data_blobs
+        )?;
+        writeln!(
+            w,
+            "Tree Blobs:  {:>5} new, {:>5} removed",
+            ad.tree_blobs, rm.tree_blobs
+        )?;
+        writeln!(w, "  Added:   {}", human_bytes(ad.bytes))?;
+        writeln!(w, "  Removed: {}", human_bytes(rm.bytes))?;
+    }
+    w.flush()?;
+    Ok(0)
+}

@@ -1,0 +1,183 @@
+//! `arca dump`: a file of a snapshot to stdout as it is, or a folder (or the whole snapshot) as
+//! a tar or zip archive, streamed with bounded memory; `--target FILE` writes a file instead.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use arca_browse::dump::{Archive, Dump, DumpError, Target};
+use clap::{Args, ValueEnum};
+
+use crate::cli::{FilterArgs, Global};
+use crate::util;
+
+/// Archive formats of `--archive`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ArchiveArg {
+    /// POSIX pax tar: modes, owners, times in nanoseconds, links, devices, FIFOs, xattrs
+    Tar,
+    /// Zip (streamed): modes, mtimes, symlinks; no hard links, FIFOs or devices
+    Zip,
+}
+
+/// Options of `arca dump`.
+#[derive(Debug, Args)]
+pub struct DumpArgs {
+    /// Snapshot id, id prefix or "latest"
+    pub snapshot: String,
+    /// The file or folder in the snapshot ("/" for the whole snapshot)
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// Archive format for a folder [default: tar]; given with a file, the file is archived
+    /// alone
+    #[arg(short, long, value_enum, value_name = "FORMAT")]
+    pub archive: Option<ArchiveArg>,
+    /// Write to FILE instead of stdout (written beside it and renamed into place once whole)
+    #[arg(short, long, value_name = "FILE")]
+    pub target: Option<PathBuf>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Two blobs of a pack closer than this are read as one range (default: from the backend)
+    #[arg(long, hide = true, value_name = "SIZE")]
+    pub read_gap: Option<String>,
+    /// Largest ranged read (default: from the backend)
+    #[arg(long, hide = true, value_name = "SIZE")]
+    pub max_read: Option<String>,
+    /// Ranged reads in flight (default: 4, 8 behind a network)
+    #[arg(long, hide = true, value_name = "N")]
+    pub reads: Option<usize>,
+}
+
+/// A file written beside the target and renamed onto it once complete; removed if dropped
+/// before.
+struct Pending {
+    tmp: PathBuf,
+    target: PathBuf,
+    done: bool,
+}
+
+impl Pending {
+    fn create(target: &Path) -> Result<(Self, File)> {
+        let name = target
+            .file_name()
+            .with_context(|| format!("--target {}: not a file name", target.display()))?;
+        let mut tmp_name = OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".arca-dump-{}", std::process::id()));
+        let tmp = target.with_file_name(tmp_name);
+        let f = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        Ok((
+            Pending {
+                tmp,
+                target: target.to_path_buf(),
+                done: false,
+            },
+            f,
+        ))
+    }
+
+    fn commit(mut self, f: File) -> Result<()> {
+        f.sync_all()
+            .with_context(|| format!("cannot write {}", self.tmp.display()))?;
+        drop(f);
+        std::fs::rename(&self.tmp, &self.target).with_context(|| {
+            format!(
+                "cannot rename {} to {}",
+                self.tmp.display(),
+                self.target.display()
+            )
+        })?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
+    let opened = util::open(g)?;
+    let repo = &opened.repo;
+    let _lock = util::lock(g, repo, arca_repo::LockKind::Shared, "dump")?;
+    let (id, snap) = repo.find_snapshot(&a.snapshot, &super::filter(&a.filter))?;
+    let index = repo.load_index()?;
+    let mut dump = Dump::new(repo, &index);
+    if let Some(g) = &a.read_gap {
+        dump.read_gap = util::parse_size(g)?;
+    }
+    if let Some(m) = &a.max_read {
+        dump.max_read = util::parse_size(m)?.max(1);
+    }
+    if let Some(n) = a.reads {
+        dump.reads_in_flight = n.max(1);
+    }
+    let target = match dump.resolve(snap.tree, &a.path) {
+        Ok(t) => t,
+        Err(DumpError::NotFound { path }) => {
+            bail!("{} is not in snapshot {}", path.display(), id.short())
+        }
+        Err(e) => return Err(e).context(format!("snapshot {}", id.short())),
+    };
+    let archive = match (a.archive, target.is_folder()) {
+        (Some(ArchiveArg::Tar), _) | (None, true) => Some(Archive::Tar),
+        (Some(ArchiveArg::Zip), _) => Some(Archive::Zip),
+        (None, false) => None,
+    };
+    if let (Target::Entry { path, node }, None) = (&target, archive)
+        && node.kind() != arca_format::NodeKind::File
+    {
+        bail!(
+            "{} is a {}, not a file: dump it with --archive tar or zip",
+            path.display(),
+            node.kind().name()
+        );
+    }
+    let report = match &a.target {
+        Some(t) => {
+            let (pending, file) = Pending::create(t)?;
+            let mut w = BufWriter::with_capacity(1 << 20, file);
+            let report = dump.write(&target, archive, &mut w)?;
+            let file = w
+                .into_inner()
+                .map_err(|e| e.into_error())
+                .with_context(|| format!("cannot write {}", t.display()))?;
+            pending.commit(file)?;
+            report
+        }
+        None => {
+            let stdout = std::io::stdout();
+            if let Some(kind) = archive
+                && stdout.is_terminal()
+            {
+                bail!(
+                    "stdout is a terminal: not writing a {} archive there (redirect it, or use --target FILE)",
+                    kind.name()
+                );
+            }
+            // Straight to the descriptor: stdout's own buffer flushes at every newline.
+            let fd = stdout
+                .as_fd()
+                .try_clone_to_owned()
+                .context("cannot use stdout")?;
+            let mut w = BufWriter::with_capacity(1 << 20, File::from(fd));
+            let report = dump.write(&target, archive, &mut w)?;
+            w.flush()?;
+            report
+        }
+    };
+    for s in &report.skipped {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("warning: {}: {}, left out", s.path.display(), s.reason);
+        }
+    }
+    Ok(0)
+}

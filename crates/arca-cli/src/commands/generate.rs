@@ -1,0 +1,82 @@
+//! `arca completions` and `arca man`: shell completion scripts and manual pages, generated
+//! from the clap definition of the command line so they never drift from it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, CommandFactory};
+use clap_complete::Shell;
+
+use crate::cli::Cli;
+
+/// Options of `arca completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell
+    pub shell: Shell,
+}
+
+/// Options of `arca man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write arca.1 and one arca-COMMAND.1 page per command into this folder (created if
+    /// missing) instead of printing arca.1 to stdout
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+/// Prints the completion script for `a.shell`.
+pub fn completions(a: &CompletionsArgs) -> Result<u8> {
+    let mut cmd = Cli::command();
+    let mut buf = Vec::new();
+    clap_complete::generate(a.shell, &mut cmd, "arca", &mut buf);
+    write_stdout(&buf)?;
+    Ok(0)
+}
+
+/// Prints arca.1, or writes every page into `--dir`.
+pub fn man(a: &ManArgs) -> Result<u8> {
+    let mut cmd = Cli::command();
+    cmd.build();
+    match &a.dir {
+        None => {
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(cmd).render(&mut buf)?;
+            write_stdout(&buf)?;
+        }
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create folder {}", dir.display()))?;
+            let n = write_pages(&cmd, "arca", dir)?;
+            super::out(&format!("wrote {n} manual pages to {}", dir.display()))?;
+        }
+    }
+    Ok(0)
+}
+
+/// Writes `name.1` for `cmd` and, recursively, `name-sub.1` for its subcommands; the number
+/// of pages written.
+fn write_pages(cmd: &clap::Command, name: &str, dir: &Path) -> Result<usize> {
+    let page = dir.join(format!("{name}.1"));
+    let mut buf = Vec::new();
+    clap_mangen::Man::new(cmd.clone().name(name.to_string()))
+        .render(&mut buf)
+        .with_context(|| format!("cannot render {}", page.display()))?;
+    std::fs::write(&page, buf).with_context(|| format!("cannot write {}", page.display()))?;
+    let mut n = 1;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        if sub.get_name() == "help" {
+            continue;
+        }
+        n += write_pages(sub, &format!("{name}-{}", sub.get_name()), dir)?;
+    }
+    Ok(n)
+}
+
+fn write_stdout(b: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    o.write_all(b)?;
+    o.flush()?;
+    Ok(())
+}

@@ -1,0 +1,96 @@
+//! `arca mount`: the repository's snapshots as a read-only file system (FUSE), in the
+//! foreground until Ctrl-C, SIGTERM or `fusermount3 -u` unmounts it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use arca_mount::{MountOptions, Report, Unmounted};
+use clap::Args;
+
+use crate::cli::{FilterArgs, Global};
+use crate::util;
+
+/// Options of `arca mount`.
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    /// Empty folder to mount at
+    #[arg(value_name = "MOUNTPOINT")]
+    pub mountpoint: PathBuf,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Let other users use the mount; the stored permissions apply to them (non-root users
+    /// need user_allow_other in /etc/fuse.conf)
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Stay in the foreground until unmounted (always so: arca does not daemonize)
+    #[arg(long)]
+    pub foreground: bool,
+    /// Memory for decrypted file data and trees (a quarter, at least 4 MiB, for trees)
+    #[arg(long, value_name = "SIZE", default_value = "64MiB")]
+    pub cache_size: String,
+    /// Least time between two readings of the snapshot list (taken when a folder above
+    /// the snapshots is used), so new snapshots appear
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    pub refresh_interval: String,
+}
+
+pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
+    let opts = MountOptions {
+        allow_other: a.allow_other,
+        cache_size: util::parse_size(&a.cache_size)?,
+        refresh_interval: util::parse_duration(&a.refresh_interval)?,
+        ..MountOptions::default()
+    };
+    // Cheap checks before asking for the password.
+    arca_mount::check_mountpoint(&a.mountpoint)?;
+    arca_mount::check_fuse()?;
+    let opened = util::open(g)?;
+    let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "mount")?;
+    let report: Report = Arc::new(|line: &str| eprintln!("arca mount: {line}"));
+    let mounted = arca_mount::mount(
+        opened.repo.clone(),
+        super::filter(&a.filter),
+        &a.mountpoint,
+        &opts,
+        report,
+    )?;
+    let unmounter = mounted.unmounter();
+    let mp = a.mountpoint.display().to_string();
+    let helper = unmounter.helper_name();
+    eprintln!(
+        "mounted {} snapshots at {mp}; press Ctrl-C or run `{helper} -u {mp}` to unmount",
+        mounted.snapshots()
+    );
+
+    // The first SIGINT/SIGTERM unmounts (the session then ends and we exit 0); another one
+    // while a busy mount waits for its last user ends the process at once.
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])
+    .context("cannot handle signals")?;
+    let signal_handle = signals.handle();
+    let watcher = std::thread::spawn(move || {
+        let mut asked = false;
+        for _ in signals.forever() {
+            if asked {
+                std::process::exit(i32::from(super::INTERRUPTED));
+            }
+            asked = true;
+            match unmounter.unmount() {
+                Ok(Unmounted::Now) => {}
+                Ok(Unmounted::Lazily(why)) => eprintln!(
+                    "arca mount: {mp} is busy ({why}); detached: it ends when its last open \
+                     file or folder is closed (Ctrl-C again to quit now)"
+                ),
+                Err(e) => eprintln!("arca mount: {e}"),
+            }
+        }
+    });
+    let served = mounted.wait();
+    signal_handle.close();
+    let _ = watcher.join();
+    served?;
+    Ok(0)
+}

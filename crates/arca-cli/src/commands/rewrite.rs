@@ -1,0 +1,200 @@
+//! `arca rewrite`: copies of snapshots without the paths matching `--exclude` patterns (the
+//! same patterns as backup's), the originals kept or, with `--forget`, removed.
+//!
+//! Locks: shared without `--forget` (only new packs, an index file and snapshots are written,
+//! as a backup does, so backups may run beside it and prune may not), exclusive with
+//! `--forget` (snapshot files are deleted, as forget does); a dry run reads under a shared
+//! lock.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use arca_backup::filter::read_list;
+use arca_format::NodeKind;
+use arca_fs::pattern::PathMatcher;
+use arca_maintenance::rewrite::{Removed, RewriteOptions, RewriteReport, rewrite_snapshots};
+use arca_repo::LockKind;
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::cli::{FilterArgs, Global};
+use crate::util::{self, human_bytes};
+
+/// Options of `arca rewrite`.
+#[derive(Debug, Args)]
+pub struct RewriteArgs {
+    /// Snapshots to rewrite (ids, unique prefixes or "latest"; default: every snapshot
+    /// passing --host/--tag/--path)
+    #[arg(value_name = "SNAPSHOT")]
+    pub snapshots: Vec<String>,
+    /// Drop paths matching a pattern, as backup's --exclude (repeatable)
+    #[arg(short = 'e', long = "exclude", value_name = "PATTERN")]
+    pub excludes: Vec<String>,
+    /// Drop paths matching a pattern, ignoring case (repeatable)
+    #[arg(long = "iexclude", value_name = "PATTERN")]
+    pub iexcludes: Vec<String>,
+    /// Read exclude patterns from a file, one per line ('#' comments)
+    #[arg(long = "exclude-file", value_name = "FILE")]
+    pub exclude_files: Vec<PathBuf>,
+    /// Read case-insensitive exclude patterns from a file
+    #[arg(long = "iexclude-file", value_name = "FILE")]
+    pub iexclude_files: Vec<PathBuf>,
+    /// Remove each original snapshot once its rewritten copy is saved (the copy then gets
+    /// no "rewrite" tag); run prune afterwards to free the space
+    #[arg(long)]
+    pub forget: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Print what would be removed, write nothing
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The patterns given directly and in files.
+fn patterns(direct: &[String], files: &[PathBuf]) -> Result<Vec<String>> {
+    let mut out = direct.to_vec();
+    for f in files {
+        out.extend(read_list(f).with_context(|| format!("cannot read {}", f.display()))?);
+    }
+    Ok(out)
+}
+
+/// Compiles `patterns` (none: `None`).
+fn matcher(patterns: &[String], ignore_case: bool) -> Result<Option<PathMatcher>> {
+    if patterns.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(PathMatcher::with_case(patterns, ignore_case)?))
+}
+
+/// Runs `rewrite`.
+pub fn run(g: &Global, a: &RewriteArgs) -> Result<u8> {
+    let exact = matcher(&patterns(&a.excludes, &a.exclude_files)?, false)?;
+    let folded = matcher(&patterns(&a.iexcludes, &a.iexclude_files)?, true)?;
+    if exact.is_none() && folded.is_none() {
+        bail!("nothing to do: give --exclude, --iexclude or a pattern file");
+    }
+    let excluded = |p: &Path| {
+        exact.as_ref().is_some_and(|m| m.matches(p))
+            || folded.as_ref().is_some_and(|m| m.matches(p))
+    };
+    let opened = util::open(g)?;
+    let repo = &opened.repo;
+    let kind = if a.forget && !a.dry_run {
+        LockKind::Exclusive
+    } else {
+        LockKind::Shared
+    };
+    let _lock = util::lock(g, repo, kind, "rewrite")?;
+    let chosen = super::tag::select(repo, &super::filter(&a.filter), &a.snapshots)?;
+    let index = repo.load_index()?;
+    let opts = RewriteOptions {
+        forget: a.forget,
+        dry_run: a.dry_run,
+    };
+    let rep = rewrite_snapshots(repo, &index, &chosen, &excluded, &opts)?;
+    if a.json {
+        super::out(&report_json(&rep, a).to_string())?;
+    } else if !g.quiet {
+        print_report(&rep, a.dry_run, a.forget)?;
+    }
+    Ok(0)
+}
+
+/// `n thing(s)`.
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// One removed entry: its path and what it held.
+fn removed_line(r: &Removed) -> Vec<u8> {
+    let what = match r.kind {
+        NodeKind::File => format!("file, {}", human_bytes(r.bytes)),
+        NodeKind::Dir => format!(
+            "dir: {}, {}",
+            count(r.files, "file", "files"),
+            human_bytes(r.bytes)
+        ),
+        k => k.name().to_string(),
+    };
+    let mut line = b"  ".to_vec();
+    line.extend_from_slice(r.path.as_os_str().as_bytes());
+    line.extend_from_slice(format!(" ({what})").as_bytes());
+    line
+}
+
+/// The text report: per snapshot what is dropped and what was saved and removed.
+fn print_report(rep: &RewriteReport, dry_run: bool, forget: bool) -> Result<()> {
+    for s in &rep.snapshots {
+        let short = s.original.short();
+        if s.new.is_none() {
+            super::out(&format!("snapshot {short}: nothing to rewrite"))?;
+            continue;
+        }
+        super::out(&format!(
+            "snapshot {short}: {} {} ({}, {})",
+            if dry_run { "would remove" } else { "removing" },
+            count(s.removed.len() as u64, "entry", "entries"),
+            count(s.files_removed, "file", "files"),
+            human_bytes(s.bytes_removed)
+        ))?;
+        for r in &s.removed {
+            super::out_bytes(&removed_line(r))?;
+        }
+        match s.new_id {
+            Some(new) => super::out(&format!("saved new snapshot {}", new.short()))?,
+            None => super::out("would save a new snapshot")?,
+        }
+        if s.forgotten {
+            super::out(&format!("removed old snapshot {short}"))?;
+        } else if dry_run && forget {
+            super::out(&format!("would remove old snapshot {short}"))?;
+        }
+    }
+    let n = rep.modified();
+    super::out(&match (n, dry_run) {
+        (0, false) => "no snapshots were modified".to_string(),
+        (0, true) => "no snapshots would be modified".to_string(),
+        (n, false) => format!("modified {n} snapshots"),
+        (n, true) => format!("would modify {n} snapshots"),
+    })
+}
+
+/// The JSON report: one document.
+fn report_json(rep: &RewriteReport, a: &RewriteArgs) -> Value {
+    let snaps: Vec<Value> = rep
+        .snapshots
+        .iter()
+        .map(|s| {
+            json!({
+                "snapshot_id": s.original.to_hex(),
+                "modified": s.new.is_some(),
+                "new_snapshot_id": s.new_id.map(|i| i.to_hex()),
+                "forgotten": s.forgotten,
+                "tags": s.new.as_ref().map(|n| n.tags.clone()),
+                "files_removed": s.files_removed,
+                "bytes_removed": s.bytes_removed,
+                "removed": s.removed.iter().map(|r| json!({
+                    "path": r.path.to_string_lossy(),
+                    "type": r.kind.name(),
+                    "files": r.files,
+                    "bytes": r.bytes,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "message_type": "summary",
+        "dry_run": a.dry_run,
+        "forget": a.forget,
+        "snapshots": snaps,
+        "modified_snapshots": rep.modified(),
+        "trees_written": rep.trees_written,
+        "packs_written": rep.packs_written,
+        "index_file": rep.index_file.map(|i| i.to_hex()),
+    })
+}

@@ -1,0 +1,431 @@
+//! `arca copy` and `init --copy-chunker-params` end to end: translated copies and copies by
+//! id (a second copy stores only what is new), skipped snapshots, filters, dry runs, exact
+//! output, copies from and to S3 restored and compared, and the errors naming the source.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use arca_testkit::s3d::S3Server;
+use arca_testkit::{compare, random_bytes};
+use common::*;
+use serde_json::Value;
+
+/// Where `e`'s repository is, as `--from-repo` takes it.
+fn location(e: &Env) -> String {
+    e.location
+        .clone()
+        .unwrap_or_else(|| e.repo.to_str().unwrap().to_string())
+}
+
+/// `arca -r DST ARGS --from-repo SRC` with the source's password in `ARCA_FROM_PASSWORD` and
+/// the source's environment (S3 credentials) too.
+fn from_cmd(dst: &Env, src: &Env, args: &[&str]) -> Command {
+    let from = location(src);
+    let mut c = dst.cmd(&[args, &["--from-repo", &from]].concat());
+    c.envs(src.vars.iter().map(|(k, v)| (k, v)));
+    c.env("ARCA_FROM_PASSWORD", "test password")
+        .env_remove("ARCA_FROM_PASSWORD_FILE")
+        .env_remove("ARCA_FROM_PASSWORD_COMMAND")
+        .env_remove("ARCA_FROM_REPOSITORY");
+    c
+}
+
+fn run_ok(mut c: Command) -> String {
+    let o = c.output().unwrap();
+    assert!(
+        o.status.success(),
+        "{c:?} failed: {}\n{}",
+        o.status,
+        stderr(&o)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `copy --json` (with `extra` arguments); the summary.
+fn copy_json(dst: &Env, src: &Env, extra: &[&str]) -> Value {
+    let out = run_ok(from_cmd(dst, src, &[&["copy", "--json"], extra].concat()));
+    serde_json::from_str(out.lines().last().unwrap()).unwrap()
+}
+
+/// `init --copy-chunker-params --from-repo SRC` (small KDF cost); its output.
+fn init_copying(dst: &Env, src: &Env) -> String {
+    run_ok(from_cmd(
+        dst,
+        src,
+        &[
+            "init",
+            "--kdf-memory-kib",
+            "256",
+            "--kdf-iterations",
+            "1",
+            "--copy-chunker-params",
+        ],
+    ))
+}
+
+/// `1 thing`, `2 things`, as the command counts.
+fn n(count: &Value, what: &str) -> String {
+    let c = count.as_u64().unwrap();
+    format!("{c} {what}{}", if c == 1 { "" } else { "s" })
+}
+
+fn backup(e: &Env, args: &[&str]) -> Value {
+    e.json(&[&["backup", "--json"], args].concat())
+}
+
+fn snapshots(e: &Env) -> Vec<Value> {
+    e.json(&["snapshots", "--json"]).as_array().unwrap().clone()
+}
+
+fn config(e: &Env) -> Value {
+    serde_json::from_str(&e.ok(&["cat", "config"])).unwrap()
+}
+
+fn assert_clean(e: &Env) {
+    let check = e.json(&["check", "--read-data", "--json"]);
+    assert_eq!(check["errors"].as_array().map_or(0, Vec::len), 0, "{check}");
+}
+
+/// Restores `snapshot` of `e` and compares it with `src` (bytes and metadata).
+fn assert_restores(
+    e: &Env,
+    snapshot: &str,
+    src: &Path,
+    expected: &BTreeMap<PathBuf, compare::Entry>,
+) {
+    let target = e.path(&format!("restore-{snapshot}"));
+    e.ok(&["restore", snapshot, "--target", target.to_str().unwrap()]);
+    let out: PathBuf = target.join(src.strip_prefix("/").unwrap());
+    let diffs = compare::diff(expected, src, &compare::snapshot(&out).unwrap(), &out);
+    assert!(diffs.is_empty(), "restore differs:\n{}", diffs.join("\n"));
+}
+
+#[test]
+fn translated_copy_then_copy_by_id_after_copy_chunker_params() {
+    let src = Env::new();
+    src.init(&SMALL_CHUNKS);
+    let data = src.path("data");
+    sample(&data);
+    let d = data.to_str().unwrap();
+    let first = backup(&src, &[d]);
+    let (n_data, n_trees) = (
+        first["data_blobs"].as_u64().unwrap(),
+        first["tree_blobs"].as_u64().unwrap(),
+    );
+    assert!(n_data > 10, "{first}");
+    let expected = compare::snapshot(&data).unwrap();
+
+    // A repository of its own: every blob is translated; tree ids change.
+    let plain = Env::new();
+    plain.init(&[]);
+    let out = from_cmd(&plain, &src, &["copy", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("init --copy-chunker-params"),
+        "{}",
+        stderr(&out)
+    );
+    let c: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(c["by_id"], false);
+    assert_eq!(c["snapshots_copied"], 1);
+    assert_eq!(c["data_blobs"], n_data, "{c}");
+    assert_eq!(c["tree_blobs"], n_trees, "{c}");
+    assert_eq!(c["data_blobs_read"], n_data);
+    let src_snap = &snapshots(&src)[0];
+    let copied = &c["snapshots"][0];
+    assert_eq!(copied["status"], "copied");
+    assert_eq!(copied["source"], src_snap["id"]);
+    assert_ne!(copied["tree"], src_snap["tree"]);
+    let target_snaps = snapshots(&plain);
+    assert_eq!(target_snaps.len(), 1);
+    assert_eq!(copied["target"], target_snaps[0]["id"]);
+    for field in [
+        "time", "hostname", "username", "paths", "tags", "uid", "gid",
+    ] {
+        assert_eq!(target_snaps[0][field], src_snap[field], "{field}");
+    }
+    assert_eq!(target_snaps[0]["parent"], Value::Null);
+    assert_restores(&plain, "latest", &data, &expected);
+    assert_clean(&plain);
+
+    // A repository chunking and identifying blobs as the source does.
+    let twin = Env::new();
+    let said = init_copying(&twin, &src);
+    assert!(
+        said.contains(&format!(
+            "chunker parameters (16.00 KiB / 64.00 KiB / 256.00 KiB), chunker key and blob-id \
+             key copied from {}",
+            location(&src)
+        )),
+        "{said}"
+    );
+    let (cs, ct) = (config(&src), config(&twin));
+    assert_eq!(cs["version"], 1);
+    assert_eq!(ct["version"], 2);
+    assert_eq!(ct["chunker"], cs["chunker"]);
+    assert_ne!(ct["id"], cs["id"]);
+    let c = copy_json(&twin, &src, &[]);
+    assert_eq!(c["by_id"], true);
+    assert_eq!(c["data_blobs"], n_data, "{c}");
+    assert_eq!(c["tree_blobs"], n_trees, "{c}");
+    assert_eq!(
+        c["snapshots"][0]["tree"], src_snap["tree"],
+        "trees keep their ids"
+    );
+    assert_restores(&twin, "latest", &data, &expected);
+    assert_clean(&twin);
+    // Backing the same data up into the twin directly finds every chunk: same boundaries,
+    // same ids.
+    let direct = backup(&twin, &[d, "--force", "--tag", "direct"]);
+    assert_eq!(direct["data_blobs"], 0, "{direct}");
+
+    // A new snapshot with one new file: only its blobs travel, read by id; translated, every
+    // data blob of the snapshot is read again but the same few are stored.
+    fs::write(data.join("new.bin"), random_bytes(77, 100_000)).unwrap();
+    let second = backup(&src, &[d]);
+    let new_blobs = second["data_blobs"].as_u64().unwrap();
+    assert!((1..=8).contains(&new_blobs), "{second}");
+    let c = copy_json(&twin, &src, &[]);
+    assert_eq!(
+        (
+            c["snapshots_copied"].as_u64(),
+            c["snapshots_skipped"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{c}"
+    );
+    assert_eq!(c["snapshots"][0]["status"], "skipped");
+    assert_eq!(c["data_blobs"], new_blobs, "{c}");
+    assert_eq!(c["data_blobs_read"], new_blobs, "{c}");
+    let c = copy_json(&plain, &src, &[]);
+    assert_eq!(c["data_blobs"], new_blobs, "{c}");
+    assert!(c["data_blobs_read"].as_u64().unwrap() > n_data, "{c}");
+    let expected = compare::snapshot(&data).unwrap();
+    assert_restores(&plain, "latest", &data, &expected);
+    assert_clean(&plain);
+    assert_clean(&twin);
+
+    // Nothing left to copy: exact text output.
+    let out = run_ok(from_cmd(&plain, &src, &["copy"]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    let src_snaps = snapshots(&src);
+    let plain_snaps = snapshots(&plain);
+    for (i, (s, t)) in src_snaps.iter().zip(&plain_snaps).enumerate() {
+        let prefix = format!(
+            "snapshot {} of [{}] at ",
+            s["short_id"].as_str().unwrap(),
+            d
+        );
+        let suffix = format!(
+            " by {}: skipped (already in the target as {})",
+            s["hostname"].as_str().unwrap(),
+            t["short_id"].as_str().unwrap()
+        );
+        assert!(
+            lines[i].starts_with(&prefix) && lines[i].ends_with(&suffix),
+            "{}",
+            lines[i]
+        );
+    }
+    assert_eq!(
+        lines[2],
+        "copied 0 snapshots, skipped 2 already in the target"
+    );
+    assert_eq!(
+        lines[3],
+        "stored 0 data blobs (0 B), 0 tree blobs; wrote 0 packs (0 B) and 0 index files"
+    );
+    // The twin's own backup is not in the source: copying back skips the two copies.
+    let back = copy_json(&src, &twin, &[]);
+    assert_eq!(back["snapshots_skipped"], 2, "{back}");
+    assert_eq!(back["snapshots_copied"], 1, "{back}");
+    assert_eq!(back["data_blobs"], 0, "{back}");
+}
+
+#[test]
+fn filters_dry_run_and_snapshot_arguments() {
+    let src = Env::new();
+    src.init(&SMALL_CHUNKS);
+    let (a, b) = (src.path("a"), src.path("b"));
+    fs::create_dir_all(&a).unwrap();
+    fs::write(a.join("f"), random_bytes(1, 200_000)).unwrap();
+    fs::create_dir_all(&b).unwrap();
+    fs::write(b.join("g"), random_bytes(2, 50_000)).unwrap();
+    let sa = backup(&src, &[a.to_str().unwrap(), "--tag", "one"]);
+    let sb = backup(
+        &src,
+        &[b.to_str().unwrap(), "--tag", "two", "--host", "other"],
+    );
+    let dst = Env::new();
+    dst.init(&SMALL_CHUNKS);
+
+    // Dry run: counted, nothing written.
+    let dry = copy_json(&dst, &src, &["--dry-run"]);
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["snapshots"][0]["status"], "would_copy");
+    assert_eq!(dry["snapshots"][0]["target"], Value::Null);
+    let all = sa["data_blobs"].as_u64().unwrap() + sb["data_blobs"].as_u64().unwrap();
+    assert_eq!(dry["data_blobs"], all, "{dry}");
+    assert_eq!(dry["packs_written"], 0);
+    assert!(snapshots(&dst).is_empty());
+    let text = run_ok(from_cmd(&dst, &src, &["copy", "--dry-run", "--tag", "two"]));
+    let first_line = text.lines().next().unwrap();
+    assert!(
+        first_line.starts_with(&format!(
+            "snapshot {} of [{}] at ",
+            &sb["snapshot_id"].as_str().unwrap()[..8],
+            b.display()
+        )) && first_line.ends_with(&format!(
+            " by other: would be copied ({} (48.83 KiB), {})",
+            n(&sb["data_blobs"], "data blob"),
+            n(&sb["tree_blobs"], "tree blob")
+        )),
+        "{text}"
+    );
+    assert!(text.contains("would copy 1 snapshot, skipped 0"), "{text}");
+
+    // --tag, --host and --path select; an id prefix too.
+    let c = copy_json(&dst, &src, &["--tag", "two"]);
+    assert_eq!(c["snapshots_copied"], 1, "{c}");
+    assert_eq!(snapshots(&dst)[0]["tags"], serde_json::json!(["two"]));
+    let c = copy_json(&dst, &src, &["--host", "other"]);
+    assert_eq!(
+        (
+            c["snapshots_copied"].as_u64(),
+            c["snapshots_skipped"].as_u64()
+        ),
+        (Some(0), Some(1))
+    );
+    let c = copy_json(&dst, &src, &["--path", "/nowhere"]);
+    assert_eq!(c["snapshots"], serde_json::json!([]));
+    let prefix = &sa["snapshot_id"].as_str().unwrap()[..8];
+    let c = copy_json(&dst, &src, &[prefix]);
+    assert_eq!(c["snapshots_copied"], 1, "{c}");
+    assert_eq!(c["snapshots"][0]["source"], sa["snapshot_id"]);
+    assert_eq!(snapshots(&dst).len(), 2);
+    let c = copy_json(&dst, &src, &["latest"]);
+    assert_eq!(c["snapshots_skipped"], 1, "{c}");
+    assert_clean(&dst);
+}
+
+#[test]
+fn errors_name_the_source() {
+    let src = Env::new();
+    src.init(&[]);
+    let dst = Env::new();
+    dst.init(&[]);
+    let pw = dst.path("wrong");
+    fs::write(&pw, "not the password\n").unwrap();
+    let mut c = from_cmd(&dst, &src, &["copy"]);
+    c.env("ARCA_FROM_PASSWORD_FILE", &pw);
+    let o = c.output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("source repository"), "{err}");
+    assert!(err.contains("wrong password"), "{err}");
+    assert!(err.contains(&location(&src)), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // The right password from a file (which wins over ARCA_FROM_PASSWORD).
+    let right = dst.path("right");
+    fs::write(&right, "test password\n").unwrap();
+    let mut c = from_cmd(
+        &dst,
+        &src,
+        &["copy", "--from-password-file", right.to_str().unwrap()],
+    );
+    c.env("ARCA_FROM_PASSWORD", "wrong");
+    assert_eq!(run_ok(c).lines().last(), Some("no snapshots to copy"));
+
+    // The same for init: and nothing is created.
+    let fresh = Env::new();
+    let mut c = from_cmd(
+        &fresh,
+        &src,
+        &[
+            "init",
+            "--kdf-memory-kib",
+            "256",
+            "--kdf-iterations",
+            "1",
+            "--copy-chunker-params",
+        ],
+    );
+    c.env("ARCA_FROM_PASSWORD", "nope");
+    let o = c.output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains(&location(&src)), "{}", stderr(&o));
+    assert!(!fresh.repo.join("config").exists());
+
+    let o = dst.run(&["copy"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("no source repository given"),
+        "{}",
+        stderr(&o)
+    );
+    let o = from_cmd(&dst, &src, &["copy", "deadbeef"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("deadbeef"), "{}", stderr(&o));
+    let o = from_cmd(&dst, &dst, &["copy"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("same repository"), "{}", stderr(&o));
+    let missing = Env::new();
+    let o = from_cmd(&dst, &missing, &["copy"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains(&location(&missing)), "{}", stderr(&o));
+}
+
+#[test]
+fn copy_between_local_and_s3_both_ways() {
+    let e0 = Env::new();
+    let s3 = S3Server::start(&e0.path("s3"));
+    s3.bucket("copies");
+    let local = Env::new();
+    local.init(&SMALL_CHUNKS);
+    let src = local.path("src");
+    arca_testkit::generate::every_kind(&src.join("kinds"), 5).unwrap();
+    sample(&src.join("sample"));
+    let expected = compare::snapshot(&src).unwrap();
+    let s = src.to_str().unwrap();
+    let first = backup(&local, &[s]);
+    assert_eq!(first["errors"], 0, "{first}");
+
+    // Local → S3, into a repository made to chunk like the local one (its source options
+    // given with --from-option when the source is the bucket, below).
+    let remote = Env::remote(s3.location("copies", "remote"), s3.env());
+    init_copying(&remote, &local);
+    let c = copy_json(&remote, &local, &[]);
+    assert_eq!(c["by_id"], true);
+    assert_eq!(c["data_blobs"], first["data_blobs"], "{c}");
+    assert_restores(&remote, "latest", &src, &expected);
+    assert_clean(&remote);
+
+    // S3 → a new local repository (translated), with the source's backend options.
+    let back = Env::new();
+    back.init(&[]);
+    let c = copy_json(&back, &remote, &["--from-option", "s3.bucket-lookup=path"]);
+    assert_eq!(c["by_id"], false);
+    assert_eq!(c["snapshots_copied"], 1, "{c}");
+    assert_eq!(c["data_blobs"], first["data_blobs"], "{c}");
+    assert_restores(&back, "latest", &src, &expected);
+    assert_clean(&back);
+    let again = copy_json(&back, &remote, &[]);
+    assert_eq!(again["snapshots_skipped"], 1, "{again}");
+    assert_eq!(again["data_blobs_read"], 0, "{again}");
+    let bad = from_cmd(&back, &remote, &["copy", "--from-option", "s3.nonsense=1"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("nonsense"), "{}", stderr(&bad));
+}

@@ -1,0 +1,558 @@
+//! `arca mount` for real through FUSE: a tree of every entry kind mounted and compared byte
+//! for byte and metadata for metadata with its source, a multi-MB file read at odd offsets,
+//! the folders by id, time, host and tag listed, writes refused with EROFS, a snapshot made
+//! while mounted appearing, and clean ends by `fusermount3 -u`, SIGINT and SIGTERM (a busy
+//! mount detached, the process ending when its last file closes); bad mountpoints refused.
+//! FUSE tests are skipped, saying why, where /dev/fuse or fusermount3 is missing (and fail
+//! instead when ARCA_REQUIRE_E2E is set, as in CI).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arca_testkit::{compare, generate, is_root, random_bytes};
+use common::*;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// How long anything may take: mounting, a refresh, an unmount, the process ending.
+const LIMIT: Duration = Duration::from_secs(10);
+
+fn fusermount3() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.extend(["/usr/bin", "/bin"].map(PathBuf::from));
+    dirs.into_iter()
+        .map(|d| d.join("fusermount3"))
+        .find(|p| p.is_file())
+}
+
+/// Why FUSE cannot be used here, if it cannot.
+fn no_fuse() -> Option<String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse does not exist".into());
+    }
+    if let Err(e) = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+    {
+        return Some(format!("cannot open /dev/fuse: {e}"));
+    }
+    if fusermount3().is_none() {
+        return Some("fusermount3 is not installed (Debian: apt-get install fuse3)".into());
+    }
+    None
+}
+
+macro_rules! require_fuse {
+    () => {
+        if let Some(why) = no_fuse() {
+            // CI installs FUSE: there a skip would hide a broken install.
+            assert!(
+                std::env::var_os("ARCA_REQUIRE_E2E").is_none(),
+                "ARCA_REQUIRE_E2E is set but {why}"
+            );
+            eprintln!("skipping this FUSE test: {why}");
+            return;
+        }
+    };
+}
+
+/// Whether a file system is mounted at `mnt` (an absolute path without symlinks).
+fn mounted(mnt: &Path) -> bool {
+    let want = mnt.to_str().unwrap();
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(want))
+}
+
+/// A running `arca mount`; dropping it always unmounts and ends the process, so a failed
+/// test leaves no mount behind.
+struct Mount {
+    child: Child,
+    mnt: PathBuf,
+    err: Arc<Mutex<String>>,
+}
+
+impl Mount {
+    /// Starts `arca mount MNT EXTRA...` and waits until the mount is there.
+    fn start(e: &Env, mnt: &Path, extra: &[&str]) -> Mount {
+        let mut args = vec!["mount", mnt.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let mut child = e
+            .cmd(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = Arc::new(Mutex::new(String::new()));
+        let pipe = child.stderr.take().unwrap();
+        let sink = Arc::clone(&err);
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(l) = line else { break };
+                let mut s = sink.lock().unwrap();
+                s.push_str(&l);
+                s.push('\n');
+            }
+        });
+        let mut m = Mount {
+            child,
+            mnt: mnt.to_path_buf(),
+            err,
+        };
+        let t = Instant::now();
+        while !mounted(&m.mnt) {
+            if let Some(st) = m.child.try_wait().unwrap() {
+                panic!("arca mount ended with {st}: {}", m.stderr());
+            }
+            assert!(t.elapsed() < LIMIT, "not mounted in time: {}", m.stderr());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        m
+    }
+
+    fn stderr(&self) -> String {
+        self.err.lock().unwrap().clone()
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    /// Waits (bounded) for `arca mount` to end, then for its stderr to be read to the end.
+    fn wait_exit(&mut self) -> ExitStatus {
+        let t = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                // The reader thread ends with the pipe; give it a moment to store the rest.
+                std::thread::sleep(Duration::from_millis(100));
+                return st;
+            }
+            assert!(
+                t.elapsed() < LIMIT,
+                "arca mount did not end: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (bounded) until stderr contains `text`.
+    fn wait_stderr(&self, text: &str) {
+        let t = Instant::now();
+        while !self.stderr().contains(text) {
+            assert!(t.elapsed() < LIMIT, "no {text:?} in {}", self.stderr());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if mounted(&self.mnt) {
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&self.mnt)
+                .status();
+        }
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// A fresh empty mountpoint in the test's folder, as an absolute path without symlinks.
+fn mountpoint(e: &Env) -> PathBuf {
+    let m = e.path("mnt");
+    fs::create_dir(&m).unwrap();
+    m.canonicalize().unwrap()
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The snapshots as `snapshots --json` gives them, oldest first: (short id, time folder name).
+fn snapshot_names(e: &Env) -> Vec<(String, String)> {
+    let v = e.json(&["snapshots", "--json"]);
+    let mut out: Vec<(chrono::DateTime<chrono::FixedOffset>, String)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let t = chrono::DateTime::parse_from_rfc3339(s["time"].as_str().unwrap()).unwrap();
+            (t, s["short_id"].as_str().unwrap().to_string())
+        })
+        .collect();
+    out.sort();
+    let mut named: Vec<(String, String)> = vec![];
+    for (t, id) in out {
+        let base = t.format("%Y-%m-%dT%H:%M:%S%:z").to_string();
+        let mut name = base.clone();
+        let mut n = 1;
+        while named.iter().any(|(_, x)| *x == name) {
+            name = format!("{base}-{n}");
+            n += 1;
+        }
+        named.push((id, name));
+    }
+    named
+}
+
+fn errno(r: std::io::Result<impl Sized>) -> Option<i32> {
+    r.err().and_then(|e| e.raw_os_error())
+}
+
+fn unmount_message(mnt: &Path) -> String {
+    let m = mnt.display();
+    format!("mounted 1 snapshots at {m}; press Ctrl-C or run `fusermount3 -u {m}` to unmount\n")
+}
+
+#[test]
+fn mount_shows_snapshots_as_stored_and_ends_with_fusermount() {
+    require_fuse!();
+    let e = Env::new();
+    e.init(&SMALL_CHUNKS);
+    let src = e.path("src");
+    let g = generate::every_kind(&src, 7).unwrap();
+    let big = random_bytes(9, 5_000_000);
+    fs::write(src.join("big.bin"), &big).unwrap();
+    e.ok(&[
+        "backup",
+        src.to_str().unwrap(),
+        "--host",
+        "testhost",
+        "--tag",
+        "daily",
+    ]);
+    let snaps = snapshot_names(&e);
+    let (short, time) = snaps[0].clone();
+    let mnt = mountpoint(&e);
+    let mut m = Mount::start(&e, &mnt, &["--refresh-interval", "100ms"]);
+
+    // The folders above the snapshots.
+    assert_eq!(names(&mnt), ["hosts", "ids", "snapshots", "tags"]);
+    assert_eq!(names(&mnt.join("ids")), [short.as_str()]);
+    assert_eq!(names(&mnt.join("snapshots")), [time.as_str(), "latest"]);
+    assert_eq!(
+        fs::read_link(mnt.join("snapshots/latest")).unwrap(),
+        Path::new(&time)
+    );
+    assert_eq!(names(&mnt.join("hosts")), ["testhost"]);
+    assert_eq!(
+        names(&mnt.join("hosts/testhost")),
+        [time.as_str(), "latest"]
+    );
+    assert_eq!(names(&mnt.join("tags")), ["daily"]);
+    assert_eq!(names(&mnt.join("tags/daily")), [time.as_str(), "latest"]);
+    let first = src
+        .components()
+        .nth(1)
+        .unwrap()
+        .as_os_str()
+        .to_str()
+        .unwrap();
+    assert_eq!(names(&mnt.join("ids").join(&short)), [first]);
+    let inside = src.strip_prefix("/").unwrap();
+    let snap = mnt.join("ids").join(&short).join(inside);
+    assert!(fs::metadata(mnt.join("ids")).unwrap().is_dir());
+
+    // Every entry as stored: kinds, modes, owners, sizes, times (ns), symlinks, devices,
+    // xattrs, hard-link groups, then every byte.
+    let d = compare::diff_trees(&src, &snap);
+    assert!(d.is_empty(), "{}", d.join("\n"));
+    let by_time = mnt.join("snapshots/latest").join(inside);
+    assert_eq!(
+        fs::read(by_time.join("small.txt")).unwrap(),
+        b"hello arca\n"
+    );
+    let by_tag = mnt.join("tags/daily").join(&time).join(inside);
+    assert_eq!(fs::read(by_tag.join("big.bin")).unwrap(), big);
+
+    // Metadata stat by stat.
+    let (s, a) = (
+        fs::symlink_metadata(src.join("small.txt")).unwrap(),
+        fs::symlink_metadata(snap.join("small.txt")).unwrap(),
+    );
+    assert_eq!(
+        (a.mode(), a.size(), a.uid(), a.gid(), a.nlink()),
+        (s.mode(), 11, s.uid(), s.gid(), 1)
+    );
+    assert_eq!((a.mtime(), a.mtime_nsec()), (s.mtime(), s.mtime_nsec()));
+    assert_eq!((a.atime(), a.atime_nsec()), (s.atime(), s.atime_nsec()));
+    if is_root() {
+        assert_eq!((a.uid(), a.gid()), (1234, 5678));
+    }
+    let hard: Vec<_> = ["hard-1", "dir/hard-2", "dir/nested/hard-3"]
+        .iter()
+        .map(|p| fs::metadata(snap.join(p)).unwrap())
+        .collect();
+    assert!(
+        hard.iter()
+            .all(|h| h.nlink() == 3 && h.ino() == hard[0].ino())
+    );
+    assert_ne!(hard[0].ino(), a.ino());
+    assert_eq!(
+        fs::read_link(snap.join("link-rel")).unwrap(),
+        Path::new("small.txt")
+    );
+    assert_eq!(
+        fs::read_link(snap.join("loop-a")).unwrap(),
+        Path::new("loop-b")
+    );
+    let l = fs::symlink_metadata(snap.join("link-abs")).unwrap();
+    assert!(l.file_type().is_symlink());
+    assert_eq!(l.size(), "/nonexistent/arca/absolute target".len() as u64);
+    assert_eq!(fs::metadata(snap.join("setuid")).unwrap().mode(), 0o104755);
+    assert_eq!(fs::metadata(snap.join("sticky")).unwrap().mode(), 0o41777);
+    if g.devices {
+        let c = fs::symlink_metadata(snap.join("chardev")).unwrap();
+        let s = fs::symlink_metadata(src.join("chardev")).unwrap();
+        assert!(c.file_type().is_char_device());
+        assert_eq!(
+            (c.mode(), c.rdev()),
+            (s.mode(), nix::sys::stat::makedev(1, 3))
+        );
+        let b = fs::symlink_metadata(snap.join("blockdev")).unwrap();
+        assert!(b.file_type().is_block_device());
+        assert_eq!(b.rdev(), nix::sys::stat::makedev(7, 200));
+    }
+
+    // Random access at odd offsets, across blob boundaries and past the end.
+    let f = fs::File::open(snap.join("big.bin")).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), 5_000_000);
+    let mut seed = 12345u64;
+    let mut offsets: Vec<(u64, usize)> = vec![
+        (0, 1),
+        (1, 7),
+        (65_535, 2),
+        (1_000_003, 300_001),
+        (4_999_999, 10),
+        (5_000_000, 10),
+        (6_000_000, 5),
+    ];
+    for _ in 0..40 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        offsets.push((
+            (seed >> 33) % 5_000_000,
+            ((seed >> 13) % 200_000) as usize + 1,
+        ));
+    }
+    for (off, len) in offsets {
+        let mut buf = vec![0u8; len];
+        let mut got = 0;
+        while got < len {
+            let n = f.read_at(&mut buf[got..], off + got as u64).unwrap();
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        let lo = (off as usize).min(big.len());
+        let hi = (off as usize + len).min(big.len());
+        assert_eq!(&buf[..got], &big[lo..hi], "{len} bytes at {off}");
+    }
+    let mut f = f;
+    f.seek(SeekFrom::End(-10)).unwrap();
+    let mut tail = vec![];
+    f.read_to_end(&mut tail).unwrap();
+    assert_eq!(tail, &big[big.len() - 10..]);
+    f.seek(SeekFrom::Start(777_777)).unwrap();
+    let mut piece = [0u8; 4321];
+    f.read_exact(&mut piece).unwrap();
+    assert_eq!(&piece[..], &big[777_777..777_777 + 4321]);
+    drop(f);
+
+    // Read-only.
+    let erofs = Some(libc::EROFS);
+    assert_eq!(errno(fs::File::create(snap.join("new"))), erofs);
+    assert_eq!(
+        errno(
+            fs::OpenOptions::new()
+                .write(true)
+                .open(snap.join("small.txt"))
+        ),
+        erofs
+    );
+    assert_eq!(errno(fs::create_dir(mnt.join("ids/new"))), erofs);
+    assert_eq!(errno(fs::remove_file(snap.join("small.txt"))), erofs);
+    assert_eq!(
+        errno(fs::rename(snap.join("small.txt"), snap.join("moved"))),
+        erofs
+    );
+    assert_eq!(
+        errno(fs::set_permissions(
+            snap.join("small.txt"),
+            fs::Permissions::from_mode(0o600)
+        )),
+        erofs
+    );
+    assert_eq!(
+        errno(std::os::unix::fs::symlink("x", snap.join("l"))),
+        erofs
+    );
+
+    // A snapshot made while mounted appears after a refresh, its new data readable.
+    fs::write(src.join("later.txt"), b"made while mounted").unwrap();
+    e.ok(&[
+        "backup",
+        src.to_str().unwrap(),
+        "--host",
+        "testhost",
+        "--tag",
+        "weekly",
+    ]);
+    let snaps = snapshot_names(&e);
+    let (short2, time2) = snaps[1].clone();
+    let t = Instant::now();
+    while names(&mnt.join("ids")).len() < 2 {
+        assert!(t.elapsed() < LIMIT, "the new snapshot did not appear");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut ids = vec![short.clone(), short2.clone()];
+    ids.sort();
+    assert_eq!(names(&mnt.join("ids")), ids);
+    assert_eq!(names(&mnt.join("tags")), ["daily", "weekly"]);
+    assert_eq!(
+        names(&mnt.join("snapshots")),
+        [time.as_str(), time2.as_str(), "latest"]
+    );
+    assert_eq!(
+        fs::read_link(mnt.join("snapshots/latest")).unwrap(),
+        Path::new(&time2)
+    );
+    let new = mnt.join("snapshots/latest").join(inside).join("later.txt");
+    assert_eq!(fs::read(new).unwrap(), b"made while mounted");
+
+    // `fusermount3 -u` ends the process cleanly.
+    let st = Command::new("fusermount3")
+        .arg("-u")
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let st = m.wait_exit();
+    assert_eq!(st.code(), Some(0), "{}", m.stderr());
+    assert!(!mounted(&mnt));
+    assert_eq!(m.stderr(), unmount_message(&mnt));
+}
+
+#[test]
+fn mount_filters_snapshots_and_ends_on_sigint() {
+    require_fuse!();
+    let e = Env::new();
+    e.init(&SMALL_CHUNKS);
+    let src = e.path("src");
+    sample(&src);
+    e.ok(&["backup", src.to_str().unwrap(), "--host", "alpha"]);
+    e.ok(&[
+        "backup",
+        src.to_str().unwrap(),
+        "--host",
+        "beta",
+        "--tag",
+        "x",
+    ]);
+    let v = e.json(&["snapshots", "--json", "--host", "alpha"]);
+    let alpha = v[0]["short_id"].as_str().unwrap().to_string();
+    let mnt = mountpoint(&e);
+    let mut m = Mount::start(&e, &mnt, &["--host", "alpha"]);
+    assert_eq!(names(&mnt.join("ids")), [alpha.as_str()]);
+    assert_eq!(names(&mnt.join("hosts")), ["alpha"]);
+    assert!(names(&mnt.join("tags")).is_empty());
+    let inside = src.strip_prefix("/").unwrap();
+    let c = mnt
+        .join("ids")
+        .join(&alpha)
+        .join(inside)
+        .join("docs/deep/c.bin");
+    assert_eq!(
+        fs::read(c).unwrap(),
+        fs::read(src.join("docs/deep/c.bin")).unwrap()
+    );
+
+    kill(m.pid(), Signal::SIGINT).unwrap();
+    let st = m.wait_exit();
+    assert_eq!(st.code(), Some(0), "{}", m.stderr());
+    assert!(!mounted(&mnt));
+    assert_eq!(m.stderr(), unmount_message(&mnt));
+}
+
+#[test]
+fn busy_mount_detaches_on_sigterm_and_ends_when_released() {
+    require_fuse!();
+    let e = Env::new();
+    e.init(&SMALL_CHUNKS);
+    let src = e.path("src");
+    sample(&src);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let mnt = mountpoint(&e);
+    let mut m = Mount::start(&e, &mnt, &[]);
+    let inside = src.strip_prefix("/").unwrap();
+    let path = mnt.join("snapshots/latest").join(inside).join("top.bin");
+    let want = fs::read(src.join("top.bin")).unwrap();
+    let f = fs::File::open(&path).unwrap();
+
+    kill(m.pid(), Signal::SIGTERM).unwrap();
+    m.wait_stderr("is busy");
+    assert!(!mounted(&mnt), "a busy mount is detached at once");
+    assert!(
+        m.child.try_wait().unwrap().is_none(),
+        "the open file is still served"
+    );
+    let mut buf = vec![0u8; want.len()];
+    assert_eq!(f.read_at(&mut buf, 0).unwrap(), want.len());
+    assert_eq!(buf, want);
+    drop(f);
+    let st = m.wait_exit();
+    assert_eq!(st.code(), Some(0), "{}", m.stderr());
+}
+
+#[test]
+fn mount_refuses_unusable_mountpoints() {
+    let e = Env::new();
+    e.init(&[]);
+    let missing = e.path("missing");
+    let file = e.path("file");
+    fs::write(&file, b"x").unwrap();
+    let full = e.path("full");
+    fs::create_dir(&full).unwrap();
+    fs::write(full.join("x"), b"x").unwrap();
+    for (p, why) in [
+        (&missing, "does not exist (create an empty folder first)"),
+        (&file, "is not a folder"),
+        (&full, "is not empty"),
+    ] {
+        let o = e.run(&["mount", p.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1));
+        assert_eq!(
+            stderr(&o),
+            format!("arca: mountpoint {}: {why}\n", p.display())
+        );
+    }
+    let dir = e.path("empty");
+    fs::create_dir(&dir).unwrap();
+    let o = e.run(&["mount", dir.to_str().unwrap(), "--cache-size", "lots"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o), "arca: invalid size \"lots\"\n");
+}

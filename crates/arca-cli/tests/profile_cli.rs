@@ -1,0 +1,242 @@
+//! End-to-end tests of profiles (`-P NAME`), `--password-command`, `arca completions` and
+//! `arca man`: a profile found in `$XDG_CONFIG_HOME/arca/` or the current folder supplies the
+//! repository, the password source and command defaults; the command line wins over it.
+
+#![allow(clippy::unwrap_used)]
+
+use std::fs;
+use std::process::Command;
+
+use serde_json::Value;
+
+mod common;
+use common::*;
+
+/// `arca` run in `cwd` with only the profile's settings (no repository or password in the
+/// environment) and `XDG_CONFIG_HOME` set to `config`.
+fn bare(e: &Env, cwd: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(cwd)
+        .env("XDG_CONFIG_HOME", e.path("config"))
+        .env("XDG_CACHE_HOME", e.path("cache"))
+        .env_remove("ARCA_PASSWORD")
+        .env_remove("ARCA_PASSWORD_FILE")
+        .env_remove("ARCA_PASSWORD_COMMAND")
+        .env_remove("ARCA_REPOSITORY")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn ok(o: &std::process::Output) -> String {
+    assert!(o.status.success(), "failed: {}", stderr(o));
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[test]
+fn profile_supplies_repository_password_and_command_defaults() {
+    let e = Env::new();
+    e.init(&SMALL_CHUNKS);
+    let src = e.path("src");
+    sample(&src);
+    fs::write(src.join("skip.tmp"), b"temporary").unwrap();
+    fs::write(e.path("pass"), "test password\n").unwrap();
+    let dir = e.path("config/arca");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("nightly.toml"),
+        format!(
+            r#"
+[global]
+repo = "{repo}"
+password-command = "cat '{pass}'"
+
+[backup]
+paths = ["{src}"]
+exclude = ["*.tmp"]
+tag = ["nightly"]
+host = "profile-host"
+
+[snapshots]
+json = true
+
+[forget]
+keep-last = 1
+"#,
+            repo = e.repo.display(),
+            pass = e.path("pass").display(),
+            src = src.display()
+        ),
+    )
+    .unwrap();
+    let cwd = e.path(".");
+    // Two backups from the profile alone, one with the command line's extra tag.
+    ok(&bare(&e, &cwd, &["-P", "nightly", "backup", "-q"]));
+    ok(&bare(
+        &e,
+        &cwd,
+        &["-P", "nightly", "backup", "-q", "--tag", "extra"],
+    ));
+    let v: Value =
+        serde_json::from_str(&ok(&bare(&e, &cwd, &["-P", "nightly", "snapshots"]))).unwrap();
+    let snaps = v.as_array().unwrap();
+    assert_eq!(snaps.len(), 2);
+    assert_eq!(snaps[0]["tags"], serde_json::json!(["nightly"]));
+    assert_eq!(snaps[1]["tags"], serde_json::json!(["nightly", "extra"]));
+    assert_eq!(snaps[0]["hostname"], "profile-host");
+    assert_eq!(
+        snaps[0]["paths"],
+        serde_json::json!([src.to_str().unwrap()])
+    );
+    // The profile's exclude applied.
+    let listing = e.ok(&["ls", "latest"]);
+    assert!(listing.contains("top.bin"), "{listing}");
+    assert!(!listing.contains("skip.tmp"), "{listing}");
+    // The command line wins: keep the last 2, so nothing is removed.
+    let out = ok(&bare(
+        &e,
+        &cwd,
+        &["-P", "nightly", "forget", "--keep-last", "2", "--dry-run"],
+    ));
+    assert!(out.contains("nothing to remove"), "{out}");
+    // The profile's policy: keep the last one.
+    ok(&bare(&e, &cwd, &["-P", "nightly", "forget"]));
+    let v: Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn profile_in_current_folder_and_by_path() {
+    let e = Env::new();
+    e.init(&[]);
+    let cwd = e.path("work");
+    fs::create_dir_all(&cwd).unwrap();
+    fs::write(
+        cwd.join("here.toml"),
+        format!("[repository]\nrepo = \"{}\"\n", e.repo.display()),
+    )
+    .unwrap();
+    let o = bare(
+        &e,
+        &cwd,
+        &[
+            "-P",
+            "here",
+            "--password-command",
+            "echo test password",
+            "snapshots",
+        ],
+    );
+    let out = ok(&o);
+    assert!(
+        out.contains("0 snapshots") || out.trim().is_empty() || out.contains("no snapshots"),
+        "{out}"
+    );
+    let path = cwd.join("here.toml");
+    ok(&bare(
+        &e,
+        &e.path("."),
+        &[
+            "--use-profile",
+            path.to_str().unwrap(),
+            "--password-command",
+            "echo test password",
+            "snapshots",
+        ],
+    ));
+}
+
+#[test]
+fn profile_errors_name_the_file_and_the_key() {
+    let e = Env::new();
+    let cwd = e.path(".");
+    let o = bare(&e, &cwd, &["-P", "missing", "snapshots"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("profile \"missing\" not found"), "{err}");
+    assert!(err.contains("config/arca/missing.toml"), "{err}");
+    fs::write(e.path("bad.toml"), "[backup]\nexclud = [\"x\"]\n").unwrap();
+    let o = bare(&e, &cwd, &["-P", "bad", "snapshots"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("bad.toml") && err.contains("unknown option \"exclud\""),
+        "{err}"
+    );
+    fs::write(e.path("broken.toml"), "[backup\n").unwrap();
+    let o = bare(&e, &cwd, &["-P", "broken", "snapshots"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("broken.toml"), "{}", stderr(&o));
+}
+
+#[test]
+fn failing_password_command_is_named() {
+    let e = Env::new();
+    e.init(&[]);
+    let o = Command::new(BIN)
+        .args([
+            "-r",
+            e.repo.to_str().unwrap(),
+            "--password-command",
+            "exit 3",
+            "snapshots",
+        ])
+        .env_remove("ARCA_PASSWORD")
+        .env_remove("ARCA_PASSWORD_FILE")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("password command \"exit 3\" failed"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn completions_and_man_pages_cover_every_command() {
+    let e = Env::new();
+    let bash = e.ok(&["completions", "bash"]);
+    for sub in [
+        "backup", "restore", "forget", "prune", "find", "diff", "dump", "mount",
+    ] {
+        assert!(bash.contains(sub), "bash completion lacks {sub}");
+    }
+    assert!(bash.contains("--use-profile"));
+    let zsh = e.ok(&["completions", "zsh"]);
+    assert!(
+        zsh.starts_with("#compdef arca"),
+        "{}",
+        &zsh[..40.min(zsh.len())]
+    );
+    let fish = e.ok(&["completions", "fish"]);
+    assert!(fish.contains("complete -c arca"));
+    assert_eq!(e.run(&["completions", "tcsh"]).status.code(), Some(2));
+
+    let page = e.ok(&["man"]);
+    assert!(
+        page.contains(".TH arca 1"),
+        "{}",
+        &page[..200.min(page.len())]
+    );
+    let dir = e.path("man");
+    let out = e.ok(&["man", "--dir", dir.to_str().unwrap()]);
+    assert!(out.starts_with("wrote "), "{out}");
+    for p in [
+        "arca.1",
+        "arca-backup.1",
+        "arca-restore.1",
+        "arca-key-add.1",
+        "arca-repair-index.1",
+    ] {
+        let text = fs::read_to_string(dir.join(p)).unwrap();
+        assert!(text.contains(".TH"), "{p}");
+    }
+    let backup = fs::read_to_string(dir.join("arca-backup.1")).unwrap();
+    assert!(
+        backup.contains("exclude\\-caches"),
+        "backup page lacks its options"
+    );
+}

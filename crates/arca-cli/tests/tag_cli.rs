@@ -1,0 +1,251 @@
+//! End-to-end tests of `arca tag`: `--add`, `--remove`, `--set` (comma lists, `--set ""`) on
+//! named snapshots and on every snapshot passing the filters, the exact text and JSON output,
+//! the old snapshot file replaced by one with the new tags and nothing else changed,
+//! `--dry-run`, and bad input.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use serde_json::Value;
+
+mod common;
+use common::*;
+
+/// The snapshots as `snapshots --json` prints them, by id.
+fn snapshots(e: &Env) -> BTreeMap<String, Value> {
+    let v: Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["id"].as_str().unwrap().to_string(), s.clone()))
+        .collect()
+}
+
+fn tags(s: &Value) -> Vec<String> {
+    s["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A snapshot's fields other than its id and tags.
+fn rest(s: &Value) -> Value {
+    let mut s = s.clone();
+    let m = s.as_object_mut().unwrap();
+    for k in ["id", "short_id", "tags"] {
+        m.remove(k);
+    }
+    s
+}
+
+/// The snapshot files' names and bytes.
+fn snapshot_files(e: &Env) -> BTreeMap<String, Vec<u8>> {
+    fs::read_dir(e.repo.join("snapshots"))
+        .unwrap()
+        .map(|f| {
+            let f = f.unwrap();
+            (
+                f.file_name().to_string_lossy().into_owned(),
+                fs::read(f.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Backs `src` up with `extra` options; the snapshot id.
+fn backup(e: &Env, src: &Path, extra: &[&str]) -> String {
+    let mut a = vec!["backup", "--json"];
+    a.extend_from_slice(extra);
+    a.push(src.to_str().unwrap());
+    e.json(&a)["snapshot_id"].as_str().unwrap().to_string()
+}
+
+/// Two snapshots: `a` tagged "daily" on host h1, `b` tagged "daily,keep" on host h2.
+fn setup() -> (Env, String, String) {
+    let e = Env::new();
+    let src = e.path("src");
+    sample(&src);
+    e.init(&SMALL_CHUNKS);
+    let a = backup(&e, &src, &["--tag", "daily", "--host", "h1"]);
+    let b = backup(
+        &e,
+        &src,
+        &["--tag", "daily", "--tag", "keep", "--host", "h2"],
+    );
+    (e, a, b)
+}
+
+/// The id that is in `after` and not in `before`.
+fn new_id(before: &BTreeMap<String, Value>, after: &BTreeMap<String, Value>) -> String {
+    let new: Vec<&String> = after.keys().filter(|k| !before.contains_key(*k)).collect();
+    assert_eq!(new.len(), 1, "{new:?}");
+    new[0].clone()
+}
+
+#[test]
+fn add_replaces_the_snapshot_with_a_retagged_copy() {
+    let (e, a, b) = setup();
+    let before = snapshots(&e);
+    let out = e.ok(&["tag", "--add", "x,y", "--add", "daily", &a[..8]]);
+    let after = snapshots(&e);
+    let n = new_id(&before, &after);
+    assert_eq!(
+        out,
+        format!(
+            "modified snapshot {} → {}\nmodified 1 snapshots\n",
+            &a[..8],
+            &n[..8]
+        )
+    );
+    assert!(!after.contains_key(&a), "the old snapshot is gone");
+    assert!(!e.repo.join("snapshots").join(&a).exists());
+    assert_eq!(after.len(), 2);
+    assert_eq!(tags(&after[&n]), vec!["daily", "x", "y"]);
+    assert_eq!(rest(&after[&n]), rest(&before[&a]), "only the tags change");
+    assert_eq!(after[&b], before[&b], "the other snapshot is untouched");
+    // The copy restores like the original did.
+    let t = e.path("restore");
+    e.ok(&["restore", &n, "--target", t.to_str().unwrap()]);
+    let src = e.path("src");
+    assert!(
+        arca_testkit::compare::diff_trees(&src, &t.join(src.strip_prefix("/").unwrap())).is_empty()
+    );
+}
+
+#[test]
+fn without_ids_every_snapshot_passing_the_filters_is_changed() {
+    let (e, a, b) = setup();
+    // Only `b` has "keep": `a` is left alone.
+    let before = snapshots(&e);
+    let out = e.ok(&["tag", "--remove", "keep"]);
+    let after = snapshots(&e);
+    let nb = new_id(&before, &after);
+    assert_eq!(
+        out,
+        format!(
+            "modified snapshot {} → {}\nmodified 1 snapshots\n",
+            &b[..8],
+            &nb[..8]
+        )
+    );
+    assert_eq!(after[&a], before[&a]);
+    assert_eq!(tags(&after[&nb]), vec!["daily"]);
+
+    // --host selects; --set "" removes every tag.
+    let before = snapshots(&e);
+    let out = e.ok(&["tag", "--set", "", "--host", "h1"]);
+    let after = snapshots(&e);
+    let na = new_id(&before, &after);
+    assert_eq!(
+        out,
+        format!(
+            "modified snapshot {} → {}\nmodified 1 snapshots\n",
+            &a[..8],
+            &na[..8]
+        )
+    );
+    assert_eq!(tags(&after[&na]), Vec::<String>::new());
+    assert_eq!(after[&nb], before[&nb]);
+
+    // --tag selects; --set replaces in the order given, once each.
+    let before = snapshots(&e);
+    e.ok(&["tag", "--set", "z,y", "--set", "z", "--tag", "daily"]);
+    let after = snapshots(&e);
+    let nb2 = new_id(&before, &after);
+    assert_eq!(tags(&after[&nb2]), vec!["z", "y"]);
+
+    // Nothing to change anywhere: no file is touched.
+    let files = snapshot_files(&e);
+    let out = e.ok(&["tag", "--add", "z", "latest", &nb2]);
+    assert_eq!(out, "no snapshots were modified\n");
+    assert_eq!(snapshot_files(&e), files);
+}
+
+#[test]
+fn json_lines_name_old_and_new_ids() {
+    let (e, a, b) = setup();
+    let before = snapshots(&e);
+    let out = e.ok(&["tag", "--json", "--add", "j", "--remove", "daily"]);
+    let after = snapshots(&e);
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    // Oldest first: a, then b.
+    for (line, (old, old_tags, new_tags)) in lines.iter().zip([
+        (&a, vec!["daily"], vec!["j"]),
+        (&b, vec!["daily", "keep"], vec!["keep", "j"]),
+    ]) {
+        let new = line["new_snapshot_id"].as_str().unwrap();
+        assert!(after.contains_key(new) && !before.contains_key(new));
+        assert_eq!(
+            *line,
+            serde_json::json!({
+                "message_type": "changed_snapshot",
+                "old_snapshot_id": old,
+                "new_snapshot_id": new,
+                "old_tags": old_tags,
+                "tags": new_tags,
+            })
+        );
+        assert_eq!(tags(&after[new]), new_tags);
+    }
+    assert_eq!(
+        lines[2],
+        serde_json::json!({"message_type": "summary", "dry_run": false, "changed_snapshots": 2})
+    );
+    assert_eq!(after.len(), 2);
+}
+
+#[test]
+fn dry_run_changes_nothing() {
+    let (e, a, _b) = setup();
+    let files = snapshot_files(&e);
+    let out = e.ok(&["tag", "--dry-run", "--add", "new", &a]);
+    assert_eq!(
+        out,
+        format!(
+            "would modify snapshot {}: tags [daily] → [daily,new]\nwould modify 1 snapshots\n",
+            &a[..8]
+        )
+    );
+    let out = e.ok(&["tag", "-n", "--json", "--set", "s", "latest"]);
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["new_snapshot_id"], Value::Null);
+    assert_eq!(lines[0]["tags"], serde_json::json!(["s"]));
+    assert_eq!(
+        lines[1],
+        serde_json::json!({"message_type": "summary", "dry_run": true, "changed_snapshots": 1})
+    );
+    assert_eq!(snapshot_files(&e), files, "snapshot files are identical");
+}
+
+#[test]
+fn bad_input_fails_naming_it() {
+    let (e, _a, _b) = setup();
+    let files = snapshot_files(&e);
+    for (args, needle) in [
+        (&["tag", "--add", "x", "deadbeef99"][..], "deadbeef99"),
+        (&["tag", "--add", "x", "latest", "nosuch"][..], "nosuch"),
+        (&["tag", "--set", "a", "--add", "b"][..], "--set"),
+        (&["tag", "--set", "a", "--remove", "b"][..], "--set"),
+        (&["tag", "latest"][..], "nothing to do"),
+        (&["tag", "--add", ",", "latest"][..], "nothing to do"),
+    ] {
+        let o = e.run(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = stderr(&o);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    assert_eq!(snapshot_files(&e), files, "nothing changed");
+}

@@ -1,0 +1,215 @@
+//! `arca ui` through the binary: the printed address with its token, the token checked, Ctrl-C
+//! stopping it with exit 0, the refusal to listen beyond loopback without TLS, and HTTPS with
+//! a certificate (when openssl and curl are there to make and use one).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+/// Starts `arca ui` with `args`; returns the child and the URL it printed.
+fn start(e: &Env, args: &[&str]) -> (Child, String) {
+    let mut c = e.cmd(&[&["ui", "--no-open"], args].concat());
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let out = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(out).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.starts_with("arca ui: serving "), "{first}");
+    let url = lines.next().unwrap().unwrap().trim().to_string();
+    assert_eq!(lines.next().unwrap().unwrap(), "Press Ctrl-C to stop.");
+    (child, url)
+}
+
+fn http(addr: &str, path: &str, headers: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{headers}\r\n"
+    )
+    .unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    r
+}
+
+fn stop(mut child: Child) -> (i32, String) {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status.code().unwrap_or(-1), err)
+}
+
+#[test]
+fn serves_with_the_printed_token_and_stops_on_ctrl_c() {
+    let e = Env::new();
+    e.init(&[]);
+    e.ok(&[
+        "backup",
+        e.tmp.path().to_str().unwrap(),
+        "--exclude",
+        "repo",
+    ]);
+    let (child, url) = start(&e, &[]);
+    let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
+    let (port, token) = rest.split_once("/?token=").unwrap();
+    assert_eq!(token.len(), 64);
+    assert!(token.chars().all(|c| c.is_ascii_hexdigit()));
+    let addr = format!("127.0.0.1:{port}");
+    let r = http(&addr, "/api/status", "");
+    assert!(r.starts_with("HTTP/1.1 401"), "{r}");
+    let r = http(&addr, &format!("/?token={token}"), "");
+    assert!(r.starts_with("HTTP/1.1 303"), "{r}");
+    assert!(r.contains(&format!(
+        "set-cookie: arca_ui_{port}={token}; Path=/; HttpOnly; SameSite=Strict"
+    )));
+    let r = http(
+        &addr,
+        "/api/status",
+        &format!("Authorization: Bearer {token}\r\n"),
+    );
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert!(r.contains("\"open\":true"), "{r}");
+    let r = http(
+        &addr,
+        "/api/snapshots",
+        &format!("Authorization: Bearer {token}\r\n"),
+    );
+    assert!(r.contains("\"short_id\""), "{r}");
+    let (code, err) = stop(child);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("arca ui: stopping"), "{err}");
+}
+
+#[test]
+fn listening_beyond_loopback_needs_tls() {
+    let e = Env::new();
+    e.init(&[]);
+    let o = e.run(&["ui", "--no-open", "--listen", "0.0.0.0:0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).starts_with(
+            "arca: refusing to listen on 0.0.0.0:0 without TLS: anyone on the network could reach the repository"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    let o = e.run(&["ui", "--no-open", "--listen", "nowhere"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("invalid --listen \"nowhere\""),
+        "{}",
+        stderr(&o)
+    );
+    let o = e.run(&["ui", "--no-open", "--tls-cert", "c.pem"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = e.run(&[
+        "ui",
+        "--no-open",
+        "--tls-cert",
+        "/no/c.pem",
+        "--tls-key",
+        "/no/k.pem",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).starts_with("arca: TLS certificate /no/c.pem"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn https_with_a_certificate() {
+    let have = |c: &str| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !have("openssl") || !have("curl") {
+        println!("skipped: openssl or curl is missing");
+        return;
+    }
+    let e = Env::new();
+    e.init(&[]);
+    let (cert, key) = (e.path("cert.pem"), e.path("key.pem"));
+    let o = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (c, k) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    // Beyond loopback with TLS: served, with a loud warning.
+    let (child, url) = start(
+        &e,
+        &["--listen", "0.0.0.0:0", "--tls-cert", c, "--tls-key", k],
+    );
+    assert!(url.starts_with("https://0.0.0.0:"), "{url}");
+    let (port, token) = url
+        .strip_prefix("https://0.0.0.0:")
+        .unwrap()
+        .split_once("/?token=")
+        .unwrap();
+    let o = Command::new("curl")
+        .args([
+            "-s",
+            "--cacert",
+            c,
+            "-H",
+            &format!("Authorization: Bearer {token}"),
+        ])
+        .arg(format!("https://127.0.0.1:{port}/api/status"))
+        .output()
+        .unwrap();
+    let body = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        body.contains("\"open\":true"),
+        "{body} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", c])
+        .arg(format!("https://127.0.0.1:{port}/api/status"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "401");
+    let (code, err) = stop(child);
+    assert_eq!(code, 0);
+    assert!(
+        err.contains("WARNING: arca ui is listening on 0.0.0.0:"),
+        "{err}"
+    );
+}

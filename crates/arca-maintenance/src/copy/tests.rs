@@ -1,0 +1,208 @@
+//! Copy between repositories built by hand: translated and by id, again (nothing new), dry
+//! runs, damaged source data.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use arca_backend::{Backend, FileType, MemoryBackend};
+use arca_format::config::ContentKeys;
+use arca_format::{BlobKind, Id, KdfParams, NodeKind};
+use arca_repo::{InitOptions, Repository, SnapshotFilter};
+
+use super::*;
+use crate::check::{CheckOptions, check};
+use crate::repair::fixture::{self, Fx, chunk, snapshot};
+
+/// A target repository sharing `src`'s blob-id and chunker keys.
+fn twin(src: &Repository) -> Repository {
+    let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let opts = InitOptions {
+        kdf: KdfParams {
+            memory_kib: 64,
+            iterations: 1,
+            parallelism: 1,
+        },
+        ..InitOptions::default()
+    };
+    let keys = ContentKeys::new(src.key().id_key(), src.key().chunker_key());
+    Repository::init_with_content_keys(backend, b"pw", &opts, Some(keys)).unwrap()
+}
+
+/// Copies every snapshot of `fx` into `dst` in one run.
+fn copy_all(fx: &Fx, dst: &Repository, opts: CopyOptions) -> (Vec<SnapshotCopy>, CopyReport) {
+    let src_index = fx.repo.load_index().unwrap();
+    let dst_index = dst.load_index().unwrap();
+    let mut c = Copier::new(&fx.repo, &src_index, dst, &dst_index, opts);
+    let copies = fx
+        .repo
+        .list_snapshots(&SnapshotFilter::default())
+        .unwrap()
+        .iter()
+        .map(|(_, s)| c.copy_snapshot(s).unwrap())
+        .collect();
+    (copies, c.report())
+}
+
+/// The files of the fixture's snapshot as the target holds them: names and contents.
+fn files(dst: &Repository, root: Id) -> Vec<(String, Vec<u8>)> {
+    let index = dst.load_index().unwrap();
+    let mut out = vec![];
+    let mut stack = vec![(String::new(), root)];
+    while let Some((prefix, id)) = stack.pop() {
+        for n in dst.load_tree(&index, &id).unwrap().nodes {
+            let name = format!("{prefix}/{}", String::from_utf8_lossy(&n.name));
+            if n.kind() == NodeKind::Dir {
+                stack.push((name, n.subtree.unwrap()));
+                continue;
+            }
+            let mut bytes = vec![];
+            for c in &n.content {
+                bytes.extend(dst.read_blob(&index, BlobKind::Data, &c.id).unwrap());
+            }
+            out.push((name, bytes));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn expected_files() -> Vec<(String, Vec<u8>)> {
+    let cat = |names: &[&str]| names.iter().flat_map(|n| chunk(n)).collect::<Vec<u8>>();
+    vec![
+        ("/a".into(), cat(&["a0", "a1", "a2"])),
+        ("/b".into(), cat(&["b0"])),
+        ("/sub/c".into(), cat(&["c0"])),
+    ]
+}
+
+fn clean(repo: &Repository) {
+    let r = check(
+        repo,
+        CheckOptions {
+            read_data: true,
+            workers: 2,
+        },
+    )
+    .unwrap();
+    assert!(r.is_ok(), "{:?}", r.errors);
+}
+
+#[test]
+fn translated_copy_rebuilds_trees_and_dedups_on_the_second_run() {
+    let fx = fixture::build();
+    let (dst, _) = fixture::repo();
+    let (copies, report) = copy_all(&fx, &dst, CopyOptions::default());
+    assert_eq!(copies.len(), 1);
+    let c = &copies[0];
+    assert!(!same_ids(&fx.repo, &dst));
+    assert_ne!(c.snapshot.tree, fx.root, "translated trees get new ids");
+    assert_eq!((c.stored.data_blobs, c.stored.tree_blobs), (5, 2));
+    assert_eq!(c.stored.data_bytes, 5 * chunk("a0").len() as u64);
+    assert_eq!(report.data_blobs_read, 5);
+    assert_eq!(report.index_files_written, 1);
+    assert_eq!(report.packs_written, 2);
+    let saved = dst.load_snapshot(&c.id.unwrap()).unwrap();
+    assert_eq!(saved, c.snapshot);
+    assert!(same_snapshot(&saved, &snapshot(fx.root, &["daily"]), false));
+    assert_eq!(files(&dst, saved.tree), expected_files());
+    clean(&dst);
+
+    // A second run reads the data again (ids must be computed) but stores nothing, and
+    // rebuilds the same root tree.
+    let (again, report) = copy_all(&fx, &dst, CopyOptions::default());
+    assert_eq!(again[0].stored, Counts::default());
+    assert_eq!(again[0].snapshot.tree, saved.tree);
+    assert_eq!(report.data_blobs_read, 5);
+    assert_eq!(report.packs_written, 0);
+}
+
+#[test]
+fn copy_by_id_keeps_trees_and_reads_only_missing_data() {
+    let fx = fixture::build();
+    let dst = twin(&fx.repo);
+    assert!(same_ids(&fx.repo, &dst));
+    // Reopened, the target still uses the copied keys (they are in its config), while its
+    // sealing key is its own: the source's key cannot open its config.
+    let reopened = Repository::open(dst.backend().clone(), b"pw").unwrap();
+    assert!(same_ids(&fx.repo, &reopened));
+    assert_eq!(reopened.key().chunker_key(), fx.repo.key().chunker_key());
+    assert_eq!(reopened.config().version(), 2);
+    assert!(Repository::open(dst.backend().clone(), b"other").is_err());
+
+    let (dry, report) = copy_all(
+        &fx,
+        &reopened,
+        CopyOptions {
+            dry_run: true,
+            readers: 1,
+        },
+    );
+    assert_eq!((dry[0].stored.data_blobs, dry[0].stored.tree_blobs), (5, 2));
+    assert_eq!(dry[0].id, None);
+    assert_eq!(report.data_blobs_read, 0, "by id, a dry run reads no data");
+    assert!(dst.list_ids(FileType::Pack).unwrap().is_empty());
+    assert!(dst.list_ids(FileType::Snapshot).unwrap().is_empty());
+
+    let (copies, report) = copy_all(&fx, &reopened, CopyOptions::default());
+    let c = &copies[0];
+    assert_eq!(c.snapshot.tree, fx.root, "by id, trees keep their ids");
+    assert_eq!((c.stored.data_blobs, c.stored.tree_blobs), (5, 2));
+    assert_eq!(report.data_blobs_read, 5);
+    assert_eq!(files(&reopened, fx.root), expected_files());
+    clean(&reopened);
+
+    let (again, report) = copy_all(&fx, &reopened, CopyOptions::default());
+    assert_eq!(again[0].stored, Counts::default());
+    assert_eq!(report.data_blobs_read, 0);
+    assert_eq!(report.packs_written, 0);
+}
+
+#[test]
+fn damaged_source_data_fails_naming_blob_and_pack_and_saves_no_snapshot() {
+    let fx = fixture::build();
+    let (dst, _) = fixture::repo();
+    let size = fx.data2.size as usize;
+    fx.flip(FileType::Pack, &fx.data2.id, size / 3);
+    let src_index = fx.repo.load_index().unwrap();
+    let dst_index = dst.load_index().unwrap();
+    let mut c = Copier::new(
+        &fx.repo,
+        &src_index,
+        &dst,
+        &dst_index,
+        CopyOptions::default(),
+    );
+    let s = fx.repo.load_snapshot(&fx.snapshot).unwrap();
+    let err = c.copy_snapshot(&s).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, CopyError::BadBlob { pack, .. } if pack == fx.data2.id),
+        "{msg}"
+    );
+    assert!(msg.contains(&fx.data2.id.to_hex()), "{msg}");
+    assert!(dst.list_ids(FileType::Snapshot).unwrap().is_empty());
+}
+
+#[test]
+fn snapshot_identity() {
+    let a = snapshot(Id([1; 32]), &["x", "y"]);
+    let mut b = snapshot(Id([2; 32]), &["y", "x"]);
+    assert!(same_snapshot(&a, &b, false));
+    assert!(!same_snapshot(&a, &b, true));
+    b.tree = a.tree;
+    assert!(same_snapshot(&a, &b, true));
+    b.parent = Some(Id([3; 32]));
+    assert!(same_snapshot(&a, &b, true));
+    for change in [
+        |s: &mut Snapshot| s.hostname.push('2'),
+        |s: &mut Snapshot| s.tags.push("z".into()),
+        |s: &mut Snapshot| s.paths = vec!["/other".into()],
+        |s: &mut Snapshot| s.time += chrono::Duration::nanoseconds(1),
+        |s: &mut Snapshot| s.username.clear(),
+    ] {
+        let mut c = a.clone();
+        change(&mut c);
+        assert!(!same_snapshot(&a, &c, false));
+    }
+}

@@ -1,0 +1,232 @@
+//! `arca rewrite`: snapshots rewritten without the paths an exclusion predicate selects (the
+//! CLI builds it from backup's `--exclude` patterns), the originals kept or forgotten.
+//!
+//! Each chosen snapshot's listings are loaded in bulk ([`arca_repo::trees::TreeLoader`]) and
+//! rewritten bottom-up: a dropped entry leaves its listing, a listing that changed is stored as
+//! a new tree blob (sealed, packed, uploaded as packs fill), every listing above it changes in
+//! turn, and a subtree with nothing to drop keeps its id. Each distinct (tree, path) pair is
+//! rewritten once per run, so snapshots sharing subtrees share the work. A snapshot with
+//! nothing to drop is left alone.
+//!
+//! Write order, as every command that adds data: the new packs, one index file naming them,
+//! the new snapshots, and only then (with `forget`) the deletion of the originals, so a crash
+//! leaves each original or its rewritten copy, never neither. Call [`rewrite_snapshots`] with
+//! the repository locked: shared is enough when nothing is forgotten (only new files are
+//! written, as a backup does), exclusive with `forget`.
+
+pub(crate) mod store;
+mod walk;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use arca_backend::FileType;
+use arca_format::{Id, IndexFile, NodeKind, Snapshot};
+use arca_repo::{Index, RepoError, Repository};
+
+use walk::Walker;
+
+/// The tag a rewritten snapshot gets when its original is kept (as restic's `rewrite`).
+pub const REWRITE_TAG: &str = "rewrite";
+
+/// Decides whether the entry at an absolute snapshot path (`/` being the snapshot's root) is
+/// dropped, with everything below it.
+pub type Excluded<'e> = dyn Fn(&Path) -> bool + 'e;
+
+/// Options of [`rewrite_snapshots`].
+#[derive(Debug, Clone, Default)]
+pub struct RewriteOptions {
+    /// Delete each original once its rewritten copy is saved (no [`REWRITE_TAG`] is added).
+    pub forget: bool,
+    /// Compute and report; write and delete nothing.
+    pub dry_run: bool,
+}
+
+/// One entry dropped from a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removed {
+    /// Absolute path in the snapshot.
+    pub path: PathBuf,
+    /// What it was.
+    pub kind: NodeKind,
+    /// Regular files dropped with it (1 for a file, those below it for a directory).
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// A chosen snapshot and what became of it.
+#[derive(Debug, Clone)]
+pub struct RewrittenSnapshot {
+    /// The original snapshot's id.
+    pub original: Id,
+    /// The rewritten snapshot (saved, or that a dry run would save); `None` when nothing
+    /// matched and the snapshot is left alone.
+    pub new: Option<Snapshot>,
+    /// The saved copy's id (`None` in a dry run or when left alone).
+    pub new_id: Option<Id>,
+    /// What was dropped, in tree order.
+    pub removed: Vec<Removed>,
+    /// Regular files dropped.
+    pub files_removed: u64,
+    /// Their bytes.
+    pub bytes_removed: u64,
+    /// Whether the original was deleted.
+    pub forgotten: bool,
+}
+
+/// What [`rewrite_snapshots`] did (or would do, in a dry run).
+#[derive(Debug, Default)]
+pub struct RewriteReport {
+    /// The chosen snapshots, in the order given.
+    pub snapshots: Vec<RewrittenSnapshot>,
+    /// New tree blobs written (that would be, in a dry run).
+    pub trees_written: usize,
+    /// New packs written.
+    pub packs_written: usize,
+    /// The index file naming them.
+    pub index_file: Option<Id>,
+}
+
+impl RewriteReport {
+    /// Snapshots that changed (or would).
+    pub fn modified(&self) -> usize {
+        self.snapshots.iter().filter(|s| s.new.is_some()).count()
+    }
+}
+
+/// Why a rewrite stopped. Nothing the user can see changed unless the error says otherwise:
+/// packs written before it are unindexed (a later backup adopts them, prune removes them).
+#[derive(Debug)]
+pub enum RewriteError {
+    /// The repository failed.
+    Repo(RepoError),
+    /// A directory listing of a snapshot cannot be read: the snapshot is not rewritten (run
+    /// `check`, then `repair snapshots`).
+    Listing {
+        /// The snapshot.
+        snapshot: Id,
+        /// The directory's path in it.
+        path: PathBuf,
+        /// Its tree id.
+        tree: Id,
+        /// Why.
+        detail: String,
+    },
+}
+
+impl fmt::Display for RewriteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RewriteError::Repo(e) => write!(f, "{e}"),
+            RewriteError::Listing {
+                snapshot,
+                path,
+                tree,
+                detail,
+            } => write!(
+                f,
+                "snapshot {}: cannot read the listing of {} (tree {}): {detail}; nothing was \
+                 rewritten (run `arca check`)",
+                snapshot.short(),
+                path.display(),
+                tree.short()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RewriteError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RewriteError::Repo(e) => Some(e),
+            RewriteError::Listing { .. } => None,
+        }
+    }
+}
+
+impl From<RepoError> for RewriteError {
+    fn from(e: RepoError) -> Self {
+        RewriteError::Repo(e)
+    }
+}
+
+/// Rewrites `snapshots` (id and snapshot, each once) without the entries `excluded` selects,
+/// using `index` (the repository's loaded index). See the module documentation for the order
+/// of writes and the lock to hold.
+pub fn rewrite_snapshots(
+    repo: &Repository,
+    index: &Index,
+    snapshots: &[(Id, Snapshot)],
+    excluded: &Excluded<'_>,
+    opts: &RewriteOptions,
+) -> Result<RewriteReport, RewriteError> {
+    let mut rep = RewriteReport::default();
+    let mut walker = Walker::new(repo, index, excluded, opts.dry_run);
+    for (id, s) in snapshots {
+        let o = walker.rewrite(*id, s.tree)?;
+        let mut r = RewrittenSnapshot {
+            original: *id,
+            new: None,
+            new_id: None,
+            removed: vec![],
+            files_removed: 0,
+            bytes_removed: 0,
+            forgotten: false,
+        };
+        if o.changed() {
+            r.removed = o.removed(Path::new("/"));
+            r.files_removed = o.files;
+            r.bytes_removed = o.bytes;
+            r.new = Some(rewritten(s, o.id, o.files, o.bytes, opts.forget));
+        }
+        rep.snapshots.push(r);
+    }
+    walker.out.flush()?;
+    rep.trees_written = walker.out.written;
+    rep.packs_written = walker.out.packs.len();
+    if opts.dry_run {
+        return Ok(rep);
+    }
+    if !walker.out.packs.is_empty() {
+        rep.index_file = Some(repo.save_index(&IndexFile {
+            supersedes: vec![],
+            packs: std::mem::take(&mut walker.out.packs),
+        })?);
+    }
+    for r in &mut rep.snapshots {
+        if let Some(new) = &r.new {
+            r.new_id = Some(repo.save_snapshot(new)?);
+        }
+    }
+    if opts.forget {
+        for r in rep.snapshots.iter_mut().filter(|r| r.new_id.is_some()) {
+            match repo
+                .backend()
+                .delete(FileType::Snapshot, &r.original.to_hex())
+            {
+                Ok(()) => r.forgotten = true,
+                Err(e) if e.is_not_found() => r.forgotten = true,
+                Err(e) => return Err(RepoError::from(e).into()),
+            }
+        }
+    }
+    Ok(rep)
+}
+
+/// The copy of `s` with root `tree`: same time, host, paths and parent; [`REWRITE_TAG`]
+/// added unless the original is forgotten; the summary's totals less what was dropped (the
+/// other counts describe the backup run and stay).
+fn rewritten(s: &Snapshot, tree: Id, files: u64, bytes: u64, forget: bool) -> Snapshot {
+    let mut new = s.clone();
+    new.tree = tree;
+    if !forget && !new.tags.iter().any(|t| t == REWRITE_TAG) {
+        new.tags.push(REWRITE_TAG.to_string());
+    }
+    new.summary.total_files_processed = new.summary.total_files_processed.saturating_sub(files);
+    new.summary.total_bytes_processed = new.summary.total_bytes_processed.saturating_sub(bytes);
+    new
+}

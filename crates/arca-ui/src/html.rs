@@ -1,0 +1,192 @@
+//! HTML building blocks: escaping, the page layout (skip link, navigation, main landmark, the
+//! CSRF token for the script), and the human forms of sizes, times and modes.
+
+use std::fmt::Write;
+
+use arca_format::NodeKind;
+
+/// Escapes text for HTML content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// Percent-encodes bytes for a query value (everything but unreserved characters and `/`).
+pub fn url_bytes(b: &[u8]) -> String {
+    const SET: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~')
+        .remove(b'/');
+    percent_encoding::percent_encode(b, SET).to_string()
+}
+
+/// Percent-encodes text for a query value.
+pub fn url(s: &str) -> String {
+    url_bytes(s.as_bytes())
+}
+
+/// The sections of the navigation, with their addresses.
+const NAV: [(&str, &str); 6] = [
+    ("Overview", "/"),
+    ("Snapshots", "/snapshots"),
+    ("Back up", "/backup"),
+    ("Forget & prune", "/forget"),
+    ("Check", "/check"),
+    ("Jobs", "/jobs"),
+];
+
+/// A whole page: `title`, the navigation with `current` marked, and `body` in `<main>`.
+pub fn page(title: &str, current: &str, csrf: &str, body: &str) -> String {
+    let mut nav = String::new();
+    for (name, href) in NAV {
+        let cur = if href == current {
+            " aria-current=\"page\""
+        } else {
+            ""
+        };
+        let _ = write!(nav, "<li><a href=\"{href}\"{cur}>{}</a></li>", esc(name));
+    }
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <meta name=\"arca-csrf\" content=\"{csrf}\">\
+         <title>{t} · arca</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"/static/app.css\">\
+         <script src=\"/static/app.js\" defer></script></head><body>\
+         <a class=\"skip\" href=\"#main\">Skip to content</a>\
+         <header><a class=\"brand\" href=\"/\">arca</a><nav aria-label=\"Sections\"><ul>{nav}</ul></nav></header>\
+         <main id=\"main\" tabindex=\"-1\">{body}</main></body></html>",
+        t = esc(title),
+    )
+}
+
+/// A minimal page without navigation (refusals).
+pub fn bare_page(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{}</title><style>body{{font-family:system-ui,sans-serif;max-width:40rem;\
+         margin:2rem auto;padding:0 1rem}}</style></head><body><main>{body}</main></body></html>",
+        esc(title)
+    )
+}
+
+/// An error box (role=alert) with a readable message.
+pub fn alert(message: &str) -> String {
+    format!(
+        "<div class=\"alert\" role=\"alert\"><strong>Error:</strong> {}</div>",
+        esc(message)
+    )
+}
+
+/// `1.23 GiB`-style sizes.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+/// `1:02:03` / `2:03` durations.
+pub fn duration(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// Local time as `2024-05-01 12:30:00` from seconds and nanoseconds since the epoch.
+pub fn time(sec: i64, nsec: u32) -> String {
+    chrono::DateTime::from_timestamp(sec, nsec)
+        .map(|d| {
+            d.with_timezone(&chrono::Local)
+                .format("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_else(|| sec.to_string())
+}
+
+/// `drwxr-xr-x`-style mode string with the type letter first (as `arca ls -l`).
+pub fn mode_string(kind: NodeKind, mode: u32) -> String {
+    let t = match kind {
+        NodeKind::File => '-',
+        NodeKind::Dir => 'd',
+        NodeKind::Symlink => 'l',
+        NodeKind::Fifo => 'p',
+        NodeKind::CharDev => 'c',
+        NodeKind::BlockDev => 'b',
+        NodeKind::Socket => 's',
+    };
+    let mut s = String::with_capacity(10);
+    s.push(t);
+    let bits = [
+        (0o400, 'r'),
+        (0o200, 'w'),
+        (0o100, 'x'),
+        (0o040, 'r'),
+        (0o020, 'w'),
+        (0o010, 'x'),
+        (0o004, 'r'),
+        (0o002, 'w'),
+        (0o001, 'x'),
+    ];
+    for (i, (b, c)) in bits.iter().enumerate() {
+        let special = match i {
+            2 => mode & 0o4000 != 0,
+            5 => mode & 0o2000 != 0,
+            8 => mode & 0o1000 != 0,
+            _ => false,
+        };
+        let set = mode & b != 0;
+        s.push(match (special, set, i) {
+            (true, true, 8) => 't',
+            (true, false, 8) => 'T',
+            (true, true, _) => 's',
+            (true, false, _) => 'S',
+            (false, true, _) => *c,
+            (false, false, _) => '-',
+        });
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_and_forms() {
+        assert_eq!(
+            esc("<a href=\"x\">'&'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+        );
+        assert_eq!(url_bytes(b"/a b/\xe9&x"), "/a%20b/%E9%26x");
+        assert_eq!(bytes(1536), "1.50 KiB");
+        assert_eq!(bytes(12), "12 B");
+        assert_eq!(duration(3725.0), "1:02:05");
+        assert_eq!(mode_string(NodeKind::Dir, 0o1777), "drwxrwxrwt");
+        assert_eq!(mode_string(NodeKind::File, 0o4755), "-rwsr-xr-x");
+        assert!(page("T<", "/", "c", "<p>x</p>").contains("<title>T&lt; · arca</title>"));
+    }
+}

@@ -1,0 +1,241 @@
+//! arca's local web interface (`arca ui`): an HTTP server on loopback (beyond it only with TLS)
+//! whose pages and JSON API (`/api/`) run the same library calls as the command line.
+//!
+//! Every request needs the access token printed at start (`?token=` once, then a cookie; or
+//! `Authorization: Bearer`); state-changing requests are POSTs that also need the page's CSRF
+//! token in `X-Arca-CSRF` (or a Bearer token) and a same-origin `Origin`. Long operations
+//! (restore, backup, check, forget, prune) run as server-side jobs ([`jobs`]) that a page reload
+//! finds again. Assets are embedded; nothing is fetched from elsewhere. See docs/UI.md.
+
+mod api;
+mod assets;
+mod auth;
+mod data;
+mod download;
+mod forms;
+mod html;
+pub mod jobs;
+mod net;
+mod pages;
+mod profiles;
+mod query;
+mod state;
+mod tasks;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arca_backend::Backend;
+use arca_repo::CacheMode;
+use zeroize::Zeroizing;
+
+pub use net::parse_listen;
+
+/// How to serve.
+pub struct UiOptions {
+    /// `--listen ADDR` (default: 127.0.0.1 on a free port).
+    pub listen: Option<String>,
+    /// `--tls-cert` and `--tls-key`: PEM files of the certificate chain and its private key.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// The repository's backend (the command line's stack: retries, meter, faults).
+    pub backend: Arc<dyn Backend>,
+    /// The local cache of a remote repository for reading (check and prune read uncached).
+    pub cache: CacheMode,
+    /// The password, when the command line has one; else the page asks for it.
+    pub password: Option<Zeroizing<String>>,
+    /// Take no locks (`--no-lock`).
+    pub no_lock: bool,
+    /// The folder of the profiles (`*.toml`) whose `[backup]` sections the page runs
+    /// (default: `$XDG_CONFIG_HOME/arca`, else `~/.config/arca`).
+    pub profiles_dir: Option<PathBuf>,
+    /// The access token (default: 32 random bytes in hex).
+    pub token: Option<String>,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UiError {
+    /// The `--listen` value is not an address.
+    #[error("invalid --listen {value:?}: {detail}")]
+    BadListen {
+        /// The value given.
+        value: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A non-loopback address without TLS.
+    #[error(
+        "refusing to listen on {addr} without TLS: anyone on the network could reach the \
+         repository; give --tls-cert and --tls-key, or listen on 127.0.0.1"
+    )]
+    NeedsTls {
+        /// The address.
+        addr: SocketAddr,
+    },
+    /// Binding the address failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The certificate or key cannot be used.
+    #[error("TLS {what} {}: {detail}", path.display())]
+    Tls {
+        /// `certificate` or `key`.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        detail: String,
+    },
+    /// The server's runtime could not start.
+    #[error("cannot start the server: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// A running server (on its own threads); stopped by [`Server::stop`] or when dropped.
+pub struct Server {
+    addr: SocketAddr,
+    url: String,
+    token: String,
+    warning: Option<String>,
+    app: Arc<state::App>,
+    runtime: Option<tokio::runtime::Runtime>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Server {
+    /// Binds the address and starts serving.
+    pub fn start(opts: UiOptions) -> Result<Server, UiError> {
+        let addr = match &opts.listen {
+            Some(l) => parse_listen(l)?,
+            None => SocketAddr::from(([127, 0, 0, 1], 0)),
+        };
+        let loopback = addr.ip().is_loopback();
+        if !loopback && opts.tls.is_none() {
+            return Err(UiError::NeedsTls { addr });
+        }
+        let tls = opts
+            .tls
+            .as_ref()
+            .map(|(c, k)| net::tls_acceptor(c, k))
+            .transpose()?;
+        let std_listener =
+            std::net::TcpListener::bind(addr).map_err(|source| UiError::Bind { addr, source })?;
+        let bound = std_listener
+            .local_addr()
+            .map_err(|source| UiError::Bind { addr, source })?;
+        std_listener
+            .set_nonblocking(true)
+            .map_err(|source| UiError::Bind { addr, source })?;
+        let token = opts.token.clone().unwrap_or_else(net::random_hex);
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let host = match bound {
+            SocketAddr::V6(a) => format!("[{}]:{}", a.ip(), a.port()),
+            SocketAddr::V4(a) => a.to_string(),
+        };
+        let url = format!("{scheme}://{host}/?token={token}");
+        let warning = (!loopback).then(|| {
+            format!(
+                "WARNING: arca ui is listening on {bound}, beyond this machine. Anyone who can \
+                 reach it and has the token can read and restore every file of the repository, \
+                 and remove snapshots. Share the token with nobody; stop the server when done."
+            )
+        });
+        let app = Arc::new(state::App::new(
+            &opts,
+            auth::Security::new(token.clone(), bound, tls.is_some()),
+        ));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("arca-ui")
+            .enable_all()
+            .build()
+            .map_err(UiError::Runtime)?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let router = api::router(Arc::clone(&app));
+        let listener = {
+            let _guard = runtime.enter();
+            tokio::net::TcpListener::from_std(std_listener)
+                .map_err(|source| UiError::Bind { addr, source })?
+        };
+        runtime.spawn(net::serve(listener, tls, router, rx));
+        Ok(Server {
+            addr: bound,
+            url,
+            token,
+            warning,
+            app,
+            runtime: Some(runtime),
+            shutdown: Some(tx),
+        })
+    }
+
+    /// The address listened on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The URL to open, token included.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The access token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The loud warning to print when listening beyond loopback.
+    pub fn warning(&self) -> Option<&str> {
+        self.warning.as_deref()
+    }
+
+    /// Blocks until SIGINT or SIGTERM.
+    pub fn wait_for_signal(&self) {
+        if let Some(rt) = &self.runtime {
+            rt.block_on(async {
+                let term = async {
+                    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    {
+                        Ok(mut s) => {
+                            s.recv().await;
+                        }
+                        Err(_) => std::future::pending::<()>().await,
+                    }
+                };
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term => {}
+                }
+            });
+        }
+    }
+
+    /// Stops serving, asks the running jobs to stop and waits for them (at most `grace`).
+    pub fn stop(mut self, grace: Duration) {
+        self.shutdown_now(grace);
+    }
+
+    fn shutdown_now(&mut self, grace: Duration) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.app.jobs.cancel_all();
+        self.app.jobs.wait_idle(grace);
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(2));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown_now(Duration::from_secs(10));
+    }
+}

@@ -1,0 +1,234 @@
+//! The server's state: the repository (opened with the command line's password or the one the
+//! page was given), the index (reloaded when the repository's index files change), the jobs.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use arca_backend::{Backend, FileType};
+use arca_format::Id;
+use arca_repo::{CacheMode, Index, LockKind, Repository};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use zeroize::Zeroizing;
+
+use crate::UiOptions;
+use crate::auth::Security;
+use crate::jobs::JobTable;
+
+/// An error answered to a request: a status and one readable line.
+#[derive(Debug)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// What went wrong, for a person.
+    pub message: String,
+    /// The repository is not open yet: the page asks for the password.
+    pub needs_password: bool,
+}
+
+impl ApiError {
+    /// 400: bad input (names the value).
+    pub fn bad(message: impl Into<String>) -> Self {
+        Self::with(StatusCode::BAD_REQUEST, message)
+    }
+    /// 404: no such snapshot, path or job.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::with(StatusCode::NOT_FOUND, message)
+    }
+    /// 500: the repository or the disk failed.
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::with(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+    /// Any status.
+    pub fn with(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+            needs_password: false,
+        }
+    }
+}
+
+impl From<arca_repo::RepoError> for ApiError {
+    fn from(e: arca_repo::RepoError) -> Self {
+        use arca_repo::RepoError as E;
+        let status = match &e {
+            E::NoSuchSnapshot(_) | E::AmbiguousSnapshot { .. } => StatusCode::NOT_FOUND,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::with(status, e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({
+            "error": self.message,
+            "needs_password": self.needs_password,
+        });
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+/// The repository as far as it could be opened.
+enum Slot {
+    Open {
+        repo: Arc<Repository>,
+        password: Zeroizing<String>,
+    },
+    Closed {
+        error: Option<String>,
+    },
+}
+
+/// Everything the handlers share.
+pub struct App {
+    /// Token, CSRF token, cookie, hosts.
+    pub sec: Security,
+    /// The repository's location, as the backend names it.
+    pub location: String,
+    backend: Arc<dyn Backend>,
+    cache: CacheMode,
+    no_lock: bool,
+    slot: Mutex<Slot>,
+    index: Mutex<Option<(Vec<Id>, Arc<Index>)>>,
+    /// Long operations.
+    pub jobs: JobTable,
+    /// Where the profiles are.
+    pub profiles_dir: Option<PathBuf>,
+    /// The summary of the last check run from the page.
+    pub last_check: Mutex<Option<serde_json::Value>>,
+    /// The password the command line gave, tried on the first request.
+    initial: Mutex<Option<Zeroizing<String>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl App {
+    /// The state of a server started with `opts`.
+    pub fn new(opts: &UiOptions, sec: Security) -> Self {
+        let profiles_dir = opts.profiles_dir.clone().or_else(|| {
+            std::env::var_os("XDG_CONFIG_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+                .map(|d| d.join("arca"))
+        });
+        App {
+            sec,
+            location: opts.backend.location(),
+            backend: Arc::clone(&opts.backend),
+            cache: opts.cache.clone(),
+            no_lock: opts.no_lock,
+            slot: Mutex::new(Slot::Closed { error: None }),
+            index: Mutex::new(None),
+            jobs: JobTable::default(),
+            profiles_dir,
+            last_check: Mutex::new(None),
+            initial: Mutex::new(opts.password.clone()),
+        }
+    }
+
+    /// Opens the repository with `password`; the error is one readable line.
+    pub fn open(&self, password: &str) -> Result<(), String> {
+        match Repository::open_cached(Arc::clone(&self.backend), password.as_bytes(), &self.cache) {
+            Ok(repo) => {
+                *lock(&self.slot) = Slot::Open {
+                    repo: Arc::new(repo),
+                    password: Zeroizing::new(password.to_string()),
+                };
+                *lock(&self.index) = None;
+                Ok(())
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                *lock(&self.slot) = Slot::Closed {
+                    error: Some(msg.clone()),
+                };
+                Err(msg)
+            }
+        }
+    }
+
+    /// The open repository; on the first call, opens it with the command line's password.
+    /// Blocking (call from a blocking task).
+    pub fn repo(&self) -> Result<Arc<Repository>, ApiError> {
+        if let Some(pw) = lock(&self.initial).take() {
+            let _ = self.open(&pw);
+        }
+        match &*lock(&self.slot) {
+            Slot::Open { repo, .. } => Ok(Arc::clone(repo)),
+            Slot::Closed { error } => Err(ApiError {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                message: error.clone().unwrap_or_else(|| {
+                    "the repository is not open: enter its password".to_string()
+                }),
+                needs_password: true,
+            }),
+        }
+    }
+
+    /// The repository opened again without the local cache (check and prune read the
+    /// repository's own files, as the command line's do). Blocking.
+    pub fn repo_uncached(&self) -> Result<Repository, ApiError> {
+        self.repo()?;
+        let pw = match &*lock(&self.slot) {
+            Slot::Open { password, .. } => password.clone(),
+            Slot::Closed { error } => {
+                return Err(ApiError::failed(
+                    error
+                        .clone()
+                        .unwrap_or_else(|| "the repository is not open".into()),
+                ));
+            }
+        };
+        Repository::open_cached(Arc::clone(&self.backend), pw.as_bytes(), &CacheMode::Off)
+            .map_err(ApiError::from)
+    }
+
+    /// The index, loaded again when the set of index files changed. Blocking.
+    pub fn index(&self, repo: &Repository) -> Result<Arc<Index>, ApiError> {
+        let mut ids: Vec<Id> = repo
+            .list_ids(FileType::Index)?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        ids.sort();
+        if let Some((have, idx)) = &*lock(&self.index)
+            && *have == ids
+        {
+            return Ok(Arc::clone(idx));
+        }
+        let idx = Arc::new(repo.load_index()?);
+        *lock(&self.index) = Some((ids, Arc::clone(&idx)));
+        Ok(idx)
+    }
+
+    /// Takes a lock of `kind` for `command` unless `--no-lock` was given.
+    pub fn lock(
+        &self,
+        repo: &Repository,
+        kind: LockKind,
+        command: &str,
+    ) -> Result<Option<arca_repo::Lock>, String> {
+        if self.no_lock {
+            return Ok(None);
+        }
+        repo.lock_for(kind, command)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Runs blocking repository work off the async threads.
+pub async fn blocking<T, F>(f: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ApiError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::failed(format!("internal error: {e}")))?
+}

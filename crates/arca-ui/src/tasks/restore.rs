@@ -1,0 +1,234 @@
+//! The restore job: chosen files and folders of a snapshot into a target folder, with an
+//! overwrite mode, a dry run first, progress, ETA and cancel (`arca_restore::restore`).
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use arca_repo::LockKind;
+use arca_restore::{
+    Action, Overwrite, PlannedEntry, Progress as RestoreProgress, RestoreError, RestoreIssue,
+    RestoreOptions, restore,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{rated, spawn};
+use crate::html::bytes;
+use crate::jobs::{Job, JobCtx};
+use crate::state::{ApiError, App};
+
+/// Entries a dry run lists at most.
+const PLANNED_LIMIT: usize = 1000;
+
+/// `POST /api/restore`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RestoreRequest {
+    /// Snapshot id, prefix or `latest`.
+    pub snapshot: String,
+    /// Snapshot paths to restore, percent-encoded (as the listings' `path_q`); none or `/`:
+    /// everything.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// The folder to restore into (absolute).
+    pub target: String,
+    /// `if-changed` (default), `always`, `if-newer`, `never`.
+    #[serde(default)]
+    pub overwrite: Option<String>,
+    /// Plan only: list what would change, change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Delete entries of the target the snapshot does not have.
+    #[serde(default)]
+    pub delete: bool,
+}
+
+/// A snapshot path as an include pattern matching exactly it (glob characters escaped; a
+/// byte that is not UTF-8 becomes `?`).
+fn include_pattern(path: &[u8]) -> String {
+    let text = String::from_utf8_lossy(path);
+    let mut p = String::with_capacity(text.len() + 4);
+    for c in text.chars() {
+        match c {
+            '*' | '?' | '[' | ']' | '{' | '}' | '\\' => {
+                p.push('\\');
+                p.push(c);
+            }
+            '\u{fffd}' => p.push('?'),
+            c => p.push(c),
+        }
+    }
+    p
+}
+
+/// Collects what happens during the restore for the job's log.
+struct Recorder<'a> {
+    ctx: &'a JobCtx,
+    planned: Mutex<(Vec<Value>, u64)>,
+    list: bool,
+}
+
+impl arca_restore::Observer for Recorder<'_> {
+    fn issue(&self, i: &RestoreIssue) {
+        self.ctx.log(format!("error: {i}"));
+    }
+    fn stall(&self, report: &str) {
+        self.ctx.log(format!("warning: {report}"));
+    }
+    fn planned(&self, e: &PlannedEntry<'_>) {
+        if !self.list || e.action == Action::Skip {
+            return;
+        }
+        let mut p = self.planned.lock().unwrap_or_else(|e| e.into_inner());
+        if p.0.len() < PLANNED_LIMIT {
+            p.0.push(json!({"action": e.action.name(), "type": e.kind,
+                "path": e.path.to_string_lossy(), "size": e.bytes}));
+        } else {
+            p.1 += 1;
+        }
+    }
+}
+
+/// Checks `r` and starts the restore job.
+pub fn start_restore(app: &Arc<App>, r: RestoreRequest) -> Result<Arc<Job>, ApiError> {
+    let overwrite: Overwrite = r
+        .overwrite
+        .as_deref()
+        .unwrap_or("if-changed")
+        .parse()
+        .map_err(ApiError::bad)?;
+    let target = PathBuf::from(r.target.trim());
+    if !target.is_absolute() {
+        return Err(ApiError::bad(format!(
+            "the target folder must be an absolute path, not {:?}",
+            r.target
+        )));
+    }
+    let mut includes = vec![];
+    for p in &r.paths {
+        let raw: Vec<u8> = percent_encoding::percent_decode_str(p).collect();
+        let clean = crate::data::clean_path(&raw)?;
+        if clean == b"/" {
+            includes.clear();
+            break;
+        }
+        includes.push(include_pattern(&clean));
+    }
+    let shown: String = if r.snapshot.len() == 64 {
+        r.snapshot.chars().take(8).collect()
+    } else {
+        r.snapshot.clone()
+    };
+    let title = format!(
+        "{}restore of {shown} into {}",
+        if r.dry_run { "dry run: " } else { "" },
+        target.display()
+    );
+    let params = json!({"snapshot": r.snapshot, "paths": r.paths, "target": r.target,
+        "overwrite": overwrite.name(), "dry_run": r.dry_run, "delete": r.delete});
+    spawn(app, "restore", title, params, move |app, ctx| {
+        let repo = app.repo().map_err(|e| e.message)?;
+        let _lock = app.lock(&repo, LockKind::Shared, "restore")?;
+        let (id, snap) = crate::data::find_snapshot(&repo, &r.snapshot).map_err(|e| e.message)?;
+        let index = app.index(&repo).map_err(|e| e.message)?;
+        let opts = RestoreOptions {
+            target: target.clone(),
+            includes,
+            overwrite,
+            delete: r.delete,
+            dry_run: r.dry_run,
+            cancel: Some(ctx.cancel_flag()),
+            ..RestoreOptions::default()
+        };
+        let progress = Arc::new(RestoreProgress::default());
+        let p = Arc::clone(&progress);
+        let dry_run = r.dry_run;
+        ctx.progress(move |el| {
+            let total = p.bytes_total.load(Ordering::Relaxed);
+            let files_total = p.files_total.load(Ordering::Relaxed);
+            let (done, files) = (
+                p.bytes.load(Ordering::Relaxed),
+                p.files.load(Ordering::Relaxed),
+            );
+            if files_total == 0 && total == 0 {
+                return crate::jobs::Progress {
+                    phase: "planning".into(),
+                    ..Default::default()
+                };
+            }
+            rated(
+                if dry_run { "planned" } else { "restoring" },
+                done,
+                total,
+                el.as_secs_f64(),
+                format!(
+                    "{files} of {files_total} files, {} of {}",
+                    bytes(done),
+                    bytes(total)
+                ),
+            )
+        });
+        let rec = Recorder {
+            ctx,
+            planned: Mutex::new((vec![], 0)),
+            list: r.dry_run,
+        };
+        let report = match restore(&repo, &index, &snap, &opts, &progress, &rec) {
+            Ok(rep) => rep,
+            Err(RestoreError::Interrupted) => {
+                return Err(format!(
+                    "cancelled: {} of {} files restored; start the same restore again to finish \
+                     (what is in place is not fetched again)",
+                    progress.files.load(Ordering::Relaxed),
+                    progress.files_total.load(Ordering::Relaxed)
+                ));
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        let (planned, more) = rec.planned.into_inner().unwrap_or_else(|e| e.into_inner());
+        let p = &report.plan;
+        Ok(json!({
+            "snapshot_id": id.to_hex(),
+            "target": target.to_string_lossy(),
+            "dry_run": report.dry_run,
+            "files_restored": report.files,
+            "dirs_restored": report.dirs,
+            "others_restored": report.others,
+            "hardlinks": report.hardlinks,
+            "bytes_restored": report.bytes,
+            "bytes_written": report.bytes_written,
+            "errors": report.issues.len(),
+            "issues": report.issues.iter().map(|i| i.message.clone()).collect::<Vec<_>>(),
+            "duration_seconds": report.duration_seconds,
+            "plan": {
+                "files": p.files, "dirs": p.dirs, "dirs_new": p.dirs_new, "others": p.others,
+                "files_new": p.files_new, "files_updated": p.files_updated,
+                "files_metadata": p.files_metadata, "files_unchanged": p.files_unchanged,
+                "files_skipped": p.files_skipped, "bytes_total": p.bytes_total,
+                "bytes_in_place": p.bytes_in_place, "bytes_to_place": p.bytes_to_place,
+                "bytes_to_fetch": p.bytes_to_fetch, "deletes": p.deletes,
+            },
+            "planned": planned,
+            "planned_more": more,
+        }))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_match_exactly() {
+        assert_eq!(include_pattern(b"/dir/a b"), "/dir/a b");
+        assert_eq!(include_pattern(b"/x/*[y]"), "/x/\\*\\[y\\]");
+        assert_eq!(include_pattern(b"/latin1-\xe9t\xe9"), "/latin1-?t?");
+        let m = arca_fs_matcher(&include_pattern(b"/x/*[y]"));
+        assert!(m.matches(std::path::Path::new("/x/*[y]")));
+        assert!(!m.matches(std::path::Path::new("/x/ay")));
+    }
+
+    fn arca_fs_matcher(p: &str) -> arca_fs::pattern::PathMatcher {
+        arca_fs::pattern::PathMatcher::new(&[p.to_string()]).expect("pattern")
+    }
+}

@@ -1,0 +1,615 @@
+//! The web interface over HTTP, in-process on 127.0.0.1:0: the token (refused, accepted, the
+//! cookie), the Host and CSRF checks, the JSON endpoints on a backup of the every-kind tree,
+//! downloads byte for byte, and the jobs (restore, backup, check, forget, prune).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use common::*;
+use serde_json::json;
+
+#[test]
+fn the_token_is_needed_on_every_request() {
+    let f = Fixture::new();
+    let s = f.start();
+    let addr = s.addr();
+    assert!(
+        s.url()
+            .starts_with(&format!("http://{addr}/?token={TOKEN}"))
+    );
+    // Nothing without the token: JSON under /api/, a page elsewhere, the assets too.
+    let r = request(addr, "GET", "/api/overview", &[], b"");
+    assert_eq!(r.status, 401);
+    assert_eq!(r.json()["error"], "this page needs the access token");
+    let r = request(addr, "GET", "/", &[], b"");
+    assert_eq!(r.status, 401);
+    assert!(r.text().contains("Access refused"), "{}", r.text());
+    assert_eq!(request(addr, "GET", "/static/app.js", &[], b"").status, 401);
+    let r = request(
+        addr,
+        "GET",
+        "/api/overview",
+        &[("Authorization", "Bearer nope")],
+        b"",
+    );
+    assert_eq!(
+        (r.status, r.json()["error"].as_str()),
+        (401, Some("wrong access token"))
+    );
+    let r = request(addr, "GET", "/api/overview?token=nope", &[], b"");
+    assert_eq!(r.status, 401);
+    // The token in the address once: a cookie, and the token leaves the address bar.
+    let r = request(
+        addr,
+        "GET",
+        &format!("/snapshots?token={TOKEN}&sort=host"),
+        &[],
+        b"",
+    );
+    assert_eq!(r.status, 303);
+    assert_eq!(r.header("location"), Some("/snapshots?sort=host"));
+    let cookie = r.header("set-cookie").unwrap().to_string();
+    let port = addr.port();
+    assert_eq!(
+        cookie,
+        format!("arca_ui_{port}={TOKEN}; Path=/; HttpOnly; SameSite=Strict")
+    );
+    let jar = format!("arca_ui_{port}={TOKEN}");
+    let r = request(addr, "GET", "/", &[("Cookie", &jar)], b"");
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("<h1>Repository overview</h1>"));
+    assert!(
+        r.header("content-security-policy")
+            .unwrap()
+            .contains("script-src 'self'")
+    );
+    assert_eq!(r.header("x-frame-options"), Some("DENY"));
+    let r = request(addr, "GET", "/static/app.css", &[("Cookie", &jar)], b"");
+    assert_eq!(
+        (r.status, r.header("content-type")),
+        (200, Some("text/css; charset=utf-8"))
+    );
+    // Another Host (DNS rebinding) is refused even with the token.
+    let auth = format!("Bearer {TOKEN}");
+    let r = request(
+        addr,
+        "GET",
+        "/api/overview",
+        &[
+            ("Authorization", &auth),
+            ("Host", &format!("evil.example:{port}")),
+        ],
+        b"",
+    );
+    assert_eq!(
+        (r.status, r.json()["error"].as_str()),
+        (403, Some("unexpected Host header"))
+    );
+    assert_eq!(
+        request(
+            addr,
+            "GET",
+            "/api/status",
+            &[
+                ("Authorization", &auth),
+                ("Host", &format!("localhost:{port}"))
+            ],
+            b""
+        )
+        .status,
+        200
+    );
+}
+
+#[test]
+fn posts_need_the_csrf_token_and_this_origin() {
+    let f = Fixture::new();
+    let s = f.start();
+    let addr = s.addr();
+    let jar = format!("arca_ui_{}={TOKEN}", addr.port());
+    let page = request(addr, "GET", "/check", &[("Cookie", &jar)], b"").text();
+    let csrf = page
+        .split("name=\"arca-csrf\" content=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_string();
+    assert_eq!(csrf.len(), 64);
+    // The cookie alone (what a cross-site form would carry) is not enough.
+    let r = request(addr, "POST", "/api/check", &[("Cookie", &jar)], b"{}");
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.json()["error"],
+        "cross-site request refused: missing or wrong X-Arca-CSRF header"
+    );
+    let r = request(
+        addr,
+        "POST",
+        "/api/check",
+        &[("Cookie", &jar), ("X-Arca-CSRF", "0000")],
+        b"{}",
+    );
+    assert_eq!(r.status, 403);
+    let r = request(
+        addr,
+        "POST",
+        "/api/check",
+        &[
+            ("Cookie", &jar),
+            ("X-Arca-CSRF", &csrf),
+            ("Origin", "http://evil.example"),
+        ],
+        b"{}",
+    );
+    assert_eq!(
+        (r.status, r.json()["error"].as_str()),
+        (
+            403,
+            Some("cross-site request refused: Origin is not this server")
+        )
+    );
+    let origin = format!("http://{addr}");
+    let r = request(
+        addr,
+        "POST",
+        "/api/check",
+        &[
+            ("Cookie", &jar),
+            ("X-Arca-CSRF", &csrf),
+            ("Origin", &origin),
+        ],
+        b"{}",
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let id = r.json()["job"]["id"].as_u64().unwrap();
+    let j = wait_job(&s, id);
+    assert_eq!(j["state"], "done", "{j}");
+    assert_eq!(j["result"]["ok"], true);
+    assert_eq!(j["result"]["snapshots"], 2);
+    // Other methods are refused; a script with the bearer token needs no CSRF header.
+    let auth = format!("Bearer {TOKEN}");
+    assert_eq!(
+        request(
+            addr,
+            "DELETE",
+            "/api/jobs/1",
+            &[("Authorization", &auth)],
+            b""
+        )
+        .status,
+        405
+    );
+    assert_eq!(post(&s, "/api/check", &json!({})).status, 202);
+    // The overview now shows the last check.
+    assert_eq!(get(&s, "/api/overview").json()["last_check"]["ok"], true);
+}
+
+#[test]
+fn overview_snapshots_tree_and_diff() {
+    let f = Fixture::new();
+    let s = f.start();
+    let o = get(&s, "/api/overview").json();
+    assert_eq!(o["snapshots"], 2);
+    assert_eq!(o["location"], f.repo.display().to_string());
+    assert_eq!(o["files"]["snapshots"]["count"], 2);
+    assert!(o["size_on_disk"].as_u64().unwrap() > 700_000);
+    // Two snapshots of the same tree: the data is stored about once.
+    let dedup = o["dedup_ratio"].as_f64().unwrap();
+    assert!((1.9..2.1).contains(&dedup), "{dedup}");
+    assert_eq!(o["last_backups"].as_array().unwrap().len(), 1);
+    assert_eq!(o["last_backups"][0]["count"], 2);
+    let all = get(&s, "/api/snapshots?sort=time&order=asc").json();
+    let list = all["snapshots"].as_array().unwrap();
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0]["tags"], json!(["first"]));
+    assert!(list[0]["time"].as_str() <= list[1]["time"].as_str());
+    assert_eq!(all["tags"], json!(["first"]));
+    let tagged = get(&s, "/api/snapshots?tag=first").json();
+    assert_eq!(tagged["snapshots"].as_array().unwrap().len(), 1);
+    let none = get(&s, "/api/snapshots?host=elsewhere").json();
+    assert_eq!(none["snapshots"].as_array().unwrap().len(), 0);
+    let r = get(&s, "/api/snapshots?sort=color");
+    assert_eq!(
+        (r.status, r.json()["error"].as_str()),
+        (
+            400,
+            Some("invalid sort \"color\" (time, host, paths, files, size)")
+        )
+    );
+    // A folder: entries in name order with their kinds, sizes and modes.
+    let dir = f.src.join("dir");
+    let t = get(&s, &format!("/api/snapshots/latest/tree?path={}", q(&dir))).json();
+    let names: Vec<&str> = t["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["hard-2", "link-up", "nested", "text.log"]);
+    let log = &t["entries"][3];
+    assert_eq!(
+        (log["type"].as_str(), log["size"].as_u64()),
+        (Some("file"), Some(300_000))
+    );
+    assert_eq!(t["entries"][1]["link_target"], "..");
+    assert_eq!(t["entries"][2]["type"], "dir");
+    let root = get(
+        &s,
+        &format!("/api/snapshots/latest/tree?path={}", q(&f.src)),
+    )
+    .json();
+    let sticky = root["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "sticky")
+        .unwrap();
+    assert_eq!(sticky["permissions"], "drwxrwxrwt");
+    // The name that is not UTF-8 comes back as bytes in path_q.
+    let latin = root["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"].as_str().unwrap().starts_with("latin1-"))
+        .unwrap();
+    assert!(
+        latin["path_q"]
+            .as_str()
+            .unwrap()
+            .ends_with("/latin1-%E9t%E9"),
+        "{latin}"
+    );
+    let r = get(
+        &s,
+        &format!("/api/snapshots/latest/tree?path={}/nothing", q(&f.src)),
+    );
+    assert_eq!(r.status, 404);
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .unwrap()
+            .ends_with("/nothing is not in the snapshot")
+    );
+    assert_eq!(get(&s, "/api/snapshots/feedbeef/tree").status, 404);
+    let r = get(
+        &s,
+        &format!(
+            "/api/snapshots/latest/tree?path={}",
+            q(&f.src.join("small.txt"))
+        ),
+    );
+    assert_eq!(r.status, 400);
+    // The diff: small.txt changed.
+    let first = list[0]["id"].as_str().unwrap();
+    let d = get(&s, &format!("/api/diff?a={first}&b=latest")).json();
+    let changes = d["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{d}");
+    assert_eq!(changes[0]["modifier"], "M");
+    assert_eq!(changes[0]["path"], format!("{}/small.txt", f.src.display()));
+    assert_eq!(d["changed_files"], 1);
+    // The pages render the same data.
+    let page = get(&s, &format!("/snapshots/latest?path={}", q(&dir))).text();
+    assert!(
+        page.contains("text.log") && page.contains("Download this folder (tar)"),
+        "{page}"
+    );
+    let page = get(&s, &format!("/diff?a={first}&b=latest")).text();
+    assert!(page.contains("small.txt"));
+    let page = get(&s, "/snapshots/nothing-like-this").text();
+    assert!(
+        page.contains("role=\"alert\"") && page.contains("no snapshot matches"),
+        "{page}"
+    );
+}
+
+#[test]
+fn downloads_are_the_files_bytes() {
+    let f = Fixture::new();
+    let s = f.start();
+    for name in [
+        &b"dir/nested/random.bin"[..],
+        b"latin1-\xe9t\xe9",
+        b"sparse.img",
+        b"empty",
+    ] {
+        let p = f.src.join(std::ffi::OsStr::from_bytes(name));
+        let r = get(
+            &s,
+            &format!("/api/snapshots/latest/download?path={}", q(&p)),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.body, std::fs::read(&p).unwrap(), "{}", p.display());
+        assert_eq!(r.header("content-type"), Some("application/octet-stream"));
+    }
+    let r = get(
+        &s,
+        &format!(
+            "/api/snapshots/latest/download?path={}",
+            q(&f.src.join("small.txt"))
+        ),
+    );
+    assert_eq!(
+        r.header("content-disposition"),
+        Some("attachment; filename=\"small.txt\"; filename*=UTF-8''small%2Etxt")
+    );
+    // A folder as tar: the archive holds the file's bytes.
+    let dir = f.src.join("dir");
+    let r = get(
+        &s,
+        &format!("/api/snapshots/latest/download?path={}&format=tar", q(&dir)),
+    );
+    assert_eq!(
+        (r.status, r.header("content-type")),
+        (200, Some("application/x-tar"))
+    );
+    let log = std::fs::read(dir.join("text.log")).unwrap();
+    assert!(r.body.windows(log.len()).any(|w| w == log.as_slice()));
+    let r = get(
+        &s,
+        &format!("/api/snapshots/latest/download?path={}&format=zip", q(&dir)),
+    );
+    assert_eq!(&r.body[..4], b"PK\x03\x04");
+    assert!(
+        r.header("content-disposition")
+            .unwrap()
+            .contains("filename=\"dir.zip\"")
+    );
+    let r = get(
+        &s,
+        &format!("/api/snapshots/latest/download?path={}", q(&dir)),
+    );
+    assert_eq!(r.status, 400);
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("is a folder, not a file")
+    );
+    let r = get(
+        &s,
+        &format!("/api/snapshots/latest/download?path={}&format=rar", q(&dir)),
+    );
+    assert_eq!(
+        (r.status, r.json()["error"].as_str()),
+        (400, Some("invalid format \"rar\" (raw, tar, zip)"))
+    );
+    // Errors of page links come as a page.
+    let r = get(
+        &s,
+        &format!("/snapshots/latest/download?path={}/gone", q(&dir)),
+    );
+    assert_eq!(r.status, 404);
+    assert!(r.text().contains("role=\"alert\""));
+}
+
+#[test]
+fn restore_backup_forget_and_prune_jobs() {
+    let f = Fixture::new();
+    let s = f.start();
+    let dir = f.src.join("dir");
+    let target = f.tmp.path().join("restored");
+    let req = json!({"snapshot": "latest", "paths": [q(&dir)], "target": target, "dry_run": true});
+    let r = post(&s, "/api/restore", &req);
+    assert_eq!(r.status, 202, "{}", r.text());
+    let j = wait_job(&s, r.json()["job"]["id"].as_u64().unwrap());
+    assert_eq!(j["state"], "done", "{j}");
+    assert_eq!(j["result"]["dry_run"], true);
+    assert!(j["result"]["planned"].as_array().unwrap().len() >= 4, "{j}");
+    assert!(!target.exists(), "a dry run creates nothing");
+    let mut real = req.clone();
+    real["dry_run"] = json!(false);
+    let j = wait_job(
+        &s,
+        post(&s, "/api/restore", &real).json()["job"]["id"]
+            .as_u64()
+            .unwrap(),
+    );
+    assert_eq!(j["state"], "done", "{j}");
+    assert_eq!(j["result"]["errors"], 0);
+    assert_eq!(j["progress"]["fraction"], 1.0);
+    let restored = target.join(dir.strip_prefix("/").unwrap());
+    assert_eq!(
+        arca_testkit::compare::diff_trees(&dir, &restored),
+        Vec::<String>::new()
+    );
+    assert!(
+        !target
+            .join(f.src.strip_prefix("/").unwrap())
+            .join("small.txt")
+            .exists()
+    );
+    // Bad input is refused before a job starts, with the value named.
+    let r = post(
+        &s,
+        "/api/restore",
+        &json!({"snapshot": "latest", "target": "relative/dir"}),
+    );
+    assert_eq!(
+        (r.status, r.json()["error"].as_str()),
+        (
+            400,
+            Some("the target folder must be an absolute path, not \"relative/dir\"")
+        )
+    );
+    let r = post(
+        &s,
+        "/api/restore",
+        &json!({"snapshot": "latest", "target": "/tmp/x", "overwrite": "sometimes"}),
+    );
+    assert_eq!(r.status, 400);
+    // A failing restore says why (the target is a file).
+    let file = f.tmp.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let j = wait_job(
+        &s,
+        post(
+            &s,
+            "/api/restore",
+            &json!({"snapshot": "latest", "target": file}),
+        )
+        .json()["job"]["id"]
+            .as_u64()
+            .unwrap(),
+    );
+    assert_eq!(j["state"], "failed");
+    assert!(
+        j["error"].as_str().unwrap().contains("not a directory"),
+        "{j}"
+    );
+    // The profile's backup reaches 100% and adds a snapshot.
+    let profiles = get(&s, "/api/profiles").json();
+    assert_eq!(profiles["profiles"][0]["name"], "home");
+    let r = post(&s, "/api/backup", &json!({"profile": "home"}));
+    assert_eq!(r.status, 202, "{}", r.text());
+    let j = wait_job(&s, r.json()["job"]["id"].as_u64().unwrap());
+    assert_eq!(j["state"], "done", "{j}");
+    assert_eq!(j["progress"]["fraction"], 1.0);
+    assert_eq!(j["result"]["complete"], true);
+    assert_eq!(get(&s, "/api/overview").json()["snapshots"], 3);
+    let r = post(&s, "/api/backup", &json!({"profile": "nope"}));
+    assert_eq!(r.status, 400);
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("profile \"nope\" not found")
+    );
+    // Forget: the preview, a refusal when the snapshots changed since, then removal + prune.
+    let p = get(&s, "/api/forget/preview?keep_last=1").json();
+    let remove = p["remove"].as_array().unwrap().clone();
+    assert_eq!(remove.len(), 2, "{p}");
+    assert_eq!(
+        p["groups"][0]["keep"][0]["reasons"],
+        json!(["last snapshot"])
+    );
+    let r = post(
+        &s,
+        "/api/forget",
+        &json!({"keep_last": 1, "expect": [remove[0]], "prune": true}),
+    );
+    let j = wait_job(&s, r.json()["job"]["id"].as_u64().unwrap());
+    assert_eq!(j["state"], "failed");
+    assert_eq!(
+        j["error"],
+        "the snapshots changed since the preview: nothing was removed; preview again"
+    );
+    assert_eq!(get(&s, "/api/overview").json()["snapshots"], 3);
+    let r = post(
+        &s,
+        "/api/forget",
+        &json!({"keep_last": "1", "expect": remove, "prune": true}),
+    );
+    let j = wait_job(&s, r.json()["job"]["id"].as_u64().unwrap());
+    assert_eq!(j["state"], "done", "{j}");
+    assert_eq!(j["result"]["removed"].as_array().unwrap().len(), 2);
+    assert!(j["result"]["prune"]["freed_bytes"].is_u64(), "{j}");
+    assert_eq!(get(&s, "/api/overview").json()["snapshots"], 1);
+    let r = get(&s, "/api/forget/preview");
+    assert_eq!(r.status, 400);
+    let r = get(&s, "/api/forget/preview?keep_daily=-5");
+    assert_eq!(r.status, 400);
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("keep daily: invalid keep count \"-5\""),
+        "{}",
+        r.text()
+    );
+    let j = wait_job(
+        &s,
+        post(&s, "/api/prune", &json!({"dry_run": true})).json()["job"]["id"]
+            .as_u64()
+            .unwrap(),
+    );
+    assert_eq!(
+        (j["state"].as_str(), j["result"]["dry_run"].as_bool()),
+        (Some("done"), Some(true)),
+        "{j}"
+    );
+    // Every job is listed, newest first; the pages show them.
+    let jobs = get(&s, "/api/jobs").json();
+    assert_eq!(jobs["jobs"][0]["kind"], "prune");
+    assert!(get(&s, "/jobs").text().contains("dry run: prune"));
+    assert_eq!(get(&s, "/api/jobs/999").status, 404);
+    assert_eq!(
+        post(&s, "/api/jobs/1/cancel", &json!({})).json()["cancel_requested"],
+        true
+    );
+}
+
+#[test]
+fn a_wrong_password_is_shown_and_the_page_opens_the_repository() {
+    let f = Fixture::new();
+    let s = arca_ui::Server::start(f.options(Some("not the password"))).unwrap();
+    let r = get(&s, "/api/overview");
+    assert_eq!(r.status, 503);
+    let e = r.json();
+    assert_eq!(e["needs_password"], true);
+    assert_eq!(
+        e["error"],
+        format!(
+            "wrong password or no key found for repository {}",
+            f.repo.display()
+        )
+    );
+    let r = get(&s, "/");
+    assert_eq!((r.status, r.header("location")), (303, Some("/open")));
+    let page = get(&s, "/open").text();
+    assert!(page.contains("wrong password or no key found") && page.contains("type=\"password\""));
+    let r = post(&s, "/api/open", &json!({"password": "still wrong"}));
+    assert_eq!(r.status, 401);
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("wrong password")
+    );
+    assert_eq!(
+        post(&s, "/api/open", &json!({"password": PASSWORD})).status,
+        200
+    );
+    assert_eq!(get(&s, "/api/overview").json()["snapshots"], 2);
+    // An unreachable repository is a message too.
+    let gone = Fixture {
+        repo: f.tmp.path().join("no-such-repo"),
+        ..Fixture::new()
+    };
+    let s2 = arca_ui::Server::start(gone.options(Some(PASSWORD))).unwrap();
+    let r = get(&s2, "/api/overview");
+    assert_eq!(r.status, 503);
+    assert!(
+        r.json()["error"].as_str().unwrap().contains("no-such-repo"),
+        "{}",
+        r.text()
+    );
+    drop(f);
+}
+
+#[test]
+fn listening_beyond_loopback_needs_tls() {
+    let f = Fixture::new();
+    let mut o = f.options(None);
+    o.listen = Some("0.0.0.0:0".into());
+    let e = arca_ui::Server::start(o).err().unwrap().to_string();
+    assert!(
+        e.starts_with("refusing to listen on 0.0.0.0:0 without TLS"),
+        "{e}"
+    );
+    let mut o = f.options(None);
+    o.listen = Some("0.0.0.0:0".into());
+    o.tls = Some((
+        f.tmp.path().join("missing.pem"),
+        f.tmp.path().join("key.pem"),
+    ));
+    let e = arca_ui::Server::start(o).err().unwrap().to_string();
+    assert!(e.starts_with("TLS certificate"), "{e}");
+    let mut o = f.options(None);
+    o.listen = Some("here".into());
+    assert!(arca_ui::Server::start(o).is_err());
+    let _ = Path::new("/");
+}
