@@ -173,18 +173,8 @@ pub struct BackupArgs {
     /// Name of the file --stdin creates in the snapshot
     #[arg(long, value_name = "NAME", default_value = "stdin", requires = "stdin")]
     pub stdin_filename: String,
-    /// Exclude paths matching a pattern (repeatable)
-    #[arg(short = 'e', long = "exclude", value_name = "PATTERN")]
-    pub excludes: Vec<String>,
-    /// Exclude paths matching a pattern, ignoring case (repeatable)
-    #[arg(long = "iexclude", value_name = "PATTERN")]
-    pub iexcludes: Vec<String>,
-    /// Read exclude patterns from a file, one per line ('#' comments)
-    #[arg(long = "exclude-file", value_name = "FILE")]
-    pub exclude_files: Vec<PathBuf>,
-    /// Read case-insensitive exclude patterns from a file
-    #[arg(long = "iexclude-file", value_name = "FILE")]
-    pub iexclude_files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub exclude: ExcludeArgs,
     /// Store directories holding a CACHEDIR.TAG (with its signature) empty
     #[arg(long)]
     pub exclude_caches: bool,
@@ -238,6 +228,23 @@ pub struct BackupArgs {
     /// Print the summary as JSON
     #[arg(long)]
     pub json: bool,
+}
+
+/// Exclude patterns, as backup and rewrite take them (restic's syntax).
+#[derive(Debug, Args, Clone, Default)]
+pub struct ExcludeArgs {
+    /// Exclude paths matching a pattern (repeatable)
+    #[arg(short = 'e', long = "exclude", value_name = "PATTERN")]
+    pub excludes: Vec<String>,
+    /// Exclude paths matching a pattern, ignoring case (repeatable)
+    #[arg(long = "iexclude", value_name = "PATTERN")]
+    pub iexcludes: Vec<String>,
+    /// Read exclude patterns from a file, one per line ('#' comments)
+    #[arg(long = "exclude-file", value_name = "FILE")]
+    pub exclude_files: Vec<PathBuf>,
+    /// Read case-insensitive exclude patterns from a file
+    #[arg(long = "iexclude-file", value_name = "FILE")]
+    pub iexclude_files: Vec<PathBuf>,
 }
 
 /// Snapshot selection filters.

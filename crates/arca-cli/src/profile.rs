@@ -504,7 +504,7 @@ prune = true
         };
         assert_eq!(b.compression, Some(5));
         assert_eq!(b.paths, [PathBuf::from("/data")]);
-        assert_eq!(b.excludes, ["*.tmp", "cache", "x"]);
+        assert_eq!(b.exclude.excludes, ["*.tmp", "cache", "x"]);
     }
 
     #[test]

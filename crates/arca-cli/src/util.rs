@@ -24,37 +24,13 @@ pub struct Opened {
     pub stats: Arc<BackendStats>,
 }
 
-/// Splits `12.5ms` into 12.5 and `ms`; `what` names the kind of value in errors.
 fn number_and_unit<'a>(s: &'a str, what: &str) -> Result<(f64, &'a str)> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| anyhow!("invalid {what} {s:?}"))?;
-    Ok((n, unit))
+    arca_format::text::number_and_unit(s, what).map_err(|e| anyhow!(e))
 }
 
 /// Parses sizes like `16MiB`, `100MB`, `4096`, `1.5G`.
 pub fn parse_size(s: &str) -> Result<u64> {
-    let (n, unit) = number_and_unit(s, "size")?;
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" => 1e3,
-        "m" | "mb" => 1e6,
-        "g" | "gb" => 1e9,
-        "t" | "tb" => 1e12,
-        "ki" | "kib" => 1024.0,
-        "mi" | "mib" => 1024.0 * 1024.0,
-        "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "ti" | "tib" => 1024.0f64.powi(4),
-        u => bail!("invalid size unit {u:?} in {s:?}"),
-    };
-    let v = n * mult;
-    if !(0.0..1.8e19).contains(&v) {
-        bail!("size {s:?} out of range");
-    }
-    Ok(v as u64)
+    arca_format::text::parse_size(s).map_err(|e| anyhow!(e))
 }
 
 /// Parses durations like `20ms`, `1.5s`, `100us`.
@@ -388,50 +364,7 @@ pub fn interactive(g: &Global, json: bool) -> bool {
     !g.quiet && !json && io::stderr().is_terminal()
 }
 
-/// `rwxr-xr-x`-style mode string with the type letter first.
-pub fn mode_string(kind: arca_format::NodeKind, mode: u32) -> String {
-    use arca_format::NodeKind::*;
-    let t = match kind {
-        File => '-',
-        Dir => 'd',
-        Symlink => 'l',
-        Fifo => 'p',
-        CharDev => 'c',
-        BlockDev => 'b',
-        Socket => 's',
-    };
-    let mut s = String::with_capacity(10);
-    s.push(t);
-    let bits = [
-        (0o400, 'r'),
-        (0o200, 'w'),
-        (0o100, 'x'),
-        (0o040, 'r'),
-        (0o020, 'w'),
-        (0o010, 'x'),
-        (0o004, 'r'),
-        (0o002, 'w'),
-        (0o001, 'x'),
-    ];
-    for (i, (b, c)) in bits.iter().enumerate() {
-        let special = match i {
-            2 => mode & 0o4000 != 0,
-            5 => mode & 0o2000 != 0,
-            8 => mode & 0o1000 != 0,
-            _ => false,
-        };
-        let set = mode & b != 0;
-        s.push(match (special, set, i) {
-            (true, true, 8) => 't',
-            (true, false, 8) => 'T',
-            (true, true, _) => 's',
-            (true, false, _) => 'S',
-            (false, true, _) => *c,
-            (false, false, _) => '-',
-        });
-    }
-    s
-}
+pub use arca_format::text::mode_string;
 
 #[cfg(test)]
 mod tests {

@@ -13,6 +13,7 @@ pub mod key;
 pub mod lock;
 pub mod pack;
 pub mod snapshot;
+pub mod text;
 pub mod tree;
 
 pub use config::{ChunkerParams, Config};

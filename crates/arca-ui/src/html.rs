@@ -3,8 +3,6 @@
 
 use std::fmt::Write;
 
-use arca_format::NodeKind;
-
 /// Escapes text for HTML content and attribute values.
 pub fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
@@ -127,49 +125,7 @@ pub fn time(sec: i64, nsec: u32) -> String {
         .unwrap_or_else(|| sec.to_string())
 }
 
-/// `drwxr-xr-x`-style mode string with the type letter first (as `arca ls -l`).
-pub fn mode_string(kind: NodeKind, mode: u32) -> String {
-    let t = match kind {
-        NodeKind::File => '-',
-        NodeKind::Dir => 'd',
-        NodeKind::Symlink => 'l',
-        NodeKind::Fifo => 'p',
-        NodeKind::CharDev => 'c',
-        NodeKind::BlockDev => 'b',
-        NodeKind::Socket => 's',
-    };
-    let mut s = String::with_capacity(10);
-    s.push(t);
-    let bits = [
-        (0o400, 'r'),
-        (0o200, 'w'),
-        (0o100, 'x'),
-        (0o040, 'r'),
-        (0o020, 'w'),
-        (0o010, 'x'),
-        (0o004, 'r'),
-        (0o002, 'w'),
-        (0o001, 'x'),
-    ];
-    for (i, (b, c)) in bits.iter().enumerate() {
-        let special = match i {
-            2 => mode & 0o4000 != 0,
-            5 => mode & 0o2000 != 0,
-            8 => mode & 0o1000 != 0,
-            _ => false,
-        };
-        let set = mode & b != 0;
-        s.push(match (special, set, i) {
-            (true, true, 8) => 't',
-            (true, false, 8) => 'T',
-            (true, true, _) => 's',
-            (true, false, _) => 'S',
-            (false, true, _) => *c,
-            (false, false, _) => '-',
-        });
-    }
-    s
-}
+pub use arca_format::text::mode_string;
 
 #[cfg(test)]
 mod tests {
@@ -185,8 +141,6 @@ mod tests {
         assert_eq!(bytes(1536), "1.50 KiB");
         assert_eq!(bytes(12), "12 B");
         assert_eq!(duration(3725.0), "1:02:05");
-        assert_eq!(mode_string(NodeKind::Dir, 0o1777), "drwxrwxrwt");
-        assert_eq!(mode_string(NodeKind::File, 0o4755), "-rwsr-xr-x");
         assert!(page("T<", "/", "c", "<p>x</p>").contains("<title>T&lt; · arca</title>"));
     }
 }

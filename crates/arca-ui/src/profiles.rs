@@ -65,29 +65,6 @@ fn flag(t: &Table, key: &str) -> Result<bool, String> {
     }
 }
 
-/// Sizes like `2GiB`, `500M`, `4096` (`exclude-larger-than`), with the command line's units.
-fn size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("invalid size {s:?}"))?;
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" => 1e3,
-        "m" | "mb" => 1e6,
-        "g" | "gb" => 1e9,
-        "t" | "tb" => 1e12,
-        "ki" | "kib" => 1024.0,
-        "mi" | "mib" => 1024.0 * 1024.0,
-        "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "ti" | "tib" => 1024.0f64.powi(4),
-        u => return Err(format!("invalid size unit {u:?} in {s:?}")),
-    };
-    Ok((n * mult) as u64)
-}
-
 /// The profile's repository from `[global]` or `[repository]`.
 fn repo_of(t: &Table) -> Option<String> {
     ["global", "repository"]
@@ -128,7 +105,7 @@ pub fn load(file: &Path, location: &str) -> Result<(Profile, BackupOptions), Str
     let mut ipatterns = strings(b, "iexclude")?;
     ipatterns.extend(read("iexclude-file")?);
     let larger_than = one(b, "exclude-larger-than")?
-        .map(|s| size(&s))
+        .map(|s| arca_format::text::parse_size(&s))
         .transpose()?;
     let compression = match b.get("compression") {
         None => None,

@@ -58,10 +58,10 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
     if paths.is_empty() && !a.stdin {
         anyhow::bail!("no paths to back up (the --files-from lists are empty)");
     }
-    let mut patterns = a.excludes.clone();
-    patterns.extend(list(&a.exclude_files)?);
-    let mut ipatterns = a.iexcludes.clone();
-    ipatterns.extend(list(&a.iexclude_files)?);
+    let mut patterns = a.exclude.excludes.clone();
+    patterns.extend(list(&a.exclude.exclude_files)?);
+    let mut ipatterns = a.exclude.iexcludes.clone();
+    ipatterns.extend(list(&a.exclude.iexclude_files)?);
     let larger_than = match &a.exclude_larger_than {
         Some(s) => Some(
             util::parse_size(s).with_context(|| format!("invalid --exclude-larger-than {s:?}"))?,

@@ -18,7 +18,7 @@ use arca_repo::LockKind;
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::cli::{FilterArgs, Global};
+use crate::cli::{ExcludeArgs, FilterArgs, Global};
 use crate::util::{self, human_bytes};
 
 /// Options of `arca rewrite`.
@@ -28,18 +28,9 @@ pub struct RewriteArgs {
     /// passing --host/--tag/--path)
     #[arg(value_name = "SNAPSHOT")]
     pub snapshots: Vec<String>,
-    /// Drop paths matching a pattern, as backup's --exclude (repeatable)
-    #[arg(short = 'e', long = "exclude", value_name = "PATTERN")]
-    pub excludes: Vec<String>,
-    /// Drop paths matching a pattern, ignoring case (repeatable)
-    #[arg(long = "iexclude", value_name = "PATTERN")]
-    pub iexcludes: Vec<String>,
-    /// Read exclude patterns from a file, one per line ('#' comments)
-    #[arg(long = "exclude-file", value_name = "FILE")]
-    pub exclude_files: Vec<PathBuf>,
-    /// Read case-insensitive exclude patterns from a file
-    #[arg(long = "iexclude-file", value_name = "FILE")]
-    pub iexclude_files: Vec<PathBuf>,
+    /// Paths to drop, as backup's --exclude, --iexclude, --exclude-file, --iexclude-file
+    #[command(flatten)]
+    pub exclude: ExcludeArgs,
     /// Remove each original snapshot once its rewritten copy is saved (the copy then gets
     /// no "rewrite" tag); run prune afterwards to free the space
     #[arg(long)]
@@ -73,8 +64,9 @@ fn matcher(patterns: &[String], ignore_case: bool) -> Result<Option<PathMatcher>
 
 /// Runs `rewrite`.
 pub fn run(g: &Global, a: &RewriteArgs) -> Result<u8> {
-    let exact = matcher(&patterns(&a.excludes, &a.exclude_files)?, false)?;
-    let folded = matcher(&patterns(&a.iexcludes, &a.iexclude_files)?, true)?;
+    let x = &a.exclude;
+    let exact = matcher(&patterns(&x.excludes, &x.exclude_files)?, false)?;
+    let folded = matcher(&patterns(&x.iexcludes, &x.iexclude_files)?, true)?;
     if exact.is_none() && folded.is_none() {
         bail!("nothing to do: give --exclude, --iexclude or a pattern file");
     }

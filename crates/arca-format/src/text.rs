@@ -1,0 +1,101 @@
+//! Text forms shared by the command line and the web interface: `ls -l` mode strings and
+//! sizes with units (`16MiB`, `100MB`), so both read and print them the same way.
+
+use crate::NodeKind;
+
+/// `rwxr-xr-x`-style mode string with the type letter first (setuid, setgid and sticky bits
+/// as `s`/`S` and `t`/`T`, as `ls -l`).
+pub fn mode_string(kind: NodeKind, mode: u32) -> String {
+    let t = match kind {
+        NodeKind::File => '-',
+        NodeKind::Dir => 'd',
+        NodeKind::Symlink => 'l',
+        NodeKind::Fifo => 'p',
+        NodeKind::CharDev => 'c',
+        NodeKind::BlockDev => 'b',
+        NodeKind::Socket => 's',
+    };
+    let mut s = String::with_capacity(10);
+    s.push(t);
+    let bits = [
+        (0o400, 'r'),
+        (0o200, 'w'),
+        (0o100, 'x'),
+        (0o040, 'r'),
+        (0o020, 'w'),
+        (0o010, 'x'),
+        (0o004, 'r'),
+        (0o002, 'w'),
+        (0o001, 'x'),
+    ];
+    for (i, (b, c)) in bits.iter().enumerate() {
+        let special = match i {
+            2 => mode & 0o4000 != 0,
+            5 => mode & 0o2000 != 0,
+            8 => mode & 0o1000 != 0,
+            _ => false,
+        };
+        let set = mode & b != 0;
+        s.push(match (special, set, i) {
+            (true, true, 8) => 't',
+            (true, false, 8) => 'T',
+            (true, true, _) => 's',
+            (true, false, _) => 'S',
+            (false, true, _) => *c,
+            (false, false, _) => '-',
+        });
+    }
+    s
+}
+
+/// Splits `12.5ms` into 12.5 and `ms`; `what` names the kind of value in errors.
+pub fn number_and_unit<'a>(s: &'a str, what: &str) -> Result<(f64, &'a str), String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("invalid {what} {s:?}"))?;
+    Ok((n, unit))
+}
+
+/// Parses sizes like `16MiB`, `100MB`, `4096`, `1.5G` (decimal and binary units); the error
+/// names the value.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let (n, unit) = number_and_unit(s, "size")?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "m" | "mb" => 1e6,
+        "g" | "gb" => 1e9,
+        "t" | "tb" => 1e12,
+        "ki" | "kib" => 1024.0,
+        "mi" | "mib" => 1024.0 * 1024.0,
+        "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "ti" | "tib" => 1024.0f64.powi(4),
+        u => return Err(format!("invalid size unit {u:?} in {s:?}")),
+    };
+    let v = n * mult;
+    if !(0.0..1.8e19).contains(&v) {
+        return Err(format!("size {s:?} out of range"));
+    }
+    Ok(v as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_and_sizes() {
+        assert_eq!(mode_string(NodeKind::Dir, 0o1777), "drwxrwxrwt");
+        assert_eq!(mode_string(NodeKind::File, 0o4755), "-rwsr-xr-x");
+        assert_eq!(mode_string(NodeKind::Symlink, 0o2644), "lrw-r-Sr--");
+        assert_eq!(parse_size("16MiB"), Ok(16 << 20));
+        assert_eq!(parse_size("100MB"), Ok(100_000_000));
+        assert_eq!(parse_size(" 4096 "), Ok(4096));
+        assert!(parse_size("12XB").unwrap_err().contains("\"12XB\""));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("1e30").is_err());
+    }
+}

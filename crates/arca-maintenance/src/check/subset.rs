@@ -1,0 +1,152 @@
+//! `check --read-data-subset`: which packs a partial read of the data covers (a group n/m by
+//! the first byte of the pack id, as restic; a random share; random packs up to a size).
+
+use std::collections::HashSet;
+
+use arca_format::Id;
+
+/// Which packs `check` reads, as restic's `--read-data-subset` chooses them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DataSubset {
+    /// Group `n` (from 1) of `of` groups (at most 256): the packs whose id's first byte is
+    /// `n - 1` modulo `of`. Checking `1/m` … `m/m` in turn reads every pack exactly once.
+    Group {
+        /// The group, from 1 to `of`.
+        n: u32,
+        /// How many groups.
+        of: u32,
+    },
+    /// A random share of the packs, in percent (above 0, at most 100); at least one pack.
+    Percent(f64),
+    /// Random packs adding up to about this many bytes (as the same share of the packs).
+    Bytes(u64),
+}
+
+/// Most groups `n/m` can name: the selection looks at one byte of the pack id.
+pub const MAX_GROUPS: u32 = 256;
+
+impl DataSubset {
+    /// Parses `n/m`, `x%` (`x.y%`) or a size (`500M`, `2G`, `1.5T`, `4096`; k, m, g, t
+    /// suffixes count in powers of 1024), with restic's limits.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let bad = || format!("invalid --read-data-subset {s:?}: use n/m, x% or a size");
+        if let Some((n, m)) = s.split_once('/') {
+            let n: u32 = n.trim().parse().map_err(|_| bad())?;
+            let of: u32 = m.trim().parse().map_err(|_| bad())?;
+            if n == 0 || of == 0 || n > of {
+                return Err(format!(
+                    "--read-data-subset {s:?}: n/m must be positive integers with n <= m"
+                ));
+            }
+            if of > MAX_GROUPS {
+                return Err(format!(
+                    "--read-data-subset {s:?}: m must be at most {MAX_GROUPS}"
+                ));
+            }
+            return Ok(Self::Group { n, of });
+        }
+        if let Some(p) = s.strip_suffix('%') {
+            let p: f64 = p.trim().parse().map_err(|_| bad())?;
+            if !(p > 0.0 && p <= 100.0) {
+                return Err(format!(
+                    "--read-data-subset {s:?}: the percentage must be above 0 and at most 100"
+                ));
+            }
+            return Ok(Self::Percent(p));
+        }
+        let split = s
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(s.len());
+        let (num, unit) = s.split_at(split);
+        let v: f64 = num.parse().map_err(|_| bad())?;
+        let mult = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1.0,
+            "k" | "kb" | "kib" => 1024.0,
+            "m" | "mb" | "mib" => 1024.0 * 1024.0,
+            "g" | "gb" | "gib" => 1024.0f64.powi(3),
+            "t" | "tb" | "tib" => 1024.0f64.powi(4),
+            _ => return Err(bad()),
+        };
+        let bytes = v * mult;
+        if !(1.0..1.8e19).contains(&bytes) {
+            return Err(format!(
+                "--read-data-subset {s:?}: the size must be above 0"
+            ));
+        }
+        Ok(Self::Bytes(bytes as u64))
+    }
+
+    /// The packs (id and size) of `packs` this subset reads. Random shares use a seed drawn
+    /// for this process, so successive checks read different packs.
+    pub fn select(&self, packs: &[(Id, u64)]) -> HashSet<Id> {
+        self.select_seeded(packs, random_seed())
+    }
+
+    /// [`DataSubset::select`] with a given seed for the random shares.
+    pub fn select_seeded(&self, packs: &[(Id, u64)], seed: u64) -> HashSet<Id> {
+        match *self {
+            Self::Group { n, of } => packs
+                .iter()
+                .filter(|(id, _)| u32::from(id.0[0]) % of.max(1) == n.saturating_sub(1))
+                .map(|(id, _)| *id)
+                .collect(),
+            Self::Percent(p) => random_share(packs, p, seed),
+            Self::Bytes(b) => {
+                let total: u64 = packs.iter().map(|(_, s)| *s).sum();
+                if total == 0 {
+                    return packs.iter().map(|(id, _)| *id).collect();
+                }
+                let p = (b.min(total) as f64 / total as f64) * 100.0;
+                random_share(packs, p, seed)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for DataSubset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Group { n, of } => write!(f, "{n}/{of}"),
+            Self::Percent(p) => write!(f, "{p}%"),
+            Self::Bytes(b) => write!(f, "{b} bytes"),
+        }
+    }
+}
+
+/// A seed that differs from process to process (std's per-process random hasher keys).
+fn random_seed() -> u64 {
+    use std::hash::BuildHasher;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    std::collections::hash_map::RandomState::new().hash_one(nanos)
+}
+
+/// SplitMix64: a small, good-enough generator for picking packs.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// `percent` of `packs` (rounded down, at least one), chosen at random, as restic does.
+fn random_share(packs: &[(Id, u64)], percent: f64, seed: u64) -> HashSet<Id> {
+    let mut ids: Vec<Id> = packs.iter().map(|(id, _)| *id).collect();
+    ids.sort_unstable();
+    let mut want = (ids.len() as f64 * (percent / 100.0)) as usize;
+    if !ids.is_empty() {
+        want = want.clamp(1, ids.len());
+    }
+    // A partial Fisher-Yates shuffle: the first `want` slots are a uniform random choice.
+    let mut state = seed;
+    for i in 0..want {
+        let left = (ids.len() - i) as u64;
+        let j = i + (splitmix(&mut state) % left) as usize;
+        ids.swap(i, j);
+    }
+    ids.truncate(want);
+    ids.into_iter().collect()
+}
