@@ -1,5 +1,5 @@
-//! Text forms shared by the command line and the web interface: `ls -l` mode strings and
-//! sizes with units (`16MiB`, `100MB`), so both read and print them the same way.
+//! Text forms shared by the command line and the web interface: `ls -l` mode strings, sizes
+//! with units (`16MiB`, `1.23 GiB`) and `1:02:03` durations, read and printed the same way.
 
 use crate::NodeKind;
 
@@ -80,6 +80,32 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         return Err(format!("size {s:?} out of range"));
     }
     Ok(v as u64)
+}
+
+/// `1.23 GiB`-style sizes.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+/// `1:02:03` / `2:03` durations.
+pub fn human_duration(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
 }
 
 #[cfg(test)]

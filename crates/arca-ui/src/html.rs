@@ -88,31 +88,7 @@ pub fn alert(message: &str) -> String {
     )
 }
 
-/// `1.23 GiB`-style sizes.
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.2} {}", UNITS[u])
-    }
-}
-
-/// `1:02:03` / `2:03` durations.
-pub fn duration(secs: f64) -> String {
-    let s = secs.max(0.0).round() as u64;
-    if s >= 3600 {
-        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-    } else {
-        format!("{}:{:02}", s / 60, s % 60)
-    }
-}
+pub use arca_format::text::{human_bytes as bytes, human_duration as duration};
 
 /// Local time as `2024-05-01 12:30:00` from seconds and nanoseconds since the epoch.
 pub fn time(sec: i64, nsec: u32) -> String {

@@ -214,85 +214,51 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
 /// One reading of the backup's progress, for the terminal display and JSON status lines.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Status {
-    secs: f64,
-    files: u64,
-    bytes: u64,
-    bytes_read: u64,
-    total_files: u64,
-    total_bytes: u64,
-    /// The scan has finished: the totals are complete.
-    totals_final: bool,
+    /// The library's reading: counters, totals, fraction and ETA (shared with the web UI).
+    r: Reading,
     errors: u64,
 }
 
 impl Status {
     fn read(p: &Progress, errors: &AtomicU64, el: Duration) -> Self {
-        let r = Reading::read(p, el);
         Self {
-            secs: r.secs,
-            files: r.files,
-            bytes: r.bytes,
-            bytes_read: r.bytes_read,
-            total_files: r.total_files,
-            total_bytes: r.total_bytes,
-            totals_final: r.totals_final,
+            r: Reading::read(p, el),
             errors: errors.load(Ordering::Relaxed),
         }
     }
 
-    /// The library's reading (fraction and ETA are computed there, for the web interface too).
-    fn reading(&self) -> Reading {
-        Reading {
-            secs: self.secs,
-            files: self.files,
-            bytes: self.bytes,
-            bytes_read: self.bytes_read,
-            total_files: self.total_files,
-            total_bytes: self.total_bytes,
-            totals_final: self.totals_final,
-        }
-    }
-
-    /// (done, total) in bytes, or in files when all files are empty; `None` without totals.
-    fn done_of_total(&self) -> Option<(u64, u64)> {
-        self.reading().done_of_total()
-    }
-
-    /// Fraction done, in [0, 1].
     fn fraction(&self) -> f64 {
-        self.reading().fraction()
+        self.r.fraction()
     }
 
-    /// Bytes processed per second so far.
-    fn rate(&self) -> f64 {
-        self.reading().rate()
-    }
-
-    /// Seconds left at the rate so far (see [`Reading::eta`]).
     fn eta(&self) -> Option<f64> {
-        self.reading().eta()
+        self.r.eta()
     }
 
     /// `[0:05] 42.10%  1234 files 1.20 GiB, total 3000 files 2.90 GiB, 0 errors` (restic's
     /// line; the totals are "found" while the scan runs), then the bar and `12.00 MiB/s, ETA
     /// 0:07`.
     fn render(&self) -> BarState {
-        let bar = self.done_of_total();
-        let mut text = format!("[{}] ", human_duration(self.secs));
+        let bar = self.r.done_of_total();
+        let mut text = format!("[{}] ", human_duration(self.r.secs));
         if bar.is_some() {
             text += &format!("{:.2}%  ", self.fraction() * 100.0);
         }
-        text += &format!("{} files {}", self.files, human_bytes(self.bytes));
+        text += &format!("{} files {}", self.r.files, human_bytes(self.r.bytes));
         if bar.is_some() {
             text += &format!(
                 ", {} {} files {}",
-                if self.totals_final { "total" } else { "found" },
-                self.total_files,
-                human_bytes(self.total_bytes)
+                if self.r.totals_final {
+                    "total"
+                } else {
+                    "found"
+                },
+                self.r.total_files,
+                human_bytes(self.r.total_bytes)
             );
         }
         text += &format!(", {} errors", self.errors);
-        let mut detail = format!("{}/s", human_bytes(self.rate() as u64));
+        let mut detail = format!("{}/s", human_bytes(self.r.rate() as u64));
         if let Some(eta) = self.eta() {
             detail += &format!(", ETA {}", human_duration(eta));
         }
@@ -303,15 +269,15 @@ impl Status {
     fn json(&self) -> serde_json::Value {
         let mut v = json!({
             "message_type": "status",
-            "seconds_elapsed": self.secs,
+            "seconds_elapsed": self.r.secs,
             "percent_done": self.fraction(),
-            "total_files": self.total_files,
-            "files_done": self.files,
-            "total_bytes": self.total_bytes,
-            "bytes_done": self.bytes,
-            "bytes_read": self.bytes_read,
+            "total_files": self.r.total_files,
+            "files_done": self.r.files,
+            "total_bytes": self.r.total_bytes,
+            "bytes_done": self.r.bytes,
+            "bytes_read": self.r.bytes_read,
             "error_count": self.errors,
-            "totals_final": self.totals_final,
+            "totals_final": self.r.totals_final,
         });
         if let Some(eta) = self.eta() {
             v["seconds_remaining"] = json!(eta.round() as u64);
@@ -326,13 +292,15 @@ mod tests {
 
     fn status(files: u64, bytes: u64, total_files: u64, total_bytes: u64, fin: bool) -> Status {
         Status {
-            secs: 10.0,
-            files,
-            bytes,
-            bytes_read: bytes,
-            total_files,
-            total_bytes,
-            totals_final: fin,
+            r: Reading {
+                secs: 10.0,
+                files,
+                bytes,
+                bytes_read: bytes,
+                total_files,
+                total_bytes,
+                totals_final: fin,
+            },
             errors: 0,
         }
     }
@@ -365,10 +333,8 @@ mod tests {
                 .contains("found 30 files")
         );
         // Nothing yet: no bar, no NaN.
-        let s = Status {
-            secs: 0.0,
-            ..status(0, 0, 0, 0, false)
-        };
+        let mut s = status(0, 0, 0, 0, false);
+        s.r.secs = 0.0;
         assert_eq!(s.fraction(), 0.0);
         assert_eq!(s.eta(), None);
         assert_eq!(s.render().bar, None);
