@@ -354,6 +354,10 @@ pub struct RestoreArgs {
     /// Do not reserve disk space for files before writing them
     #[arg(long)]
     pub no_preallocate: bool,
+    /// Write everything through the page cache (by default the middle of large blocks of new
+    /// files goes straight to the disk with O_DIRECT)
+    #[arg(long)]
+    pub no_direct_io: bool,
     /// Print progress and the summary as JSON lines
     #[arg(long)]
     pub json: bool,

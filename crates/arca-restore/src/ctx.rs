@@ -5,10 +5,11 @@
 use std::io;
 use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use arca_fs::{FsError, MetadataOptions};
 
+use crate::options::Resolved;
 use crate::plan::Plan;
 use crate::scan::Scan;
 use crate::{Observer, Progress, RestoreError, RestoreIssue};
@@ -41,6 +42,8 @@ pub(crate) struct Counters {
     /// Blocks and bytes taken from `--reuse-from` trees.
     pub reused_blocks: AtomicU64,
     pub reused: AtomicU64,
+    /// Of those, bytes written around the page cache (`O_DIRECT`).
+    pub direct: AtomicU64,
     /// Bytes left as holes or punched.
     pub holes: AtomicU64,
     /// Files completed (content and metadata).
@@ -49,12 +52,26 @@ pub(crate) struct Counters {
     pub beats: AtomicU64,
 }
 
+/// The right to one direct write in flight (see [`Shared::direct_slot`]).
+pub(crate) struct DirectSlot<'a>(&'a AtomicIsize);
+
+impl Drop for DirectSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
 /// Shared state of one restore.
 pub(crate) struct Shared<'a> {
     pub plan: &'a Plan,
     pub scan: &'a Scan,
     pub metadata: MetadataOptions,
     pub preallocate: bool,
+    /// Large blocks of new files are written with `O_DIRECT` (cleared when the target's file
+    /// system refuses it).
+    pub direct: AtomicBool,
+    /// Direct writes that may start now.
+    pub direct_slots: AtomicIsize,
     /// The target's file system shares extents: later uses of a block are copied (reflinks)
     /// rather than written again.
     pub reflink: bool,
@@ -75,7 +92,7 @@ impl<'a> Shared<'a> {
         plan: &'a Plan,
         scan: &'a Scan,
         metadata: MetadataOptions,
-        preallocate: bool,
+        tuning: &Resolved,
         progress: &'a Progress,
         observer: &'a dyn Observer,
         cancel: Option<&'a AtomicBool>,
@@ -84,7 +101,9 @@ impl<'a> Shared<'a> {
             plan,
             scan,
             metadata,
-            preallocate,
+            preallocate: tuning.preallocate,
+            direct: AtomicBool::new(tuning.direct_writes > 0),
+            direct_slots: AtomicIsize::new(tuning.direct_writes as isize),
             reflink: plan
                 .dirs
                 .first()
@@ -103,6 +122,19 @@ impl<'a> Shared<'a> {
             stop: AtomicBool::new(false),
             fatal: Mutex::new(None),
             cancel,
+        }
+    }
+
+    /// A direct write of `len` bytes may start: a slot, given back when dropped.
+    pub fn direct_slot(&self, len: usize) -> Option<DirectSlot<'_>> {
+        if len < arca_fs::DIRECT_MIN || !self.direct.load(Ordering::Relaxed) {
+            return None;
+        }
+        if self.direct_slots.fetch_sub(1, Ordering::AcqRel) > 0 {
+            Some(DirectSlot(&self.direct_slots))
+        } else {
+            self.direct_slots.fetch_add(1, Ordering::AcqRel);
+            None
         }
     }
 

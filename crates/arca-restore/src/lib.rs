@@ -181,6 +181,8 @@ pub struct RestoreReport {
     pub bytes_reused: u64,
     /// Bytes left as holes.
     pub bytes_holes: u64,
+    /// Bytes written around the page cache (`O_DIRECT`).
+    pub bytes_direct: u64,
     /// Files hashed because their size or mtime could not be trusted, and bytes read.
     pub files_hashed: u64,
     /// Bytes read hashing existing files.
@@ -365,7 +367,7 @@ pub fn restore(
         &plan,
         &scan,
         opts.metadata,
-        t.preallocate,
+        &t,
         progress,
         observer,
         opts.cancel.as_deref(),
@@ -396,6 +398,7 @@ pub fn restore(
     report.blocks_reused = c.reused_blocks.load(Ordering::Relaxed);
     report.bytes_reused = c.reused.load(Ordering::Relaxed);
     report.bytes_holes = c.holes.load(Ordering::Relaxed);
+    report.bytes_direct = c.direct.load(Ordering::Relaxed);
     report.bytes_written = c.written_nonzero.load(Ordering::Relaxed) + report.bytes_copied;
     report.files = c.files_done.load(Ordering::Relaxed);
     let failed = |f: u32| sh.file_flags[f as usize].load(Ordering::Relaxed) & ctx::FAILED != 0;

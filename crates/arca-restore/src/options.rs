@@ -72,6 +72,8 @@ pub struct Tuning {
     pub stall_after: Option<Duration>,
     /// Do not reserve disk space for files before writing them.
     pub no_preallocate: bool,
+    /// Write every block through the page cache (no `O_DIRECT` for large blocks).
+    pub no_direct_io: bool,
 }
 
 /// The knobs with every automatic choice made.
@@ -95,6 +97,9 @@ pub struct Resolved {
     pub stall_after: Duration,
     /// Reserve disk space before writing.
     pub preallocate: bool,
+    /// Direct (`O_DIRECT`) writes of the aligned middle of large blocks of new files allowed
+    /// at once; 0 writes everything through the page cache.
+    pub direct_writes: usize,
 }
 
 /// Total physical memory, or 4 GiB when unknown.
@@ -135,8 +140,11 @@ impl Tuning {
             0 => 4,
             n => n,
         };
+        // Direct writes wait for the disk: as many as there are cores, each with a worker of
+        // its own, so that decoding keeps every core busy meanwhile.
+        let direct_writes = if self.no_direct_io { 0 } else { cores.max(1) };
         let workers = match self.workers {
-            0 => cores.max(1),
+            0 => cores.max(1) + direct_writes,
             n => n,
         };
         let memory = match self.memory {
@@ -176,6 +184,7 @@ impl Tuning {
             window,
             stall_after,
             preallocate: !self.no_preallocate,
+            direct_writes,
         }
     }
 }
@@ -221,7 +230,8 @@ mod tests {
         assert_eq!(local.fetchers, 4);
         assert_eq!(local.read_gap, 256 << 10);
         assert!(local.memory >= 32 << 20 && local.memory <= 256 << 20);
-        assert!(local.preallocate);
+        assert!(local.preallocate && local.direct_writes > 0);
+        assert!(local.workers > local.direct_writes);
         let remote = Tuning::default().resolve(BackendHints {
             local: false,
             latency: Some(Duration::from_millis(20)),
@@ -241,6 +251,7 @@ mod tests {
             window: 1,
             stall_after: Some(Duration::from_millis(5)),
             no_preallocate: true,
+            no_direct_io: true,
         }
         .resolve(BackendHints::default());
         assert_eq!(

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use arca_format::BlobKind;
-use arca_fs::FsError;
+use arca_fs::{AlignedBuf, FsError};
 use arca_repo::blob::BlobOpener;
 use arca_repo::{PackRef, Repository};
 use crossbeam_channel::{Receiver, Sender};
@@ -33,6 +33,8 @@ pub(crate) struct Worker<'a, 's> {
     open: HashMap<u32, File>,
     sources: HashMap<u32, File>,
     scratch: Vec<u8>,
+    /// Aligned staging for direct writes.
+    bounce: AlignedBuf,
 }
 
 impl<'a, 's> Worker<'a, 's> {
@@ -45,6 +47,7 @@ impl<'a, 's> Worker<'a, 's> {
             open: HashMap::new(),
             sources: HashMap::new(),
             scratch: vec![],
+            bounce: AlignedBuf::default(),
         }
     }
 
@@ -133,9 +136,9 @@ impl<'a, 's> Worker<'a, 's> {
                     // from memory costs.
                     Some(src) if sh.reflink => {
                         copy_between(sh, &mut self.open, src, t, len)
-                            || write(sh, &mut self.open, t, plain)
+                            || write(sh, &mut self.open, &mut self.bounce, t, plain)
                     }
-                    _ => write(sh, &mut self.open, t, plain),
+                    _ => write(sh, &mut self.open, &mut self.bounce, t, plain),
                 };
                 if ok && landed.is_none() {
                     landed = Some(t);
@@ -178,7 +181,8 @@ impl<'a, 's> Worker<'a, 's> {
                     let len = data.len() as u64;
                     let mut landed = None;
                     for t in targets {
-                        if write(sh, &mut self.open, t, &data) && landed.is_none() {
+                        if write(sh, &mut self.open, &mut self.bounce, t, &data) && landed.is_none()
+                        {
                             landed = Some(t);
                         }
                         sh.op_done(t.file, self.open.get(&t.file));
@@ -247,7 +251,8 @@ impl<'a, 's> Worker<'a, 's> {
                     let len = data.len() as u64;
                     let mut landed = None;
                     for t in targets {
-                        if write(sh, &mut self.open, t, &data) && landed.is_none() {
+                        if write(sh, &mut self.open, &mut self.bounce, t, &data) && landed.is_none()
+                        {
                             landed = Some(t);
                         }
                         sh.counters.reused.fetch_add(len, Ordering::Relaxed);
@@ -333,14 +338,34 @@ fn file<'m>(sh: &Shared, open: &'m mut HashMap<u32, File>, f: u32) -> Result<&'m
 }
 
 /// Writes `data` at target `t`. Returns false when the file failed (reported).
-fn write(sh: &Shared, open: &mut HashMap<u32, File>, t: Target, data: &[u8]) -> bool {
+fn write(
+    sh: &Shared,
+    open: &mut HashMap<u32, File>,
+    bounce: &mut AlignedBuf,
+    t: Target,
+    data: &[u8],
+) -> bool {
     let fresh =
         sh.scan.entries[sh.plan.files[t.file as usize].entry as usize] != EntryAction::Patch;
     let res = file(sh, open, t.file).and_then(|file| {
         let path = &sh.plan.file_path(t.file);
-        if fresh {
-            // The range reads as zeros already: zero pages stay holes.
-            arca_fs::write_sparse(file, t.offset, data).map_err(|e| FsError::new("write", path, e))
+        let failed = |e| FsError::new("write", path, e);
+        let slot = if fresh {
+            sh.direct_slot(data.len())
+        } else {
+            None
+        };
+        if let Some(_slot) = slot {
+            // Whole pages of a large block go straight to the disk: no copy into fresh
+            // page-cache pages. The range reads as zeros already: zero pages stay holes.
+            let w = arca_fs::write_sparse_direct(file, t.offset, data, bounce).map_err(failed)?;
+            if w.unsupported {
+                sh.direct.store(false, Ordering::Relaxed);
+            }
+            sh.counters.direct.fetch_add(w.direct, Ordering::Relaxed);
+            Ok(w.written)
+        } else if fresh {
+            arca_fs::write_sparse(file, t.offset, data).map_err(failed)
         } else {
             file.write_all_at(data, t.offset)
                 .map(|()| data.len() as u64)

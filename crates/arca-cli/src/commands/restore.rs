@@ -86,6 +86,7 @@ fn tuning(a: &RestoreArgs) -> Result<Tuning> {
         window: size(&a.window)?.unwrap_or(0),
         stall_after: a.stall_after.as_deref().map(parse_duration).transpose()?,
         no_preallocate: a.no_preallocate,
+        no_direct_io: a.no_direct_io,
     })
 }
 
@@ -228,7 +229,8 @@ fn summary_json(
     let tuning = r.tuning.map(|t| {
         json!({"fetchers": t.fetchers, "workers": t.workers, "memory": t.memory,
             "read_gap": t.read_gap, "max_read": t.max_read, "queue": t.queue, "window": t.window,
-            "stall_after_seconds": t.stall_after.as_secs_f64(), "preallocate": t.preallocate})
+            "stall_after_seconds": t.stall_after.as_secs_f64(), "preallocate": t.preallocate,
+            "direct_writes": t.direct_writes})
     });
     let mut v = json!({
         "message_type": "summary",
@@ -258,7 +260,7 @@ fn summary_json(
         "bytes_copied": r.bytes_copied,
         "blocks_reused": r.blocks_reused,
         "bytes_reused": r.bytes_reused,
-        "bytes_holes": r.bytes_holes,
+        "bytes_holes": r.bytes_holes, "bytes_direct": r.bytes_direct,
         "files_hashed": r.files_hashed,
         "bytes_hashed": r.bytes_hashed,
         "files_verified": r.files_verified,
@@ -387,19 +389,20 @@ fn print_profile(r: &RestoreReport) -> Result<()> {
     ))?;
     super::out(&format!(
         "local: {} blocks ({}) copied instead of fetched, {} blocks ({}) from --reuse-from, {} \
-         of holes; {} files hashed ({} read)",
+         of holes, {} written direct; {} files hashed ({} read)",
         r.blocks_copied,
         human_bytes(r.bytes_copied),
         r.blocks_reused,
         human_bytes(r.bytes_reused),
         human_bytes(r.bytes_holes),
+        human_bytes(r.bytes_direct),
         r.files_hashed,
         human_bytes(r.bytes_hashed)
     ))?;
     if let Some(t) = r.tuning {
         super::out(&format!(
             "knobs: fetchers {}, workers {}, memory {}, read gap {}, max read {}, queue {}, \
-             window {}, preallocate {}",
+             window {}, preallocate {}, direct writes {}",
             t.fetchers,
             t.workers,
             human_bytes(t.memory),
@@ -407,7 +410,8 @@ fn print_profile(r: &RestoreReport) -> Result<()> {
             human_bytes(t.max_read),
             t.queue,
             human_bytes(t.window),
-            t.preallocate
+            t.preallocate,
+            t.direct_writes
         ))?;
     }
     Ok(())
