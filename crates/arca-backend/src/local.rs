@@ -242,7 +242,13 @@ impl Backend for LocalBackend {
                 }
                 r => r?,
             };
-            f.write_all(data)?;
+            // Large files (packs) go to the disk around the page cache: they are synced
+            // right away, so caching them would only cost a copy.
+            let direct = data.len() as u64 >= crate::uncached::WORTH_IT
+                && crate::uncached::write_new(&tmp, data)?;
+            if !direct {
+                f.write_all(data)?;
+            }
             f.sync_all()?;
             drop(f);
             fs::rename(&tmp, &p)?;
