@@ -60,22 +60,54 @@ impl PackWriter {
 
     /// Appends a blob. Fails if the pack would exceed the 4 GiB offset range.
     pub fn add(&mut self, blob: &SealedBlob) -> Result<()> {
+        self.add_sealed(blob.id, blob.raw_len, &blob.bytes)
+    }
+
+    /// Appends the sealed bytes of blob `id` (of `raw_len` plain bytes) as they are, e.g.
+    /// straight from another pack. Fails if the pack would exceed the 4 GiB offset range.
+    pub fn add_sealed(&mut self, id: Id, raw_len: u32, sealed: &[u8]) -> Result<()> {
+        let offset = self.offset_for(sealed.len())?;
+        self.buf.extend_from_slice(sealed);
+        self.entries.push(PackEntry {
+            id,
+            offset,
+            length: sealed.len() as u32,
+            raw_length: raw_len,
+        });
+        self.raw_bytes += u64::from(raw_len);
+        Ok(())
+    }
+
+    /// Appends every blob of `other` (of the same kind), as if added here one by one.
+    pub fn absorb(&mut self, other: PackWriter) -> Result<()> {
+        if other.kind != self.kind {
+            return Err(RepoError::Invalid {
+                what: "pack",
+                detail: format!("cannot put {} blobs in a {} pack", other.kind, self.kind),
+            });
+        }
+        let body = other.buf.get(HEADER_LEN..).unwrap_or_default();
+        let base = self.offset_for(body.len())?;
+        self.buf.extend_from_slice(body);
+        self.entries
+            .extend(other.entries.into_iter().map(|e| PackEntry {
+                offset: e.offset - HEADER_LEN as u32 + base,
+                ..e
+            }));
+        self.raw_bytes += other.raw_bytes;
+        Ok(())
+    }
+
+    /// The offset `len` more bytes would start at, if the pack stays within 4 GiB.
+    fn offset_for(&self, len: usize) -> Result<u32> {
         let too_big = || RepoError::Invalid {
             what: "pack size",
             detail: "pack exceeds 4 GiB".into(),
         };
         let offset = u32::try_from(self.buf.len()).map_err(|_| too_big())?;
-        let length = u32::try_from(blob.bytes.len()).map_err(|_| too_big())?;
+        let length = u32::try_from(len).map_err(|_| too_big())?;
         offset.checked_add(length).ok_or_else(too_big)?;
-        self.buf.extend_from_slice(&blob.bytes);
-        self.entries.push(PackEntry {
-            id: blob.id,
-            offset,
-            length,
-            raw_length: blob.raw_len,
-        });
-        self.raw_bytes += u64::from(blob.raw_len);
-        Ok(())
+        Ok(offset)
     }
 
     /// Bytes so far.

@@ -3,13 +3,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::sync_channel;
 use std::time::Duration;
 
 use arca_backend::{Backend, FileType};
 use arca_format::pack::PackHeader;
 use arca_format::{BlobKind, Id, IndexFile, IndexPack};
-use arca_repo::blob::{BlobOpener, SealedBlob};
+use arca_repo::blob::BlobOpener;
 use arca_repo::pack::{PackWriter, read_pack_header};
 use arca_repo::trees::TreeLoader;
 use arca_repo::trees::ranges::{Span, coalesce, read_with_retry};
@@ -83,11 +82,21 @@ pub fn execute(
     Ok(report)
 }
 
-/// The used blobs of one pack to repack, verified, still sealed.
-type Copied = Result<Vec<SealedBlob>, PruneError>;
+/// What one repacking thread did.
+#[derive(Default)]
+struct Repacked {
+    /// Index entries of the packs it uploaded.
+    packs: Vec<IndexPack>,
+    bytes_written: u64,
+    blobs: u64,
+    /// Its partly filled packs, merged and uploaded at the end.
+    leftovers: Vec<PackWriter>,
+}
 
 /// Copies the used blobs of the packs to repack into new packs and uploads them; returns
-/// the new packs' index entries.
+/// the new packs' index entries. Each thread reads packs, appends their used blobs (still
+/// sealed) to packs of its own, verifies them, and uploads its packs as they fill; the
+/// partly filled ones are merged at the end.
 fn repack(
     repo: &Repository,
     plan: &PrunePlan,
@@ -107,93 +116,189 @@ fn repack(
         let l = TreeLoader::new(repo, &empty, &stop);
         (l.read_gap, l.max_read, l.threads.clamp(1, MAX_READERS))
     };
-    let threads = threads.min(todo.len());
+    // Each thread holds a pack being filled (memory), and waits for the backend while it
+    // uploads one (a local pack is synced to disk): one thread more than the cores keeps them
+    // busy; a remote backend's latency wants the loader's count.
+    let threads = if repo.backend().hints().local {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        threads.min(cores + 1)
+    } else {
+        threads
+    }
+    .min(todo.len());
     let pack_size = repo.config().pack_size as usize;
     let next = AtomicUsize::new(0);
-    let (tx, rx) = sync_channel::<Copied>(1);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            let tx = tx.clone();
-            let (todo, next, stop) = (&todo, &next, &stop);
-            s.spawn(move || {
-                let (mut buf, mut opener) = (vec![], BlobOpener::new());
-                while !stop.load(Ordering::Relaxed) {
-                    let Some(&i) = todo.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                        break;
-                    };
-                    let got = copy_pack(repo, plan, i, gap, max_read, &mut buf, &mut opener, stop);
-                    if tx.send(got).is_err() {
-                        break;
+    let done: Vec<Result<Repacked, PruneError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let (todo, next, stop) = (&todo, &next, &stop);
+                s.spawn(move || {
+                    let r = repack_some(repo, plan, todo, next, gap, max_read, progress, stop);
+                    if r.is_err() {
+                        stop.store(true, Ordering::Relaxed);
                     }
-                }
-            });
-        }
-        drop(tx);
-        let mut writers = [
-            PackWriter::new(BlobKind::Data, pack_size + pack_size / 8),
-            PackWriter::new(BlobKind::Tree, pack_size + pack_size / 8),
-        ];
-        let mut written = vec![];
-        let mut pack_blobs = |blobs: Vec<SealedBlob>, written: &mut Vec<IndexPack>| {
-            for b in blobs {
-                let w = &mut writers[b.kind.code() as usize];
-                w.add(&b)?;
-                report.blobs_repacked += 1;
-                if w.size() >= pack_size {
-                    let full = std::mem::replace(w, PackWriter::new(b.kind, pack_size));
-                    written.push(upload(repo, full, progress, report)?);
-                }
+                    r
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let mut written = vec![];
+    let mut leftovers = vec![];
+    for r in done {
+        let r = r?;
+        report.packs_written += r.packs.len() as u64;
+        report.bytes_written += r.bytes_written;
+        report.blobs_repacked += r.blobs;
+        written.extend(r.packs);
+        leftovers.extend(r.leftovers);
+    }
+    let mut ship = |w: PackWriter| -> Result<(), PruneError> {
+        let (p, n) = upload(repo, w, progress)?;
+        report.packs_written += 1;
+        report.bytes_written += n;
+        written.push(p);
+        Ok(())
+    };
+    // The partly filled packs, merged kind by kind into as few as fit.
+    leftovers.sort_by_key(|w| w.kind().code());
+    let mut current: Option<PackWriter> = None;
+    for w in leftovers {
+        current = Some(match current.take() {
+            Some(mut c)
+                if c.kind() == w.kind() && c.size() + w.size() <= pack_size + pack_size / 8 =>
+            {
+                c.absorb(w)?;
+                c
             }
-            Ok::<(), PruneError>(())
-        };
-        let mut result = Ok(());
-        for got in rx.iter() {
-            let step = got.and_then(|blobs| {
-                Progress::bump(&progress.packs_read, 1);
-                pack_blobs(blobs, &mut written)
-            });
-            if let Err(e) = step {
-                result = Err(e);
-                stop.store(true, Ordering::Relaxed);
-                break;
+            Some(c) => {
+                ship(c)?;
+                w
             }
-        }
-        // Dropping the receiver ends the readers' sends after an error.
-        drop(rx);
-        result?;
-        for w in writers {
-            if !w.is_empty() {
-                written.push(upload(repo, w, progress, report)?);
-            }
-        }
-        Ok(written)
-    })
+            None => w,
+        });
+    }
+    if let Some(c) = current {
+        ship(c)?;
+    }
+    Ok(written)
 }
 
-/// Seals and uploads one new pack; returns its index entry.
+/// One repacking thread's packs being filled, and what it did.
+struct Filler<'a> {
+    repo: &'a Repository,
+    progress: &'a Progress,
+    pack_size: usize,
+    writers: [Option<PackWriter>; 2],
+    out: Repacked,
+}
+
+impl Filler<'_> {
+    /// Appends a blob, still sealed, to the pack of its kind.
+    fn append(
+        &mut self,
+        kind: BlobKind,
+        id: Id,
+        raw_len: u32,
+        sealed: &[u8],
+    ) -> Result<(), PruneError> {
+        let cap = self.pack_size + self.pack_size / 8;
+        let slot = &mut self.writers[kind.code() as usize];
+        // A pack that this blob would push past its buffer goes first (its blobs are all
+        // verified), so buffers never grow.
+        if slot.as_ref().is_some_and(|w| w.size() + sealed.len() > cap)
+            && let Some(full) = slot.take()
+        {
+            let (p, n) = upload(self.repo, full, self.progress)?;
+            self.out.packs.push(p);
+            self.out.bytes_written += n;
+        }
+        let w = slot.get_or_insert_with(|| PackWriter::new(kind, cap));
+        w.add_sealed(id, raw_len, sealed)?;
+        self.out.blobs += 1;
+        Ok(())
+    }
+
+    /// Uploads the pack of `kind` if it is full (called once its blobs are verified).
+    fn ship_if_full(&mut self, kind: BlobKind) -> Result<(), PruneError> {
+        let slot = &mut self.writers[kind.code() as usize];
+        if slot.as_ref().is_some_and(|w| w.size() >= self.pack_size)
+            && let Some(full) = slot.take()
+        {
+            let (p, n) = upload(self.repo, full, self.progress)?;
+            self.out.packs.push(p);
+            self.out.bytes_written += n;
+        }
+        Ok(())
+    }
+}
+
+/// One repacking thread: takes packs from `todo` until none is left or `stop` is raised.
+#[allow(clippy::too_many_arguments)]
+fn repack_some(
+    repo: &Repository,
+    plan: &PrunePlan,
+    todo: &[usize],
+    next: &AtomicUsize,
+    gap: u64,
+    max_read: u64,
+    progress: &Progress,
+    stop: &AtomicBool,
+) -> Result<Repacked, PruneError> {
+    let (mut buf, mut opener) = (vec![], BlobOpener::new());
+    let mut filler = Filler {
+        repo,
+        progress,
+        pack_size: repo.config().pack_size as usize,
+        writers: [None, None],
+        out: Repacked::default(),
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let Some(&i) = todo.get(next.fetch_add(1, Ordering::Relaxed)) else {
+            break;
+        };
+        copy_pack(
+            plan,
+            i,
+            gap,
+            max_read,
+            &mut buf,
+            &mut opener,
+            stop,
+            &mut filler,
+        )?;
+        Progress::bump(&progress.packs_read, 1);
+    }
+    let mut out = filler.out;
+    out.leftovers = filler.writers.into_iter().flatten().collect();
+    Ok(out)
+}
+
+/// Seals and uploads one new pack; returns its index entry and size.
 fn upload(
     repo: &Repository,
     w: PackWriter,
     progress: &Progress,
-    report: &mut PruneReport,
-) -> Result<IndexPack, PruneError> {
+) -> Result<(IndexPack, u64), PruneError> {
     let p = w.finish(repo.sealer())?;
     let name = p.id.to_hex();
     if p.index.kind == BlobKind::Tree {
         repo.backend().note_tree_packs(std::slice::from_ref(&name));
     }
     repo.backend().write(FileType::Pack, &name, &p.bytes)?;
-    report.packs_written += 1;
-    report.bytes_written += p.bytes.len() as u64;
     Progress::bump(&progress.packs_written, 1);
-    Ok(p.index)
+    Ok((p.index, p.bytes.len() as u64))
 }
 
 /// Reads the used blobs of pack `i` (its header, then merged ranges), checks each against
-/// the plan and verifies it (decrypts, decompresses, hashes); returns them still sealed.
+/// the plan, appends it still sealed to `filler`'s pack, then verifies it (decrypts,
+/// decompresses, hashes): a damaged blob fails the prune before its pack is uploaded, and
+/// before anything is deleted.
 #[allow(clippy::too_many_arguments)]
 fn copy_pack(
-    repo: &Repository,
     plan: &PrunePlan,
     i: usize,
     gap: u64,
@@ -201,7 +306,9 @@ fn copy_pack(
     buf: &mut Vec<u8>,
     opener: &mut BlobOpener,
     stop: &AtomicBool,
-) -> Copied {
+    filler: &mut Filler<'_>,
+) -> Result<(), PruneError> {
+    let repo = filler.repo;
     let p = &plan.packs[i];
     let bad = |error: String| PruneError::BadPack { id: p.id, error };
     let backend: &dyn Backend = repo.backend().as_ref();
@@ -236,7 +343,6 @@ fn copy_pack(
             item: (e.id, e.raw_length),
         });
     }
-    let mut out = Vec::with_capacity(spans.len());
     for r in coalesce(spans, gap, max_read) {
         let (at, _) = read_with_retry(backend, &p.id, r.offset, r.len, buf, stop)?;
         for s in &r.items {
@@ -245,20 +351,15 @@ fn copy_pack(
             let Some(sealed) = buf.get_mut(start..start + s.len as usize) else {
                 return Err(bad("a read came back short".into()));
             };
-            let blob = SealedBlob {
-                kind: p.kind,
-                id,
-                raw_len,
-                bytes: sealed.to_vec(),
-            };
-            // Opening decrypts in place: the copy above is what goes into the new pack.
+            // Copied before opening, which decrypts in place.
+            filler.append(p.kind, id, raw_len, sealed)?;
             opener
                 .open(repo.key(), repo.sealer(), p.kind, id, p.id, sealed, raw_len)
                 .map_err(|e| bad(e.to_string()))?;
-            out.push(blob);
+            filler.ship_if_full(p.kind)?;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The blobs of pack position `pack` to keep (`keep` is sorted by pack, then offset).
