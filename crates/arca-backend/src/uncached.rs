@@ -43,11 +43,7 @@ pub fn read(f: &File, offset: u64, len: u64, buf: &mut Vec<u8>) -> io::Result<us
     let start = offset - offset % ALIGN as u64;
     let end = (offset + len).div_ceil(ALIGN as u64) * ALIGN as u64;
     let span = usize::try_from(end - start).map_err(|_| io::Error::other("range too long"))?;
-    // An aligned window inside the buffer: the allocation is reused across reads, so only
-    // its growth is ever zero-filled.
-    buf.resize(span + ALIGN, 0);
-    let skew = (ALIGN - buf.as_ptr() as usize % ALIGN) % ALIGN;
-    let window = &mut buf[skew..skew + span];
+    let (skew, window) = aligned_window(buf, span);
     let mut got = 0usize;
     while got < span {
         match f.read_at(&mut window[got..], start + got as u64) {
@@ -70,6 +66,15 @@ pub fn read(f: &File, offset: u64, len: u64, buf: &mut Vec<u8>) -> io::Result<us
         ));
     }
     Ok(skew + lead)
+}
+
+/// A window of `len` bytes inside `buf` (resized to fit) that starts at an [`ALIGN`]ed
+/// address, and where it starts in `buf`.
+fn aligned_window(buf: &mut Vec<u8>, len: usize) -> (usize, &mut [u8]) {
+    // The allocation is reused across calls, so only its growth is ever zero-filled.
+    buf.resize(len + ALIGN, 0);
+    let skew = buf.as_ptr().align_offset(ALIGN);
+    (skew, &mut buf[skew..skew + len])
 }
 
 /// Largest single direct write.
@@ -95,9 +100,7 @@ pub fn write_new(path: &Path, data: &[u8]) -> io::Result<bool> {
         Err(e) => return Err(e),
     };
     BOUNCE.with_borrow_mut(|buf| {
-        buf.resize(WRITE_CHUNK + ALIGN, 0);
-        let skew = (ALIGN - buf.as_ptr() as usize % ALIGN) % ALIGN;
-        let window = &mut buf[skew..skew + WRITE_CHUNK];
+        let (_, window) = aligned_window(buf, WRITE_CHUNK);
         let mut at = 0usize;
         while at < data.len() {
             let n = (data.len() - at).min(WRITE_CHUNK);

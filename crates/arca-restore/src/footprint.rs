@@ -162,27 +162,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use arca_format::{
-        BlobKind, ContentRef, IndexFile, IndexPack, Node, NodeKind, PackEntry, Tree,
-    };
-
-    fn file(name: &str, blobs: &[(u8, u32)], inode: u64, nlink: u64) -> Node {
-        Node {
-            name: name.as_bytes().to_vec(),
-            kind: Some(NodeKind::File),
-            size: blobs.iter().map(|b| u64::from(b.1)).sum(),
-            inode,
-            nlink,
-            content: blobs
-                .iter()
-                .map(|&(i, len)| ContentRef {
-                    id: Id([i; 32]),
-                    len,
-                })
-                .collect(),
-            ..Node::default()
-        }
-    }
+    use crate::plan::tests::file;
+    use arca_format::{BlobKind, IndexFile, IndexPack, Node, NodeKind, PackEntry, Tree};
 
     #[test]
     fn counts_links_holes_missing_blobs_and_packs() {

@@ -369,7 +369,7 @@ fn write(
         } else {
             file.write_all_at(data, t.offset)
                 .map(|()| data.len() as u64)
-                .map_err(|e| FsError::new("write", path, e))
+                .map_err(failed)
         }
     });
     match res {

@@ -543,11 +543,12 @@ fn finish(mut w: Walk) -> Plan {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use arca_format::{ContentRef, IndexFile, IndexPack, PackEntry, Tree};
 
-    fn file(name: &str, blobs: &[(u8, u32)], inode: u64, nlink: u64) -> Node {
+    /// A file node of `blobs` (`(id byte, length)`), as tests build them.
+    pub(crate) fn file(name: &str, blobs: &[(u8, u32)], inode: u64, nlink: u64) -> Node {
         Node {
             name: name.as_bytes().to_vec(),
             kind: Some(NodeKind::File),

@@ -212,11 +212,10 @@ impl Filler<'_> {
         if slot.as_ref().is_some_and(|w| w.size() + sealed.len() > cap)
             && let Some(full) = slot.take()
         {
-            let (p, n) = upload(self.repo, full, self.progress)?;
-            self.out.packs.push(p);
-            self.out.bytes_written += n;
+            self.ship(full)?;
         }
-        let w = slot.get_or_insert_with(|| PackWriter::new(kind, cap));
+        let w =
+            self.writers[kind.code() as usize].get_or_insert_with(|| PackWriter::new(kind, cap));
         w.add_sealed(id, raw_len, sealed)?;
         self.out.blobs += 1;
         Ok(())
@@ -228,10 +227,16 @@ impl Filler<'_> {
         if slot.as_ref().is_some_and(|w| w.size() >= self.pack_size)
             && let Some(full) = slot.take()
         {
-            let (p, n) = upload(self.repo, full, self.progress)?;
-            self.out.packs.push(p);
-            self.out.bytes_written += n;
+            self.ship(full)?;
         }
+        Ok(())
+    }
+
+    /// Uploads a pack whose blobs are all verified.
+    fn ship(&mut self, w: PackWriter) -> Result<(), PruneError> {
+        let (p, n) = upload(self.repo, w, self.progress)?;
+        self.out.packs.push(p);
+        self.out.bytes_written += n;
         Ok(())
     }
 }
