@@ -1,30 +1,28 @@
 //! Writing the page-aligned middle of a large block of a fresh file around the page cache
-//! (`O_DIRECT`): the data goes from the worker's buffer to the disk without the kernel copying
-//! it into newly allocated page-cache pages, which is most of a buffered restore's CPU time.
+//! (`O_DIRECT`): the data goes from an aligned buffer to the disk without the kernel copying it
+//! into newly allocated page-cache pages, which is most of a buffered restore's CPU time.
 //!
-//! Only whole pages that lie inside one block go direct; the partial pages at a block's edges
-//! (shared with its neighbours) are written through the page cache, so no page is ever written
-//! both ways. Zero pages are skipped, as [`write_sparse`] does: the file is fresh and sized.
+//! Only whole pages that lie inside one block go direct ([`direct_span`]); the partial pages at
+//! a block's edges (shared with its neighbours) go through the page cache, so no page is ever
+//! written both ways. Zero pages are skipped, as [`write_sparse`](crate::write_sparse) does:
+//! the file is fresh and sized. The direct writes use a descriptor of their own
+//! ([`open_direct`]), so buffered writes to the same file never see `O_DIRECT`.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
+use std::ops::Range;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
 
-use nix::fcntl::{FcntlArg, OFlag, fcntl};
-
-use crate::sparse::{HOLE_BLOCK, is_zero, write_sparse};
+use crate::sparse::{HOLE_BLOCK, is_zero};
 
 /// Alignment of direct writes: offsets, lengths and buffer addresses. 4 KiB covers every
 /// logical block size Linux file systems use on x86 and arm64 pages.
 pub const DIRECT_ALIGN: usize = 4096;
 
-/// A direct write is only worth its synchronous wait for a large enough span; smaller blocks go
-/// through the page cache.
+/// A direct write is only worth its setup for a large enough span; smaller blocks go through
+/// the page cache.
 pub const DIRECT_MIN: usize = 128 << 10;
-
-/// The largest single direct write (the bounce buffer's size).
-const DIRECT_MAX: usize = 4 << 20;
 
 /// A reusable buffer whose slices start at a [`DIRECT_ALIGN`]ed address.
 #[derive(Default)]
@@ -33,99 +31,73 @@ pub struct AlignedBuf {
 }
 
 impl AlignedBuf {
-    /// An aligned slice of `len` bytes (contents unspecified).
-    fn slice_mut(&mut self, len: usize) -> &mut [u8] {
+    /// An aligned slice of `len` bytes (contents unspecified), growing the buffer if needed.
+    pub fn slice_mut(&mut self, len: usize) -> &mut [u8] {
         if self.raw.len() < len + DIRECT_ALIGN {
             self.raw.resize(len + DIRECT_ALIGN, 0);
         }
         let off = self.raw.as_ptr().align_offset(DIRECT_ALIGN);
         &mut self.raw[off..off + len]
     }
+
+    /// The first `len` bytes of the aligned slice (as last filled by [`Self::slice_mut`]).
+    pub fn slice(&self, len: usize) -> &[u8] {
+        let off = self.raw.as_ptr().align_offset(DIRECT_ALIGN);
+        self.raw.get(off..off + len).unwrap_or_default()
+    }
+
+    /// Bytes the buffer holds.
+    pub fn capacity(&self) -> usize {
+        self.raw.len()
+    }
 }
 
-/// What [`write_sparse_direct`] wrote.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DirectWrite {
-    /// Bytes written (not counting skipped zero pages).
-    pub written: u64,
-    /// Of those, bytes written around the page cache.
-    pub direct: u64,
-    /// The file system refused direct I/O: the middle went through the page cache, and later
-    /// writes should not try again.
-    pub unsupported: bool,
-}
-
-/// Writes `data` at `offset` of the fresh, sized `file` (the range reads as zeros), sending the
-/// whole non-zero pages of its middle with `O_DIRECT` through `bounce` when the span is large
-/// enough. The descriptor's flags are restored before returning, whatever happens.
-pub fn write_sparse_direct(
-    file: &File,
-    offset: u64,
-    data: &[u8],
-    bounce: &mut AlignedBuf,
-) -> io::Result<DirectWrite> {
+/// The part of a block of `len` bytes at `offset` worth writing direct: the range, within the
+/// block, of the whole pages it covers, when that is at least [`DIRECT_MIN`].
+pub fn direct_span(offset: u64, len: usize) -> Option<Range<usize>> {
     let align = DIRECT_ALIGN as u64;
-    let end = offset + data.len() as u64;
+    let end = offset + len as u64;
     let mid_start = offset.div_ceil(align) * align;
     let mid_end = end / align * align;
     if mid_end <= mid_start || ((mid_end - mid_start) as usize) < DIRECT_MIN {
-        return Ok(DirectWrite {
-            written: write_sparse(file, offset, data)?,
-            ..DirectWrite::default()
-        });
+        return None;
     }
-    let head = (mid_start - offset) as usize;
-    let tail = (mid_end - offset) as usize;
-    let mut w = write_middle(file, mid_start, &data[head..tail], bounce)?;
-    w.written += write_sparse(file, offset, &data[..head])?;
-    w.written += write_sparse(file, mid_end, &data[tail..])?;
-    Ok(w)
+    Some((mid_start - offset) as usize..(mid_end - offset) as usize)
 }
 
-/// Writes the aligned middle: runs of non-zero pages, direct (the rest through the page
-/// cache if direct I/O is refused).
-fn write_middle(
-    file: &File,
-    offset: u64,
-    data: &[u8],
-    bounce: &mut AlignedBuf,
-) -> io::Result<DirectWrite> {
-    let fd = file.as_raw_fd();
-    let flags = OFlag::from_bits_retain(fcntl(fd, FcntlArg::F_GETFL)?);
-    if fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_DIRECT)).is_err() {
-        return Ok(DirectWrite {
-            written: write_sparse(file, offset, data)?,
-            direct: 0,
-            unsupported: true,
-        });
-    }
-    let res = write_runs(file, offset, data, bounce);
-    // Restored even after an error: the descriptor serves unaligned writes next.
-    let restored = fcntl(fd, FcntlArg::F_SETFL(flags));
-    let (direct, refused_at) = res?;
-    restored?;
-    let mut w = DirectWrite {
-        written: direct,
-        direct,
-        unsupported: refused_at.is_some(),
-    };
-    if let Some(pos) = refused_at {
-        w.written += write_sparse(file, offset + pos as u64, &data[pos..])?;
-    }
-    Ok(w)
+/// Opens an existing file for direct writes. `EINVAL` means the file system refuses direct I/O.
+pub fn open_direct(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
 }
 
-/// The direct writes of [`write_middle`], on a descriptor in `O_DIRECT` mode. Returns the bytes
-/// written and, when the file system refused direct I/O (`EINVAL`), the position from which
-/// nothing was written.
-fn write_runs(
-    file: &File,
-    offset: u64,
-    data: &[u8],
-    bounce: &mut AlignedBuf,
-) -> io::Result<(u64, Option<usize>)> {
+/// What [`write_pages_direct`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DirectWrite {
+    /// Bytes written (zero pages are skipped).
+    pub written: u64,
+    /// The file system refused direct I/O from this position of the data on: nothing from
+    /// there was written, the caller writes it through the page cache.
+    pub refused_at: Option<usize>,
+}
+
+/// Writes the non-zero pages of `data` at `offset` of `file` (opened with [`open_direct`]).
+/// `data` must start at an aligned address, and `offset` and its length must be multiples of
+/// [`DIRECT_ALIGN`] (a [`direct_span`] staged in an [`AlignedBuf`]).
+pub fn write_pages_direct(file: &File, offset: u64, data: &[u8]) -> io::Result<DirectWrite> {
     let page = HOLE_BLOCK as usize;
-    let mut written = 0u64;
+    if !offset.is_multiple_of(DIRECT_ALIGN as u64)
+        || !data.len().is_multiple_of(page)
+        || !(data.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN)
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "direct write of an unaligned span",
+        ));
+    }
+    let mut w = DirectWrite::default();
     let mut pos = 0usize;
     while pos < data.len() {
         if is_zero(&data[pos..pos + page]) {
@@ -133,30 +105,47 @@ fn write_runs(
             continue;
         }
         let mut end = pos + page;
-        while end < data.len() && end - pos < DIRECT_MAX && !is_zero(&data[end..end + page]) {
+        while end < data.len() && !is_zero(&data[end..end + page]) {
             end += page;
         }
-        let buf = bounce.slice_mut(end - pos);
-        buf.copy_from_slice(&data[pos..end]);
-        match file.write_all_at(buf, offset + pos as u64) {
-            Ok(()) => written += (end - pos) as u64,
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok((written, Some(pos))),
+        match file.write_all_at(&data[pos..end], offset + pos as u64) {
+            Ok(()) => w.written += (end - pos) as u64,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                w.refused_at = Some(pos);
+                return Ok(w);
+            }
             Err(e) => return Err(e),
         }
         pos = end;
     }
-    Ok((written, None))
+    Ok(w)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::write_sparse;
     use std::os::unix::fs::MetadataExt;
 
     fn pattern(len: usize, seed: u8) -> Vec<u8> {
         (0..len)
             .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) | 1)
             .collect()
+    }
+
+    /// Writes a block as the restore does: edges buffered, the middle direct.
+    fn land(f: &File, direct: &File, offset: u64, data: &[u8], buf: &mut AlignedBuf) -> u64 {
+        let Some(mid) = direct_span(offset, data.len()) else {
+            return write_sparse(f, offset, data).unwrap();
+        };
+        let mut n = write_sparse(f, offset, &data[..mid.start]).unwrap();
+        n += write_sparse(f, offset + mid.end as u64, &data[mid.end..]).unwrap();
+        let len = mid.len();
+        buf.slice_mut(len).copy_from_slice(&data[mid.clone()]);
+        let w = write_pages_direct(direct, offset + mid.start as u64, buf.slice(len)).unwrap();
+        assert_eq!(w.refused_at, None);
+        assert!(w.written > 0);
+        n + w.written
     }
 
     #[test]
@@ -171,22 +160,19 @@ mod tests {
         let c = pattern(DIRECT_MIN + 5_000, 3);
         let size = (a.len() + b.len() + c.len()) as u64;
         f.set_len(size).unwrap();
-        let mut bounce = AlignedBuf::default();
+        let direct = open_direct(&p).unwrap();
+        let mut buf = AlignedBuf::default();
         // Out of order, as workers land them.
         let at_b = a.len() as u64;
         let at_c = at_b + b.len() as u64;
-        let wb = write_sparse_direct(&f, at_b, &b, &mut bounce).unwrap();
-        let wc = write_sparse_direct(&f, at_c, &c, &mut bounce).unwrap();
-        let wa = write_sparse_direct(&f, 0, &a, &mut bounce).unwrap();
-        for w in [wa, wb, wc] {
-            assert!(w.written > 0 && !w.unsupported, "{w:?}");
-            assert!(w.direct > 0 && w.direct < w.written, "{w:?}");
-        }
+        let wb = land(&f, &direct, at_b, &b, &mut buf);
+        land(&f, &direct, at_c, &c, &mut buf);
+        land(&f, &direct, 0, &a, &mut buf);
         // The zero pages of b's zero run were skipped.
-        assert!(wb.written <= (b.len() - 300_000 + 8192) as u64, "{wb:?}");
-        // Buffered writes through the same descriptor still work (flags restored).
+        assert!(wb <= (b.len() - 300_000 + 8192) as u64, "{wb}");
+        // Buffered writes through the other descriptor are unaffected.
         f.write_all_at(b"x", 7).unwrap();
-        drop(f);
+        drop((f, direct));
         let back = std::fs::read(&p).unwrap();
         let mut want = [a, b, c].concat();
         want[7] = b'x';
@@ -202,18 +188,26 @@ mod tests {
     }
 
     #[test]
-    fn small_blocks_go_through_the_page_cache() {
+    fn small_blocks_have_no_direct_span() {
+        assert_eq!(direct_span(1_000, 9_000), None);
+        assert_eq!(direct_span(1, DIRECT_MIN), None);
+        assert_eq!(direct_span(0, DIRECT_MIN), Some(0..DIRECT_MIN));
+        let r = direct_span(100, DIRECT_MIN + 10_000).unwrap();
+        assert_eq!((r.start, (100 + r.end) % DIRECT_ALIGN), (3996, 0));
+    }
+
+    #[test]
+    fn unaligned_spans_are_refused_before_the_kernel_sees_them() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("f");
-        let f = File::create(&p).unwrap();
-        f.set_len(10_000).unwrap();
-        let data = pattern(9_000, 4);
-        let mut bounce = AlignedBuf::default();
-        let w = write_sparse_direct(&f, 1_000, &data, &mut bounce).unwrap();
-        assert_eq!((w.written, w.direct), (9_000, 0));
-        assert!(bounce.raw.is_empty());
-        drop(f);
-        assert_eq!(&std::fs::read(&p).unwrap()[1_000..], &data[..]);
+        File::create(&p).unwrap().set_len(1 << 20).unwrap();
+        let f = open_direct(&p).unwrap();
+        let mut buf = AlignedBuf::default();
+        buf.slice_mut(8192).fill(1);
+        let e = write_pages_direct(&f, 100, buf.slice(8192)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let e = write_pages_direct(&f, 0, &buf.slice(8192)[..5000]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     }
 
     #[test]
@@ -221,6 +215,7 @@ mod tests {
         let mut b = AlignedBuf::default();
         for len in [1, 4096, 100_000] {
             assert_eq!(b.slice_mut(len).as_ptr() as usize % DIRECT_ALIGN, 0);
+            assert_eq!(b.slice(len).len(), len);
         }
     }
 }

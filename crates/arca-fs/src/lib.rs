@@ -21,7 +21,9 @@ pub use content::{
     copy_range, dir_entries, list_dir_names, list_dir_noatime, open_dir_noatime, open_for_restore,
     open_noatime, preallocate, shares_extents,
 };
-pub use direct::{AlignedBuf, DIRECT_ALIGN, DIRECT_MIN, DirectWrite, write_sparse_direct};
+pub use direct::{
+    AlignedBuf, DIRECT_ALIGN, DIRECT_MIN, DirectWrite, direct_span, open_direct, write_pages_direct,
+};
 pub use read::{NameCache, read_node, read_xattrs};
 pub use sparse::{is_zero, write_sparse};
 

@@ -5,7 +5,7 @@
 use std::io;
 use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use arca_fs::{FsError, MetadataOptions};
 
@@ -52,15 +52,6 @@ pub(crate) struct Counters {
     pub beats: AtomicU64,
 }
 
-/// The right to one direct write in flight (see [`Shared::direct_slot`]).
-pub(crate) struct DirectSlot<'a>(&'a AtomicIsize);
-
-impl Drop for DirectSlot<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::AcqRel);
-    }
-}
-
 /// Shared state of one restore.
 pub(crate) struct Shared<'a> {
     pub plan: &'a Plan,
@@ -70,8 +61,6 @@ pub(crate) struct Shared<'a> {
     /// Large blocks of new files are written with `O_DIRECT` (cleared when the target's file
     /// system refuses it).
     pub direct: AtomicBool,
-    /// Direct writes that may start now.
-    pub direct_slots: AtomicIsize,
     /// The target's file system shares extents: later uses of a block are copied (reflinks)
     /// rather than written again.
     pub reflink: bool,
@@ -103,7 +92,6 @@ impl<'a> Shared<'a> {
             metadata,
             preallocate: tuning.preallocate,
             direct: AtomicBool::new(tuning.direct_writes > 0),
-            direct_slots: AtomicIsize::new(tuning.direct_writes as isize),
             reflink: plan
                 .dirs
                 .first()
@@ -122,19 +110,6 @@ impl<'a> Shared<'a> {
             stop: AtomicBool::new(false),
             fatal: Mutex::new(None),
             cancel,
-        }
-    }
-
-    /// A direct write of `len` bytes may start: a slot, given back when dropped.
-    pub fn direct_slot(&self, len: usize) -> Option<DirectSlot<'_>> {
-        if len < arca_fs::DIRECT_MIN || !self.direct.load(Ordering::Relaxed) {
-            return None;
-        }
-        if self.direct_slots.fetch_sub(1, Ordering::AcqRel) > 0 {
-            Some(DirectSlot(&self.direct_slots))
-        } else {
-            self.direct_slots.fetch_add(1, Ordering::AcqRel);
-            None
         }
     }
 

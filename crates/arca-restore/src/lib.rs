@@ -10,6 +10,7 @@
 
 mod cache;
 mod ctx;
+mod direct;
 mod fetch;
 mod finish;
 mod footprint;

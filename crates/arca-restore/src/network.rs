@@ -4,8 +4,8 @@
 //! stage in turn, whether the restore finished or stopped.
 //!
 //! ```text
-//!   scheduler ──FetchJob──▶ fetchers ×F ──Work::Fetched──▶ workers ×W
-//!       │                                                     ▲   │
+//!   scheduler ──FetchJob──▶ fetchers ×F ──Work::Fetched──▶ workers ×W ──DirectJob──▶ direct
+//!       │                                                     ▲   │  ◀──(its own reply)── writers ×D
 //!       └──────────────────Work::Place───────────────────────┘   │
 //!       ▲                                                         │
 //!       └──────────── Done (room for every job in flight) ────────┘
@@ -48,6 +48,8 @@ pub(crate) fn run(
     let (fetch_tx, fetch_rx) = bounded(t.queue);
     let (work_tx, work_rx) = bounded(t.queue);
     let (done_tx, done_rx) = bounded(Scheduler::done_capacity(&t));
+    let (direct_tx, direct_rx) = bounded(t.queue);
+    let direct_tx = (t.direct_writes > 0).then_some(direct_tx);
     std::thread::scope(|s| {
         let fetchers: Vec<_> = (0..t.fetchers)
             .map(|i| {
@@ -64,14 +66,22 @@ pub(crate) fn run(
             .map(|i| {
                 let post = board.join(format!("worker {}", i + 1));
                 let (rx, done) = (work_rx.clone(), done_tx.clone());
+                let direct = direct_tx.clone();
                 s.spawn(move || {
                     guarded(sh, "worker", || {
-                        Worker::new(sh, repo, packs).run(rx, done, post)
+                        Worker::new(sh, repo, packs, direct).run(rx, done, post)
                     })
                 })
             })
             .collect();
-        drop((fetch_rx, work_rx, done_tx));
+        let writers: Vec<_> = (0..t.direct_writes)
+            .map(|i| {
+                let post = board.join(format!("direct writer {}", i + 1));
+                let rx = direct_rx.clone();
+                s.spawn(move || guarded(sh, "direct writer", || crate::direct::writer(rx, post)))
+            })
+            .collect();
+        drop((fetch_rx, work_rx, done_tx, direct_tx, direct_rx));
         let board = &board;
         let watchdog = s
             .spawn(move || crate::watchdog::watch(sh, board, t.stall_after, finished_rx, observer));
@@ -89,6 +99,7 @@ pub(crate) fn run(
         };
         let fetch_clocks = join(fetchers);
         let work_clocks = join(workers);
+        let write_clocks = join(writers);
         drop(finished_tx);
         let stalls = watchdog.join().unwrap_or(0);
         NetworkReport {
@@ -97,7 +108,10 @@ pub(crate) fn run(
                 stage("scheduler", &[sched_clock]),
                 stage("fetch", &fetch_clocks),
                 stage("decode+write", &work_clocks),
-            ],
+            ]
+            .into_iter()
+            .chain((!write_clocks.is_empty()).then(|| stage("direct write", &write_clocks)))
+            .collect(),
             stalls,
         }
     })

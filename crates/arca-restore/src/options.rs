@@ -140,11 +140,16 @@ impl Tuning {
             0 => 4,
             n => n,
         };
-        // Direct writes wait for the disk: as many as there are cores, each with a worker of
-        // its own, so that decoding keeps every core busy meanwhile.
-        let direct_writes = if self.no_direct_io { 0 } else { cores.max(1) };
+        // Direct writes wait for the disk on threads of their own, several per core so that
+        // the disk has a queue; the workers decode on meanwhile (one more than the cores
+        // covers their own waits for reads of the target and page-cache writes).
+        let direct_writes = if self.no_direct_io {
+            0
+        } else {
+            2 * cores.max(1)
+        };
         let workers = match self.workers {
-            0 => cores.max(1) + direct_writes,
+            0 => cores.max(1) + 1,
             n => n,
         };
         let memory = match self.memory {
@@ -231,7 +236,7 @@ mod tests {
         assert_eq!(local.read_gap, 256 << 10);
         assert!(local.memory >= 32 << 20 && local.memory <= 256 << 20);
         assert!(local.preallocate && local.direct_writes > 0);
-        assert!(local.workers > local.direct_writes);
+        assert!(local.workers > 1 && local.direct_writes >= local.workers / 2);
         let remote = Tuning::default().resolve(BackendHints {
             local: false,
             latency: Some(Duration::from_millis(20)),

@@ -11,13 +11,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use arca_format::BlobKind;
-use arca_fs::{AlignedBuf, FsError};
+use arca_fs::FsError;
 use arca_repo::blob::BlobOpener;
 use arca_repo::{PackRef, Repository};
 use crossbeam_channel::{Receiver, Sender};
 use nix::fcntl::{FallocateFlags, fallocate};
 
 use crate::ctx::{FAILED, Shared};
+use crate::direct::{DirectJob, DirectQueue};
 use crate::jobs::{Done, FetchJob, PlaceJob, PlaceOp, Target, Work};
 use crate::profile::{Clock, Post};
 use crate::scan::EntryAction;
@@ -33,12 +34,17 @@ pub(crate) struct Worker<'a, 's> {
     open: HashMap<u32, File>,
     sources: HashMap<u32, File>,
     scratch: Vec<u8>,
-    /// Aligned staging for direct writes.
-    bounce: AlignedBuf,
+    /// Large blocks of new files go to the direct writers through this.
+    direct: DirectQueue,
 }
 
 impl<'a, 's> Worker<'a, 's> {
-    pub fn new(sh: &'a Shared<'s>, repo: &'a Repository, packs: &'a [PackRef]) -> Self {
+    pub fn new(
+        sh: &'a Shared<'s>,
+        repo: &'a Repository,
+        packs: &'a [PackRef],
+        direct: Option<Sender<DirectJob>>,
+    ) -> Self {
         Self {
             sh,
             repo,
@@ -47,16 +53,39 @@ impl<'a, 's> Worker<'a, 's> {
             open: HashMap::new(),
             sources: HashMap::new(),
             scratch: vec![],
-            bounce: AlignedBuf::default(),
+            direct: DirectQueue::new(direct),
         }
     }
 
-    /// Runs until the work channel closes.
+    /// Runs until the work channel closes. A job's report goes out once its direct writes
+    /// landed; meanwhile the worker takes the next job.
     pub fn run(mut self, work: Receiver<Work>, done: Sender<Done>, post: Post<'_>) -> Clock {
         let mut clock = Clock::new();
         post.post("waiting for blocks to place");
-        while let Ok(w) = work.recv() {
+        loop {
+            for d in self.direct.take_ready() {
+                // The channel has room for every job in flight: never blocks.
+                let _ = done.send(d);
+            }
+            let w = if self.direct.in_flight() == 0 {
+                work.recv()
+            } else {
+                crossbeam_channel::select! {
+                    recv(work) -> w => w,
+                    recv(self.direct.replies()) -> r => {
+                        if let Ok(r) = r {
+                            clock.waited_in();
+                            self.direct.settle(self.sh, &mut self.open, r);
+                            self.close_idle();
+                            clock.busy();
+                        }
+                        continue;
+                    }
+                }
+            };
+            let Ok(w) = w else { break };
             clock.waited_in();
+            self.direct.begin();
             let d = match w {
                 Work::Fetched(job) => {
                     post.post(format!(
@@ -71,16 +100,26 @@ impl<'a, 's> Worker<'a, 's> {
                     self.place(job)
                 }
             };
-            self.open.clear();
+            self.direct.end(d);
+            self.close_idle();
             self.sources.clear();
             clock.busy();
-            if done.send(d).is_err() {
-                break;
-            }
             post.post("waiting for blocks to place");
         }
         clock.waited_in();
+        post.post("waiting for the last direct writes");
+        self.direct.drain(self.sh, &mut self.open);
+        for d in self.direct.take_ready() {
+            let _ = done.send(d);
+        }
+        clock.waited_out();
         clock
+    }
+
+    /// Closes the files no direct write of this worker still needs.
+    fn close_idle(&mut self) {
+        let direct = &self.direct;
+        self.open.retain(|&f, _| direct.busy(f));
     }
 
     /// Decodes every blob of a read and writes it to its targets.
@@ -132,18 +171,22 @@ impl<'a, 's> Worker<'a, 's> {
             for &t in &jb.targets {
                 let ok = match landed {
                     // Where the file system shares extents, later uses are copies of the first
-                    // (reflinks where the offsets allow); elsewhere a copy costs what a write
-                    // from memory costs.
+                    // (reflinks where the offsets allow), once it is on disk; elsewhere a copy
+                    // costs what a write from memory costs.
                     Some(src) if sh.reflink => {
-                        copy_between(sh, &mut self.open, src, t, len)
-                            || write(sh, &mut self.open, &mut self.bounce, t, plain)
+                        self.direct.drain(sh, &mut self.open);
+                        if copy_between(sh, &mut self.open, src, t, len) {
+                            sh.op_done(t.file, self.open.get(&t.file));
+                            true
+                        } else {
+                            land(sh, &mut self.open, &mut self.direct, jb.blob, t, plain)
+                        }
                     }
-                    _ => write(sh, &mut self.open, &mut self.bounce, t, plain),
+                    _ => land(sh, &mut self.open, &mut self.direct, jb.blob, t, plain),
                 };
                 if ok && landed.is_none() {
                     landed = Some(t);
                 }
-                sh.op_done(t.file, self.open.get(&t.file));
                 d.settled += len;
             }
             match landed {
@@ -181,11 +224,11 @@ impl<'a, 's> Worker<'a, 's> {
                     let len = data.len() as u64;
                     let mut landed = None;
                     for t in targets {
-                        if write(sh, &mut self.open, &mut self.bounce, t, &data) && landed.is_none()
+                        if land(sh, &mut self.open, &mut self.direct, blob, t, &data)
+                            && landed.is_none()
                         {
                             landed = Some(t);
                         }
-                        sh.op_done(t.file, self.open.get(&t.file));
                         d.settled += len;
                     }
                     match landed {
@@ -251,13 +294,13 @@ impl<'a, 's> Worker<'a, 's> {
                     let len = data.len() as u64;
                     let mut landed = None;
                     for t in targets {
-                        if write(sh, &mut self.open, &mut self.bounce, t, &data) && landed.is_none()
+                        if land(sh, &mut self.open, &mut self.direct, blob, t, &data)
+                            && landed.is_none()
                         {
                             landed = Some(t);
                         }
                         sh.counters.reused.fetch_add(len, Ordering::Relaxed);
                         sh.counters.reused_blocks.fetch_add(1, Ordering::Relaxed);
-                        sh.op_done(t.file, self.open.get(&t.file));
                         d.settled += len;
                     }
                     self.scratch = data;
@@ -330,54 +373,80 @@ impl<'a, 's> Worker<'a, 's> {
 }
 
 /// The open file `f`, created and sized on first use.
-fn file<'m>(sh: &Shared, open: &'m mut HashMap<u32, File>, f: u32) -> Result<&'m File, FsError> {
+pub(crate) fn file<'m>(
+    sh: &Shared,
+    open: &'m mut HashMap<u32, File>,
+    f: u32,
+) -> Result<&'m File, FsError> {
     match open.entry(f) {
         std::collections::hash_map::Entry::Occupied(o) => Ok(o.into_mut()),
         std::collections::hash_map::Entry::Vacant(v) => Ok(v.insert(sh.open_file(f)?)),
     }
 }
 
-/// Writes `data` at target `t`. Returns false when the file failed (reported).
-fn write(
+/// Writes block `blob`'s `data` at target `t` and counts the target down, now or (for a span
+/// handed to the direct writers) when it lands. Returns false when the file failed
+/// (reported); a direct write that fails later is undone when it lands.
+#[allow(clippy::too_many_arguments)]
+fn land(
     sh: &Shared,
     open: &mut HashMap<u32, File>,
-    bounce: &mut AlignedBuf,
+    direct: &mut DirectQueue,
+    blob: u32,
     t: Target,
     data: &[u8],
 ) -> bool {
     let fresh =
         sh.scan.entries[sh.plan.files[t.file as usize].entry as usize] != EntryAction::Patch;
+    let span = (fresh && direct.enabled(sh))
+        .then(|| arca_fs::direct_span(t.offset, data.len()))
+        .flatten();
+    let path = || sh.plan.file_path(t.file);
     let res = file(sh, open, t.file).and_then(|file| {
-        let path = &sh.plan.file_path(t.file);
-        let failed = |e| FsError::new("write", path, e);
-        let slot = if fresh {
-            sh.direct_slot(data.len())
-        } else {
-            None
-        };
-        if let Some(_slot) = slot {
-            // Whole pages of a large block go straight to the disk: no copy into fresh
-            // page-cache pages. The range reads as zeros already: zero pages stay holes.
-            let w = arca_fs::write_sparse_direct(file, t.offset, data, bounce).map_err(failed)?;
-            if w.unsupported {
-                sh.direct.store(false, Ordering::Relaxed);
+        let failed = |e| FsError::new("write", &path(), e);
+        match &span {
+            // The edges through the page cache now; the whole pages between them go to a
+            // direct writer (no copy into fresh page-cache pages).
+            Some(mid) => {
+                let head = arca_fs::write_sparse(file, t.offset, &data[..mid.start]);
+                let end = t.offset + mid.end as u64;
+                let tail = arca_fs::write_sparse(file, end, &data[mid.end..]);
+                Ok(head.map_err(failed)? + tail.map_err(failed)?)
             }
-            sh.counters.direct.fetch_add(w.direct, Ordering::Relaxed);
-            Ok(w.written)
-        } else if fresh {
-            arca_fs::write_sparse(file, t.offset, data).map_err(failed)
-        } else {
-            file.write_all_at(data, t.offset)
+            None if fresh => arca_fs::write_sparse(file, t.offset, data).map_err(failed),
+            None => file
+                .write_all_at(data, t.offset)
                 .map(|()| data.len() as u64)
-                .map_err(failed)
+                .map_err(failed),
         }
     });
-    match res {
+    let mut len = data.len() as u64;
+    let mut queued = false;
+    let res = match (res, span) {
+        (Ok(n), Some(mid)) => {
+            let at = t.offset + mid.start as u64;
+            let middle = &data[mid];
+            queued = direct.submit(sh, open, blob, t, at, middle);
+            if queued {
+                len -= middle.len() as u64;
+                Ok(n)
+            } else {
+                // No writer took it: the middle through the page cache after all.
+                file(sh, open, t.file).and_then(|f| {
+                    arca_fs::write_sparse(f, at, middle)
+                        .map(|m| n + m)
+                        .map_err(|e| FsError::new("write", &path(), e))
+                })
+            }
+        }
+        (res, _) => res,
+    };
+    let ok = match res {
         Ok(n) => {
-            let len = data.len() as u64;
-            sh.counters.written.fetch_add(len, Ordering::Relaxed);
-            sh.counters.written_nonzero.fetch_add(n, Ordering::Relaxed);
-            sh.counters.holes.fetch_add(len - n, Ordering::Relaxed);
+            let c = &sh.counters;
+            c.written.fetch_add(len, Ordering::Relaxed);
+            c.written_nonzero.fetch_add(n, Ordering::Relaxed);
+            c.holes.fetch_add(len - n, Ordering::Relaxed);
             sh.progress.bytes.fetch_add(len, Ordering::Relaxed);
             true
         }
@@ -385,7 +454,11 @@ fn write(
             failed_write(sh, t.file, &e);
             false
         }
+    };
+    if !queued {
+        sh.op_done(t.file, open.get(&t.file));
     }
+    ok
 }
 
 /// Copies `len` bytes from `src` to `t` between two files this restore wrote. Returns false
@@ -415,7 +488,7 @@ fn copy_between(
 }
 
 /// A write to file `f` failed: fatal (disk full...) or the file's failure.
-fn failed_write(sh: &Shared, f: u32, e: &FsError) {
+pub(crate) fn failed_write(sh: &Shared, f: u32, e: &FsError) {
     if !sh.fs_error(e) {
         sh.file_flags[f as usize].fetch_or(FAILED, Ordering::AcqRel);
     }

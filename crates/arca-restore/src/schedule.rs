@@ -180,9 +180,14 @@ impl<'a, 's> Scheduler<'a, 's> {
     }
 
     /// Most fetch jobs in flight: one per fetcher, plus one per worker (being decoded or
-    /// waiting for a worker); more would only hold memory.
+    /// waiting for a worker) and one per direct writer (a decoded job whose report waits for
+    /// its last write); more would only hold memory.
     fn max_fetch(&self) -> usize {
-        self.t.fetchers + self.t.workers
+        Self::max_fetch_of(&self.t)
+    }
+
+    fn max_fetch_of(t: &Resolved) -> usize {
+        t.fetchers + t.workers + t.direct_writes
     }
 
     /// Most place jobs in flight.
@@ -192,7 +197,7 @@ impl<'a, 's> Scheduler<'a, 's> {
 
     /// Capacity of the report channel: one slot for every job that can be in flight.
     pub fn done_capacity(t: &Resolved) -> usize {
-        (t.fetchers + t.workers) + (t.queue + t.workers) + 1
+        Self::max_fetch_of(t) + (t.queue + t.workers) + 1
     }
 
     /// Runs the restore's content phase to the end (or until a stop).

@@ -49,15 +49,22 @@ fn direct_writes_land_exactly_with_holes_and_copies() {
     compare::snapshot(&src).unwrap();
 
     let mut direct_bytes = vec![];
-    for (name, window, no_direct) in [
-        ("all-at-once", 0, false),
-        ("one-file-at-a-time", 1, false),
-        ("buffered", 0, true),
+    // (name, window, queue and workers, no direct I/O)
+    for (name, window, narrow, no_direct) in [
+        ("all-at-once", 0, 0, false),
+        ("one-file-at-a-time", 1, 0, false),
+        ("buffered", 0, 0, true),
+        // One worker, every channel of capacity 1: reports held for their direct writes,
+        // blocks the full writers' queue turns back to the page cache, nothing stuck.
+        ("narrow", 0, 1, false),
     ] {
         let t = tmp.path().join(name);
         let (r, _) = restore_with(&repo, "latest", &t, |o| {
             o.tuning = Tuning {
                 window,
+                queue: narrow,
+                workers: narrow,
+                fetchers: narrow,
                 no_direct_io: no_direct,
                 ..Tuning::default()
             };
@@ -79,4 +86,5 @@ fn direct_writes_land_exactly_with_holes_and_copies() {
     assert!(direct_bytes[0] > 12 << 20, "{direct_bytes:?}");
     assert!(direct_bytes[1] > 6 << 20, "{direct_bytes:?}");
     assert_eq!(direct_bytes[2], 0);
+    assert!(direct_bytes[3] > 0, "{direct_bytes:?}");
 }
