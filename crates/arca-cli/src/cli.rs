@@ -130,6 +130,9 @@ pub struct KdfArgs {
     /// Argon2id passes
     #[arg(long, hide = true, default_value_t = 3)]
     pub kdf_iterations: u32,
+    /// Argon2id lanes (at most an eighth of the memory in KiB)
+    #[arg(long, hide = true, default_value_t = 4)]
+    pub kdf_parallelism: u32,
 }
 
 #[derive(Debug, Args)]

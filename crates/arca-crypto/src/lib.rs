@@ -5,6 +5,7 @@
 //! Sealed bytes are always `nonce (24) ‖ ciphertext ‖ tag (16)` with random nonces, which is
 //! safe for any number of writers because 192-bit nonces do not collide.
 
+mod kdf_memory;
 mod xchacha;
 
 use arca_format::Id;
@@ -202,10 +203,17 @@ fn derive_kek(password: &[u8], kdf: &KdfParams, salt: &[u8; 32]) -> Result<[u8; 
     }
     let params = argon2::Params::new(kdf.memory_kib, kdf.iterations, kdf.parallelism, Some(32))
         .map_err(|e| bad(e.to_string()))?;
+    let blocks = params.block_count();
     let a = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
     let mut out = [0u8; 32];
-    a.hash_password_into(password, salt, &mut out)
-        .map_err(|e| bad(e.to_string()))?;
+    // Lanes run on all cores (argon2's `parallel`); the matrix lives in a mapping of its own
+    // with huge pages asked for (kdf_memory.rs), or, if that cannot be had, where argon2
+    // allocates it.
+    match kdf_memory::KdfMemory::new(blocks) {
+        Some(mut m) => a.hash_password_into_with_memory(password, salt, &mut out, m.blocks()),
+        None => a.hash_password_into(password, salt, &mut out),
+    }
+    .map_err(|e| bad(e.to_string()))?;
     Ok(out)
 }
 
@@ -307,6 +315,35 @@ mod tests {
             memory_kib: 64,
             iterations: 1,
             parallelism: 1,
+        }
+    }
+
+    /// Keys made before the move to argon2 0.6 (lanes in parallel, the matrix in a mapping
+    /// of its own) must still open: the derived key equals what argon2 0.5 computed then.
+    #[test]
+    fn derived_keys_match_the_earlier_implementation() {
+        let salt: [u8; 32] = std::array::from_fn(|i| i as u8);
+        for (memory_kib, iterations, parallelism, expected) in [
+            (
+                256,
+                2,
+                1,
+                "fe24b0b059dfc686e550e65b8b475fdfbb0e7d82a15e2b1dd16e4d92b7c9c351",
+            ),
+            (
+                1024,
+                1,
+                4,
+                "e7ebb7da960ecb68ba4eb2d252b3109e469d2167d52029a9bf486c9f1a493cca",
+            ),
+        ] {
+            let kdf = KdfParams {
+                memory_kib,
+                iterations,
+                parallelism,
+            };
+            let kek = derive_kek(b"correct horse", &kdf, &salt).unwrap();
+            assert_eq!(hex::encode(kek), expected, "{kdf:?}");
         }
     }
 
