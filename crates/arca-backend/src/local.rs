@@ -33,6 +33,89 @@ impl LocalBackend {
     fn shown(p: &Path) -> String {
         p.display().to_string()
     }
+
+    /// The repository files (names that are ids) directly in `d`, with their sizes.
+    fn list_dir(&self, t: FileType, d: &Path) -> Result<Vec<FileInfo>> {
+        let mut out = vec![];
+        let rd = match fs::read_dir(d) {
+            // Repositories made before locks existed have no `locks/`: no locks.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && t == FileType::Lock => return Ok(out),
+            r => r.map_err(|e| BackendError::io("list", Self::shown(d), e))?,
+        };
+        for e in rd {
+            let e = e.map_err(|e| BackendError::io("list", Self::shown(d), e))?;
+            let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if !crate::is_file_id(&name) {
+                continue;
+            }
+            match e.metadata() {
+                Ok(m) if m.is_file() => out.push(FileInfo {
+                    name,
+                    size: m.len(),
+                }),
+                Ok(_) => {}
+                // Deleted between readdir and stat: not listed.
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => return Err(BackendError::io("stat", Self::shown(&e.path()), err)),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Folders listed at once by [`LocalBackend::list`].
+const LIST_THREADS: usize = 16;
+
+/// `f` over `items` on up to `threads` threads, results in the order of `items`; the first
+/// error (in that order) is returned.
+fn parallel_map<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> Result<R> + Sync,
+) -> Result<Vec<R>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    if items.len() <= 1 {
+        return items.iter().map(&f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut slots: Vec<Option<Result<R>>> =
+        std::iter::repeat_with(|| None).take(items.len()).collect();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.min(items.len()))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = vec![];
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        done.push((i, f(item)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        for w in workers {
+            // A worker only panics if `f` does; its slots stay empty and are reported below.
+            for (i, r) in w.join().unwrap_or_default() {
+                slots[i] = Some(r);
+            }
+        }
+    });
+    slots
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|| {
+                Err(BackendError::new(
+                    "list",
+                    String::new(),
+                    ErrorKind::Other,
+                    "a listing thread failed".into(),
+                ))
+            })
+        })
+        .collect()
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -104,34 +187,10 @@ impl Backend for LocalBackend {
         } else {
             vec![base]
         };
-        let mut out = vec![];
-        for d in dirs {
-            let rd = match fs::read_dir(&d) {
-                // Repositories made before locks existed have no `locks/`: no locks.
-                Err(e) if e.kind() == io::ErrorKind::NotFound && t == FileType::Lock => continue,
-                r => r.map_err(|e| BackendError::io("list", Self::shown(&d), e))?,
-            };
-            for e in rd {
-                let e = e.map_err(|e| BackendError::io("list", Self::shown(&d), e))?;
-                let Some(name) = e.file_name().to_str().map(str::to_owned) else {
-                    continue;
-                };
-                if !crate::is_file_id(&name) {
-                    continue;
-                }
-                match e.metadata() {
-                    Ok(m) if m.is_file() => out.push(FileInfo {
-                        name,
-                        size: m.len(),
-                    }),
-                    Ok(_) => {}
-                    // Deleted between readdir and stat: not listed.
-                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                    Err(err) => return Err(BackendError::io("stat", Self::shown(&e.path()), err)),
-                }
-            }
-        }
-        Ok(out)
+        // The 256 pack folders are read side by side: on a cold cache each is a few disk
+        // reads (its blocks and its files' inodes), which queue far better than they chain.
+        let listed = parallel_map(&dirs, LIST_THREADS, |d| self.list_dir(t, d))?;
+        Ok(listed.into_iter().flatten().collect())
     }
 
     fn read(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
