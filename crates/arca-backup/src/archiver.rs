@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arca_format::{BlobKind, Id, Node, NodeKind, SnapshotSummary, Timespec, Tree};
-use arca_fs::{NameCache, read_node};
+use arca_fs::{NameCache, read_node_since};
 use arca_repo::RepoError;
 use arca_repo::profile::Clock;
 use crossbeam_channel::Sender;
@@ -225,7 +225,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 }
                 continue;
             }
-            let node = match read_node(&path, name, &meta, &mut self.names) {
+            let node = match read_node_since(&path, name, &meta, &mut self.names, pnode) {
                 Ok(n) => n,
                 Err(e) => {
                     self.ctx.report.warn_io(&path, e.op, &e.source);
@@ -309,7 +309,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         meta: &Metadata,
         parent: Option<&Node>,
     ) -> Result<Option<(Slot, Option<Later<'t>>)>, Fatal> {
-        let mut node = match read_node(&path, name, meta, &mut self.names) {
+        let mut node = match read_node_since(&path, name, meta, &mut self.names, parent) {
             Ok(n) => n,
             Err(e) => {
                 self.ctx.report.warn_io(&path, e.op, &e.source);

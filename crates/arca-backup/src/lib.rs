@@ -252,6 +252,10 @@ pub struct BackupReport {
     pub duration_seconds: f64,
     /// Where each stage spent its time.
     pub profile: Vec<StageProfile>,
+    /// Seconds per phase before and after the pipeline: index, packs (the listing that
+    /// finds an interrupted backup's packs), parent (finding it and loading its trees),
+    /// pipeline, snapshot.
+    pub phases: Vec<(&'static str, f64)>,
     /// Blocks stored again by `--cap`, and their bytes.
     pub capped: (u64, u64),
 }
@@ -362,10 +366,13 @@ fn run<'w>(
         .hostname
         .clone()
         .unwrap_or_else(arca_repo::host::hostname);
+    let mut phases = Phases::new();
     let mut index = repo.load_index()?;
+    phases.done("index");
     if !opts.dry_run {
         // Index the packs an interrupted backup uploaded, so their blobs are not sent again.
         arca_repo::recover::adopt_unindexed_packs(repo, &mut index)?;
+        phases.done("packs");
     }
     let parent = parent_for(repo, opts, &hostname, &shown)?;
     let shape = shape(repo, opts)?;
@@ -373,6 +380,7 @@ fn run<'w>(
         .as_ref()
         .map(|(_, snap)| arca_repo::trees::load_all(repo, &index, snap.tree, 0));
     let parent_root = parent.as_ref().map(|(_, s)| s.tree);
+    phases.done("parent");
     let out = pipeline::run(
         repo,
         &index,
@@ -385,6 +393,7 @@ fn run<'w>(
         observer,
         walk(parent_root),
     );
+    phases.done("pipeline");
     // A repository error in the pipeline is the real cause when the walk stopped early.
     let stats = out.saved?;
     let root = match out.root {
@@ -430,6 +439,7 @@ fn run<'w>(
     } else {
         repo.save_snapshot(&snapshot)?
     };
+    phases.done("snapshot");
     Ok(BackupReport {
         snapshot_id,
         dry_run: opts.dry_run,
@@ -438,8 +448,24 @@ fn run<'w>(
         warnings,
         duration_seconds: started.elapsed().as_secs_f64(),
         profile: out.profile,
+        phases: phases.0,
         capped: out.capped,
     })
+}
+
+/// Seconds per phase, each measured from the end of the one before.
+struct Phases(Vec<(&'static str, f64)>, Instant);
+
+impl Phases {
+    fn new() -> Self {
+        Self(vec![], Instant::now())
+    }
+
+    fn done(&mut self, name: &'static str) {
+        let now = Instant::now();
+        self.0.push((name, (now - self.1).as_secs_f64()));
+        self.1 = now;
+    }
 }
 
 /// The network's shape from the options: threads, uploads and the memory budget.

@@ -24,7 +24,7 @@ pub use content::{
 pub use direct::{
     AlignedBuf, DIRECT_ALIGN, DIRECT_MIN, DirectWrite, direct_span, open_direct, write_pages_direct,
 };
-pub use read::{NameCache, read_node, read_xattrs};
+pub use read::{NameCache, read_node, read_node_since, read_xattrs};
 pub use sparse::{is_zero, write_sparse};
 
 pub use arca_format::Node;

@@ -88,6 +88,22 @@ pub fn read_node(
     meta: &fs::Metadata,
     names: &mut NameCache,
 ) -> Result<Node, FsError> {
+    read_node_since(path, name, meta, names, None)
+}
+
+/// Builds a node as [`read_node`] does, but takes the symlink target and the xattrs from
+/// `earlier` (the entry at the same path in an earlier snapshot) instead of reading them when
+/// it is the same inode with the same change time: Linux moves an inode's ctime whenever its
+/// xattrs change (as for any change but reads and atime), and a symlink's target cannot
+/// change without a new inode. This saves two path lookups and, on a cold cache, an xattr
+/// block read per unchanged entry.
+pub fn read_node_since(
+    path: &Path,
+    name: &[u8],
+    meta: &fs::Metadata,
+    names: &mut NameCache,
+    earlier: Option<&Node>,
+) -> Result<Node, FsError> {
     let ft = meta.file_type();
     let kind = if ft.is_file() {
         NodeKind::File
@@ -110,15 +126,21 @@ pub fn read_node(
             io::Error::other("unknown file type"),
         ));
     };
-    let link_target = if kind == NodeKind::Symlink {
-        fs::read_link(path)
+    let ctime = ts(meta.ctime(), meta.ctime_nsec());
+    let same =
+        earlier.filter(|e| e.kind == Some(kind) && e.inode == meta.ino() && e.ctime == ctime);
+    let link_target = match same {
+        Some(e) => e.link_target.clone(),
+        None if kind == NodeKind::Symlink => fs::read_link(path)
             .map_err(|e| FsError::new("read symlink", path, e))?
             .into_os_string()
-            .into_vec()
-    } else {
-        vec![]
+            .into_vec(),
+        None => vec![],
     };
-    let xattrs = read_xattrs(path)?;
+    let xattrs = match same {
+        Some(e) => e.xattrs.clone(),
+        None => read_xattrs(path)?,
+    };
     Ok(Node {
         name: name.to_vec(),
         kind: Some(kind),
@@ -129,7 +151,7 @@ pub fn read_node(
         group: names.group(meta.gid()),
         mtime: ts(meta.mtime(), meta.mtime_nsec()),
         atime: ts(meta.atime(), meta.atime_nsec()),
-        ctime: ts(meta.ctime(), meta.ctime_nsec()),
+        ctime,
         dev: meta.dev(),
         inode: meta.ino(),
         nlink: meta.nlink(),

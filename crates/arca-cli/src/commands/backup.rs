@@ -159,6 +159,8 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
             "duration_seconds": report.duration_seconds,
             "backend": util::stats_json(&opened.stats),
             "profile": super::stages_json(&report.profile),
+            "phases": report.phases.iter()
+                .map(|(n, s)| json!({"name": n, "seconds": s})).collect::<Vec<_>>(),
             "capped_blobs": report.capped.0,
             "capped_bytes": report.capped.1,
         });
@@ -206,6 +208,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         }
         if a.profile {
             super::print_stages(&report.profile)?;
+            super::print_phases(&report.phases)?;
         }
     }
     Ok(if s.errors > 0 { 3 } else { 0 })

@@ -89,6 +89,15 @@ fn print_stages(stages: &[arca_repo::profile::StageProfile]) -> Result<()> {
     Ok(())
 }
 
+/// The phases of `--profile`: `phases: index 0.01 s, ...`.
+fn print_phases(phases: &[(&'static str, f64)]) -> Result<()> {
+    let list: Vec<String> = phases
+        .iter()
+        .map(|(n, s)| format!("{n} {s:.2} s"))
+        .collect();
+    out(&format!("phases: {}", list.join(", ")))
+}
+
 /// The stages of `--profile` as JSON.
 fn stages_json(stages: &[arca_repo::profile::StageProfile]) -> serde_json::Value {
     stages

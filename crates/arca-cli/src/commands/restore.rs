@@ -349,12 +349,7 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
 
 fn print_profile(r: &RestoreReport) -> Result<()> {
     super::print_stages(&r.stages)?;
-    let phases: Vec<String> = r
-        .phases
-        .iter()
-        .map(|(n, s)| format!("{n} {s:.2} s"))
-        .collect();
-    super::out(&format!("phases: {}", phases.join(", ")))?;
+    super::print_phases(&r.phases)?;
     let mb = (r.bytes as f64 / 1e6).max(1e-9);
     let speed = if r.packs_read > 0 {
         format!("{:.1}", mb / r.packs_read as f64)
