@@ -357,9 +357,13 @@ pub struct RestoreArgs {
     /// Do not reserve disk space for files before writing them
     #[arg(long)]
     pub no_preallocate: bool,
-    /// Write everything through the page cache (by default the middle of large blocks of new
-    /// files goes straight to the disk with O_DIRECT)
-    #[arg(long)]
+    /// When the middle of large blocks of new files goes straight to the disk (O_DIRECT):
+    /// auto (when the restore writes more than the kernel keeps dirty in memory before it
+    /// slows writers down), always, never
+    #[arg(long, value_name = "MODE", default_value = "auto")]
+    pub direct_io: arca_restore::DirectIo,
+    /// Same as --direct-io never
+    #[arg(long, conflicts_with = "direct_io")]
     pub no_direct_io: bool,
     /// Print progress and the summary as JSON lines
     #[arg(long)]

@@ -40,7 +40,7 @@ use arca_fs::pattern::{PathMatcher, PatternError};
 use arca_repo::{Index, RepoError, Repository};
 
 pub use footprint::{PlanFootprint, plan_footprint};
-pub use options::{Overwrite, Resolved, RestoreOptions, Tuning};
+pub use options::{DirectIo, Overwrite, Resolved, RestoreOptions, Tuning, dirty_allowance};
 pub use profile::StageProfile;
 pub use summary::{Action, PlanSummary, PlannedEntry};
 
@@ -342,6 +342,12 @@ pub fn restore(
         .bytes_total
         .store(summary.bytes_to_place, Ordering::Relaxed);
     lap("scan", &mut phases);
+    let mut t = t;
+    if opts.tuning.direct_io == DirectIo::Auto && summary.bytes_to_write < dirty_allowance() {
+        // The page cache takes it all without throttling: the copy into it is cheaper than
+        // waiting for the disk (which writes it after the restore returns).
+        t.direct_writes = 0;
+    }
     let mut report = RestoreReport {
         dirs: plan.dirs.len() as u64 - 1,
         plan: summary,

@@ -51,6 +51,79 @@ impl Overwrite {
     }
 }
 
+/// When the page-aligned middles of large blocks of new files are written with `O_DIRECT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DirectIo {
+    /// When the restore writes more than the kernel lets dirty pages pile up before it
+    /// throttles writers ([`dirty_allowance`]). Below that, writes into the page cache cost a
+    /// copy and the disk writes them after the restore returns; above it, the restore would
+    /// wait for writeback anyway, and direct writes spare the copy and the cache.
+    #[default]
+    Auto,
+    /// For every large block of a new file.
+    Always,
+    /// Never: everything through the page cache.
+    Never,
+}
+
+impl std::str::FromStr for DirectIo {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(DirectIo::Auto),
+            "always" => Ok(DirectIo::Always),
+            "never" => Ok(DirectIo::Never),
+            _ => Err(format!(
+                "invalid direct I/O mode {s:?} (auto, always, never)"
+            )),
+        }
+    }
+}
+
+impl DirectIo {
+    /// The command-line spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            DirectIo::Auto => "auto",
+            DirectIo::Always => "always",
+            DirectIo::Never => "never",
+        }
+    }
+}
+
+/// Bytes a writer can leave dirty in the page cache before the kernel throttles it: half way
+/// between the background writeback threshold and the dirty limit (the kernel's "freerun"
+/// point), from `/proc/sys/vm/dirty_*` and the memory available; a tenth of the physical
+/// memory where those cannot be read.
+pub fn dirty_allowance() -> u64 {
+    let read = |name: &str| -> Option<u64> {
+        std::fs::read_to_string(format!("/proc/sys/vm/{name}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let available = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("MemAvailable:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+    });
+    let threshold = |bytes: &str, ratio: &str| -> Option<u64> {
+        match read(bytes) {
+            Some(b) if b > 0 => Some(b),
+            _ => Some(available? / 100 * read(ratio)?),
+        }
+    };
+    match (
+        threshold("dirty_background_bytes", "dirty_background_ratio"),
+        threshold("dirty_bytes", "dirty_ratio"),
+    ) {
+        (Some(bg), Some(limit)) => bg / 2 + limit / 2,
+        _ => physical_memory() / 10,
+    }
+}
+
 /// Knobs of the restore network. Zero (or `None`) means "choose automatically".
 #[derive(Debug, Clone, Default)]
 pub struct Tuning {
@@ -72,8 +145,8 @@ pub struct Tuning {
     pub stall_after: Option<Duration>,
     /// Do not reserve disk space for files before writing them.
     pub no_preallocate: bool,
-    /// Write every block through the page cache (no `O_DIRECT` for large blocks).
-    pub no_direct_io: bool,
+    /// When large blocks go to the disk with `O_DIRECT`.
+    pub direct_io: DirectIo,
 }
 
 /// The knobs with every automatic choice made.
@@ -98,7 +171,8 @@ pub struct Resolved {
     /// Reserve disk space before writing.
     pub preallocate: bool,
     /// Direct (`O_DIRECT`) writes of the aligned middle of large blocks of new files allowed
-    /// at once; 0 writes everything through the page cache.
+    /// at once; 0 writes everything through the page cache. With [`DirectIo::Auto`] the
+    /// restore sets it to 0 once it knows it writes less than the [`dirty_allowance`].
     pub direct_writes: usize,
 }
 
@@ -143,10 +217,9 @@ impl Tuning {
         // Direct writes wait for the disk on threads of their own, several per core so that
         // the disk has a queue; the workers decode on meanwhile (one more than the cores
         // covers their own waits for reads of the target and page-cache writes).
-        let direct_writes = if self.no_direct_io {
-            0
-        } else {
-            2 * cores.max(1)
+        let direct_writes = match self.direct_io {
+            DirectIo::Never => 0,
+            DirectIo::Auto | DirectIo::Always => 2 * cores.max(1),
         };
         let workers = match self.workers {
             0 => cores.max(1) + 1,
@@ -256,13 +329,28 @@ mod tests {
             window: 1,
             stall_after: Some(Duration::from_millis(5)),
             no_preallocate: true,
-            no_direct_io: true,
+            direct_io: DirectIo::Never,
         }
         .resolve(BackendHints::default());
         assert_eq!(
-            (fixed.fetchers, fixed.workers, fixed.memory, fixed.queue),
-            (1, 1, 1, 1)
+            (
+                fixed.fetchers,
+                fixed.workers,
+                fixed.memory,
+                fixed.queue,
+                fixed.direct_writes
+            ),
+            (1, 1, 1, 1, 0)
         );
+        // Some room for dirty pages, and no more than the machine has.
+        let allowance = dirty_allowance();
+        assert!(
+            allowance > 0 && allowance <= physical_memory(),
+            "{allowance}"
+        );
+        for d in [DirectIo::Auto, DirectIo::Always, DirectIo::Never] {
+            assert_eq!(d.name().parse::<DirectIo>().unwrap(), d);
+        }
         assert!("sometimes".parse::<Overwrite>().is_err());
         for o in [
             Overwrite::IfChanged,

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use arca_format::ChunkerParams;
 use arca_repo::Repository;
-use arca_restore::Tuning;
+use arca_restore::{DirectIo, Tuning};
 use arca_testkit::{compare, random_bytes};
 use common::*;
 
@@ -49,14 +49,16 @@ fn direct_writes_land_exactly_with_holes_and_copies() {
     compare::snapshot(&src).unwrap();
 
     let mut direct_bytes = vec![];
-    // (name, window, queue and workers, no direct I/O)
-    for (name, window, narrow, no_direct) in [
-        ("all-at-once", 0, 0, false),
-        ("one-file-at-a-time", 1, 0, false),
-        ("buffered", 0, 0, true),
+    // (name, window, queue and workers, direct I/O). A restore this small fits in the dirty
+    // page allowance: `auto` writes it through the page cache.
+    for (name, window, narrow, direct_io) in [
+        ("all-at-once", 0, 0, DirectIo::Always),
+        ("one-file-at-a-time", 1, 0, DirectIo::Always),
+        ("buffered", 0, 0, DirectIo::Never),
         // One worker, every channel of capacity 1: reports held for their direct writes,
         // blocks the full writers' queue turns back to the page cache, nothing stuck.
-        ("narrow", 0, 1, false),
+        ("narrow", 0, 1, DirectIo::Always),
+        ("auto", 0, 0, DirectIo::Auto),
     ] {
         let t = tmp.path().join(name);
         let (r, _) = restore_with(&repo, "latest", &t, |o| {
@@ -65,7 +67,7 @@ fn direct_writes_land_exactly_with_holes_and_copies() {
                 queue: narrow,
                 workers: narrow,
                 fetchers: narrow,
-                no_direct_io: no_direct,
+                direct_io,
                 ..Tuning::default()
             };
         });
@@ -87,4 +89,5 @@ fn direct_writes_land_exactly_with_holes_and_copies() {
     assert!(direct_bytes[1] > 6 << 20, "{direct_bytes:?}");
     assert_eq!(direct_bytes[2], 0);
     assert!(direct_bytes[3] > 0, "{direct_bytes:?}");
+    assert_eq!(direct_bytes[4], 0);
 }

@@ -86,7 +86,11 @@ fn tuning(a: &RestoreArgs) -> Result<Tuning> {
         window: size(&a.window)?.unwrap_or(0),
         stall_after: a.stall_after.as_deref().map(parse_duration).transpose()?,
         no_preallocate: a.no_preallocate,
-        no_direct_io: a.no_direct_io,
+        direct_io: if a.no_direct_io {
+            arca_restore::DirectIo::Never
+        } else {
+            a.direct_io
+        },
     })
 }
 
