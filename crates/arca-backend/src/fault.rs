@@ -200,6 +200,9 @@ impl<B: Backend> Backend for FaultBackend<B> {
     fn note_tree_packs(&self, names: &[String]) {
         self.inner.note_tree_packs(names)
     }
+    fn warm(&self, types: &[FileType]) {
+        self.inner.warm(types)
+    }
     fn read(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
         match self.check(Op::Read, t) {
             Some(f @ (Fault::Corrupt | Fault::Truncate)) => {

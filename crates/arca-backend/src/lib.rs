@@ -267,6 +267,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn hints(&self) -> BackendHints {
         BackendHints::default()
     }
+    /// Asks the backend to start fetching the files of these types, which are about to be
+    /// read, into a faster place, without waiting (a local folder asks the kernel to read
+    /// them into the page cache while the password's key is derived). A hint: others ignore
+    /// it (the default); decorators pass it on.
+    fn warm(&self, types: &[FileType]) {
+        let _ = types;
+    }
     /// Tells the backend that these packs hold tree blobs (directory listings), read again by
     /// every backup and listing: a caching layer may keep whole local copies of them. Other
     /// backends ignore it (the default); decorators pass it on.
@@ -331,6 +338,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     fn note_tree_packs(&self, names: &[String]) {
         (**self).note_tree_packs(names)
+    }
+    fn warm(&self, types: &[FileType]) {
+        (**self).warm(types)
     }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
         (**self).write(t, name, data)

@@ -276,6 +276,30 @@ impl Backend for LocalBackend {
         }
     }
 
+    fn warm(&self, types: &[FileType]) {
+        use nix::fcntl::{PosixFadviseAdvice, posix_fadvise};
+        use std::os::fd::AsRawFd;
+        let dirs: Vec<(FileType, PathBuf)> = types
+            .iter()
+            .filter(|t| **t != FileType::Pack && **t != FileType::Config)
+            .map(|t| (*t, self.root.join(t.dir())))
+            .collect();
+        // Listing and opening wait for the disk; the reads themselves are started and left.
+        let _ = parallel_map(&dirs, LIST_THREADS, |(t, d)| {
+            for f in self.list_dir(*t, d)? {
+                if let Ok(file) = File::open(d.join(&f.name)) {
+                    let _ = posix_fadvise(
+                        file.as_raw_fd(),
+                        0,
+                        0,
+                        PosixFadviseAdvice::POSIX_FADV_WILLNEED,
+                    );
+                }
+            }
+            Ok(())
+        });
+    }
+
     fn hints(&self) -> BackendHints {
         BackendHints {
             local: true,
@@ -491,6 +515,29 @@ mod tests {
         // Nothing to do in a folder that is not a repository.
         let none = LocalBackend::new(d.path().join("nope"));
         assert_eq!(none.remove_stale_temp(Duration::ZERO).unwrap(), 0);
+    }
+
+    #[test]
+    fn warming_is_a_hint_that_never_fails() {
+        let tmp = tempfile::tempdir().unwrap();
+        // No repository at all, then one without `locks/`, then a full one.
+        let missing = LocalBackend::new(tmp.path().join("nothing"));
+        missing.warm(&[FileType::Lock, FileType::Snapshot, FileType::Index]);
+        let b = LocalBackend::new(tmp.path().join("repo"));
+        b.create().unwrap();
+        b.write(FileType::Snapshot, &"ab".repeat(32), b"snap")
+            .unwrap();
+        fs::remove_dir(tmp.path().join("repo/locks")).unwrap();
+        b.warm(&[
+            FileType::Lock,
+            FileType::Snapshot,
+            FileType::Index,
+            FileType::Pack,
+        ]);
+        assert_eq!(
+            b.read(FileType::Snapshot, &"ab".repeat(32)).unwrap(),
+            b"snap"
+        );
     }
 
     #[test]

@@ -172,6 +172,9 @@ impl<B: Backend> Backend for MeteredBackend<B> {
     fn note_tree_packs(&self, names: &[String]) {
         self.inner.note_tree_packs(names)
     }
+    fn warm(&self, types: &[FileType]) {
+        self.inner.warm(types)
+    }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
         self.request();
         self.transfer(data.len() as u64);

@@ -398,6 +398,9 @@ impl<B: Backend> Backend for RetryBackend<B> {
     fn note_tree_packs(&self, names: &[String]) {
         self.inner.note_tree_packs(names)
     }
+    fn warm(&self, types: &[FileType]) {
+        self.inner.warm(types)
+    }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
         self.run("write", t, name, self.attempts(), || {
             self.inner.write(t, name, data)

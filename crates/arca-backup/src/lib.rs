@@ -289,10 +289,43 @@ fn parent_for(
     }
 }
 
+/// The metadata read-ahead of a backup's sources, started before the repository is opened:
+/// deriving the password's key takes a tenth of a second of both cores, during which the
+/// disk would otherwise idle, so the sources' cold directories and inodes load meanwhile.
+/// Hand it to [`backup_with`]; dropped unused, its threads stop.
+pub struct ReadAhead(prefetch::Prefetcher);
+
+impl ReadAhead {
+    /// Starts reading ahead below `paths` (those that cannot be read are left to the backup
+    /// to report), honouring `excludes`.
+    pub fn start(paths: &[PathBuf], excludes: &Excludes) -> Result<Self, BackupError> {
+        let filter = std::sync::Arc::new(Filter::new(excludes)?);
+        let p = prefetch::Prefetcher::start(archiver::PREFETCH_THREADS, filter);
+        let abs: Vec<PathBuf> = paths
+            .iter()
+            .filter_map(|p| sources::absolute(p).ok())
+            .collect();
+        p.warm(&abs);
+        Ok(Self(p))
+    }
+}
+
 /// Backs up `opts.paths` into a new snapshot.
 pub fn backup(
     repo: &Repository,
     opts: &BackupOptions,
+    progress: &Progress,
+    observer: &dyn Observer,
+) -> Result<BackupReport, BackupError> {
+    backup_with(repo, opts, None, progress, observer)
+}
+
+/// [`backup`], with the read-ahead already started by [`ReadAhead::start`] on the same paths
+/// and exclusions (one is started here otherwise).
+pub fn backup_with(
+    repo: &Repository,
+    opts: &BackupOptions,
+    ahead: Option<ReadAhead>,
     progress: &Progress,
     observer: &dyn Observer,
 ) -> Result<BackupReport, BackupError> {
@@ -318,9 +351,16 @@ pub fn backup(
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
     let sources = SourceTree::build(&abs);
-    run(repo, opts, shown, &abs, progress, observer, |parent_root| {
-        Source::Paths(&sources, parent_root)
-    })
+    let early = ahead.map(|a| a.0);
+    run(
+        repo,
+        opts,
+        shown,
+        (early, &abs),
+        progress,
+        observer,
+        |parent_root| Source::Paths(&sources, parent_root),
+    )
 }
 
 /// Backs up what `reader` yields (standard input, for `--stdin`) as the single file `/NAME`.
@@ -339,7 +379,7 @@ pub fn backup_reader(
         });
     }
     let shown = vec![format!("/{name}")];
-    run(repo, opts, shown, &[], progress, observer, |_| {
+    run(repo, opts, shown, (None, &[]), progress, observer, |_| {
         Source::Stdin(name.as_bytes(), reader)
     })
 }
@@ -349,7 +389,7 @@ fn run<'w>(
     repo: &Repository,
     opts: &BackupOptions,
     shown: Vec<String>,
-    warm: &[PathBuf],
+    (early, warm): (Option<prefetch::Prefetcher>, &[PathBuf]),
     progress: &Progress,
     observer: &dyn Observer,
     walk: impl FnOnce(Option<Id>) -> Source<'w>,
@@ -359,9 +399,12 @@ fn run<'w>(
     let filter = std::sync::Arc::new(Filter::new(&opts.excludes)?);
     // Metadata read-ahead starts now: the source's directories warm up while the index and
     // the parent's trees load.
-    let prefetch =
-        prefetch::Prefetcher::start(archiver::PREFETCH_THREADS, std::sync::Arc::clone(&filter));
-    prefetch.warm(warm);
+    let prefetch = early.unwrap_or_else(|| {
+        let p =
+            prefetch::Prefetcher::start(archiver::PREFETCH_THREADS, std::sync::Arc::clone(&filter));
+        p.warm(warm);
+        p
+    });
     let hostname = opts
         .hostname
         .clone()

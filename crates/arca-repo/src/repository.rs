@@ -216,7 +216,13 @@ impl Repository {
                     continue;
                 }
             };
-            match MasterKey::unwrap(&file, password) {
+            // Deriving the key takes both cores for a tenth of a second; the files every
+            // command reads next start loading meanwhile.
+            let unwrapped = std::thread::scope(|s| {
+                s.spawn(|| backend.warm(&[FileType::Lock, FileType::Snapshot, FileType::Index]));
+                MasterKey::unwrap(&file, password)
+            });
+            match unwrapped {
                 Ok(key) => {
                     let sealer = key.cipher();
                     let body = open_sealed(&sealer, &header, &raw_config, "config")?;

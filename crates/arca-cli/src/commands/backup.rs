@@ -8,7 +8,8 @@ use anyhow::{Context, Result};
 use arca_backup::estimate::{Estimator, Reading};
 use arca_backup::filter::read_list;
 use arca_backup::{
-    BackupError, BackupOptions, Excludes, ParentMode, Progress, Warning, backup, backup_reader,
+    BackupError, BackupOptions, Excludes, ParentMode, Progress, ReadAhead, Warning, backup_reader,
+    backup_with,
 };
 use arca_repo::SnapshotFilter;
 use serde_json::json;
@@ -35,13 +36,6 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         None => 0,
     };
     let cancel = super::cancel_on_signals(super::INTERRUPTED)?;
-    let opened = util::open(g)?;
-    let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "backup")?;
-    let repo = &opened.repo;
-    let parent = match &a.parent {
-        Some(p) => ParentMode::Id(repo.find_snapshot(p, &SnapshotFilter::default())?.0),
-        None => ParentMode::Auto,
-    };
     let list = |files: &[std::path::PathBuf]| -> Result<Vec<String>> {
         let mut out = vec![];
         for f in files {
@@ -68,15 +62,29 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         ),
         None => None,
     };
+    let excludes = Excludes {
+        patterns,
+        ipatterns,
+        if_present: a.exclude_if_present.clone(),
+        caches: a.exclude_caches,
+        larger_than,
+    };
+    // The sources' metadata starts loading while the password's key is derived.
+    let ahead = if a.stdin {
+        None
+    } else {
+        Some(ReadAhead::start(&paths, &excludes)?)
+    };
+    let opened = util::open(g)?;
+    let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "backup")?;
+    let repo = &opened.repo;
+    let parent = match &a.parent {
+        Some(p) => ParentMode::Id(repo.find_snapshot(p, &SnapshotFilter::default())?.0),
+        None => ParentMode::Auto,
+    };
     let opts = BackupOptions {
         paths,
-        excludes: Excludes {
-            patterns,
-            ipatterns,
-            if_present: a.exclude_if_present.clone(),
-            caches: a.exclude_caches,
-            larger_than,
-        },
+        excludes,
         dry_run: a.dry_run,
         tags: a.tags.clone(),
         hostname: a.host.clone(),
@@ -117,7 +125,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         let mut input = std::io::stdin().lock();
         backup_reader(repo, &opts, &a.stdin_filename, &mut input, &progress, &warn)
     } else {
-        backup(repo, &opts, &progress, &warn)
+        backup_with(repo, &opts, ahead, &progress, &warn)
     };
     let report = match result {
         Ok(r) => r,
