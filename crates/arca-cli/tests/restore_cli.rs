@@ -67,13 +67,45 @@ fn dry_run_json_profile_and_bad_flags() {
         .iter()
         .map(|st| st["name"].as_str().unwrap())
         .collect();
+    // A restore this small fits in the page cache's dirty allowance: no direct writes.
+    assert_eq!(
+        stages,
+        ["scheduler", "fetch", "decode+write"],
+        "{}",
+        s["profile"]
+    );
+    assert_eq!(s["profile"]["tuning"]["direct_writes"], 0);
+    same_tree(&src, &target);
+    let forced = e.path("t-direct");
+    let d = e.json(&[
+        "restore",
+        "latest",
+        "--target",
+        forced.to_str().unwrap(),
+        "--json",
+        "--direct-io",
+        "always",
+    ]);
+    let stages: Vec<&str> = d["profile"]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|st| st["name"].as_str().unwrap())
+        .collect();
     assert_eq!(
         stages,
         ["scheduler", "fetch", "decode+write", "direct write"],
         "{}",
-        s["profile"]
+        d["profile"]
     );
-    same_tree(&src, &target);
+    same_tree(&src, &forced);
+    for bad in [
+        &["--direct-io", "sometimes"][..],
+        &["--direct-io", "always", "--no-direct-io"],
+    ] {
+        let o = e.run(&[&["restore", "latest", "--target", t][..], bad].concat());
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+    }
 
     // Something extra, something missing: the dry run names both and changes nothing.
     let out = restored(&target, &src);
