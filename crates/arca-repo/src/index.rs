@@ -1,5 +1,5 @@
-//! The in-memory index: every blob's location in 32 bytes, in one sorted vector searched by
-//! binary search. Keys are the first 16 bytes of the blob id.
+//! The in-memory index: every blob's location in 30 bytes, in one sorted vector searched by
+//! binary search within a bucket. Keys are the first 16 bytes of the blob id.
 //!
 //! Truncating keys to 128 bits is safe: blobs are authenticated with their full id when
 //! read, so a collision cannot return wrong data, and for keyed random ids the chance of any
@@ -35,13 +35,55 @@ pub struct BlobLocation {
     pub raw_length: u32,
 }
 
+/// One location in 30 bytes: the key, then the pack position and offset (u32 each) and the
+/// sealed and plain lengths (24 bits each), as 2-byte words so that nothing pads the entry
+/// to 32. A length that does not fit 24 bits (blobs of 16 MiB and more: huge directory
+/// listings, chunks of repositories made with `--chunk-max` above 16 MiB) is [`LARGE`] here
+/// and kept whole in [`Index::large`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Entry {
     key: [u8; 16],
-    pack: u32,
-    offset: u32,
-    length: u32,
-    raw_length: u32,
+    pack: [u16; 2],
+    offset: [u16; 2],
+    lengths: [u16; 3],
+}
+
+/// The 24-bit length field's mark for "too large: see the side table".
+const LARGE: u32 = (1 << 24) - 1;
+
+fn split(v: u32) -> [u16; 2] {
+    [v as u16, (v >> 16) as u16]
+}
+
+fn join(w: [u16; 2]) -> u32 {
+    u32::from(w[0]) | (u32::from(w[1]) << 16)
+}
+
+impl Entry {
+    fn new(key: [u8; 16], pack: u32, offset: u32, length: u32, raw_length: u32) -> Self {
+        let (l, r) = (length.min(LARGE), raw_length.min(LARGE));
+        Self {
+            key,
+            pack: split(pack),
+            offset: split(offset),
+            lengths: [
+                l as u16,
+                ((l >> 16) | ((r & 0xff) << 8)) as u16,
+                (r >> 8) as u16,
+            ],
+        }
+    }
+    fn pack(&self) -> u32 {
+        join(self.pack)
+    }
+    fn offset(&self) -> u32 {
+        join(self.offset)
+    }
+    /// Sealed and plain length as stored (either may be [`LARGE`]).
+    fn lengths(&self) -> (u32, u32) {
+        let [a, b, c] = self.lengths.map(u32::from);
+        (a | ((b & 0xff) << 16), (b >> 8) | (c << 8))
+    }
 }
 
 /// Blob id → location, for all loaded index files.
@@ -56,6 +98,9 @@ pub struct Index {
     bits: u32,
     /// Some blob has more than one location.
     copies: bool,
+    /// (pack position, offset) → sealed and plain length, for the blobs whose lengths do not
+    /// fit an entry.
+    large: HashMap<(u32, u32), (u32, u32)>,
 }
 
 /// Collects index files, then sorts once.
@@ -64,6 +109,7 @@ pub struct IndexBuilder {
     packs: Vec<PackRef>,
     pack_pos: HashMap<Id, u32>,
     entries: Vec<Entry>,
+    large: HashMap<(u32, u32), (u32, u32)>,
 }
 
 impl IndexBuilder {
@@ -85,13 +131,16 @@ impl IndexBuilder {
                 kind: p.kind,
                 size: p.size,
             });
-            self.entries.extend(p.blobs.iter().map(|b| Entry {
-                key: b.id.prefix16(),
-                pack: pos,
-                offset: b.offset,
-                length: b.length,
-                raw_length: b.raw_length,
-            }));
+            for b in &p.blobs {
+                if b.length >= LARGE || b.raw_length >= LARGE {
+                    self.large.insert((pos, b.offset), (b.length, b.raw_length));
+                }
+            }
+            self.entries.extend(
+                p.blobs
+                    .iter()
+                    .map(|b| Entry::new(b.id.prefix16(), pos, b.offset, b.length, b.raw_length)),
+            );
         }
     }
 
@@ -99,11 +148,15 @@ impl IndexBuilder {
     /// a rerun after a crash) keeps every location, lowest pack position first.
     pub fn finish(self) -> Index {
         let Self {
-            packs, mut entries, ..
+            packs,
+            mut entries,
+            mut large,
+            ..
         } = self;
-        entries.sort_unstable_by(|a, b| a.key.cmp(&b.key).then(a.pack.cmp(&b.pack)));
+        entries.sort_unstable_by(|a, b| a.key.cmp(&b.key).then(a.pack().cmp(&b.pack())));
         entries.dedup_by(|a, b| a.key == b.key && a.pack == b.pack);
         entries.shrink_to_fit();
+        large.shrink_to_fit();
         let copies = entries.windows(2).any(|w| w[0].key == w[1].key);
         let (starts, bits) = buckets(&entries);
         Index {
@@ -112,6 +165,7 @@ impl IndexBuilder {
             starts,
             bits,
             copies,
+            large,
         }
     }
 }
@@ -128,7 +182,8 @@ fn bucket(key: &[u8; 16], bits: u32) -> usize {
     (top >> (32 - bits)) as usize
 }
 
-/// The bucket table of sorted `entries`.
+/// The bucket table of sorted `entries`: four to eight entries per bucket (one byte per
+/// blob at most); a lookup's binary search stays within a cache line or two.
 fn buckets(entries: &[Entry]) -> (Vec<u32>, u32) {
     let bits = (entries.len() / 4).max(1).ilog2().min(24);
     let n = 1usize << bits;
@@ -180,12 +235,17 @@ impl Index {
                 (self.starts[b] as usize, self.starts[b + 1] as usize)
             }
         };
-        let start = lo + self.entries[lo..hi].partition_point(|e| e.key < key);
+        // A bucket holds a few entries side by side: a linear scan reads them in order.
+        let start = lo
+            + self.entries[lo..hi]
+                .iter()
+                .take_while(|e| e.key < key)
+                .count();
         self.entries[start..]
             .iter()
             .enumerate()
             .take_while(move |(_, e)| e.key == key)
-            .filter(move |(_, e)| self.packs[e.pack as usize].kind == kind)
+            .filter(move |(_, e)| self.packs[e.pack() as usize].kind == kind)
             .map(move |(i, e)| (start + i, self.location(e)))
     }
 
@@ -196,12 +256,19 @@ impl Index {
     }
 
     fn location(&self, e: &Entry) -> BlobLocation {
+        let (pack, offset) = (e.pack(), e.offset());
+        let (mut length, mut raw_length) = e.lengths();
+        if (length == LARGE || raw_length == LARGE)
+            && let Some(&(l, r)) = self.large.get(&(pack, offset))
+        {
+            (length, raw_length) = (l, r);
+        }
         BlobLocation {
-            pack_index: e.pack,
-            pack: self.packs[e.pack as usize],
-            offset: e.offset,
-            length: e.length,
-            raw_length: e.raw_length,
+            pack_index: pack,
+            pack: self.packs[pack as usize],
+            offset,
+            length,
+            raw_length,
         }
     }
 
@@ -235,6 +302,7 @@ impl Index {
         self.entries.capacity() * std::mem::size_of::<Entry>()
             + self.packs.capacity() * std::mem::size_of::<PackRef>()
             + self.starts.capacity() * std::mem::size_of::<u32>()
+            + self.large.capacity() * 24
     }
 }
 
@@ -244,8 +312,8 @@ mod tests {
     use arca_format::{IndexPack, PackEntry};
 
     #[test]
-    fn entry_is_32_bytes_and_lookup_works() {
-        assert_eq!(std::mem::size_of::<Entry>(), 32);
+    fn entry_is_30_bytes_and_lookup_works() {
+        assert_eq!(std::mem::size_of::<Entry>(), 30);
         let id = |i: u8| Id([i; 32]);
         let pe = |i: u8, off| PackEntry {
             id: id(i),
@@ -314,6 +382,48 @@ mod tests {
     }
 
     #[test]
+    fn lengths_of_any_size_come_back() {
+        // 24-bit lengths in the entry, the rest in the side table; both kinds around the edge.
+        let cases = [
+            (0u32, 0u32),
+            (1, 1),
+            ((1 << 24) - 2, (1 << 24) - 2),
+            ((1 << 24) - 1, 5),
+            (7, 1 << 24),
+            (64 << 20, (64 << 20) + 40),
+            (u32::MAX, u32::MAX),
+            (0x00ab_cdef, 0x0012_3456),
+        ];
+        let blobs: Vec<PackEntry> = cases
+            .iter()
+            .enumerate()
+            .map(|(i, &(length, raw_length))| PackEntry {
+                id: Id([i as u8 + 1; 32]),
+                offset: u32::MAX - i as u32,
+                length,
+                raw_length,
+            })
+            .collect();
+        let f = IndexFile {
+            supersedes: vec![],
+            packs: vec![IndexPack {
+                id: Id([9; 32]),
+                kind: BlobKind::Data,
+                size: u64::MAX,
+                blobs,
+            }],
+        };
+        let ix = Index::from_files([&f]);
+        for (i, &(length, raw_length)) in cases.iter().enumerate() {
+            let l = ix.get(BlobKind::Data, &Id([i as u8 + 1; 32])).unwrap();
+            assert_eq!(
+                (l.offset, l.length, l.raw_length),
+                (u32::MAX - i as u32, length, raw_length)
+            );
+        }
+    }
+
+    #[test]
     fn bucketed_lookup_finds_every_blob_and_nothing_else() {
         // Keys hashed from counters (uniform, as blob ids are), with runs of equal top bits
         // and both kinds under one id, for sizes around the bucket-count steps.
@@ -366,7 +476,7 @@ mod tests {
                 assert!(!ix.contains(BlobKind::Data, &id(i)), "n={n} absent {i}");
             }
             assert!(
-                ix.memory_bytes() <= n * 2 * 34 + 4 * 8 + 200,
+                ix.memory_bytes() <= n * 2 * 31 + 4 * 8 + 200,
                 "n={n}: {}",
                 ix.memory_bytes()
             );

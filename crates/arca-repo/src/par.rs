@@ -45,6 +45,54 @@ where
     results
 }
 
+/// Runs `f` on every item with up to `threads` threads and hands each result to `consume`
+/// on the calling thread, in list order, as soon as it and those before it are done: the
+/// results are consumed (and can be dropped) while later items are still being computed, so
+/// at most a few of them are alive at once when they come back in order. `consume` gets
+/// `None` for an item whose thread panicked.
+pub(crate) fn for_each_ordered<T, R>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> R + Sync,
+    mut consume: impl FnMut(usize, Option<R>),
+) where
+    T: Sync,
+    R: Send,
+{
+    let next = AtomicUsize::new(0);
+    let threads = threads.clamp(1, items.len().max(1));
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, R)>(threads * 2);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let (next, f) = (&next, &f);
+            s.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    if tx.send((i, f(item))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut early = std::collections::BTreeMap::new();
+        let mut want = 0usize;
+        for (i, r) in rx {
+            early.insert(i, r);
+            while let Some(r) = early.remove(&want) {
+                consume(want, Some(r));
+                want += 1;
+            }
+        }
+        // What never came back belongs to a thread that panicked.
+        for i in want..items.len() {
+            consume(i, early.remove(&i));
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,5 +116,30 @@ mod tests {
                 .all(|(i, r)| *r == Some(i as u64 * 2))
         );
         assert!(map_ordered(&[] as &[u8], 4, || (), |_, x| *x).is_empty());
+    }
+
+    #[test]
+    fn streamed_results_come_in_list_order() {
+        let items: Vec<u64> = (0..500).collect();
+        let mut got = vec![];
+        for_each_ordered(
+            &items,
+            4,
+            |x| {
+                // Uneven work, so that threads finish out of order.
+                std::thread::sleep(std::time::Duration::from_micros(x % 7 * 50));
+                x * 3
+            },
+            |i, r| got.push((i, r)),
+        );
+        assert_eq!(got.len(), 500);
+        assert!(
+            got.iter()
+                .enumerate()
+                .all(|(k, (i, r))| *i == k && *r == Some(k as u64 * 3))
+        );
+        let mut none = 0;
+        for_each_ordered(&[] as &[u8], 4, |x| *x, |_, _| none += 1);
+        assert_eq!(none, 0);
     }
 }

@@ -391,14 +391,34 @@ impl Repository {
     /// Tells the backend which packs hold trees ([`Backend::note_tree_packs`]), so a cache
     /// keeps them.
     pub fn load_index_report(&self) -> Result<(Index, Vec<(Id, RepoError)>)> {
+        let ids = self.list_ids(FileType::Index)?;
         let mut b = IndexBuilder::new();
         let mut damaged = vec![];
-        for (id, f) in self.load_index_files()? {
-            match f {
-                Ok(f) => b.add(&f),
-                Err(e) if e.is_corruption() => damaged.push((id, e)),
-                Err(e) => return Err(e),
-            }
+        let mut failed = None;
+        // Each file goes into the builder as soon as it is read, then is dropped: the decoded
+        // files never all sit in memory beside the index being built.
+        crate::par::for_each_ordered(
+            &ids,
+            4,
+            |(id, _)| self.load_index_file(id),
+            |i, f| {
+                let id = ids[i].0;
+                match f {
+                    _ if failed.is_some() => {}
+                    Some(Ok(f)) => b.add(&f),
+                    Some(Err(e)) if e.is_corruption() => damaged.push((id, e)),
+                    Some(Err(e)) => failed = Some(e),
+                    None => {
+                        failed = Some(RepoError::Invalid {
+                            what: "index file",
+                            detail: format!("{id}: the reader thread failed"),
+                        })
+                    }
+                }
+            },
+        );
+        if let Some(e) = failed {
+            return Err(e);
         }
         let index = b.finish();
         let trees: Vec<String> = index
