@@ -410,14 +410,27 @@ fn run<'w>(
         .clone()
         .unwrap_or_else(arca_repo::host::hostname);
     let mut phases = Phases::new();
-    let mut index = repo.load_index()?;
+    // The index, the listing of the packs and the parent snapshot are read side by side (on
+    // a cold cache each waits for the disk).
+    let (index, listed, parent) = std::thread::scope(|s| {
+        let listing =
+            (!opts.dry_run).then(|| s.spawn(|| repo.list_ids(arca_backend::FileType::Pack)));
+        let parent = s.spawn(|| parent_for(repo, opts, &hostname, &shown));
+        let index = repo.load_index();
+        let listed = listing.map(|h| h.join().unwrap_or_else(|_| Err(thread_failed("listing"))));
+        let parent = parent
+            .join()
+            .unwrap_or_else(|_| Err(thread_failed("parent")));
+        (index, listed, parent)
+    });
+    let mut index = index?;
     phases.done("index");
-    if !opts.dry_run {
+    if let Some(listed) = listed {
         // Index the packs an interrupted backup uploaded, so their blobs are not sent again.
-        arca_repo::recover::adopt_unindexed_packs(repo, &mut index)?;
+        arca_repo::recover::adopt_listed(repo, &mut index, listed?)?;
         phases.done("packs");
     }
-    let parent = parent_for(repo, opts, &hostname, &shown)?;
+    let parent = parent?;
     let shape = shape(repo, opts)?;
     let parents = parent
         .as_ref()
@@ -494,6 +507,14 @@ fn run<'w>(
         phases: phases.0,
         capped: out.capped,
     })
+}
+
+/// The error for a helper thread that panicked (a bug).
+fn thread_failed(what: &'static str) -> RepoError {
+    RepoError::Invalid {
+        what: "backup",
+        detail: format!("the thread reading the {what} failed"),
+    }
 }
 
 /// Seconds per phase, each measured from the end of the one before.

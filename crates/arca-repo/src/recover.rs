@@ -73,7 +73,22 @@ pub fn unindexed_packs(repo: &Repository, index: &Index) -> Result<Vec<(Id, u64)
 /// Costs one listing of the packs; when packs are adopted (only after an interrupted run),
 /// one or two small reads per such pack and a reload of the index.
 pub fn adopt_unindexed_packs(repo: &Repository, index: &mut Index) -> Result<Adopted> {
-    let orphans = unindexed_packs(repo, index)?;
+    adopt_listed(repo, index, repo.list_ids(FileType::Pack)?)
+}
+
+/// [`adopt_unindexed_packs`] with the listing of the packs (ids and sizes) already made, for
+/// a caller that listed them while it loaded `index`. Packs uploaded since the listing are
+/// not adopted now (the next run does it).
+pub fn adopt_listed(
+    repo: &Repository,
+    index: &mut Index,
+    listed: Vec<(Id, u64)>,
+) -> Result<Adopted> {
+    let known: HashSet<Id> = index.packs().iter().map(|p| p.id).collect();
+    let orphans: Vec<(Id, u64)> = listed
+        .into_iter()
+        .filter(|(id, _)| !known.contains(id))
+        .collect();
     let mut out = Adopted::default();
     if orphans.is_empty() {
         return Ok(out);
