@@ -99,11 +99,14 @@ def parse_args(argv):
                    "add many to see its per-file overhead behind latency)")
     p.add_argument("--s3", action="store_true",
                    help="also run the S3 part: arca, restic and rustic (those among --tools) "
-                   "against an S3 server on loopback (s3s-fs), plain and behind --s3-latency, "
+                   "against an S3 server on loopback (--s3-server), plain and behind --s3-latency, "
                    "next to arca on a local folder; on small and many (see bench/README.md)")
     p.add_argument("--s3-only", action="store_true",
                    help="only the S3 part (implies --s3; datasets default to small,many); with "
                    "docs, only the S3 section of docs/BENCHMARKS.md is replaced")
+    p.add_argument("--s3-server", choices=s3.SERVERS, default="versitygw",
+                   help="the S3 server: versitygw (default; Versity's S3 gateway, built with go "
+                   "on first use) or s3s-fs (the test suite's server; CPU-hungry on reads)")
     p.add_argument("--s3-latency", default="20ms",
                    help="round trip per request behind the delaying proxy (default 20ms)")
     p.add_argument("--s3-bandwidth", default="100MB",
@@ -470,7 +473,7 @@ def main(argv=None) -> int:
             s3res = s3.run(bench=bench, tools=active, specs=specs, data=data, names=names,
                            runs=args.s3_runs or (1 if args.smoke else 3),
                            latency=args.s3_latency, bandwidth=args.s3_bandwidth, log=log,
-                           meta=run_meta)
+                           meta=run_meta, server_kind=args.s3_server)
     finally:
         if target_fs:
             target_fs.close()

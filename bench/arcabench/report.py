@@ -374,7 +374,8 @@ METHOD = [
     "- **Throttled backend** (arca only): `--backend-latency`/`--backend-bandwidth` wrap arca's "
     "repository backend; requests and bytes come from the JSON summary. The peers have no "
     "equivalent latency injection, so they have no remote column.",
-    "- **S3 on loopback** (`bench/run --s3`): one s3s-fs server on 127.0.0.1, its folder on the "
+    "- **S3 on loopback** (`bench/run --s3`): one S3 server (versitygw, Versity's S3 gateway, "
+    "by default; `--s3-server s3s-fs` for the test suite's server) on 127.0.0.1, its folder on the "
     "same disk as the local repositories; arca (`-r s3:http://...`), restic (`-r s3:http://...`) "
     "and rustic (`opendal:s3` profile) with the AWS credentials in their environment and their "
     "local caches; \"behind 20ms\" goes through `bench/arcabench/delayproxy.py`, a TCP proxy that "

@@ -2,9 +2,13 @@
 server on this machine, plain and behind an injected latency, next to arca on a local folder in
 the same run.
 
-The server is s3s-fs (S3 over a folder, SigV4 checked, Rust), its root folder under
-bench/out/work on the same disk as the local repositories, so that local against S3 compares the
-protocol's cost, not two disks. "Behind latency" goes through `delayproxy` (a TCP proxy in front
+The server (`--s3-server`) is Versity's S3 gateway, versitygw (Go, Apache-2.0: a production
+S3 gateway; its posix backend keeps each object as a file, with 1 MiB I/O buffers), built from
+source on first use and cached under bench/out/peers/bin; or s3s-fs (Rust, S3 over a folder,
+SigV4 checked: the server the test suite starts, which reads objects 4 KiB at a time through
+tokio's blocking pool and so spends several CPU seconds per GB served, on the cores the tools
+use). Its root folder lies under bench/out/work on the same disk as the local repositories, so
+that local against S3 compares the protocol's cost, not two disks. "Behind latency" goes through `delayproxy` (a TCP proxy in front
 of the same server: `--s3-latency` per request round trip, a `--s3-bandwidth` link per
 direction), because this kernel has no netem qdisc (see bench/README.md).
 
@@ -33,10 +37,19 @@ from . import datasets as ds_mod
 from .measure import dir_bytes, drop_caches, median, run_quiet
 from .measure import run as run_measured
 from .tools import (PEERS_DIR, ROOT, S3_ACCESS_KEY, S3_CAPABLE, S3_SECRET_KEY, S3Location,
-                    _find, cargo_install, s3_variant)
+                    _find, cargo_install, go_build, s3_variant)
 from .verify import verify_tree
 
 S3S_FS_VERSION = "0.14.1"  # crates.io: s3s-fs (installed with --features binary when missing)
+VERSITYGW_MODULE = "github.com/versity/versitygw"
+VERSITYGW_VERSION = "v1.8.0"  # Go module (built with go_build into bench/out/peers/bin)
+SERVERS = ("versitygw", "s3s-fs")
+SERVER_TEXT = {
+    "versitygw": "Versity's S3 gateway, Go, Apache-2.0; its posix backend keeps each object as "
+                 "a file with its metadata in xattrs and reads it with 1 MiB buffers",
+    "s3s-fs": "S3 over a folder, SigV4 checked; it reads objects 4 KiB at a time through "
+              "tokio's blocking pool, which costs CPU: bench/README.md",
+}
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADING = "## S3 on loopback"
 
@@ -201,6 +214,23 @@ def ensure_s3s_fs(log) -> tuple:
     return binary, (p.stdout.strip() or "s3s-fs (unknown version)")
 
 
+def ensure_versitygw(log) -> tuple:
+    """(binary, version) of versitygw, building the pinned release into bench/out/peers/bin when
+    it is not there yet; (None, why) when that fails."""
+    binary = os.path.join(PEERS_DIR, "bin", "versitygw")
+    if not os.access(binary, os.X_OK):
+        err = go_build(VERSITYGW_MODULE, VERSITYGW_VERSION, "./cmd/versitygw", binary, log,
+                       os.path.join(PEERS_DIR, "versitygw.log"))
+        if err:
+            return None, err
+    return binary, f"versitygw {VERSITYGW_VERSION} (posix backend)"
+
+
+def ensure_server(kind: str, log) -> tuple:
+    """(binary, version) of the S3 server `kind` (one of SERVERS), or (None, why)."""
+    return ensure_versitygw(log) if kind == "versitygw" else ensure_s3s_fs(log)
+
+
 def _die_with_parent() -> None:
     """preexec_fn: SIGTERM this child when the harness dies (even by SIGKILL)."""
     try:
@@ -213,12 +243,21 @@ def _die_with_parent() -> None:
 
 
 class S3Server:
-    """s3s-fs on 127.0.0.1:<free port>, serving the buckets (folders) of `root`."""
+    """The S3 server `kind` (versitygw or s3s-fs) on 127.0.0.1:<free port>, serving the buckets
+    (folders) of `root`."""
 
-    def __init__(self, binary: str, root: str, log_path: str):
-        self.binary, self.root, self.log_path = binary, root, log_path
+    def __init__(self, binary: str, root: str, log_path: str, kind: str = "versitygw"):
+        self.binary, self.root, self.log_path, self.kind = binary, root, log_path, kind
         self.proc = None
         self.port = None
+
+    def _argv(self) -> list:
+        if self.kind == "versitygw":
+            # Objects as plain files, their metadata in xattrs (ext4 has user xattrs).
+            return [self.binary, "--port", f"127.0.0.1:{self.port}", "--access", S3_ACCESS_KEY,
+                    "--secret", S3_SECRET_KEY, "posix", self.root]
+        return [self.binary, "--host", "127.0.0.1", "--port", str(self.port), "--access-key",
+                S3_ACCESS_KEY, "--secret-key", S3_SECRET_KEY, self.root]
 
     @property
     def endpoint(self) -> str:
@@ -230,9 +269,7 @@ class S3Server:
             self.port = free_port()
             with open(self.log_path, "a") as log:
                 self.proc = subprocess.Popen(
-                    [self.binary, "--host", "127.0.0.1", "--port", str(self.port), "--access-key",
-                     S3_ACCESS_KEY, "--secret-key", S3_SECRET_KEY, self.root],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                    self._argv(), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                     env=dict(os.environ, RUST_LOG="error"), preexec_fn=_die_with_parent)
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline and self.proc.poll() is None:
@@ -242,7 +279,7 @@ class S3Server:
                 except OSError:
                     time.sleep(0.05)
             self.stop()  # port taken in the meantime, or did not start: try another port
-        raise RuntimeError(f"s3s-fs did not start (log: {self.log_path})")
+        raise RuntimeError(f"{self.kind} did not start (log: {self.log_path})")
 
     def usage(self) -> dict:
         return _proc_usage(self.proc.pid) if self.proc and self.proc.poll() is None else {}
@@ -269,6 +306,8 @@ class S3Server:
 
         shutil.rmtree(os.path.join(self.root, s3.bucket, s3.prefix), ignore_errors=True)
         os.makedirs(self.bucket_dir(s3.bucket), exist_ok=True)
+        if self.kind != "s3s-fs":
+            return
         enc = base64.urlsafe_b64encode(s3.bucket.encode()).decode().rstrip("=")
         head = f".bucket-{enc}.object-"
         for n in os.listdir(self.root):
@@ -448,11 +487,12 @@ class S3Bench:
             # The peers' rchar counts socket reads (or not, by syscall); the server's file reads
             # are what they fetched.
             extra["repo_read_bytes"] = extra["server_rchar"]
-            extra["repo_read_method"] = "s3s-fs rchar delta (object bytes read by the server)"
+            extra["repo_read_method"] = (f"{self.server.kind} rchar delta (object bytes read by "
+                                         "the server)")
         v = verify() if verify else None
         if not self.server.alive():
             self.bench._record(res, scenario, t, m, verify=v, extra=extra,
-                               failure="the S3 server (s3s-fs) died")
+                               failure=f"the S3 server ({self.server.kind}) died")
             return m
         self.bench._record(res, scenario, t, m, verify=v, extra=extra)
         return m
@@ -547,7 +587,8 @@ class S3Bench:
         return res
 
 
-def run(*, bench, tools, specs, data, names, runs, latency, bandwidth, log, meta) -> dict:
+def run(*, bench, tools, specs, data, names, runs, latency, bandwidth, log, meta,
+        server_kind: str = "versitygw") -> dict:
     """The S3 section: start the server and the proxy, run every dataset of PLAN among `names`
     with arca (local and S3) and the S3-capable peers among `tools`, stop everything. Returns the
     results (also when something failed: its notes say what)."""
@@ -579,15 +620,17 @@ def run(*, bench, tools, specs, data, names, runs, latency, bandwidth, log, meta
         s3res["tools"].append({"name": t.name, "label": t.label, "base": t.base,
                                "version": t.version, "peer": t.peer})
 
-    binary, version = ensure_s3s_fs(log)
+    binary, version = ensure_server(server_kind, log)
     if not binary:
-        s3res["notes"].append(f"S3 part skipped: s3s-fs not available ({version})")
+        s3res["notes"].append(f"S3 part skipped: {server_kind} not available ({version})")
         log(f"SKIPPING the S3 part: {version}")
         return s3res
     s3res["meta"]["server"] = version
+    s3res["meta"]["server_kind"] = server_kind
     logs = os.path.join(bench.logs, "s3")
     os.makedirs(logs, exist_ok=True)
-    server = S3Server(binary, os.path.join(work, "s3"), os.path.join(logs, "s3s-fs.log"))
+    server = S3Server(binary, os.path.join(work, "s3"), os.path.join(logs, f"{server_kind}.log"),
+                      server_kind)
     proxy = None
     t0 = time.monotonic()
     s3res["meta"]["loadavg_start"] = os.getloadavg()[0]
@@ -673,8 +716,7 @@ def render(s3res: dict | None) -> list:
     out.append(
         f"`bench/run {meta.get('argv', '')}`, {meta['date']} (git {meta.get('git', '?')}), "
         f"median of {meta['runs']} run(s), {meta.get('seconds', 0):.0f} s in all. One S3 server, "
-        f"{meta.get('server', 's3s-fs')} (S3 over a folder, SigV4 checked; it reads objects "
-        "4 KiB at a time through tokio's blocking pool, which costs CPU: bench/README.md) on "
+        f"{meta.get('server', 's3s-fs')} ({SERVER_TEXT[meta.get('server_kind', 's3s-fs')]}) on "
         "127.0.0.1, its folder on the same disk as the local repositories; every tool with its own bucket and "
         "its own local cache, kept between the steps (as a user's would be). **Behind "
         f"{lat}**: the same server through {meta.get('link', 'a delaying proxy')} "
