@@ -45,8 +45,9 @@ VERSITYGW_MODULE = "github.com/versity/versitygw"
 VERSITYGW_VERSION = "v1.8.0"  # Go module (built with go_build into bench/out/peers/bin)
 SERVERS = ("versitygw", "s3s-fs")
 SERVER_TEXT = {
-    "versitygw": "Versity's S3 gateway, Go, Apache-2.0; its posix backend keeps each object as "
-                 "a file with its metadata in xattrs and reads it with 1 MiB buffers",
+    "versitygw": "Versity's S3 gateway, Go, Apache-2.0, with --keep-alive; its posix backend "
+                 "keeps each object as a file with its metadata in xattrs and reads it with "
+                 "1 MiB buffers",
     "s3s-fs": "S3 over a folder, SigV4 checked; it reads objects 4 KiB at a time through "
               "tokio's blocking pool, which costs CPU: bench/README.md",
 }
@@ -253,9 +254,11 @@ class S3Server:
 
     def _argv(self) -> list:
         if self.kind == "versitygw":
-            # Objects as plain files, their metadata in xattrs (ext4 has user xattrs).
-            return [self.binary, "--port", f"127.0.0.1:{self.port}", "--access", S3_ACCESS_KEY,
-                    "--secret", S3_SECRET_KEY, "posix", self.root]
+            # Objects as plain files, their metadata in xattrs (ext4 has user xattrs). Without
+            # --keep-alive it answers every request with "Connection: close", which no real S3
+            # endpoint does: behind the proxy every request would pay a handshake.
+            return [self.binary, "--keep-alive", "--port", f"127.0.0.1:{self.port}", "--access",
+                    S3_ACCESS_KEY, "--secret", S3_SECRET_KEY, "posix", self.root]
         return [self.binary, "--host", "127.0.0.1", "--port", str(self.port), "--access-key",
                 S3_ACCESS_KEY, "--secret-key", S3_SECRET_KEY, self.root]
 

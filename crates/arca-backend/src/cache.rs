@@ -222,8 +222,18 @@ impl CachedBackend {
         }
     }
 
-    fn remove(&self, t: FileType, name: &str) {
+    fn drop_copy(&self, t: FileType, name: &str) {
         let _ = fs::remove_file(self.path(t, name));
+    }
+
+    /// After `name` was deleted from the repository: its cached copy goes too.
+    fn forget(&self, t: FileType, name: &str) {
+        if t == FileType::Pack {
+            self.recheck(name);
+        }
+        if is_file_id(name) {
+            self.drop_copy(t, name);
+        }
     }
 
     /// The cached copy of a whole file, if present and verified; a damaged one is deleted.
@@ -231,12 +241,12 @@ impl CachedBackend {
         match fs::read(self.path(t, name)) {
             Ok(d) if hash_hex(&d) == name => Some(d),
             Ok(_) => {
-                self.remove(t, name);
+                self.drop_copy(t, name);
                 None
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(_) => {
-                self.remove(t, name);
+                self.drop_copy(t, name);
                 None
             }
         }
@@ -522,14 +532,14 @@ impl Backend for CachedBackend {
     fn delete(&self, t: FileType, name: &str) -> Result<()> {
         let r = self.inner.delete(t, name);
         if r.is_ok() || r.as_ref().is_err_and(BackendError::is_not_found) {
-            if t == FileType::Pack {
-                self.recheck(name);
-            }
-            if is_file_id(name) {
-                self.remove(t, name);
-            }
+            self.forget(t, name);
         }
         r
+    }
+    fn remove(&self, t: FileType, name: &str) -> Result<()> {
+        self.inner.remove(t, name)?;
+        self.forget(t, name);
+        Ok(())
     }
     fn stat(&self, t: FileType, name: &str) -> Result<FileInfo> {
         self.inner.stat(t, name)

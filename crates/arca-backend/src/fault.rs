@@ -236,6 +236,12 @@ impl<B: Backend> Backend for FaultBackend<B> {
             None => self.inner.delete(t, name),
         }
     }
+    fn remove(&self, t: FileType, name: &str) -> Result<()> {
+        match self.check(Op::Delete, t) {
+            Some(f) => Err(self.fail("delete", t, name, f)),
+            None => self.inner.remove(t, name),
+        }
+    }
     fn stat(&self, t: FileType, name: &str) -> Result<FileInfo> {
         match self.check(Op::Stat, t) {
             Some(f) => Err(self.fail("stat", t, name, f)),

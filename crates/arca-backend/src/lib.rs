@@ -284,6 +284,16 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()>;
     /// Deletes a file.
     fn delete(&self, t: FileType, name: &str) -> Result<()>;
+    /// Deletes a file if it is there: [`Backend::delete`] without the not-found error, for
+    /// callers that do not care (releasing a lock). A backend whose delete needs a request
+    /// of its own to tell "not there" (S3 deletes a missing key without complaint) saves that
+    /// request here; decorators pass it on.
+    fn remove(&self, t: FileType, name: &str) -> Result<()> {
+        match self.delete(t, name) {
+            Err(e) if e.is_not_found() => Ok(()),
+            r => r,
+        }
+    }
     /// Size of one file.
     fn stat(&self, t: FileType, name: &str) -> Result<FileInfo>;
     /// Removes the temporary files (`.tmp-*`) that writes interrupted by a crash left in the
@@ -347,6 +357,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     fn delete(&self, t: FileType, name: &str) -> Result<()> {
         (**self).delete(t, name)
+    }
+    fn remove(&self, t: FileType, name: &str) -> Result<()> {
+        (**self).remove(t, name)
     }
     fn stat(&self, t: FileType, name: &str) -> Result<FileInfo> {
         (**self).stat(t, name)
@@ -438,6 +451,17 @@ pub fn conformance(b: &dyn Backend) {
             .expect_err("deleted")
             .is_not_found()
     );
+    // `remove`: deletes what is there, and is content when nothing is.
+    b.remove(FileType::Pack, &id)
+        .expect("remove a missing file");
+    b.write(FileType::Lock, &id, b"lock").expect("write lock");
+    b.remove(FileType::Lock, &id).expect("remove");
+    assert!(
+        b.stat(FileType::Lock, &id)
+            .expect_err("removed")
+            .is_not_found()
+    );
+    assert!(b.list(FileType::Lock).expect("list locks").is_empty());
     b.write(FileType::Config, "config", b"cfg").expect("config");
     assert_eq!(b.read(FileType::Config, "config").expect("config"), b"cfg");
     assert_eq!(

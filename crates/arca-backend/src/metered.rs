@@ -188,6 +188,10 @@ impl<B: Backend> Backend for MeteredBackend<B> {
         self.request();
         self.inner.delete(t, name)
     }
+    fn remove(&self, t: FileType, name: &str) -> Result<()> {
+        self.request();
+        self.inner.remove(t, name)
+    }
     fn stat(&self, t: FileType, name: &str) -> Result<FileInfo> {
         self.request();
         self.inner.stat(t, name)

@@ -419,6 +419,11 @@ impl<B: Backend> Backend for RetryBackend<B> {
             }
         })
     }
+    fn remove(&self, t: FileType, name: &str) -> Result<()> {
+        self.run("delete", t, name, self.attempts(), || {
+            self.inner.remove(t, name)
+        })
+    }
     fn stat(&self, t: FileType, name: &str) -> Result<FileInfo> {
         self.run("stat", t, name, self.attempts(), || {
             self.inner.stat(t, name)

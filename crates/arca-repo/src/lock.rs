@@ -1,9 +1,10 @@
 //! Repository locks, as restic has them: shared for backup, restore and check, exclusive for
 //! forget, prune and repair. A lock is a sealed file under `locks/`, refreshed while held.
 //!
-//! Taking a lock: list the locks, fail on a live conflicting one, write ours, list again and
-//! back out if a conflicting lock appeared meanwhile (two processes racing both see the other
-//! and at most one goes on). A lock is stale when it was not refreshed for [`STALE_AFTER`], or
+//! Taking a lock: write ours, then list the locks and back out if a live conflicting one is
+//! there (two processes racing both see the other and at most one goes on). Checking before
+//! writing as well would only cost a round trip to a remote repository: the check after the
+//! write is the one that decides. A lock is stale when it was not refreshed for [`STALE_AFTER`], or
 //! when it names this host and a process id that no longer exists; stale locks are ignored and
 //! `arca unlock` removes them.
 
@@ -108,10 +109,18 @@ fn is_stale(l: &LockInfo, now_ns: i64, host: &str) -> bool {
 impl Repository {
     /// Every lock in the repository, with its staleness.
     pub fn list_locks(&self) -> Result<Vec<FoundLock>> {
+        self.locks_but(None)
+    }
+
+    /// Every lock but `ours` (which is not read: it is known).
+    fn locks_but(&self, ours: Option<&Id>) -> Result<Vec<FoundLock>> {
         let now = now_ns();
         let host = hostname();
         let mut out = vec![];
         for (id, _) in self.list_ids(FileType::Lock)? {
+            if Some(&id) == ours {
+                continue;
+            }
             let info = match self.load_file(FileType::Lock, &id) {
                 Ok(body) => LockInfo::decode(&body).map_err(|e| e.to_string()),
                 // Removed between the listing and the read: released.
@@ -129,10 +138,9 @@ impl Repository {
     }
 
     /// The first live lock conflicting with `kind`, ignoring `ours`.
-    fn conflict(&self, kind: LockKind, ours: Option<&Id>) -> Result<Option<FoundLock>> {
-        Ok(self.list_locks()?.into_iter().find(|l| {
-            Some(&l.id) != ours
-                && !l.stale
+    fn conflict(&self, kind: LockKind, ours: &Id) -> Result<Option<FoundLock>> {
+        Ok(self.locks_but(Some(ours))?.into_iter().find(|l| {
+            !l.stale
                 && match (&l.info, kind) {
                     (Ok(_), LockKind::Exclusive) => true,
                     (Ok(info), LockKind::Shared) => info.exclusive,
@@ -170,21 +178,18 @@ impl Repository {
             location: location.clone(),
             holder: l.describe(),
         };
-        if let Some(l) = self.conflict(kind, None)? {
-            return Err(locked(l));
-        }
         let id = self.write_lock(kind, command)?;
-        // Someone may have written a conflicting lock between our check and our write: look
-        // again. Of two racing processes, each sees the other and both back out, which is
-        // safe; the user runs the command again.
-        match self.conflict(kind, Some(&id)) {
+        // Ours is written: from now on a process that looks sees it. Of two racing processes,
+        // each sees the other and both back out, which is safe; the user runs the command
+        // again.
+        match self.conflict(kind, &id) {
             Ok(None) => {}
             Ok(Some(l)) => {
-                let _ = self.backend().delete(FileType::Lock, &id.to_hex());
+                let _ = self.backend().remove(FileType::Lock, &id.to_hex());
                 return Err(locked(l));
             }
             Err(e) => {
-                let _ = self.backend().delete(FileType::Lock, &id.to_hex());
+                let _ = self.backend().remove(FileType::Lock, &id.to_hex());
                 return Err(e);
             }
         }
@@ -244,7 +249,7 @@ fn refresh(repo: &Repository, held: &Held, kind: LockKind, command: &str) {
         // A failed refresh is tried again at the next period; after STALE_AFTER without one
         // others may take the repository, as with restic.
         if let Ok(new) = repo.write_lock(kind, command) {
-            let _ = held.backend.delete(FileType::Lock, &current.to_hex());
+            let _ = held.backend.remove(FileType::Lock, &current.to_hex());
             *current = new;
         }
     }
@@ -271,7 +276,7 @@ impl Drop for Lock {
                 let _ = t.join();
             }
             let id = *h.current.lock().unwrap_or_else(|p| p.into_inner());
-            let _ = h.backend.delete(FileType::Lock, &id.to_hex());
+            let _ = h.backend.remove(FileType::Lock, &id.to_hex());
         }
     }
 }

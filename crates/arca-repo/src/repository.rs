@@ -181,7 +181,14 @@ impl Repository {
         cached_key: &dyn Fn(&str) -> Option<Vec<u8>>,
     ) -> Result<(Self, Vec<KeyBytes>, Vec<FileInfo>)> {
         let location = backend.location();
-        let raw_config = match backend.read(FileType::Config, "config") {
+        // The key listing does not depend on the config: on a remote repository both
+        // requests share one round trip. The config's error, if any, is the one reported.
+        let (config_read, keys_listed) = std::thread::scope(|s| {
+            let keys = s.spawn(|| backend.list(FileType::Key));
+            let config = backend.read(FileType::Config, "config");
+            (config, keys.join())
+        });
+        let raw_config = match config_read {
             Ok(b) => b,
             Err(e) if e.is_not_found() => {
                 // For a local folder, tell a missing directory from one that is not a
@@ -196,7 +203,7 @@ impl Repository {
         };
         let header = EnvelopeHeader::decode(&raw_config, EnvelopeKind::Config)
             .map_err(|e| RepoError::format(format!("{location}/config"), e))?;
-        let mut keys = backend.list(FileType::Key)?;
+        let mut keys = keys_listed.unwrap_or_else(|p| std::panic::resume_unwind(p))?;
         keys.sort();
         let mut last_err = None;
         let mut fetched = vec![];

@@ -488,6 +488,11 @@ impl Backend for S3Backend {
         self.run("delete", &path, self.op.delete(&path))
     }
 
+    fn remove(&self, t: FileType, name: &str) -> Result<()> {
+        let path = t.path(name);
+        self.run("delete", &path, self.op.delete(&path))
+    }
+
     fn stat(&self, t: FileType, name: &str) -> Result<FileInfo> {
         let path = t.path(name);
         let m = self.run("stat", &path, self.op.stat(&path))?;

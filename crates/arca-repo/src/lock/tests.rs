@@ -108,3 +108,25 @@ fn refreshing_replaces_the_file_and_keeps_one() {
     drop(lock);
     assert_eq!(locks(&repo), 0);
 }
+
+/// A lock costs a remote repository three requests: write it, list the locks (ours is not
+/// read back), delete it; and it still sees a conflicting lock written before it.
+#[test]
+fn a_lock_costs_three_requests() {
+    use arca_backend::{MeteredBackend, Throttle};
+    let metered = Arc::new(MeteredBackend::new(
+        MemoryBackend::new(),
+        Throttle::default(),
+    ));
+    let stats = metered.stats();
+    let repo = testing::repo(metered);
+    let before = stats.snapshot().requests;
+    drop(repo.lock_for(LockKind::Shared, "backup").unwrap());
+    assert_eq!(stats.snapshot().requests - before, 3);
+    assert_eq!(locks(&repo), 0);
+    let x = repo.lock_for(LockKind::Exclusive, "prune").unwrap();
+    assert!(repo.lock_for(LockKind::Shared, "backup").is_err());
+    // The refused lock was taken back.
+    assert_eq!(locks(&repo), 1);
+    drop(x);
+}
