@@ -14,6 +14,7 @@ pub mod pack;
 mod par;
 pub mod profile;
 pub mod recover;
+mod remove;
 mod repository;
 mod snapshots;
 #[cfg(test)]

@@ -64,12 +64,9 @@ pub fn removed_ids(plans: &[GroupPlan]) -> Vec<Id> {
 /// Deletes the files of snapshots `ids` (the caller holds the exclusive lock); returns the
 /// ones that could not be deleted, with why. Every id is tried.
 pub fn remove_snapshots(repo: &Repository, ids: &[Id]) -> Vec<(Id, BackendError)> {
-    ids.iter()
-        .filter_map(|id| {
-            repo.backend()
-                .delete(FileType::Snapshot, &id.to_hex())
-                .err()
-                .map(|e| (*id, e))
-        })
+    repo.remove_files(FileType::Snapshot, ids, &|| {})
+        .into_iter()
+        .zip(ids)
+        .filter_map(|(r, id)| r.err().map(|e| (*id, e)))
         .collect()
 }

@@ -62,19 +62,31 @@ pub fn execute(
             .map(|(id, size)| (FileType::Pack, *id, *size)),
     );
     Progress::bump(&progress.files_to_delete, doomed.len() as u64);
-    // Index files first: once they are gone, no index names the packs deleted next.
-    for (t, id, size) in doomed {
-        match backend.delete(t, &id.to_hex()) {
-            Ok(()) => {}
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e.into()),
+    // Index files first, all of them: once they are gone, no index names the packs deleted
+    // next. Within each kind, several deletions are in flight.
+    let done = || Progress::bump(&progress.files_deleted, 1);
+    for kind in [FileType::Index, FileType::Pack] {
+        let (ids, sizes): (Vec<Id>, Vec<u64>) = doomed
+            .iter()
+            .filter(|(t, _, _)| *t == kind)
+            .map(|(_, id, size)| (*id, *size))
+            .unzip();
+        let results = repo.remove_files(kind, &ids, &done);
+        let mut first_error = None;
+        for (r, size) in results.into_iter().zip(sizes) {
+            match r {
+                Ok(()) if kind == FileType::Index => report.index_files_deleted += 1,
+                Ok(()) => {
+                    report.packs_deleted += 1;
+                    report.bytes_deleted += size;
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
         }
-        Progress::bump(&progress.files_deleted, 1);
-        if t == FileType::Index {
-            report.index_files_deleted += 1;
-        } else {
-            report.packs_deleted += 1;
-            report.bytes_deleted += size;
+        if let Some(e) = first_error {
+            return Err(e.into());
         }
     }
     report.temp_files_removed = backend.remove_stale_temp(STALE_TEMP)?;

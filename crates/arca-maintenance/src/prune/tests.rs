@@ -346,6 +346,35 @@ fn a_crash_at_any_write_or_delete_leaves_every_snapshot_readable() {
     }
 }
 
+/// Deletions run several at once, but every old index file is gone before the first pack
+/// is deleted: when an index file cannot be deleted, no pack is.
+#[test]
+fn no_pack_is_deleted_while_an_old_index_file_remains() {
+    let fault = Arc::new(FaultBackend::new(MemoryBackend::new()));
+    let t = two(fault.clone());
+    t.f.forget(t.old);
+    let clean = t.f.verify();
+    let packs_before = t.f.packs();
+    fault.add(Rule {
+        op: Some(Op::Delete),
+        file_type: Some(FileType::Index),
+        trigger: Trigger::Nth(2),
+        fault: Fault::Fail(std::io::ErrorKind::PermissionDenied),
+    });
+    let e = t.f.prune(&PruneOptions::default()).unwrap_err();
+    assert_eq!(fault.fired(), 1, "{e}");
+    fault.clear();
+    // The new packs are there, and every old one still is.
+    assert!(t.f.packs().is_superset(&packs_before));
+    assert_eq!(t.f.verify(), clean);
+    t.f.prune(&PruneOptions::default()).unwrap();
+    assert!(
+        !t.f.packs().is_superset(&packs_before),
+        "the second prune deletes"
+    );
+    assert_eq!(t.f.verify(), clean);
+}
+
 /// A synthetic index of `n` blobs in packs of 16, half of them marked used.
 fn synthetic(n: usize) -> (Index, Vec<(Id, u64)>, Vec<Id>) {
     let id = |i: u64| Id(*blake3::hash(&i.to_le_bytes()).as_bytes());

@@ -1,0 +1,53 @@
+//! Deleting many repository files at once (snapshots that `forget` drops, the index files and
+//! packs that `prune` retires): several requests in flight, as many as the backend serves.
+
+use arca_backend::{BackendError, FileType};
+use arca_format::Id;
+
+use crate::Repository;
+use crate::par::map_ordered;
+
+/// Deletions in flight on a local folder (a remote backend uses its connection count).
+const LOCAL_DELETES: usize = 8;
+
+impl Repository {
+    /// Removes the files `ids` of type `t`, several at once; a file that is already gone
+    /// counts as removed ([`arca_backend::Backend::remove`]). Every file is tried; one result
+    /// per id, in order. `done` is called after each removal (for progress).
+    pub fn remove_files(
+        &self,
+        t: FileType,
+        ids: &[Id],
+        done: &(dyn Fn() + Sync),
+    ) -> Vec<Result<(), BackendError>> {
+        let hints = self.backend().hints();
+        let threads = if hints.local {
+            LOCAL_DELETES
+        } else {
+            hints.connections.unwrap_or(LOCAL_DELETES)
+        };
+        map_ordered(
+            ids,
+            threads,
+            || (),
+            |(), id| {
+                let r = self.backend().remove(t, &id.to_hex());
+                done();
+                r
+            },
+        )
+        .into_iter()
+        .zip(ids)
+        .map(|(r, id)| {
+            r.unwrap_or_else(|| {
+                Err(BackendError::new(
+                    "delete",
+                    format!("{}/{}", self.backend().location(), t.path(&id.to_hex())),
+                    arca_backend::ErrorKind::Other,
+                    "the deleting thread panicked".to_string(),
+                ))
+            })
+        })
+        .collect()
+    }
+}
