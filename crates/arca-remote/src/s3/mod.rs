@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use arca_backend::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result};
-use bytes::Buf;
 use opendal::Operator;
 use opendal::layers::TimeoutLayer;
 use opendal::services::S3;
@@ -276,21 +275,16 @@ impl S3Backend {
                 Err(self.short(path, offset, len, size))
             };
         }
-        let buf = self.run(
-            "read",
-            path,
-            self.op.read_with(path).range(offset..offset + len),
-        )?;
-        // One copy, chunk by chunk (the body may arrive in several pieces).
+        // The body is copied into `out` piece by piece as it arrives, while each piece is
+        // still in the cache (collecting it whole first, then copying, costs a second pass
+        // over memory and twice the memory per request).
         out.clear();
-        out.reserve(buf.remaining());
-        let mut buf = buf;
-        while buf.has_remaining() {
-            let chunk = buf.chunk();
-            out.extend_from_slice(chunk);
-            let n = chunk.len();
-            buf.advance(n);
-        }
+        out.reserve(len as usize);
+        let op = &self.op;
+        let body = &mut *out;
+        self.run("read", path, async move {
+            op.reader(path).await?.read_into(body, offset..offset + len).await
+        })?;
         if (out.len() as u64) < len {
             return Err(self.short(path, offset, len, offset + out.len() as u64));
         }
