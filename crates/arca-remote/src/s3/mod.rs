@@ -283,7 +283,10 @@ impl S3Backend {
         let op = &self.op;
         let body = &mut *out;
         self.run("read", path, async move {
-            op.reader(path).await?.read_into(body, offset..offset + len).await
+            op.reader(path)
+                .await?
+                .read_into(body, offset..offset + len)
+                .await
         })?;
         if (out.len() as u64) < len {
             return Err(self.short(path, offset, len, offset + out.len() as u64));
