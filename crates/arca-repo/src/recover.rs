@@ -57,12 +57,16 @@ pub struct Adopted {
 
 /// Packs in the backend that `index` does not name, with their sizes, sorted by id.
 pub fn unindexed_packs(repo: &Repository, index: &Index) -> Result<Vec<(Id, u64)>> {
+    Ok(not_indexed(index, repo.list_ids(FileType::Pack)?))
+}
+
+/// The packs of a listing that `index` does not name, in listing order.
+fn not_indexed(index: &Index, listed: Vec<(Id, u64)>) -> Vec<(Id, u64)> {
     let known: HashSet<Id> = index.packs().iter().map(|p| p.id).collect();
-    Ok(repo
-        .list_ids(FileType::Pack)?
+    listed
         .into_iter()
         .filter(|(id, _)| !known.contains(id))
-        .collect())
+        .collect()
 }
 
 /// Reads the header of every pack the backend holds but `index` does not name; writes one
@@ -84,11 +88,7 @@ pub fn adopt_listed(
     index: &mut Index,
     listed: Vec<(Id, u64)>,
 ) -> Result<Adopted> {
-    let known: HashSet<Id> = index.packs().iter().map(|p| p.id).collect();
-    let orphans: Vec<(Id, u64)> = listed
-        .into_iter()
-        .filter(|(id, _)| !known.contains(id))
-        .collect();
+    let orphans = not_indexed(index, listed);
     let mut out = Adopted::default();
     if orphans.is_empty() {
         return Ok(out);

@@ -482,7 +482,7 @@ impl Backend for S3Backend {
         // S3 deletes a missing key without complaint; the trait wants NotFound.
         let path = t.path(name);
         self.run("stat", &path, self.op.stat(&path))?;
-        self.run("delete", &path, self.op.delete(&path))
+        self.remove(t, name)
     }
 
     fn remove(&self, t: FileType, name: &str) -> Result<()> {
