@@ -281,6 +281,28 @@ impl Sealer {
         Ok(buf)
     }
 
+    /// Checks that `nonce ‖ ciphertext ‖ tag` is what this key sealed with `aad`, without
+    /// decrypting (Poly1305 alone): for copying sealed bytes elsewhere unchanged.
+    pub fn authenticate(
+        &self,
+        aad: &[u8],
+        sealed: &[u8],
+        what: &dyn Fn() -> String,
+    ) -> Result<(), CryptoError> {
+        if sealed.len() < SEAL_OVERHEAD {
+            return Err(CryptoError::Truncated {
+                what: what(),
+                len: sealed.len(),
+            });
+        }
+        let (nonce, rest) = sealed.split_at(NONCE_LEN);
+        let mut n = [0u8; NONCE_LEN];
+        n.copy_from_slice(nonce);
+        self.aead
+            .verify(&n, aad, rest)
+            .map_err(|_| CryptoError::Auth { what: what() })
+    }
+
     /// Opens `nonce ‖ ciphertext ‖ tag` where it lies, without copying: on success the
     /// plaintext is `sealed[NONCE_LEN..sealed.len() - TAG_LEN]`, which is returned. On failure
     /// the bytes are left unspecified.

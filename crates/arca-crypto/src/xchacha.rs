@@ -5,6 +5,9 @@
 //! RustCrypto implementation).
 
 use chacha20::cipher::consts::U10;
+use chacha20::cipher::{KeyIvInit, StreamCipher};
+use poly1305::Poly1305;
+use poly1305::universal_hash::{KeyInit, UniversalHash};
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, Tag, UnboundKey};
 use zeroize::Zeroizing;
 
@@ -28,18 +31,43 @@ impl XChaCha {
         }
     }
 
-    /// The per-nonce ChaCha20-Poly1305 key and nonce.
-    fn inner(&self, nonce: &[u8; NONCE]) -> Result<(LessSafeKey, Nonce), Failed> {
+    /// The per-nonce ChaCha20 subkey (HChaCha20) and IETF nonce.
+    fn subkey(&self, nonce: &[u8; NONCE]) -> (Zeroizing<[u8; 32]>, [u8; 12]) {
         let mut input = [0u8; 16];
         input.copy_from_slice(&nonce[..16]);
         let mut sub = Zeroizing::new([0u8; 32]);
         let mut derived = chacha20::hchacha::<U10>((&*self.key).into(), (&input).into());
         sub.copy_from_slice(&derived);
         derived.as_mut_slice().fill(0);
-        let key = UnboundKey::new(&CHACHA20_POLY1305, &sub[..]).map_err(|_| Failed)?;
         let mut n = [0u8; 12];
         n[4..].copy_from_slice(&nonce[16..]);
+        (sub, n)
+    }
+
+    /// The per-nonce ChaCha20-Poly1305 key and nonce.
+    fn inner(&self, nonce: &[u8; NONCE]) -> Result<(LessSafeKey, Nonce), Failed> {
+        let (sub, n) = self.subkey(nonce);
+        let key = UnboundKey::new(&CHACHA20_POLY1305, &sub[..]).map_err(|_| Failed)?;
         Ok((LessSafeKey::new(key), Nonce::assume_unique_for_key(n)))
+    }
+
+    /// Checks the tag of `ct_and_tag` (ciphertext followed by the 16-byte tag) without
+    /// decrypting: the Poly1305 key from the first keystream block, then Poly1305 over
+    /// `aad` and the ciphertext as RFC 8439 lays them out, compared in constant time.
+    pub fn verify(&self, nonce: &[u8; NONCE], aad: &[u8], ct_and_tag: &[u8]) -> Result<(), Failed> {
+        let split = ct_and_tag.len().checked_sub(16).ok_or(Failed)?;
+        let (ct, tag) = ct_and_tag.split_at(split);
+        let (sub, n) = self.subkey(nonce);
+        let mut otk = Zeroizing::new([0u8; 32]);
+        chacha20::ChaCha20::new((&*sub).into(), (&n).into()).apply_keystream(&mut otk[..]);
+        let mut mac = Poly1305::new((&*otk).into());
+        mac.update_padded(aad);
+        mac.update_padded(ct);
+        let mut lens = [0u8; 16];
+        lens[..8].copy_from_slice(&(aad.len() as u64).to_le_bytes());
+        lens[8..].copy_from_slice(&(ct.len() as u64).to_le_bytes());
+        mac.update(&[lens.into()]);
+        mac.verify(tag.into()).map_err(|_| Failed)
     }
 
     /// Encrypts `buf` in place; returns the tag.
@@ -92,7 +120,30 @@ mod tests {
             prop_assert_eq!(&a, &b);
             prop_assert_eq!(tag_a.as_slice(), &tag_b[..]);
             b.extend_from_slice(&tag_b);
+            prop_assert!(x.verify(&nonce, &aad, &b).is_ok());
             prop_assert_eq!(&*x.open(&nonce, &aad, &mut b).unwrap(), &data[..]);
+        }
+
+        /// `verify` accepts exactly what `open` accepts: any flipped bit of the ciphertext,
+        /// tag, nonce or associated data fails both.
+        #[test]
+        fn verify_agrees_with_open(key in any::<[u8; 32]>(), nonce in any::<[u8; 24]>(),
+                                   aad in proptest::collection::vec(any::<u8>(), 1..40),
+                                   data in proptest::collection::vec(any::<u8>(), 0..3000),
+                                   flip in any::<usize>(), bit in 0u8..8, what in 0u8..3) {
+            let x = XChaCha::new(&key);
+            let mut sealed = data.clone();
+            let tag = x.seal(&nonce, &aad, &mut sealed).unwrap();
+            sealed.extend_from_slice(&tag);
+            let (mut nonce, mut aad) = (nonce, aad);
+            match what {
+                0 => { let i = flip % sealed.len(); sealed[i] ^= 1 << bit; }
+                1 => nonce[flip % NONCE] ^= 1 << bit,
+                _ => { let i = flip % aad.len(); aad[i] ^= 1 << bit; }
+            }
+            prop_assert!(x.verify(&nonce, &aad, &sealed).is_err());
+            prop_assert!(x.open(&nonce, &aad, &mut sealed.clone()).is_err());
+            prop_assert!(x.verify(&nonce, &aad, &tag[..15]).is_err(), "shorter than a tag");
         }
     }
 

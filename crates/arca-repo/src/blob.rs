@@ -144,6 +144,26 @@ pub fn seal_into(
     })
 }
 
+/// Checks that `sealed` is blob `id` as this repository's key sealed it (its Poly1305 tag
+/// over the ciphertext, with the id as associated data), without decrypting: for copying
+/// sealed blobs unchanged (prune). Any changed byte, or a blob sealed for another id, fails.
+pub fn authenticate_blob(
+    sealer: &Sealer,
+    kind: BlobKind,
+    id: Id,
+    pack: Id,
+    sealed: &[u8],
+) -> Result<()> {
+    sealer
+        .authenticate(id.as_bytes(), sealed, &|| format!("{kind} blob {id}"))
+        .map_err(|e| RepoError::BlobCorrupt {
+            kind,
+            id,
+            pack,
+            detail: e.to_string(),
+        })
+}
+
 /// Opens a sealed blob and checks that its plaintext hashes to `id`.
 pub fn open_blob(
     key: &MasterKey,
@@ -268,6 +288,27 @@ mod tests {
         let text = b"the quick brown fox ".repeat(20_000);
         assert!(compress_blob(&text, 3).unwrap().len() < text.len() / 10);
         assert!(compress_blob(&text, 0).is_none());
+    }
+
+    #[test]
+    fn authenticating_a_blob_needs_its_exact_bytes_and_id() {
+        let key = MasterKey::from_secret([7; 32]);
+        let sealer = key.cipher();
+        let data = b"some data to seal".repeat(100);
+        let id = key.blob_id(&data);
+        let pack = Id::default();
+        let b = seal_blob(&sealer, BlobKind::Data, id, &data, 3).unwrap();
+        authenticate_blob(&sealer, BlobKind::Data, id, pack, &b.bytes).unwrap();
+        for i in [0, NONCE_LEN, b.bytes.len() / 2, b.bytes.len() - 1] {
+            let mut bad = b.bytes.clone();
+            bad[i] ^= 0x10;
+            let e = authenticate_blob(&sealer, BlobKind::Data, id, pack, &bad).unwrap_err();
+            assert!(matches!(e, RepoError::BlobCorrupt { .. }), "{e}");
+        }
+        let other = key.blob_id(b"other");
+        assert!(authenticate_blob(&sealer, BlobKind::Data, other, pack, &b.bytes).is_err());
+        let short = &b.bytes[..10];
+        assert!(authenticate_blob(&sealer, BlobKind::Data, id, pack, short).is_err());
     }
 
     #[test]

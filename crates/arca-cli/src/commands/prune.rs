@@ -22,10 +22,9 @@ const LISTED: usize = 1000;
 /// Options of `prune` (also used by `forget --prune`).
 #[derive(Debug, Args, Default, Clone)]
 pub struct PruneArgs {
-    /// Unused space to tolerate: a PERCENT of each pack (a pack with more is repacked), a
-    /// SIZE for the whole repository (the packs with the largest unused share are repacked
-    /// until at most that much is left), or `unlimited` (only packs nothing uses are
-    /// deleted) [default: 5%]
+    /// Unused space to tolerate, as restic: a PERCENT of the repository or a SIZE (the packs
+    /// with the largest unused share are repacked until at most that much is left), or
+    /// `unlimited` (only packs nothing uses are deleted) [default: 5%]
     #[arg(long, value_name = "PERCENT|SIZE")]
     pub max_unused: Option<String>,
     /// Repack at most this many bytes of packs (e.g. 2GiB)

@@ -168,29 +168,32 @@ pub(super) fn decide(
     // Mixed packs, largest unused share first.
     let mut candidates: Vec<usize> = (0..packs.len()).filter(|&i| mixed(i)).collect();
     candidates.sort_by(|&a, &b| by_share(&counts, a, b));
-    match opts.max_unused {
-        MaxUnused::Unlimited => {}
+    // The unused bytes tolerated after prune; restic's reading of a percentage: unused at
+    // most P % of the repository, so P / (100 - P) of the used bytes.
+    let limit = match opts.max_unused {
+        MaxUnused::Unlimited => None,
+        MaxUnused::Bytes(limit) => Some(limit),
+        MaxUnused::Percent(p) if p >= 100.0 => None,
         MaxUnused::Percent(p) => {
-            for i in candidates {
-                let c = &counts[i];
-                if c.unused_bytes as f64 * 100.0 > p * c.total() as f64 {
-                    take(i, &mut actions);
-                }
-            }
-        }
-        MaxUnused::Bytes(limit) => {
-            let mut left: u64 = (0..packs.len())
-                .filter(|&i| actions[i] == PackAction::Keep)
-                .map(|i| counts[i].unused_bytes)
+            let used: u64 = (0..packs.len())
+                .filter(|&i| actions[i] != PackAction::Forget)
+                .map(|i| counts[i].used_bytes)
                 .sum();
-            for i in candidates {
-                if left <= limit {
-                    break;
-                }
-                take(i, &mut actions);
-                if actions[i] == PackAction::Repack {
-                    left -= counts[i].unused_bytes;
-                }
+            Some((used as f64 * p.max(0.0) / (100.0 - p)) as u64)
+        }
+    };
+    if let Some(limit) = limit {
+        let mut left: u64 = (0..packs.len())
+            .filter(|&i| actions[i] == PackAction::Keep)
+            .map(|i| counts[i].unused_bytes)
+            .sum();
+        for i in candidates {
+            if left <= limit {
+                break;
+            }
+            take(i, &mut actions);
+            if actions[i] == PackAction::Repack {
+                left -= counts[i].unused_bytes;
             }
         }
     }

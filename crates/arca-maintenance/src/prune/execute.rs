@@ -8,7 +8,7 @@ use std::time::Duration;
 use arca_backend::{Backend, FileType};
 use arca_format::pack::PackHeader;
 use arca_format::{BlobKind, Id, IndexFile, IndexPack};
-use arca_repo::blob::BlobOpener;
+use arca_repo::blob::authenticate_blob;
 use arca_repo::pack::{PackWriter, read_pack_header};
 use arca_repo::trees::TreeLoader;
 use arca_repo::trees::ranges::{Span, coalesce, read_with_retry};
@@ -265,7 +265,7 @@ fn repack_some(
     progress: &Progress,
     stop: &AtomicBool,
 ) -> Result<Repacked, PruneError> {
-    let (mut buf, mut opener) = (vec![], BlobOpener::new());
+    let mut buf = vec![];
     let mut filler = Filler {
         repo,
         progress,
@@ -277,16 +277,7 @@ fn repack_some(
         let Some(&i) = todo.get(next.fetch_add(1, Ordering::Relaxed)) else {
             break;
         };
-        copy_pack(
-            plan,
-            i,
-            gap,
-            max_read,
-            &mut buf,
-            &mut opener,
-            stop,
-            &mut filler,
-        )?;
+        copy_pack(plan, i, gap, max_read, &mut buf, stop, &mut filler)?;
         Progress::bump(&progress.packs_read, 1);
     }
     let mut out = filler.out;
@@ -311,9 +302,10 @@ fn upload(
 }
 
 /// Reads the used blobs of pack `i` (its header, then merged ranges), checks each against
-/// the plan, appends it still sealed to `filler`'s pack, then verifies it (decrypts,
-/// decompresses, hashes): a damaged blob fails the prune before its pack is uploaded, and
-/// before anything is deleted.
+/// the plan and authenticates it (its Poly1305 tag, which covers every sealed byte and the
+/// blob's id) before appending it, still sealed, to `filler`'s pack: a damaged blob fails
+/// the prune before its pack is uploaded, and before anything is deleted. The bytes are
+/// copied unchanged, so decrypting and hashing them would find nothing the tag does not.
 #[allow(clippy::too_many_arguments)]
 fn copy_pack(
     plan: &PrunePlan,
@@ -321,7 +313,6 @@ fn copy_pack(
     gap: u64,
     max_read: u64,
     buf: &mut Vec<u8>,
-    opener: &mut BlobOpener,
     stop: &AtomicBool,
     filler: &mut Filler<'_>,
 ) -> Result<(), PruneError> {
@@ -365,14 +356,12 @@ fn copy_pack(
         for s in &r.items {
             let (id, raw_len) = s.item;
             let start = at + (s.offset - r.offset) as usize;
-            let Some(sealed) = buf.get_mut(start..start + s.len as usize) else {
+            let Some(sealed) = buf.get(start..start + s.len as usize) else {
                 return Err(bad("a read came back short".into()));
             };
-            // Copied before opening, which decrypts in place.
-            filler.append(p.kind, id, raw_len, sealed)?;
-            opener
-                .open(repo.key(), repo.sealer(), p.kind, id, p.id, sealed, raw_len)
+            authenticate_blob(repo.sealer(), p.kind, id, p.id, sealed)
                 .map_err(|e| bad(e.to_string()))?;
+            filler.append(p.kind, id, raw_len, sealed)?;
             filler.ship_if_full(p.kind)?;
         }
     }

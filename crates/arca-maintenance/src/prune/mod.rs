@@ -9,11 +9,12 @@
 //!
 //! * **delete** a pack none of whose blobs is used (or one whose size differs from the index:
 //!   damaged, and not needed, or the walk would have stopped);
-//! * **repack** a pack with used and unused blobs when its unused share exceeds `max_unused`
-//!   (a percentage), or, for a size, the packs with the largest unused share until the unused
-//!   bytes left are at most that size; with `repack_small`, packs below 80 % of the target
-//!   pack size (at least two of a kind, or with other packs of that kind being repacked);
-//!   repacking stops at `max_repack_bytes` of packs;
+//! * **repack** packs with used and unused blobs, the largest unused share first, until the
+//!   unused bytes left are at most `max_unused`: a size, or a percentage of the repository
+//!   after prune (restic's `--max-unused`: P % allows P / (100 - P) of the used bytes). The
+//!   emptiest packs free the most per byte copied; with `repack_small`, packs below 80 % of
+//!   the target pack size (at least two of a kind, or with other packs of that kind being
+//!   repacked); repacking stops at `max_repack_bytes` of packs;
 //! * **keep** the others; packs an index names but the backend lacks are dropped from the
 //!   index; packs no index names are deleted (the exclusive lock keeps backups away, so none
 //!   of them belongs to a backup in progress).
@@ -64,8 +65,8 @@ pub const INDEX_BLOBS: usize = 100_000;
 /// How much unused space is tolerated before packs are repacked.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum MaxUnused {
-    /// A pack whose unused blobs take more than this percentage of its blob bytes is
-    /// repacked.
+    /// Packs are repacked, largest unused share first, until unused bytes take at most this
+    /// percentage of the repository (as restic's `--max-unused P%`); 100 is unlimited.
     Percent(f64),
     /// Packs are repacked, largest unused share first, until at most this many unused bytes
     /// are left in the repository.
@@ -83,7 +84,7 @@ impl Default for MaxUnused {
 /// What prune does.
 #[derive(Debug, Clone, Default)]
 pub struct PruneOptions {
-    /// Unused space tolerated (default 5 % per pack).
+    /// Unused space tolerated (default 5 % of the repository).
     pub max_unused: MaxUnused,
     /// At most this many bytes of packs are repacked (`None`: no limit).
     pub max_repack_bytes: Option<u64>,

@@ -15,6 +15,14 @@ use super::walk::Marks;
 use super::*;
 use fixture::{Fixture, bytes, two};
 
+/// Every pack with an unused blob repacked (`--max-unused 0%`).
+fn thorough() -> PruneOptions {
+    PruneOptions {
+        max_unused: MaxUnused::Percent(0.0),
+        ..PruneOptions::default()
+    }
+}
+
 #[test]
 fn prune_removes_exactly_the_unreachable_data() {
     let t = two(Arc::new(MemoryBackend::new()));
@@ -33,7 +41,7 @@ fn prune_removes_exactly_the_unreachable_data() {
     assert_eq!(f.verify(), before);
 
     f.forget(t.old);
-    let (p, r) = f.prune(&PruneOptions::default()).unwrap();
+    let (p, r) = f.prune(&thorough()).unwrap();
     let s = &p.stats;
     assert_eq!(s.snapshots, 1);
     // Old-only: 4 data blobs, the two mixed ones, and the old root tree.
@@ -72,7 +80,7 @@ fn prune_removes_exactly_the_unreachable_data() {
     assert!(report.notes.is_empty(), "{:?}", report.notes);
 
     // A second prune finds nothing to do.
-    let (p, r) = f.prune(&PruneOptions::default()).unwrap();
+    let (p, r) = f.prune(&thorough()).unwrap();
     assert!(p.is_empty(), "{:?}", p.stats);
     assert_eq!((r.packs_deleted, r.packs_written), (0, 0));
     let _ = t.new;
@@ -112,7 +120,7 @@ fn max_unused_and_repack_size_limit_repacking() {
     };
     assert_eq!(count(tolerant), (1, 0));
     // A size: enough unused bytes are repacked away to get under it, emptiest pack first.
-    let p = plan(&t.f.repo, &index, &PruneOptions::default()).unwrap();
+    let p = plan(&t.f.repo, &index, &thorough()).unwrap();
     let mixed = p
         .packs
         .iter()
@@ -132,6 +140,19 @@ fn max_unused_and_repack_size_limit_repacking() {
     let p = plan(&t.f.repo, &index, &bytes).unwrap();
     assert_eq!((p.stats.delete.packs, p.stats.repack.packs), (1, 1));
     assert_eq!(p.stats.repack.bytes, mixed.size);
+    // A percentage is of the repository after prune, as restic reads it: P % tolerates
+    // P / (100 - P) of the used bytes unused.
+    let used = p.stats.used_bytes as f64;
+    let percent = |unused: f64| PruneOptions {
+        max_unused: MaxUnused::Percent(100.0 * unused / (used + unused)),
+        ..PruneOptions::default()
+    };
+    let t_unused = tree.unused_bytes as f64;
+    let p = plan(&t.f.repo, &index, &percent(t_unused + 0.5)).unwrap();
+    assert_eq!((p.stats.delete.packs, p.stats.repack.packs), (1, 1));
+    assert_eq!(p.stats.repack.bytes, mixed.size);
+    let p = plan(&t.f.repo, &index, &percent(t_unused - 1.0)).unwrap();
+    assert_eq!((p.stats.delete.packs, p.stats.repack.packs), (1, 2));
     // The repack limit: only packs that fit.
     let capped = PruneOptions {
         max_repack_bytes: Some(mixed.size),
@@ -144,6 +165,42 @@ fn max_unused_and_repack_size_limit_repacking() {
     let before = t.f.verify();
     execute(&t.f.repo, &p, &Progress::default()).unwrap();
     assert_eq!(t.f.verify(), before);
+}
+
+/// A used blob of a pack to repack with one flipped byte: its tag does not match, the prune
+/// fails naming the pack, and nothing is written to the index or deleted.
+#[test]
+fn a_damaged_blob_stops_the_repack_before_anything_is_deleted() {
+    let mut f = Fixture::new(Arc::new(MemoryBackend::new()));
+    let blobs: Vec<ContentRef> = (0..10).map(|i| f.data(i, 1000 + i as usize * 10)).collect();
+    let even: Vec<ContentRef> = blobs.iter().step_by(2).copied().collect();
+    let r1 = f.tree(vec![Fixture::file("even", even)]);
+    f.snapshot(r1);
+    let r2 = f.tree(vec![Fixture::file("all", blobs.clone())]);
+    let s2 = f.snapshot(r2);
+    f.forget(s2);
+    let loc = f
+        .repo
+        .load_index()
+        .unwrap()
+        .get(BlobKind::Data, &blobs[2].id)
+        .unwrap();
+    let name = loc.pack.id.to_hex();
+    let mut bytes = f.repo.backend().read(FileType::Pack, &name).unwrap();
+    bytes[(loc.offset + loc.length / 2) as usize] ^= 0x01;
+    f.repo
+        .backend()
+        .write(FileType::Pack, &name, &bytes)
+        .unwrap();
+    let (packs, index_files) = (f.packs(), f.repo.list_ids(FileType::Index).unwrap());
+    let e = f.prune(&thorough()).unwrap_err();
+    assert!(
+        matches!(e, PruneError::BadPack { id, .. } if id == loc.pack.id),
+        "{e}"
+    );
+    assert!(e.to_string().contains(&name), "{e}");
+    assert!(f.packs().is_superset(&packs), "no pack deleted");
+    assert_eq!(f.repo.list_ids(FileType::Index).unwrap(), index_files);
 }
 
 #[test]
@@ -165,7 +222,7 @@ fn repacking_a_mixed_pack_keeps_its_used_blobs() {
         .pack
         .id;
     f.forget(s2);
-    let (p, r) = f.prune(&PruneOptions::default()).unwrap();
+    let (p, r) = f.prune(&thorough()).unwrap();
     let planned = p.packs.iter().find(|p| p.id == data_pack).unwrap();
     assert_eq!(planned.action, PackAction::Repack);
     assert_eq!((planned.used_blobs, planned.unused_blobs), (5, 5));
@@ -200,7 +257,7 @@ fn a_blob_stored_twice_keeps_one_copy() {
     f.snapshot(root);
     let index = f.repo.load_index().unwrap();
     assert!(index.has_copies());
-    let (p, r) = f.prune(&PruneOptions::default()).unwrap();
+    let (p, r) = f.prune(&thorough()).unwrap();
     assert_eq!(p.stats.duplicate_blobs, 1);
     assert_eq!(p.stats.delete.packs, 1, "the pack holding only the copy");
     assert_eq!(r.packs_deleted, 1);
@@ -227,7 +284,7 @@ fn unreferenced_and_missing_packs() {
     let gone = index.get(BlobKind::Data, &f.repo.key().blob_id(&bytes(3, 3000)));
     let gone = gone.unwrap().pack.id;
     f.backend.delete(FileType::Pack, &gone.to_hex()).unwrap();
-    let (p, r) = f.prune(&PruneOptions::default()).unwrap();
+    let (p, r) = f.prune(&thorough()).unwrap();
     assert_eq!(p.unreferenced.len(), 1);
     assert_eq!(p.unreferenced[0].0, orphan);
     assert_eq!(p.stats.missing.packs, 1);
@@ -321,7 +378,7 @@ fn a_crash_at_any_write_or_delete_leaves_every_snapshot_readable() {
                 trigger: Trigger::Nth(n),
                 fault: Fault::Fail(std::io::ErrorKind::PermissionDenied),
             });
-            let res = t.f.prune(&PruneOptions::default());
+            let res = t.f.prune(&thorough());
             let fired = fault.fired();
             fault.clear();
             if fired == 0 {
@@ -332,7 +389,7 @@ fn a_crash_at_any_write_or_delete_leaves_every_snapshot_readable() {
             }
             assert!(res.is_err(), "{op:?} #{n}: the failure is reported");
             assert_eq!(t.f.verify(), clean, "{op:?} #{n}: readable after the crash");
-            t.f.prune(&PruneOptions::default()).unwrap();
+            t.f.prune(&thorough()).unwrap();
             assert_eq!(t.f.verify(), clean, "{op:?} #{n}: after the second prune");
             assert_eq!(t.f.indexed(), clean, "{op:?} #{n}: nothing unused is left");
             let index = t.f.repo.load_index().unwrap();
