@@ -457,7 +457,6 @@ def main(argv=None) -> int:
         # Smoke: a tiny arca-only check of the wiring (the peers' figures need the full set).
         maint = maintenance.Maintenance(bench, specs["generations"], data["generations"][1], log,
                                         run_meta, only={"arca"} if args.smoke else None,
-                                        variant=not args.smoke,
                                         runs=args.maintenance_runs or (1 if args.smoke else 3))
     try:
         if args.maintenance_only:

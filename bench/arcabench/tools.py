@@ -705,8 +705,9 @@ class Arca(Tool):
         snaps = json.loads(out)
         return [s["id"] for s in sorted(snaps, key=lambda s: s["time"])]
 
-    prune_note = ("`forget --keep-last 5`, then `prune --json` (defaults: a pack is repacked "
-                  "when more than 5% of its own bytes are unused; deletes at once)")
+    prune_note = ("`forget --keep-last 5`, then `prune --json` (defaults: --max-unused 5% of "
+                  "the repository size, as restic, the packs with the largest unused share "
+                  "repacked first; deletes at once)")
 
     def forget_argv(self, repo, keep_last):
         return [*self._base(repo), "forget", "--keep-last", str(keep_last)], None

@@ -1,5 +1,6 @@
 """Unit tests of the maintenance part: the targets (prune time vs the fastest peer, space freed
-vs the peer that freed most, a broken repository never counts), the index-scale figures,
+vs that peer and vs the peer that freed most, a broken repository never counts), the
+index-scale figures,
 merging docs/bench/maintenance.json, the docs section, the tools' command lines, and one
 forget + prune sequence over a fake tool (shell commands on a folder). No tool is built."""
 
@@ -39,8 +40,7 @@ def part(prune=None, freed=None, broken=()):
                                 ok=not (sc == "check" and t in broken))
         repo[t] = {"bytes_before": 1000, "snapshots_before": 21, "snapshots_after": 5,
                    "bytes_after_forget": 990, "bytes_after_prune": 990 - freed[t]}
-    labels = {"arca": "arca", "restic-latest": "restic 0.19", "rustic": "rustic 0.11",
-              mt.VARIANT: "arca, peers' tolerance"}
+    labels = {"arca": "arca", "restic-latest": "restic 0.19", "rustic": "rustic 0.11"}
     return {"meta": {"argv": "--maintenance-only", "date": "today", "git": "abc",
                      "generations": 20, "keep_last": 5, "machine": {"CPU": "cpu"},
                      "loadavg_start": 1.0, "loadavg_end": 2.0, "cores": 2},
@@ -64,57 +64,65 @@ SCALE_RAW = {"blobs": 1000, "blobs_per_pack": 100, "data_packs": 10, "index_file
 
 class TargetTests(unittest.TestCase):
     def test_met(self):
-        time_row, freed_row = mt.target_rows(part())
+        time_row, fast_row, most_row = mt.target_rows(part())
         self.assertEqual(time_row["best"], "rustic")
         self.assertAlmostEqual(time_row["ratio"], 0.5)
         self.assertTrue(time_row["met"])
-        self.assertEqual(freed_row["best"], "restic-latest")  # the peer that freed most
-        self.assertAlmostEqual(freed_row["ratio"], 300 / 250)
-        self.assertTrue(freed_row["met"])
+        self.assertEqual(fast_row["best"], "rustic")  # the peer of the time row
+        self.assertEqual(fast_row["best_label"], "rustic 0.11")
+        self.assertEqual(fast_row["best_value"], 200)
+        self.assertAlmostEqual(fast_row["ratio"], 300 / 200)
+        self.assertEqual(fast_row["limit"], "≥ 1× (the fastest peer)")
+        self.assertTrue(fast_row["met"])
+        self.assertEqual(most_row["best"], "restic-latest")  # the peer that freed most
+        self.assertAlmostEqual(most_row["ratio"], 300 / 250)
+        self.assertEqual(most_row["limit"], "≥ 1× (most freed)")
+        self.assertTrue(most_row["met"])
+        self.assertEqual(set(fast_row), set(time_row))
+        self.assertEqual(set(most_row), set(time_row))
 
     def test_not_met(self):
-        time_row, freed_row = mt.target_rows(part(prune={"arca": 2.1, "restic-latest": 5.0,
-                                                         "rustic": 4.0},
-                                                  freed={"arca": 249, "restic-latest": 250,
-                                                         "rustic": 10}))
-        self.assertFalse(time_row["met"])
-        self.assertFalse(freed_row["met"])
+        rows = mt.target_rows(part(prune={"arca": 2.1, "restic-latest": 5.0, "rustic": 4.0},
+                                   freed={"arca": 9, "restic-latest": 250, "rustic": 10}))
+        self.assertEqual([r["met"] for r in rows], [False, False, False])
+
+    def test_freed_more_than_the_fastest_peer_only(self):
+        # arca frees more than rustic (the fastest peer), less than restic (the most freed).
+        time_row, fast_row, most_row = mt.target_rows(
+            part(freed={"arca": 240, "restic-latest": 250, "rustic": 200}))
+        self.assertEqual(fast_row["best"], "rustic")
+        self.assertAlmostEqual(fast_row["ratio"], 240 / 200)
+        self.assertTrue(fast_row["met"])
+        self.assertEqual(most_row["best"], "restic-latest")
+        self.assertAlmostEqual(most_row["ratio"], 240 / 250)
+        self.assertFalse(most_row["met"])
 
     def test_broken_repository_never_counts(self):
-        # arca's check after prune failed: both targets missed, whatever the figures.
+        # arca's check after prune failed: all three targets missed, whatever the figures.
         rows = mt.target_rows(part(broken=("arca",)))
-        self.assertEqual([r["met"] for r in rows], [False, False])
+        self.assertEqual([r["met"] for r in rows], [False, False, False])
         self.assertIsNone(rows[0]["arca"])
-        # A peer that broke its repository is not the yardstick.
-        time_row, freed_row = mt.target_rows(part(broken=("rustic",)))
+        self.assertIsNone(rows[1]["arca"])
+        # A peer that broke its repository is not the yardstick: the fastest peer that
+        # succeeded is, for time and for space freed alike.
+        time_row, fast_row, most_row = mt.target_rows(
+            part(freed={"arca": 240, "restic-latest": 230, "rustic": 260}, broken=("rustic",)))
         self.assertEqual(time_row["best"], "restic-latest")
-        self.assertNotIn("rustic", freed_row["peers"])
+        self.assertEqual(fast_row["best"], "restic-latest")
+        self.assertAlmostEqual(fast_row["ratio"], 240 / 230)
+        self.assertTrue(fast_row["met"])
+        self.assertNotIn("rustic", fast_row["peers"])
+        self.assertEqual(most_row["best"], "restic-latest")
+        self.assertNotIn("rustic", most_row["peers"])
 
     def test_no_arca_or_no_peers(self):
         p = part()
         self.assertEqual(mt.target_rows(dict(p, tools=[t for t in p["tools"]
                                                        if t["name"] != "arca"])), [])
         only = part(prune={"arca": 1.0}, freed={"arca": 5})
-        self.assertEqual([r["met"] for r in mt.target_rows(only)], [None, None])
-
-    def test_repo_share_limit(self):
-        # restic: unused <= p / (100 - p) * used, i.e. unused <= p% of used + unused.
-        self.assertEqual(mt.repo_share_limit(950, 5.0), 50)
-        self.assertEqual(mt.repo_share_limit(0, 5.0), 0)
-
-    def test_variant_row(self):
-        p = part(prune={"arca": 2.0, "restic-latest": 5.0, "rustic": 4.0, mt.VARIANT: 1.0},
-                 freed={"arca": 300, "restic-latest": 250, "rustic": 200, mt.VARIANT: 240})
-        p["tools"][-1]["peer"] = False
-        p["dataset"]["repo"][mt.VARIANT]["max_unused_bytes"] = 42
-        vr = mt.variant_row(p)
-        self.assertAlmostEqual(vr["time"]["ratio"], 0.25)
-        self.assertAlmostEqual(vr["freed"]["ratio"], 240 / 250)
-        self.assertEqual(vr["max_unused_bytes"], 42)
-        # The official rows still use arca itself.
-        self.assertAlmostEqual(mt.target_rows(p)[0]["ratio"], 0.5)
-        self.assertIn("Like for like", "\n".join(mt.render({"generations": p})))
-        self.assertIsNone(mt.variant_row(part()))
+        rows = mt.target_rows(only)
+        self.assertEqual([r["met"] for r in rows], [None, None, None])
+        self.assertEqual([r["best"] for r in rows], [None, None, None])
 
     def test_freed(self):
         self.assertEqual(mt.freed(part()["dataset"], "arca"), 300)
@@ -161,7 +169,11 @@ class DocsTests(unittest.TestCase):
         self.assertTrue(text.startswith(mt.HEADING))
         self.assertIn("| prune wall time | 2.00 s | rustic 0.11: 4.00 s | 0.50× | ≤ 0.5× | yes |",
                       text)
-        self.assertIn("| space freed by prune |", text)
+        self.assertIn("| space freed vs the fastest peer | 0 kB | rustic 0.11: 0 kB | 1.50× | "
+                      "≥ 1× (the fastest peer) | yes |", text)
+        self.assertIn("| space freed vs the peer that freed most | 0 kB | restic 0.19: 0 kB | "
+                      "1.20× | ≥ 1× (most freed) | yes |", text)
+        self.assertNotIn("Like for like", text)
         self.assertIn("| check after prune | passed | passed | passed |", text)
         self.assertIn("30.0 B | ≤ 32 B | yes |", text)
         self.assertEqual(mt.render(None), [])
@@ -171,8 +183,12 @@ class DocsTests(unittest.TestCase):
         note = "\n".join(mt.render({"generations": None, "scale": {"note": "not built"}}))
         self.assertIn("not measured (not built)", note)
         lines = mt.headline(m)
-        self.assertEqual(len(lines), 3)
+        self.assertEqual(len(lines), 4)  # three targets, the index at scale
         self.assertIn("prune wall time: arca vs rustic 0.11 0.50×", lines[0])
+        self.assertIn("space freed vs the fastest peer: arca vs rustic 0.11 1.50× "
+                      "(target ≥ 1× (the fastest peer): met)", lines[1])
+        self.assertIn("space freed vs the peer that freed most: arca vs restic 0.19 1.20×",
+                      lines[2])
 
     def test_splice_keeps_other_sections(self):
         doc = ("# arca benchmarks\n\n## Results\n\nr\n\n## S3 on loopback\n\ns\n\n"
@@ -407,7 +423,7 @@ class FlowTests(unittest.TestCase):
         self.assertEqual(where, ["maintenance/restore_after_prune/restic"])
         self.assertFalse(mt.tool_ok(self.m.result()["dataset"], "restic"))
 
-    def test_arca_and_its_like_for_like_twin(self):
+    def test_arca_runs_on_fresh_copies(self):
         t = self.tool(arca=True)
         self.m.runs = 2
         self.m.run_tool(t, self.repo, self.src)
@@ -416,14 +432,12 @@ class FlowTests(unittest.TestCase):
         self.assertEqual(self.bench.failures, [])
         self.assertEqual(self.bench.contract, [])
         ds = self.m.result()["dataset"]
-        self.assertEqual([x["name"] for x in self.m.tools], ["arca", mt.VARIANT])
-        self.assertTrue(mt.tool_ok(ds, "arca") and mt.tool_ok(ds, mt.VARIANT))
-        # The twin pruned a copy made before forget, with restic's 5% as bytes: 950 * 5 / 95.
-        self.assertEqual(ds["repo"][mt.VARIANT]["max_unused_bytes"], 50)
-        self.assertEqual(ds["repo"][mt.VARIANT]["snapshots_before"], 8)
+        self.assertEqual([x["name"] for x in self.m.tools], ["arca"])  # no twin
+        self.assertTrue(mt.tool_ok(ds, "arca"))
+        self.assertEqual(ds["repo"]["arca"]["snapshots_before"], 8)
         with open(t.calls) as f:
             calls = f.read().split()
-        self.assertEqual(calls.count("--max-unused"), 2)  # once per run
+        self.assertEqual(calls.count("--max-unused"), 0)  # arca's own default
         # Two runs each, on fresh copies: the same bytes freed both times.
         self.assertEqual(len(ds["scenarios"]["prune"]["arca"]["runs"]), 2)
         self.assertEqual(ds["repo"]["arca"]["freed_runs"], [1500, 1500])
