@@ -121,16 +121,22 @@ pub fn set_times(path: &Path, node: &Node) -> Result<(), FsError> {
 }
 
 /// As [`apply_metadata`], for a regular file through its open descriptor (no path lookups);
-/// `path` names the file in errors.
+/// `path` names the file in errors. With `have`, the file's current metadata, an owner or
+/// mode it already has is not set again (each change is an inode write).
 pub fn apply_file_metadata(
     file: &File,
     path: &Path,
     node: &Node,
     opts: MetadataOptions,
+    have: Option<&fs::Metadata>,
 ) -> Vec<FsError> {
+    use std::os::unix::fs::MetadataExt;
     use xattr::FileExt;
     let mut errs = vec![];
+    let owner_ok = have.is_some_and(|m| m.uid() == node.uid && m.gid() == node.gid);
+    let mode_ok = have.is_some_and(|m| m.mode() & 0o7777 == node.mode & 0o7777);
     if opts.owner
+        && !owner_ok
         && let Err(e) = std::os::unix::fs::fchown(file, Some(node.uid), Some(node.gid))
         && (opts.is_root || e.raw_os_error() != Some(libc::EPERM))
     {
@@ -143,7 +149,8 @@ pub fn apply_file_metadata(
             }
         }
     }
-    if let Err(e) = file.set_permissions(fs::Permissions::from_mode(node.mode & 0o7777)) {
+    if !mode_ok && let Err(e) = file.set_permissions(fs::Permissions::from_mode(node.mode & 0o7777))
+    {
         errs.push(FsError::new("change mode of", path, e));
     }
     if let Err(e) = futimens(
@@ -243,7 +250,7 @@ mod tests {
             MetadataOptions::default()
         ));
         let f = File::options().write(true).open(&q).unwrap();
-        let errs = apply_file_metadata(&f, &q, &node, MetadataOptions::default());
+        let errs = apply_file_metadata(&f, &q, &node, MetadataOptions::default(), None);
         assert!(errs.is_empty(), "{errs:?}");
         drop(f);
         let qm = fs::symlink_metadata(&q).unwrap();

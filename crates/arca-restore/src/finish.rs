@@ -84,6 +84,7 @@ impl Shared<'_> {
                         path,
                         &self.plan.entries[e as usize].meta.node(),
                         self.metadata,
+                        None,
                     ) {
                         ok = false;
                         if self.fs_error(&err) {

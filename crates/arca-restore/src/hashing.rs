@@ -91,23 +91,37 @@ impl BlockChecker<'_> {
     /// already holds at their offsets. A block beyond the end of the file is not held. Large
     /// files are read around the page cache, a window of several blocks at a time.
     pub fn held(&self, path: &Path, size: u64, uses: &[BlockUse]) -> io::Result<Vec<bool>> {
+        self.held_open(path, size, uses).map(|(h, _)| h)
+    }
+
+    /// As [`Self::held`], and the file, still open (read-only), for settling its metadata
+    /// without another path lookup.
+    pub fn held_open(
+        &self,
+        path: &Path,
+        size: u64,
+        uses: &[BlockUse],
+    ) -> io::Result<(Vec<bool>, File)> {
         if size >= LARGE {
             return self.large.with(|| self.held_now(path, size, uses));
         }
         self.held_now(path, size, uses)
     }
 
-    fn held_now(&self, path: &Path, size: u64, uses: &[BlockUse]) -> io::Result<Vec<bool>> {
+    fn held_now(&self, path: &Path, size: u64, uses: &[BlockUse]) -> io::Result<(Vec<bool>, File)> {
         if size >= arca_backend::uncached::WORTH_IT
             && let Some(f) = arca_backend::uncached::open(path)?
         {
-            return self.held_uncached(&f, size, uses);
+            let h = self.held_uncached(&f, size, uses)?;
+            return Ok((h, f));
         }
         let f = arca_fs::open_noatime(path)?;
         let mut buf = vec![];
-        uses.iter()
+        let h = uses
+            .iter()
             .map(|u| self.holds(&f, size, u, &mut buf))
-            .collect()
+            .collect::<io::Result<Vec<bool>>>()?;
+        Ok((h, f))
     }
 
     fn held_uncached(&self, f: &File, size: u64, uses: &[BlockUse]) -> io::Result<Vec<bool>> {

@@ -306,7 +306,7 @@ pub fn restore(
         sel: &sel,
         checker: &checker,
         threads: stat_threads,
-        hash_threads: stat_threads,
+        fix_metadata: !opts.dry_run,
         stop: opts.cancel.as_deref().unwrap_or(&stop),
     }
     .scan();

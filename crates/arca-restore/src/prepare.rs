@@ -128,9 +128,11 @@ impl Shared<'_> {
                 self.make_links(e, false);
                 self.entry_done(e);
             }
-            (_, EntryAction::Keep { meta_ok }) => {
+            (_, EntryAction::Keep { meta_ok, meta_set }) => {
                 let mut ok = true;
-                if *meta_ok && ep.kind == EntryKind::Symlink {
+                if *meta_set {
+                    // Set by the scan, through the file it hashed.
+                } else if *meta_ok && ep.kind == EntryKind::Symlink {
                     // The scan read the link, which moved its access time back to now.
                     if let Err(err) = arca_fs::set_times(path, &ep.meta.node())
                         && self.fs_error(&err)

@@ -1,7 +1,8 @@
 //! What the target already holds: every planned path is looked at (in parallel) and given an
 //! action by the overwrite policy; files that cannot be trusted by size and mtime are hashed
 //! block by block, so only wrong blocks are fetched; `--delete` finds what the snapshot lacks.
-//! Nothing here changes the target.
+//! The only change made here: a file hashed and found whole whose metadata is wrong gets it
+//! set through the descriptor it was read with (not in a dry run).
 
 use std::fs;
 use std::io;
@@ -38,14 +39,25 @@ pub(crate) enum EntryAction {
     Create,
     /// Something else there: remove it, then create.
     Replace,
-    /// Right content already there; `meta_ok` when its metadata is right too.
-    Keep { meta_ok: bool },
+    /// Right content already there; `meta_ok` when its metadata was right too, `meta_set`
+    /// when it was wrong and the scan has set it.
+    Keep { meta_ok: bool, meta_set: bool },
     /// An existing file that holds some of its blocks: write the others in place.
     Patch,
     /// Left as it is (overwrite policy, or a blocked parent).
     Skip,
     /// Cannot be restored (the reason).
     Blocked(String),
+}
+
+/// What looking at an existing entry decided.
+enum Decided {
+    Done(EntryAction),
+    /// A file that must be hashed first: its size and link count.
+    Hash {
+        size: u64,
+        nlink: u64,
+    },
 }
 
 /// An entry of the target that the snapshot does not have (`--delete`).
@@ -76,11 +88,11 @@ pub(crate) struct Scanner<'a> {
     pub metadata: MetadataOptions,
     pub sel: &'a Selection,
     pub checker: &'a BlockChecker<'a>,
-    /// Threads looking at entries: mostly waiting for inodes to be read, so many of them
-    /// keep the disk's queue full.
+    /// Threads looking at entries and hashing the files that cannot be trusted: mostly
+    /// waiting for inodes and blocks to be read, so many of them keep the disk's queue full.
     pub threads: usize,
-    /// Threads hashing files (each holds a block).
-    pub hash_threads: usize,
+    /// Set the metadata of whole files that lack it while they are open (not a dry run).
+    pub fix_metadata: bool,
     pub stop: &'a AtomicBool,
 }
 
@@ -127,24 +139,32 @@ impl Scanner<'_> {
                 DirAction::Exists => a.unwrap_or(DirAction::Create),
             };
         }
-        let mut hash = vec![];
+        // Each entry is looked at and, when it cannot be trusted, hashed at once: the
+        // inode and the blocks are read by the same thread, while the disk is busy with
+        // the other threads' reads.
         let entries = parallel_map(
             plan.entries.len(),
             self.threads,
             self.stop,
             |e| match &scan.dirs[plan.entries[e].parent as usize] {
-                DirAction::Exists => self.entry_action(e),
+                DirAction::Exists => self.entry_action(e).map(|a| match a {
+                    Decided::Done(a) => (a, None),
+                    Decided::Hash { size, nlink } => self.hash(e, size, nlink),
+                }),
                 DirAction::Blocked(_) => Ok((EntryAction::Skip, None)),
                 _ => Ok((EntryAction::Create, None)),
             },
         );
         for (e, r) in entries.into_iter().enumerate() {
             scan.entries[e] = match r {
-                Some(Ok((a, Some(size)))) => {
-                    hash.push((e, size));
+                Some(Ok((a, held))) => {
+                    if let (Some(h), EntryKind::File(f)) = (held, plan.entries[e].kind) {
+                        let fp = plan.files[f as usize];
+                        scan.files_hashed += 1;
+                        scan.in_place[fp.first as usize..fp.end as usize].copy_from_slice(&h);
+                    }
                     a
                 }
-                Some(Ok((a, None))) => a,
                 Some(Err(err)) => EntryAction::Blocked(format!(
                     "{}: cannot look at the existing entry: {err}",
                     plan.entry_path(e as u32).display()
@@ -152,7 +172,10 @@ impl Scanner<'_> {
                 None => EntryAction::Skip, // stopped
             };
         }
-        self.hash_existing(&mut scan, &hash);
+        scan.bytes_hashed = self
+            .checker
+            .bytes_read
+            .load(std::sync::atomic::Ordering::Relaxed);
         if self.delete {
             self.find_deletions(&mut scan);
         }
@@ -173,39 +196,37 @@ impl Scanner<'_> {
         }
     }
 
-    /// The action for an entry whose directory exists, and the existing size and link count
+    /// The action for an entry whose directory exists, or the existing size and link count
     /// when the file must be hashed first.
-    fn entry_action(&self, e: usize) -> io::Result<(EntryAction, Option<(u64, u64)>)> {
+    fn entry_action(&self, e: usize) -> io::Result<Decided> {
         let ep = &self.plan.entries[e];
         let path = &self.plan.entry_path(e as u32);
         let node = &ep.meta.node();
         let Some(m) = lstat(path)? else {
-            return Ok((EntryAction::Create, None));
+            return Ok(Decided::Done(EntryAction::Create));
         };
         let ft = m.file_type();
         if ft.is_dir() {
-            return Ok((
-                if self.overwrite == Overwrite::Never {
-                    EntryAction::Skip
-                } else if self.delete {
-                    EntryAction::Replace
-                } else {
-                    EntryAction::Blocked(format!(
-                        "{}: a directory is in the way (use --delete to replace it)",
-                        path.display()
-                    ))
-                },
-                None,
-            ));
+            return Ok(Decided::Done(if self.overwrite == Overwrite::Never {
+                EntryAction::Skip
+            } else if self.delete {
+                EntryAction::Replace
+            } else {
+                EntryAction::Blocked(format!(
+                    "{}: a directory is in the way (use --delete to replace it)",
+                    path.display()
+                ))
+            }));
         }
         let older = (m.mtime(), m.mtime_nsec()) >= (node.mtime.sec, i64::from(node.mtime.nsec));
         match self.overwrite {
-            Overwrite::Never => return Ok((EntryAction::Skip, None)),
-            Overwrite::IfNewer if older => return Ok((EntryAction::Skip, None)),
+            Overwrite::Never => return Ok(Decided::Done(EntryAction::Skip)),
+            Overwrite::IfNewer if older => return Ok(Decided::Done(EntryAction::Skip)),
             _ => {}
         }
         let keep = || EntryAction::Keep {
             meta_ok: arca_fs::metadata_matches(path, &m, node, self.metadata),
+            meta_set: false,
         };
         let action = match ep.kind {
             // Decided when the link is made: right inode, or replaced.
@@ -233,57 +254,49 @@ impl Scanner<'_> {
                 {
                     keep()
                 } else {
-                    return Ok((EntryAction::Patch, Some((m.len(), m.nlink()))));
+                    return Ok(Decided::Hash {
+                        size: m.len(),
+                        nlink: m.nlink(),
+                    });
                 }
             }
         };
-        Ok((action, None))
+        Ok(Decided::Done(action))
     }
 
-    /// Hashes the existing files that could not be trusted, in parallel, and settles them:
-    /// Keep when every block is there and the size is right, Patch otherwise.
-    fn hash_existing(&self, scan: &mut Scan, hash: &[(usize, (u64, u64))]) {
+    /// Hashes existing file `e` (`size` bytes, `nlink` names), which could not be trusted:
+    /// Keep when every block is there and the size is right (its metadata set now through
+    /// the open file if it is wrong), Patch otherwise (Replace when it has other names,
+    /// which writing into it would change too, or cannot be read). Returns the action and
+    /// which blocks the file holds.
+    fn hash(&self, e: usize, size: u64, nlink: u64) -> (EntryAction, Option<Vec<bool>>) {
         let plan = self.plan;
-        let held = parallel_map(hash.len(), self.hash_threads, self.stop, |i| {
-            let (e, (size, _)) = hash[i];
-            let EntryKind::File(f) = plan.entries[e].kind else {
-                return Ok(vec![]);
-            };
-            self.checker
-                .held(&plan.entry_path(e as u32), size, plan.file_uses(f))
-        });
-        for (&(e, (size, nlink)), r) in hash.iter().zip(held) {
-            let ep = &plan.entries[e];
-            let EntryKind::File(f) = ep.kind else {
-                continue;
-            };
-            let fp = plan.files[f as usize];
-            match r {
-                Some(Ok(h)) => {
-                    scan.files_hashed += 1;
-                    let all = h.iter().all(|&x| x);
-                    scan.in_place[fp.first as usize..fp.end as usize].copy_from_slice(&h);
-                    if all && size == fp.size {
-                        let path = plan.entry_path(e as u32);
-                        let meta_ok = lstat(&path).ok().flatten().is_some_and(|m| {
-                            arca_fs::metadata_matches(&path, &m, &ep.meta.node(), self.metadata)
-                        });
-                        scan.entries[e] = EntryAction::Keep { meta_ok };
-                    } else if nlink > 1 {
-                        // Writing into it would change the other names of the inode too.
-                        scan.in_place[fp.first as usize..fp.end as usize].fill(false);
-                        scan.entries[e] = EntryAction::Replace;
-                    }
-                }
-                // Unreadable: replaced as a whole.
-                Some(Err(_)) => scan.entries[e] = EntryAction::Replace,
-                None => scan.entries[e] = EntryAction::Skip,
-            }
+        let ep = &plan.entries[e];
+        let EntryKind::File(f) = ep.kind else {
+            return (EntryAction::Replace, None);
+        };
+        let fp = plan.files[f as usize];
+        let path = plan.entry_path(e as u32);
+        let Ok((held, file)) = self.checker.held_open(&path, size, plan.file_uses(f)) else {
+            return (EntryAction::Replace, None);
+        };
+        if held.iter().all(|&x| x) && size == fp.size {
+            let node = ep.meta.node();
+            // Read again from the open file: reading may have moved its access time.
+            let have = file.metadata().ok();
+            let meta_ok = have
+                .as_ref()
+                .is_some_and(|m| arca_fs::metadata_matches(&path, m, &node, self.metadata));
+            let meta_set = !meta_ok
+                && self.fix_metadata
+                && arca_fs::apply_file_metadata(&file, &path, &node, self.metadata, have.as_ref())
+                    .is_empty();
+            (EntryAction::Keep { meta_ok, meta_set }, Some(held))
+        } else if nlink > 1 {
+            (EntryAction::Replace, Some(vec![false; held.len()]))
+        } else {
+            (EntryAction::Patch, Some(held))
         }
-        scan.bytes_hashed = self
-            .checker
-            .bytes_read
-            .load(std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Entries of existing directories that the snapshot lacks and the selection covers.

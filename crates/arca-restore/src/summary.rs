@@ -165,8 +165,8 @@ pub(crate) fn summarize(
         let shown = match action {
             EntryAction::Create | EntryAction::Replace => Action::Restore,
             EntryAction::Patch => Action::Update,
-            EntryAction::Keep { meta_ok: false } => Action::Metadata,
-            EntryAction::Keep { meta_ok: true } => {
+            EntryAction::Keep { meta_ok: false, .. } => Action::Metadata,
+            EntryAction::Keep { meta_ok: true, .. } => {
                 if let EntryKind::File(f) = ep.kind {
                     s.files_unchanged += 1;
                     s.bytes_in_place += plan.files[f as usize].size;

@@ -7,7 +7,7 @@
 mod common;
 
 use std::fs;
-use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use arca_restore::{Action, Overwrite};
@@ -109,6 +109,17 @@ fn full_partial_noop_and_metadata_only_restores() {
         touch_now(p);
     }
     fs::set_permissions(&files[0], fs::Permissions::from_mode(0o600)).unwrap();
+    // A dry run hashes them too (the scan sets wrong metadata through the file it hashed,
+    // but not in a dry run): it reports the metadata to set and changes none of it.
+    let stamp = |p: &Path| {
+        let m = fs::symlink_metadata(p).unwrap();
+        (m.mtime(), m.mtime_nsec(), m.mode())
+    };
+    let before: Vec<_> = files.iter().map(|p| stamp(p)).collect();
+    let (dry, _) = s.restore(|o| o.dry_run = true);
+    assert_eq!(dry.files_hashed as usize, files.len());
+    assert_eq!(dry.plan.files_metadata as usize, files.len());
+    assert_eq!(files.iter().map(|p| stamp(p)).collect::<Vec<_>>(), before);
     let (meta, _) = s.restore(|_| {});
     s.assert_exact();
     assert_eq!(meta.fetched_bytes, 0, "metadata-only restore fetched data");
