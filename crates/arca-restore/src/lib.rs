@@ -291,7 +291,9 @@ pub fn restore(
     // Threads that mostly wait for the disk (hashing, verifying) and for inodes (looking at
     // the target: a deep queue reads a cold directory tree several times faster).
     let io_threads = (t.workers * 2).max(8);
-    let stat_threads = 32;
+    // 16 kept the disk as busy as 32 on the 100,000-file set here, with less time lost to
+    // switching between blocked threads (no-op 1.2-1.3 s against 1.3-1.45 s).
+    let stat_threads = 16;
     let checker = hashing::BlockChecker {
         key: repo.key(),
         plan: &plan,
