@@ -7,10 +7,21 @@ use arca_format::Id;
 use crate::Repository;
 use crate::par::map_ordered;
 
-/// Deletions in flight on a local folder (a remote backend uses its connection count).
-const LOCAL_DELETES: usize = 8;
+/// Requests in flight on a local folder for many small files (a remote backend uses its
+/// connection count).
+const LOCAL_REQUESTS: usize = 8;
 
 impl Repository {
+    /// How many small-file requests (reads of snapshots, deletions) to keep in flight.
+    pub(crate) fn small_file_requests(&self) -> usize {
+        let hints = self.backend().hints();
+        if hints.local {
+            LOCAL_REQUESTS
+        } else {
+            hints.connections.unwrap_or(LOCAL_REQUESTS)
+        }
+    }
+
     /// Removes the files `ids` of type `t`, several at once; a file that is already gone
     /// counts as removed ([`arca_backend::Backend::remove`]). Every file is tried; one result
     /// per id, in order. `done` is called after each removal (for progress).
@@ -20,15 +31,9 @@ impl Repository {
         ids: &[Id],
         done: &(dyn Fn() + Sync),
     ) -> Vec<Result<(), BackendError>> {
-        let hints = self.backend().hints();
-        let threads = if hints.local {
-            LOCAL_DELETES
-        } else {
-            hints.connections.unwrap_or(LOCAL_DELETES)
-        };
         map_ordered(
             ids,
-            threads,
+            self.small_file_requests(),
             || (),
             |(), id| {
                 let r = self.backend().remove(t, &id.to_hex());

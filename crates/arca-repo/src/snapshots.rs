@@ -38,13 +38,27 @@ impl Repository {
         Snapshot::decode(&body).map_err(|e| RepoError::format(format!("snapshot {id}"), e))
     }
 
-    /// All snapshots passing `filter`, oldest first.
+    /// All snapshots passing `filter`, oldest first. Several are read at once (a repository
+    /// of hundreds of snapshots reads them all to find `latest` or a backup's parent); the
+    /// first failure in listing order is the error.
     pub fn list_snapshots(&self, filter: &SnapshotFilter) -> Result<Vec<(Id, Snapshot)>> {
+        let ids = self.list_ids(FileType::Snapshot)?;
+        let loaded = crate::par::map_ordered(
+            &ids,
+            self.small_file_requests(),
+            || (),
+            |_, (id, _)| self.load_snapshot(id),
+        );
         let mut out = vec![];
-        for (id, _) in self.list_ids(FileType::Snapshot)? {
-            let s = self.load_snapshot(&id)?;
+        for ((id, _), s) in ids.iter().zip(loaded) {
+            let s = s.unwrap_or_else(|| {
+                Err(RepoError::Invalid {
+                    what: "snapshot",
+                    detail: format!("{id}: the reader thread failed"),
+                })
+            })?;
             if filter.matches(&s) {
-                out.push((id, s));
+                out.push((*id, s));
             }
         }
         out.sort_by(|a, b| a.1.time.cmp(&b.1.time).then(a.0.cmp(&b.0)));
@@ -77,5 +91,132 @@ impl Repository {
                 count: ids.len(),
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use arca_backend::{Backend, BackendHints, FileInfo, MemoryBackend};
+    use chrono::DateTime;
+
+    use super::*;
+
+    /// A memory backend behind a 4-connection remote whose snapshot reads take a while and
+    /// are counted: how many were in flight at once, at most.
+    #[derive(Debug, Default)]
+    struct Slow {
+        inner: MemoryBackend,
+        now: AtomicUsize,
+        most: AtomicUsize,
+    }
+
+    impl Backend for Slow {
+        fn location(&self) -> String {
+            "slow".into()
+        }
+        fn create(&self) -> arca_backend::Result<()> {
+            self.inner.create()
+        }
+        fn list(&self, t: FileType) -> arca_backend::Result<Vec<FileInfo>> {
+            self.inner.list(t)
+        }
+        fn read(&self, t: FileType, name: &str) -> arca_backend::Result<Vec<u8>> {
+            if t == FileType::Snapshot {
+                let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+                self.most.fetch_max(n, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(20));
+                self.now.fetch_sub(1, Ordering::SeqCst);
+            }
+            self.inner.read(t, name)
+        }
+        fn read_range(
+            &self,
+            t: FileType,
+            name: &str,
+            offset: u64,
+            len: u64,
+        ) -> arca_backend::Result<Vec<u8>> {
+            self.inner.read_range(t, name, offset, len)
+        }
+        fn hints(&self) -> BackendHints {
+            BackendHints {
+                connections: Some(4),
+                ..Default::default()
+            }
+        }
+        fn write(&self, t: FileType, name: &str, data: &[u8]) -> arca_backend::Result<()> {
+            self.inner.write(t, name, data)
+        }
+        fn delete(&self, t: FileType, name: &str) -> arca_backend::Result<()> {
+            self.inner.delete(t, name)
+        }
+        fn stat(&self, t: FileType, name: &str) -> arca_backend::Result<FileInfo> {
+            self.inner.stat(t, name)
+        }
+    }
+
+    fn snapshot(i: i64, host: &str) -> Snapshot {
+        Snapshot {
+            time: DateTime::<chrono::Utc>::from_timestamp(1_700_000_000 + i * 60, 0)
+                .unwrap()
+                .fixed_offset(),
+            tree: Id::default(),
+            paths: vec!["/data".into()],
+            hostname: host.into(),
+            username: "u".into(),
+            uid: 0,
+            gid: 0,
+            tags: vec![],
+            parent: None,
+            program_version: "test".into(),
+            complete: true,
+            summary: Default::default(),
+        }
+    }
+
+    #[test]
+    fn snapshots_are_read_several_at_once_and_listed_oldest_first() {
+        let backend = Arc::new(Slow::default());
+        let repo = crate::testing::repo(backend.clone());
+        // Saved newest first, so that id order and time order differ.
+        for i in (0..16).rev() {
+            repo.save_snapshot(&snapshot(i, if i % 2 == 0 { "a" } else { "b" }))
+                .unwrap();
+        }
+        let all = repo.list_snapshots(&SnapshotFilter::default()).unwrap();
+        let times: Vec<i64> = all.iter().map(|(_, s)| s.time.timestamp()).collect();
+        assert_eq!(
+            times,
+            (0..16).map(|i| 1_700_000_000 + i * 60).collect::<Vec<_>>()
+        );
+        let most = backend.most.load(Ordering::SeqCst);
+        assert!(
+            (2..=4).contains(&most),
+            "{most} snapshot reads in flight at most"
+        );
+        let a = SnapshotFilter {
+            host: Some("a".into()),
+            ..SnapshotFilter::default()
+        };
+        let (_, latest) = repo.find_snapshot("latest", &a).unwrap();
+        assert_eq!(latest.time.timestamp(), 1_700_000_000 + 14 * 60);
+        // A damaged snapshot is the error, named.
+        let victim = all[5].0;
+        let name = victim.to_hex();
+        let mut bytes = backend.inner.read(FileType::Snapshot, &name).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        backend
+            .inner
+            .write(FileType::Snapshot, &name, &bytes)
+            .unwrap();
+        let e = repo.list_snapshots(&SnapshotFilter::default()).unwrap_err();
+        assert!(e.to_string().contains(&name), "{e}");
     }
 }
