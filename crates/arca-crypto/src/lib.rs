@@ -289,17 +289,9 @@ impl Sealer {
         sealed: &[u8],
         what: &dyn Fn() -> String,
     ) -> Result<(), CryptoError> {
-        if sealed.len() < SEAL_OVERHEAD {
-            return Err(CryptoError::Truncated {
-                what: what(),
-                len: sealed.len(),
-            });
-        }
-        let (nonce, rest) = sealed.split_at(NONCE_LEN);
-        let mut n = [0u8; NONCE_LEN];
-        n.copy_from_slice(nonce);
+        let n = nonce_of(sealed, what)?;
         self.aead
-            .verify(&n, aad, rest)
+            .verify(&n, aad, &sealed[NONCE_LEN..])
             .map_err(|_| CryptoError::Auth { what: what() })
     }
 
@@ -312,19 +304,25 @@ impl Sealer {
         sealed: &'b mut [u8],
         what: &dyn Fn() -> String,
     ) -> Result<&'b mut [u8], CryptoError> {
-        if sealed.len() < SEAL_OVERHEAD {
-            return Err(CryptoError::Truncated {
-                what: what(),
-                len: sealed.len(),
-            });
-        }
-        let (nonce, rest) = sealed.split_at_mut(NONCE_LEN);
-        let mut n = [0u8; NONCE_LEN];
-        n.copy_from_slice(nonce);
+        let n = nonce_of(sealed, what)?;
         self.aead
-            .open(&n, aad, rest)
+            .open(&n, aad, &mut sealed[NONCE_LEN..])
             .map_err(|_| CryptoError::Auth { what: what() })
     }
+}
+
+/// The nonce of `nonce ‖ ciphertext ‖ tag`, once `sealed` is known to be long enough for
+/// one (`what` names the object in the error).
+fn nonce_of(sealed: &[u8], what: &dyn Fn() -> String) -> Result<[u8; NONCE_LEN], CryptoError> {
+    if sealed.len() < SEAL_OVERHEAD {
+        return Err(CryptoError::Truncated {
+            what: what(),
+            len: sealed.len(),
+        });
+    }
+    let mut n = [0u8; NONCE_LEN];
+    n.copy_from_slice(&sealed[..NONCE_LEN]);
+    Ok(n)
 }
 
 #[cfg(test)]

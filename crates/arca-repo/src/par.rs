@@ -3,6 +3,32 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use arca_format::Id;
+
+use crate::{RepoError, Result};
+
+/// Loads `what` for every listed id (id, size) with up to `threads` threads; one result per
+/// id, in order, an id whose thread panicked being an error that names it.
+pub(crate) fn load_ordered<T: Send>(
+    ids: &[(Id, u64)],
+    threads: usize,
+    what: &'static str,
+    load: impl Fn(&Id) -> Result<T> + Sync,
+) -> Vec<Result<T>> {
+    map_ordered(ids, threads, || (), |_, (id, _)| load(id))
+        .into_iter()
+        .zip(ids)
+        .map(|(r, (id, _))| {
+            r.unwrap_or_else(|| {
+                Err(RepoError::Invalid {
+                    what,
+                    detail: format!("{id}: the reader thread failed"),
+                })
+            })
+        })
+        .collect()
+}
+
 /// Runs `f` on every item with up to `threads` threads, each with its own `state()` (buffers
 /// to reuse). Returns one result per item in order; `None` for the items of a thread that
 /// panicked.

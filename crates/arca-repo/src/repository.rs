@@ -364,20 +364,8 @@ impl Repository {
     /// The first failure is returned as the error.
     pub fn load_index_files(&self) -> Result<Vec<(Id, Result<IndexFile>)>> {
         let ids = self.list_ids(FileType::Index)?;
-        let loaded = crate::par::map_ordered(&ids, 4, || (), |_, (id, _)| self.load_index_file(id));
-        Ok(ids
-            .iter()
-            .zip(loaded)
-            .map(|((id, _), r)| {
-                let r = r.unwrap_or_else(|| {
-                    Err(RepoError::Invalid {
-                        what: "index file",
-                        detail: format!("{id}: the reader thread failed"),
-                    })
-                });
-                (*id, r)
-            })
-            .collect())
+        let loaded = crate::par::load_ordered(&ids, 4, "index file", |id| self.load_index_file(id));
+        Ok(ids.iter().map(|(id, _)| *id).zip(loaded).collect())
     }
 
     /// Loads all index files into an [`Index`], as [`Repository::load_index_report`] does, and

@@ -43,20 +43,12 @@ impl Repository {
     /// first failure in listing order is the error.
     pub fn list_snapshots(&self, filter: &SnapshotFilter) -> Result<Vec<(Id, Snapshot)>> {
         let ids = self.list_ids(FileType::Snapshot)?;
-        let loaded = crate::par::map_ordered(
-            &ids,
-            self.small_file_requests(),
-            || (),
-            |_, (id, _)| self.load_snapshot(id),
-        );
+        let loaded = crate::par::load_ordered(&ids, self.small_file_requests(), "snapshot", |id| {
+            self.load_snapshot(id)
+        });
         let mut out = vec![];
         for ((id, _), s) in ids.iter().zip(loaded) {
-            let s = s.unwrap_or_else(|| {
-                Err(RepoError::Invalid {
-                    what: "snapshot",
-                    detail: format!("{id}: the reader thread failed"),
-                })
-            })?;
+            let s = s?;
             if filter.matches(&s) {
                 out.push((*id, s));
             }

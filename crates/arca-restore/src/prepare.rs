@@ -130,16 +130,15 @@ impl Shared<'_> {
             }
             (_, EntryAction::Keep { meta_ok, meta_set }) => {
                 let mut ok = true;
-                if *meta_set {
-                    // Set by the scan, through the file it hashed.
-                } else if *meta_ok && ep.kind == EntryKind::Symlink {
+                if *meta_ok && ep.kind == EntryKind::Symlink {
                     // The scan read the link, which moved its access time back to now.
                     if let Err(err) = arca_fs::set_times(path, &ep.meta.node())
                         && self.fs_error(&err)
                     {
                         return;
                     }
-                } else if !meta_ok {
+                } else if !meta_ok && !meta_set {
+                    // (`meta_set`: the scan set it, through the file it hashed.)
                     for err in arca_fs::apply_metadata(path, &ep.meta.node(), self.metadata) {
                         ok = false;
                         if self.fs_error(&err) {

@@ -53,8 +53,9 @@ pub(crate) enum EntryAction {
 /// What looking at an existing entry decided.
 enum Decided {
     Done(EntryAction),
-    /// A file that must be hashed first: its size and link count.
+    /// File `file` of the plan must be hashed first: its existing size and link count.
     Hash {
+        file: u32,
         size: u64,
         nlink: u64,
     },
@@ -149,7 +150,7 @@ impl Scanner<'_> {
             |e| match &scan.dirs[plan.entries[e].parent as usize] {
                 DirAction::Exists => self.entry_action(e).map(|a| match a {
                     Decided::Done(a) => (a, None),
-                    Decided::Hash { size, nlink } => self.hash(e, size, nlink),
+                    Decided::Hash { file, size, nlink } => self.hash(e, file, size, nlink),
                 }),
                 DirAction::Blocked(_) => Ok((EntryAction::Skip, None)),
                 _ => Ok((EntryAction::Create, None)),
@@ -255,6 +256,7 @@ impl Scanner<'_> {
                     keep()
                 } else {
                     return Ok(Decided::Hash {
+                        file: f,
                         size: m.len(),
                         nlink: m.nlink(),
                     });
@@ -264,17 +266,14 @@ impl Scanner<'_> {
         Ok(Decided::Done(action))
     }
 
-    /// Hashes existing file `e` (`size` bytes, `nlink` names), which could not be trusted:
-    /// Keep when every block is there and the size is right (its metadata set now through
-    /// the open file if it is wrong), Patch otherwise (Replace when it has other names,
-    /// which writing into it would change too, or cannot be read). Returns the action and
-    /// which blocks the file holds.
-    fn hash(&self, e: usize, size: u64, nlink: u64) -> (EntryAction, Option<Vec<bool>>) {
+    /// Hashes existing entry `e`, file `f` of the plan (`size` bytes, `nlink` names), which
+    /// could not be trusted: Keep when every block is there and the size is right (its
+    /// metadata set now through the open file if it is wrong), Patch otherwise (Replace when
+    /// it has other names, which writing into it would change too, or cannot be read).
+    /// Returns the action and which blocks the file holds.
+    fn hash(&self, e: usize, f: u32, size: u64, nlink: u64) -> (EntryAction, Option<Vec<bool>>) {
         let plan = self.plan;
         let ep = &plan.entries[e];
-        let EntryKind::File(f) = ep.kind else {
-            return (EntryAction::Replace, None);
-        };
         let fp = plan.files[f as usize];
         let path = plan.entry_path(e as u32);
         let Ok((held, file)) = self.checker.held_open(&path, size, plan.file_uses(f)) else {
