@@ -563,6 +563,7 @@ fn shape(repo: &Repository, opts: &BackupOptions) -> Result<Shape, BackupError> 
             workers: or(opts.workers, cores),
             uploads,
             budget: budget - fixed,
+            producers: readers,
             dry_run: opts.dry_run,
         },
         readers,

@@ -27,8 +27,9 @@ const CHECKPOINT_PACKS: usize = 8;
 /// ...or after this much time with unindexed packs.
 const CHECKPOINT_AGE: Duration = Duration::from_secs(20);
 
-/// Chunk buffers up to this capacity are recycled (chunks average 1 MiB).
-const POOLED_CHUNK: usize = 2 << 20;
+/// Chunk buffers up to this capacity are recycled (chunks average 1 MiB, at most 4 MiB;
+/// sealing adds a few bytes).
+const POOLED_CHUNK: usize = (4 << 20) + (64 << 10);
 
 /// How the pipeline runs.
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +42,8 @@ pub struct SaverConfig {
     pub uploads: usize,
     /// Bytes of blob data allowed between `save` and the packer.
     pub budget: u64,
+    /// Threads that fill chunk buffers (the readers).
+    pub producers: usize,
     /// Make and count packs but write nothing.
     pub dry_run: bool,
 }
@@ -165,14 +168,19 @@ impl<'scope> Saver<'scope> {
         let uploads = cfg.uploads.max(1);
         let (job_tx, job_rx) = bounded::<Job>(workers);
         let (blob_tx, blob_rx) = bounded::<Sealed>(workers);
-        let (pack_tx, pack_rx) = bounded::<FinishedPack>(1);
+        // Handed over, not queued: an uploader idles while the next pack fills, and a queued
+        // pack would hold a pack's worth of memory for nothing.
+        let (pack_tx, pack_rx) = bounded::<FinishedPack>(0);
         let budget = Arc::new(Budget::new(cfg.budget.max(1)));
-        // Enough free buffers for everything a stage can hold at once.
+        // Enough free buffers for everything the stages hold at once (each producer and worker
+        // one, each channel its capacity), so that steady state allocates nothing: with the
+        // allocator returning large buffers to the system (the CLI's `malloc` module) every
+        // fresh one costs page faults.
         let pack_size = repo.config().pack_size as usize;
         let pools = Arc::new(Pools {
-            chunks: Pool::new(workers + 2, POOLED_CHUNK),
-            sealed: Pool::new(2, POOLED_CHUNK),
-            packs: Pool::new(uploads + 2, usize::MAX),
+            chunks: Pool::new(workers * 2 + cfg.producers + 2, POOLED_CHUNK),
+            sealed: Pool::new(workers * 2 + 2, POOLED_CHUNK),
+            packs: Pool::new(uploads + 1, usize::MAX),
         });
         let worker_handles = (0..workers)
             .map(|_| {

@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod malloc;
 mod profile;
 mod progress;
 mod util;
@@ -46,6 +47,9 @@ fn main() -> ExitCode {
         }
     };
     let cli = cli::Cli::parse_from(args);
+    if matches!(cli.command, cli::Command::Backup(_)) {
+        malloc::return_large_buffers();
+    }
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,

@@ -1,0 +1,24 @@
+//! Allocator settings for commands that move file data between threads: chunk-sized buffers
+//! go back to the system when freed instead of staying in glibc's per-thread arenas.
+
+/// Buffers at least this large are mapped on their own and unmapped when freed.
+///
+/// glibc raises its threshold after the first large free (up to 32 MiB), after which chunk
+/// buffers (1 MiB on average, 4 MiB at most) are carved from per-thread arenas and, freed
+/// by another thread, stay resident: a first backup of the 1 GiB `small` set peaked at
+/// 135-155 MiB. With the threshold fixed at 1 MiB, and the backup's buffer pools sized so
+/// that it allocates few fresh buffers, it peaks at 125-128 MiB in the same time.
+const MMAP_THRESHOLD: i32 = 1 << 20;
+
+/// Fixes the allocator's mmap threshold. Call before any thread is started: `mallopt`
+/// changes process-wide settings without synchronisation.
+pub fn return_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallopt takes two integers and only changes a tuning parameter of the
+        // allocator; no other thread exists yet (see above). A refusal (return 0) leaves the
+        // default, which is only slower to give memory back.
+        #[allow(unsafe_code)]
+        let _ = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD) };
+    }
+}
