@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::{
-    Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result, is_file_id,
+    Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileSink, FileType, Result,
+    is_file_id,
 };
 
 /// The contents of the `CACHEDIR.TAG` file written into a new cache root, so backup tools
@@ -528,6 +529,13 @@ impl Backend for CachedBackend {
             }
         }
         Ok(())
+    }
+    fn sink(&self, t: FileType) -> Result<Option<Box<dyn FileSink>>> {
+        // Only whole writes are copied into the cache: files it keeps go through `write`.
+        if whole_file_type(t) {
+            return Ok(None);
+        }
+        self.inner.sink(t)
     }
     fn delete(&self, t: FileType, name: &str) -> Result<()> {
         let r = self.inner.delete(t, name);

@@ -222,6 +222,23 @@ pub struct BackendHints {
     pub connections: Option<usize>,
 }
 
+/// A repository file written in pieces ([`Backend::sink`]) under a temporary name, so that
+/// a large file (a pack) never has to be held in memory whole. [`FileSink::commit`] gives it
+/// its final name atomically; a sink dropped without a commit removes what it wrote.
+pub trait FileSink: Send + fmt::Debug {
+    /// Appends `data`.
+    fn write(&mut self, data: &[u8]) -> Result<()>;
+    /// Bytes written so far.
+    fn len(&self) -> u64;
+    /// Whether nothing was written yet.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Makes the file durable and names it `name` (replacing a file of that name), at once:
+    /// readers see all of it or nothing, as with [`Backend::write`].
+    fn commit(self: Box<Self>, name: &str) -> Result<()>;
+}
+
 /// Storage for repository files. Implementations must make `write` atomic: a reader sees the
 /// whole file or none of it, and a crash never leaves a partial file under the final name.
 pub trait Backend: Send + Sync + fmt::Debug {
@@ -282,6 +299,14 @@ pub trait Backend: Send + Sync + fmt::Debug {
     }
     /// Writes a file atomically. Writing an existing file replaces it.
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()>;
+    /// A new file of type `t` to write in pieces and name when complete, where the backend
+    /// takes one without holding it in memory (a local folder); `None`, the default: write
+    /// whole files with [`Backend::write`]. Decorators that must see every byte written
+    /// (injecting faults, simulating a link) keep the default.
+    fn sink(&self, t: FileType) -> Result<Option<Box<dyn FileSink>>> {
+        let _ = t;
+        Ok(None)
+    }
     /// Deletes a file.
     fn delete(&self, t: FileType, name: &str) -> Result<()>;
     /// Deletes a file if it is there: [`Backend::delete`] without the not-found error, for
@@ -354,6 +379,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
         (**self).write(t, name, data)
+    }
+    fn sink(&self, t: FileType) -> Result<Option<Box<dyn FileSink>>> {
+        (**self).sink(t)
     }
     fn delete(&self, t: FileType, name: &str) -> Result<()> {
         (**self).delete(t, name)
@@ -464,8 +492,61 @@ pub fn conformance(b: &dyn Backend) {
     assert!(b.list(FileType::Lock).expect("list locks").is_empty());
     b.write(FileType::Config, "config", b"cfg").expect("config");
     assert_eq!(b.read(FileType::Config, "config").expect("config"), b"cfg");
+    sink_conformance(b);
     assert_eq!(
         b.create().expect_err("exists").kind,
         ErrorKind::AlreadyExists
     );
+}
+
+/// The part of [`conformance`] for backends that write in pieces ([`Backend::sink`]): the
+/// file appears whole under its name at the commit and not before; a dropped sink leaves
+/// nothing a listing shows.
+fn sink_conformance(b: &dyn Backend) {
+    let Some(mut s) = b.sink(FileType::Pack).expect("sink") else {
+        return;
+    };
+    let id = "ef".repeat(32);
+    // Pieces of awkward sizes, across the alignment of direct writes.
+    let data: Vec<u8> = (0..3 * 1024 * 1024 + 4321u32)
+        .map(|i| (i.wrapping_mul(31) >> 3) as u8)
+        .collect();
+    let before = b.list(FileType::Pack).expect("list").len();
+    let sizes = [1usize, 4095, 4097, 1 << 20, 12_345];
+    let mut at = 0;
+    for n in sizes.iter().cycle() {
+        if at == data.len() {
+            break;
+        }
+        let n = (*n).min(data.len() - at);
+        s.write(&data[at..at + n]).expect("sink write");
+        at += n;
+    }
+    assert_eq!(s.len(), data.len() as u64);
+    assert_eq!(
+        b.list(FileType::Pack).expect("list").len(),
+        before,
+        "nothing is listed before the commit"
+    );
+    s.commit(&id).expect("commit");
+    assert_eq!(b.read(FileType::Pack, &id).expect("read"), data);
+    assert_eq!(
+        b.stat(FileType::Pack, &id).expect("stat").size,
+        data.len() as u64
+    );
+    // A dropped sink leaves nothing behind.
+    let mut s = b.sink(FileType::Pack).expect("sink").expect("sink again");
+    s.write(b"abandoned").expect("sink write");
+    drop(s);
+    assert_eq!(b.list(FileType::Pack).expect("list").len(), before + 1);
+    // An empty file commits too.
+    let empty = "0e".repeat(32);
+    b.sink(FileType::Pack)
+        .expect("sink")
+        .expect("sink again")
+        .commit(&empty)
+        .expect("commit empty");
+    assert!(b.read(FileType::Pack, &empty).expect("read").is_empty());
+    b.delete(FileType::Pack, &empty).expect("delete");
+    b.delete(FileType::Pack, &id).expect("delete");
 }

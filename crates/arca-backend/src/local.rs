@@ -7,7 +7,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result};
+use crate::uncached::Appender;
+use crate::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileSink, FileType, Result};
 
 /// A repository in a local directory.
 #[derive(Debug, Clone)]
@@ -116,6 +117,79 @@ fn parallel_map<T: Sync, R: Send>(
             })
         })
         .collect()
+}
+
+/// A temporary name in `dir`, `.tmp-` and 16 random hex digits (what
+/// [`Backend::remove_stale_temp`] looks for).
+fn temp_name(dir: &Path) -> io::Result<PathBuf> {
+    let mut rnd = [0u8; 8];
+    getrandom::getrandom(&mut rnd).map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(dir.join(format!(".tmp-{}", hex::encode(rnd))))
+}
+
+/// A file written in pieces ([`Backend::sink`]): a temporary file in its type's folder,
+/// written around the page cache, synced and renamed into place by the commit; removed when
+/// dropped before it.
+struct LocalSink {
+    backend: LocalBackend,
+    t: FileType,
+    tmp: PathBuf,
+    out: Option<Appender>,
+}
+
+impl std::fmt::Debug for LocalSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalSink")
+            .field("tmp", &self.tmp)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl FileSink for LocalSink {
+    fn write(&mut self, data: &[u8]) -> Result<()> {
+        let Some(out) = self.out.as_mut() else {
+            return Err(BackendError::new(
+                "write",
+                LocalBackend::shown(&self.tmp),
+                ErrorKind::Other,
+                "written after a failed write".into(),
+            ));
+        };
+        out.append(data).map_err(|e| {
+            // What was written is of no use any more; the drop removes it.
+            self.out = None;
+            BackendError::io("write", LocalBackend::shown(&self.tmp), e)
+        })
+    }
+
+    fn len(&self) -> u64 {
+        self.out.as_ref().map_or(0, Appender::len)
+    }
+
+    fn commit(mut self: Box<Self>, name: &str) -> Result<()> {
+        let p = self.backend.file(self.t, name);
+        let failed = |e| BackendError::io("write", LocalBackend::shown(&p), e);
+        let out = self
+            .out
+            .take()
+            .ok_or_else(|| failed(io::Error::other("commit after a failed write")))?;
+        let f = out.finish().map_err(failed)?;
+        f.sync_all().map_err(failed)?;
+        drop(f);
+        fs::rename(&self.tmp, &p).map_err(failed)?;
+        // Renamed: nothing for the drop to remove, even if the sync below fails.
+        self.tmp = PathBuf::new();
+        sync_dir(p.parent().unwrap_or(&self.backend.root)).map_err(failed)
+    }
+}
+
+impl Drop for LocalSink {
+    fn drop(&mut self) {
+        if !self.tmp.as_os_str().is_empty() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -310,11 +384,7 @@ impl Backend for LocalBackend {
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
         let p = self.file(t, name);
         let dir = p.parent().unwrap_or(&self.root).to_path_buf();
-        let mut rnd = [0u8; 8];
-        getrandom::getrandom(&mut rnd).map_err(|e| {
-            BackendError::new("write", Self::shown(&p), ErrorKind::Other, e.to_string())
-        })?;
-        let tmp = dir.join(format!(".tmp-{}", hex::encode(rnd)));
+        let tmp = temp_name(&dir).map_err(|e| BackendError::io("write", Self::shown(&p), e))?;
         let res = (|| -> io::Result<()> {
             let create = || OpenOptions::new().write(true).create_new(true).open(&tmp);
             let mut f = match create() {
@@ -342,6 +412,21 @@ impl Backend for LocalBackend {
             return Err(BackendError::io("write", Self::shown(&p), e));
         }
         Ok(())
+    }
+
+    fn sink(&self, t: FileType) -> Result<Option<Box<dyn FileSink>>> {
+        // In the type's own folder (packs: `data/`, beside their shards): the final name,
+        // and so the shard, is known only when the file is complete.
+        let dir = self.root.join(t.dir());
+        let tmp = temp_name(&dir).map_err(|e| BackendError::io("write", Self::shown(&dir), e))?;
+        let out = Appender::create_new(&tmp)
+            .map_err(|e| BackendError::io("write", Self::shown(&tmp), e))?;
+        Ok(Some(Box::new(LocalSink {
+            backend: self.clone(),
+            t,
+            tmp,
+            out: Some(out),
+        })))
     }
 
     fn delete(&self, t: FileType, name: &str) -> Result<()> {

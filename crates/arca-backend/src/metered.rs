@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::{Backend, BackendHints, FileInfo, FileType, Result};
+use crate::{Backend, BackendHints, FileInfo, FileSink, FileType, Result};
 
 /// Request and byte counters.
 #[derive(Debug, Default)]
@@ -184,6 +184,18 @@ impl<B: Backend> Backend for MeteredBackend<B> {
             .fetch_add(data.len() as u64, Ordering::Relaxed);
         Ok(())
     }
+    fn sink(&self, t: FileType) -> Result<Option<Box<dyn FileSink>>> {
+        // A simulated link sees whole writes (the default); otherwise count at the commit.
+        if self.throttle != Throttle::default() {
+            return Ok(None);
+        }
+        Ok(self.inner.sink(t)?.map(|inner| {
+            Box::new(MeteredSink {
+                inner,
+                stats: Arc::clone(&self.stats),
+            }) as Box<dyn FileSink>
+        }))
+    }
     fn delete(&self, t: FileType, name: &str) -> Result<()> {
         self.request();
         self.inner.delete(t, name)
@@ -235,5 +247,29 @@ mod tests {
                 bytes_written: 50_000
             }
         );
+    }
+}
+
+/// A sink of a [`MeteredBackend`]: counts the file as one write request at its commit.
+#[derive(Debug)]
+struct MeteredSink {
+    inner: Box<dyn FileSink>,
+    stats: Arc<BackendStats>,
+}
+
+impl FileSink for MeteredSink {
+    fn write(&mut self, data: &[u8]) -> Result<()> {
+        self.inner.write(data)
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn commit(self: Box<Self>, name: &str) -> Result<()> {
+        let Self { inner, stats } = *self;
+        let len = inner.len();
+        stats.requests.fetch_add(1, Ordering::Relaxed);
+        inner.commit(name)?;
+        stats.bytes_written.fetch_add(len, Ordering::Relaxed);
+        Ok(())
     }
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result};
+use crate::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileSink, FileType, Result};
 
 /// How a [`RetryBackend`] retries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -405,6 +405,11 @@ impl<B: Backend> Backend for RetryBackend<B> {
         self.run("write", t, name, self.attempts(), || {
             self.inner.write(t, name, data)
         })
+    }
+    fn sink(&self, t: FileType) -> Result<Option<Box<dyn FileSink>>> {
+        // Pieces already written cannot be written again: a failed sink fails its file, and
+        // the caller decides (a backup stops; its packs so far are indexed).
+        self.inner.sink(t)
     }
     fn delete(&self, t: FileType, name: &str) -> Result<()> {
         let mut again = false;

@@ -121,6 +121,128 @@ pub fn write_new(path: &Path, data: &[u8]) -> io::Result<bool> {
     })
 }
 
+/// A new file written front to back around the page cache, for files synced as soon as they
+/// are complete (packs): whole pages go out through an aligned staging buffer of
+/// [`WRITE_CHUNK`] bytes, and [`Appender::finish`] writes the last page padded and cuts the
+/// file to its size. Where the file system refuses direct I/O, it writes normally.
+pub struct Appender {
+    path: std::path::PathBuf,
+    file: File,
+    direct: bool,
+    stage: Vec<u8>,
+    /// Bytes staged, not yet written.
+    fill: usize,
+    /// Bytes written to the file.
+    written: u64,
+}
+
+impl std::fmt::Debug for Appender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Appender")
+            .field("path", &self.path)
+            .field("direct", &self.direct)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl Appender {
+    /// Creates `path`, which must not exist.
+    pub fn create_new(path: &Path) -> io::Result<Self> {
+        let open = |flags| {
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .custom_flags(libc::O_CLOEXEC | flags)
+                .open(path)
+        };
+        let (file, direct) = match open(libc::O_DIRECT) {
+            Ok(f) => (f, true),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => (open(0)?, false),
+            Err(e) => return Err(e),
+        };
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            direct,
+            stage: Vec::new(),
+            fill: 0,
+            written: 0,
+        })
+    }
+
+    /// Bytes appended so far.
+    pub fn len(&self) -> u64 {
+        self.written + self.fill as u64
+    }
+
+    /// Whether nothing was appended.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends `data`.
+    pub fn append(&mut self, mut data: &[u8]) -> io::Result<()> {
+        if !self.direct {
+            self.file.write_all_at(data, self.written)?;
+            self.written += data.len() as u64;
+            return Ok(());
+        }
+        while !data.is_empty() {
+            let n = (WRITE_CHUNK - self.fill).min(data.len());
+            let (_, window) = aligned_window(&mut self.stage, WRITE_CHUNK);
+            window[self.fill..self.fill + n].copy_from_slice(&data[..n]);
+            self.fill += n;
+            data = &data[n..];
+            if self.fill == WRITE_CHUNK {
+                self.flush(WRITE_CHUNK)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the first `padded` staged bytes (a multiple of the alignment) at the end of
+    /// what is written; falls back to ordinary writes when the very first direct write is
+    /// refused.
+    fn flush(&mut self, padded: usize) -> io::Result<()> {
+        let (_, window) = aligned_window(&mut self.stage, WRITE_CHUNK);
+        match self.file.write_all_at(&window[..padded], self.written) {
+            Ok(()) => {}
+            Err(e) if self.written == 0 && e.raw_os_error() == Some(libc::EINVAL) => {
+                self.file = OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_CLOEXEC)
+                    .open(&self.path)?;
+                self.direct = false;
+                self.file.write_all_at(&window[..self.fill], 0)?;
+                self.written = self.fill as u64;
+                self.fill = 0;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+        self.written += self.fill.min(padded) as u64;
+        self.fill = 0;
+        Ok(())
+    }
+
+    /// Writes what is staged and returns the file (for the caller to sync), cut to the bytes
+    /// appended.
+    pub fn finish(mut self) -> io::Result<File> {
+        if self.direct && self.fill > 0 {
+            let end = self.len();
+            let padded = self.fill.div_ceil(ALIGN) * ALIGN;
+            let (_, window) = aligned_window(&mut self.stage, WRITE_CHUNK);
+            window[self.fill..padded].fill(0);
+            self.flush(padded)?;
+            if !end.is_multiple_of(ALIGN as u64) {
+                self.file.set_len(end)?;
+            }
+        }
+        Ok(self.file)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

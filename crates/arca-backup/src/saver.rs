@@ -192,7 +192,8 @@ impl<'scope> Saver<'scope> {
             .collect();
         drop(blob_tx);
         let (b, p) = (Arc::clone(&budget), Arc::clone(&pools));
-        let packer = scope.spawn(move || pack_stage(repo, pack_size, blob_rx, pack_tx, &b, &p));
+        let packer = scope
+            .spawn(move || pack_stage(repo, pack_size, !cfg.dry_run, blob_rx, pack_tx, &b, &p));
         let index = Arc::new(Mutex::new(Checkpoint::default()));
         let failed = Arc::new(AtomicBool::new(false));
         let uploaders = (0..uploads)
@@ -357,18 +358,28 @@ fn seal_stage(
 fn pack_stage(
     repo: &Repository,
     pack_size: usize,
+    stream: bool,
     rx: Receiver<Sealed>,
     tx: Sender<FinishedPack>,
     budget: &Budget,
     pools: &Pools,
 ) -> Result<(u64, Clock), RepoError> {
     let _close = CloseOnDrop(budget);
-    let new = |kind| {
+    // Data packs go straight into their file where the backend writes in pieces (a local
+    // folder), instead of filling a pack-sized buffer first; tree packs stay in memory
+    // (small, and a cache keeps a copy of them).
+    let new = |kind| -> Result<PackWriter, RepoError> {
+        if stream
+            && kind == BlobKind::Data
+            && let Some(sink) = repo.backend().sink(FileType::Pack)?
+        {
+            return Ok(PackWriter::streaming(kind, sink));
+        }
         let mut buf = pools.packs.take();
         buf.reserve(pack_size + pack_size / 8);
-        PackWriter::with_buffer(kind, buf)
+        Ok(PackWriter::with_buffer(kind, buf))
     };
-    let mut writers = [new(BlobKind::Data), new(BlobKind::Tree)];
+    let mut writers = [new(BlobKind::Data)?, new(BlobKind::Tree)?];
     let mut sealed_bytes = 0u64;
     let mut clock = Clock::new();
     for Sealed { blob, held } in rx.iter() {
@@ -380,7 +391,7 @@ fn pack_stage(
         pools.sealed.give(blob.bytes);
         budget.release(held);
         if writers[slot].size() >= pack_size {
-            let full = std::mem::replace(&mut writers[slot], new(kind));
+            let full = std::mem::replace(&mut writers[slot], new(kind)?);
             let pack = full.finish(repo.sealer())?;
             clock.busy();
             let sent = tx.send(pack);
@@ -436,25 +447,24 @@ fn upload_stage(
 ) -> Result<Clock, RepoError> {
     let backend = Arc::clone(repo.backend());
     let mut clock = Clock::new();
-    for pack in rx.iter() {
+    for mut pack in rx.iter() {
         clock.waited_in();
         if failed.load(Ordering::Relaxed) {
             break;
         }
         if !dry_run {
-            let name = pack.id.to_hex();
             if pack.index.kind == BlobKind::Tree {
                 // A cache keeps tree packs: the next backup reads these listings locally.
-                backend.note_tree_packs(std::slice::from_ref(&name));
+                backend.note_tree_packs(&[pack.id.to_hex()]);
             }
-            if let Err(e) = backend.write(FileType::Pack, &name, &pack.bytes) {
+            if let Err(e) = pack.store(backend.as_ref()) {
                 failed.store(true, Ordering::Relaxed);
-                return Err(e.into());
+                return Err(e);
             }
         }
         let mut cp = index.lock().unwrap_or_else(|p| p.into_inner());
         cp.stats.packs += 1;
-        cp.stats.pack_bytes += pack.bytes.len() as u64;
+        cp.stats.pack_bytes += pack.index.size;
         if !dry_run {
             cp.pending.packs.push(pack.index);
             let since = *cp.oldest.get_or_insert_with(Instant::now);

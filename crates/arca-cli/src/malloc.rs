@@ -6,8 +6,8 @@
 /// glibc raises its threshold after the first large free (up to 32 MiB), after which chunk
 /// buffers (1 MiB on average, 4 MiB at most) are carved from per-thread arenas and, freed
 /// by another thread, stay resident: a first backup of the 1 GiB `small` set peaked at
-/// 135-155 MiB. With the threshold fixed at 1 MiB, and the backup's buffer pools sized so
-/// that it allocates few fresh buffers, it peaks at 125-128 MiB in the same time.
+/// 135-155 MiB, 10-30 MiB more than with the threshold fixed (and the backup's buffer pools
+/// sized so that it allocates few fresh buffers), in the same time.
 const MMAP_THRESHOLD: i32 = 1 << 20;
 
 /// Fixes the allocator's mmap threshold. Call before any thread is started: `mallopt`

@@ -1,6 +1,6 @@
 //! Building packs from sealed blobs and reading a pack's header back from its tail.
 
-use arca_backend::{Backend, FileType};
+use arca_backend::{Backend, FileSink, FileType};
 use arca_crypto::Sealer;
 use arca_format::envelope::{EnvelopeHeader, EnvelopeKind, HEADER_LEN};
 use arca_format::pack::{PackEntry, PackHeader, PackTrailer, TRAILER_LEN};
@@ -9,29 +9,66 @@ use arca_format::{BlobKind, Id, IndexPack};
 use crate::blob::SealedBlob;
 use crate::{RepoError, Result};
 
+/// A streaming pack goes to its sink in pieces of at least this many bytes: BLAKE3 hashes
+/// large inputs several chunks at a time (SIMD), small blobs one by one would not.
+const STREAM_PIECE: usize = 1 << 20;
+
 /// How much of a pack's tail is read in the first request; most headers fit.
 const TAIL_GUESS: u64 = 64 * 1024;
 
-/// Accumulates sealed blobs of one kind into a pack.
+/// Accumulates sealed blobs of one kind into a pack: in memory, or written as it grows into
+/// a backend's [`FileSink`] ([`PackWriter::streaming`]).
 #[derive(Debug)]
 pub struct PackWriter {
     kind: BlobKind,
+    /// The pack (in memory), or what is not yet in the sink (streaming).
     buf: Vec<u8>,
     entries: Vec<PackEntry>,
     raw_bytes: u64,
+    stream: Option<Stream>,
+}
+
+/// Where a streaming pack goes, and what went there.
+struct Stream {
+    sink: Box<dyn FileSink>,
+    hash: blake3::Hasher,
+    written: u64,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("sink", &self.sink)
+            .field("written", &self.written)
+            .finish()
+    }
 }
 
 /// A complete pack, ready to upload, with the index entry describing it.
 #[derive(Debug)]
 pub struct FinishedPack {
-    /// Pack id: BLAKE3 of `bytes`.
+    /// Pack id: BLAKE3 of the pack file.
     pub id: Id,
-    /// The pack file.
+    /// The pack file; empty when it was streamed into `sink`.
     pub bytes: Vec<u8>,
+    /// The written pack, to [`FileSink::commit`] under the id, for a streaming writer.
+    pub sink: Option<Box<dyn FileSink>>,
     /// Index entry for the pack.
     pub index: IndexPack,
     /// Plain bytes of the blobs inside.
     pub raw_bytes: u64,
+}
+
+impl FinishedPack {
+    /// Stores the pack under its id: commits its sink (once), or writes its bytes.
+    pub fn store(&mut self, backend: &dyn Backend) -> Result<()> {
+        let name = self.id.to_hex();
+        match self.sink.take() {
+            Some(sink) => sink.commit(&name)?,
+            None => backend.write(FileType::Pack, &name, &self.bytes)?,
+        }
+        Ok(())
+    }
 }
 
 impl PackWriter {
@@ -50,7 +87,34 @@ impl PackWriter {
             buf,
             entries: vec![],
             raw_bytes: 0,
+            stream: None,
         }
+    }
+
+    /// An empty pack of `kind` written into `sink` as blobs are added, so that it is never
+    /// held in memory whole; [`PackWriter::finish`] hands the sink on, to be committed
+    /// under the pack's id.
+    pub fn streaming(kind: BlobKind, sink: Box<dyn FileSink>) -> Self {
+        let mut w = Self::with_buffer(kind, Vec::new());
+        w.stream = Some(Stream {
+            sink,
+            hash: blake3::Hasher::new(),
+            written: 0,
+        });
+        w
+    }
+
+    /// Streaming: moves what is buffered into the sink (in memory: nothing to do).
+    fn drain(&mut self) -> Result<()> {
+        if let Some(s) = &mut self.stream
+            && !self.buf.is_empty()
+        {
+            s.sink.write(&self.buf)?;
+            s.hash.update(&self.buf);
+            s.written += self.buf.len() as u64;
+            self.buf.clear();
+        }
+        Ok(())
     }
 
     /// Kind of the blobs in this pack.
@@ -68,6 +132,9 @@ impl PackWriter {
     pub fn add_sealed(&mut self, id: Id, raw_len: u32, sealed: &[u8]) -> Result<()> {
         let offset = self.offset_for(sealed.len())?;
         self.buf.extend_from_slice(sealed);
+        if self.buf.len() >= STREAM_PIECE {
+            self.drain()?;
+        }
         self.entries.push(PackEntry {
             id,
             offset,
@@ -80,6 +147,12 @@ impl PackWriter {
 
     /// Appends every blob of `other` (of the same kind), as if added here one by one.
     pub fn absorb(&mut self, other: PackWriter) -> Result<()> {
+        if other.stream.is_some() {
+            return Err(RepoError::Invalid {
+                what: "pack",
+                detail: "cannot absorb a pack already being written".into(),
+            });
+        }
         if other.kind != self.kind {
             return Err(RepoError::Invalid {
                 what: "pack",
@@ -89,6 +162,7 @@ impl PackWriter {
         let body = other.buf.get(HEADER_LEN..).unwrap_or_default();
         let base = self.offset_for(body.len())?;
         self.buf.extend_from_slice(body);
+        self.drain()?;
         self.entries
             .extend(other.entries.into_iter().map(|e| PackEntry {
                 offset: e.offset - HEADER_LEN as u32 + base,
@@ -104,7 +178,7 @@ impl PackWriter {
             what: "pack size",
             detail: "pack exceeds 4 GiB".into(),
         };
-        let offset = u32::try_from(self.buf.len()).map_err(|_| too_big())?;
+        let offset = u32::try_from(self.size()).map_err(|_| too_big())?;
         let length = u32::try_from(len).map_err(|_| too_big())?;
         offset.checked_add(length).ok_or_else(too_big)?;
         Ok(offset)
@@ -112,7 +186,8 @@ impl PackWriter {
 
     /// Bytes so far.
     pub fn size(&self) -> usize {
-        self.buf.len()
+        let written = self.stream.as_ref().map_or(0, |s| s.written);
+        usize::try_from(written).unwrap_or(usize::MAX) + self.buf.len()
     }
 
     /// Number of blobs so far.
@@ -132,6 +207,7 @@ impl PackWriter {
             mut buf,
             entries,
             raw_bytes,
+            stream,
         } = self;
         let header = PackHeader { kind, entries };
         let plain = header
@@ -147,16 +223,27 @@ impl PackWriter {
             detail: "header exceeds 4 GiB".into(),
         })?;
         buf.extend_from_slice(&PackTrailer { header_len }.encode());
-        let id = Id(*blake3::hash(&buf).as_bytes());
+        let (id, size, bytes, sink) = match stream {
+            None => (blake3::hash(&buf), buf.len() as u64, buf, None),
+            Some(mut s) => {
+                s.sink.write(&buf)?;
+                s.hash.update(&buf);
+                let size = s.written + buf.len() as u64;
+                buf.clear();
+                (s.hash.finalize(), size, buf, Some(s.sink))
+            }
+        };
+        let id = Id(*id.as_bytes());
         let index = IndexPack {
             id,
             kind,
-            size: buf.len() as u64,
+            size,
             blobs: header.entries,
         };
         Ok(FinishedPack {
             id,
-            bytes: buf,
+            bytes,
+            sink,
             index,
             raw_bytes,
         })
@@ -244,4 +331,100 @@ pub fn pack_header_from_bytes(sealer: &Sealer, id: &Id, bytes: &[u8]) -> Result<
         &bytes[start as usize..(start + hlen) as usize],
         start,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use arca_backend::LocalBackend;
+
+    use super::*;
+    use crate::blob::seal_blob;
+    use crate::testing::repo;
+
+    /// A pack streamed into a local file while blobs are added is the pack the index
+    /// describes: named by the BLAKE3 of the file, its header read back from the file, every
+    /// blob at its offset; and nothing is visible under a pack name before the commit.
+    #[test]
+    fn a_streamed_pack_is_the_file_its_index_entry_describes() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = repo(Arc::new(LocalBackend::new(dir.path().join("repo"))));
+        let b = r.backend();
+        let sink = b
+            .sink(FileType::Pack)
+            .unwrap()
+            .expect("a local folder streams");
+        let mut w = PackWriter::streaming(BlobKind::Data, sink);
+        let mut sealed = vec![];
+        for i in 0..40u32 {
+            // Sizes across the 4 KiB alignment and the 1 MiB staging of direct writes.
+            let data: Vec<u8> = (0..(i * 37_001 % 300_000 + 1))
+                .map(|j| (j * 7 + i) as u8)
+                .collect();
+            let id = r.key().blob_id(&data);
+            let blob = seal_blob(r.sealer(), BlobKind::Data, id, &data, 0).unwrap();
+            w.add(&blob).unwrap();
+            sealed.push(blob);
+        }
+        assert!(w.size() > 4 << 20, "the pack spans several staging buffers");
+        let mut p = w.finish(r.sealer()).unwrap();
+        assert!(p.bytes.is_empty() && p.sink.is_some());
+        assert!(r.list_ids(FileType::Pack).unwrap().is_empty());
+        p.store(b.as_ref()).unwrap();
+        let file = b.read(FileType::Pack, &p.id.to_hex()).unwrap();
+        assert_eq!(file.len() as u64, p.index.size);
+        assert_eq!(Id(*blake3::hash(&file).as_bytes()), p.id);
+        let header = read_pack_header(b.as_ref(), r.sealer(), &p.id, p.index.size).unwrap();
+        assert_eq!(header.entries, p.index.blobs);
+        assert_eq!(
+            pack_header_from_bytes(r.sealer(), &p.id, &file)
+                .unwrap()
+                .entries,
+            p.index.blobs
+        );
+        for (e, blob) in p.index.blobs.iter().zip(&sealed) {
+            assert_eq!(e.id, blob.id);
+            let at = e.offset as usize;
+            assert_eq!(&file[at..at + e.length as usize], blob.bytes.as_slice());
+        }
+        let data = dir.path().join("repo").join("data");
+        let leftovers = std::fs::read_dir(&data)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(".tmp-")
+            })
+            .count();
+        assert_eq!(leftovers, 0, "the temporary file became the pack");
+    }
+
+    /// A streaming writer dropped before its pack is stored (a failed backup) leaves no file.
+    #[test]
+    fn an_abandoned_streamed_pack_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = repo(Arc::new(LocalBackend::new(dir.path().join("repo"))));
+        let sink = r.backend().sink(FileType::Pack).unwrap().unwrap();
+        let mut w = PackWriter::streaming(BlobKind::Data, sink);
+        let id = r.key().blob_id(b"x");
+        w.add(&seal_blob(r.sealer(), BlobKind::Data, id, b"x", 0).unwrap())
+            .unwrap();
+        let data = dir.path().join("repo").join("data");
+        let count = || {
+            std::fs::read_dir(&data)
+                .unwrap()
+                .filter(|e| e.as_ref().unwrap().file_type().unwrap().is_file())
+                .count()
+        };
+        assert_eq!(count(), 1, "the temporary file is there from the start");
+        let p = w.finish(r.sealer()).unwrap();
+        drop(p);
+        assert_eq!(count(), 0);
+        assert!(r.list_ids(FileType::Pack).unwrap().is_empty());
+    }
 }
