@@ -507,7 +507,7 @@ fn sink_conformance(b: &dyn Backend) {
         return;
     };
     let id = "ef".repeat(32);
-    // Pieces of awkward sizes, across the alignment of direct writes.
+    // Pieces of awkward sizes, across page boundaries.
     let data: Vec<u8> = (0..3 * 1024 * 1024 + 4321u32)
         .map(|i| (i.wrapping_mul(31) >> 3) as u8)
         .collect();

@@ -7,7 +7,6 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::uncached::Appender;
 use crate::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileSink, FileType, Result};
 
 /// A repository in a local directory.
@@ -128,27 +127,34 @@ fn temp_name(dir: &Path) -> io::Result<PathBuf> {
 }
 
 /// A file written in pieces ([`Backend::sink`]): a temporary file in its type's folder,
-/// written around the page cache, synced and renamed into place by the commit; removed when
-/// dropped before it.
+/// synced and renamed into place by the commit; removed when dropped before it.
+///
+/// The pieces go through the page cache: a write is a copy into memory that the kernel
+/// writes out in the background, so the thread filling the file (a backup's packer) never
+/// waits for the disk. The commit (a backup's uploader) syncs the file, then drops its
+/// cached pages, which would only push other data out of the cache. Written around the
+/// cache with `O_DIRECT`, the packer waited for every piece: a pipeline stall of about a
+/// second on a 512 MiB backup.
 struct LocalSink {
     backend: LocalBackend,
     t: FileType,
     tmp: PathBuf,
-    out: Option<Appender>,
+    file: Option<File>,
+    len: u64,
 }
 
 impl std::fmt::Debug for LocalSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalSink")
             .field("tmp", &self.tmp)
-            .field("len", &self.len())
+            .field("len", &self.len)
             .finish()
     }
 }
 
 impl FileSink for LocalSink {
     fn write(&mut self, data: &[u8]) -> Result<()> {
-        let Some(out) = self.out.as_mut() else {
+        let Some(file) = self.file.as_mut() else {
             return Err(BackendError::new(
                 "write",
                 LocalBackend::shown(&self.tmp),
@@ -156,26 +162,37 @@ impl FileSink for LocalSink {
                 "written after a failed write".into(),
             ));
         };
-        out.append(data).map_err(|e| {
-            // What was written is of no use any more; the drop removes it.
-            self.out = None;
-            BackendError::io("write", LocalBackend::shown(&self.tmp), e)
-        })
+        match file.write_all(data) {
+            Ok(()) => {
+                self.len += data.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                // What was written is of no use any more; the drop removes it.
+                self.file = None;
+                Err(BackendError::io("write", LocalBackend::shown(&self.tmp), e))
+            }
+        }
     }
 
     fn len(&self) -> u64 {
-        self.out.as_ref().map_or(0, Appender::len)
+        self.len
     }
 
     fn commit(mut self: Box<Self>, name: &str) -> Result<()> {
+        use std::os::fd::AsRawFd;
+
+        use nix::fcntl::{PosixFadviseAdvice, posix_fadvise};
+
         let p = self.backend.file(self.t, name);
         let failed = |e| BackendError::io("write", LocalBackend::shown(&p), e);
-        let out = self
-            .out
+        let f = self
+            .file
             .take()
             .ok_or_else(|| failed(io::Error::other("commit after a failed write")))?;
-        let f = out.finish().map_err(failed)?;
         f.sync_all().map_err(failed)?;
+        // Synced pages are clean: dropping them is free. A hint: its failure changes nothing.
+        let _ = posix_fadvise(f.as_raw_fd(), 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
         drop(f);
         fs::rename(&self.tmp, &p).map_err(failed)?;
         // Renamed: nothing for the drop to remove, even if the sync below fails.
@@ -419,13 +436,17 @@ impl Backend for LocalBackend {
         // and so the shard, is known only when the file is complete.
         let dir = self.root.join(t.dir());
         let tmp = temp_name(&dir).map_err(|e| BackendError::io("write", Self::shown(&dir), e))?;
-        let out = Appender::create_new(&tmp)
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
             .map_err(|e| BackendError::io("write", Self::shown(&tmp), e))?;
         Ok(Some(Box::new(LocalSink {
             backend: self.clone(),
             t,
             tmp,
-            out: Some(out),
+            file: Some(file),
+            len: 0,
         })))
     }
 

@@ -360,7 +360,7 @@ mod tests {
         let mut w = PackWriter::streaming(BlobKind::Data, sink);
         let mut sealed = vec![];
         for i in 0..40u32 {
-            // Sizes across the 4 KiB alignment and the 1 MiB staging of direct writes.
+            // Sizes across page boundaries and the 1 MiB pieces the writer hands on.
             let data: Vec<u8> = (0..(i * 37_001 % 300_000 + 1))
                 .map(|j| (j * 7 + i) as u8)
                 .collect();
@@ -369,7 +369,7 @@ mod tests {
             w.add(&blob).unwrap();
             sealed.push(blob);
         }
-        assert!(w.size() > 4 << 20, "the pack spans several staging buffers");
+        assert!(w.size() > 4 << 20, "the pack is written in several pieces");
         let mut p = w.finish(r.sealer()).unwrap();
         assert!(p.bytes.is_empty() && p.sink.is_some());
         assert!(r.list_ids(FileType::Pack).unwrap().is_empty());
