@@ -358,15 +358,7 @@ fn full_disk_on_restore_and_on_backup() {
     assert!(stderr(&o).contains("No space left"), "{}", stderr(&o));
     assert!(fs::read_dir(r.join("snapshots")).unwrap().next().is_none());
     // The pack being written when the disk filled (streamed into a temporary file) is gone.
-    let temps: Vec<_> = arca_testkit::files_under(&r)
-        .into_iter()
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(".tmp-")
-        })
-        .collect();
+    let temps = arca_testkit::temp_files_under(&r);
     assert!(temps.is_empty(), "{temps:?}");
     let o = run(&["check"]);
     assert!(o.status.success(), "{}", stderr(&o));

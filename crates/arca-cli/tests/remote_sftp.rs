@@ -88,15 +88,7 @@ fn every_command_works_on_sftp() {
     let cfg = ok(&e, &["cat", "config"]);
     assert!(!cfg.trim().is_empty());
     // No temporary file is left on the server.
-    let leftovers: Vec<_> = arca_testkit::files_under(&repo)
-        .into_iter()
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(".tmp-")
-        })
-        .collect();
+    let leftovers = arca_testkit::temp_files_under(&repo);
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 

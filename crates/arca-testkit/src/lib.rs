@@ -72,6 +72,17 @@ pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// The temporary files (`.tmp-*`) under `dir`: writes interrupted or abandoned.
+pub fn temp_files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    files_under(dir)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.as_encoded_bytes().starts_with(b".tmp-"))
+        })
+        .collect()
+}
+
 /// Every file under `dir`, recursively.
 pub fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = vec![];
