@@ -125,13 +125,13 @@ pub enum Command {
 #[derive(Debug, Args, Clone, Copy)]
 pub struct KdfArgs {
     /// Argon2id memory in KiB
-    #[arg(long, hide = true, default_value_t = 64 * 1024)]
+    #[arg(long, hide = true, default_value_t = arca_format::KdfParams::DEFAULT_MEMORY_KIB)]
     pub kdf_memory_kib: u32,
     /// Argon2id passes
-    #[arg(long, hide = true, default_value_t = 3)]
+    #[arg(long, hide = true, default_value_t = arca_format::KdfParams::DEFAULT_ITERATIONS)]
     pub kdf_iterations: u32,
     /// Argon2id lanes (at most an eighth of the memory in KiB)
-    #[arg(long, hide = true, default_value_t = 4)]
+    #[arg(long, hide = true, default_value_t = arca_format::KdfParams::DEFAULT_PARALLELISM)]
     pub kdf_parallelism: u32,
 }
 
