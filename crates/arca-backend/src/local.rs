@@ -180,8 +180,6 @@ impl FileSink for LocalSink {
     }
 
     fn commit(mut self: Box<Self>, name: &str) -> Result<()> {
-        use std::os::fd::AsRawFd;
-
         use nix::fcntl::{PosixFadviseAdvice, posix_fadvise};
 
         let p = self.backend.file(self.t, name);
@@ -192,7 +190,7 @@ impl FileSink for LocalSink {
             .ok_or_else(|| failed(io::Error::other("commit after a failed write")))?;
         f.sync_all().map_err(failed)?;
         // Synced pages are clean: dropping them is free. A hint: its failure changes nothing.
-        let _ = posix_fadvise(f.as_raw_fd(), 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
+        let _ = posix_fadvise(&f, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
         drop(f);
         fs::rename(&self.tmp, &p).map_err(failed)?;
         // Renamed: nothing for the drop to remove, even if the sync below fails.
@@ -369,7 +367,6 @@ impl Backend for LocalBackend {
 
     fn warm(&self, types: &[FileType]) {
         use nix::fcntl::{PosixFadviseAdvice, posix_fadvise};
-        use std::os::fd::AsRawFd;
         let dirs: Vec<(FileType, PathBuf)> = types
             .iter()
             .filter(|t| **t != FileType::Pack && **t != FileType::Config)
@@ -379,12 +376,7 @@ impl Backend for LocalBackend {
         let _ = parallel_map(&dirs, LIST_THREADS, |(t, d)| {
             for f in self.list_dir(*t, d)? {
                 if let Ok(file) = File::open(d.join(&f.name)) {
-                    let _ = posix_fadvise(
-                        file.as_raw_fd(),
-                        0,
-                        0,
-                        PosixFadviseAdvice::POSIX_FADV_WILLNEED,
-                    );
+                    let _ = posix_fadvise(&file, 0, 0, PosixFadviseAdvice::POSIX_FADV_WILLNEED);
                 }
             }
             Ok(())

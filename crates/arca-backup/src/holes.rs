@@ -3,7 +3,6 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
 use nix::unistd::{Whence, lseek};
@@ -35,7 +34,7 @@ impl<'f> HoleSkippingReader<'f> {
     }
 
     fn locate(&mut self) {
-        let fd = self.file.as_raw_fd();
+        let fd = self.file;
         let at = i64::try_from(self.pos).unwrap_or(i64::MAX);
         match lseek(fd, at, Whence::SeekData) {
             Ok(d) if d as u64 > self.pos => {

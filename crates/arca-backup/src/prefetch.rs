@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::OsStr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,35 +22,30 @@ use crate::sources::join;
 
 /// An open directory, shared by the jobs of its entries.
 struct Handle {
-    /// Owns the descriptor; iterated once, when the handle is made.
-    _dir: Mutex<Dir>,
-    fd: RawFd,
+    fd: OwnedFd,
 }
 
 impl Handle {
     /// Opens directory `name` relative to `at` (an absolute path with `at` = None), without
     /// following a symlink and without touching its access time where permitted, and lists it
     /// when `list` is set.
-    fn open(at: Option<RawFd>, name: &[u8], list: bool) -> Option<(Self, Vec<Vec<u8>>)> {
-        let mut dir = arca_fs::open_dir_noatime(at, Path::new(OsStr::from_bytes(name))).ok()?;
+    fn open(at: Option<BorrowedFd<'_>>, name: &[u8], list: bool) -> Option<(Self, Vec<Vec<u8>>)> {
+        let fd = arca_fs::open_dir_fd_noatime(at, Path::new(OsStr::from_bytes(name))).ok()?;
         let names = match list {
-            true => arca_fs::dir_entries(&mut dir).ok()?,
+            // The listing reads through a descriptor of its own, closed with it.
+            true => {
+                let mut dir = Dir::from_fd(fd.try_clone().ok()?).ok()?;
+                arca_fs::dir_entries(&mut dir).ok()?
+            }
             false => vec![],
         };
-        let fd = dir.as_raw_fd();
-        Some((
-            Self {
-                _dir: Mutex::new(dir),
-                fd,
-            },
-            names.into_iter().map(|(n, _)| n).collect(),
-        ))
+        Some((Self { fd }, names.into_iter().map(|(n, _)| n).collect()))
     }
 
     /// Whether entry `name` is a directory on device `dev` (not following symlinks).
     fn is_dir_on(&self, name: &[u8], dev: u64) -> bool {
         fstatat(
-            Some(self.fd),
+            &self.fd,
             OsStr::from_bytes(name),
             AtFlags::AT_SYMLINK_NOFOLLOW,
         )
@@ -164,7 +159,7 @@ impl Shared {
             if !is_dir || job.depth == 0 {
                 continue;
             }
-            if let Some((sub, mut names)) = Handle::open(Some(dir.fd), name, true) {
+            if let Some((sub, mut names)) = Handle::open(Some(dir.fd.as_fd()), name, true) {
                 names.sort();
                 subdirs.push((path, sub, names));
             }

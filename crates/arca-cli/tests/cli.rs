@@ -256,6 +256,47 @@ fn unreadable_files_are_skipped_with_exit_3_and_an_incomplete_snapshot() {
     fs::set_permissions(src.join("closed"), fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// A directory whose listing fails (at once, or after its first entries) and a file whose
+/// reads fail part way, on a FUSE file system that fails on purpose: each is warned about by
+/// name, the snapshot is marked incomplete and the exit code is 3; a failed listing is never
+/// taken for the end of the directory (which would store a silently shorter tree).
+#[test]
+fn failed_listings_and_reads_are_warned_about_never_stored_as_shorter() {
+    if !arca_testkit::faultfs::require_fuse() {
+        return;
+    }
+    let e = Env::new();
+    let m = e.path("m");
+    fs::create_dir(&m).unwrap();
+    let faulty = arca_testkit::faultfs::FaultFs::mount(&m).unwrap();
+    e.init(&[]);
+    let o = e.run(&["backup", "--json", m.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    for (name, what) in [
+        ("m/bad", "list directory"),
+        ("m/short", "list directory"),
+        ("m/broken", "read"),
+    ] {
+        assert!(
+            err.lines()
+                .any(|l| l.contains(name) && l.contains(what) && l.contains("Input/output error")),
+            "no warning for {name}: {err}"
+        );
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(v["complete"], false, "{v}");
+    assert_eq!(v["errors"], 3, "{v}");
+    let o = e.run(&["snapshots"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("incomplete"));
+    // What could be read was stored, and nothing that failed was stored as if whole.
+    let ls = e.ok(&["ls", "latest"]);
+    assert!(ls.lines().any(|l| l.ends_with("/m/ok")), "{ls}");
+    assert!(!ls.lines().any(|l| l.ends_with("/m/broken")), "{ls}");
+    drop(faulty);
+}
+
 #[test]
 fn a_missing_backup_path_is_fatal() {
     let e = Env::new();

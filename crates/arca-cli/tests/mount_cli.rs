@@ -26,43 +26,9 @@ use nix::unistd::Pid;
 /// How long anything may take: mounting, a refresh, an unmount, the process ending.
 const LIMIT: Duration = Duration::from_secs(10);
 
-fn fusermount3() -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    dirs.extend(["/usr/bin", "/bin"].map(PathBuf::from));
-    dirs.into_iter()
-        .map(|d| d.join("fusermount3"))
-        .find(|p| p.is_file())
-}
-
-/// Why FUSE cannot be used here, if it cannot.
-fn no_fuse() -> Option<String> {
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse does not exist".into());
-    }
-    if let Err(e) = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/fuse")
-    {
-        return Some(format!("cannot open /dev/fuse: {e}"));
-    }
-    if fusermount3().is_none() {
-        return Some("fusermount3 is not installed (Debian: apt-get install fuse3)".into());
-    }
-    None
-}
-
 macro_rules! require_fuse {
     () => {
-        if let Some(why) = no_fuse() {
-            // CI installs FUSE: there a skip would hide a broken install.
-            assert!(
-                std::env::var_os("ARCA_REQUIRE_E2E").is_none(),
-                "ARCA_REQUIRE_E2E is set but {why}"
-            );
-            eprintln!("skipping this FUSE test: {why}");
+        if !arca_testkit::faultfs::require_fuse() {
             return;
         }
     };

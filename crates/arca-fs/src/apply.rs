@@ -4,7 +4,6 @@
 use std::ffi::OsStr;
 use std::fs::{self, File};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -96,7 +95,7 @@ pub fn apply_metadata(path: &Path, node: &Node, opts: MetadataOptions) -> Vec<Fs
         errs.push(FsError::new("change mode of", path, e));
     }
     if let Err(e) = utimensat(
-        None,
+        nix::fcntl::AT_FDCWD,
         path,
         &timespec(node.atime),
         &timespec(node.mtime),
@@ -111,7 +110,7 @@ pub fn apply_metadata(path: &Path, node: &Node, opts: MetadataOptions) -> Vec<Fs
 /// reading a symlink, which moves its access time.
 pub fn set_times(path: &Path, node: &Node) -> Result<(), FsError> {
     utimensat(
-        None,
+        nix::fcntl::AT_FDCWD,
         path,
         &timespec(node.atime),
         &timespec(node.mtime),
@@ -153,11 +152,7 @@ pub fn apply_file_metadata(
     {
         errs.push(FsError::new("change mode of", path, e));
     }
-    if let Err(e) = futimens(
-        file.as_raw_fd(),
-        &timespec(node.atime),
-        &timespec(node.mtime),
-    ) {
+    if let Err(e) = futimens(file, &timespec(node.atime), &timespec(node.mtime)) {
         errs.push(FsError::new("set times of", path, errno(e)));
     }
     errs

@@ -4,7 +4,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
@@ -50,19 +50,27 @@ pub fn open_noatime(path: &Path) -> io::Result<File> {
     }
 }
 
-/// Opens directory `path` (relative to the directory `at` when given) for listing, without
-/// following a final symlink and without updating its access time when the process may do so.
-pub fn open_dir_noatime(at: Option<RawFd>, path: &Path) -> io::Result<Dir> {
+/// Opens directory `path` (relative to the directory `at` when given), without following a
+/// final symlink and without updating its access time when the process may do so.
+pub fn open_dir_fd_noatime(at: Option<BorrowedFd<'_>>, path: &Path) -> io::Result<OwnedFd> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
-    match Dir::openat(at, path, flags | OFlag::O_NOATIME, Mode::empty()) {
-        Err(nix::errno::Errno::EPERM) => Dir::openat(at, path, flags, Mode::empty()),
+    let at = at.unwrap_or(nix::fcntl::AT_FDCWD);
+    match nix::fcntl::openat(at, path, flags | OFlag::O_NOATIME, Mode::empty()) {
+        Err(nix::errno::Errno::EPERM) => nix::fcntl::openat(at, path, flags, Mode::empty()),
         r => r,
     }
     .map_err(errno)
 }
 
+/// Opens directory `path` (relative to the directory `at` when given) for listing, as
+/// [`open_dir_fd_noatime`].
+pub fn open_dir_noatime(at: Option<BorrowedFd<'_>>, path: &Path) -> io::Result<Dir> {
+    Dir::from_fd(open_dir_fd_noatime(at, path)?).map_err(errno)
+}
+
 /// The entries of an open directory (without `.` and `..`): each name, with its type when
-/// the file system reports one.
+/// the file system reports one. A failed read of the listing is an error, never a shorter
+/// listing (nix before 0.30 took a failed `readdir_r` for the end of the directory).
 pub fn dir_entries(dir: &mut Dir) -> io::Result<Vec<(Vec<u8>, Option<Type>)>> {
     let mut out = vec![];
     for entry in dir.iter() {
@@ -109,7 +117,7 @@ pub fn preallocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
     let (Ok(off), Ok(l)) = (i64::try_from(offset), i64::try_from(len)) else {
         return Ok(());
     };
-    match fallocate(file.as_raw_fd(), FallocateFlags::empty(), off, l) {
+    match fallocate(file, FallocateFlags::empty(), off, l) {
         Ok(()) => Ok(()),
         Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::ENOSYS) => Ok(()),
         Err(e) => Err(errno(e)),

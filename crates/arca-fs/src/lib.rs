@@ -18,8 +18,8 @@ pub use apply::{
     metadata_matches, set_times,
 };
 pub use content::{
-    copy_range, dir_entries, list_dir_names, list_dir_noatime, open_dir_noatime, open_for_restore,
-    open_noatime, preallocate, shares_extents,
+    copy_range, dir_entries, list_dir_names, list_dir_noatime, open_dir_fd_noatime,
+    open_dir_noatime, open_for_restore, open_noatime, preallocate, shares_extents,
 };
 pub use direct::{
     AlignedBuf, DIRECT_ALIGN, DIRECT_MIN, DirectWrite, direct_span, open_direct, write_pages_direct,

@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -320,7 +319,7 @@ impl<'a, 's> Worker<'a, 's> {
         let res = file(sh, &mut self.open, t.file).and_then(|file| {
             let path = &sh.plan.file_path(t.file);
             let punched = fallocate(
-                file.as_raw_fd(),
+                file,
                 FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE,
                 t.offset as i64,
                 len as i64,

@@ -19,7 +19,7 @@ fn io_err(e: nix::errno::Errno) -> io::Error {
 /// Sets atime and mtime (nanoseconds) without following symlinks.
 pub fn set_times(p: &Path, atime: (i64, i64), mtime: (i64, i64)) -> io::Result<()> {
     utimensat(
-        None,
+        nix::fcntl::AT_FDCWD,
         p,
         &TimeSpec::new(atime.0, atime.1),
         &TimeSpec::new(mtime.0, mtime.1),

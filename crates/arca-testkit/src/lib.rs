@@ -2,6 +2,7 @@
 //! a comparison of two trees by bytes and metadata, and helpers that damage files.
 
 pub mod compare;
+pub mod faultfs;
 pub mod generate;
 pub mod s3d;
 
