@@ -30,17 +30,28 @@ pub(crate) struct Known<'a> {
     copied: Mutex<HashSet<Id>>,
     /// The capping segment, shared by all readers: one stream, as FAST'13 caps it.
     segment: Mutex<Segment>,
+    /// Directory listings whose stored copies could not be read (damaged, their pack gone):
+    /// stored again when met, rather than referenced.
+    distrusted: HashSet<Id>,
 }
 
 impl<'a> Known<'a> {
-    pub(crate) fn new(index: &'a Index) -> Self {
+    /// Knows what `index` holds, except the listings of `distrusted`, whose stored copies
+    /// could not be read: this run stores those again when it meets them.
+    pub(crate) fn new(index: &'a Index, distrusted: HashSet<Id>) -> Self {
         let shards = || (0..SHARDS).map(|_| Mutex::new(HashSet::new())).collect();
         Self {
             index,
             claimed: [shards(), shards()],
             copied: Mutex::new(HashSet::new()),
             segment: Mutex::new(Segment::default()),
+            distrusted,
         }
+    }
+
+    /// Whether the repository holds a copy of the blob that can be used.
+    fn stored(&self, kind: BlobKind, id: &Id) -> bool {
+        self.index.contains(kind, id) && !(kind == BlobKind::Tree && self.distrusted.contains(id))
     }
 
     fn shard(&self, kind: BlobKind, id: &Id) -> &Mutex<HashSet<Id>> {
@@ -50,7 +61,7 @@ impl<'a> Known<'a> {
 
     /// Whether the blob is in the repository or queued by this run.
     pub(crate) fn contains(&self, kind: BlobKind, id: &Id) -> bool {
-        self.index.contains(kind, id)
+        self.stored(kind, id)
             || self
                 .shard(kind, id)
                 .lock()
@@ -60,7 +71,7 @@ impl<'a> Known<'a> {
     /// Claims a blob for storing: true for exactly one caller of a blob neither the
     /// repository nor this run has; that caller must queue it.
     pub(crate) fn claim(&self, kind: BlobKind, id: &Id) -> bool {
-        if self.index.contains(kind, id) {
+        if self.stored(kind, id) {
             return false;
         }
         match self.shard(kind, id).lock() {

@@ -258,6 +258,10 @@ pub struct BackupReport {
     pub phases: Vec<(&'static str, f64)>,
     /// Blocks stored again by `--cap`, and their bytes.
     pub capped: (u64, u64),
+    /// Directory listings of the parent snapshot that could not be read (tree id, why):
+    /// their folders were read again from disk and their listings stored again, so this
+    /// snapshot does not depend on the unreadable copies.
+    pub parent_unreadable: Vec<(Id, String)>,
 }
 
 fn parent_for(
@@ -506,6 +510,7 @@ fn run<'w>(
         profile: out.profile,
         phases: phases.0,
         capped: out.capped,
+        parent_unreadable: parents.map(|p| p.failed().to_vec()).unwrap_or_default(),
     })
 }
 

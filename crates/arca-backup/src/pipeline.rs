@@ -107,7 +107,14 @@ pub(crate) fn run(
         let saver = Saver::start(outer, repo, shape.saver);
         let ctx = Ctx {
             repo,
-            known: Known::new(index),
+            // Listings of the parent that could not be read are stored again if met.
+            known: Known::new(
+                index,
+                parents
+                    .iter()
+                    .flat_map(|p| p.failed().iter().map(|(id, _)| *id))
+                    .collect(),
+            ),
             saver: &saver,
             progress,
             report: Reporter::new(observer),

@@ -428,26 +428,39 @@ impl Repository {
         Ok((index, damaged))
     }
 
-    /// Reads and verifies one blob.
+    /// Reads and verifies one blob, from the first of its copies that can be had.
     pub fn read_blob(&self, index: &Index, kind: BlobKind, id: &Id) -> Result<Vec<u8>> {
-        let loc = index
-            .get(kind, id)
-            .ok_or(RepoError::BlobNotFound { kind, id: *id })?;
-        let sealed = self.backend.read_range(
-            FileType::Pack,
-            &loc.pack.id.to_hex(),
-            u64::from(loc.offset),
-            u64::from(loc.length),
-        )?;
-        open_blob(
-            &self.key,
-            &self.sealer,
-            kind,
-            *id,
-            loc.pack.id,
-            &sealed,
-            loc.raw_length,
-        )
+        let mut first_error = None;
+        // A copy that cannot be had (damaged, its pack gone) gives way to the next one.
+        for loc in index.locations(kind, id) {
+            let opened = self
+                .backend
+                .read_range(
+                    FileType::Pack,
+                    &loc.pack.id.to_hex(),
+                    u64::from(loc.offset),
+                    u64::from(loc.length),
+                )
+                .map_err(RepoError::from)
+                .and_then(|sealed| {
+                    open_blob(
+                        &self.key,
+                        &self.sealer,
+                        kind,
+                        *id,
+                        loc.pack.id,
+                        &sealed,
+                        loc.raw_length,
+                    )
+                });
+            match opened {
+                Ok(plain) => return Ok(plain),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        Err(first_error.unwrap_or(RepoError::BlobNotFound { kind, id: *id }))
     }
 
     /// Opens a blob whose sealed bytes the caller already read.

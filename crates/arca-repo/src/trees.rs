@@ -135,12 +135,47 @@ impl<'a> TreeLoader<'a> {
         trees
     }
 
-    /// Fetches and verifies the listings `ids`, several ranged reads at once.
+    /// Fetches and verifies the listings `ids`, several ranged reads at once. A listing
+    /// whose copy cannot be had (a damaged blob, a missing pack) is read from its next copy
+    /// when the index knows another (a backup stores a listing again when it finds the
+    /// stored one damaged); it fails only when every copy does.
     fn fetch(&self, ids: &[Id]) -> Vec<(Id, Listing)> {
+        let mut out = vec![];
+        let mut first_error: HashMap<Id, String> = HashMap::new();
+        let mut todo = ids.to_vec();
+        let mut copy = 0;
+        while !todo.is_empty() {
+            let mut retry = vec![];
+            for (id, got) in self.fetch_copy(&todo, copy) {
+                let Err(why) = got else {
+                    out.push((id, got));
+                    continue;
+                };
+                let another = self.index.locations(BlobKind::Tree, &id).nth(copy + 1);
+                if another.is_some() && !self.stop.load(Ordering::Relaxed) {
+                    first_error.entry(id).or_insert(why);
+                    retry.push(id);
+                } else {
+                    let why = match first_error.remove(&id) {
+                        Some(first) => format!("{first}; its other copies: {why}"),
+                        None => why,
+                    };
+                    out.push((id, Err(why)));
+                }
+            }
+            todo = retry;
+            copy += 1;
+        }
+        out
+    }
+
+    /// Fetches and verifies copy number `copy` (0 = the first the index names) of each
+    /// listing of `ids`.
+    fn fetch_copy(&self, ids: &[Id], copy: usize) -> Vec<(Id, Listing)> {
         let mut out = vec![];
         let mut spans = vec![];
         for id in ids {
-            match self.index.get(BlobKind::Tree, id) {
+            match self.index.locations(BlobKind::Tree, id).nth(copy) {
                 Some(loc) => spans.push(Span {
                     pack: loc.pack_index,
                     offset: u64::from(loc.offset),

@@ -190,3 +190,55 @@ fn missing_pack_and_damaged_index_are_reported() {
     );
     let _ = Path::new("/");
 }
+
+/// A damaged directory listing in the parent snapshot: the next backup reads that folder
+/// again and stores its listing again (the same id, a new copy) instead of referencing the
+/// damaged copy, and readers take the copy that opens, so the new snapshot restores whole,
+/// and so does the old one.
+#[test]
+fn a_damaged_listing_is_stored_again_by_the_next_backup() {
+    let s = setup();
+    let sub = s.src.join("sub");
+    fs::create_dir(&sub).unwrap();
+    for i in 0..3u64 {
+        fs::write(sub.join(format!("inner{i}")), random_bytes(100 + i, 3000)).unwrap();
+    }
+    let first = do_backup(&s.repo, &s.src).unwrap();
+    let (index, tree) = source_tree(&s);
+    let listing = tree.find(b"sub").unwrap().subtree.unwrap();
+    let loc = index.get(BlobKind::Tree, &listing).unwrap();
+    let hex = loc.pack.id.to_hex();
+    let pack = s.repo_dir.join("data").join(&hex[..2]).join(&hex);
+    arca_testkit::flip_byte(&pack, u64::from(loc.offset) + u64::from(loc.length) / 2).unwrap();
+    // The damage is there: the listing cannot be read.
+    assert!(s.repo.load_tree(&index, &listing).is_err());
+
+    let second = do_backup(&s.repo, &s.src).unwrap();
+    assert_eq!(
+        second
+            .parent_unreadable
+            .iter()
+            .map(|(id, _)| *id)
+            .collect::<Vec<_>>(),
+        vec![listing],
+        "{:?}",
+        second.parent_unreadable
+    );
+    assert!(second.snapshot.complete);
+    let index = s.repo.load_index().unwrap();
+    assert_eq!(index.locations(BlobKind::Tree, &listing).count(), 2);
+    assert_eq!(s.repo.load_tree(&index, &listing).unwrap().nodes.len(), 3);
+    for (snapshot, target) in [
+        (second.snapshot_id, s.target.join("new")),
+        (first.snapshot_id, s.target.join("old")),
+    ] {
+        let snapshot = snapshot.to_hex();
+        let r = do_restore(&s.repo, &snapshot, &target).unwrap();
+        assert!(r.issues.is_empty(), "{:?}", r.issues);
+        let diffs = arca_testkit::compare::diff_trees(&s.src, &restored(&target, &s.src));
+        assert!(diffs.is_empty(), "{diffs:?}");
+    }
+    // A third backup finds nothing wrong with its parent.
+    let third = do_backup(&s.repo, &s.src).unwrap();
+    assert!(third.parent_unreadable.is_empty());
+}

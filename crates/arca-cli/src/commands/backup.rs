@@ -141,6 +141,15 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
     drop(scanner);
     drop(ticker);
     drop(line);
+    if let Some((id, why)) = report.parent_unreadable.first() {
+        eprintln!(
+            "arca: warning: {} directory listings of the parent snapshot could not be read \
+             (first: {}: {why}); their folders were read again and stored again, so this \
+             snapshot does not need them; run `arca check --read-data` to find the damage",
+            report.parent_unreadable.len(),
+            id.short()
+        );
+    }
     let s = &report.snapshot.summary;
     if a.json {
         let v = json!({
@@ -171,6 +180,8 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
                 .map(|(n, s)| json!({"name": n, "seconds": s})).collect::<Vec<_>>(),
             "capped_blobs": report.capped.0,
             "capped_bytes": report.capped.1,
+            "parent_listings_unreadable": report.parent_unreadable.iter()
+                .map(|(id, why)| json!({"tree": id.to_hex(), "error": why})).collect::<Vec<_>>(),
         });
         super::out(&v.to_string())?;
     } else if !g.quiet {
