@@ -373,3 +373,71 @@ fn prune_after_forget_frees_the_data_only_removed_snapshots_used() {
     assert!(lines[1].is_object(), "{out}");
     e.ok(&["check", "--read-data"]);
 }
+
+/// One damaged snapshot file does not stop the repository: listings and `latest` leave it out
+/// with a warning naming it, backups go on, prune refuses (what it uses is unknown) and says
+/// how to remove it, and `forget ID` removes it.
+#[test]
+fn a_damaged_snapshot_is_left_out_and_can_be_forgotten() {
+    let (e, src) = setup();
+    let first = backup(&e, &src, "one", &[]);
+    let second = backup(&e, &src, "two", &[]);
+    let file = e.repo.join("snapshots").join(&first);
+    let mut bytes = fs::read(&file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x20;
+    fs::write(&file, &bytes).unwrap();
+    let short = &first[..8];
+
+    let o = e.run(&["snapshots", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let warn = stderr(&o);
+    assert!(
+        warn.contains("damaged snapshot file")
+            && warn.contains(short)
+            && warn.contains(&format!("arca forget {short}")),
+        "{warn}"
+    );
+    assert_eq!(
+        warn.matches(short).count(),
+        2,
+        "named once, and in the advice: {warn}"
+    );
+    let listed: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(ids_of(&listed), vec![second.clone()]);
+    // Backups and restores of the rest go on.
+    let third = backup(&e, &src, "three", &[]);
+    let o = e.run(&[
+        "restore",
+        "latest",
+        "--target",
+        e.path("out").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Prune cannot know what the damaged snapshot uses: it refuses, saying how to go on.
+    let o = e.run(&["prune"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains(&format!("arca forget {short}")),
+        "{}",
+        stderr(&o)
+    );
+    // Forgetting it by id removes the file.
+    let o = e.run(&["forget", short]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("remove damaged snapshot"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!file.exists());
+    let o = e.run(&["snapshots"]);
+    assert!(
+        o.status.success() && !stderr(&o).contains("warning"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(ids(&e), vec![second, third]);
+    e.ok(&["prune"]);
+    e.ok(&["check", "--read-data"]);
+}

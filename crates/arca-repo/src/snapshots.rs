@@ -16,6 +16,9 @@ pub struct SnapshotFilter {
     pub paths: Vec<String>,
 }
 
+/// Damaged files left out of a listing, each with why.
+pub type DamagedFiles = Vec<(Id, RepoError)>;
+
 impl SnapshotFilter {
     /// Whether a snapshot passes.
     pub fn matches(&self, s: &Snapshot) -> bool {
@@ -38,32 +41,49 @@ impl Repository {
         Snapshot::decode(&body).map_err(|e| RepoError::format(format!("snapshot {id}"), e))
     }
 
-    /// All snapshots passing `filter`, oldest first. Several are read at once (a repository
-    /// of hundreds of snapshots reads them all to find `latest` or a backup's parent); the
-    /// first failure in listing order is the error.
+    /// All snapshots passing `filter`, oldest first, as [`Repository::list_snapshots_report`]
+    /// finds them; each damaged snapshot file is left out with a warning on stderr (naming
+    /// it and how to remove it), so one damaged file does not stop backups or listings.
     pub fn list_snapshots(&self, filter: &SnapshotFilter) -> Result<Vec<(Id, Snapshot)>> {
+        let (list, damaged) = self.list_snapshots_report(filter)?;
+        for (id, e) in &damaged {
+            damaged_snapshot_warning(id, e);
+        }
+        Ok(list)
+    }
+
+    /// All snapshots passing `filter`, oldest first, and the damaged snapshot files (one
+    /// that does not hash to its name, open with the key or decode) with the reason. Several
+    /// are read at once (a repository of hundreds of snapshots reads them all to find
+    /// `latest` or a backup's parent). Any other failure (the backend cannot list or read)
+    /// is the error: a shorter list is only ever the result of damage.
+    pub fn list_snapshots_report(
+        &self,
+        filter: &SnapshotFilter,
+    ) -> Result<(Vec<(Id, Snapshot)>, DamagedFiles)> {
         let ids = self.list_ids(FileType::Snapshot)?;
         let loaded = crate::par::load_ordered(&ids, self.small_file_requests(), "snapshot", |id| {
             self.load_snapshot(id)
         });
         let mut out = vec![];
+        let mut damaged = vec![];
         for ((id, _), s) in ids.iter().zip(loaded) {
-            let s = s?;
-            if filter.matches(&s) {
-                out.push((*id, s));
+            match s {
+                Ok(s) if filter.matches(&s) => out.push((*id, s)),
+                Ok(_) => {}
+                Err(e) if e.is_corruption() => damaged.push((*id, e)),
+                Err(e) => return Err(e),
             }
         }
         out.sort_by(|a, b| a.1.time.cmp(&b.1.time).then(a.0.cmp(&b.0)));
-        Ok(out)
+        Ok((out, damaged))
     }
 
-    /// Resolves `latest` (newest passing `filter`) or a unique id prefix.
-    pub fn find_snapshot(&self, spec: &str, filter: &SnapshotFilter) -> Result<(Id, Snapshot)> {
+    /// The snapshot `spec` names: `latest` (newest passing `filter`) or a unique id prefix,
+    /// found without reading it (so a damaged snapshot can still be named, to remove it).
+    pub fn resolve_snapshot(&self, spec: &str, filter: &SnapshotFilter) -> Result<Id> {
         if spec == "latest" {
-            return self
-                .list_snapshots(filter)?
-                .pop()
-                .ok_or_else(|| RepoError::NoSuchSnapshot(spec.to_string()));
+            return self.find_snapshot(spec, filter).map(|(id, _)| id);
         }
         let lower = spec.to_ascii_lowercase();
         if lower.is_empty() || !lower.bytes().all(|b| b.is_ascii_hexdigit()) || lower.len() > 64 {
@@ -76,13 +96,37 @@ impl Repository {
             .filter(|id| id.to_hex().starts_with(&lower))
             .collect();
         match ids.as_slice() {
-            [id] => Ok((*id, self.load_snapshot(id)?)),
+            [id] => Ok(*id),
             [] => Err(RepoError::NoSuchSnapshot(spec.to_string())),
             _ => Err(RepoError::AmbiguousSnapshot {
                 prefix: spec.to_string(),
                 count: ids.len(),
             }),
         }
+    }
+
+    /// Resolves `latest` (newest passing `filter`) or a unique id prefix.
+    pub fn find_snapshot(&self, spec: &str, filter: &SnapshotFilter) -> Result<(Id, Snapshot)> {
+        if spec == "latest" {
+            return self
+                .list_snapshots(filter)?
+                .pop()
+                .ok_or_else(|| RepoError::NoSuchSnapshot(spec.to_string()));
+        }
+        let id = self.resolve_snapshot(spec, filter)?;
+        Ok((id, self.load_snapshot(&id)?))
+    }
+}
+
+/// Reports on stderr that a snapshot file is damaged and left out.
+fn damaged_snapshot_warning(id: &Id, e: &RepoError) {
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!(
+            "arca: warning: damaged snapshot file ({e}); it is left out (`arca forget {}` \
+             removes it)",
+            id.short()
+        );
     }
 }
 
@@ -198,7 +242,8 @@ mod tests {
         };
         let (_, latest) = repo.find_snapshot("latest", &a).unwrap();
         assert_eq!(latest.time.timestamp(), 1_700_000_000 + 14 * 60);
-        // A damaged snapshot is the error, named.
+        // A damaged snapshot is left out of the list and reported, named; it can still be
+        // named by its id prefix (to remove it), and loading it is the error.
         let victim = all[5].0;
         let name = victim.to_hex();
         let mut bytes = backend.inner.read(FileType::Snapshot, &name).unwrap();
@@ -208,7 +253,33 @@ mod tests {
             .inner
             .write(FileType::Snapshot, &name, &bytes)
             .unwrap();
-        let e = repo.list_snapshots(&SnapshotFilter::default()).unwrap_err();
-        assert!(e.to_string().contains(&name), "{e}");
+        let (list, damaged) = repo
+            .list_snapshots_report(&SnapshotFilter::default())
+            .unwrap();
+        assert_eq!(list.len(), 15);
+        assert!(list.iter().all(|(id, _)| *id != victim));
+        assert_eq!(damaged.len(), 1);
+        assert_eq!(damaged[0].0, victim);
+        assert!(damaged[0].1.to_string().contains(&name), "{}", damaged[0].1);
+        assert_eq!(
+            repo.list_snapshots(&SnapshotFilter::default())
+                .unwrap()
+                .len(),
+            15
+        );
+        assert_eq!(repo.resolve_snapshot(&name[..10], &a).unwrap(), victim);
+        assert!(repo.find_snapshot(&name[..10], &a).is_err());
+        // A backend that cannot read is the error, not a shorter list.
+        let faulty = Arc::new(arca_backend::FaultBackend::new(
+            Arc::clone(&backend) as Arc<dyn Backend>
+        ));
+        let broken = Repository::open(faulty.clone(), b"pw").unwrap();
+        faulty.add(arca_backend::Rule {
+            op: Some(arca_backend::Op::Read),
+            file_type: Some(FileType::Snapshot),
+            trigger: arca_backend::Trigger::Always,
+            fault: arca_backend::Fault::Fail(std::io::ErrorKind::Other),
+        });
+        assert!(broken.list_snapshots(&SnapshotFilter::default()).is_err());
     }
 }

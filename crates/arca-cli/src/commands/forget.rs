@@ -129,6 +129,9 @@ impl ForgetArgs {
 /// What happens to one group (see [`forget::GroupPlan`]).
 type GroupReport = forget::GroupPlan;
 
+/// Damaged snapshot files named for removal, each with why.
+type Damaged = Vec<(Id, String)>;
+
 /// Runs `forget`.
 pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
     let policy = a.policy()?;
@@ -156,8 +159,8 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
         Some(opened.repo.lock_for(LockKind::Exclusive, "forget")?)
     };
     let filter = super::filter(&a.filter);
-    let reports = if a.snapshots.is_empty() {
-        by_policy(&opened, &filter, &policy, a.group_by)?
+    let (reports, damaged) = if a.snapshots.is_empty() {
+        (by_policy(&opened, &filter, &policy, a.group_by)?, vec![])
     } else {
         by_ids(&opened, &filter, &a.snapshots, a.group_by)?
     };
@@ -174,7 +177,12 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
         }
     }
 
-    let remove: Vec<Id> = forget::removed_ids(&reports);
+    // Damaged snapshot files named by id are removed too (nothing can be shown of them).
+    for (id, why) in &damaged {
+        eprintln!("remove damaged snapshot {}: {why}", id.short());
+    }
+    let mut remove: Vec<Id> = forget::removed_ids(&reports);
+    remove.extend(damaged.iter().map(|(id, _)| *id));
     let say = |line: String| -> Result<()> {
         if a.json || g.quiet {
             Ok(())
@@ -228,30 +236,39 @@ fn by_policy(
     Ok(forget::plan(list, policy, group_by, chrono::Utc::now()))
 }
 
-/// Resolves the named snapshots (all of them before anything is removed) and groups them.
+/// Resolves the named snapshots (all of them before anything is removed) and groups them;
+/// the named snapshot files that are damaged (they cannot be read, only removed) come apart,
+/// with why.
 fn by_ids(
     opened: &Opened,
     filter: &SnapshotFilter,
     specs: &[String],
     group_by: GroupBy,
-) -> Result<Vec<GroupReport>> {
+) -> Result<(Vec<GroupReport>, Damaged)> {
     let mut seen = HashSet::new();
     let mut found = vec![];
+    let mut damaged = vec![];
     for spec in specs {
-        let (id, s) = opened.repo.find_snapshot(spec, filter)?;
-        if seen.insert(id) {
-            found.push((id, s));
+        let id = opened.repo.resolve_snapshot(spec, filter)?;
+        if !seen.insert(id) {
+            continue;
+        }
+        match opened.repo.load_snapshot(&id) {
+            Ok(s) => found.push((id, s)),
+            Err(e) if e.is_corruption() => damaged.push((id, e.to_string())),
+            Err(e) => return Err(e.into()),
         }
     }
     found.sort_by(|a, b| b.1.time.cmp(&a.1.time).then_with(|| a.0.cmp(&b.0)));
-    Ok(forget::group(found, group_by)
+    let reports = forget::group(found, group_by)
         .into_iter()
         .map(|grp| GroupReport {
             key: grp.key,
             keep: vec![],
             remove: grp.snapshots,
         })
-        .collect())
+        .collect();
+    Ok((reports, damaged))
 }
 
 /// A snapshot as `snapshots --json` prints it: its fields, `id` and `short_id`.

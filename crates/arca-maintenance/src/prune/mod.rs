@@ -324,10 +324,14 @@ impl fmt::Display for PruneError {
                 "tree {id} cannot be read ({error}), so the data it uses is unknown; {NOTHING}. \
                  Run `arca check --read-data`, then `arca repair`"
             ),
-            PruneError::UnreadableSnapshot { id, error } => write!(
+            // The error names the snapshot file already.
+            PruneError::UnreadableSnapshot { id, error } if error.is_corruption() => write!(
                 f,
-                "snapshot {id} cannot be read ({error}); {NOTHING}. Run `arca check`"
+                "{error}: the data it uses is unknown; {NOTHING}. Remove the damaged snapshot \
+                 with `arca forget {}`, or run `arca repair snapshots`",
+                id.short()
             ),
+            PruneError::UnreadableSnapshot { error, .. } => write!(f, "{error}; {NOTHING}"),
             PruneError::BadPack { id, error } => write!(
                 f,
                 "pack {id} cannot be repacked: {error}; {NOTHING}. Run `arca check --read-data`, \
