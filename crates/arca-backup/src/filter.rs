@@ -158,9 +158,43 @@ pub fn read_list(path: &Path) -> io::Result<Vec<String>> {
         .collect())
 }
 
+/// Reads a `--files-from` list as [`read_list`] does, but as bytes: a path need not be
+/// UTF-8 (file names on Linux are any bytes but `/` and NUL).
+pub fn read_path_list(path: &Path) -> io::Result<Vec<std::path::PathBuf>> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = if path == Path::new("-") {
+        let mut b = vec![];
+        io::stdin().read_to_end(&mut b)?;
+        b
+    } else {
+        std::fs::read(path)?
+    };
+    Ok(bytes
+        .split(|&b| b == b'\n')
+        .map(<[u8]>::trim_ascii)
+        .filter(|l| !l.is_empty() && !l.starts_with(b"#"))
+        .map(|l| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(l)))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_lists_are_read_as_bytes() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("list");
+        std::fs::write(&p, b"# comment\n/a/b\xffc \r\n\n  /plain\n").unwrap();
+        let got = read_path_list(&p).unwrap();
+        use std::os::unix::ffi::OsStrExt;
+        assert_eq!(
+            got.iter()
+                .map(|p| p.as_os_str().as_bytes())
+                .collect::<Vec<_>>(),
+            vec![&b"/a/b\xffc"[..], b"/plain"]
+        );
+    }
 
     #[test]
     fn tag_specs_parse_and_bad_ones_are_named() {

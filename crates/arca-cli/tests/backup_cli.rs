@@ -231,3 +231,25 @@ fn stdin_is_stored_as_one_file_and_restores_byte_for_byte() {
     let o = e.run(&["backup", "--stdin", "/tmp"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// `--files-from` lists are read as bytes: a path that is not UTF-8 is backed up.
+#[test]
+fn files_from_takes_paths_that_are_not_utf8() {
+    use std::os::unix::ffi::OsStrExt;
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir(&src).unwrap();
+    let odd = src.join(std::ffi::OsStr::from_bytes(b"bad\xffname"));
+    fs::write(&odd, b"content").unwrap();
+    let list = e.path("list");
+    let mut bytes = odd.as_os_str().as_bytes().to_vec();
+    bytes.push(b'\n');
+    fs::write(&list, &bytes).unwrap();
+    let o = e.run(&["backup", "--files-from", list.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = e.path("out");
+    e.ok(&["restore", "latest", "--target", out.to_str().unwrap()]);
+    let back = out.join(odd.strip_prefix("/").unwrap());
+    assert_eq!(fs::read(back).unwrap(), b"content");
+}

@@ -403,3 +403,39 @@ fn duplicates_share_storage_on_btrfs() {
     assert!(shared_extents(&out.join("original")));
     assert!(!shared_extents(&out.join("other")));
 }
+
+/// A target named through a symlink to a folder restores into that folder, with or without
+/// a trailing slash, as restic does; a symlink to nothing is refused naming it.
+#[test]
+fn a_target_named_through_a_symlink_is_the_folder_it_points_to() {
+    let e = Env::new();
+    let src = e.path("src");
+    sample(&src);
+    e.init(&[]);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let real = e.path("real");
+    fs::create_dir(&real).unwrap();
+    let link = e.path("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    e.ok(&["restore", "latest", "--target", link.to_str().unwrap()]);
+    same_tree(&src, &real);
+    assert!(
+        fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let o = e.run(&[
+        "restore",
+        "latest",
+        "--target",
+        &format!("{}/", link.display()),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("nothing to fetch"));
+    let dangling = e.path("dangling");
+    std::os::unix::fs::symlink(e.path("nowhere"), &dangling).unwrap();
+    let o = e.run(&["restore", "latest", "--target", dangling.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("dangling"), "{}", stderr(&o));
+}

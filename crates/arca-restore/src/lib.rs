@@ -235,6 +235,22 @@ pub fn restore(
         excludes: matcher(&opts.excludes)?,
     };
     let t = opts.tuning.resolve(repo.backend().hints());
+    // A target named through a symlink is where the link points (symlinks found inside the
+    // target are never followed).
+    let resolved;
+    let opts = match fs::symlink_metadata(&opts.target) {
+        Ok(m) if m.file_type().is_symlink() => {
+            resolved = RestoreOptions {
+                target: fs::canonicalize(&opts.target).map_err(|source| RestoreError::Target {
+                    path: opts.target.clone(),
+                    source,
+                })?,
+                ..opts.clone()
+            };
+            &resolved
+        }
+        _ => opts,
+    };
     match fs::symlink_metadata(&opts.target) {
         Ok(m) if !m.is_dir() => {
             return Err(RestoreError::Target {

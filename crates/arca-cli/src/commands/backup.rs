@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use arca_backup::estimate::{Estimator, Reading};
-use arca_backup::filter::read_list;
+use arca_backup::filter::{read_list, read_path_list};
 use arca_backup::{
     BackupError, BackupOptions, Excludes, ParentMode, Progress, ReadAhead, Warning, backup_reader,
     backup_with,
@@ -44,11 +44,9 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         Ok(out)
     };
     let mut paths = a.paths.clone();
-    paths.extend(
-        list(&a.files_from)?
-            .into_iter()
-            .map(std::path::PathBuf::from),
-    );
+    for f in &a.files_from {
+        paths.extend(read_path_list(f).with_context(|| format!("cannot read {}", f.display()))?);
+    }
     if paths.is_empty() && !a.stdin {
         anyhow::bail!("no paths to back up (the --files-from lists are empty)");
     }
