@@ -1,5 +1,5 @@
-//! `arca repair index|snapshots` and check's repair proposals end to end: index files deleted
-//! or damaged, a data pack lost, and `check --read-data-subset`.
+//! `arca repair index|packs|snapshots` and check's repair proposals end to end: index files
+//! deleted or damaged, a data pack lost, damaged or cut short, and `check --read-data-subset`.
 
 #![allow(clippy::unwrap_used)]
 
@@ -343,4 +343,89 @@ fn read_data_subset_reads_groups_and_shares_of_the_packs() {
     }
     let o = e.run(&["check", "--read-data", "--read-data-subset", "1/2"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+/// The largest data pack's file.
+fn largest_pack(e: &Env) -> PathBuf {
+    pack_files(e)
+        .into_iter()
+        .max_by_key(|p| fs::metadata(p).unwrap().len())
+        .unwrap()
+}
+
+/// A data pack whose header is damaged (its blobs intact): check names `repair packs` for
+/// it, which rewrites it; nothing is lost, and `repair index` never drops what it held.
+#[test]
+fn a_damaged_pack_header_is_repaired_by_repair_packs_without_loss() {
+    let e = Env::new();
+    let src = e.path("src");
+    source(&src, 0, 24);
+    init(&e);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let pack = largest_pack(&e);
+    let id = pack.file_name().unwrap().to_str().unwrap().to_string();
+    let size = fs::metadata(&pack).unwrap().len();
+    arca_testkit::flip_byte(&pack, size - 30).unwrap();
+    let v = check_json(&e, &["--read-data"]);
+    assert_eq!(repairs(&v), vec![format!("arca repair packs {id}")], "{v}");
+    // repair index, even reading every header, keeps what the index knew of the pack.
+    e.ok(&["repair", "index", "--read-all-packs"]);
+    restore_same(&e, "latest", &src, "t0");
+    let v = check_json(&e, &["--read-data"]);
+    assert_eq!(repairs(&v), vec![format!("arca repair packs {id}")], "{v}");
+    // A dry run changes nothing.
+    let out = e.ok(&["repair", "packs", &id[..12], "--dry-run"]);
+    assert!(out.contains("dry run"), "{out}");
+    assert!(pack.exists());
+    let r = e.json(&["repair", "packs", &id[..12], "--json"]);
+    assert!(r["lost_blobs"].as_array().unwrap().is_empty(), "{r}");
+    assert!(r["salvaged_blobs"].as_u64().unwrap() > 0);
+    assert!(!pack.exists());
+    assert_clean(&e);
+    restore_same(&e, "latest", &src, "t1");
+}
+
+/// A data pack cut short: `repair packs` keeps the blobs before the cut, `repair snapshots`
+/// cuts the lost ones out, and every file whose blobs survived restores whole.
+#[test]
+fn a_truncated_pack_keeps_what_lies_before_the_cut() {
+    let e = Env::new();
+    let src = e.path("src");
+    source(&src, 0, 24);
+    init(&e);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let pack = largest_pack(&e);
+    let id = pack.file_name().unwrap().to_str().unwrap().to_string();
+    let size = fs::metadata(&pack).unwrap().len();
+    arca_testkit::truncate_by(&pack, size / 2).unwrap();
+    let v = check_json(&e, &[]);
+    assert_eq!(
+        repairs(&v),
+        vec![
+            format!("arca repair packs {id}"),
+            "arca repair snapshots --forget".to_string()
+        ],
+        "{v}"
+    );
+    let r = e.json(&["repair", "packs", &id, "--json"]);
+    let salvaged = r["salvaged_blobs"].as_u64().unwrap();
+    let lost = r["lost_blobs"].as_array().unwrap().len();
+    assert!(salvaged > 0 && lost > 0, "{r}");
+    e.ok(&["repair", "snapshots", "--forget"]);
+    assert_clean(&e);
+    let target = e.path("t");
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    // Files cut short by the repair are shorter; every other file is whole.
+    let mut whole = 0;
+    for f in files(&src) {
+        let back = restored(&target, &f);
+        let (a, b) = (fs::read(&f).unwrap(), fs::read(&back).unwrap());
+        if a.len() == b.len() {
+            assert_eq!(a, b, "{}", f.display());
+            whole += 1;
+        } else {
+            assert!(a.starts_with(&b), "{} is not a prefix", back.display());
+        }
+    }
+    assert!(whole > 0);
 }

@@ -50,7 +50,7 @@ pub fn run(g: &Global, a: &CheckArgs) -> Result<u8> {
                 "paths": a.paths.iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "repair": rep.repairs.iter().map(|p| json!({
-                "command": p.repair.command(),
+                "command": p.command_line(),
                 "reason": p.reason,
             })).collect::<Vec<_>>(),
             "backend": util::stats_json(&opened.stats),
@@ -91,19 +91,14 @@ fn print_text(
     }
     // Repairs of damage go to stderr with the errors; the prune hint is a note.
     for p in &rep.repairs {
-        let line = match p.repair {
-            Repair::RemoveDamagedPacks => {
-                format!("to repair: {} ({})", p.repair.command(), p.reason)
-            }
-            _ => format!("to repair: run `{}` ({})", p.repair.command(), p.reason),
-        };
+        let line = format!("to repair: run `{}` ({})", p.command_line(), p.reason);
         if p.repair != Repair::Prune || !rep.is_ok() {
             eprintln!("{line}");
         } else if !g.quiet {
             eprintln!(
                 "note: {}: run `{}` to remove them",
                 p.reason,
-                p.repair.command()
+                p.command_line()
             );
         }
     }

@@ -1,10 +1,11 @@
-//! `arca repair index|snapshots`: rebuild a damaged repository's index from the pack headers,
-//! or rewrite the snapshots whose data is lost.
+//! `arca repair index|packs|snapshots`: rebuild a damaged repository's index from the pack
+//! headers, salvage damaged packs, or rewrite the snapshots whose data is lost.
 
 use anyhow::Result;
 use arca_format::Id;
 use arca_maintenance::repair::{
-    Loss, RepairIndexOptions, RepairSnapshotsOptions, repair_index, repair_snapshots,
+    Loss, RepairIndexOptions, RepairPacksOptions, RepairSnapshotsOptions, repair_index,
+    repair_packs, repair_snapshots,
 };
 use arca_repo::SnapshotFilter;
 use clap::{Args, Subcommand};
@@ -26,6 +27,9 @@ pub enum RepairCommand {
     /// Rebuild the index from the pack headers and replace every index file (works when the
     /// index files are damaged or gone)
     Index(RepairIndexArgs),
+    /// Salvage damaged packs (as `check --read-data` names them): blobs that verify are
+    /// copied into new packs, the others leave the index; the damaged packs are deleted
+    Packs(RepairPacksArgs),
     /// Rewrite snapshots that reference lost data: lost directories become empty, files
     /// are cut before their first lost block; the copies are tagged `repaired`
     Snapshots(RepairSnapshotsArgs),
@@ -38,6 +42,20 @@ pub struct RepairIndexArgs {
     #[arg(long)]
     pub read_all_packs: bool,
     /// Report what would be done, change nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `repair packs`.
+#[derive(Debug, Args)]
+pub struct RepairPacksArgs {
+    /// Packs to salvage (ids or unique prefixes)
+    #[arg(value_name = "PACK", required = true)]
+    pub packs: Vec<String>,
+    /// Read and verify, report what would be done, change nothing
     #[arg(long, short = 'n')]
     pub dry_run: bool,
     /// Print the result as JSON
@@ -66,12 +84,121 @@ pub struct RepairSnapshotsArgs {
 pub fn run(g: &Global, a: &RepairArgs) -> Result<u8> {
     match &a.what {
         RepairCommand::Index(a) => index(g, a),
+        RepairCommand::Packs(a) => packs(g, a),
         RepairCommand::Snapshots(a) => snapshots(g, a),
     }
 }
 
 fn ids(v: &[Id]) -> Vec<String> {
     v.iter().map(Id::to_hex).collect()
+}
+
+/// The pack each of `specs` (an id or a unique prefix of one) names.
+fn resolve_packs(repo: &arca_repo::Repository, specs: &[String]) -> Result<Vec<Id>> {
+    let on_disk: Vec<Id> = repo
+        .list_ids(arca_backend::FileType::Pack)?
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    // Packs the index names but the backend lost can be named in full.
+    let mut out = vec![];
+    for spec in specs {
+        let lower = spec.to_ascii_lowercase();
+        if let Ok(id) = lower.parse::<Id>() {
+            out.push(id);
+            continue;
+        }
+        let found: Vec<&Id> = on_disk
+            .iter()
+            .filter(|id| !lower.is_empty() && id.to_hex().starts_with(&lower))
+            .collect();
+        match found.as_slice() {
+            [id] => out.push(**id),
+            [] => anyhow::bail!("no pack {spec:?} in the repository"),
+            _ => anyhow::bail!("{spec:?} names {} packs: give more digits", found.len()),
+        }
+    }
+    Ok(out)
+}
+
+fn packs(g: &Global, a: &RepairPacksArgs) -> Result<u8> {
+    // The local cache must not serve index files this command replaces.
+    let opened = util::open_uncached(g)?;
+    let _lock = opened
+        .repo
+        .lock_for(arca_repo::LockKind::Exclusive, "repair")?;
+    let packs = resolve_packs(&opened.repo, &a.packs)?;
+    let rep = repair_packs(
+        &opened.repo,
+        &packs,
+        RepairPacksOptions { dry_run: a.dry_run },
+    )?;
+    if a.json {
+        let v = json!({
+            "message_type": "summary",
+            "dry_run": a.dry_run,
+            "packs": ids(&rep.packs),
+            "salvaged_blobs": rep.salvaged_blobs,
+            "salvaged_bytes": rep.salvaged_bytes,
+            "lost_blobs": rep.lost.iter().map(|l| json!({
+                "kind": l.kind.to_string(), "id": l.id.to_hex(), "pack": l.pack.to_hex(),
+                "error": l.why,
+            })).collect::<Vec<_>>(),
+            "new_packs": ids(&rep.new_packs),
+            "index_files_written": ids(&rep.index_files_written),
+            "index_files_deleted": ids(&rep.index_files_deleted),
+            "packs_deleted": ids(&rep.packs_deleted),
+            "backend": util::stats_json(&opened.stats),
+        });
+        super::out(&v.to_string())?;
+        return Ok(0);
+    }
+    for l in &rep.lost {
+        eprintln!(
+            "{} blob {} of pack {} is lost: {}",
+            l.kind,
+            l.id.short(),
+            l.pack.short(),
+            l.why
+        );
+    }
+    if !g.quiet {
+        let verb = if a.dry_run {
+            "would salvage"
+        } else {
+            "salvaged"
+        };
+        super::out(&format!(
+            "{verb} {} blobs ({}) of {} packs into {} new packs; {} blobs lost",
+            rep.salvaged_blobs,
+            util::human_bytes(rep.salvaged_bytes),
+            rep.packs.len(),
+            if a.dry_run {
+                "the".to_string()
+            } else {
+                rep.new_packs.len().to_string()
+            },
+            rep.lost.len()
+        ))?;
+        if a.dry_run {
+            super::out("dry run: nothing was changed")?;
+        } else {
+            super::out(&format!(
+                "wrote {} index files, deleted {} old index files and {} damaged packs",
+                rep.index_files_written.len(),
+                rep.index_files_deleted.len(),
+                rep.packs_deleted.len()
+            ))?;
+        }
+    }
+    if !rep.lost.is_empty() {
+        eprintln!(
+            "the lost blobs are out of the index: the next backup stores them again if their \
+             files still exist; run `arca repair snapshots --forget` to cut them out of the \
+             snapshots that use them"
+        );
+    }
+    Ok(0)
 }
 
 fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {

@@ -33,12 +33,13 @@ pub struct CheckOptions {
 /// A command that repairs a kind of problem `check` found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Repair {
-    /// `arca repair index`: damaged index files, indexed packs that are missing, truncated
-    /// or do not match their index entries, packs no index names.
+    /// `arca repair index`: damaged index files, indexed packs that are missing, packs no
+    /// index names, intact packs whose header does not match their index entries (with
+    /// `--read-all-packs`).
     Index,
-    /// Packs whose blobs are damaged must leave the repository (moved away by hand, a copy
-    /// kept for salvage); then `arca repair index` and `arca repair snapshots --forget`.
-    RemoveDamagedPacks,
+    /// `arca repair packs ID...`: packs whose bytes are damaged (a damaged header or blob,
+    /// cut short): the blobs that verify are copied into new packs, the rest leave the index.
+    Packs,
     /// `arca repair snapshots --forget`: snapshots that reference lost trees or blobs, and
     /// snapshot files that are damaged.
     Snapshots,
@@ -47,14 +48,11 @@ pub enum Repair {
 }
 
 impl Repair {
-    /// The command line to run (for [`Repair::RemoveDamagedPacks`], what to do).
+    /// The command to run (without the arguments a [`Proposal`] adds).
     pub fn command(self) -> &'static str {
         match self {
             Repair::Index => "arca repair index",
-            Repair::RemoveDamagedPacks => {
-                "move the damaged packs out of the repository, then run `arca repair index` \
-                 and `arca repair snapshots --forget`"
-            }
+            Repair::Packs => "arca repair packs",
             Repair::Snapshots => "arca repair snapshots --forget",
             Repair::Prune => "arca prune",
         }
@@ -66,8 +64,20 @@ impl Repair {
 pub struct Proposal {
     /// What to run.
     pub repair: Repair,
+    /// Its arguments (the packs for [`Repair::Packs`]).
+    pub args: Vec<String>,
     /// What it repairs.
     pub reason: String,
+}
+
+impl Proposal {
+    /// The whole command line to run.
+    pub fn command_line(&self) -> String {
+        std::iter::once(self.repair.command())
+            .chain(self.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
 }
 
 /// A pack with problems.
@@ -128,7 +138,9 @@ impl CheckReport {
 #[derive(Default)]
 struct Findings {
     damaged_index_files: usize,
-    bad_indexed_packs: usize,
+    missing_packs: usize,
+    /// Intact packs whose header does not match their index entries.
+    mismatched_packs: usize,
     unindexed_packs: usize,
     damaged_packs: Vec<Id>,
     damaged_snapshot_files: usize,
@@ -247,8 +259,10 @@ pub fn check_with_progress(
         .collect();
     for p in &packs {
         let blobs = || p.blobs.iter().map(|b| (p.kind, b.id));
-        if on_disk.get(&p.id) != Some(&p.size) {
-            found.bad_indexed_packs += 1;
+        match on_disk.get(&p.id) {
+            None => found.missing_packs += 1,
+            Some(&size) if size != p.size => found.damaged_packs.push(p.id),
+            Some(_) => {}
         }
         match on_disk.get(&p.id) {
             None => dmg.mark(
@@ -379,12 +393,14 @@ pub fn check_with_progress(
         for r in results {
             rep.blobs_read += r.blobs;
             rep.bytes_read += r.bytes;
-            if r.problems.iter().any(|(_, blobs)| !blobs.is_empty()) {
-                found.damaged_packs.push(r.id);
+            if r.damaged {
+                if !found.damaged_packs.contains(&r.id) {
+                    found.damaged_packs.push(r.id);
+                }
             } else if !r.problems.is_empty() {
-                // The pack's blobs are fine but its bytes or header are not what the index
-                // says: a new index from the pack headers fixes that.
-                found.bad_indexed_packs += 1;
+                // The pack is intact but its header is not what the index says: a new index
+                // from the pack headers fixes that.
+                found.mismatched_packs += 1;
             }
             for (problem, blobs) in r.problems {
                 dmg.mark(&mut rep, &r.id, problem, &mut blobs.into_iter());
@@ -432,10 +448,16 @@ fn proposals(f: &Findings, rep: &CheckReport) -> Vec<Proposal> {
             count(f.damaged_index_files as u64, "index file")
         ));
     }
-    if f.bad_indexed_packs > 0 {
+    if f.missing_packs > 0 {
         why.push(format!(
-            "{} named by the index missing or not matching it",
-            count(f.bad_indexed_packs as u64, "pack")
+            "{} named by the index missing",
+            count(f.missing_packs as u64, "pack")
+        ));
+    }
+    if f.mismatched_packs > 0 {
+        why.push(format!(
+            "{} not matching the index",
+            count(f.mismatched_packs as u64, "intact pack")
         ));
     }
     if f.unindexed_packs > 0 {
@@ -448,6 +470,11 @@ fn proposals(f: &Findings, rep: &CheckReport) -> Vec<Proposal> {
     if index {
         out.push(Proposal {
             repair: Repair::Index,
+            args: if f.mismatched_packs > 0 {
+                vec!["--read-all-packs".into()]
+            } else {
+                vec![]
+            },
             reason: why.join("; "),
         });
     }
@@ -455,8 +482,12 @@ fn proposals(f: &Findings, rep: &CheckReport) -> Vec<Proposal> {
         let mut ids: Vec<String> = f.damaged_packs.iter().map(Id::to_hex).collect();
         ids.sort();
         out.push(Proposal {
-            repair: Repair::RemoveDamagedPacks,
-            reason: format!("packs with damaged blobs: {}", ids.join(", ")),
+            repair: Repair::Packs,
+            reason: format!(
+                "{} with damaged bytes: the blobs that verify are kept",
+                count(ids.len() as u64, "pack")
+            ),
+            args: ids,
         });
     }
     let mut why = vec![];
@@ -482,12 +513,14 @@ fn proposals(f: &Findings, rep: &CheckReport) -> Vec<Proposal> {
         }
         out.push(Proposal {
             repair: Repair::Snapshots,
+            args: vec![],
             reason,
         });
     }
     if f.unused_blobs > 0 {
         out.push(Proposal {
             repair: Repair::Prune,
+            args: vec![],
             reason: format!(
                 "{} ({} bytes in packs) used by no snapshot",
                 count(f.unused_blobs, "blob"),
@@ -572,6 +605,8 @@ struct PackResult {
     blobs: u64,
     bytes: u64,
     problems: Vec<(String, Vec<(BlobKind, Id)>)>,
+    /// Its bytes are damaged (not only its index entries wrong).
+    damaged: bool,
 }
 
 fn read_all_packs(
@@ -619,12 +654,14 @@ fn check_pack(repo: &Repository, p: &IndexPack) -> PackResult {
         blobs: 0,
         bytes: 0,
         problems: vec![],
+        damaged: false,
     };
     let all = || p.blobs.iter().map(|b| (p.kind, b.id)).collect::<Vec<_>>();
     let bytes = match repo.backend().read(FileType::Pack, &p.id.to_hex()) {
         Ok(b) => b,
         Err(e) => {
             r.problems.push((format!("cannot be read: {e}"), all()));
+            r.damaged = true;
             return r;
         }
     };
@@ -632,9 +669,17 @@ fn check_pack(repo: &Repository, p: &IndexPack) -> PackResult {
     if Id(*blake3::hash(&bytes).as_bytes()) != p.id {
         r.problems
             .push(("content does not match its id (corrupted)".into(), vec![]));
+        r.damaged = true;
     }
-    if let Err(e) = header_matches(repo, p, &bytes) {
-        r.problems.push((format!("header: {e}"), vec![]));
+    match header_matches(repo, p, &bytes) {
+        Ok(()) => {}
+        Err(HeaderProblem::Damaged(e)) => {
+            r.problems.push((format!("header: {e}"), vec![]));
+            r.damaged = true;
+        }
+        Err(HeaderProblem::Mismatch) => r
+            .problems
+            .push(("header: does not match the index".into(), vec![])),
     }
     let mut bad = vec![];
     let mut first_err = None;
@@ -659,6 +704,7 @@ fn check_pack(repo: &Repository, p: &IndexPack) -> PackResult {
         }
     }
     if !bad.is_empty() {
+        r.damaged = true;
         r.problems.push((
             format!(
                 "{} of {} blobs damaged (first: {})",
@@ -672,10 +718,19 @@ fn check_pack(repo: &Repository, p: &IndexPack) -> PackResult {
     r
 }
 
-fn header_matches(repo: &Repository, p: &IndexPack, bytes: &[u8]) -> Result<(), String> {
-    let h = pack_header_from_bytes(repo.sealer(), &p.id, bytes).map_err(|e| e.to_string())?;
+/// Why a pack's header is not what the index says.
+enum HeaderProblem {
+    /// It cannot be read (damaged, cut off).
+    Damaged(String),
+    /// It reads, and lists other blobs than the index.
+    Mismatch,
+}
+
+fn header_matches(repo: &Repository, p: &IndexPack, bytes: &[u8]) -> Result<(), HeaderProblem> {
+    let h = pack_header_from_bytes(repo.sealer(), &p.id, bytes)
+        .map_err(|e| HeaderProblem::Damaged(e.to_string()))?;
     if h.kind != p.kind || h.entries != p.blobs {
-        return Err("does not match the index".into());
+        return Err(HeaderProblem::Mismatch);
     }
     Ok(())
 }

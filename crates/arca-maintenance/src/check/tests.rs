@@ -122,13 +122,41 @@ fn each_kind_of_damage_proposes_its_repair() {
     )
     .unwrap();
     let kinds: Vec<Repair> = rep.repairs.iter().map(|p| p.repair).collect();
-    assert_eq!(kinds, vec![Repair::RemoveDamagedPacks, Repair::Snapshots]);
-    assert!(rep.repairs[0].reason.contains(&fx.data1.id.to_hex()));
-    assert!(
-        Repair::RemoveDamagedPacks
-            .command()
-            .contains("arca repair index")
+    assert_eq!(kinds, vec![Repair::Packs, Repair::Snapshots]);
+    assert_eq!(
+        rep.repairs[0].command_line(),
+        format!("arca repair packs {}", fx.data1.id.to_hex())
     );
+
+    // A damaged pack header (its blobs intact): repair packs, which rewrites it; repair index
+    // could not fix it.
+    let fx = build();
+    let size = fx.data1.size as usize;
+    fx.flip(FileType::Pack, &fx.data1.id, size - 20);
+    let rep = check(
+        &fx.repo,
+        CheckOptions {
+            read_data: true,
+            workers: 1,
+        },
+    )
+    .unwrap();
+    let kinds: Vec<Repair> = rep.repairs.iter().map(|p| p.repair).collect();
+    assert_eq!(kinds, vec![Repair::Packs], "{:?}", rep.repairs);
+    assert_eq!(rep.repairs[0].args, vec![fx.data1.id.to_hex()]);
+
+    // A missing pack: repair index drops it; the snapshot then needs repair snapshots.
+    let fx = build();
+    fx.delete_pack(&fx.data2);
+    let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+    let kinds: Vec<Repair> = rep.repairs.iter().map(|p| p.repair).collect();
+    assert_eq!(
+        kinds,
+        vec![Repair::Index, Repair::Snapshots],
+        "{:?}",
+        rep.repairs
+    );
+    assert!(rep.repairs[0].args.is_empty());
 
     // Data no snapshot uses (a snapshot forgotten): prune, not an error.
     let fx = build();

@@ -36,8 +36,13 @@ pub struct RepairIndexReport {
     pub packs_indexed: usize,
     /// Blobs named by the new index.
     pub blobs_indexed: u64,
-    /// Packs left out because their header cannot be read (left on the backend).
+    /// Packs whose header cannot be read (left on the backend): left out of the index
+    /// unless an intact index file described them (see `kept_unreadable`).
     pub unreadable: Vec<UnreadablePack>,
+    /// Packs whose header cannot be read but that an intact index file described: their
+    /// entries are kept from it (each blob is verified when read), for `arca repair packs`
+    /// to salvage.
+    pub kept_unreadable: Vec<Id>,
     /// Packs an old index file named that the backend no longer holds.
     pub missing_packs: Vec<Id>,
     /// Index files written.
@@ -59,8 +64,10 @@ pub fn repair_index(
     rep.packs_found = on_disk.len();
     let sizes: HashMap<Id, u64> = on_disk.iter().copied().collect();
 
-    // Entries of intact index files whose pack is on the backend at the indexed size.
+    // Entries of intact index files whose pack is on the backend at the indexed size, and
+    // of those on the backend at any size.
     let mut known: HashMap<Id, IndexPack> = HashMap::new();
+    let mut described: HashMap<Id, IndexPack> = HashMap::new();
     let mut missing: HashSet<Id> = HashSet::new();
     for (id, f) in &old {
         let f = match f {
@@ -71,6 +78,9 @@ pub fn repair_index(
             }
         };
         for p in &f.packs {
+            if sizes.contains_key(&p.id) {
+                described.entry(p.id).or_insert_with(|| p.clone());
+            }
             match sizes.get(&p.id) {
                 None => {
                     missing.insert(p.id);
@@ -94,8 +104,16 @@ pub fn repair_index(
     rep.headers_read = to_read.len();
     let scan = scan_or_stop(repo, &to_read)?;
     rep.unreadable = scan.unreadable;
+    // A pack whose header is damaged or cut off still holds the blobs an intact index file
+    // placed in it: those entries stay, so nothing the index knew is lost here.
+    let kept: Vec<IndexPack> = rep
+        .unreadable
+        .iter()
+        .filter_map(|u| described.get(&u.id).cloned())
+        .collect();
+    rep.kept_unreadable = kept.iter().map(|p| p.id).collect();
 
-    let mut packs: Vec<IndexPack> = known.into_values().chain(scan.packs).collect();
+    let mut packs: Vec<IndexPack> = known.into_values().chain(scan.packs).chain(kept).collect();
     packs.sort_by_key(|p| p.id);
     rep.packs_indexed = packs.len();
     rep.blobs_indexed = packs.iter().map(|p| p.blobs.len() as u64).sum();

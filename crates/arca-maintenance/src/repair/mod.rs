@@ -1,4 +1,4 @@
-//! Repairs, as restic's `repair index` and `repair snapshots`.
+//! Repairs, as restic's `repair index`, `repair packs` and `repair snapshots`.
 //!
 //! * [`repair_index`] rebuilds the index from the packs themselves: every pack carries a
 //!   sealed header listing its blobs, so the index can always be recomputed. Packs that an
@@ -6,8 +6,12 @@
 //!   `read_all_packs` is set; every other pack's header is read. New index files are written
 //!   first, then every old one (damaged or not) is deleted, so a crash in between leaves a
 //!   repository whose index names each pack at least once. A pack whose header cannot be read
-//!   is reported and left alone; a pack the backend cannot read for another reason (a failing
-//!   connection) stops the repair before anything is written.
+//!   is reported and left on the backend; the entries an intact index file had for it are
+//!   kept (for [`repair_packs`]); a pack the backend cannot read for another reason (a
+//!   failing connection) stops the repair before anything is written.
+//! * [`repair_packs`] salvages damaged packs (damaged header or blobs, truncated or missing):
+//!   the blobs that verify are copied into new packs, the others leave the index; the
+//!   damaged packs are deleted last.
 //! * [`repair_snapshots`] rewrites snapshots that reference lost data: a directory whose
 //!   listing is lost becomes an empty directory, a file whose content lost a blob is truncated
 //!   before the first lost blob. The new trees are written (packs, then an index file), then a
@@ -19,6 +23,7 @@
 //!   backup does), so their blobs are not taken for lost.
 
 mod index;
+mod packs;
 mod snapshots;
 
 #[cfg(test)]
@@ -32,6 +37,7 @@ use arca_repo::recover::{HeaderScan, scan_headers};
 use arca_repo::{RepoError, Repository};
 
 pub use index::{RepairIndexOptions, RepairIndexReport, repair_index};
+pub use packs::{LostBlob, RepairPacksOptions, RepairPacksReport, repair_packs};
 pub use snapshots::{
     Change, Loss, RepairSnapshotsOptions, RepairSnapshotsReport, RepairedSnapshot, repair_snapshots,
 };

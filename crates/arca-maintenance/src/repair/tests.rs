@@ -171,11 +171,99 @@ fn unreadable_and_missing_packs_are_left_out_and_reported() {
     assert_eq!(sorted(bad), sorted(vec![fx.data2.id, junk]), "{r:?}");
     assert!(r.unreadable.iter().all(|u| u.damaged));
     assert_eq!(r.missing_packs, vec![fx.sub_pack.id]);
-    assert_eq!(r.packs_indexed, 2);
+    // The pack with the damaged header keeps the entries the old index had for it (its blobs
+    // are intact); the garbage one, which no index described, is left out.
+    assert_eq!(r.kept_unreadable, vec![fx.data2.id]);
+    assert_eq!(r.packs_indexed, 3);
     // Nothing was deleted but the old index file.
     assert_eq!(fx.ids(FileType::Pack).len(), 4);
     let index = fx.repo.load_index().unwrap();
-    assert_eq!(index.packs().len(), 2);
+    assert_eq!(index.packs().len(), 3);
+    for b in &fx.data2.blobs {
+        fx.repo.read_blob(&index, BlobKind::Data, &b.id).unwrap();
+    }
+}
+
+#[test]
+fn a_damaged_pack_header_is_rewritten_by_repair_packs_and_nothing_is_lost() {
+    let fx = build();
+    let size = fx.data1.size as usize;
+    fx.flip(FileType::Pack, &fx.data1.id, size - 20);
+    let rep = check(&fx.repo, read_data()).unwrap();
+    assert_eq!(rep.repairs[0].repair, Repair::Packs, "{:?}", rep.repairs);
+    // A dry run reads and verifies, and changes nothing.
+    let dry = repair_packs(
+        &fx.repo,
+        &[fx.data1.id],
+        RepairPacksOptions { dry_run: true },
+    )
+    .unwrap();
+    assert_eq!(dry.salvaged_blobs, fx.data1.blobs.len() as u64);
+    assert!(dry.lost.is_empty() && dry.new_packs.is_empty());
+    assert!(fx.ids(FileType::Pack).contains(&fx.data1.id));
+    let r = repair_packs(&fx.repo, &[fx.data1.id], RepairPacksOptions::default()).unwrap();
+    assert_eq!(r.salvaged_blobs, fx.data1.blobs.len() as u64);
+    assert!(r.lost.is_empty(), "{:?}", r.lost);
+    assert_eq!(r.new_packs.len(), 1);
+    assert_eq!(r.packs_deleted, vec![fx.data1.id]);
+    assert_eq!(r.index_files_deleted, vec![fx.index_file]);
+    clean(&check(&fx.repo, read_data()).unwrap());
+    all_blobs_read(&fx);
+}
+
+#[test]
+fn a_truncated_pack_keeps_the_blobs_before_the_cut() {
+    let fx = build();
+    // Cut data1 in its second blob: the first survives, the second and /b's are lost.
+    let second = fx.data1.blobs[1];
+    let bytes = fx
+        .backend
+        .read(FileType::Pack, &fx.data1.id.to_hex())
+        .unwrap();
+    let cut = (second.offset + second.length / 2) as usize;
+    fx.backend
+        .write(FileType::Pack, &fx.data1.id.to_hex(), &bytes[..cut])
+        .unwrap();
+    let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+    let kinds: Vec<Repair> = rep.repairs.iter().map(|p| p.repair).collect();
+    assert_eq!(
+        kinds,
+        vec![Repair::Packs, Repair::Snapshots],
+        "{:?}",
+        rep.repairs
+    );
+    // repair index leaves the cut pack's entries alone (it cannot read its header).
+    let ri = repair_index(&fx.repo, read_all_packs()).unwrap();
+    assert_eq!(ri.kept_unreadable, vec![fx.data1.id]);
+    let r = repair_packs(&fx.repo, &[fx.data1.id], RepairPacksOptions::default()).unwrap();
+    assert_eq!(r.salvaged_blobs, 1);
+    let lost: Vec<Id> = r.lost.iter().map(|l| l.id).collect();
+    assert_eq!(
+        sorted(lost),
+        sorted(fx.data1.blobs[1..].iter().map(|b| b.id).collect())
+    );
+    let index = fx.repo.load_index().unwrap();
+    fx.repo
+        .read_blob(&index, BlobKind::Data, &fx.data1.blobs[0].id)
+        .unwrap();
+    // What is lost is cut out of the snapshot; then all is clean.
+    let rep = check(&fx.repo, read_data()).unwrap();
+    let kinds: Vec<Repair> = rep.repairs.iter().map(|p| p.repair).collect();
+    assert_eq!(kinds, vec![Repair::Snapshots], "{:?}", rep.repairs);
+    repair_snapshots(&fx.repo, &forget()).unwrap();
+    clean(&check(&fx.repo, read_data()).unwrap());
+}
+
+#[test]
+fn repair_packs_refuses_a_pack_no_index_names_and_a_damaged_index() {
+    let fx = build();
+    let junk = Id([7; 32]);
+    let e = repair_packs(&fx.repo, &[junk], RepairPacksOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("arca repair index"), "{e}");
+    fx.flip(FileType::Index, &fx.index_file, 40);
+    let e = repair_packs(&fx.repo, &[fx.data1.id], RepairPacksOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("repair index"), "{e}");
+    assert_eq!(fx.ids(FileType::Pack).len(), 4);
 }
 
 #[test]

@@ -119,7 +119,7 @@ pub fn start_check(app: &Arc<App>, r: CheckRequest) -> Result<Arc<Job>, ApiError
                 "paths": a.paths.iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "repair": rep.repairs.iter().map(|p| json!({
-                "command": p.repair.command(), "reason": p.reason,
+                "command": p.command_line(), "reason": p.reason,
             })).collect::<Vec<_>>(),
         });
         if let Ok(mut last) = app.last_check.lock() {
