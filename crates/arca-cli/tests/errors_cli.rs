@@ -56,3 +56,73 @@ fn causes_and_names_appear_once() {
     assert_eq!(o.status.code(), Some(1));
     once(&stderr(&o), "does not exist");
 }
+
+/// Damage found in the repository: the config, a blob, a pack's header, a snapshot file, an
+/// index file met by a backup. Each message line names the file or object once.
+#[test]
+fn damage_is_named_once() {
+    let e = Env::new();
+    e.init(&["--pack-size", "1MiB"]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("big"), arca_testkit::random_bytes(1, 600_000)).unwrap();
+    let first = e.json(&["backup", "--json", src.to_str().unwrap()]);
+    let first = first["snapshot_id"].as_str().unwrap().to_string();
+    let pack = arca_testkit::files_under(&e.repo.join("data"))
+        .into_iter()
+        .max_by_key(|p| fs::metadata(p).unwrap().len())
+        .unwrap();
+    let pack_name = pack.file_name().unwrap().to_string_lossy().into_owned();
+    let good = fs::read(&pack).unwrap();
+    let each_line_once = |err: &str, name: &str| {
+        for l in err.lines().filter(|l| l.contains(name)) {
+            once(l, name);
+        }
+    };
+
+    let config = e.repo.join("config");
+    let config_bytes = fs::read(&config).unwrap();
+    arca_testkit::flip_byte(&config, 70).unwrap();
+    let err = stderr(&e.run(&["snapshots"]));
+    once(&err, "config");
+    once(&err, "authentication failed");
+    fs::write(&config, &config_bytes).unwrap();
+
+    // A damaged blob, met by restore and by check.
+    arca_testkit::flip_byte(&pack, 1000).unwrap();
+    let o = e.run(&[
+        "restore",
+        "latest",
+        "--target",
+        e.path("t").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(3));
+    let err = stderr(&o);
+    assert!(err.contains("authentication failed"), "{err}");
+    for l in err.lines().filter(|l| l.contains("blob")) {
+        let blob = l.split("blob ").nth(1).unwrap().split(' ').next().unwrap();
+        once(l, blob);
+    }
+    each_line_once(&stderr(&e.run(&["check", "--read-data"])), &pack_name);
+    fs::write(&pack, &good).unwrap();
+
+    // A damaged header.
+    arca_testkit::flip_byte(&pack, good.len() as u64 - 30).unwrap();
+    let err = stderr(&e.run(&["check", "--read-data"]));
+    assert!(err.contains("header"), "{err}");
+    each_line_once(&err, &pack_name);
+    fs::write(&pack, &good).unwrap();
+
+    // A damaged snapshot file and a damaged index file, met by a backup: one warning each.
+    arca_testkit::flip_byte(&e.repo.join("snapshots").join(&first), 60).unwrap();
+    let index = arca_testkit::files_under(&e.repo.join("index")).remove(0);
+    let index_name = index.file_name().unwrap().to_string_lossy().into_owned();
+    arca_testkit::flip_byte(&index, 20).unwrap();
+    let o = e.run(&["backup", src.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    once(&err, &index_name);
+    once(&err, &first);
+    let err = stderr(&e.run(&["check"]));
+    each_line_once(&err, &first);
+}

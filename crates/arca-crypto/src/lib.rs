@@ -30,13 +30,14 @@ pub const MAX_KDF_ITERATIONS: u32 = 64;
 #[non_exhaustive]
 pub enum CryptoError {
     /// Authentication failed: wrong key or password, or the bytes were altered.
-    #[error("{what}: authentication failed (wrong key or corrupted data)")]
+    // `what` is for callers, which name the object in their own messages.
+    #[error("authentication failed (wrong key or corrupted data)")]
     Auth {
         /// What was being opened.
         what: String,
     },
     /// The sealed input is shorter than nonce and tag.
-    #[error("{what}: sealed data is truncated ({len} bytes)")]
+    #[error("sealed data is truncated ({len} bytes)")]
     Truncated {
         /// What was being opened.
         what: String,

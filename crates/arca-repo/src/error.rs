@@ -132,6 +132,20 @@ impl RepoError {
             source,
         }
     }
+    /// What went wrong, without the file or object the message starts with (for callers
+    /// that name it themselves).
+    pub fn cause(&self) -> String {
+        match self {
+            RepoError::Format { source, .. } => source.to_string(),
+            RepoError::Crypto { source, .. } => source.to_string(),
+            RepoError::IdMismatch { .. } => "content does not match its id (corrupted)".into(),
+            RepoError::Decompress { detail, .. } => format!("decompression failed: {detail}"),
+            RepoError::BlobCorrupt {
+                kind, id, detail, ..
+            } => format!("{kind} blob {id} is damaged: {detail}"),
+            other => other.to_string(),
+        }
+    }
     /// Whether the disk holding the repository is full.
     pub fn is_no_space(&self) -> bool {
         matches!(self, RepoError::Backend(e) if e.kind == ErrorKind::NoSpace)

@@ -106,7 +106,8 @@ pub fn adopt_listed(
         out.index_file = Some(repo.save_index(&file)?);
         // The index has no in-place insertion (it is one sorted vector); loading it again also
         // picks up anything other clients indexed meanwhile.
-        *index = repo.load_index()?;
+        // Damaged index files were reported by the first load.
+        *index = repo.load_index_report()?.0;
     }
     Ok(out)
 }

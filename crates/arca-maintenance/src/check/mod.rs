@@ -299,7 +299,8 @@ pub fn check_with_progress(
             Ok(s) => snapshots.push((id, s)),
             Err(e) => {
                 found.damaged_snapshot_files += 1;
-                rep.errors.push(format!("snapshot {id}: {e}"));
+                // The error names the snapshot file.
+                rep.errors.push(e.to_string());
             }
         }
     }
@@ -699,7 +700,8 @@ fn check_pack(repo: &Repository, p: &IndexPack) -> PackResult {
         };
         r.blobs += 1;
         if let Err(e) = res {
-            first_err.get_or_insert(e.to_string());
+            // The pack is named by the caller.
+            first_err.get_or_insert(e.cause());
             bad.push((p.kind, b.id));
         }
     }
@@ -727,8 +729,9 @@ enum HeaderProblem {
 }
 
 fn header_matches(repo: &Repository, p: &IndexPack, bytes: &[u8]) -> Result<(), HeaderProblem> {
+    // The pack is named by the caller.
     let h = pack_header_from_bytes(repo.sealer(), &p.id, bytes)
-        .map_err(|e| HeaderProblem::Damaged(e.to_string()))?;
+        .map_err(|e| HeaderProblem::Damaged(e.cause()))?;
     if h.kind != p.kind || h.entries != p.blobs {
         return Err(HeaderProblem::Mismatch);
     }
