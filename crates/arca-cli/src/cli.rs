@@ -309,7 +309,8 @@ pub struct RestoreArgs {
     /// never
     #[arg(long, value_name = "MODE", default_value = "if-changed")]
     pub overwrite: arca_restore::Overwrite,
-    /// Remove entries of restored directories that the snapshot does not have
+    /// Remove entries that the snapshot does not have from the restored backup folders (not
+    /// from the folders above them, such as the target itself when the snapshot is of one path)
     #[arg(long)]
     pub delete: bool,
     /// Print what would be fetched, written and deleted, and change nothing

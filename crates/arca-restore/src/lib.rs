@@ -316,12 +316,14 @@ pub fn restore(
         bytes_read: AtomicU64::new(0),
         large: hashing::Slots::new(t.workers * 2),
     };
+    let roots: Vec<PathBuf> = snapshot.paths.iter().map(PathBuf::from).collect();
     let scan = scan::Scanner {
         plan: &plan,
         overwrite: opts.overwrite,
         delete: opts.delete,
         metadata: opts.metadata,
         sel: &sel,
+        roots: &roots,
         checker: &checker,
         threads: stat_threads,
         fix_metadata: !opts.dry_run,

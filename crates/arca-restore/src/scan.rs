@@ -88,6 +88,9 @@ pub(crate) struct Scanner<'a> {
     pub delete: bool,
     pub metadata: MetadataOptions,
     pub sel: &'a Selection,
+    /// The snapshot's backed-up paths: `--delete` acts only at or below them, never in the
+    /// folders above them (their other entries were never part of the backup).
+    pub roots: &'a [PathBuf],
     pub checker: &'a BlockChecker<'a>,
     /// Threads looking at entries and hashing the files that cannot be trusted: mostly
     /// waiting for inodes and blocks to be read, so many of them keep the disk's queue full.
@@ -304,6 +307,12 @@ impl Scanner<'_> {
         let found = parallel_map(plan.dirs.len(), self.threads, self.stop, |d| {
             let dp = &plan.dirs[d];
             if scan.dirs[d] != DirAction::Exists {
+                return vec![];
+            }
+            // Above the backed-up folders (`/`, `/home` for a backup of `/home/you`), the
+            // target's other entries were never backed up: they are not the snapshot's to
+            // delete (restoring to `/` with --delete must not empty the system).
+            if !self.roots.iter().any(|r| dp.snap_path.starts_with(r)) {
                 return vec![];
             }
             // Without a listing (it could not be read) nothing is known to be extra.

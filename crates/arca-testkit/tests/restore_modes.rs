@@ -299,6 +299,16 @@ fn delete_removes_only_what_the_snapshot_lacks_and_dry_run_changes_nothing() {
     fs::remove_file(out.join("dups/keep.tmp")).unwrap();
     s.restore(|_| {});
     s.assert_exact();
+
+    // Above the backed-up folder (the target's own root, the folders leading to the source)
+    // the target's other entries were never backed up: --delete leaves them alone.
+    let beside_root = s.target.join("not-backed-up");
+    fs::write(&beside_root, b"mine").unwrap();
+    let beside_src = out.with_file_name("sibling-of-src");
+    fs::write(&beside_src, b"mine too").unwrap();
+    let (r, _) = s.restore(|o| o.delete = true);
+    assert_eq!(r.plan.deletes, 0);
+    assert!(beside_root.exists() && beside_src.exists());
 }
 
 #[test]
