@@ -439,3 +439,40 @@ fn a_target_named_through_a_symlink_is_the_folder_it_points_to() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("dangling"), "{}", stderr(&o));
 }
+
+/// The summary says what a restore left alone: files kept by `--overwrite never` are counted
+/// (not passed off as already right), and patterns that match nothing are warned about.
+#[test]
+fn the_summary_names_what_was_left_alone() {
+    let e = Env::new();
+    let src = e.path("src");
+    sample(&src);
+    e.init(&[]);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "latest", "--target", t]);
+    let changed = restored(&target, &src).join("top.bin");
+    fs::write(&changed, b"changed by the user").unwrap();
+    let out = e.ok(&["restore", "latest", "--target", t, "--overwrite", "never"]);
+    assert!(
+        out.contains("5 files left as they are (--overwrite never)"),
+        "{out}"
+    );
+    assert!(!out.contains("already holds"), "{out}");
+    assert_eq!(fs::read(&changed).unwrap(), b"changed by the user");
+    let o = e.run(&[
+        "restore",
+        "latest",
+        "--target",
+        e.path("t2").to_str().unwrap(),
+        "--include",
+        "/no/such/path",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("matches the --include/--exclude patterns"),
+        "{}",
+        stderr(&o)
+    );
+}

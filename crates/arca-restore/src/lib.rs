@@ -190,6 +190,8 @@ pub struct RestoreReport {
     pub bytes_hashed: u64,
     /// Files read back by `--verify`.
     pub files_verified: u64,
+    /// Of those, files that differ from the snapshot (each is also in `issues`).
+    pub verify_failures: u64,
     /// Most block data held at once (reads in flight and cache).
     pub peak_memory: u64,
     /// Reads retried after transient failures.
@@ -456,6 +458,7 @@ pub fn restore(
             opts.cancel.as_deref().unwrap_or(&stop),
         );
         report.files_verified = n;
+        report.verify_failures = issues.len() as u64;
         for i in issues {
             observer.issue(&i);
             report.issues.push(i);

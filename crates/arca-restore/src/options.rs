@@ -24,6 +24,18 @@ pub enum Overwrite {
     Never,
 }
 
+impl std::fmt::Display for Overwrite {
+    /// The option's value as `--overwrite` takes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Overwrite::IfChanged => "if-changed",
+            Overwrite::Always => "always",
+            Overwrite::IfNewer => "if-newer",
+            Overwrite::Never => "never",
+        })
+    }
+}
+
 impl std::str::FromStr for Overwrite {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

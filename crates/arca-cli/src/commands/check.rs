@@ -89,17 +89,19 @@ fn print_text(
             eprintln!("  ... and {} more", a.paths.len() - 50);
         }
     }
-    // Repairs of damage go to stderr with the errors; the prune hint is a note.
+    // Repairs of damage go to stderr with the errors; without damage (packs an interrupted
+    // backup left, data no snapshot uses) they are notes.
     for p in &rep.repairs {
-        let line = format!("to repair: run `{}` ({})", p.command_line(), p.reason);
-        if p.repair != Repair::Prune || !rep.is_ok() {
-            eprintln!("{line}");
-        } else if !g.quiet {
+        if !rep.is_ok() {
+            eprintln!("to repair: run `{}` ({})", p.command_line(), p.reason);
+        } else if !g.quiet && p.repair == Repair::Prune {
             eprintln!(
                 "note: {}: run `{}` to remove them",
                 p.reason,
                 p.command_line()
             );
+        } else if !g.quiet {
+            eprintln!("note: {}: `{}` tidies that", p.reason, p.command_line());
         }
     }
     if !g.quiet {

@@ -268,6 +268,7 @@ fn summary_json(
         "files_hashed": r.files_hashed,
         "bytes_hashed": r.bytes_hashed,
         "files_verified": r.files_verified,
+        "verify_failures": r.verify_failures,
         "peak_memory": r.peak_memory,
         "retries": r.retries,
         "stalls": r.stalls,
@@ -336,16 +337,41 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
             human_bytes(p.bytes_in_place),
             p.deletes
         ))?;
+    } else if p.files_skipped > 0 {
+        super::out("nothing to fetch")?;
     } else {
         super::out("nothing to fetch: the target already holds the snapshot's content")?;
+    }
+    if p.files_skipped > 0 {
+        super::out(&format!(
+            "{} files left as they are (--overwrite {}), whatever they hold",
+            p.files_skipped, a.overwrite
+        ))?;
+    }
+    if r.files + r.hardlinks + r.others + r.dirs == 0
+        && p.files_skipped == 0
+        && (!a.includes.is_empty() || !a.excludes.is_empty())
+    {
+        eprintln!(
+            "warning: nothing in snapshot {} matches the --include/--exclude patterns",
+            id.short()
+        );
     }
     if a.verify {
         super::out(&format!("verified {} files", r.files_verified))?;
     }
-    let errors = r.issues.len();
-    if errors > 0 {
+    let failed = r.issues.len() as u64 - r.verify_failures;
+    if failed > 0 {
         super::out(&format!(
-            "{errors} entries could not be restored (see the errors above)"
+            "{failed} {} could not be restored (see the errors above)",
+            if failed == 1 { "entry" } else { "entries" }
+        ))?;
+    }
+    if r.verify_failures > 0 {
+        super::out(&format!(
+            "{} of the files read back differ from the snapshot (see the errors above); a \
+             restore with `--overwrite always` rewrites them",
+            r.verify_failures
         ))?;
     }
     Ok(())

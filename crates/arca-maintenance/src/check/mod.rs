@@ -288,9 +288,12 @@ pub fn check_with_progress(
     unindexed.sort();
     for id in unindexed {
         found.unindexed_packs += 1;
-        rep.notes.push(format!(
-            "pack {id} is not in any index (left by an interrupted backup; harmless)"
-        ));
+        rep.notes.push(if found.damaged_index_files > 0 {
+            // Maybe listed by the damaged file: its blobs count as missing until then.
+            format!("pack {id} is in no intact index file (`arca repair index` reads it)")
+        } else {
+            format!("pack {id} is not in any index (left by an interrupted backup; harmless)")
+        });
     }
     // Snapshots and trees.
     let mut snapshots: Vec<(Id, Snapshot)> = vec![];
