@@ -337,16 +337,34 @@ pub fn backup_with(
         return Err(BackupError::NoPaths);
     }
     let mut abs = vec![];
+    // A path that cannot be looked at is warned about and left out, as restic does; only
+    // when none can be is the backup refused.
+    let mut missing = vec![];
+    let mut first_error = None;
     for p in &opts.paths {
         let a = sources::absolute(p).map_err(|source| BackupError::Source {
             path: p.clone(),
             source,
         })?;
-        std::fs::symlink_metadata(&a).map_err(|source| BackupError::Source {
-            path: a.clone(),
-            source,
-        })?;
-        abs.push(a);
+        match std::fs::symlink_metadata(&a) {
+            Ok(_) => abs.push(a),
+            Err(source) => {
+                missing.push(Warning {
+                    message: format!("{}: {source}; not backed up", a.display()),
+                    path: a.clone(),
+                    kind: WarningKind::Unreadable,
+                });
+                first_error.get_or_insert(BackupError::Source { path: a, source });
+            }
+        }
+    }
+    if abs.is_empty()
+        && let Some(e) = first_error
+    {
+        return Err(e);
+    }
+    for w in &missing {
+        observer.warning(w);
     }
     abs.sort();
     abs.dedup();
@@ -359,7 +377,7 @@ pub fn backup_with(
     run(
         repo,
         opts,
-        shown,
+        (shown, missing),
         (early, &abs),
         progress,
         observer,
@@ -383,16 +401,23 @@ pub fn backup_reader(
         });
     }
     let shown = vec![format!("/{name}")];
-    run(repo, opts, shown, (None, &[]), progress, observer, |_| {
-        Source::Stdin(name.as_bytes(), reader)
-    })
+    run(
+        repo,
+        opts,
+        (shown, vec![]),
+        (None, &[]),
+        progress,
+        observer,
+        |_| Source::Stdin(name.as_bytes(), reader),
+    )
 }
 
-/// The part of a backup common to every source: parent, pipeline, snapshot.
+/// The part of a backup common to every source: parent, pipeline, snapshot. `shown` are the
+/// snapshot's paths, `missing` the warnings about named paths left out.
 fn run<'w>(
     repo: &Repository,
     opts: &BackupOptions,
-    shown: Vec<String>,
+    (shown, missing): (Vec<String>, Vec<Warning>),
     (early, warm): (Option<prefetch::Prefetcher>, &[PathBuf]),
     progress: &Progress,
     observer: &dyn Observer,
@@ -473,7 +498,9 @@ fn run<'w>(
             .into());
         }
     };
-    let (mut summary, warnings, excluded) = (out.summary, out.warnings, out.excluded);
+    let (mut summary, excluded) = (out.summary, out.excluded);
+    let mut warnings = missing;
+    warnings.extend(out.warnings);
     summary.data_added_packed = stats.blob_bytes;
     summary.backup_start = Some(start_time);
     summary.backup_end = Some(Local::now().fixed_offset());

@@ -297,6 +297,40 @@ fn failed_listings_and_reads_are_warned_about_never_stored_as_shorter() {
     drop(faulty);
 }
 
+/// One of several paths missing: warned about by name and left out, the others backed up
+/// (as restic does); the snapshot is incomplete and the exit code 3.
+#[test]
+fn a_missing_path_among_others_is_warned_about_and_left_out() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    sample(&src);
+    let gone = e.path("not-here");
+    let o = e.run(&[
+        "backup",
+        "--json",
+        gone.to_str().unwrap(),
+        src.to_str().unwrap(),
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert_eq!(err.matches("not-here").count(), 1, "{err}");
+    assert!(err.contains("No such file or directory"), "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(v["complete"], false);
+    assert_eq!(v["errors"], 1);
+    let snaps: serde_json::Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    assert_eq!(
+        snaps[0]["paths"],
+        serde_json::json!([src.to_str().unwrap()])
+    );
+    let target = e.path("t");
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    let d = arca_testkit::compare::diff_trees(&src, &target.join(src.strip_prefix("/").unwrap()));
+    assert!(d.is_empty(), "{d:?}");
+}
+
 #[test]
 fn a_missing_backup_path_is_fatal() {
     let e = Env::new();
