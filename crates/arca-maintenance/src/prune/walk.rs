@@ -91,6 +91,8 @@ struct Missing {
     trees: u64,
     data: u64,
     examples: Vec<(BlobKind, Id)>,
+    /// Each missing blob is counted once, however many snapshots use it.
+    seen: std::collections::HashSet<(bool, Id)>,
 }
 
 struct Walker<'a> {
@@ -117,6 +119,9 @@ impl Walker<'_> {
         match first {
             None => {
                 let mut m = self.missing.lock().unwrap_or_else(|p| p.into_inner());
+                if !m.seen.insert((kind == BlobKind::Tree, *id)) {
+                    return Claim::Missing;
+                }
                 match kind {
                     BlobKind::Tree => m.trees += 1,
                     BlobKind::Data => m.data += 1,
