@@ -291,7 +291,8 @@ pub struct LsArgs {
 
 #[derive(Debug, Args)]
 pub struct RestoreArgs {
-    /// Snapshot id, id prefix or "latest"
+    /// Snapshot id, id prefix or "latest"; ID:SUBFOLDER restores that folder's contents
+    /// directly into the target
     pub snapshot: String,
     /// Directory to restore into
     #[arg(short, long, value_name = "DIR")]

@@ -476,3 +476,68 @@ fn the_summary_names_what_was_left_alone() {
         stderr(&o)
     );
 }
+
+/// `ID:SUBFOLDER` restores that folder's contents directly into the target (restic's form);
+/// `--delete` acts inside backed-up folders only, as for the whole snapshot; a folder the
+/// snapshot lacks is an error naming it.
+#[test]
+fn a_subfolder_restores_into_the_target_itself() {
+    let e = Env::new();
+    let src = e.path("src");
+    sample(&src);
+    e.init(&[]);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let docs = format!("latest:{}/docs", src.display());
+
+    let target = e.path("t");
+    e.ok(&["restore", &docs, "--target", target.to_str().unwrap()]);
+    let d = compare::diff_trees(&src.join("docs"), &target);
+    assert!(d.is_empty(), "restore differs:\n{}", d.join("\n"));
+    assert!(!target.join("top.bin").exists());
+
+    // Inside the backed-up folder: --delete removes what the snapshot lacks.
+    fs::write(target.join("stray"), b"not in the snapshot").unwrap();
+    fs::write(target.join("deep/stray"), b"not in the snapshot").unwrap();
+    e.ok(&[
+        "restore",
+        &docs,
+        "--target",
+        target.to_str().unwrap(),
+        "--delete",
+    ]);
+    assert!(!target.join("stray").exists() && !target.join("deep/stray").exists());
+    let d = compare::diff_trees(&src.join("docs"), &target);
+    assert!(d.is_empty(), "restore differs:\n{}", d.join("\n"));
+
+    // Above the backed-up folder: the folders on the way down were never backed up, and
+    // --delete leaves their other entries alone.
+    let parent = src.parent().unwrap();
+    let above = e.path("above");
+    fs::create_dir_all(&above).unwrap();
+    fs::write(above.join("keep me"), b"never backed up").unwrap();
+    let spec = format!("latest:{}", parent.display());
+    e.ok(&[
+        "restore",
+        &spec,
+        "--target",
+        above.to_str().unwrap(),
+        "--delete",
+    ]);
+    assert_eq!(fs::read(above.join("keep me")).unwrap(), b"never backed up");
+    let d = compare::diff_trees(&src, &above.join("src"));
+    assert!(d.is_empty(), "restore differs:\n{}", d.join("\n"));
+
+    let o = e.run(&[
+        "restore",
+        &format!("latest:{}/nope", src.display()),
+        "--target",
+        e.path("t3").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("/nope is not a folder"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!e.path("t3").exists());
+}

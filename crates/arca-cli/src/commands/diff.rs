@@ -7,14 +7,14 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use arca_browse::diff::{self, Change, DiffOptions, DiffStat, find_node, root_node};
-use arca_format::{Id, Node, Snapshot};
-use arca_repo::{Index, Repository};
+use arca_browse::diff::{self, Change, DiffOptions, DiffStat, find_node};
 use clap::Args;
 use serde_json::json;
 
 use crate::cli::{FilterArgs, Global};
 use crate::util::{self, human_bytes};
+
+use super::subfolder::{self, normalize};
 
 /// Options of `arca diff`.
 #[derive(Debug, Args)]
@@ -38,55 +38,6 @@ pub struct DiffArgs {
     pub json: bool,
 }
 
-/// `/a/b` from a path given by the user (`a/b`, `/a/b/`, `./a//b`); `..` is refused.
-fn normalize(p: &[u8], what: &str) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    for c in p
-        .split(|b| *b == b'/')
-        .filter(|c| !c.is_empty() && *c != b".")
-    {
-        if c == b".." {
-            bail!(
-                "invalid {what} {:?}: `..` is not allowed",
-                String::from_utf8_lossy(p)
-            );
-        }
-        out.push(b'/');
-        out.extend_from_slice(c);
-    }
-    if out.is_empty() {
-        out.push(b'/');
-    }
-    Ok(out)
-}
-
-/// One side: the snapshot and the folder node compared (its root, or ID:SUBFOLDER).
-fn side(
-    repo: &Repository,
-    index: &Index,
-    spec: &str,
-    filter: &arca_repo::SnapshotFilter,
-) -> Result<(Id, Snapshot, Node)> {
-    let (name, sub) = match spec.split_once(':') {
-        Some((n, s)) => (n, Some(s)),
-        None => (spec, None),
-    };
-    let (id, snap) = repo.find_snapshot(name, filter)?;
-    let root = root_node(snap.tree);
-    let Some(sub) = sub else {
-        return Ok((id, snap, root));
-    };
-    let path = normalize(sub.as_bytes(), "subfolder")?;
-    match find_node(repo, index, &root, &path)? {
-        Some(n) if n.is_dir() => Ok((id, snap, n)),
-        _ => bail!(
-            "{} is not a folder in snapshot {}",
-            String::from_utf8_lossy(&path),
-            id.short()
-        ),
-    }
-}
-
 fn stat_json(s: &DiffStat) -> serde_json::Value {
     json!({
         "files": s.files,
@@ -108,8 +59,10 @@ pub fn run(g: &Global, a: &DiffArgs) -> Result<u8> {
     let _lock = util::lock(g, repo, arca_repo::LockKind::Shared, "diff")?;
     let filter = super::filter(&a.filter);
     let index = repo.load_index()?;
-    let (id_a, _, start_a) = side(repo, &index, &a.first, &filter)?;
-    let (id_b, _, start_b) = side(repo, &index, &a.second, &filter)?;
+    let side_a = subfolder::resolve(repo, &index, &a.first, &filter)?;
+    let side_b = subfolder::resolve(repo, &index, &a.second, &filter)?;
+    let (id_a, start_a) = (side_a.id, side_a.node());
+    let (id_b, start_b) = (side_b.id, side_b.node());
     let node_a = find_node(repo, &index, &start_a, &path)?;
     let node_b = find_node(repo, &index, &start_b, &path)?;
     if node_a.is_none() && node_b.is_none() {

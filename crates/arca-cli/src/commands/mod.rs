@@ -20,6 +20,7 @@ mod restore;
 pub mod rewrite;
 mod snapshots;
 pub mod stats;
+mod subfolder;
 pub mod tag;
 pub mod ui;
 

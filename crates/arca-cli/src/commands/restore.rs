@@ -1,11 +1,15 @@
 //! `arca restore`: restore a snapshot under a target directory, with progress, a dry run, a
 //! profile of the restore network, and Ctrl-C that stops every stage.
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+use arca_format::{Node, Snapshot};
 use arca_restore::{
     Action, PlannedEntry, Progress, RestoreError, RestoreIssue, RestoreOptions, RestoreReport,
     Tuning, restore,
@@ -15,6 +19,8 @@ use serde_json::json;
 use crate::cli::{Global, RestoreArgs};
 use crate::progress::{ProgressLine, Ticker};
 use crate::util::{self, human_bytes, human_duration, parse_duration, parse_size};
+
+use super::subfolder;
 
 /// Prints what happens during the restore: errors and stalls on stderr (above the progress
 /// line), planned actions on stdout (dry run, verbose).
@@ -108,8 +114,13 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     let opened = util::open(g)?;
     let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "restore")?;
     let repo = &opened.repo;
-    let (id, snap) = repo.find_snapshot(&a.snapshot, &super::filter(&a.filter))?;
     let index = repo.load_index()?;
+    let resolved = subfolder::resolve(repo, &index, &a.snapshot, &super::filter(&a.filter))?;
+    let id = resolved.id;
+    let snap = match &resolved.folder {
+        None => resolved.snap,
+        Some((path, node)) => folder_as_snapshot(resolved.snap, path, node),
+    };
     let opts = RestoreOptions {
         target: a.target.clone(),
         includes: a.includes.clone(),
@@ -164,6 +175,32 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
         }
     }
     Ok(if errors > 0 { 3 } else { 0 })
+}
+
+/// The snapshot restricted to one of its folders (`ID:SUBFOLDER`): the folder's listing is the
+/// root, and the backed-up paths are seen from it, so `--delete` acts where it would have in the
+/// whole snapshot (the folder itself when it lies inside a backed-up path).
+fn folder_as_snapshot(mut snap: Snapshot, path: &[u8], node: &Node) -> Snapshot {
+    let folder = Path::new(OsStr::from_bytes(path));
+    let mut paths = Vec::new();
+    for p in &snap.paths {
+        let p = Path::new(p);
+        let seen = if let Ok(rest) = p.strip_prefix(folder) {
+            Path::new("/").join(rest)
+        } else if folder.starts_with(p) {
+            PathBuf::from("/")
+        } else {
+            continue;
+        };
+        paths.push(seen.to_string_lossy().into_owned());
+    }
+    paths.sort();
+    paths.dedup();
+    if let Some(tree) = node.subtree {
+        snap.tree = tree;
+    }
+    snap.paths = paths;
+    snap
 }
 
 fn render(p: &Progress, el: Duration) -> String {
