@@ -38,8 +38,12 @@ use crate::pipeline::{Shape, Source};
 use crate::saver::SaverConfig;
 use crate::sources::SourceTree;
 
-/// Files read at once by default: enough to keep a disk's queue busy with small files.
-pub const DEFAULT_READERS: usize = 4;
+/// Files read at once by default: enough to keep a disk's queue busy with small files (on
+/// the 100,000-file set, 12 readers took 9.1-9.9 s cold where 4 took 9.9-11.1 s).
+pub const DEFAULT_READERS: usize = 12;
+/// Of those, files of 32 KiB or more read at once at most: each holds a buffer of
+/// up to twice the largest chunk, and the disk reads fewer files side by side faster.
+pub const MEDIUM_READS: usize = 4;
 /// Packs uploaded at once by default to a backend with round trips (1 to a local disk).
 pub const DEFAULT_UPLOADS: usize = 2;
 /// Default memory budget for data in flight.
@@ -575,16 +579,20 @@ fn shape(repo: &Repository, opts: &BackupOptions) -> Result<Shape, BackupError> 
     let local = repo.backend().hints().local;
     let uploads = or(opts.upload_queue, if local { 1 } else { DEFAULT_UPLOADS });
     let readers = or(opts.read_concurrency, DEFAULT_READERS);
+    let medium_reads = readers.min(MEDIUM_READS);
     let budget = if opts.memory == 0 {
         DEFAULT_MEMORY
     } else {
         opts.memory
     };
     // Packs being filled (data and tree), queued and uploading are outside the blob budget;
-    // each reader holds up to two maximal chunks.
+    // a medium buffer and the large file's holds up to two maximal chunks, a reader's own
+    // buffer a small file.
     let pack = u64::from(repo.config().pack_size) * 9 / 8;
     let chunk = repo.chunker().max_size() as u64;
-    let fixed = pack * (3 + uploads as u64) + chunk * 2 * readers as u64;
+    let fixed = pack * (3 + uploads as u64)
+        + chunk * 2 * (medium_reads as u64 + 1)
+        + reader::SMALL_FILE * 2 * readers as u64;
     let needed = fixed + chunk * 2;
     if budget < needed {
         return Err(BackupError::Memory { budget, needed });
@@ -595,9 +603,10 @@ fn shape(repo: &Repository, opts: &BackupOptions) -> Result<Shape, BackupError> 
             workers: or(opts.workers, cores),
             uploads,
             budget: budget - fixed,
-            producers: readers,
+            producers: medium_reads + 1,
             dry_run: opts.dry_run,
         },
         readers,
+        medium_reads,
     })
 }

@@ -24,6 +24,11 @@ use crate::pipeline::Ctx;
 /// smaller files fit whole in their reader's buffer.
 pub(crate) const LARGE_FILE: u64 = 4 << 20;
 
+/// Files below this size are read through their reader's own buffer, which stays this small;
+/// bigger ones take one of the few medium buffers (they grow to twice the largest chunk), so
+/// that many readers can wait on small files' reads without holding much memory.
+pub(crate) const SMALL_FILE: u64 = 32 << 10;
+
 /// A changed file for a reader.
 pub(crate) struct FileJob {
     pub dir: DirId,
@@ -221,8 +226,18 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             let r = self.chunk(path, reader);
             *shared = std::mem::replace(&mut self.buf, own);
             r
+        } else if node.size >= SMALL_FILE {
+            let own = std::mem::replace(&mut self.buf, self.ctx.medium.take());
+            let r = self.chunk(path, reader);
+            self.ctx.medium.give(std::mem::replace(&mut self.buf, own));
+            r
         } else {
-            self.chunk(path, reader)
+            let r = self.chunk(path, reader);
+            // A file that grew while it was read may have grown the small buffer too.
+            if self.buf.len() > 2 * SMALL_FILE as usize {
+                self.buf = Vec::new();
+            }
+            r
         };
         let Some((content, total)) = chunked? else {
             return Ok(false);

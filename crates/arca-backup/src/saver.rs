@@ -42,7 +42,8 @@ pub struct SaverConfig {
     pub uploads: usize,
     /// Bytes of blob data allowed between `save` and the packer.
     pub budget: u64,
-    /// Threads that fill chunk buffers (the readers).
+    /// Threads that may fill large chunk buffers at once (readers of files over a small
+    /// reader buffer).
     pub producers: usize,
     /// Make and count packs but write nothing.
     pub dry_run: bool,

@@ -209,7 +209,7 @@ pub struct BackupArgs {
     /// Stay on the file systems of the given paths
     #[arg(short = 'x', long)]
     pub one_file_system: bool,
-    /// Files read at once [default: 4]
+    /// Files read at once [default: 12, of which at most 4 of 32 KiB or more]
     #[arg(long, value_name = "N")]
     pub read_concurrency: Option<usize>,
     /// Packs uploaded at once [default: 1 to a local disk, 2 with network round trips]
