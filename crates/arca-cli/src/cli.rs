@@ -137,7 +137,9 @@ pub struct KdfArgs {
 
 #[derive(Debug, Args)]
 pub struct InitArgs {
-    /// Default zstd compression level for data (0 = off, 1-22; negative = faster)
+    /// Default zstd compression level for data (0 = off, 1-22; negative = faster). A blob
+    /// whose sample gains nothing at this level over level 1 is compressed at level 1, an
+    /// incompressible one is stored as is
     #[arg(long, default_value_t = 3, allow_negative_numbers = true)]
     pub compression: i32,
     /// Target pack size, e.g. 16MiB
