@@ -222,8 +222,36 @@ def _dataset_section(results, ds, plots_rel, notes) -> list:
                     "| scenario | wall (throttled) | wall (local arca; restores: its latest snapshot) | requests | bytes read | "
                     "requests per MB restored | MB read per MB restored |", "|---|---|---|---|---|---|---|"]
             out += rows
+    out += _arca_backup_profile(results, ds)
     out += _arca_profile(results, ds)
     out.append("")
+    return out
+
+
+def _arca_backup_profile(results, ds) -> list:
+    """arca's own profile (its `--json` summary) of its first backup in this dataset, the run
+    with the median wall time: per stage of the pipeline, the time its threads were busy,
+    waited for input and waited to hand on, and the backup's phases."""
+    cell = ds["scenarios"].get("backup_first", {}).get("arca")
+    if not cell or not cell.get("ok"):
+        return []
+    runs = [r for r in cell.get("runs") or []
+            if ((r.get("summary") or {}).get("profile") or None) is not None]
+    if not runs:
+        return []
+    runs.sort(key=lambda r: r["wall_s"])
+    r = runs[(len(runs) - 1) // 2]
+    sm = r["summary"]
+    out = ["", f"**Profile of arca's first backup here** (its median run, {r['wall_s']:.2f} s wall; "
+           f"arca's `--profile`, from its JSON summary; a stage's times are summed over its "
+           f"threads)", "",
+           "| stage | threads | busy | waiting for input | waiting to hand on |", "|---|---|---|---|---|"]
+    for st in sm["profile"]:
+        out.append(f"| {st['name']} | {st['threads']} | {st['busy_seconds']:.2f} s | "
+                   f"{st['wait_input_seconds']:.2f} s | {st['wait_output_seconds']:.2f} s |")
+    phases = ", ".join(f"{p['name']} {p['seconds']:.2f} s" for p in sm.get("phases") or [])
+    if phases:
+        out += ["", f"Phases: {phases}."]
     return out
 
 

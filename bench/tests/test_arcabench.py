@@ -403,6 +403,27 @@ class ReportTests(unittest.TestCase):
                       "ARCA-REMOTE | arca vs best peer |", md)
         self.assertIn("| **2.0× faster** (RESTIC-LATEST) |", md)
 
+    def test_backup_profile_of_the_median_run(self):
+        from arcabench import report
+
+        res = self.results()
+        cell = res["datasets"][0]["scenarios"]["backup_first"]["arca"]
+
+        def run(wall, busy):
+            return {"wall_s": wall, "summary": {
+                "profile": [{"name": "read", "threads": 12, "busy_seconds": busy,
+                             "wait_input_seconds": 0.5, "wait_output_seconds": 0.25}],
+                "phases": [{"name": "pipeline", "seconds": wall - 0.1}]}}
+
+        cell["runs"] = [run(3.0, 3.5), run(1.0, 1.5), run(2.0, 2.5)]
+        res["headline"] = report.headline(res)
+        md = report.render(res)
+        self.assertIn("**Profile of arca's first backup here** (its median run, 2.00 s wall", md)
+        self.assertIn("| read | 12 | 2.50 s | 0.50 s | 0.25 s |", md)
+        self.assertIn("Phases: pipeline 1.90 s.", md)
+        cell["runs"] = []  # no summary: no section
+        self.assertNotIn("Profile of arca's first backup", report.render(res))
+
     def test_plots_with_seven_tools(self):
         from arcabench import plots
 
