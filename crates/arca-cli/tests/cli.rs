@@ -466,6 +466,20 @@ fn damaged_pack_gives_exit_3_on_restore_and_1_on_check() {
     let o = e.run(&["restore", "latest", "--target", target.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("damaged"), "{}", stderr(&o));
+    // The summary does not count the failed files among those restored.
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("restored snapshot"))
+        .unwrap_or_else(|| panic!("{out}"));
+    let (done, planned) = line
+        .split_once(": ")
+        .and_then(|(_, rest)| rest.split_once(" files"))
+        .and_then(|(n, _)| n.split_once(" of "))
+        .unwrap_or_else(|| panic!("{line}"));
+    let (done, planned): (u64, u64) = (done.parse().unwrap(), planned.parse().unwrap());
+    assert!(done < planned, "{line}");
+    assert!(line.contains("(planned: "), "{line}");
     // Truncation is caught by the structural check alone.
     arca_testkit::truncate_by(big, 10).unwrap();
     let o = e.run(&["check"]);

@@ -348,15 +348,30 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
         ))?;
         return Ok(());
     }
+    // The breakdown is the plan's; a file that failed is in it but not among those restored.
+    let planned = p.files_new + p.files_updated + p.files_unchanged + p.files_metadata;
+    let files = if r.files < planned {
+        format!(
+            "{} of {} files (planned: {} new, {} updated, {} unchanged)",
+            r.files + r.hardlinks,
+            planned + r.hardlinks,
+            p.files_new,
+            p.files_updated,
+            p.files_unchanged + p.files_metadata
+        )
+    } else {
+        format!(
+            "{} files ({} new, {} updated, {} unchanged)",
+            r.files + r.hardlinks,
+            p.files_new,
+            p.files_updated,
+            p.files_unchanged + p.files_metadata
+        )
+    };
     super::out(&format!(
-        "restored snapshot {} to {}: {} files ({} new, {} updated, {} unchanged), {} dirs, {} \
-         other, {} hard links, {} in {}",
+        "restored snapshot {} to {}: {files}, {} dirs, {} other, {} hard links, {} in {}",
         id.short(),
         a.target.display(),
-        r.files + r.hardlinks,
-        p.files_new,
-        p.files_updated,
-        p.files_unchanged + p.files_metadata,
         r.dirs,
         r.others,
         r.hardlinks,
