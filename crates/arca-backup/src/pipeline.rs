@@ -1,8 +1,8 @@
 //! The backup network and the one place that starts and stops it: the walk (this thread) →
 //! readers → saver, and walk + readers → tree assembler → saver; bounded channels, no cycle.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex};
 
 use arca_format::{Id, SnapshotSummary};
 use arca_repo::profile::{StageProfile, stage};
@@ -13,6 +13,7 @@ use crate::archiver::{Fatal, Walker};
 use crate::assemble::{self, Msg};
 use crate::dedup::Known;
 use crate::filter::Filter;
+use crate::pool::Buffers;
 use crate::prefetch::Prefetcher;
 use crate::reader::{FileJob, FileReader, ReadTimes};
 use crate::report::Reporter;
@@ -27,49 +28,11 @@ pub(crate) struct Ctx<'a, 's> {
     pub progress: &'a Progress,
     pub report: Reporter<'a>,
     pub opts: &'a BackupOptions,
-    /// Held while a large file is read, so that large files are streamed one at a time; it
-    /// holds the one buffer they are read through.
-    pub large_file: Mutex<Vec<u8>>,
-    /// The buffers of files too big for a reader's own small buffer: as many such files are
-    /// read at once as there are buffers, whatever the number of readers.
-    pub medium: BufferPool,
-}
-
-/// Read buffers handed out one per file and given back; taking waits while all are out.
-pub(crate) struct BufferPool {
-    free: Mutex<Vec<Vec<u8>>>,
-    given_back: Condvar,
-}
-
-impl BufferPool {
-    pub(crate) fn new(n: usize) -> Self {
-        Self {
-            free: Mutex::new((0..n.max(1)).map(|_| Vec::new()).collect()),
-            given_back: Condvar::new(),
-        }
-    }
-
-    /// A buffer, waiting until one is free.
-    pub(crate) fn take(&self) -> Vec<u8> {
-        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(b) = free.pop() {
-                return b;
-            }
-            free = self
-                .given_back
-                .wait(free)
-                .unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    pub(crate) fn give(&self, buf: Vec<u8>) {
-        self.free
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(buf);
-        self.given_back.notify_one();
-    }
+    /// The one buffer large files are read through, so that they are streamed one at a time.
+    pub large: Buffers,
+    /// The buffers of the other files too big for a reader's own small buffer: as many such
+    /// files are read at once as there are buffers, whatever the number of readers.
+    pub medium: Buffers,
 }
 
 impl Ctx<'_, '_> {
@@ -161,8 +124,8 @@ pub(crate) fn run(
             progress,
             report: Reporter::new(observer),
             opts,
-            large_file: Mutex::new(Vec::new()),
-            medium: BufferPool::new(shape.medium_reads),
+            large: Buffers::new(1),
+            medium: Buffers::new(shape.medium_reads),
         };
         let readers = shape.readers.max(1);
         let (job_tx, job_rx) = bounded::<FileJob>(readers * 4);
@@ -238,36 +201,4 @@ pub(crate) fn run(
             capped,
         }
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::time::Duration;
-
-    use super::BufferPool;
-
-    #[test]
-    fn a_buffer_pool_hands_out_at_most_its_buffers() {
-        let pool = BufferPool::new(2);
-        let a = pool.take();
-        let b = pool.take();
-        let got_third = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            let h = s.spawn(|| {
-                let c = pool.take();
-                got_third.store(true, Ordering::SeqCst);
-                c
-            });
-            std::thread::sleep(Duration::from_millis(100));
-            assert!(
-                !got_third.load(Ordering::SeqCst),
-                "a third buffer was handed out"
-            );
-            pool.give(a);
-            let c = h.join().ok();
-            assert!(c.is_some() && got_third.load(Ordering::SeqCst));
-        });
-        pool.give(b);
-    }
 }

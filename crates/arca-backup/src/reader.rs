@@ -214,22 +214,20 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             }
         };
         let reader = HoleSkippingReader::new(&file, node.size, sparse);
-        let chunked = if node.size >= LARGE_FILE {
-            // One large file at a time, in the one large buffer: the disk reads it in order
-            // and the readers' own buffers stay the size of small files.
-            let mut shared = self
-                .ctx
-                .large_file
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            let own = std::mem::replace(&mut self.buf, std::mem::take(&mut *shared));
-            let r = self.chunk(path, reader);
-            *shared = std::mem::replace(&mut self.buf, own);
-            r
+        // One large file at a time, in the one large buffer (the disk reads it in order), and
+        // a few medium ones in theirs: the readers' own buffers stay the size of small files.
+        let lender = if node.size >= LARGE_FILE {
+            Some(&self.ctx.large)
         } else if node.size >= SMALL_FILE {
-            let own = std::mem::replace(&mut self.buf, self.ctx.medium.take());
+            Some(&self.ctx.medium)
+        } else {
+            None
+        };
+        let chunked = if let Some(lender) = lender {
+            let mut lent = lender.take();
+            std::mem::swap(&mut self.buf, &mut lent.buf);
             let r = self.chunk(path, reader);
-            self.ctx.medium.give(std::mem::replace(&mut self.buf, own));
+            std::mem::swap(&mut self.buf, &mut lent.buf);
             r
         } else {
             let r = self.chunk(path, reader);

@@ -350,24 +350,20 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
     }
     // The breakdown is the plan's; a file that failed is in it but not among those restored.
     let planned = p.files_new + p.files_updated + p.files_unchanged + p.files_metadata;
-    let files = if r.files < planned {
-        format!(
-            "{} of {} files (planned: {} new, {} updated, {} unchanged)",
-            r.files + r.hardlinks,
-            planned + r.hardlinks,
-            p.files_new,
-            p.files_updated,
-            p.files_unchanged + p.files_metadata
+    let (count, label) = if r.files < planned {
+        (
+            format!("{} of {}", r.files + r.hardlinks, planned + r.hardlinks),
+            "planned: ",
         )
     } else {
-        format!(
-            "{} files ({} new, {} updated, {} unchanged)",
-            r.files + r.hardlinks,
-            p.files_new,
-            p.files_updated,
-            p.files_unchanged + p.files_metadata
-        )
+        ((r.files + r.hardlinks).to_string(), "")
     };
+    let files = format!(
+        "{count} files ({label}{} new, {} updated, {} unchanged)",
+        p.files_new,
+        p.files_updated,
+        p.files_unchanged + p.files_metadata
+    );
     super::out(&format!(
         "restored snapshot {} to {}: {files}, {} dirs, {} other, {} hard links, {} in {}",
         id.short(),
