@@ -156,12 +156,30 @@ pub struct InitArgs {
     pub chunk_max: String,
     #[command(flatten)]
     pub kdf: KdfArgs,
+    /// Cipher sealing the data, trees, index and snapshots: `auto` takes xaes-256-gcm where
+    /// the processor has AES instructions, else xchacha20-poly1305 (the only cipher of
+    /// repositories made before config version 3, which older arca versions can read)
+    #[arg(long, value_enum, default_value_t = CipherArg::Auto)]
+    pub cipher: CipherArg,
     /// Chunk (and identify blobs) exactly as the repository of --from-repo does, so that
     /// `copy` between the two deduplicates
     #[arg(long, requires = "from_repo")]
     pub copy_chunker_params: bool,
     #[command(flatten)]
     pub from: crate::commands::copy::FromRepoArgs,
+}
+
+/// `init --cipher`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CipherArg {
+    /// The fastest on this processor
+    Auto,
+    /// XAES-256-GCM (c2sp.org/XAES-256-GCM)
+    #[value(name = "xaes-256-gcm")]
+    Xaes256Gcm,
+    /// XChaCha20-Poly1305
+    #[value(name = "xchacha20-poly1305")]
+    XChaCha20Poly1305,
 }
 
 #[derive(Debug, Args)]

@@ -132,6 +132,49 @@ fn end_to_end_with_json_listing_and_cat() {
     );
 }
 
+/// `init --cipher` picks the AEAD; both round-trip a backup byte for byte and pass
+/// `check --read-data`; `cat config` and `init` name the cipher; a bad name is refused.
+#[test]
+fn init_cipher_choice_round_trips() {
+    for (cipher, version) in [("xchacha20-poly1305", 1), ("xaes-256-gcm", 3)] {
+        let e = Env::new();
+        let src = e.path("src");
+        sample(&src);
+        let said = e.ok(&[
+            "init",
+            "--kdf-memory-kib",
+            "256",
+            "--kdf-iterations",
+            "1",
+            "--cipher",
+            cipher,
+        ]);
+        assert!(said.contains(&format!("(cipher {cipher})")), "{said}");
+        let c: serde_json::Value = serde_json::from_str(&e.ok(&["cat", "config"])).unwrap();
+        assert_eq!(
+            (c["cipher"].as_str(), c["version"].as_u64()),
+            (Some(cipher), Some(version))
+        );
+        let s = src.to_str().unwrap();
+        e.ok(&["backup", s]);
+        let target = e.path("target");
+        e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+        let out = target.join(s.trim_start_matches('/'));
+        for f in ["top.bin", "docs/b.txt", "docs/deep/c.bin"] {
+            assert_eq!(
+                fs::read(out.join(f)).unwrap(),
+                fs::read(src.join(f)).unwrap(),
+                "{f}"
+            );
+        }
+        assert_eq!(e.json(&["check", "--read-data", "--json"])["ok"], true);
+    }
+    let e = Env::new();
+    let o = e.run(&["init", "--cipher", "rot13"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("rot13"), "{}", stderr(&o));
+}
+
 #[test]
 fn wrong_password_missing_and_foreign_repositories() {
     let e = Env::new();

@@ -16,7 +16,7 @@ pub mod snapshot;
 pub mod text;
 pub mod tree;
 
-pub use config::{ChunkerParams, Config};
+pub use config::{ChunkerParams, Cipher, Config};
 pub use envelope::{EnvelopeHeader, EnvelopeKind};
 pub use id::Id;
 pub use index::{IndexFile, IndexPack};

@@ -13,8 +13,8 @@ use std::cell::Cell;
 
 use arca_format::envelope::{EnvelopeHeader, EnvelopeKind, HEADER_LEN};
 use arca_format::{
-    BlobKind, ChunkerParams, Config, ContentRef, Id, IndexFile, IndexPack, KdfParams, KeyFile,
-    Node, NodeKind, PackEntry, PackHeader, PackTrailer, Snapshot, Timespec, Tree,
+    BlobKind, ChunkerParams, Cipher, Config, ContentRef, Id, IndexFile, IndexPack, KdfParams,
+    KeyFile, Node, NodeKind, PackEntry, PackHeader, PackTrailer, Snapshot, Timespec, Tree,
 };
 use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
@@ -202,23 +202,31 @@ fn config() -> impl Strategy<Value = Vec<u8>> + Clone {
         -7i32..=22,
         1u32 << 20..=1 << 30,
         any::<i64>(),
+        any::<bool>(),
     )
-        .prop_map(|(repo_id, shift, compression, pack_size, created_ns)| {
-            let avg = 1u32 << shift;
-            Config {
-                repo_id,
-                chunker: ChunkerParams {
-                    min: (avg / 4).max(1024),
-                    avg,
-                    max: (avg * 4).min(64 << 20),
-                },
-                compression,
-                pack_size,
-                created_ns,
-                content_keys: None,
-            }
-            .encode()
-        })
+        .prop_map(
+            |(repo_id, shift, compression, pack_size, created_ns, aes)| {
+                let avg = 1u32 << shift;
+                Config {
+                    repo_id,
+                    chunker: ChunkerParams {
+                        min: (avg / 4).max(1024),
+                        avg,
+                        max: (avg * 4).min(64 << 20),
+                    },
+                    compression,
+                    pack_size,
+                    created_ns,
+                    content_keys: None,
+                    cipher: if aes {
+                        Cipher::Xaes256Gcm
+                    } else {
+                        Cipher::XChaCha20Poly1305
+                    },
+                }
+                .encode()
+            },
+        )
 }
 
 fn key_file() -> impl Strategy<Value = Vec<u8>> + Clone {
@@ -659,6 +667,7 @@ fn every_field_of_valid_encodings_set_huge() {
         pack_size: 16 << 20,
         created_ns: 1,
         content_keys: None,
+        cipher: Cipher::Xaes256Gcm,
     }
     .encode();
     every_field_huge(&config, Config::decode);

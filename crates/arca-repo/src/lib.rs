@@ -29,3 +29,4 @@ pub use repository::{InitOptions, KeyInfo, Repository};
 pub use snapshots::SnapshotFilter;
 
 pub use arca_backend::Backend;
+pub use arca_crypto::preferred_cipher;

@@ -8,7 +8,9 @@ use arca_chunker::Chunker;
 use arca_crypto::{MasterKey, Sealer};
 use arca_format::config::ContentKeys;
 use arca_format::envelope::{EnvelopeHeader, EnvelopeKind, FLAG_ZSTD, HEADER_LEN};
-use arca_format::{BlobKind, ChunkerParams, Config, Id, IndexFile, KdfParams, KeyFile, Tree};
+use arca_format::{
+    BlobKind, ChunkerParams, Cipher, Config, Id, IndexFile, KdfParams, KeyFile, Tree,
+};
 
 use crate::blob::open_blob;
 use crate::index::{Index, IndexBuilder};
@@ -25,6 +27,8 @@ pub struct InitOptions {
     pub pack_size: u32,
     /// Password hashing cost of the first key.
     pub kdf: KdfParams,
+    /// The cipher sealing everything but the config and key files.
+    pub cipher: Cipher,
 }
 
 impl Default for InitOptions {
@@ -34,6 +38,7 @@ impl Default for InitOptions {
             compression: 3,
             pack_size: 16 << 20,
             kdf: KdfParams::default(),
+            cipher: arca_crypto::preferred_cipher(),
         }
     }
 }
@@ -102,6 +107,7 @@ impl Repository {
             pack_size: opts.pack_size,
             created_ns: host::now_ns(),
             content_keys,
+            cipher: opts.cipher,
         };
         config.validate().map_err(|detail| RepoError::Invalid {
             what: "configuration",
@@ -112,7 +118,7 @@ impl Repository {
             MasterKey::generate().map_err(|e| RepoError::crypto("init", e))?,
             &config,
         );
-        let sealer = key.cipher();
+        let sealer = key.sealer(config.cipher);
         let mut repo = Self {
             backend,
             key,
@@ -231,10 +237,11 @@ impl Repository {
             });
             match unwrapped {
                 Ok(key) => {
-                    let sealer = key.cipher();
-                    let body = open_sealed(&sealer, &header, &raw_config, "config")?;
+                    // The config is always XChaCha20-Poly1305; it names the cipher of the rest.
+                    let body = open_sealed(&key.cipher(), &header, &raw_config, "config")?;
                     let config = Config::decode(&body)
                         .map_err(|e| RepoError::format(format!("{location}/config"), e))?;
+                    let sealer = key.sealer(config.cipher);
                     let key = with_config_keys(key, &config);
                     let repo = Self {
                         backend,
@@ -290,7 +297,16 @@ impl Repository {
         };
         let header = EnvelopeHeader::new(kind, flags).encode();
         let mut out = header.to_vec();
-        self.sealer
+        // The config is sealed with XChaCha20-Poly1305 whatever the repository's cipher: it
+        // must open before the cipher is known.
+        let config_sealer;
+        let sealer = if kind == EnvelopeKind::Config {
+            config_sealer = self.key.cipher();
+            &config_sealer
+        } else {
+            &self.sealer
+        };
+        sealer
             .seal_into(&header, payload, &mut out)
             .map_err(|e| RepoError::crypto(kind.name(), e))?;
         Ok(out)

@@ -202,3 +202,56 @@ fn packs_merged_by_absorb_read_back_like_packs_built_blob_by_blob() {
         assert_eq!(&r.read_blob(&index, BlobKind::Data, id).unwrap(), data);
     }
 }
+
+/// The config names the cipher (version 3 for XAES-256-GCM, version 1 as before for
+/// XChaCha20-Poly1305); the config itself is XChaCha20-Poly1305 in both, every other sealed
+/// file the named cipher, and the other cipher does not open it.
+#[test]
+fn each_cipher_seals_everything_but_the_config() {
+    use arca_format::Cipher;
+    for (cipher, other, version) in [
+        (Cipher::Xaes256Gcm, Cipher::XChaCha20Poly1305, 3),
+        (Cipher::XChaCha20Poly1305, Cipher::Xaes256Gcm, 1),
+    ] {
+        let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+        let o = InitOptions { cipher, ..opts() };
+        let r = Repository::init(b.clone(), b"pw", &o).unwrap();
+        let data = b"some data".repeat(100);
+        let id = r.key().blob_id(&data);
+        let mut w = PackWriter::new(BlobKind::Data, 1 << 20);
+        w.add(&seal_blob(r.sealer(), BlobKind::Data, id, &data, 3).unwrap())
+            .unwrap();
+        let p = w.finish(r.sealer()).unwrap();
+        b.write(FileType::Pack, &p.id.to_hex(), &p.bytes).unwrap();
+        let idx = r
+            .save_index(&IndexFile {
+                supersedes: vec![],
+                packs: vec![p.index.clone()],
+            })
+            .unwrap();
+
+        let r = Repository::open(b.clone(), b"pw").unwrap();
+        assert_eq!(r.config().cipher, cipher);
+        assert_eq!(r.config().version(), version);
+        let index = r.load_index().unwrap();
+        assert_eq!(r.read_blob(&index, BlobKind::Data, &id).unwrap(), data);
+
+        let open = |sealer: &arca_crypto::Sealer, t: FileType, name: &str| {
+            let bytes = b.read(t, name).unwrap();
+            sealer
+                .open(&bytes[..8], &bytes[8..], &|| name.to_string())
+                .is_ok()
+        };
+        let config_sealer = r.key().cipher();
+        assert!(open(&config_sealer, FileType::Config, "config"));
+        assert!(open(r.sealer(), FileType::Index, &idx.to_hex()));
+        assert!(!open(
+            &r.key().sealer(other),
+            FileType::Index,
+            &idx.to_hex()
+        ));
+        if cipher != Cipher::XChaCha20Poly1305 {
+            assert!(!open(r.sealer(), FileType::Config, "config"));
+        }
+    }
+}

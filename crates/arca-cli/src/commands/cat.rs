@@ -32,6 +32,7 @@ pub fn run(g: &Global, a: &CatArgs) -> Result<u8> {
                 "chunker": {"algorithm": "fastcdc-keyed", "min": c.chunker.min, "avg": c.chunker.avg, "max": c.chunker.max},
                 "compression": c.compression,
                 "pack_size": c.pack_size,
+                "cipher": c.cipher.name(),
                 "created": chrono::DateTime::from_timestamp_nanos(c.created_ns).to_rfc3339(),
             }))?;
         }

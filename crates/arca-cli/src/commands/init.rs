@@ -2,11 +2,11 @@
 //! chunks and identifies data as the source repository does, so that `copy` deduplicates.
 
 use anyhow::{Context, Result};
-use arca_format::ChunkerParams;
 use arca_format::config::ContentKeys;
+use arca_format::{ChunkerParams, Cipher};
 use arca_repo::{InitOptions, Repository};
 
-use crate::cli::{Global, InitArgs};
+use crate::cli::{CipherArg, Global, InitArgs};
 use crate::util::{self, human_bytes, parse_size};
 
 pub fn run(g: &Global, a: &InitArgs) -> Result<u8> {
@@ -23,6 +23,11 @@ pub fn run(g: &Global, a: &InitArgs) -> Result<u8> {
         compression: a.compression,
         pack_size: to_u32(&a.pack_size, "pack size")?,
         kdf: util::kdf(&a.kdf),
+        cipher: match a.cipher {
+            CipherArg::Auto => arca_repo::preferred_cipher(),
+            CipherArg::Xaes256Gcm => Cipher::Xaes256Gcm,
+            CipherArg::XChaCha20Poly1305 => Cipher::XChaCha20Poly1305,
+        },
     };
     let (backend, _) = util::backend(g)?;
     // The source is opened first: a wrong source password leaves nothing behind.
@@ -49,9 +54,10 @@ pub fn run(g: &Global, a: &InitArgs) -> Result<u8> {
     let repo = Repository::init_with_content_keys(backend.clone(), pw.as_bytes(), &opts, keys)?;
     if !g.quiet {
         super::out(&format!(
-            "created arca repository {} at {}",
+            "created arca repository {} at {} (cipher {})",
             hex_short(&repo.config().repo_id),
-            backend.location()
+            backend.location(),
+            repo.config().cipher.name()
         ))?;
         if let Some(from) = from {
             let c = opts.chunker;
