@@ -4,10 +4,10 @@
 
 use aes::Aes256;
 use aes::cipher::{BlockEncrypt, KeyInit};
-use ring::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, Tag, UnboundKey};
+use ring::aead::{AES_256_GCM, LessSafeKey, Nonce, UnboundKey};
 use zeroize::Zeroizing;
 
-use crate::xchacha::{Failed, NONCE};
+use crate::xchacha::{Failed, NONCE, open_with, seal_with};
 
 /// An XAES-256-GCM key: the AES-256 key schedule and the CMAC subkey K1, both computed once.
 #[derive(Clone)]
@@ -66,13 +66,7 @@ impl Xaes {
         aad: &[u8],
         buf: &mut [u8],
     ) -> Result<[u8; 16], Failed> {
-        let (key, n) = self.inner(nonce)?;
-        let tag: Tag = key
-            .seal_in_place_separate_tag(n, Aad::from(aad), buf)
-            .map_err(|_| Failed)?;
-        let mut out = [0u8; 16];
-        out.copy_from_slice(tag.as_ref());
-        Ok(out)
+        seal_with(self.inner(nonce)?, aad, buf)
     }
 
     /// Checks and decrypts `ct_and_tag` in place; returns the plaintext, the first part of
@@ -83,9 +77,7 @@ impl Xaes {
         aad: &[u8],
         ct_and_tag: &'b mut [u8],
     ) -> Result<&'b mut [u8], Failed> {
-        let (key, n) = self.inner(nonce)?;
-        key.open_in_place(n, Aad::from(aad), ct_and_tag)
-            .map_err(|_| Failed)
+        open_with(self.inner(nonce)?, aad, ct_and_tag)
     }
 
     /// Checks the tag of `ct_and_tag` without changing it. ring has no GHASH-only check, so

@@ -77,13 +77,7 @@ impl XChaCha {
         aad: &[u8],
         buf: &mut [u8],
     ) -> Result<[u8; 16], Failed> {
-        let (key, n) = self.inner(nonce)?;
-        let tag: Tag = key
-            .seal_in_place_separate_tag(n, Aad::from(aad), buf)
-            .map_err(|_| Failed)?;
-        let mut out = [0u8; 16];
-        out.copy_from_slice(tag.as_ref());
-        Ok(out)
+        seal_with(self.inner(nonce)?, aad, buf)
     }
 
     /// Checks and decrypts `ct_and_tag` (ciphertext followed by the 16-byte tag) in place;
@@ -94,10 +88,34 @@ impl XChaCha {
         aad: &[u8],
         ct_and_tag: &'b mut [u8],
     ) -> Result<&'b mut [u8], Failed> {
-        let (key, n) = self.inner(nonce)?;
-        key.open_in_place(n, Aad::from(aad), ct_and_tag)
-            .map_err(|_| Failed)
+        open_with(self.inner(nonce)?, aad, ct_and_tag)
     }
+}
+
+/// Encrypts `buf` in place with a per-message ring key and nonce (of XChaCha20-Poly1305 or
+/// XAES-256-GCM); returns the tag.
+pub(crate) fn seal_with(
+    (key, n): (LessSafeKey, Nonce),
+    aad: &[u8],
+    buf: &mut [u8],
+) -> Result<[u8; 16], Failed> {
+    let tag: Tag = key
+        .seal_in_place_separate_tag(n, Aad::from(aad), buf)
+        .map_err(|_| Failed)?;
+    let mut out = [0u8; 16];
+    out.copy_from_slice(tag.as_ref());
+    Ok(out)
+}
+
+/// Checks and decrypts `ct_and_tag` in place with a per-message ring key and nonce; returns
+/// the plaintext, the first part of the buffer.
+pub(crate) fn open_with<'b>(
+    (key, n): (LessSafeKey, Nonce),
+    aad: &[u8],
+    ct_and_tag: &'b mut [u8],
+) -> Result<&'b mut [u8], Failed> {
+    key.open_in_place(n, Aad::from(aad), ct_and_tag)
+        .map_err(|_| Failed)
 }
 
 #[cfg(test)]
