@@ -1,72 +1,18 @@
-//! Reading and writing local files around the page cache (`O_DIRECT`): for data read once
-//! and used once (packs during a restore, files hashed against a snapshot) and for packs
-//! written (synced to disk at once anyway), caching costs a kernel copy into fresh pages and
-//! memory for nothing. Offsets, lengths and the buffer are aligned inside a reused buffer.
+//! Writing local files around the page cache (`O_DIRECT`): a pack written is synced to disk at
+//! once anyway, so caching it costs a kernel copy into fresh pages and memory for nothing.
+//! Offsets, lengths and the buffer are aligned inside a reused staging buffer.
 
 use std::cell::RefCell;
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
-/// Reads shorter than this go through the page cache: the saving would not pay for the
-/// alignment.
+/// Writes shorter than this go through the page cache: the saving would not pay for the
+/// alignment. Also the size from which reads of a file are worth read-ahead advice.
 pub const WORTH_IT: u64 = 128 << 10;
-/// Alignment of direct reads (offset, length and buffer address).
+/// Alignment of direct writes (offset, length and buffer address).
 const ALIGN: usize = 4096;
-
-/// Opens `path` for direct reads (without moving its access time where allowed); `None` when
-/// the file system does not do direct I/O.
-pub fn open(path: &Path) -> io::Result<Option<File>> {
-    let open = |flags| {
-        OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECT | libc::O_CLOEXEC | flags)
-            .open(path)
-    };
-    match open(libc::O_NOATIME).or_else(|e| {
-        if e.raw_os_error() == Some(libc::EPERM) {
-            open(0)
-        } else {
-            Err(e)
-        }
-    }) {
-        Ok(f) => Ok(Some(f)),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// Reads `len` bytes at `offset` of `f` (opened by [`open`]) into `buf`; returns where they
-/// start in `buf`. Fails with `UnexpectedEof` when the file ends first.
-pub fn read(f: &File, offset: u64, len: u64, buf: &mut Vec<u8>) -> io::Result<usize> {
-    let start = offset - offset % ALIGN as u64;
-    let end = (offset + len).div_ceil(ALIGN as u64) * ALIGN as u64;
-    let span = usize::try_from(end - start).map_err(|_| io::Error::other("range too long"))?;
-    let (skew, window) = aligned_window(buf, span);
-    let mut got = 0usize;
-    while got < span {
-        match f.read_at(&mut window[got..], start + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-        // A short read that is not block-aligned is the end of the file.
-        if !got.is_multiple_of(ALIGN) {
-            break;
-        }
-    }
-    let lead = (offset - start) as usize;
-    if got < lead + len as usize {
-        let size = f.metadata().map(|m| m.len()).unwrap_or(0);
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("file is {size} bytes, wanted {len} bytes at offset {offset}"),
-        ));
-    }
-    Ok(skew + lead)
-}
 
 /// A window of `len` bytes inside `buf` (resized to fit) that starts at an [`ALIGN`]ed
 /// address, and where it starts in `buf`.
@@ -137,7 +83,7 @@ mod tests {
             3 * WRITE_CHUNK - 1,
         ] {
             let p = d.path().join(format!("f{len}"));
-            File::create(&p).unwrap();
+            std::fs::File::create(&p).unwrap();
             let data: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
             let direct = write_new(&p, &data).unwrap();
             assert_eq!(

@@ -350,7 +350,7 @@ pub struct RestoreArgs {
     /// Print every entry restored, updated or deleted
     #[arg(short, long)]
     pub verbose: bool,
-    /// Ranged reads in flight (default: from the backend: 4 local, 16 remote)
+    /// Ranged reads in flight (default: from the backend: 8 local, 16 remote)
     #[arg(long, value_name = "N")]
     pub fetchers: Option<usize>,
     /// Threads that decrypt, verify and write (default: one per core)
