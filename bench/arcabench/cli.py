@@ -142,6 +142,8 @@ def parse_args(argv):
     p.add_argument("--no-docs", action="store_true",
                    help="do not rewrite docs/BENCHMARKS.md and docs/bench/ (non-smoke runs)")
     p.add_argument("--keep", action="store_true", help="keep repositories and work dirs")
+    p.add_argument("--no-space-check", action="store_true",
+                   help="start even when bench/out seems to have too little free space")
     p.add_argument("--timeout", type=float, help="per-command timeout in seconds")
     p.add_argument("--out", default=os.path.join(BENCH, "out"))
     p.add_argument("--render", metavar="RESULTS_JSON",
@@ -185,8 +187,36 @@ def machine_info(out_dir) -> dict:
     return info
 
 
-def _run_datasets(args, bench, names, specs, data, active, log, maint=None):
-    """Every dataset's scenarios; returns the results per dataset."""
+def space_needed(dataset_bytes: int, tools: int) -> int:
+    """Free bytes a run needs in bench/out while its largest dataset runs (datasets run one at
+    a time and are cleaned up after): the source copy, the tar reference, a repository of
+    about the data's size per tool plus caches (kopia keeps a copy), and up to two restored
+    trees on the target filesystem, plus 2 GiB of slack."""
+    return int(dataset_bytes * (1 + 1 + 1.3 * tools + 2)) + 2 * 2**30
+
+
+def check_space(out: str, need: int) -> str | None:
+    """None when `out` has `need` bytes free, else the failure in one line."""
+    free = shutil.disk_usage(out).free
+    if free >= need:
+        return None
+    return (f"{out} has {free / 2**30:.1f} GiB free; this run needs about "
+            f"{need / 2**30:.1f} GiB (a full disk fails the run midway). Free space, choose "
+            f"fewer --datasets or --tools, or pass --no-space-check")
+
+
+def write_partial(path: str, meta: dict, results_ds: list) -> None:
+    """The datasets finished so far, so that a run that dies later keeps them."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"meta": dict(meta, partial=True), "datasets": results_ds}, f, indent=1,
+                  default=str)
+    os.replace(tmp, path)
+
+
+def _run_datasets(args, bench, names, specs, data, active, log, maint=None, checkpoint=None):
+    """Every dataset's scenarios; returns the results per dataset. `checkpoint(results)` is
+    called after each dataset."""
     remote_sets = set(args.remote_datasets.split(",")) if args.remote_datasets else set()
     results_ds = []
     for n in names:
@@ -208,6 +238,8 @@ def _run_datasets(args, bench, names, specs, data, active, log, maint=None):
                                 f"(see --remote-datasets)")
         results_ds.append(res)
         log(f"[{n}] done in {res['seconds']:.0f} s")
+        if checkpoint:
+            checkpoint(results_ds)
     return results_ds
 
 
@@ -434,6 +466,12 @@ def main(argv=None) -> int:
         data[n] = dsm.ensure_dataset(specs[n], args.seed, cache_root, log=log)
     data_s = time.monotonic() - t_data
     log(f"datasets ready in {data_s:.1f} s")
+    if not args.no_space_check:
+        largest = max((data[n][1].get("bytes", 0) for n in names), default=0)
+        why = check_space(out, space_needed(largest, len(active)))
+        if why:
+            log("ERROR: " + why)
+            return 2
 
     # ---- restore targets
     target_fs = None
@@ -468,7 +506,10 @@ def main(argv=None) -> int:
                                             maintenance=maint)
                 log(f"[generations] backups and maintenance done in {res['seconds']:.0f} s")
         elif not args.s3_only:
-            results_ds = _run_datasets(args, bench, names, specs, data, active, log, maint)
+            partial_path = os.path.join(out, f"results-{run_id}.partial.json")
+            results_ds = _run_datasets(
+                args, bench, names, specs, data, active, log, maint,
+                checkpoint=lambda r: write_partial(partial_path, run_meta, r))
         if args.s3:
             s3res = s3.run(bench=bench, tools=active, specs=specs, data=data, names=names,
                            runs=args.s3_runs or (1 if args.smoke else 3),
@@ -523,6 +564,9 @@ def main(argv=None) -> int:
     write_outputs(results, os.path.join(out, f"results-{run_id}"),
                   os.path.join(out, f"plots-{run_id}"), not args.smoke and not args.no_docs, log)
 
+    partial_path = os.path.join(out, f"results-{run_id}.partial.json")
+    if os.path.exists(partial_path):
+        os.unlink(partial_path)  # the whole run's results are written now
     for h in results["headline"]:
         log("headline: " + h)
     for t in tools:

@@ -442,3 +442,34 @@ class ReportTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RunGuardTests(unittest.TestCase):
+    """The checks that keep a long run from dying late and losing what it measured."""
+
+    def test_space_check_refuses_when_the_estimate_exceeds_free_space(self):
+        from arcabench.cli import check_space, space_needed
+        with tempfile.TemporaryDirectory() as t:
+            free = shutil.disk_usage(t).free
+            self.assertIsNone(check_space(t, 1))
+            why = check_space(t, free + 2**40)
+            self.assertIsNotNone(why)
+            self.assertIn(t, why)
+            self.assertIn("--no-space-check", why)
+        # More tools and more data need more room; an empty run still wants the slack.
+        self.assertGreater(space_needed(2**30, 6), space_needed(2**30, 2))
+        self.assertGreater(space_needed(2**31, 2), space_needed(2**30, 2))
+        self.assertGreaterEqual(space_needed(0, 0), 2**30)
+
+    def test_partial_results_hold_every_finished_dataset(self):
+        import json
+        from arcabench.cli import write_partial
+        with tempfile.TemporaryDirectory() as t:
+            p = os.path.join(t, "results-x.partial.json")
+            write_partial(p, {"mode": "full"}, [{"name": "small"}])
+            write_partial(p, {"mode": "full"}, [{"name": "small"}, {"name": "many"}])
+            with open(p) as f:
+                got = json.load(f)
+            self.assertEqual([d["name"] for d in got["datasets"]], ["small", "many"])
+            self.assertTrue(got["meta"]["partial"])
+            self.assertEqual(os.listdir(t), ["results-x.partial.json"])
