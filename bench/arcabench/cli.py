@@ -15,6 +15,7 @@ import time
 from . import datasets as dsm
 from . import maintenance, plots, report, s3, targetfs
 from .measure import drop_caches, ensure_gnu_time
+from . import scenarios as scen
 from .scenarios import Bench
 from .tools import (KOPIA_VERSION, RESTIC_LATEST_VERSION, RUSTIC_VERSION, S3_CAPABLE, Arca,
                     ArcaRemote, Borg, Kopia, Restic, ResticLatest, Rustic)
@@ -481,6 +482,7 @@ def main(argv=None) -> int:
         target_fs, why = targetfs.make_ext4(restore_root, os.path.join(out, "restore-fs.img"), size)
         if target_fs:
             target_desc = target_fs.description
+            scen.TRIMMED.append((os.path.abspath(target_fs.mountpoint), target_fs.trim))
         else:
             target_desc = f"bench/out's filesystem (no fresh ext4: {why})"
     log(f"restore targets: {target_desc}")
@@ -517,6 +519,7 @@ def main(argv=None) -> int:
                            meta=run_meta, server_kind=args.s3_server)
     finally:
         if target_fs:
+            scen.TRIMMED.clear()
             target_fs.close()
     scale = None
     if args.scale:

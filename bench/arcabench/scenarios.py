@@ -100,12 +100,19 @@ def arca_contract_problems(summary: dict | None, restore: bool = False, kind: st
     return problems
 
 
+# Filesystems whose freed blocks must be handed back after a removal: (mountpoint, trim).
+TRIMMED: list = []
+
+
 def _rm(path: str) -> None:
     if os.path.lexists(path):
         subprocess.run(["rm", "-rf", "--one-file-system", path], check=False)
         if os.path.lexists(path):  # e.g. read-only dirs
             subprocess.run(["chmod", "-R", "u+rwx", path], check=False, stderr=subprocess.DEVNULL)
             shutil.rmtree(path, ignore_errors=True)
+        for mountpoint, trim in TRIMMED:
+            if os.path.commonpath([os.path.abspath(path), mountpoint]) == mountpoint:
+                trim()
 
 
 class Bench:

@@ -473,3 +473,20 @@ class RunGuardTests(unittest.TestCase):
             self.assertEqual([d["name"] for d in got["datasets"]], ["small", "many"])
             self.assertTrue(got["meta"]["partial"])
             self.assertEqual(os.listdir(t), ["results-x.partial.json"])
+
+    def test_removing_under_a_trimmed_mount_trims_it_and_nothing_else(self):
+        from arcabench import scenarios
+        with tempfile.TemporaryDirectory() as t:
+            mount = os.path.join(t, "restore")
+            os.makedirs(os.path.join(mount, "arca", "d"))
+            os.makedirs(os.path.join(t, "repos", "arca"))
+            calls = []
+            scenarios.TRIMMED.append((mount, lambda: calls.append(1)))
+            try:
+                scenarios._rm(os.path.join(t, "repos", "arca"))
+                self.assertEqual(calls, [])
+                scenarios._rm(os.path.join(mount, "arca"))
+                self.assertEqual(calls, [1])
+                self.assertFalse(os.path.exists(os.path.join(mount, "arca")))
+            finally:
+                scenarios.TRIMMED.clear()
