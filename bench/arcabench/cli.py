@@ -206,12 +206,16 @@ def check_space(out: str, need: int) -> str | None:
             f"fewer --datasets or --tools, or pass --no-space-check")
 
 
-def write_partial(path: str, meta: dict, results_ds: list) -> None:
-    """The datasets finished so far, so that a run that dies later keeps them."""
+def write_partial(path: str, meta: dict, results_ds: list, bench=None) -> None:
+    """The datasets finished so far (and the failures and contract findings so far), so that
+    a run that dies later keeps them."""
+    out = {"meta": dict(meta, partial=True), "datasets": results_ds}
+    if bench is not None:
+        out.update(failures=bench.failures, expected_failures=bench.expected_failures,
+                   contract=bench.contract)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump({"meta": dict(meta, partial=True), "datasets": results_ds}, f, indent=1,
-                  default=str)
+        json.dump(out, f, indent=1, default=str)
     os.replace(tmp, path)
 
 
@@ -511,7 +515,7 @@ def main(argv=None) -> int:
             partial_path = os.path.join(out, f"results-{run_id}.partial.json")
             results_ds = _run_datasets(
                 args, bench, names, specs, data, active, log, maint,
-                checkpoint=lambda r: write_partial(partial_path, run_meta, r))
+                checkpoint=lambda r: write_partial(partial_path, run_meta, r, bench))
         if args.s3:
             s3res = s3.run(bench=bench, tools=active, specs=specs, data=data, names=names,
                            runs=args.s3_runs or (1 if args.smoke else 3),
