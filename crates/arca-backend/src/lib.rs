@@ -266,9 +266,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
         *buf = self.read_range(t, name, offset, len)?;
         Ok(())
     }
-    /// As [`Backend::read_range_into`], for bulk reads: the bytes may land at an offset in
-    /// `buf` (returned), so a local backend can read around the page cache (`O_DIRECT`, which
-    /// wants aligned offsets and buffers) without moving them afterwards.
+    /// As [`Backend::read_range_into`], for bulk reads (packs read by restore, prune and
+    /// copy), which a backend may serve differently (the local one asks the kernel for
+    /// sequential read-ahead). The bytes may land at an offset in `buf` (returned), so an
+    /// implementation can read into an aligned window without moving them afterwards.
     fn read_range_bulk(
         &self,
         t: FileType,

@@ -16,6 +16,11 @@ pub struct LocalBackend {
 }
 
 impl LocalBackend {
+    /// A backend rooted at `root` (which need not exist yet).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
     /// Reads `len` bytes at `offset` of a file into `buf`; `sequential` tells the kernel to
     /// read ahead generously (`POSIX_FADV_SEQUENTIAL`).
     fn read_at(
@@ -57,10 +62,6 @@ impl LocalBackend {
                 BackendError::io("read", Self::shown(&p), e)
             }
         })
-    }
-    /// A backend rooted at `root` (which need not exist yet).
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
     }
 
     /// The repository directory.
