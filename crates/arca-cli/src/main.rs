@@ -35,6 +35,19 @@ fn one_line(e: &anyhow::Error) -> String {
     out
 }
 
+/// Lets the process open as many files as the hard limit allows: restore keeps a few hundred
+/// small files open per reading thread, and a soft limit of 1024 (common on desktops) would
+/// refuse some of them. A failure leaves the limit as it was (the readers adapt to it).
+fn raise_open_files_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        let want = hard.min(1 << 20);
+        if soft < want {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, want, hard);
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args = match profile::expand(std::env::args_os().collect()) {
         Ok(a) => a,
@@ -47,6 +60,7 @@ fn main() -> ExitCode {
         }
     };
     let cli = cli::Cli::parse_from(args);
+    raise_open_files_limit();
     if matches!(cli.command, cli::Command::Backup(_)) {
         malloc::return_large_buffers();
     }

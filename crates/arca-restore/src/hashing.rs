@@ -26,22 +26,48 @@ pub(crate) fn parallel_map<T: Send>(
     f: impl Fn(usize) -> T + Sync,
 ) -> Vec<Option<T>> {
     let mut res: Vec<Option<T>> = (0..n).map(|_| None).collect();
-    let chunks = std::sync::Mutex::new(res.chunks_mut(CHUNK).enumerate());
-    let threads = threads.clamp(1, n.div_ceil(CHUNK).max(1));
+    parallel_update(&mut res, threads, stop, |i, slot| {
+        *slot = Some(f(i));
+        None::<()>
+    });
+    res
+}
+
+/// Runs `f(i, &mut items[i])` for every item on `threads` threads (work is taken in order, a
+/// few items at a time) and gathers, in no particular order, what the calls return besides.
+/// Stops taking work once `stop` is set (the other items are left as they are).
+pub(crate) fn parallel_update<T: Send, R: Send>(
+    items: &mut [T],
+    threads: usize,
+    stop: &AtomicBool,
+    f: impl Fn(usize, &mut T) -> Option<R> + Sync,
+) -> Vec<R> {
+    let threads = threads.clamp(1, items.len().div_ceil(CHUNK).max(1));
+    // Room for one per item, reserved (not touched) at once: growing it by copying, with
+    // every thread's own list besides, cost several MiB of peak memory for 100,000 files.
+    let gathered = std::sync::Mutex::new(Vec::with_capacity(items.len()));
+    let chunks = std::sync::Mutex::new(items.chunks_mut(CHUNK).enumerate());
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
+                let mut mine = Vec::with_capacity(CHUNK);
                 while !stop.load(Ordering::Relaxed) {
                     let next = chunks.lock().unwrap_or_else(|p| p.into_inner()).next();
                     let Some((c, slots)) = next else { break };
                     for (k, slot) in slots.iter_mut().enumerate() {
-                        *slot = Some(f(c * CHUNK + k));
+                        mine.extend(f(c * CHUNK + k, slot));
+                    }
+                    if !mine.is_empty() {
+                        gathered
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .append(&mut mine);
                     }
                 }
             });
         }
     });
-    res
+    gathered.into_inner().unwrap_or_else(|p| p.into_inner())
 }
 
 /// At most `n` holders at once (large files hashed at a time, each holding a window of data).
@@ -124,6 +150,28 @@ impl BlockChecker<'_> {
             .map(|u| self.holds(&f, size, u, &mut buf))
             .collect::<io::Result<Vec<bool>>>()?;
         Ok((h, f))
+    }
+
+    /// As [`Self::held`] for a file already read whole: `data` are its first bytes (fewer than
+    /// `size` when it shrank since it was looked at).
+    pub fn held_in(&self, data: &[u8], size: u64, uses: &[BlockUse]) -> Vec<bool> {
+        self.bytes_read
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        uses.iter()
+            .map(|u| {
+                let blob = &self.plan.blobs[u.blob as usize];
+                let end = u.offset + u64::from(blob.raw_len);
+                if end > size || end > data.len() as u64 {
+                    return false;
+                }
+                let block = &data[u.offset as usize..end as usize];
+                if blob.zero {
+                    arca_fs::is_zero(block)
+                } else {
+                    self.key.blob_id(block) == blob.id
+                }
+            })
+            .collect()
     }
 
     /// Whether `f`, of `size` bytes, holds the block of `u` at its offset.

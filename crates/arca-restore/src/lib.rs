@@ -25,6 +25,7 @@ pub mod profile;
 mod reuse;
 mod scan;
 mod schedule;
+mod small_files;
 mod summary;
 mod trees;
 mod watchdog;

@@ -14,9 +14,10 @@ use std::sync::atomic::AtomicBool;
 use arca_format::{Node, NodeKind};
 use arca_fs::MetadataOptions;
 
-use crate::hashing::{BlockChecker, parallel_map};
+use crate::hashing::{BlockChecker, LARGE, parallel_map, parallel_update};
 use crate::options::Overwrite;
 use crate::plan::{EntryKind, Plan};
+use crate::small_files::{SmallFile, hash_small};
 use crate::trees::Selection;
 
 /// What happens to a directory.
@@ -53,12 +54,8 @@ pub(crate) enum EntryAction {
 /// What looking at an existing entry decided.
 enum Decided {
     Done(EntryAction),
-    /// File `file` of the plan must be hashed first: its existing size and link count.
-    Hash {
-        file: u32,
-        size: u64,
-        nlink: u64,
-    },
+    /// The file must be hashed first.
+    Hash(SmallFile),
 }
 
 /// An entry of the target that the snapshot does not have (`--delete`).
@@ -143,38 +140,60 @@ impl Scanner<'_> {
                 DirAction::Exists => a.unwrap_or(DirAction::Create),
             };
         }
-        // Each entry is looked at and, when it cannot be trusted, hashed at once: the
-        // inode and the blocks are read by the same thread, while the disk is busy with
-        // the other threads' reads.
-        let entries = parallel_map(
-            plan.entries.len(),
-            self.threads,
-            self.stop,
-            |e| match &scan.dirs[plan.entries[e].parent as usize] {
-                DirAction::Exists => self.entry_action(e).map(|a| match a {
-                    Decided::Done(a) => (a, None),
-                    Decided::Hash { file, size, nlink } => self.hash(e, file, size, nlink),
-                }),
-                DirAction::Blocked(_) => Ok((EntryAction::Skip, None)),
-                _ => Ok((EntryAction::Create, None)),
-            },
-        );
-        for (e, r) in entries.into_iter().enumerate() {
-            scan.entries[e] = match r {
-                Some(Ok((a, held))) => {
-                    if let (Some(h), EntryKind::File(f)) = (held, plan.entries[e].kind) {
-                        let fp = plan.files[f as usize];
-                        scan.files_hashed += 1;
-                        scan.in_place[fp.first as usize..fp.end as usize].copy_from_slice(&h);
-                    }
-                    a
-                }
-                Some(Err(err)) => EntryAction::Blocked(format!(
-                    "{}: cannot look at the existing entry: {err}",
-                    plan.entry_path(e as u32).display()
-                )),
-                None => EntryAction::Skip, // stopped
+        // Every entry is looked at first; the files that cannot be trusted are hashed after:
+        // the small ones in disk order, many reads at a time, the large ones a few at a time.
+        // (Hashing them at once, by the thread that looked, read one file per disk request.)
+        // Stays so for entries not reached when stopped.
+        scan.entries.fill(EntryAction::Skip);
+        let dirs = &scan.dirs;
+        let mut to_hash = parallel_update(&mut scan.entries, self.threads, self.stop, |e, slot| {
+            let looked = match &dirs[plan.entries[e].parent as usize] {
+                DirAction::Exists => self.entry_action(e),
+                DirAction::Blocked(_) => Ok(Decided::Done(EntryAction::Skip)),
+                _ => Ok(Decided::Done(EntryAction::Create)),
             };
+            match looked {
+                Ok(Decided::Done(a)) => *slot = a,
+                Ok(Decided::Hash(h)) => return Some(h), // stays Skip until hashed
+                Err(err) => {
+                    *slot = EntryAction::Blocked(format!(
+                        "{}: cannot look at the existing entry: {err}",
+                        plan.entry_path(e as u32).display()
+                    ));
+                }
+            }
+            None
+        });
+        to_hash.sort_unstable_by_key(|h| h.size >= LARGE);
+        let (small, large) = to_hash.split_at(to_hash.partition_point(|h| h.size < LARGE));
+        let record =
+            |scan: &mut Scan, h: &SmallFile, (a, held): (EntryAction, Option<Vec<bool>>)| {
+                if let Some(held) = held {
+                    let fp = plan.files[h.file as usize];
+                    scan.files_hashed += 1;
+                    scan.in_place[fp.first as usize..fp.end as usize].copy_from_slice(&held);
+                }
+                scan.entries[h.entry as usize] = a;
+            };
+        hash_small(
+            self.checker,
+            small,
+            self.stop,
+            |h, read| self.settle(h, read),
+            |h, r| record(&mut scan, h, r),
+        );
+        let hashed = parallel_map(large.len(), self.threads, self.stop, |k| {
+            let h = &large[k];
+            let path = plan.entry_path(h.entry);
+            let read = self
+                .checker
+                .held_open(&path, h.size, plan.file_uses(h.file));
+            self.settle(h, read)
+        });
+        for (h, r) in large.iter().zip(hashed) {
+            if let Some(r) = r {
+                record(&mut scan, h, r);
+            }
         }
         scan.bytes_hashed = self
             .checker
@@ -258,31 +277,45 @@ impl Scanner<'_> {
                 {
                     keep()
                 } else {
-                    return Ok(Decided::Hash {
+                    // Small files are read in the order of their data on the disk.
+                    let at = if m.len() < LARGE {
+                        arca_fs::open_noatime(path)
+                            .ok()
+                            .and_then(|f| arca_fs::physical_offset(&f))
+                    } else {
+                        None
+                    };
+                    return Ok(Decided::Hash(SmallFile {
+                        entry: e as u32,
                         file: f,
+                        nlink: u32::try_from(m.nlink()).unwrap_or(u32::MAX),
                         size: m.len(),
-                        nlink: m.nlink(),
-                    });
+                        at: at.unwrap_or(u64::MAX),
+                    }));
                 }
             }
         };
         Ok(Decided::Done(action))
     }
 
-    /// Hashes existing entry `e`, file `f` of the plan (`size` bytes, `nlink` names), which
-    /// could not be trusted: Keep when every block is there and the size is right (its
-    /// metadata set now through the open file if it is wrong), Patch otherwise (Replace when
-    /// it has other names, which writing into it would change too, or cannot be read).
-    /// Returns the action and which blocks the file holds.
-    fn hash(&self, e: usize, f: u32, size: u64, nlink: u64) -> (EntryAction, Option<Vec<bool>>) {
+    /// Settles existing entry `h.entry`, which could not be trusted, from what hashing it
+    /// found (`read`: the blocks it holds and the file, open): Keep when every block is there
+    /// and the size is right (its metadata set now through the open file if it is wrong),
+    /// Patch otherwise (Replace when it has other names, which writing into it would change
+    /// too, or cannot be read). Returns the action and which blocks the file holds.
+    fn settle(
+        &self,
+        h: &SmallFile,
+        read: io::Result<(Vec<bool>, fs::File)>,
+    ) -> (EntryAction, Option<Vec<bool>>) {
         let plan = self.plan;
-        let ep = &plan.entries[e];
-        let fp = plan.files[f as usize];
-        let path = plan.entry_path(e as u32);
-        let Ok((held, file)) = self.checker.held_open(&path, size, plan.file_uses(f)) else {
+        let ep = &plan.entries[h.entry as usize];
+        let fp = plan.files[h.file as usize];
+        let path = plan.entry_path(h.entry);
+        let Ok((held, file)) = read else {
             return (EntryAction::Replace, None);
         };
-        if held.iter().all(|&x| x) && size == fp.size {
+        if held.iter().all(|&x| x) && h.size == fp.size {
             let node = ep.meta.node();
             // Read again from the open file: reading may have moved its access time.
             let have = file.metadata().ok();
@@ -294,7 +327,7 @@ impl Scanner<'_> {
                 && arca_fs::apply_file_metadata(&file, &path, &node, self.metadata, have.as_ref())
                     .is_empty();
             (EntryAction::Keep { meta_ok, meta_set }, Some(held))
-        } else if nlink > 1 {
+        } else if h.nlink > 1 {
             (EntryAction::Replace, Some(vec![false; held.len()]))
         } else {
             (EntryAction::Patch, Some(held))
