@@ -51,9 +51,10 @@ NOATIME = getattr(os, "O_NOATIME", 0)
 
 
 def _open_noatime(path: str, flags: int) -> int:
-    """Opens a source path without updating its atime (so verifying a restore does not change
-    the source a later no-change backup compares with); plain open when not allowed (EPERM:
-    not the owner)."""
+    """Opens a path without updating its atime; plain open when not allowed (EPERM: not the
+    owner). Both sides: verifying must change neither the source (a later no-change backup
+    compares with it) nor the restored tree (the next restore scenario starts from it, and a
+    tool that restores atimes would be timed fixing the verifier's reads)."""
     try:
         return os.open(path, flags | NOATIME)
     except PermissionError:
@@ -71,7 +72,7 @@ def _listdir_noatime(path: str) -> list:
 def _same_content(a: str, b: str) -> bool:
     fa = _open_noatime(a, os.O_RDONLY)
     try:
-        fb = os.open(b, os.O_RDONLY)
+        fb = _open_noatime(b, os.O_RDONLY)
         try:
             while True:
                 x = os.read(fa, BLOCK)
@@ -113,7 +114,7 @@ def verify_tree(expected: str, actual: str, *, mtime_tolerance_ns: int = 0,
         pe = os.path.join(expected, rel) if rel else expected
         pa = os.path.join(actual, rel) if rel else actual
         names_e = set(_listdir_noatime(pe))
-        names_a = set(os.listdir(pa))
+        names_a = set(_listdir_noatime(pa))
         for n in sorted(names_a - names_e):
             res.add(f"{os.path.join(rel, n)}: unexpected extra entry")
         for n in sorted(names_e - names_a):

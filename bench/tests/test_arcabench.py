@@ -148,6 +148,17 @@ class VerifyTests(unittest.TestCase):
         os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
         self.assertCaught("content differs")
 
+    def test_verifying_moves_no_atime_of_the_restored_tree(self):
+        paths = [os.path.join(d, n) for d, _, names in os.walk(self.b) for n in names + ["."]]
+        paths = [p for p in paths if not os.path.islink(p)]
+        # Atimes older than the mtimes: any read would move them (relatime).
+        for p in paths:
+            st = os.stat(p)
+            os.utime(p, ns=(st.st_mtime_ns - 10**12, st.st_mtime_ns))
+        before = {p: os.stat(p).st_atime_ns for p in paths}
+        self.assertTrue(verify_tree(self.a, self.b).ok)
+        self.assertEqual(before, {p: os.stat(p).st_atime_ns for p in paths})
+
     def test_mtime_ns(self):
         p = self.files[1]
         st = os.stat(p)
