@@ -29,8 +29,11 @@ pub(crate) struct Worker<'a, 's> {
     repo: &'a Repository,
     packs: &'a [PackRef],
     opener: BlobOpener,
-    /// Files open for the current job (closed at its end).
+    /// Files open for the current job (closed at its end, or earlier past `max_open`).
     open: HashMap<u32, File>,
+    /// Files this worker keeps open at most (beyond those with direct writes in flight): a
+    /// pack of small files spans thousands, and the process may open only so many.
+    max_open: usize,
     sources: HashMap<u32, File>,
     scratch: Vec<u8>,
     /// Large blocks of new files go to the direct writers through this.
@@ -50,6 +53,7 @@ impl<'a, 's> Worker<'a, 's> {
             packs,
             opener: BlobOpener::new(),
             open: HashMap::new(),
+            max_open: max_open_files(),
             sources: HashMap::new(),
             scratch: vec![],
             direct: DirectQueue::new(direct),
@@ -113,6 +117,14 @@ impl<'a, 's> Worker<'a, 's> {
         }
         clock.waited_out();
         clock
+    }
+
+    /// Closes idle files once more than `max_open` are open (a file closed before its last
+    /// block is opened again for it; one finished is closed for good).
+    fn bound_open(&mut self) {
+        if self.open.len() > self.max_open {
+            self.close_idle();
+        }
     }
 
     /// Closes the files no direct write of this worker still needs.
@@ -197,6 +209,7 @@ impl<'a, 's> Worker<'a, 's> {
             if jb.keep {
                 d.kept.push((jb.blob, Arc::from(plain)));
             }
+            self.bound_open();
         }
         // Kept at its length: the next read into it zero-fills nothing.
         d.buffer = Some(buf);
@@ -214,6 +227,7 @@ impl<'a, 's> Worker<'a, 's> {
             if sh.stopped() {
                 break;
             }
+            self.bound_open();
             match op {
                 PlaceOp::Write {
                     blob,
@@ -381,6 +395,15 @@ pub(crate) fn file<'m>(
         std::collections::hash_map::Entry::Occupied(o) => Ok(o.into_mut()),
         std::collections::hash_map::Entry::Vacant(v) => Ok(v.insert(sh.open_file(f)?)),
     }
+}
+
+/// Files one worker keeps open: a sixteenth of what the process may open, 8 to 256.
+fn max_open_files() -> usize {
+    use nix::sys::resource::{Resource, getrlimit};
+    let may = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);
+    usize::try_from(may / 16)
+        .unwrap_or(usize::MAX)
+        .clamp(8, 256)
 }
 
 /// Writes block `blob`'s `data` at target `t` and counts the target down, now or (for a span

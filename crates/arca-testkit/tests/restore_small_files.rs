@@ -74,8 +74,8 @@ fn small_files_hashed_in_batches_keep_patch_and_replace() {
     let full = full.unwrap();
     assert_same(&expected, &src, &out);
 
-    // With at most 64 files open, a batch holds one file: same outcomes. (Only around the
-    // hashing: writing keeps every file of a pack's job open at once.)
+    // With at most 64 files open (a batch then holds one file, a writer keeps 8 open): same
+    // outcomes.
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
     for limit in [soft, 64] {
         let files: Vec<PathBuf> = files(&out)
@@ -133,7 +133,9 @@ fn small_files_hashed_in_batches_keep_patch_and_replace() {
             damaged += 1;
         }
         touch_all(&files);
+        setrlimit(Resource::RLIMIT_NOFILE, limit, hard).unwrap();
         let (part, seen) = restore_with(&repo, "latest", &target, |_| {});
+        setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
         let part = part.unwrap();
         let issues = seen.issues.lock().unwrap();
         assert!(issues.is_empty(), "limit {limit}: {issues:?}");
