@@ -57,6 +57,13 @@ pub fn physical_offset(f: &File) -> Option<u64> {
         .then_some(e.physical)
 }
 
+/// How many files the process may have open (the soft `RLIMIT_NOFILE`; 1024 when unknown),
+/// for readers and writers that hold many files open at once.
+pub fn open_files_allowed() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit};
+    getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft)
+}
+
 /// Reads batches of small files whole into one buffer it keeps between batches.
 pub struct BatchReader {
     ring: Option<io_uring::IoUring>,

@@ -18,7 +18,7 @@ pub use apply::{
     MetadataOptions, apply_file_metadata, apply_metadata, create_special, create_symlink,
     metadata_matches, set_times,
 };
-pub use batch::{BatchReader, physical_offset};
+pub use batch::{BatchReader, open_files_allowed, physical_offset};
 pub use content::{
     copy_range, dir_entries, list_dir_names, list_dir_noatime, open_dir_fd_noatime,
     open_dir_noatime, open_for_restore, open_noatime, preallocate, shares_extents,

@@ -159,35 +159,33 @@ impl BlockChecker<'_> {
             .fetch_add(data.len() as u64, Ordering::Relaxed);
         uses.iter()
             .map(|u| {
-                let blob = &self.plan.blobs[u.blob as usize];
-                let end = u.offset + u64::from(blob.raw_len);
-                if end > size || end > data.len() as u64 {
-                    return false;
-                }
-                let block = &data[u.offset as usize..end as usize];
-                if blob.zero {
-                    arca_fs::is_zero(block)
-                } else {
-                    self.key.blob_id(block) == blob.id
-                }
+                let end = u.offset + u64::from(self.plan.blobs[u.blob as usize].raw_len);
+                end <= size
+                    && end <= data.len() as u64
+                    && self.is_block(u, &data[u.offset as usize..end as usize])
             })
             .collect()
     }
 
     /// Whether `f`, of `size` bytes, holds the block of `u` at its offset.
     pub fn holds(&self, f: &File, size: u64, u: &BlockUse, buf: &mut Vec<u8>) -> io::Result<bool> {
-        let blob = &self.plan.blobs[u.blob as usize];
-        let len = u64::from(blob.raw_len);
+        let len = u64::from(self.plan.blobs[u.blob as usize].raw_len);
         if u.offset + len > size {
             return Ok(false);
         }
         buf.resize(len as usize, 0);
         f.read_exact_at(buf, u.offset)?;
         self.bytes_read.fetch_add(len, Ordering::Relaxed);
-        Ok(if blob.zero {
-            arca_fs::is_zero(buf)
+        Ok(self.is_block(u, buf))
+    }
+
+    /// Whether `data` (as long as the block) is the block of `u`.
+    fn is_block(&self, u: &BlockUse, data: &[u8]) -> bool {
+        let blob = &self.plan.blobs[u.blob as usize];
+        if blob.zero {
+            arca_fs::is_zero(data)
         } else {
-            self.key.blob_id(buf) == blob.id
-        })
+            self.key.blob_id(data) == blob.id
+        }
     }
 }

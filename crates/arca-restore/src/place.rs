@@ -399,9 +399,7 @@ pub(crate) fn file<'m>(
 
 /// Files one worker keeps open: a sixteenth of what the process may open, 8 to 256.
 fn max_open_files() -> usize {
-    use nix::sys::resource::{Resource, getrlimit};
-    let may = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);
-    usize::try_from(may / 16)
+    usize::try_from(arca_fs::open_files_allowed() / 16)
         .unwrap_or(usize::MAX)
         .clamp(8, 256)
 }

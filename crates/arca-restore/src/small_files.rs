@@ -13,7 +13,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use arca_fs::BatchReader;
-use nix::sys::resource::{Resource, getrlimit};
 
 use crate::hashing::BlockChecker;
 
@@ -55,8 +54,7 @@ pub(crate) fn hash_small<T: Send>(
     let mut order: Vec<u32> = (0..items.len() as u32).collect();
     order.sort_by_key(|&i| (items[i as usize].at, i));
     // Each thread holds a batch of files open: at most a quarter of what the process may open.
-    let may_open = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);
-    let batch_files = usize::try_from(may_open / 4)
+    let batch_files = usize::try_from(arca_fs::open_files_allowed() / 4)
         .unwrap_or(usize::MAX)
         .div_ceil(BATCHED_THREADS.max(PLAIN_THREADS))
         .clamp(1, BATCH_FILES);

@@ -41,6 +41,29 @@ fn assert_same(
     assert!(d.is_empty(), "restore differs:\n{}", d.join("\n"));
 }
 
+/// Restores `latest` into `target` with the open-file limit at `limit` for the restore's
+/// duration; it must report no issue and leave `out` equal to the source.
+fn restore_limited(
+    repo: &arca_repo::Repository,
+    target: &Path,
+    limit: u64,
+    (expected, src, out): (
+        &std::collections::BTreeMap<PathBuf, compare::Entry>,
+        &Path,
+        &Path,
+    ),
+) -> arca_restore::RestoreReport {
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    setrlimit(Resource::RLIMIT_NOFILE, limit, hard).unwrap();
+    let (r, seen) = restore_with(repo, "latest", target, |_| {});
+    setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
+    let r = r.unwrap();
+    let issues = seen.issues.lock().unwrap();
+    assert!(issues.is_empty(), "limit {limit}: {issues:?}");
+    assert_same(expected, src, out);
+    r
+}
+
 #[test]
 fn small_files_hashed_in_batches_keep_patch_and_replace() {
     let tmp = tempfile::tempdir().unwrap();
@@ -76,7 +99,8 @@ fn small_files_hashed_in_batches_keep_patch_and_replace() {
 
     // With at most 64 files open (a batch then holds one file, a writer keeps 8 open): same
     // outcomes.
-    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    let (soft, _) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    let tree = (&expected, src.as_path(), out.as_path());
     for limit in [soft, 64] {
         let files: Vec<PathBuf> = files(&out)
             .into_iter()
@@ -84,13 +108,7 @@ fn small_files_hashed_in_batches_keep_patch_and_replace() {
             .collect();
         // Metadata-only: every file hashed, found whole, its mtime set; nothing fetched.
         touch_all(&files);
-        setrlimit(Resource::RLIMIT_NOFILE, limit, hard).unwrap();
-        let (meta, seen) = restore_with(&repo, "latest", &target, |_| {});
-        setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
-        let meta = meta.unwrap();
-        let issues = seen.issues.lock().unwrap();
-        assert!(issues.is_empty(), "limit {limit}: {issues:?}");
-        assert_same(&expected, &src, &out);
+        let meta = restore_limited(&repo, &target, limit, tree);
         assert_eq!(meta.fetched_bytes, 0);
         assert_eq!(meta.files_hashed as usize, files.len());
         assert_eq!(meta.plan.files_metadata as usize, files.len());
@@ -133,13 +151,7 @@ fn small_files_hashed_in_batches_keep_patch_and_replace() {
             damaged += 1;
         }
         touch_all(&files);
-        setrlimit(Resource::RLIMIT_NOFILE, limit, hard).unwrap();
-        let (part, seen) = restore_with(&repo, "latest", &target, |_| {});
-        setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
-        let part = part.unwrap();
-        let issues = seen.issues.lock().unwrap();
-        assert!(issues.is_empty(), "limit {limit}: {issues:?}");
-        assert_same(&expected, &src, &out);
+        let part = restore_limited(&repo, &target, limit, tree);
         assert_eq!(part.files_hashed as usize, files.len());
         // Patched in place, or written anew (the files with other names).
         assert_eq!(
