@@ -167,21 +167,27 @@ pub fn metadata_matches(
     node: &Node,
     opts: MetadataOptions,
 ) -> bool {
-    use std::os::unix::fs::MetadataExt;
+    stat_matches(&meta.into(), node, opts) && xattrs_match(path, node, opts)
+}
+
+/// [`metadata_matches`] without the xattrs: what an lstat alone can tell.
+pub fn stat_matches(meta: &crate::Stat, node: &Node, opts: MetadataOptions) -> bool {
     let is_link = node.kind() == NodeKind::Symlink;
-    if !is_link && meta.mode() & 0o7777 != node.mode & 0o7777 {
+    if !is_link && meta.mode & 0o7777 != node.mode & 0o7777 {
         return false;
     }
-    if opts.owner && opts.is_root && (meta.uid() != node.uid || meta.gid() != node.gid) {
+    if opts.owner && opts.is_root && (meta.uid != node.uid || meta.gid != node.gid) {
         return false;
     }
-    let same =
-        |t: arca_format::Timespec, sec: i64, nsec: i64| t.sec == sec && i64::from(t.nsec) == nsec;
-    if !same(node.mtime, meta.mtime(), meta.mtime_nsec())
-        || !same(node.atime, meta.atime(), meta.atime_nsec())
-    {
-        return false;
-    }
+    let same = |t: arca_format::Timespec, (sec, nsec): (i64, i64)| {
+        t.sec == sec && i64::from(t.nsec) == nsec
+    };
+    same(node.mtime, meta.mtime) && same(node.atime, meta.atime)
+}
+
+/// Whether the entry at `path` carries the node's xattrs (true when they are not restored or
+/// the node has none: then nothing is read).
+pub fn xattrs_match(path: &Path, node: &Node, opts: MetadataOptions) -> bool {
     if opts.xattrs && !node.xattrs.is_empty() {
         return node.xattrs.iter().all(|(k, v)| {
             xattr::get(path, OsStr::from_bytes(k))

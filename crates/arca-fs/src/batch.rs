@@ -3,59 +3,13 @@
 //! request; where io_uring is unavailable, each file is read with positioned reads.
 //!
 //! The only `unsafe` of the crate lives here: io_uring submissions (the kernel writes into our
-//! buffer after the call returns) and the FIEMAP ioctl. Each use carries its SAFETY argument.
+//! buffer after the call returns). Each use carries its SAFETY argument.
 #![allow(unsafe_code)]
 
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-
-/// Where the first byte of `f`'s data lies on its device (FIEMAP), to read many files in disk
-/// order. None when the file system cannot tell: no FIEMAP, no data, data not yet allocated.
-pub fn physical_offset(f: &File) -> Option<u64> {
-    /// `struct fiemap_extent` of linux/fiemap.h.
-    #[repr(C)]
-    #[derive(Default, Clone, Copy)]
-    struct Extent {
-        logical: u64,
-        physical: u64,
-        length: u64,
-        reserved64: [u64; 2],
-        flags: u32,
-        reserved: [u32; 3],
-    }
-    /// `struct fiemap` with room for one extent.
-    #[repr(C)]
-    struct Fiemap {
-        start: u64,
-        length: u64,
-        flags: u32,
-        mapped_extents: u32,
-        extent_count: u32,
-        reserved: u32,
-        extents: [Extent; 1],
-    }
-    /// `_IOWR('f', 11, struct fiemap)`.
-    const FS_IOC_FIEMAP: u64 = 0xC020_660B;
-    /// The extent's location is not known yet (delayed allocation, among others).
-    const FIEMAP_EXTENT_UNKNOWN: u32 = 0x2;
-    let mut map = Fiemap {
-        start: 0,
-        length: u64::MAX,
-        flags: 0,
-        mapped_extents: 0,
-        extent_count: 1,
-        reserved: 0,
-        extents: [Extent::default()],
-    };
-    // SAFETY: FS_IOC_FIEMAP reads the header of `map` and writes at most `extent_count` (1)
-    // extents right after it; `map` has exactly that layout and outlives the call.
-    let r = unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_FIEMAP as _, &raw mut map) };
-    let e = map.extents[0];
-    (r == 0 && map.mapped_extents >= 1 && e.flags & FIEMAP_EXTENT_UNKNOWN == 0)
-        .then_some(e.physical)
-}
 
 /// How many files the process may have open (the soft `RLIMIT_NOFILE`; 1024 when unknown),
 /// for readers and writers that hold many files open at once.
@@ -290,20 +244,5 @@ mod tests {
         check(&mut r);
         check(&mut BatchReader::plain());
         assert!(!BatchReader::plain().batched());
-    }
-
-    #[test]
-    fn physical_offsets_order_files_written_in_turn() {
-        let d = tempfile::tempdir().unwrap();
-        let fs = files(d.path());
-        for (f, data) in &fs {
-            f.sync_all().unwrap();
-            let off = physical_offset(f);
-            // Empty files have no extent; whether others have one depends on the file
-            // system (tmpfs has no FIEMAP): only a file with data can have a location.
-            if data.is_empty() {
-                assert_eq!(off, None);
-            }
-        }
     }
 }

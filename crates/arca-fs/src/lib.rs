@@ -7,6 +7,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 mod apply;
+mod at;
 mod batch;
 mod content;
 mod direct;
@@ -16,9 +17,10 @@ mod sparse;
 
 pub use apply::{
     MetadataOptions, apply_file_metadata, apply_metadata, create_special, create_symlink,
-    metadata_matches, set_times,
+    metadata_matches, set_times, stat_matches, xattrs_match,
 };
-pub use batch::{BatchReader, open_files_allowed, physical_offset};
+pub use at::{DirHandle, Stat};
+pub use batch::{BatchReader, open_files_allowed};
 pub use content::{
     copy_range, dir_entries, list_dir_names, list_dir_noatime, open_dir_fd_noatime,
     open_dir_noatime, open_for_restore, open_noatime, preallocate, shares_extents,

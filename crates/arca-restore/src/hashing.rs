@@ -25,22 +25,19 @@ pub(crate) fn parallel_map<T: Send>(
     stop: &AtomicBool,
     f: impl Fn(usize) -> T + Sync,
 ) -> Vec<Option<T>> {
-    let mut res: Vec<Option<T>> = (0..n).map(|_| None).collect();
-    parallel_update(&mut res, threads, stop, |i, slot| {
-        *slot = Some(f(i));
-        None::<()>
-    });
-    res
+    parallel_map_with(n, threads, stop, || (), |(), i| f(i))
 }
 
-/// Runs `f(i, &mut items[i])` for every item on `threads` threads (work is taken in order, a
-/// few items at a time) and gathers, in no particular order, what the calls return besides.
-/// Stops taking work once `stop` is set (the other items are left as they are).
-pub(crate) fn parallel_update<T: Send, R: Send>(
+/// Runs `f(state, i, &mut items[i])` for every item on `threads` threads (work is taken in
+/// order, a few items at a time; each thread keeps a `state` of its own, made by `init`) and
+/// gathers, in no particular order, what the calls return besides. Stops taking work once
+/// `stop` is set (the other items are left as they are).
+pub(crate) fn parallel_update_with<T: Send, R: Send, S>(
     items: &mut [T],
     threads: usize,
     stop: &AtomicBool,
-    f: impl Fn(usize, &mut T) -> Option<R> + Sync,
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, usize, &mut T) -> Option<R> + Sync,
 ) -> Vec<R> {
     let threads = threads.clamp(1, items.len().div_ceil(CHUNK).max(1));
     // Room for one per item, reserved (not touched) at once: growing it by copying, with
@@ -50,12 +47,13 @@ pub(crate) fn parallel_update<T: Send, R: Send>(
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
+                let mut state = init();
                 let mut mine = Vec::with_capacity(CHUNK);
                 while !stop.load(Ordering::Relaxed) {
                     let next = chunks.lock().unwrap_or_else(|p| p.into_inner()).next();
                     let Some((c, slots)) = next else { break };
                     for (k, slot) in slots.iter_mut().enumerate() {
-                        mine.extend(f(c * CHUNK + k, slot));
+                        mine.extend(f(&mut state, c * CHUNK + k, slot));
                     }
                     if !mine.is_empty() {
                         gathered
@@ -68,6 +66,22 @@ pub(crate) fn parallel_update<T: Send, R: Send>(
         }
     });
     gathered.into_inner().unwrap_or_else(|p| p.into_inner())
+}
+
+/// [`parallel_map`] where each thread keeps state of its own, made by `init`.
+pub(crate) fn parallel_map_with<T: Send, S>(
+    n: usize,
+    threads: usize,
+    stop: &AtomicBool,
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, usize) -> T + Sync,
+) -> Vec<Option<T>> {
+    let mut res: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    parallel_update_with(&mut res, threads, stop, init, |s, i, slot| {
+        *slot = Some(f(s, i));
+        None::<()>
+    });
+    res
 }
 
 /// At most `n` holders at once (large files hashed at a time, each holding a window of data).

@@ -14,6 +14,7 @@ mod direct;
 mod fetch;
 mod finish;
 mod footprint;
+mod handles;
 mod hashing;
 mod jobs;
 mod network;

@@ -7,14 +7,14 @@
 use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use arca_format::{Node, NodeKind};
 use arca_fs::MetadataOptions;
 
-use crate::hashing::{BlockChecker, LARGE, parallel_map, parallel_update};
+use crate::handles::DirCache;
+use crate::hashing::{BlockChecker, LARGE, parallel_map, parallel_map_with, parallel_update_with};
 use crate::options::Overwrite;
 use crate::plan::{EntryKind, Plan};
 use crate::small_files::{SmallFile, hash_small};
@@ -97,16 +97,6 @@ pub(crate) struct Scanner<'a> {
     pub stop: &'a AtomicBool,
 }
 
-fn lstat(p: &Path) -> io::Result<Option<fs::Metadata>> {
-    match fs::symlink_metadata(p) {
-        Ok(m) => Ok(Some(m)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        // A file where a directory was expected on the way: nothing is there either.
-        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
 fn is_empty_dir(p: &Path) -> bool {
     match arca_fs::list_dir_noatime(p) {
         Ok(names) => names.is_empty(),
@@ -128,9 +118,13 @@ impl Scanner<'_> {
             return scan;
         }
         scan.dirs[0] = DirAction::Exists;
-        let found = parallel_map(plan.dirs.len() - 1, self.threads, self.stop, |i| {
-            self.dir_action(i + 1)
-        });
+        let found = parallel_map_with(
+            plan.dirs.len() - 1,
+            self.threads,
+            self.stop,
+            || DirCache::new(plan),
+            |at, i| self.dir_action(at, i + 1),
+        );
         for (i, a) in found.into_iter().enumerate() {
             let d = i + 1;
             let parent = plan.dirs[d].parent as usize;
@@ -146,24 +140,30 @@ impl Scanner<'_> {
         // Stays so for entries not reached when stopped.
         scan.entries.fill(EntryAction::Skip);
         let dirs = &scan.dirs;
-        let mut to_hash = parallel_update(&mut scan.entries, self.threads, self.stop, |e, slot| {
-            let looked = match &dirs[plan.entries[e].parent as usize] {
-                DirAction::Exists => self.entry_action(e),
-                DirAction::Blocked(_) => Ok(Decided::Done(EntryAction::Skip)),
-                _ => Ok(Decided::Done(EntryAction::Create)),
-            };
-            match looked {
-                Ok(Decided::Done(a)) => *slot = a,
-                Ok(Decided::Hash(h)) => return Some(h), // stays Skip until hashed
-                Err(err) => {
-                    *slot = EntryAction::Blocked(format!(
-                        "{}: cannot look at the existing entry: {err}",
-                        plan.entry_path(e as u32).display()
-                    ));
+        let mut to_hash = parallel_update_with(
+            &mut scan.entries,
+            self.threads,
+            self.stop,
+            || DirCache::new(plan),
+            |at, e, slot| {
+                let looked = match &dirs[plan.entries[e].parent as usize] {
+                    DirAction::Exists => self.entry_action(at, e),
+                    DirAction::Blocked(_) => Ok(Decided::Done(EntryAction::Skip)),
+                    _ => Ok(Decided::Done(EntryAction::Create)),
+                };
+                match looked {
+                    Ok(Decided::Done(a)) => *slot = a,
+                    Ok(Decided::Hash(h)) => return Some(h), // stays Skip until hashed
+                    Err(err) => {
+                        *slot = EntryAction::Blocked(format!(
+                            "{}: cannot look at the existing entry: {err}",
+                            plan.entry_path(e as u32).display()
+                        ));
+                    }
                 }
-            }
-            None
-        });
+                None
+            },
+        );
         to_hash.sort_unstable_by_key(|h| h.size >= LARGE);
         let (small, large) = to_hash.split_at(to_hash.partition_point(|h| h.size < LARGE));
         let record =
@@ -195,19 +195,17 @@ impl Scanner<'_> {
                 record(&mut scan, h, r);
             }
         }
-        scan.bytes_hashed = self
-            .checker
-            .bytes_read
-            .load(std::sync::atomic::Ordering::Relaxed);
+        scan.bytes_hashed = self.checker.bytes_read.load(Ordering::Relaxed);
         if self.delete {
             self.find_deletions(&mut scan);
         }
         scan
     }
 
-    fn dir_action(&self, d: usize) -> DirAction {
+    fn dir_action(&self, at: &mut DirCache<'_>, d: usize) -> DirAction {
         let dp = &self.plan.dirs[d];
-        match lstat(&dp.path) {
+        let name = dp.path.file_name().map_or(&[][..], |n| n.as_bytes());
+        match at.stat(dp.parent, name) {
             Ok(None) => DirAction::Create,
             Ok(Some(m)) if m.is_dir() => DirAction::Exists,
             Ok(Some(_)) if self.overwrite == Overwrite::Never => DirAction::Blocked(format!(
@@ -221,15 +219,14 @@ impl Scanner<'_> {
 
     /// The action for an entry whose directory exists, or the existing size and link count
     /// when the file must be hashed first.
-    fn entry_action(&self, e: usize) -> io::Result<Decided> {
+    fn entry_action(&self, at: &mut DirCache<'_>, e: usize) -> io::Result<Decided> {
         let ep = &self.plan.entries[e];
-        let path = &self.plan.entry_path(e as u32);
         let node = &ep.meta.node();
-        let Some(m) = lstat(path)? else {
+        let Some(m) = at.stat_entry(e as u32)? else {
             return Ok(Decided::Done(EntryAction::Create));
         };
-        let ft = m.file_type();
-        if ft.is_dir() {
+        let path = || self.plan.entry_path(e as u32);
+        if m.is_dir() {
             return Ok(Decided::Done(if self.overwrite == Overwrite::Never {
                 EntryAction::Skip
             } else if self.delete {
@@ -237,26 +234,27 @@ impl Scanner<'_> {
             } else {
                 EntryAction::Blocked(format!(
                     "{}: a directory is in the way (use --delete to replace it)",
-                    path.display()
+                    path().display()
                 ))
             }));
         }
-        let older = (m.mtime(), m.mtime_nsec()) >= (node.mtime.sec, i64::from(node.mtime.nsec));
+        let older = m.mtime >= (node.mtime.sec, i64::from(node.mtime.nsec));
         match self.overwrite {
             Overwrite::Never => return Ok(Decided::Done(EntryAction::Skip)),
             Overwrite::IfNewer if older => return Ok(Decided::Done(EntryAction::Skip)),
             _ => {}
         }
         let keep = || EntryAction::Keep {
-            meta_ok: arca_fs::metadata_matches(path, &m, node, self.metadata),
+            meta_ok: arca_fs::stat_matches(&m, node, self.metadata)
+                && arca_fs::xattrs_match(&path(), node, self.metadata),
             meta_set: false,
         };
         let action = match ep.kind {
             // Decided when the link is made: right inode, or replaced.
             EntryKind::Link(_) => EntryAction::Create,
             EntryKind::Symlink => {
-                match ft.is_symlink().then(|| fs::read_link(path)).transpose()? {
-                    Some(t) if t.as_os_str().as_bytes() == ep.meta.link_target() => keep(),
+                match m.is_symlink().then(|| at.read_link(e as u32)).transpose()? {
+                    Some(t) if t == ep.meta.link_target() => keep(),
                     _ => EntryAction::Replace,
                 }
             }
@@ -269,28 +267,20 @@ impl Scanner<'_> {
             }
             EntryKind::File(f) => {
                 let size = self.plan.files[f as usize].size;
-                if !ft.is_file() {
+                if !m.is_file() {
                     EntryAction::Replace
                 } else if self.overwrite == Overwrite::IfChanged
-                    && m.len() == size
-                    && (m.mtime(), m.mtime_nsec()) == (node.mtime.sec, i64::from(node.mtime.nsec))
+                    && m.size == size
+                    && m.mtime == (node.mtime.sec, i64::from(node.mtime.nsec))
                 {
                     keep()
                 } else {
-                    // Small files are read in the order of their data on the disk.
-                    let at = if m.len() < LARGE {
-                        arca_fs::open_noatime(path)
-                            .ok()
-                            .and_then(|f| arca_fs::physical_offset(&f))
-                    } else {
-                        None
-                    };
                     return Ok(Decided::Hash(SmallFile {
                         entry: e as u32,
                         file: f,
-                        nlink: u32::try_from(m.nlink()).unwrap_or(u32::MAX),
-                        size: m.len(),
-                        at: at.unwrap_or(u64::MAX),
+                        nlink: u32::try_from(m.nlink).unwrap_or(u32::MAX),
+                        size: m.size,
+                        ino: m.ino,
                     }));
                 }
             }
@@ -385,13 +375,12 @@ impl Scanner<'_> {
     }
 }
 
-fn same_special(m: &fs::Metadata, node: &Node) -> bool {
-    let ft = m.file_type();
+fn same_special(m: &arca_fs::Stat, node: &Node) -> bool {
     match node.kind() {
-        NodeKind::Fifo => ft.is_fifo(),
-        NodeKind::Socket => ft.is_socket(),
-        NodeKind::CharDev => ft.is_char_device() && m.rdev() == node.rdev,
-        NodeKind::BlockDev => ft.is_block_device() && m.rdev() == node.rdev,
+        NodeKind::Fifo => m.is_fifo(),
+        NodeKind::Socket => m.is_socket(),
+        NodeKind::CharDev => m.is_char_device() && m.rdev == node.rdev,
+        NodeKind::BlockDev => m.is_block_device() && m.rdev == node.rdev,
         _ => false,
     }
 }

@@ -1,0 +1,225 @@
+//! Looking at and opening entries by name inside an open directory: a scan of many files
+//! walks each directory's path once instead of once per entry.
+//!
+//! A cold look at 100,000 files by absolute path spent a tenth of its processor time walking
+//! the same ten leading path components again for every file.
+
+use std::ffi::OsStr;
+use std::fs::{self, File};
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{FileStat, Mode, SFlag};
+
+use crate::errno;
+
+/// What `lstat` says about an entry, whichever way it was asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// Type and permission bits (`st_mode`).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// Names the inode has.
+    pub nlink: u64,
+    /// Inode number.
+    pub ino: u64,
+    /// Device number of a device node.
+    pub rdev: u64,
+    /// Modification time: seconds, nanoseconds.
+    pub mtime: (i64, i64),
+    /// Access time: seconds, nanoseconds.
+    pub atime: (i64, i64),
+}
+
+impl Stat {
+    fn is(&self, kind: SFlag) -> bool {
+        self.mode & SFlag::S_IFMT.bits() == kind.bits()
+    }
+    /// A directory.
+    pub fn is_dir(&self) -> bool {
+        self.is(SFlag::S_IFDIR)
+    }
+    /// A regular file.
+    pub fn is_file(&self) -> bool {
+        self.is(SFlag::S_IFREG)
+    }
+    /// A symbolic link.
+    pub fn is_symlink(&self) -> bool {
+        self.is(SFlag::S_IFLNK)
+    }
+    /// A FIFO.
+    pub fn is_fifo(&self) -> bool {
+        self.is(SFlag::S_IFIFO)
+    }
+    /// A socket.
+    pub fn is_socket(&self) -> bool {
+        self.is(SFlag::S_IFSOCK)
+    }
+    /// A character device.
+    pub fn is_char_device(&self) -> bool {
+        self.is(SFlag::S_IFCHR)
+    }
+    /// A block device.
+    pub fn is_block_device(&self) -> bool {
+        self.is(SFlag::S_IFBLK)
+    }
+}
+
+impl From<&fs::Metadata> for Stat {
+    fn from(m: &fs::Metadata) -> Self {
+        Self {
+            mode: m.mode(),
+            uid: m.uid(),
+            gid: m.gid(),
+            size: m.size(),
+            nlink: m.nlink(),
+            ino: m.ino(),
+            rdev: m.rdev(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            atime: (m.atime(), m.atime_nsec()),
+        }
+    }
+}
+
+impl From<FileStat> for Stat {
+    #[allow(clippy::useless_conversion, clippy::unnecessary_cast)] // field widths vary by target
+    fn from(s: FileStat) -> Self {
+        Self {
+            mode: s.st_mode as u32,
+            uid: s.st_uid,
+            gid: s.st_gid,
+            size: u64::try_from(s.st_size).unwrap_or(0),
+            nlink: s.st_nlink as u64,
+            ino: s.st_ino as u64,
+            rdev: s.st_rdev as u64,
+            mtime: (s.st_mtime as i64, s.st_mtime_nsec as i64),
+            atime: (s.st_atime as i64, s.st_atime_nsec as i64),
+        }
+    }
+}
+
+/// An open directory (a path handle: it can look at and open its entries, not list them).
+#[derive(Debug)]
+pub struct DirHandle(OwnedFd);
+
+impl DirHandle {
+    /// Opens directory `path`, not following a symlink in its last component.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
+        nix::fcntl::open(path, flags, Mode::empty())
+            .map(Self)
+            .map_err(errno)
+    }
+
+    /// Opens directory `name` inside this one, not following a symlink.
+    pub fn open_dir(&self, name: &[u8]) -> io::Result<Self> {
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
+        nix::fcntl::openat(&self.0, OsStr::from_bytes(name), flags, Mode::empty())
+            .map(Self)
+            .map_err(errno)
+    }
+
+    /// `lstat` of entry `name`; `None` when nothing is there (or a non-directory is where
+    /// the path expects a directory).
+    pub fn stat(&self, name: &[u8]) -> io::Result<Option<Stat>> {
+        match nix::sys::stat::fstatat(
+            &self.0,
+            OsStr::from_bytes(name),
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        ) {
+            Ok(s) => Ok(Some(s.into())),
+            Err(Errno::ENOENT | Errno::ENOTDIR) => Ok(None),
+            Err(e) => Err(errno(e)),
+        }
+    }
+
+    /// Opens file `name` for reading without updating its access time when the process may
+    /// do so; never follows a symlink.
+    pub fn open_noatime(&self, name: &[u8]) -> io::Result<File> {
+        let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
+        let name = OsStr::from_bytes(name);
+        match nix::fcntl::openat(&self.0, name, flags | OFlag::O_NOATIME, Mode::empty()) {
+            Err(Errno::EPERM) => nix::fcntl::openat(&self.0, name, flags, Mode::empty()),
+            r => r,
+        }
+        .map(File::from)
+        .map_err(errno)
+    }
+
+    /// The target of symlink `name`.
+    pub fn read_link(&self, name: &[u8]) -> io::Result<Vec<u8>> {
+        nix::fcntl::readlinkat(&self.0, OsStr::from_bytes(name))
+            .map(|t| t.into_vec())
+            .map_err(errno)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn looks_at_and_opens_entries_by_name() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("f"), b"hello").unwrap();
+        std::os::unix::fs::symlink("f", d.path().join("l")).unwrap();
+        fs::create_dir(d.path().join("sub")).unwrap();
+        let h = DirHandle::open(d.path()).unwrap();
+
+        let f = h.stat(b"f").unwrap().unwrap();
+        let m = fs::symlink_metadata(d.path().join("f")).unwrap();
+        assert_eq!(f, Stat::from(&m));
+        assert!(f.is_file() && !f.is_dir() && f.size == 5);
+        assert!(h.stat(b"l").unwrap().unwrap().is_symlink());
+        assert!(h.stat(b"sub").unwrap().unwrap().is_dir());
+        fs::write(d.path().join("sub/g"), b"").unwrap();
+        let sub = h.open_dir(b"sub").unwrap();
+        assert!(sub.stat(b"g").unwrap().unwrap().is_file());
+        assert!(h.open_dir(b"l").is_err() && h.open_dir(b"f").is_err());
+        assert_eq!(h.stat(b"missing").unwrap(), None);
+        assert_eq!(h.stat(b"f/below").unwrap(), None);
+
+        let mut s = String::new();
+        h.open_noatime(b"f")
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
+        assert_eq!(s, "hello");
+        assert!(h.open_noatime(b"l").is_err(), "a symlink is not followed");
+        assert_eq!(h.read_link(b"l").unwrap(), b"f");
+        assert_eq!(
+            h.open_noatime(b"missing").unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_pass() {
+        let d = tempfile::tempdir().unwrap();
+        let name = std::ffi::OsString::from_vec(vec![b'a', 0xff, b'b']);
+        fs::write(d.path().join(&name), b"x").unwrap();
+        let h = DirHandle::open(d.path()).unwrap();
+        assert!(h.stat(name.as_bytes()).unwrap().unwrap().is_file());
+        assert!(h.open_noatime(name.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn a_symlink_is_not_opened_as_a_directory() {
+        let d = tempfile::tempdir().unwrap();
+        fs::create_dir(d.path().join("real")).unwrap();
+        std::os::unix::fs::symlink("real", d.path().join("link")).unwrap();
+        assert!(DirHandle::open(&d.path().join("link")).is_err());
+        assert!(DirHandle::open(&d.path().join("real")).is_ok());
+    }
+}

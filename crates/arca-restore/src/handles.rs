@@ -1,0 +1,120 @@
+//! The target's directories a scanning thread keeps open, so that it looks at and opens
+//! entries by name inside them instead of walking every entry's full path again.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+
+use arca_fs::{DirHandle, Stat};
+
+use crate::plan::Plan;
+
+/// Directories a thread keeps open: neighbouring entries mostly share one, and files read in
+/// disk order come from a few at a time.
+const KEPT: usize = 8;
+
+/// A few open directories of the plan, the most recently used last.
+pub(crate) struct DirCache<'p> {
+    plan: &'p Plan,
+    open: Vec<(u32, DirHandle)>,
+}
+
+fn is_absent(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
+}
+
+impl<'p> DirCache<'p> {
+    pub fn new(plan: &'p Plan) -> Self {
+        Self {
+            plan,
+            open: Vec::with_capacity(KEPT),
+        }
+    }
+
+    /// Directory `d` of the plan, opened if it is not at hand: by name inside its parent
+    /// when the parent is at hand or a few levels up are, otherwise by its full path.
+    fn dir(&mut self, d: u32) -> io::Result<&DirHandle> {
+        if let Some(k) = self.open.iter().rposition(|(x, _)| *x == d) {
+            if k + 1 != self.open.len() {
+                let h = self.open.remove(k);
+                self.open.push(h);
+            }
+        } else {
+            // Ancestors to open on the way down from one at hand (or from none).
+            let mut chain = vec![d];
+            let mut above = None;
+            while chain.len() < KEPT / 2 {
+                let Some(&top) = chain.last() else { break };
+                if top == 0 {
+                    break;
+                }
+                let parent = self.plan.dirs[top as usize].parent;
+                if self.open.iter().any(|(x, _)| *x == parent) {
+                    above = Some(parent);
+                    break;
+                }
+                chain.push(parent);
+            }
+            let mut at = above;
+            if above.is_none() {
+                // Nothing at hand within reach: the topmost is opened by its path.
+                let top = chain.pop().unwrap_or(d);
+                self.keep(top, DirHandle::open(&self.plan.dirs[top as usize].path)?);
+                at = Some(top);
+            }
+            for &sub in chain.iter().rev() {
+                let parent = at.unwrap_or(0);
+                let name = self.plan.dirs[sub as usize]
+                    .path
+                    .file_name()
+                    .map_or(&[][..], |n| n.as_bytes());
+                let h = match self.open.iter().rposition(|(x, _)| *x == parent) {
+                    Some(k) => self.open[k].1.open_dir(name)?,
+                    None => DirHandle::open(&self.plan.dirs[sub as usize].path)?,
+                };
+                self.keep(sub, h);
+                at = Some(sub);
+            }
+        }
+        match self.open.last() {
+            Some((x, h)) if *x == d => Ok(h),
+            _ => Err(io::Error::other("directory handle not kept")),
+        }
+    }
+
+    /// Keeps `h` as the most recently used, dropping the least recently used beyond KEPT.
+    fn keep(&mut self, d: u32, h: DirHandle) {
+        if self.open.len() == KEPT {
+            self.open.remove(0);
+        }
+        self.open.push((d, h));
+    }
+
+    /// lstat of `name` in directory `d`: `None` when nothing is there, or the directory is
+    /// not (or is not a directory).
+    pub fn stat(&mut self, d: u32, name: &[u8]) -> io::Result<Option<Stat>> {
+        match self.dir(d) {
+            Ok(h) => h.stat(name),
+            Err(e) if is_absent(&e) || e.raw_os_error() == Some(libc::ELOOP) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// lstat of entry `e`.
+    pub fn stat_entry(&mut self, e: u32) -> io::Result<Option<Stat>> {
+        let ep = &self.plan.entries[e as usize];
+        self.stat(ep.parent, &ep.name)
+    }
+
+    /// Opens entry `e` for reading (not moving its access time, never through a symlink).
+    pub fn open_entry(&mut self, e: u32) -> io::Result<File> {
+        let ep = &self.plan.entries[e as usize];
+        self.dir(ep.parent)?.open_noatime(&ep.name)
+    }
+
+    /// The target of symlink entry `e`.
+    pub fn read_link(&mut self, e: u32) -> io::Result<Vec<u8>> {
+        let ep = &self.plan.entries[e as usize];
+        self.dir(ep.parent)?.read_link(&ep.name)
+    }
+}
