@@ -15,17 +15,19 @@ use nix::sys::stat::Mode;
 
 use crate::errno;
 
-/// Opens (creating it, mode 0600, if missing) a file whose content is to be written, for
-/// reading too (later copies take blocks from it), without truncating it and without following
-/// a symlink in its last component.
+/// Opens (creating it if missing) a file whose content is to be written, for reading too
+/// (later copies take blocks from it), without truncating it and without following a symlink
+/// in its last component. A new file gets the permission bits of `mode` (less the umask) and
+/// read and write for its owner, so the file's final mode often needs no change of its own;
+/// special bits (setuid, setgid, sticky) are never set here.
 /// Reading through it (a later block copied from it) does not move its access time.
-pub fn open_for_restore(path: &Path) -> io::Result<File> {
+pub fn open_for_restore(path: &Path, mode: u32) -> io::Result<File> {
     let open = |flags| {
         OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
-            .mode(0o600)
+            .mode(mode & 0o777 | 0o600)
             .custom_flags(flags | libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
     };
@@ -228,7 +230,7 @@ mod tests {
         let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(&a, &data).unwrap();
         let src = open_noatime(&a).unwrap();
-        let dst = open_for_restore(&b).unwrap();
+        let dst = open_for_restore(&b, 0o644).unwrap();
         dst.set_len(200_000).unwrap();
         preallocate(&dst, 0, 200_000).unwrap();
         copy_range(&src, 1000, &dst, 5000, 150_000).unwrap();
@@ -239,11 +241,20 @@ mod tests {
         assert!(copy_range(&src, 299_000, &dst, 0, 5000).is_err());
         // Reopening without truncation keeps the content.
         drop(dst);
-        let again = open_for_restore(&b).unwrap();
+        let again = open_for_restore(&b, 0o644).unwrap();
         assert_eq!(again.metadata().unwrap().len(), 200_000);
+        // A new file gets the permission bits asked for (less the umask) and owner read and
+        // write; never special bits.
+        use std::os::unix::fs::PermissionsExt;
+        let c = d.path().join("c");
+        drop(open_for_restore(&c, 0o4710).unwrap());
+        let m = std::fs::metadata(&c).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(m & 0o7000, 0, "{m:o}");
+        assert_eq!(m & 0o700, 0o700, "{m:o}");
+        assert_eq!(m & 0o067, 0, "{m:o}");
         // A symlink in the last component is refused.
         std::os::unix::fs::symlink(&a, d.path().join("l")).unwrap();
-        assert!(open_for_restore(&d.path().join("l")).is_err());
+        assert!(open_for_restore(&d.path().join("l"), 0o644).is_err());
         assert!(open_noatime(&d.path().join("l")).is_err());
         let _ = shares_extents(d.path());
     }

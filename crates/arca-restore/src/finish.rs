@@ -23,7 +23,9 @@ impl Shared<'_> {
         let plan = self.plan;
         let fp = plan.files[f as usize];
         let path = &plan.entry_path(fp.entry);
-        let file = arca_fs::open_for_restore(path).map_err(|e| FsError::new("create", path, e))?;
+        let mode = plan.entries[fp.entry as usize].meta.mode;
+        let file =
+            arca_fs::open_for_restore(path, mode).map_err(|e| FsError::new("create", path, e))?;
         if self.file_flags[f as usize].load(Ordering::Acquire) & CREATED == 0 {
             let fresh = self.scan.entries[fp.entry as usize] != EntryAction::Patch;
             // Truncating to the size a file already has still costs a journaled setattr. A
