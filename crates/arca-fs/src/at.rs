@@ -7,7 +7,7 @@
 use std::ffi::OsStr;
 use std::fs::{self, File};
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -115,16 +115,17 @@ pub struct DirHandle(OwnedFd);
 impl DirHandle {
     /// Opens directory `path`, not following a symlink in its last component.
     pub fn open(path: &Path) -> io::Result<Self> {
-        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
-        nix::fcntl::open(path, flags, Mode::empty())
-            .map(Self)
-            .map_err(errno)
+        Self::open_at(nix::fcntl::AT_FDCWD, path.as_os_str())
     }
 
     /// Opens directory `name` inside this one, not following a symlink.
     pub fn open_dir(&self, name: &[u8]) -> io::Result<Self> {
+        Self::open_at(self.0.as_fd(), OsStr::from_bytes(name))
+    }
+
+    fn open_at(at: BorrowedFd<'_>, path: &OsStr) -> io::Result<Self> {
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
-        nix::fcntl::openat(&self.0, OsStr::from_bytes(name), flags, Mode::empty())
+        nix::fcntl::openat(at, path, flags, Mode::empty())
             .map(Self)
             .map_err(errno)
     }
