@@ -364,3 +364,71 @@ fn reuse_from_takes_verified_blocks_from_another_tree() {
     .unwrap();
     s.assert_exact();
 }
+
+/// Small files that end in zeros: their last writes stop before the end (zero runs become
+/// holes), so the file's size must come from the snapshot, in a full restore and over
+/// existing files that are longer, shorter or of the right size but wrong.
+#[test]
+fn small_files_ending_in_zeros_keep_their_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    let mut tail = arca_testkit::random_bytes(11, 100);
+    tail.resize(20_000, 0);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("zero-tail.bin", tail.clone()),
+        ("all-zero.bin", vec![0; 12_288]),
+        ("one-zero.bin", vec![0; 1]),
+        ("longer-before.bin", tail.clone()),
+        ("shorter-before.bin", tail.clone()),
+        ("same-size-wrong.bin", tail.clone()),
+        ("zeros-to-data.bin", arca_testkit::random_bytes(12, 8_000)),
+    ];
+    for (name, data) in &cases {
+        fs::write(src.join(name), data).unwrap();
+    }
+    let repo = init(local(&tmp.path().join("repo")));
+    do_backup(&repo, &src).unwrap();
+    let expected = compare::snapshot(&src).unwrap();
+    let target = tmp.path().join("target");
+    let out = restored(&target, &src);
+    // Metadata first: reading the files moves their atimes.
+    let check = |what: &str| {
+        let actual = compare::snapshot(&out).unwrap();
+        let d = compare::diff(&expected, &src, &actual, &out);
+        assert!(d.is_empty(), "{what}: restore differs:\n{}", d.join("\n"));
+        for (name, data) in &cases {
+            let got = fs::read(out.join(name)).unwrap();
+            assert_eq!(got.len(), data.len(), "{what}: size of {name}");
+            assert!(got == *data, "{what}: bytes of {name}");
+        }
+    };
+    let (full, _) = restore_with(&repo, "latest", &target, |_| {});
+    assert!(full.unwrap().issues.is_empty());
+    check("full restore");
+
+    // Over existing files: longer (random past the end), shorter, the right size with a
+    // wrong tail, and all zeros where the snapshot has data. Every mtime moved, so each one
+    // is hashed and patched.
+    let mut longer = tail.clone();
+    longer.extend(arca_testkit::random_bytes(13, 30_000));
+    fs::write(out.join("longer-before.bin"), &longer).unwrap();
+    fs::write(out.join("shorter-before.bin"), &tail[..50]).unwrap();
+    let mut wrong = tail.clone();
+    wrong[19_999] = 7;
+    fs::write(out.join("same-size-wrong.bin"), &wrong).unwrap();
+    fs::write(out.join("zeros-to-data.bin"), vec![0u8; 8_000]).unwrap();
+    fs::write(
+        out.join("all-zero.bin"),
+        arca_testkit::random_bytes(14, 12_288),
+    )
+    .unwrap();
+    for (name, _) in &cases {
+        touch_now(&out.join(name));
+    }
+    let (partial, _) = restore_with(&repo, "latest", &target, |_| {});
+    let partial = partial.unwrap();
+    assert!(partial.issues.is_empty(), "{:?}", partial.issues);
+    check("partial restore");
+    assert!(partial.plan.files_updated >= 5, "{:?}", partial.plan);
+}
