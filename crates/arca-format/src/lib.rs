@@ -24,7 +24,7 @@ pub use key::{KdfParams, KeyFile};
 pub use lock::LockInfo;
 pub use pack::{PackEntry, PackHeader, PackTrailer};
 pub use snapshot::{Snapshot, SnapshotSummary};
-pub use tree::{ContentRef, Node, NodeKind, Timespec, Tree, Xattrs};
+pub use tree::{ContentRef, Node, NodeKind, NodeRef, Timespec, Tree, Xattrs};
 
 /// The kind of a blob. Data and tree blobs never share a pack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

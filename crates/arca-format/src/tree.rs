@@ -237,35 +237,44 @@ impl Tree {
 
     /// Decodes a tree, checking names, order and that file sizes match their content.
     pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
+        let mut nodes = Vec::with_capacity(Self::peek_len(b));
+        Self::visit(b, |n| nodes.push(n.to_node()))?;
+        Ok(Self { nodes })
+    }
+
+    /// The node count a listing announces, bounded by what its bytes can hold (0 if its
+    /// header cannot be read): a capacity hint, not a checked value.
+    fn peek_len(b: &[u8]) -> usize {
+        let mut r = Reader::new(b, "tree");
+        r.magic(&MAGIC, VERSION)
+            .and_then(|_| r.count(MIN_NODE))
+            .unwrap_or_default()
+    }
+
+    /// Walks an encoded listing node by node, in order, with every check [`Tree::decode`]
+    /// makes, and without allocating: `f` sees each node as it lies in `b`. Returns the node
+    /// count. On an error, `f` has seen the nodes before the bad one.
+    pub fn visit<'a>(b: &'a [u8], mut f: impl FnMut(NodeRef<'a>)) -> Result<usize, FormatError> {
         let mut r = Reader::new(b, "tree");
         r.magic(&MAGIC, VERSION)?;
-        let n = r.count(100)?;
-        let mut nodes: Vec<Node> = Vec::with_capacity(n);
+        let n = r.count(MIN_NODE)?;
+        let mut prev: Option<&[u8]> = None;
         for _ in 0..n {
-            let name = r.var_bytes()?.to_vec();
-            validate_name(&name)?;
-            if let Some(prev) = nodes.last()
-                && prev.name >= name
-            {
+            let name = r.var_bytes()?;
+            validate_name(name)?;
+            if prev.is_some_and(|p| p >= name) {
                 return Err(FormatError::Corrupt {
                     what: "tree",
                     detail: format!(
                         "entries out of order at {:?}",
-                        String::from_utf8_lossy(&name)
+                        String::from_utf8_lossy(name)
                     ),
                 });
             }
+            prev = Some(name);
             let kind = NodeKind::from_code(r.u8()?)?;
-            let mut node = Node {
-                name,
-                kind: Some(kind),
-                mode: r.u32()?,
-                uid: r.u32()?,
-                gid: r.u32()?,
-                user: r.var_bytes()?.to_vec(),
-                group: r.var_bytes()?.to_vec(),
-                ..Node::default()
-            };
+            let (mode, uid, gid) = (r.u32()?, r.u32()?, r.u32()?);
+            let (user, group) = (r.var_bytes()?, r.var_bytes()?);
             let mut times = [Timespec::default(); 3];
             for t in &mut times {
                 t.sec = r.i64()?;
@@ -277,50 +286,173 @@ impl Tree {
                     });
                 }
             }
-            [node.mtime, node.atime, node.ctime] = times;
-            node.dev = r.u64()?;
-            node.inode = r.u64()?;
-            node.nlink = r.u64()?;
-            node.rdev = r.u64()?;
-            node.size = r.u64()?;
-            node.link_target = r.var_bytes()?.to_vec();
-            let nx = r.count(8)?;
-            for _ in 0..nx {
-                let k = r.var_bytes()?.to_vec();
-                let v = r.var_bytes()?.to_vec();
-                node.xattrs.push((k, v));
+            let [mtime, atime, ctime] = times;
+            let (dev, inode, nlink, rdev, size) =
+                (r.u64()?, r.u64()?, r.u64()?, r.u64()?, r.u64()?);
+            let link_target = r.var_bytes()?;
+            let xattr_count = r.count(8)?;
+            let xattrs_at = r.position();
+            for _ in 0..xattr_count {
+                r.var_bytes()?;
+                r.var_bytes()?;
             }
+            let xattrs = &b[xattrs_at..r.position()];
+            let (mut content, mut subtree) = (&b[..0], None);
             match kind {
                 NodeKind::File => {
-                    let nc = r.count(36)?;
-                    let mut total = 0u64;
-                    node.content.reserve_exact(nc);
-                    for _ in 0..nc {
-                        let c = ContentRef {
-                            id: Id(r.array()?),
-                            len: r.u32()?,
-                        };
-                        total += u64::from(c.len);
-                        node.content.push(c);
-                    }
-                    if total != node.size {
+                    let nc = r.count(CONTENT_REF)?;
+                    content = r.bytes(nc * CONTENT_REF)?;
+                    let total: u64 = content_refs(content).map(|c| u64::from(c.len)).sum();
+                    if total != size {
                         return Err(FormatError::Corrupt {
                             what: "tree",
                             detail: format!(
-                                "file {:?} has size {} but its content sums to {total}",
-                                String::from_utf8_lossy(&node.name),
-                                node.size
+                                "file {:?} has size {size} but its content sums to {total}",
+                                String::from_utf8_lossy(name),
                             ),
                         });
                     }
                 }
-                NodeKind::Dir => node.subtree = Some(Id(r.array()?)),
+                NodeKind::Dir => subtree = Some(Id(r.array()?)),
                 _ => {}
             }
-            nodes.push(node);
+            f(NodeRef {
+                name,
+                kind,
+                mode,
+                uid,
+                gid,
+                user,
+                group,
+                mtime,
+                atime,
+                ctime,
+                dev,
+                inode,
+                nlink,
+                rdev,
+                size,
+                link_target,
+                xattr_count,
+                xattrs,
+                content,
+                subtree,
+            });
         }
         r.finish()?;
-        Ok(Self { nodes })
+        Ok(n)
+    }
+}
+
+/// Smallest encoded node (every fixed field, empty variable ones): bounds a listing's count.
+const MIN_NODE: usize = 100;
+/// Encoded size of one content reference: blob id, then its plain length.
+const CONTENT_REF: usize = 36;
+
+/// The content references of an encoded (already checked) run of them.
+fn content_refs(raw: &[u8]) -> impl Iterator<Item = ContentRef> + '_ {
+    raw.chunks_exact(CONTENT_REF).map(|c| {
+        let (id, len) = c.split_at(32);
+        let mut a = [0u8; 32];
+        a.copy_from_slice(id);
+        let mut l = [0u8; 4];
+        l.copy_from_slice(len);
+        ContentRef {
+            id: Id(a),
+            len: u32::from_le_bytes(l),
+        }
+    })
+}
+
+/// A node as it lies in an encoded listing ([`Tree::visit`]): fixed fields decoded, names,
+/// link target, xattrs and content borrowed from the listing's bytes, already checked.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeRef<'a> {
+    /// File name bytes.
+    pub name: &'a [u8],
+    /// Entry kind.
+    pub kind: NodeKind,
+    /// Permission bits.
+    pub mode: u32,
+    /// Owner id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+    /// Owner name.
+    pub user: &'a [u8],
+    /// Group name.
+    pub group: &'a [u8],
+    /// Modification time.
+    pub mtime: Timespec,
+    /// Access time.
+    pub atime: Timespec,
+    /// Status change time.
+    pub ctime: Timespec,
+    /// Device of the source file system.
+    pub dev: u64,
+    /// Inode number.
+    pub inode: u64,
+    /// Number of hard links.
+    pub nlink: u64,
+    /// Device number of devices.
+    pub rdev: u64,
+    /// Size in bytes (files).
+    pub size: u64,
+    /// Symlink target bytes.
+    pub link_target: &'a [u8],
+    xattr_count: usize,
+    /// The encoded (name, value) pairs.
+    xattrs: &'a [u8],
+    /// The encoded content references.
+    content: &'a [u8],
+    /// Directory listing blob.
+    pub subtree: Option<Id>,
+}
+
+impl<'a> NodeRef<'a> {
+    /// Whether this is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.kind == NodeKind::Dir
+    }
+    /// How many content blobs the file has.
+    pub fn blocks(&self) -> usize {
+        self.content.len() / CONTENT_REF
+    }
+    /// The file's content blobs, in order.
+    pub fn content(&self) -> impl Iterator<Item = ContentRef> + 'a {
+        content_refs(self.content)
+    }
+    /// The extended attributes, sorted by name.
+    pub fn xattrs(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
+        let mut r = Reader::new(self.xattrs, "tree");
+        (0..self.xattr_count).map_while(move |_| Some((r.var_bytes().ok()?, r.var_bytes().ok()?)))
+    }
+    /// The node, owned.
+    pub fn to_node(&self) -> Node {
+        Node {
+            name: self.name.to_vec(),
+            kind: Some(self.kind),
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+            user: self.user.to_vec(),
+            group: self.group.to_vec(),
+            mtime: self.mtime,
+            atime: self.atime,
+            ctime: self.ctime,
+            dev: self.dev,
+            inode: self.inode,
+            nlink: self.nlink,
+            rdev: self.rdev,
+            size: self.size,
+            link_target: self.link_target.to_vec(),
+            xattrs: self
+                .xattrs()
+                .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .collect(),
+            content: self.content().collect(),
+            subtree: self.subtree,
+        }
     }
 }
 
@@ -419,6 +551,15 @@ mod tests {
             for n in &t.nodes {
                 prop_assert!(back.find(&n.name).is_some());
             }
+            // The borrowed walk sees the same nodes, fields, xattrs and content.
+            let mut seen = vec![];
+            let count = Tree::visit(&b, |n| {
+                assert_eq!(n.blocks(), n.content().count());
+                assert_eq!(n.is_dir(), n.subtree.is_some());
+                seen.push(n.to_node());
+            }).unwrap();
+            prop_assert_eq!(count, t.nodes.len());
+            prop_assert_eq!(&seen, &t.nodes);
             if b.len() > 10 {
                 prop_assert!(Tree::decode(&b[..b.len() - 1]).is_err());
             }

@@ -118,17 +118,16 @@ impl<'a> TreeLoader<'a> {
                 let Some(Ok(plain)) = trees.get(id) else {
                     continue;
                 };
-                let Ok(tree) = Tree::decode(plain) else {
-                    continue;
-                };
-                for node in tree.nodes.iter().filter(|n| n.is_dir()) {
-                    let child = path.join(OsStr::from_bytes(&node.name));
-                    if let (Some(sel_child), Some(sub)) =
-                        (keep(node, &child, *selected), node.subtree)
-                    {
+                // Only the directories are needed here: walked in place, not decoded.
+                let _ = Tree::visit(plain, |node| {
+                    let Some(sub) = node.subtree else {
+                        return;
+                    };
+                    let child = path.join(OsStr::from_bytes(node.name));
+                    if let Some(sel_child) = keep(&node.to_node(), &child, *selected) {
                         next.push((sub, child, sel_child));
                     }
-                }
+                });
             }
             level = next;
         }
@@ -257,7 +256,7 @@ impl<'a> TreeLoader<'a> {
                 .map_err(|e| e.to_string())
                 .and_then(|plain| {
                     // Checked here so that a bad listing is reported as one.
-                    Tree::decode(plain)
+                    Tree::visit(plain, |_| {})
                         .map(|_| plain.to_vec())
                         .map_err(|e| format!("tree {id}: {e}"))
                 });

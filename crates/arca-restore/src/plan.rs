@@ -242,20 +242,16 @@ impl Planner<'_> {
         // left-out entries count too).
         let (mut dirs, mut entries, mut blocks) = (1usize, 0usize, 0usize);
         for plain in trees.values().flatten() {
-            if let Ok(t) = Tree::decode(plain) {
-                for n in &t.nodes {
-                    match n.subtree {
-                        Some(sub) => {
-                            *refs.entry(sub).or_default() += 1;
-                            dirs += 1;
-                        }
-                        None => {
-                            entries += 1;
-                            blocks += n.content.len();
-                        }
-                    }
+            let _ = Tree::visit(plain, |n| match n.subtree {
+                Some(sub) => {
+                    *refs.entry(sub).or_default() += 1;
+                    dirs += 1;
                 }
-            }
+                None => {
+                    entries += 1;
+                    blocks += n.blocks();
+                }
+            });
         }
         let mut w = Walk {
             plan: Plan {
