@@ -285,7 +285,7 @@ pub fn restore(
         ..arca_repo::trees::TreeLoader::new(repo, index, opts.cancel.as_deref().unwrap_or(&stop))
     };
     let loaded = loader.load(snapshot.tree, &|node, path, parent_selected| {
-        sel.decide(node, path, parent_selected)
+        sel.decide(node.is_dir(), path, parent_selected)
     });
     if opts
         .cancel

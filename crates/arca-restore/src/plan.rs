@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use arca_format::{BlobKind, Id, Node, NodeKind, Timespec, Tree, Xattrs};
+use arca_format::{BlobKind, ContentRef, Id, Node, NodeKind, NodeRef, Timespec, Tree, Xattrs};
 use arca_repo::Index;
 
 use crate::RestoreIssue;
@@ -32,11 +32,13 @@ pub(crate) struct Meta {
 }
 
 impl Meta {
-    fn from_node(n: Node) -> Self {
-        let extra = (!n.link_target.is_empty() || !n.xattrs.is_empty())
-            .then(|| Box::new((n.link_target, n.xattrs)));
+    fn from_node(n: &NodeRef<'_>) -> Self {
+        let extra = (!n.link_target.is_empty() || n.xattrs().next().is_some()).then(|| {
+            let xattrs = n.xattrs().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+            Box::new((n.link_target.to_vec(), xattrs))
+        });
         Self {
-            kind: n.kind.unwrap_or(NodeKind::File),
+            kind: n.kind,
             mode: n.mode,
             uid: n.uid,
             gid: n.gid,
@@ -229,8 +231,23 @@ struct Walk {
     needed: Vec<bool>,
 }
 
-/// A directory being walked: its index and the nodes of its listing still to visit.
-type Frame = (u32, std::vec::IntoIter<Node>);
+/// A node of a listing being walked, with what the plan takes of it.
+struct Pending {
+    name: Box<[u8]>,
+    meta: Meta,
+    size: u64,
+    nlink: u64,
+    dev: u64,
+    inode: u64,
+    subtree: Option<Id>,
+    /// Its content: `content[first..end]` of its listing's frame.
+    first: u32,
+    end: u32,
+}
+
+/// A directory being walked: its index, the nodes of its listing still to visit, and their
+/// content (one vector per listing, not one per file).
+type Frame = (u32, std::vec::IntoIter<Pending>, Vec<ContentRef>);
 
 impl Planner<'_> {
     /// Walks the trees depth first, in name order (the order backups write data in, so the
@@ -284,32 +301,38 @@ impl Planner<'_> {
         self.enter(&mut w, &mut stack, 0, root);
         while let Some(top) = stack.last_mut() {
             let d = top.0;
-            let Some(mut node) = top.1.next() else {
+            let Some(node) = top.1.next() else {
                 stack.pop();
                 continue;
             };
-            let snap_path = w.plan.dirs[d as usize]
-                .snap_path
-                .join(OsStr::from_bytes(&node.name));
-            let Some(selected) =
-                self.sel
-                    .decide(&node, &snap_path, w.plan.dirs[d as usize].selected)
-            else {
+            let is_dir = node.meta.kind == NodeKind::Dir;
+            // Without patterns only directories need their snapshot path.
+            let snap_path = (is_dir || self.sel.has_patterns()).then(|| {
+                w.plan.dirs[d as usize]
+                    .snap_path
+                    .join(OsStr::from_bytes(&node.name))
+            });
+            let Some(selected) = self.sel.decide(
+                is_dir,
+                snap_path.as_deref().unwrap_or(Path::new("")),
+                w.plan.dirs[d as usize].selected,
+            ) else {
                 continue;
             };
-            if !node.is_dir() {
-                self.add_entry(&mut w, d, node);
+            if !is_dir {
+                let content = &top.2[node.first as usize..node.end as usize];
+                self.add_entry(&mut w, d, node, content);
                 continue;
             }
             let idx = w.plan.dirs.len() as u32;
-            let sub = node.subtree.take();
+            let sub = node.subtree;
             let path = w.plan.dirs[d as usize]
                 .path
                 .join(OsStr::from_bytes(&node.name));
             w.plan.dirs.push(DirPlan {
                 path,
-                snap_path,
-                meta: Some(Meta::from_node(node)),
+                snap_path: snap_path.unwrap_or_default(),
+                meta: Some(node.meta),
                 parent: d,
                 selected,
                 children: 0,
@@ -376,7 +399,7 @@ impl Planner<'_> {
         };
         let tree = match w.trees.get(&tree_id) {
             Some(Ok(plain)) => {
-                Some(Tree::decode(plain).map_err(|e| format!("tree {tree_id}: {e}")))
+                Some(pending_nodes(plain).map_err(|e| format!("tree {tree_id}: {e}")))
             }
             Some(Err(e)) => Some(Err(e.clone())),
             None => None,
@@ -385,12 +408,12 @@ impl Planner<'_> {
             w.trees.remove(&tree_id);
         }
         match tree {
-            Some(Ok(Tree { nodes })) => {
+            Some(Ok((nodes, content))) => {
                 w.plan.dirs[d as usize].listed = true;
                 if self.keep_names {
-                    w.plan.dirs[d as usize].names = nodes.iter().map(|n| n.name.clone()).collect();
+                    w.plan.dirs[d as usize].names = nodes.iter().map(|n| n.name.to_vec()).collect();
                 }
-                stack.push((d, nodes.into_iter()));
+                stack.push((d, nodes.into_iter(), content));
             }
             Some(Err(e)) => self.lost_listing(w, d, &e),
             None => {} // not loaded: the load was stopped
@@ -406,17 +429,16 @@ impl Planner<'_> {
         });
     }
 
-    fn add_entry(&self, w: &mut Walk, d: u32, mut node: Node) {
+    fn add_entry(&self, w: &mut Walk, d: u32, node: Pending, content: &[ContentRef]) {
         let e = w.plan.entries.len() as u32;
-        let content = std::mem::take(&mut node.content);
-        let name = std::mem::take(&mut node.name).into_boxed_slice();
+        let name = node.name;
         if node.nlink > 1 {
             match w.link_first.get(&(node.dev, node.inode)) {
-                Some(&first) if w.plan.entries[first as usize].meta.kind == node.kind() => {
+                Some(&first) if w.plan.entries[first as usize].meta.kind == node.meta.kind => {
                     w.plan.links.entry(first).or_default().push(e);
                     w.plan.entries.push(EntryPlan {
                         name,
-                        meta: Meta::from_node(node),
+                        meta: node.meta,
                         parent: d,
                         kind: EntryKind::Link(first),
                     });
@@ -429,12 +451,12 @@ impl Planner<'_> {
                 }
             }
         }
-        let kind = match node.kind() {
+        let kind = match node.meta.kind {
             NodeKind::File => {
                 let f = w.plan.files.len() as u32;
                 let first = w.plan.uses.len() as u32;
                 let mut offset = 0u64;
-                for c in &content {
+                for c in content {
                     let blob = self.intern(w, &c.id, c.len);
                     w.plan.uses.push(BlockUse {
                         blob,
@@ -457,7 +479,7 @@ impl Planner<'_> {
         };
         w.plan.entries.push(EntryPlan {
             name,
-            meta: Meta::from_node(node),
+            meta: node.meta,
             parent: d,
             kind,
         });
@@ -493,6 +515,29 @@ impl Planner<'_> {
         w.blob_ids.insert(*id, b);
         b
     }
+}
+
+/// The nodes of a listing as the plan takes them, and their content in one vector.
+fn pending_nodes(
+    plain: &[u8],
+) -> Result<(Vec<Pending>, Vec<ContentRef>), arca_format::FormatError> {
+    let (mut nodes, mut content) = (vec![], vec![]);
+    Tree::visit(plain, |n| {
+        let first = content.len() as u32;
+        content.extend(n.content());
+        nodes.push(Pending {
+            name: n.name.into(),
+            meta: Meta::from_node(&n),
+            size: n.size,
+            nlink: n.nlink,
+            dev: n.dev,
+            inode: n.inode,
+            subtree: n.subtree,
+            first,
+            end: content.len() as u32,
+        });
+    })?;
+    Ok((nodes, content))
 }
 
 fn mark_needed(w: &mut Walk, mut d: u32) {

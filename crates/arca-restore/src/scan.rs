@@ -353,16 +353,8 @@ impl Scanner<'_> {
                     continue;
                 }
                 let name = std::ffi::OsStr::from_bytes(&name);
-                let probe = Node {
-                    kind: Some(if is_dir {
-                        NodeKind::Dir
-                    } else {
-                        NodeKind::File
-                    }),
-                    ..Node::default()
-                };
                 let snap = dp.snap_path.join(name);
-                if self.sel.decide(&probe, &snap, dp.selected) == Some(true) {
+                if self.sel.decide(is_dir, &snap, dp.selected) == Some(true) {
                     out.push(Deletion {
                         path: dp.path.join(name),
                         is_dir,

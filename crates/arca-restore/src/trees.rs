@@ -6,7 +6,6 @@
 
 use std::path::Path;
 
-use arca_format::Node;
 use arca_fs::pattern::PathMatcher;
 
 /// The include and exclude patterns, and what they make of one path.
@@ -16,10 +15,16 @@ pub(crate) struct Selection {
 }
 
 impl Selection {
-    /// Whether the entry `node` at snapshot path `path` belongs to the restore, given whether
+    /// Whether include or exclude patterns were given (without, every entry belongs and its
+    /// path is not looked at).
+    pub fn has_patterns(&self) -> bool {
+        self.includes.is_some() || self.excludes.is_some()
+    }
+
+    /// Whether the entry (a directory when `is_dir`) at snapshot path `path` belongs to the restore, given whether
     /// its parent is selected as a whole: `None` = left out; `Some(selected)` = kept, and
     /// selected as a whole (a directory may be kept only to reach included entries below).
-    pub fn decide(&self, node: &Node, path: &Path, parent_selected: bool) -> Option<bool> {
+    pub fn decide(&self, is_dir: bool, path: &Path, parent_selected: bool) -> Option<bool> {
         if self.excludes.as_ref().is_some_and(|x| x.matches(path)) {
             return None;
         }
@@ -27,7 +32,7 @@ impl Selection {
         if selected {
             return Some(true);
         }
-        (node.is_dir()
+        (is_dir
             && self
                 .includes
                 .as_ref()
