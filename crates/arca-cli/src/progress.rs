@@ -1,7 +1,6 @@
 //! A progress line on the terminal, redrawn from counters by a background thread.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -31,9 +30,16 @@ fn bar_style() -> ProgressStyle {
         .unwrap_or_else(|_| ProgressStyle::default_bar())
 }
 
+/// Waits `every` (or until `stop` is dropped, which ends the wait at once): whether to go on.
+/// A background thread paced this way never holds up the command that ends it.
+fn wait(stop: &mpsc::Receiver<()>, every: Duration) -> bool {
+    matches!(stop.recv_timeout(every), Err(RecvTimeoutError::Timeout))
+}
+
 /// Draws `render(elapsed)` every 200 ms until dropped.
 pub struct ProgressLine {
-    stop: Arc<AtomicBool>,
+    /// Dropped to stop the drawing thread.
+    stop: Option<Sender<()>>,
     handle: Option<JoinHandle<()>>,
     bar: Option<ProgressBar>,
 }
@@ -54,21 +60,21 @@ impl ProgressLine {
         enabled: bool,
         render: impl Fn(Duration) -> BarState + Send + 'static,
     ) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
         if !enabled {
             return Self {
-                stop,
+                stop: None,
                 handle: None,
                 bar: None,
             };
         }
         let bar = ProgressBar::new_spinner();
         bar.set_style(spinner_style());
-        let (b, s) = (bar.clone(), Arc::clone(&stop));
+        let (stop, s) = mpsc::channel();
+        let b = bar.clone();
         let t0 = Instant::now();
         let handle = std::thread::spawn(move || {
             let mut with_bar = false;
-            while !s.load(Ordering::Relaxed) {
+            loop {
                 let state = render(t0.elapsed());
                 // Each setter redraws: the message goes last so that what stays on screen is
                 // the whole new state.
@@ -99,11 +105,13 @@ impl ProgressLine {
                         }
                     }
                 }
-                std::thread::sleep(Duration::from_millis(200));
+                if !wait(&s, Duration::from_millis(200)) {
+                    break;
+                }
             }
         });
         Self {
-            stop,
+            stop: Some(stop),
             handle: Some(handle),
             bar: Some(bar),
         }
@@ -126,28 +134,25 @@ impl ProgressLine {
 /// Calls `tick(elapsed)` every `every` on a background thread until dropped (JSON status
 /// lines).
 pub struct Ticker {
-    stop: Arc<AtomicBool>,
+    /// Dropped to stop the ticking thread.
+    stop: Option<Sender<()>>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl Ticker {
     /// Starts ticking.
     pub fn start(every: Duration, tick: impl Fn(Duration) + Send + 'static) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = Arc::clone(&stop);
+        let (stop, s) = mpsc::channel();
         let t0 = Instant::now();
         let handle = std::thread::spawn(move || {
             let mut next = every;
-            while !s.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(50));
-                if t0.elapsed() >= next {
-                    tick(t0.elapsed());
-                    next += every;
-                }
+            while wait(&s, next.saturating_sub(t0.elapsed())) {
+                tick(t0.elapsed());
+                next += every;
             }
         });
         Self {
-            stop,
+            stop: Some(stop),
             handle: Some(handle),
         }
     }
@@ -155,7 +160,7 @@ impl Ticker {
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.take();
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
@@ -164,12 +169,53 @@ impl Drop for Ticker {
 
 impl Drop for ProgressLine {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.take();
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
         if let Some(b) = self.bar.take() {
             b.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[test]
+    fn a_dropped_sender_ends_the_wait_at_once() {
+        let (tx, rx) = mpsc::channel::<()>();
+        assert!(
+            wait(&rx, Duration::from_millis(1)),
+            "a live sender: the wait times out"
+        );
+        drop(tx);
+        // With the sender gone an hour's wait returns at once (else this test hangs).
+        assert!(!wait(&rx, Duration::from_secs(3600)));
+    }
+
+    #[test]
+    fn a_ticker_ticks_until_dropped_and_its_drop_does_not_wait_a_period() {
+        let n = Arc::new(AtomicU32::new(0));
+        let m = Arc::clone(&n);
+        let t = Ticker::start(Duration::from_millis(5), move |_| {
+            m.fetch_add(1, Ordering::SeqCst);
+        });
+        while n.load(Ordering::SeqCst) < 3 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(t);
+        let after = n.load(Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(
+            n.load(Ordering::SeqCst),
+            after,
+            "ticked after being dropped"
+        );
+        // A ticker with a period of an hour is dropped without waiting for it.
+        drop(Ticker::start(Duration::from_secs(3600), |_| {}));
     }
 }
