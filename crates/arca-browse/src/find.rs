@@ -21,7 +21,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use arca_format::{Id, Node, NodeKind, Tree};
+use arca_format::{Id, Node, NodeKind, NodeRef, Tree};
 use arca_repo::trees::{Listings, TreeLoader};
 use arca_repo::{Index, RepoError, Repository};
 
@@ -279,7 +279,7 @@ impl<'a> Finder<'a> {
         let query = &self.query;
         let path_dependent = query.path_dependent();
         let seen = std::cell::RefCell::new(std::collections::HashSet::new());
-        let keep = |node: &Node, path: &Path, _: bool| -> Option<bool> {
+        let keep = |node: &NodeRef<'_>, path: &Path, _: bool| -> Option<bool> {
             let sub = node.subtree?;
             let p = path.as_os_str().as_bytes();
             if cache.contains(sub, p) || !query.may_descend(p) {

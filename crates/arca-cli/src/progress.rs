@@ -36,11 +36,35 @@ fn wait(stop: &mpsc::Receiver<()>, every: Duration) -> bool {
     matches!(stop.recv_timeout(every), Err(RecvTimeoutError::Timeout))
 }
 
-/// Draws `render(elapsed)` every 200 ms until dropped.
-pub struct ProgressLine {
-    /// Dropped to stop the drawing thread.
+/// A background thread that paces itself with [`wait`] on the receiver it is given; stopped
+/// (its sender dropped) and joined when this is dropped.
+struct Paced {
     stop: Option<Sender<()>>,
     handle: Option<JoinHandle<()>>,
+}
+
+impl Paced {
+    fn spawn(run: impl FnOnce(mpsc::Receiver<()>) + Send + 'static) -> Self {
+        let (stop, rx) = mpsc::channel();
+        Self {
+            stop: Some(stop),
+            handle: Some(std::thread::spawn(move || run(rx))),
+        }
+    }
+}
+
+impl Drop for Paced {
+    fn drop(&mut self) {
+        self.stop.take();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Draws `render(elapsed)` every 200 ms until dropped.
+pub struct ProgressLine {
+    drawing: Option<Paced>,
     bar: Option<ProgressBar>,
 }
 
@@ -62,17 +86,15 @@ impl ProgressLine {
     ) -> Self {
         if !enabled {
             return Self {
-                stop: None,
-                handle: None,
+                drawing: None,
                 bar: None,
             };
         }
         let bar = ProgressBar::new_spinner();
         bar.set_style(spinner_style());
-        let (stop, s) = mpsc::channel();
         let b = bar.clone();
         let t0 = Instant::now();
-        let handle = std::thread::spawn(move || {
+        let drawing = Paced::spawn(move |s| {
             let mut with_bar = false;
             loop {
                 let state = render(t0.elapsed());
@@ -111,8 +133,7 @@ impl ProgressLine {
             }
         });
         Self {
-            stop: Some(stop),
-            handle: Some(handle),
+            drawing: Some(drawing),
             bar: Some(bar),
         }
     }
@@ -134,45 +155,29 @@ impl ProgressLine {
 /// Calls `tick(elapsed)` every `every` on a background thread until dropped (JSON status
 /// lines).
 pub struct Ticker {
-    /// Dropped to stop the ticking thread.
-    stop: Option<Sender<()>>,
-    handle: Option<JoinHandle<()>>,
+    _ticking: Paced,
 }
 
 impl Ticker {
     /// Starts ticking.
     pub fn start(every: Duration, tick: impl Fn(Duration) + Send + 'static) -> Self {
-        let (stop, s) = mpsc::channel();
         let t0 = Instant::now();
-        let handle = std::thread::spawn(move || {
-            let mut next = every;
-            while wait(&s, next.saturating_sub(t0.elapsed())) {
-                tick(t0.elapsed());
-                next += every;
-            }
-        });
         Self {
-            stop: Some(stop),
-            handle: Some(handle),
-        }
-    }
-}
-
-impl Drop for Ticker {
-    fn drop(&mut self) {
-        self.stop.take();
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
+            _ticking: Paced::spawn(move |s| {
+                let mut next = every;
+                while wait(&s, next.saturating_sub(t0.elapsed())) {
+                    tick(t0.elapsed());
+                    next += every;
+                }
+            }),
         }
     }
 }
 
 impl Drop for ProgressLine {
     fn drop(&mut self) {
-        self.stop.take();
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+        // The drawing stops before the line is cleared.
+        drop(self.drawing.take());
         if let Some(b) = self.bar.take() {
             b.finish_and_clear();
         }

@@ -33,7 +33,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use arca_backend::BackendError;
-use arca_format::{BlobKind, Id, Node, Snapshot, Tree};
+use arca_format::{BlobKind, Id, NodeRef, Snapshot, Tree};
 use arca_repo::blob::seal_blob;
 use arca_repo::trees::TreeLoader;
 use arca_repo::trees::ranges::{Span, coalesce};
@@ -331,7 +331,7 @@ impl<'a> Copier<'a> {
         }
         let done = &self.tree_map;
         let seen = RefCell::new(HashSet::from([root]));
-        let keep = |node: &Node, _: &Path, _: bool| {
+        let keep = |node: &NodeRef<'_>, _: &Path, _: bool| {
             let sub = node.subtree?;
             (!done.contains_key(&sub) && seen.borrow_mut().insert(sub)).then_some(true)
         };

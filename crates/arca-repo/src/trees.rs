@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use arca_format::{BlobKind, Id, Node, Tree};
+use arca_format::{BlobKind, Id, NodeRef, Tree};
 
 use crate::blob::BlobOpener;
 use crate::{Index, Repository};
@@ -29,11 +29,12 @@ pub type Listing = Result<Vec<u8>, String>;
 /// Directory listings by tree id (see [`Listing`]).
 pub type Listings = HashMap<Id, Listing>;
 
-/// Decides, for the directory `node` at snapshot path `path` (absolute, `/` being the
-/// root) whose parent is selected as a whole or not, whether its listing is loaded:
+/// Decides, for the directory `node` (as it lies in its parent's listing) at snapshot path
+/// `path` (absolute, `/` being the root) whose parent is selected as a whole or not, whether
+/// its listing is loaded:
 /// `None` = left out (with everything below it); `Some(selected)` = loaded, and passed on to
 /// its subdirectories as their parent's flag. The root is always loaded, selected.
-pub type Keep<'k> = dyn Fn(&Node, &Path, bool) -> Option<bool> + 'k;
+pub type Keep<'k> = dyn Fn(&NodeRef<'_>, &Path, bool) -> Option<bool> + 'k;
 
 /// Loads directory listings in bulk, counting what it costs.
 #[derive(Debug)]
@@ -124,7 +125,7 @@ impl<'a> TreeLoader<'a> {
                         return;
                     };
                     let child = path.join(OsStr::from_bytes(node.name));
-                    if let Some(sel_child) = keep(&node.to_node(), &child, *selected) {
+                    if let Some(sel_child) = keep(&node, &child, *selected) {
                         next.push((sub, child, sel_child));
                     }
                 });
@@ -338,7 +339,7 @@ pub fn load_all(repo: &Repository, index: &Index, root: Id, threads: usize) -> P
     }
     // A subtree met again (an unchanged copy of a directory) is not walked again.
     let seen = RefCell::new(HashSet::from([root]));
-    let keep = |node: &Node, _: &Path, _: bool| {
+    let keep = |node: &NodeRef<'_>, _: &Path, _: bool| {
         let sub = node.subtree?;
         seen.borrow_mut().insert(sub).then_some(true)
     };
@@ -370,7 +371,7 @@ mod tests {
         Backend, Fault, FaultBackend, FileType, MemoryBackend, MeteredBackend, Op, Rule, Throttle,
         Trigger,
     };
-    use arca_format::{IndexFile, IndexPack, NodeKind};
+    use arca_format::{IndexFile, IndexPack, Node, NodeKind};
 
     use crate::blob::seal_blob;
     use crate::pack::PackWriter;
@@ -612,7 +613,7 @@ mod tests {
         let calls = RefCell::new(0usize);
         // Only /d.2 and what is below it; /d.2 itself kept but not selected, so its
         // subdirectories see an unselected parent and pass on a selected one.
-        let keep = |node: &Node, path: &Path, parent: bool| {
+        let keep = |node: &NodeRef<'_>, path: &Path, parent: bool| {
             *calls.borrow_mut() += 1;
             assert!(node.is_dir());
             if !path.starts_with("/d.2") {

@@ -33,10 +33,9 @@ pub(crate) struct Meta {
 
 impl Meta {
     fn from_node(n: &NodeRef<'_>) -> Self {
-        let extra = (!n.link_target.is_empty() || n.xattrs().next().is_some()).then(|| {
-            let xattrs = n.xattrs().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
-            Box::new((n.link_target.to_vec(), xattrs))
-        });
+        let xattrs: Xattrs = n.xattrs().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+        let extra = (!n.link_target.is_empty() || !xattrs.is_empty())
+            .then(|| Box::new((n.link_target.to_vec(), xattrs)));
         Self {
             kind: n.kind,
             mode: n.mode,

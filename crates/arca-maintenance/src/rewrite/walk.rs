@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 
-use arca_format::{BlobKind, Id, Node, NodeKind, Tree};
+use arca_format::{BlobKind, Id, Node, NodeKind, NodeRef, Tree};
 use arca_repo::trees::{Listings, TreeLoader};
 use arca_repo::{Index, Repository};
 
@@ -131,7 +131,7 @@ impl<'a> Walker<'a> {
             let (memo, sizes, excluded) = (&self.memo, &self.sizes, self.excluded);
             // The flag passed down is whether the directory is kept (not inside a dropped
             // one); a dropped directory's listings are only needed for its counts.
-            let keep = |node: &Node, path: &Path, kept: bool| -> Option<bool> {
+            let keep = |node: &NodeRef<'_>, path: &Path, kept: bool| -> Option<bool> {
                 let sub = node.subtree?;
                 if !kept || excluded(path) {
                     (!sizes.contains_key(&sub)).then_some(false)
