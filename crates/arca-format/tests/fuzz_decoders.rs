@@ -446,7 +446,14 @@ proptest! {
     #[test]
     fn config_decoder(b in inputs(config())) {
         if let Some(c) = run(&b, Config::decode)? {
-            prop_assert_eq!(c.encode(), b);
+            // A version 2 body with flags 0 is accepted and holds no keys (docs/FORMAT.md):
+            // it is written back as version 1, without its flags byte.
+            let mut canonical = b.clone();
+            if b[4..6] == [2, 0] && b.get(66) == Some(&0) {
+                canonical[4] = 1;
+                canonical.remove(66);
+            }
+            prop_assert_eq!(c.encode(), canonical);
         }
     }
 
@@ -671,4 +678,28 @@ fn every_field_of_valid_encodings_set_huge() {
     }
     .encode();
     every_field_huge(&config, Config::decode);
+}
+
+/// The case the fuzzer found: a version 2 body with flags 0 decodes to the same config as its
+/// version 1 form, which is what encoding writes.
+#[test]
+fn a_version_2_config_without_keys_is_written_back_as_version_1() {
+    let mut v1 = b"ACFG".to_vec();
+    v1.extend([1, 0]);
+    v1.extend([0u8; 32]); // repository id
+    for x in [1024u32, 1024, 4096] {
+        v1.extend(x.to_le_bytes()); // chunker min, avg, max
+    }
+    v1.extend(0i32.to_le_bytes()); // compression
+    v1.extend((1u32 << 20).to_le_bytes()); // pack size
+    v1.extend(0i64.to_le_bytes()); // creation time
+    assert_eq!(v1.len(), 66);
+    let mut v2 = v1.clone();
+    v2[4] = 2;
+    v2.push(0); // flags: no content keys
+    let (Ok(a), Ok(b)) = (Config::decode(&v1), Config::decode(&v2)) else {
+        panic!("both forms decode");
+    };
+    assert_eq!(a.encode(), v1);
+    assert_eq!(b.encode(), v1);
 }
