@@ -61,9 +61,7 @@ fn main() -> ExitCode {
     };
     let cli = cli::Cli::parse_from(args);
     raise_open_files_limit();
-    if matches!(cli.command, cli::Command::Backup(_)) {
-        malloc::return_large_buffers();
-    }
+    malloc::return_large_buffers();
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,

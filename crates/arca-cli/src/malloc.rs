@@ -1,5 +1,5 @@
-//! Allocator settings for commands that move file data between threads: chunk-sized buffers
-//! go back to the system when freed instead of staying in glibc's per-thread arenas.
+//! Allocator settings for every command: pack-, read- and chunk-sized buffers go back to the
+//! system when freed instead of staying in glibc's per-thread arenas.
 
 /// Buffers at least this large are mapped on their own and unmapped when freed.
 ///
@@ -7,7 +7,10 @@
 /// buffers (1 MiB on average, 4 MiB at most) are carved from per-thread arenas and, freed
 /// by another thread, stay resident: a first backup of the 1 GiB `small` set peaked at
 /// 135-155 MiB, 10-30 MiB more than with the threshold fixed (and the backup's buffer pools
-/// sized so that it allocates few fresh buffers), in the same time.
+/// sized so that it allocates few fresh buffers), in the same time. A restore's listing reads
+/// (up to 2 MiB each, freed once decrypted) stayed resident the same way: a no-op restore of
+/// 100,000 files peaked at 75 MiB with glibc's default and at 58-63 MiB with this threshold,
+/// in the same time.
 const MMAP_THRESHOLD: i32 = 1 << 20;
 
 /// Fixes the allocator's mmap threshold. Call before any thread is started: `mallopt`
