@@ -19,8 +19,13 @@ use arca_format::{
 use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
 
-/// Cases per decoder.
-const CASES: u32 = 10_000;
+/// Cases per decoder: 10,000, or `ARCA_FUZZ_CASES` for a longer hunt.
+fn cases() -> u32 {
+    std::env::var("ARCA_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
 
 // ---- the allocation meter ----
 
@@ -438,7 +443,7 @@ fn snapshot() -> impl Strategy<Value = Vec<u8>> + Clone {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: CASES,
+        cases: cases(),
         failure_persistence: None,
         ..ProptestConfig::default()
     })]

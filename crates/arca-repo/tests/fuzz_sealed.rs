@@ -139,7 +139,7 @@ fn fixture() -> Fixture {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 10_000,
+        cases: std::env::var("ARCA_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000),
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
