@@ -1,5 +1,6 @@
 //! `arca backup` options as restic users know them: exclude files and case-insensitive
-//! patterns, cache and tag directories, a size limit, path lists, a dry run and stdin.
+//! patterns, cache and tag directories, a size limit, path lists, a dry run and stdin; and a
+//! second backup of an unchanged tree that stores none of its listings again.
 
 #![allow(clippy::unwrap_used)]
 
@@ -7,10 +8,11 @@ mod common;
 
 use std::fs;
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
 
-use arca_testkit::{random_bytes, text_bytes};
+use arca_testkit::{generate, is_root, random_bytes, text_bytes};
 use common::*;
 
 const SIGNATURE: &str = "Signature: 8a477f597d28d172789f06886806bc55";
@@ -252,4 +254,73 @@ fn files_from_takes_paths_that_are_not_utf8() {
     e.ok(&["restore", "latest", "--target", out.to_str().unwrap()]);
     let back = out.join(odd.strip_prefix("/").unwrap());
     assert_eq!(fs::read(back).unwrap(), b"content");
+}
+
+/// The listing id (`subtree`) of the directory `dir` in snapshot `snap`.
+fn listing_of(
+    e: &Env,
+    snap: &str,
+    dir: &Path,
+    as_user: &dyn Fn(&[&str]) -> std::process::Output,
+) -> String {
+    let o = as_user(&["ls", snap, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let want = dir.to_str().unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["path"] == want)
+        .and_then(|v| v["subtree"].as_str().map(str::to_string))
+        .unwrap_or_else(|| {
+            panic!(
+                "{want} not in snapshot {snap} of {}",
+                e.tmp.path().display()
+            )
+        })
+}
+
+/// A backup's own reads move atimes that it cannot keep: readlink always, and opening files
+/// and directories of another owner (O_NOATIME is refused), as for a user backing up system
+/// files. Storing the atime seen on the next run stored every listing again, with nothing
+/// changed. As root, arca runs as `nobody` on files owned by root.
+#[test]
+fn a_second_backup_of_an_unchanged_tree_stores_no_listing_again() {
+    let e = Env::new();
+    let nobody = is_root().then_some(65534u32);
+    fs::set_permissions(
+        e.tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let src = e.path("src");
+    fs::create_dir_all(src.join("d/e")).unwrap();
+    fs::write(src.join("d/e/f"), b"in a subdirectory").unwrap();
+    fs::write(src.join("g"), text_bytes(3, 5000)).unwrap();
+    std::os::unix::fs::symlink("g", src.join("l")).unwrap();
+    // Old times, so that relatime moves each atime on the first read.
+    let old = (1_000_000_000, 0);
+    for p in ["d/e/f", "d/e", "d", "g", "l", ""] {
+        generate::set_times(&src.join(p), old, old).unwrap();
+    }
+    let as_user = |args: &[&str]| {
+        let mut c = e.cmd(args);
+        if let Some(u) = nobody {
+            c.uid(u).gid(u);
+        }
+        c.output().unwrap()
+    };
+    let o = as_user(&["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut listings = vec![];
+    for _ in 0..2 {
+        let o = as_user(&["backup", "--json", src.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        listings.push(listing_of(&e, "latest", &src, &as_user));
+    }
+    assert_eq!(
+        listings[0],
+        listings[1],
+        "the second backup stored the listing of {} again",
+        src.display()
+    );
 }

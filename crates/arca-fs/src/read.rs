@@ -80,6 +80,14 @@ pub fn read_xattrs(path: &Path) -> Result<arca_format::Xattrs, FsError> {
     Ok(out)
 }
 
+/// Whether this process reads files and directories owned by `uid` without moving their
+/// atime: `O_NOATIME` is allowed to their owner and to root.
+fn reads_keep_atime(uid: u32) -> bool {
+    static EUID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let euid = *EUID.get_or_init(|| nix::unistd::geteuid().as_raw());
+    euid == 0 || euid == uid
+}
+
 /// Builds a node (without content or subtree) from `meta`, the lstat of `path`.
 /// The symlink target and xattrs are read from `path`.
 pub fn read_node(
@@ -96,7 +104,9 @@ pub fn read_node(
 /// it is the same inode with the same change time: Linux moves an inode's ctime whenever its
 /// xattrs change (as for any change but reads and atime), and a symlink's target cannot
 /// change without a new inode. This saves two path lookups and, on a cold cache, an xattr
-/// block read per unchanged entry.
+/// block read per unchanged entry. Such an entry also keeps the atime of `earlier` when this
+/// process cannot read it without moving its atime (symlinks; files and directories of other
+/// owners unless root): otherwise the backup's own reads would change the listings.
 pub fn read_node_since(
     path: &Path,
     name: &[u8],
@@ -129,6 +139,16 @@ pub fn read_node_since(
     let ctime = ts(meta.ctime(), meta.ctime_nsec());
     let same =
         earlier.filter(|e| e.kind == Some(kind) && e.inode == meta.ino() && e.ctime == ctime);
+    // Reading an entry moves its atime where atimes are kept, unless it is opened with
+    // O_NOATIME, which only its owner (or root) may do, and which readlink lacks. For an
+    // entry unchanged since `earlier` that this process cannot read without moving its
+    // atime, the atime seen now is most likely the last backup's own read: taking it would
+    // store every listing holding such entries again on every run with nothing changed. The
+    // atime of `earlier` is kept instead.
+    let atime = match same {
+        Some(e) if kind == NodeKind::Symlink || !reads_keep_atime(meta.uid()) => e.atime,
+        _ => ts(meta.atime(), meta.atime_nsec()),
+    };
     let link_target = match same {
         Some(e) => e.link_target.clone(),
         None if kind == NodeKind::Symlink => fs::read_link(path)
@@ -150,7 +170,7 @@ pub fn read_node_since(
         user: names.user(meta.uid()),
         group: names.group(meta.gid()),
         mtime: ts(meta.mtime(), meta.mtime_nsec()),
-        atime: ts(meta.atime(), meta.atime_nsec()),
+        atime,
         ctime,
         dev: meta.dev(),
         inode: meta.ino(),

@@ -137,3 +137,64 @@ fn known_plaintext_never_appears_in_the_repository() {
         );
     }
 }
+
+/// The subtree id of the directory at `path` (absolute, as backed up) in snapshot `report`.
+fn subtree_at(
+    repo: &arca_repo::Repository,
+    report: &arca_backup::BackupReport,
+    path: &Path,
+) -> arca_format::Id {
+    let index = repo.load_index().unwrap();
+    let mut tree = report.snapshot.tree;
+    for part in path.components().skip(1) {
+        let name = part.as_os_str().as_encoded_bytes();
+        let nodes = repo.load_tree(&index, &tree).unwrap().nodes;
+        let node = nodes.iter().find(|n| n.name == name).unwrap();
+        tree = node.subtree.unwrap();
+    }
+    tree
+}
+
+/// Reading a symlink moves its atime where atimes are kept (relatime moves one older than
+/// the link's mtime), and there is no O_NOATIME for it. A backup that stored the atime seen
+/// then stored every listing holding a link again on the next run, with nothing changed.
+#[test]
+fn reading_symlinks_does_not_change_their_listing_for_the_next_backup() {
+    let tmp = tempfile::tempdir().unwrap();
+    let links = tmp.path().join("src").join("links");
+    fs::create_dir_all(&links).unwrap();
+    fs::write(links.join("file"), b"data").unwrap();
+    let old = arca_format::Timespec {
+        sec: 1_000_000_000,
+        nsec: 0,
+    };
+    let times = arca_format::Node {
+        atime: old,
+        mtime: old,
+        ..arca_format::Node::default()
+    };
+    for i in 0..3 {
+        let l = links.join(format!("link{i}"));
+        std::os::unix::fs::symlink("file", &l).unwrap();
+        arca_fs::set_times(&l, &times).unwrap();
+    }
+    let repo = init(local(&tmp.path().join("repo")));
+    let first = do_backup(&repo, &links).unwrap();
+    let second = do_backup(&repo, &links).unwrap();
+    let listing = subtree_at(&repo, &second, &links);
+    assert_eq!(
+        subtree_at(&repo, &first, &links),
+        listing,
+        "the listing of {} was stored again",
+        links.display()
+    );
+    // Both snapshots hold the links' atime as it was before the first backup read them.
+    let index = repo.load_index().unwrap();
+    let nodes = repo.load_tree(&index, &listing).unwrap().nodes;
+    let link_atimes: Vec<_> = nodes
+        .iter()
+        .filter(|n| n.kind == Some(arca_format::NodeKind::Symlink))
+        .map(|n| n.atime)
+        .collect();
+    assert_eq!(link_atimes, vec![old; 3]);
+}
