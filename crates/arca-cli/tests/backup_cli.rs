@@ -8,11 +8,10 @@ mod common;
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
 
-use arca_testkit::{generate, is_root, random_bytes, text_bytes};
+use arca_testkit::{generate, random_bytes, text_bytes};
 use common::*;
 
 const SIGNATURE: &str = "Signature: 8a477f597d28d172789f06886806bc55";
@@ -256,14 +255,9 @@ fn files_from_takes_paths_that_are_not_utf8() {
     assert_eq!(fs::read(back).unwrap(), b"content");
 }
 
-/// The listing id (`subtree`) of the directory `dir` in snapshot `snap`.
-fn listing_of(
-    e: &Env,
-    snap: &str,
-    dir: &Path,
-    as_user: &dyn Fn(&[&str]) -> std::process::Output,
-) -> String {
-    let o = as_user(&["ls", snap, "--json"]);
+/// The listing id (`subtree`) of the directory `dir` in snapshot `snap`, as user `uid` sees it.
+fn listing_of(e: &Env, uid: Option<u32>, snap: &str, dir: &Path) -> String {
+    let o = e.run_as(uid, &["ls", snap, "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let want = dir.to_str().unwrap();
     String::from_utf8_lossy(&o.stdout)
@@ -271,12 +265,7 @@ fn listing_of(
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .find(|v| v["path"] == want)
         .and_then(|v| v["subtree"].as_str().map(str::to_string))
-        .unwrap_or_else(|| {
-            panic!(
-                "{want} not in snapshot {snap} of {}",
-                e.tmp.path().display()
-            )
-        })
+        .unwrap_or_else(|| panic!("{want} not in snapshot {snap}"))
 }
 
 /// A backup's own reads move atimes that it cannot keep: readlink always, and opening files
@@ -286,12 +275,7 @@ fn listing_of(
 #[test]
 fn a_second_backup_of_an_unchanged_tree_stores_no_listing_again() {
     let e = Env::new();
-    let nobody = is_root().then_some(65534u32);
-    fs::set_permissions(
-        e.tmp.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
+    let nobody = e.unprivileged();
     let src = e.path("src");
     fs::create_dir_all(src.join("d/e")).unwrap();
     fs::write(src.join("d/e/f"), b"in a subdirectory").unwrap();
@@ -302,20 +286,14 @@ fn a_second_backup_of_an_unchanged_tree_stores_no_listing_again() {
     for p in ["d/e/f", "d/e", "d", "g", "l", ""] {
         generate::set_times(&src.join(p), old, old).unwrap();
     }
-    let as_user = |args: &[&str]| {
-        let mut c = e.cmd(args);
-        if let Some(u) = nobody {
-            c.uid(u).gid(u);
-        }
-        c.output().unwrap()
-    };
+    let as_user = |args: &[&str]| e.run_as(nobody, args);
     let o = as_user(&["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let mut listings = vec![];
     for _ in 0..2 {
         let o = as_user(&["backup", "--json", src.to_str().unwrap()]);
         assert!(o.status.success(), "{}", stderr(&o));
-        listings.push(listing_of(&e, "latest", &src, &as_user));
+        listings.push(listing_of(&e, nobody, "latest", &src));
     }
     assert_eq!(
         listings[0],

@@ -6,7 +6,6 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -261,8 +260,7 @@ fn no_password_and_no_terminal_is_a_clear_error() {
 fn unreadable_files_are_skipped_with_exit_3_and_an_incomplete_snapshot() {
     let e = Env::new();
     // As root, run arca as an unprivileged user so that mode 000 means unreadable.
-    let nobody = is_root().then_some(65534u32);
-    fs::set_permissions(e.tmp.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let nobody = e.unprivileged();
     let src = e.path("src");
     sample(&src);
     fs::write(src.join("secret"), b"no access").unwrap();
@@ -270,13 +268,7 @@ fn unreadable_files_are_skipped_with_exit_3_and_an_incomplete_snapshot() {
     fs::create_dir(src.join("closed")).unwrap();
     fs::write(src.join("closed/inner"), b"x").unwrap();
     fs::set_permissions(src.join("closed"), fs::Permissions::from_mode(0o000)).unwrap();
-    let as_user = |args: &[&str]| {
-        let mut c = e.cmd(args);
-        if let Some(u) = nobody {
-            c.uid(u).gid(u);
-        }
-        c.output().unwrap()
-    };
+    let as_user = |args: &[&str]| e.run_as(nobody, args);
     let o = as_user(&["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let o = as_user(&["backup", "--json", src.to_str().unwrap()]);

@@ -22,8 +22,9 @@ impl Selection {
     }
 
     /// Whether the entry (a directory when `is_dir`) at snapshot path `path` belongs to the
-    /// restore, given whether its parent is selected as a whole: `None` = left out; `Some(selected)` = kept, and
-    /// selected as a whole (a directory may be kept only to reach included entries below).
+    /// restore, given whether its parent is selected as a whole: `None` = left out;
+    /// `Some(selected)` = kept, and selected as a whole (a directory may be kept only to reach
+    /// included entries below).
     pub fn decide(&self, is_dir: bool, path: &Path, parent_selected: bool) -> Option<bool> {
         if self.excludes.as_ref().is_some_and(|x| x.matches(path)) {
             return None;

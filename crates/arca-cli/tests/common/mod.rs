@@ -86,6 +86,23 @@ impl Env {
         a.extend_from_slice(extra);
         self.ok(&a);
     }
+    /// The user that runs arca where a test needs an unprivileged one: `nobody` when the
+    /// tests run as root (who may read anything), else the tests' own user (`None`). The test
+    /// folder is opened to it.
+    pub fn unprivileged(&self) -> Option<u32> {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(self.tmp.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        arca_testkit::is_root().then_some(65534)
+    }
+    /// Runs arca as `uid` (`None`: as the tests' own user).
+    pub fn run_as(&self, uid: Option<u32>, args: &[&str]) -> Output {
+        use std::os::unix::process::CommandExt;
+        let mut c = self.cmd(args);
+        if let Some(u) = uid {
+            c.uid(u).gid(u);
+        }
+        c.output().unwrap()
+    }
     pub fn json(&self, args: &[&str]) -> serde_json::Value {
         let out = self.ok(args);
         serde_json::from_str(out.lines().last().unwrap()).unwrap()
