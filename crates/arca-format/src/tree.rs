@@ -188,7 +188,7 @@ impl Tree {
         w.magic(&MAGIC, VERSION);
         w.u32(len_u32(self.nodes.len())?);
         for n in &self.nodes {
-            let kind = n.kind.ok_or(FormatError::Corrupt {
+            let kind = n.kind.ok_or_else(|| FormatError::Corrupt {
                 what: "tree",
                 detail: "node without kind".into(),
             })?;
@@ -223,7 +223,7 @@ impl Tree {
                     }
                 }
                 NodeKind::Dir => {
-                    let sub = n.subtree.ok_or(FormatError::Corrupt {
+                    let sub = n.subtree.ok_or_else(|| FormatError::Corrupt {
                         what: "tree",
                         detail: "directory node without subtree".into(),
                     })?;
