@@ -304,6 +304,7 @@ fn summary_json(
         "bytes_holes": r.bytes_holes, "bytes_direct": r.bytes_direct,
         "files_hashed": r.files_hashed,
         "bytes_hashed": r.bytes_hashed,
+        "entries_warmed": r.entries_warmed,
         "files_verified": r.files_verified,
         "verify_failures": r.verify_failures,
         "peak_memory": r.peak_memory,
@@ -462,7 +463,8 @@ fn print_profile(r: &RestoreReport) -> Result<()> {
     ))?;
     super::out(&format!(
         "local: {} blocks ({}) copied instead of fetched, {} blocks ({}) from --reuse-from, {} \
-         of holes, {} written direct; {} files hashed ({} read)",
+         of holes, {} written direct; {} files hashed ({} read); {} target entries looked at \
+         while the trees loaded",
         r.blocks_copied,
         human_bytes(r.bytes_copied),
         r.blocks_reused,
@@ -470,7 +472,8 @@ fn print_profile(r: &RestoreReport) -> Result<()> {
         human_bytes(r.bytes_holes),
         human_bytes(r.bytes_direct),
         r.files_hashed,
-        human_bytes(r.bytes_hashed)
+        human_bytes(r.bytes_hashed),
+        r.entries_warmed
     ))?;
     if let Some(t) = r.tuning {
         super::out(&format!(
