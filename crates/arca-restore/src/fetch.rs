@@ -10,9 +10,9 @@ use arca_repo::trees::ranges::read_with_retry;
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::ctx::Shared;
+use crate::jobs::lost;
 use crate::jobs::{Done, FetchJob, Work};
 use crate::profile::{Clock, Post};
-use crate::schedule::lost;
 
 /// One fetcher thread: takes reads from the scheduler, hands filled buffers to the workers.
 pub(crate) fn fetcher(

@@ -1,14 +1,25 @@
 //! The messages of the restore network: what the scheduler asks fetchers and workers to do,
-//! and the one kind of report every job ends with.
+//! and the one kind of report every job ends with; what a block that cannot be had says.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+
+use crate::ctx::Shared;
 
 /// Where one block goes: file, offset, and which use of the plan it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Target {
     pub file: u32,
     pub offset: u64,
+}
+
+/// A file the scan had to hash, hashed while content moved: it holds the blocks `held` says
+/// (one per use of the file), and is to be written (`write`) or is whole already.
+#[derive(Debug)]
+pub(crate) struct Late {
+    pub file: u32,
+    pub held: Vec<bool>,
+    pub write: bool,
 }
 
 /// A blob carried by a ranged read, and what to do with it.
@@ -97,4 +108,65 @@ pub(crate) struct Done {
     pub settled: u64,
     /// The read's buffer, for reuse.
     pub buffer: Option<Vec<u8>>,
+}
+
+/// The message for a block that cannot be had.
+pub(crate) fn lost(sh: &Shared, t: Target, why: &str) -> String {
+    format!(
+        "{}: content at offset {} lost: {why}",
+        sh.plan.file_path(t.file).display(),
+        t.offset
+    )
+}
+
+/// Turns single-block copies into as few copies as possible: runs that are contiguous both
+/// in the source file and in the destination file become one copy (a whole duplicated file
+/// becomes one `copy_file_range`, which a file system with shared extents turns into a
+/// reflink).
+pub(crate) fn merge_copies(mut copies: Vec<(Target, Target, u64, u32)>) -> Vec<PlaceOp> {
+    copies.sort_by_key(|(dst, ..)| (dst.file, dst.offset));
+    let mut out: Vec<PlaceOp> = vec![];
+    for (dst, src, len, blob) in copies {
+        if let Some(PlaceOp::Copy {
+            src: s,
+            dst: d,
+            len: l,
+            parts,
+        }) = out.last_mut()
+            && d.file == dst.file
+            && d.offset + *l == dst.offset
+            && s.file == src.file
+            && s.offset + *l == src.offset
+        {
+            *l += len;
+            parts.push((blob, dst));
+            continue;
+        }
+        out.push(PlaceOp::Copy {
+            src,
+            dst,
+            len,
+            parts: vec![(blob, dst)],
+        });
+    }
+    out
+}
+
+/// File bytes an operation places (for batching).
+pub(crate) fn op_bytes(sh: &Shared, op: &PlaceOp) -> u64 {
+    let raw = |b: &u32| u64::from(sh.plan.blobs[*b as usize].raw_len);
+    match op {
+        PlaceOp::Copy { len, .. } => *len,
+        PlaceOp::Reuse { blob, targets, .. }
+        | PlaceOp::Write { blob, targets, .. }
+        | PlaceOp::Zero { blob, targets } => raw(blob) * targets.len() as u64,
+    }
+}
+
+/// Memory an operation holds.
+pub(crate) fn op_cost(op: &PlaceOp) -> u64 {
+    match op {
+        PlaceOp::Write { data, .. } => data.len() as u64,
+        _ => 0,
+    }
 }

@@ -1,10 +1,12 @@
 //! Restoring a snapshot under a target directory, as a concurrent network planned from the
 //! snapshot's trees and the index before any data is read (see docs/ARCHITECTURE.md).
 //!
-//! Phases: load the trees in bulk ([`trees`]), make the plan ([`plan`]), look at what the
-//! target already holds ([`scan`], [`reuse`]), create directories and settle entries without
-//! content ([`prepare`]), then move content through the network ([`network`]: [`schedule`] →
-//! [`fetch`] → [`place`], finishing files and directories as they complete, [`finish`]).
+//! Phases: load the trees in bulk ([`trees`]; the target's inodes are read meanwhile,
+//! [`warm`]), make the plan ([`plan`]), look at what the target already holds ([`scan`],
+//! [`reuse`]), create directories and settle entries without content ([`prepare`]), then move
+//! content through the network ([`network`]: [`schedule`] → [`fetch`] → [`place`], finishing
+//! files and directories as they complete, [`finish`]) while the files that could not be
+//! trusted are hashed ([`late`]).
 //! A failing entry is reported and the rest restored; a full disk, an unusable target or
 //! Ctrl-C stops every stage.
 
@@ -17,6 +19,7 @@ mod footprint;
 mod handles;
 mod hashing;
 mod jobs;
+mod late;
 mod network;
 pub mod options;
 mod place;
@@ -88,7 +91,9 @@ pub trait Observer: Sync {
         let _ = report;
     }
     /// What the restore will do with one entry (called for every entry that changes, before
-    /// anything is changed; with `dry_run` that is all that happens).
+    /// anything is changed; with `dry_run` that is all that happens). Files the restore must
+    /// hash to know (their size or mtime is wrong) are told once it is done: they are hashed
+    /// while the other files' content moves.
     fn planned(&self, entry: &PlannedEntry<'_>) {
         let _ = entry;
     }
@@ -350,7 +355,7 @@ pub fn restore(
     };
     let roots: Vec<PathBuf> = snapshot.paths.iter().map(PathBuf::from).collect();
     let warmed = warmer.map_or(0, warm::Warmer::finish);
-    let scan = scan::Scanner {
+    let scanner = scan::Scanner {
         plan: &plan,
         overwrite: opts.overwrite,
         delete: opts.delete,
@@ -360,9 +365,13 @@ pub fn restore(
         checker: &checker,
         threads: stat_threads,
         fix_metadata: !opts.dry_run,
+        // Files that must be hashed are hashed while the others' content moves, except in a
+        // dry run (nothing moves) and with --reuse-from (which looks at the scan's outcome).
+        defer: !opts.dry_run && opts.reuse_from.is_empty(),
         stop: opts.cancel.as_deref().unwrap_or(&stop),
-    }
-    .scan();
+    };
+    let mut scan = scanner.scan();
+    let deferred = std::mem::take(&mut scan.deferred);
     let reusable = if opts.reuse_from.is_empty() {
         reuse::Reusable::new()
     } else {
@@ -383,7 +392,7 @@ pub fn restore(
     {
         return Err(RestoreError::Interrupted);
     }
-    let summary = summary::summarize(&plan, &scan, &reusable, observer);
+    let summary = summary::summarize(&plan, &scan, &reusable, observer, summary::Tell::Settled);
     progress.entries_total.store(
         (plan.entries.len() + plan.dirs.len() - 1) as u64,
         Ordering::Relaxed,
@@ -435,8 +444,25 @@ pub fn restore(
     );
     let ready = sh.prepare(io_threads);
     lap("prepare", &mut phases);
+    // What hashing finds while content moves, for the summary and the report.
+    let after = (!deferred.is_empty()).then(|| std::sync::Mutex::new(scan.clone()));
     if ready {
-        let net = network::run(&sh, repo, index, t, reusable, observer);
+        let (late_tx, late_rx) = crossbeam_channel::unbounded();
+        let net = std::thread::scope(|s| {
+            if let Some(after) = &after {
+                let late_scanner = scan::Scanner {
+                    stop: sh.stop_flag(),
+                    ..scanner
+                };
+                let (sh, deferred) = (&sh, deferred);
+                s.spawn(move || {
+                    late::hash_while_restoring(&late_scanner, sh, deferred, late_tx, after);
+                });
+            } else {
+                drop(late_tx);
+            }
+            network::run(&sh, repo, index, t, reusable, late_rx, observer)
+        });
         report.packs_read = net.sched.packs_read;
         report.rereads = net.sched.rereads;
         report.cache_hits = net.sched.cache_hits;
@@ -449,6 +475,22 @@ pub fn restore(
     if let Some(e) = sh.take_fatal() {
         return Err(e);
     }
+    let after = after.map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()));
+    let scan = match &after {
+        Some(done) => {
+            report.plan = summary::summarize(
+                &plan,
+                done,
+                &reuse::Reusable::new(),
+                observer,
+                summary::Tell::Deferred,
+            );
+            report.files_hashed = done.files_hashed;
+            report.bytes_hashed = checker.bytes_read.load(Ordering::Relaxed);
+            done
+        }
+        None => &scan,
+    };
     let c = &sh.counters;
     report.fetched_bytes = c.fetched.load(Ordering::Relaxed);
     report.requests = c.requests.load(Ordering::Relaxed);
@@ -483,7 +525,7 @@ pub fn restore(
     if opts.verify {
         let (n, issues) = reuse::verify(
             &plan,
-            &scan,
+            scan,
             &failed,
             &checker,
             stat_threads,

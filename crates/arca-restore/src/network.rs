@@ -15,10 +15,11 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use arca_repo::{Index, Repository};
-use crossbeam_channel::bounded;
+use crossbeam_channel::{Receiver, bounded};
 
 use crate::Observer;
 use crate::ctx::Shared;
+use crate::jobs::Late;
 use crate::options::Resolved;
 use crate::place::Worker;
 use crate::profile::{Board, Clock, StageProfile, stage};
@@ -39,6 +40,7 @@ pub(crate) fn run(
     index: &Index,
     t: Resolved,
     reuse: HashMap<u32, (PathBuf, u64)>,
+    late: Receiver<Late>,
     observer: &dyn Observer,
 ) -> NetworkReport {
     let board = Board::default();
@@ -91,6 +93,7 @@ pub(crate) fn run(
                 fetch: fetch_tx,
                 work: work_tx,
                 done: done_rx,
+                late,
             },
             post,
         );

@@ -18,10 +18,10 @@ use nix::fcntl::{FallocateFlags, fallocate};
 
 use crate::ctx::{FAILED, Shared};
 use crate::direct::{DirectJob, DirectQueue};
+use crate::jobs::lost;
 use crate::jobs::{Done, FetchJob, PlaceJob, PlaceOp, Target, Work};
 use crate::profile::{Clock, Post};
 use crate::scan::EntryAction;
-use crate::schedule::lost;
 
 /// One worker thread's state.
 pub(crate) struct Worker<'a, 's> {

@@ -104,6 +104,52 @@ impl Shared<'_> {
         }
     }
 
+    /// Finishes entry `e`, whose content is right: sets its metadata unless it is right
+    /// (`meta_ok`) or the scan set it (`meta_set`, through the file it hashed).
+    pub fn keep_entry(&self, e: u32, meta_ok: bool, meta_set: bool) {
+        let ep = &self.plan.entries[e as usize];
+        let path = &self.plan.entry_path(e);
+        let mut ok = true;
+        if meta_ok && ep.kind == EntryKind::Symlink {
+            // The scan read the link, which moved its access time back to now.
+            if let Err(err) = arca_fs::set_times(path, &ep.meta.node())
+                && self.fs_error(&err)
+            {
+                return;
+            }
+        } else if !meta_ok && !meta_set {
+            for err in arca_fs::apply_metadata(path, &ep.meta.node(), self.metadata) {
+                ok = false;
+                if self.fs_error(&err) {
+                    return;
+                }
+            }
+        }
+        if matches!(ep.kind, EntryKind::File(_)) && ok {
+            self.counters.files_done.fetch_add(1, Ordering::Relaxed);
+            self.progress.files.fetch_add(1, Ordering::Relaxed);
+        }
+        self.make_links(e, ok);
+        self.entry_done(e);
+    }
+
+    /// Removes file entry `e` (hashed while content moved, found unusable: it has other
+    /// names, or cannot be read) so that it is written anew. False when it could not be
+    /// removed: the entry is then reported and finished as failed.
+    pub fn remove_for_rewrite(&self, e: u32, f: u32) -> bool {
+        let path = &self.plan.entry_path(e);
+        match remove(path, false) {
+            Ok(()) => true,
+            Err(err) => {
+                self.file_flags[f as usize].fetch_or(crate::ctx::FAILED, Ordering::AcqRel);
+                self.fs_error(&err);
+                self.make_links(e, false);
+                self.entry_done(e);
+                false
+            }
+        }
+    }
+
     /// Settles entry `e` if it needs no content from the repository; removes what is in the
     /// way of files that do.
     fn settle_entry(&self, e: u32) {
@@ -128,31 +174,7 @@ impl Shared<'_> {
                 self.make_links(e, false);
                 self.entry_done(e);
             }
-            (_, EntryAction::Keep { meta_ok, meta_set }) => {
-                let mut ok = true;
-                if *meta_ok && ep.kind == EntryKind::Symlink {
-                    // The scan read the link, which moved its access time back to now.
-                    if let Err(err) = arca_fs::set_times(path, &ep.meta.node())
-                        && self.fs_error(&err)
-                    {
-                        return;
-                    }
-                } else if !meta_ok && !meta_set {
-                    // (`meta_set`: the scan set it, through the file it hashed.)
-                    for err in arca_fs::apply_metadata(path, &ep.meta.node(), self.metadata) {
-                        ok = false;
-                        if self.fs_error(&err) {
-                            return;
-                        }
-                    }
-                }
-                if matches!(ep.kind, EntryKind::File(_)) && ok {
-                    self.counters.files_done.fetch_add(1, Ordering::Relaxed);
-                    self.progress.files.fetch_add(1, Ordering::Relaxed);
-                }
-                self.make_links(e, ok);
-                self.entry_done(e);
-            }
+            (_, EntryAction::Keep { meta_ok, meta_set }) => self.keep_entry(e, *meta_ok, *meta_set),
             (_, EntryAction::Create | EntryAction::Replace | EntryAction::Patch) => {
                 let res = (if *action == EntryAction::Replace {
                     remove(path, true)

@@ -66,7 +66,7 @@ pub(crate) struct Deletion {
 }
 
 /// The target's state against the plan.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Scan {
     pub dirs: Vec<DirAction>,
     pub entries: Vec<EntryAction>,
@@ -76,7 +76,37 @@ pub(crate) struct Scan {
     /// Files hashed, and bytes read doing so.
     pub files_hashed: u64,
     pub bytes_hashed: u64,
+    /// Files left to hash while content moves ([`Scanner::defer`]): their entries say
+    /// `Patch` until then, and `deferred_entry` marks them.
+    pub deferred: Vec<SmallFile>,
+    pub deferred_entry: Vec<bool>,
 }
+
+impl Scan {
+    /// Whether entry `e` waits for its hashing.
+    pub fn is_deferred(&self, e: u32) -> bool {
+        self.deferred_entry.get(e as usize).is_some_and(|&d| d)
+    }
+
+    /// Records what hashing found for `h`.
+    pub fn record(
+        &mut self,
+        plan: &Plan,
+        h: &SmallFile,
+        action: EntryAction,
+        held: Option<Vec<bool>>,
+    ) {
+        if let Some(held) = held {
+            let fp = plan.files[h.file as usize];
+            self.files_hashed += 1;
+            self.in_place[fp.first as usize..fp.end as usize].copy_from_slice(&held);
+        }
+        self.entries[h.entry as usize] = action;
+    }
+}
+
+/// What hashing found for one file: its action and which blocks it holds.
+pub(crate) type Settled = (EntryAction, Option<Vec<bool>>);
 
 /// Looks at the target.
 pub(crate) struct Scanner<'a> {
@@ -94,6 +124,9 @@ pub(crate) struct Scanner<'a> {
     pub threads: usize,
     /// Set the metadata of whole files that lack it while they are open (not a dry run).
     pub fix_metadata: bool,
+    /// Leave the files that must be hashed for [`Scanner::hash`] (their entries say `Patch`
+    /// meanwhile), so that the restore moves the content of the others at the same time.
+    pub defer: bool,
     pub stop: &'a AtomicBool,
 }
 
@@ -134,13 +167,11 @@ impl Scanner<'_> {
                 DirAction::Exists => a.unwrap_or(DirAction::Create),
             };
         }
-        // Every entry is looked at first; the files that cannot be trusted are hashed after:
-        // the small ones in disk order, many reads at a time, the large ones a few at a time.
-        // (Hashing them at once, by the thread that looked, read one file per disk request.)
-        // Stays so for entries not reached when stopped.
+        // Every entry is looked at first; the files that cannot be trusted are hashed after
+        // ([`Self::hash`]). Stays so for entries not reached when stopped.
         scan.entries.fill(EntryAction::Skip);
         let dirs = &scan.dirs;
-        let mut to_hash = parallel_update_with(
+        let to_hash = parallel_update_with(
             &mut scan.entries,
             self.threads,
             self.stop,
@@ -164,42 +195,56 @@ impl Scanner<'_> {
                 None
             },
         );
-        to_hash.sort_unstable_by_key(|h| h.size >= LARGE);
-        let (small, large) = to_hash.split_at(to_hash.partition_point(|h| h.size < LARGE));
-        let record =
-            |scan: &mut Scan, h: &SmallFile, (a, held): (EntryAction, Option<Vec<bool>>)| {
-                if let Some(held) = held {
-                    let fp = plan.files[h.file as usize];
-                    scan.files_hashed += 1;
-                    scan.in_place[fp.first as usize..fp.end as usize].copy_from_slice(&held);
-                }
-                scan.entries[h.entry as usize] = a;
-            };
+        if self.delete {
+            self.find_deletions(&mut scan);
+        }
+        if self.defer && !to_hash.is_empty() {
+            scan.deferred_entry = vec![false; plan.entries.len()];
+            for h in &to_hash {
+                scan.entries[h.entry as usize] = EntryAction::Patch;
+                scan.deferred_entry[h.entry as usize] = true;
+            }
+            scan.deferred = to_hash;
+            return scan;
+        }
+        let scan = std::sync::Mutex::new(scan);
+        self.hash(to_hash, &|h, (a, held)| {
+            scan.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .record(plan, h, a, held);
+        });
+        let mut scan = scan.into_inner().unwrap_or_else(|p| p.into_inner());
+        scan.bytes_hashed = self.checker.bytes_read.load(Ordering::Relaxed);
+        scan
+    }
+
+    /// Hashes the files that could not be trusted and hands each one's outcome to `settled`
+    /// as soon as it is known (on the hashing threads): the small ones in disk order, many
+    /// reads at a time, then the large ones a few at a time. (Hashing them at once, by the
+    /// thread that looked, read one file per disk request.) Files not reached when stopped
+    /// are not handed on.
+    pub fn hash(&self, mut files: Vec<SmallFile>, settled: &(dyn Fn(&SmallFile, Settled) + Sync)) {
+        let plan = self.plan;
+        files.sort_unstable_by_key(|h| h.size >= LARGE);
+        let (small, large) = files.split_at(files.partition_point(|h| h.size < LARGE));
+        // Handed on by the reading threads themselves: `hash_small`'s store runs one thread
+        // at a time, and what `settled` does (finishing entries and their folders) would
+        // then hold up every reader.
         hash_small(
             self.checker,
             small,
             self.stop,
-            |h, read| self.settle(h, read),
-            |h, r| record(&mut scan, h, r),
+            |h, read| settled(h, self.settle(h, read)),
+            |_, ()| {},
         );
-        let hashed = parallel_map(large.len(), self.threads, self.stop, |k| {
+        parallel_map(large.len(), self.threads, self.stop, |k| {
             let h = &large[k];
             let path = plan.entry_path(h.entry);
             let read = self
                 .checker
                 .held_open(&path, h.size, plan.file_uses(h.file));
-            self.settle(h, read)
+            settled(h, self.settle(h, read));
         });
-        for (h, r) in large.iter().zip(hashed) {
-            if let Some(r) = r {
-                record(&mut scan, h, r);
-            }
-        }
-        scan.bytes_hashed = self.checker.bytes_read.load(Ordering::Relaxed);
-        if self.delete {
-            self.find_deletions(&mut scan);
-        }
-        scan
     }
 
     fn dir_action(&self, at: &mut DirCache<'_>, d: usize) -> DirAction {

@@ -15,11 +15,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arca_repo::trees::ranges::{Read, Span, coalesce};
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 
 use crate::cache::Cache;
 use crate::ctx::Shared;
-use crate::jobs::{Done, FetchJob, JobBlob, PlaceJob, PlaceOp, Target, Work};
+use crate::jobs::{
+    Done, FetchJob, JobBlob, Late, PlaceJob, PlaceOp, Target, Work, lost, merge_copies, op_bytes,
+    op_cost,
+};
 use crate::options::Resolved;
 use crate::profile::{Clock, Post};
 use crate::scan::EntryAction;
@@ -46,6 +49,9 @@ enum State {
     Placed(Target),
     /// Cannot be had.
     Failed(Arc<str>),
+    /// Needed, and maybe held by a file of the target still being hashed: fetched only if
+    /// none of them holds it.
+    Awaiting,
 }
 
 /// What the scheduler saw, for the report.
@@ -66,6 +72,9 @@ pub(crate) struct Links {
     pub fetch: Sender<FetchJob>,
     pub work: Sender<Work>,
     pub done: Receiver<Done>,
+    /// Files hashed while content moves, to be admitted as they come; disconnected when
+    /// hashing is over (or there was none).
+    pub late: Receiver<Late>,
 }
 
 pub(crate) struct Scheduler<'a, 's> {
@@ -95,6 +104,10 @@ pub(crate) struct Scheduler<'a, 's> {
     /// Bytes of block data held by operations not yet sent.
     batch_cost: u64,
     pool: Vec<Vec<u8>>,
+    /// Blocks the late files already hold, until each is admitted.
+    late_held: HashMap<u32, Vec<bool>>,
+    /// Per blob: uses of it in files still being hashed (empty when none are).
+    maybe_held: Vec<u32>,
     stats: SchedStats,
 }
 
@@ -107,11 +120,20 @@ impl<'a, 's> Scheduler<'a, 's> {
         let mut state = vec![State::Idle; plan.blobs.len()];
         let mut first_need = vec![NEVER; plan.blobs.len()];
         let mut admit = vec![];
+        let mut maybe_held = vec![];
         for (f, fp) in plan.files.iter().enumerate() {
             let writes = matches!(
                 scan.entries[fp.entry as usize],
                 EntryAction::Create | EntryAction::Replace | EntryAction::Patch
             );
+            if scan.is_deferred(fp.entry) {
+                // Admitted once hashed; until then, whatever it may hold is not fetched.
+                maybe_held.resize(plan.blobs.len(), 0);
+                for u in fp.first..fp.end {
+                    maybe_held[plan.uses[u as usize].blob as usize] += 1;
+                }
+                continue;
+            }
             if writes {
                 admit.push(f as u32);
             }
@@ -166,6 +188,8 @@ impl<'a, 's> Scheduler<'a, 's> {
             batch_bytes: 0,
             batch_cost: 0,
             pool: vec![],
+            late_held: HashMap::new(),
+            maybe_held,
             stats: SchedStats::default(),
         }
     }
@@ -203,15 +227,30 @@ impl<'a, 's> Scheduler<'a, 's> {
     /// Runs the restore's content phase to the end (or until a stop).
     pub fn run(mut self, links: Links, post: Post<'_>) -> (SchedStats, Clock) {
         let mut clock = Clock::new();
+        // Files still being hashed may come in (until the channel disconnects).
+        let mut late = links.late.clone();
+        let mut hashing = true;
         loop {
             if self.sh.stopped() {
                 break;
+            }
+            while hashing {
+                match late.try_recv() {
+                    Ok(l) => self.on_late(l),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        late = crossbeam_channel::never();
+                        hashing = false;
+                        self.hashing_over();
+                    }
+                }
             }
             self.admit_files(&links, &mut clock);
             self.issue_fetches(&links, &mut clock);
             self.flush(&links, &mut clock, true);
             let busy = self.fetch_inflight + self.place_inflight;
             if busy == 0
+                && !hashing
                 && self.cursor == self.admit.len()
                 && self.pack_queue.is_empty()
                 && self.batch.is_empty()
@@ -219,24 +258,42 @@ impl<'a, 's> Scheduler<'a, 's> {
                 break;
             }
             post.post(format!(
-                "waiting for {} reads and {} placements; {} files admitted of {}; cache {} KiB",
+                "waiting for {} reads and {} placements; {} files admitted of {}; cache {} KiB{}",
                 self.fetch_inflight,
                 self.place_inflight,
                 self.cursor,
                 self.admit.len(),
-                self.cache.bytes >> 10
+                self.cache.bytes >> 10,
+                if hashing {
+                    "; files of the target still being hashed"
+                } else {
+                    ""
+                }
             ));
             clock.busy();
-            match links.done.recv_timeout(Duration::from_millis(100)) {
-                Ok(d) => {
-                    clock.waited_in();
-                    self.on_done(d);
-                    while let Ok(d) = links.done.try_recv() {
+            crossbeam_channel::select! {
+                recv(links.done) -> d => match d {
+                    Ok(d) => {
+                        clock.waited_in();
                         self.on_done(d);
+                        while let Ok(d) = links.done.try_recv() {
+                            self.on_done(d);
+                        }
+                    }
+                    Err(_) => break,
+                },
+                recv(late) -> l => {
+                    clock.waited_in();
+                    match l {
+                        Ok(l) => self.on_late(l),
+                        Err(_) => {
+                            late = crossbeam_channel::never();
+                            hashing = false;
+                            self.hashing_over();
+                        }
                     }
                 }
-                Err(RecvTimeoutError::Timeout) => clock.waited_in(),
-                Err(RecvTimeoutError::Disconnected) => break,
+                default(Duration::from_millis(100)) => clock.waited_in(),
             }
         }
         // Stopped or finished: the caller closes the work channels; late reports are drained
@@ -246,6 +303,61 @@ impl<'a, 's> Scheduler<'a, 's> {
         self.stats.evictions = self.cache.evictions;
         clock.busy();
         (self.stats, clock)
+    }
+
+    /// Takes a file hashed while content moved: the blocks it holds become copy sources, and
+    /// it is admitted after the files already waiting.
+    fn on_late(&mut self, l: Late) {
+        let plan = self.sh.plan;
+        let fp = plan.files[l.file as usize];
+        let mut copies = vec![];
+        for (u, &h) in (fp.first..fp.end).zip(&l.held) {
+            let bu = plan.uses[u as usize];
+            let b = bu.blob;
+            if let Some(m) = self.maybe_held.get_mut(b as usize) {
+                *m = m.saturating_sub(1);
+            }
+            match self.state[b as usize] {
+                State::Idle | State::Awaiting if h => {
+                    let at = Target {
+                        file: bu.file,
+                        offset: bu.offset,
+                    };
+                    self.state[b as usize] = State::Placed(at);
+                    for t in self.waiting.remove(&b).unwrap_or_default() {
+                        copies.push((t, at, self.raw(b), b));
+                    }
+                }
+                State::Awaiting if self.maybe_held.get(b as usize).is_none_or(|&m| m == 0) => {
+                    self.state[b as usize] = State::Idle;
+                    self.request(b);
+                }
+                _ => {}
+            }
+        }
+        for op in merge_copies(copies) {
+            self.push_op(op);
+        }
+        if l.write {
+            self.admit.push(l.file);
+            self.late_held.insert(l.file, l.held);
+        }
+    }
+
+    /// Every file of the target is hashed (or the restore stops): blocks still awaited are
+    /// fetched.
+    fn hashing_over(&mut self) {
+        self.maybe_held = vec![];
+        let awaited: Vec<u32> = self
+            .waiting
+            .keys()
+            .copied()
+            .filter(|&b| matches!(self.state[b as usize], State::Awaiting))
+            .collect();
+        for b in awaited {
+            self.state[b as usize] = State::Idle;
+            self.request(b);
+        }
     }
 
     /// Admits files in plan order while the window has room, giving each block a source.
@@ -262,8 +374,13 @@ impl<'a, 's> Scheduler<'a, 's> {
             let fresh = self.sh.scan.entries[fp.entry as usize] != EntryAction::Patch;
             let mut ops = 1u32; // the admission token, released below
             let mut copies: Vec<(Target, Target, u64, u32)> = vec![];
+            let held = self.late_held.remove(&f);
             for u in fp.first..fp.end {
-                if self.sh.scan.in_place[u as usize] {
+                let in_place = match &held {
+                    Some(h) => h.get((u - fp.first) as usize).is_some_and(|&x| x),
+                    None => self.sh.scan.in_place[u as usize],
+                };
+                if in_place {
                     continue;
                 }
                 let bu = plan.uses[u as usize];
@@ -302,7 +419,7 @@ impl<'a, 's> Scheduler<'a, 's> {
                             self.request(b);
                         }
                     },
-                    State::Pending | State::InFlight => {
+                    State::Pending | State::InFlight | State::Awaiting => {
                         self.waiting.entry(b).or_default().push(t);
                     }
                     State::Failed(why) => {
@@ -312,7 +429,11 @@ impl<'a, 's> Scheduler<'a, 's> {
                     }
                     State::Idle => {
                         self.waiting.entry(b).or_default().push(t);
-                        self.request(b);
+                        if self.maybe_held.get(b as usize).is_some_and(|&m| m > 0) {
+                            self.state[b as usize] = State::Awaiting;
+                        } else {
+                            self.request(b);
+                        }
                     }
                 }
             }
@@ -719,66 +840,5 @@ impl<'a, 's> Scheduler<'a, 's> {
                 self.sh.op_done(t.file, None);
             }
         }
-    }
-}
-
-/// The message for a block that cannot be had.
-pub(crate) fn lost(sh: &Shared, t: Target, why: &str) -> String {
-    format!(
-        "{}: content at offset {} lost: {why}",
-        sh.plan.file_path(t.file).display(),
-        t.offset
-    )
-}
-
-/// Turns single-block copies into as few copies as possible: runs that are contiguous both
-/// in the source file and in the destination file become one copy (a whole duplicated file
-/// becomes one `copy_file_range`, which a file system with shared extents turns into a
-/// reflink).
-fn merge_copies(mut copies: Vec<(Target, Target, u64, u32)>) -> Vec<PlaceOp> {
-    copies.sort_by_key(|(dst, ..)| (dst.file, dst.offset));
-    let mut out: Vec<PlaceOp> = vec![];
-    for (dst, src, len, blob) in copies {
-        if let Some(PlaceOp::Copy {
-            src: s,
-            dst: d,
-            len: l,
-            parts,
-        }) = out.last_mut()
-            && d.file == dst.file
-            && d.offset + *l == dst.offset
-            && s.file == src.file
-            && s.offset + *l == src.offset
-        {
-            *l += len;
-            parts.push((blob, dst));
-            continue;
-        }
-        out.push(PlaceOp::Copy {
-            src,
-            dst,
-            len,
-            parts: vec![(blob, dst)],
-        });
-    }
-    out
-}
-
-/// File bytes an operation places (for batching).
-fn op_bytes(sh: &Shared, op: &PlaceOp) -> u64 {
-    let raw = |b: &u32| u64::from(sh.plan.blobs[*b as usize].raw_len);
-    match op {
-        PlaceOp::Copy { len, .. } => *len,
-        PlaceOp::Reuse { blob, targets, .. }
-        | PlaceOp::Write { blob, targets, .. }
-        | PlaceOp::Zero { blob, targets } => raw(blob) * targets.len() as u64,
-    }
-}
-
-/// Memory an operation holds.
-fn op_cost(op: &PlaceOp) -> u64 {
-    match op {
-        PlaceOp::Write { data, .. } => data.len() as u64,
-        _ => 0,
     }
 }

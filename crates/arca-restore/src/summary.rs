@@ -108,20 +108,36 @@ fn kind_name(k: EntryKind, kind: arca_format::NodeKind) -> &'static str {
     }
 }
 
-/// Counts what the plan will do and tells the observer about every entry that changes.
+/// Which entries the observer hears about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tell {
+    /// Every entry that changes but the files still to be hashed ([`Scan::is_deferred`]).
+    Settled,
+    /// Only the files that were hashed while content moved (no directories, no deletions).
+    Deferred,
+}
+
+/// Counts what the plan will do and tells the observer about the entries that change.
 pub(crate) fn summarize(
     plan: &Plan,
     scan: &Scan,
     reuse: &Reusable,
     observer: &dyn Observer,
+    tell: Tell,
 ) -> PlanSummary {
+    let told = |e: Option<usize>| match (tell, e) {
+        (Tell::Settled, None) => true,
+        (Tell::Settled, Some(e)) => !scan.is_deferred(e as u32),
+        (Tell::Deferred, None) => false,
+        (Tell::Deferred, Some(e)) => scan.is_deferred(e as u32),
+    };
     let mut s = PlanSummary {
         dirs: plan.dirs.len() as u64 - 1,
         bytes_total: plan.total_bytes,
         deletes: scan.deletes.len() as u64,
         ..PlanSummary::default()
     };
-    for d in &scan.deletes {
+    for d in scan.deletes.iter().filter(|_| told(None)) {
         observer.planned(&PlannedEntry {
             path: &d.path,
             kind: if d.is_dir { "dir" } else { "file" },
@@ -137,6 +153,9 @@ pub(crate) fn summarize(
         };
         if action == Action::Restore {
             s.dirs_new += 1;
+        }
+        if !told(None) {
+            continue;
         }
         observer.planned(&PlannedEntry {
             path: &dp.path,
@@ -221,6 +240,9 @@ pub(crate) fn summarize(
                     }
                 }
             }
+        }
+        if !told(Some(e)) {
+            continue;
         }
         observer.planned(&PlannedEntry {
             path: &plan.entry_path(e as u32),

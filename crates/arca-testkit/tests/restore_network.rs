@@ -198,24 +198,46 @@ fn no_deadlock_with_channels_of_capacity_one_and_a_one_byte_budget() {
     compare::snapshot(&src).unwrap();
     for (fetchers, workers) in [(1, 1), (3, 2)] {
         let t = tmp.path().join(format!("t{fetchers}{workers}"));
-        let (repo_dir, t2) = (tmp.path().join("repo"), t.clone());
-        let r = within(Duration::from_secs(120), move || {
-            let repo = arca_repo::Repository::open(local(&repo_dir), b"password").unwrap();
-            let (r, _) = restore_with(&repo, "latest", &t2, |o| {
-                o.tuning = Tuning {
-                    fetchers,
-                    workers,
-                    queue: 1,
-                    memory: 1,
-                    window: 1,
-                    max_read: 1,
-                    read_gap: Some(0),
-                    ..Tuning::default()
-                };
-            });
-            r.unwrap()
-        });
-        assert!(r.issues.is_empty(), "{:?}", r.issues);
+        let restore = || {
+            let (repo_dir, t2) = (tmp.path().join("repo"), t.clone());
+            within(Duration::from_secs(120), move || {
+                let repo = arca_repo::Repository::open(local(&repo_dir), b"password").unwrap();
+                let (r, _) = restore_with(&repo, "latest", &t2, |o| {
+                    o.tuning = Tuning {
+                        fetchers,
+                        workers,
+                        queue: 1,
+                        memory: 1,
+                        window: 1,
+                        max_read: 1,
+                        read_gap: Some(0),
+                        ..Tuning::default()
+                    };
+                });
+                r.unwrap()
+            })
+        };
+        let full = restore();
+        assert!(full.issues.is_empty(), "{:?}", full.issues);
+        exact(&src, &t);
+        // Into the damaged tree: files deleted (written while the others are hashed, waiting
+        // for blocks those may hold), files with a byte flipped and files touched (hashed).
+        let mut found: Vec<PathBuf> = files(&restored(&t, &src))
+            .into_iter()
+            .filter(|p| fs::metadata(p).is_ok_and(|m| m.len() > 0))
+            .collect();
+        found.sort();
+        for (i, p) in found.iter().enumerate() {
+            match i % 3 {
+                0 => fs::remove_file(p).unwrap(),
+                1 => arca_testkit::flip_byte(p, 0).unwrap(),
+                _ => arca_testkit::generate::set_times(p, (1, 0), (2, 0)).unwrap(),
+            }
+        }
+        let part = restore();
+        assert!(part.issues.is_empty(), "{:?}", part.issues);
+        assert!(part.files_hashed > 0, "{part:?}");
+        assert!(part.fetched_bytes < full.fetched_bytes, "{part:?}");
         exact(&src, &t);
     }
     drop(repo);

@@ -1,0 +1,80 @@
+//! Hashing the target's untrusted files while the network moves the content of the others: a
+//! partial restore's two slow parts, reading what is there and fetching what is not, at once.
+//!
+//! Each file's outcome is acted on as it comes: whole files are finished here, the others go
+//! to the scheduler to be written; the scheduler hears of both, for the blocks they hold.
+
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+
+use crossbeam_channel::Sender;
+
+use crate::ctx::Shared;
+use crate::jobs::Late;
+use crate::scan::{EntryAction, Scan, Scanner};
+use crate::small_files::SmallFile;
+
+/// Hashes `files` (entries the scan left as `Patch` for this) with `scanner`, finishing or
+/// handing on each one; `after` (the scan) gets every outcome recorded. Returns when all are
+/// hashed or the restore stops; dropping `tx` then tells the scheduler no more will come.
+pub(crate) fn hash_while_restoring(
+    scanner: &Scanner<'_>,
+    sh: &Shared<'_>,
+    files: Vec<SmallFile>,
+    tx: Sender<Late>,
+    after: &Mutex<Scan>,
+) {
+    let plan = sh.plan;
+    scanner.hash(files, &|h: &SmallFile, (action, held)| {
+        after.lock().unwrap_or_else(|p| p.into_inner()).record(
+            plan,
+            h,
+            action.clone(),
+            held.clone(),
+        );
+        let uses = plan.file_uses(h.file);
+        let mut held = held.unwrap_or_default();
+        held.resize(uses.len(), false);
+        let raw = |u: &crate::plan::BlockUse| u64::from(plan.blobs[u.blob as usize].raw_len);
+        let held_bytes: u64 = uses
+            .iter()
+            .zip(&held)
+            .filter(|(_, h)| **h)
+            .map(|(u, _)| raw(u))
+            .sum();
+        // The progress total counted the whole file as to be placed.
+        let settled = |bytes: u64| sh.progress.bytes_total.fetch_sub(bytes, Ordering::Relaxed);
+        // Progress, for the watchdog.
+        sh.counters.beats.fetch_add(1, Ordering::Relaxed);
+        match action {
+            EntryAction::Keep { meta_ok, meta_set } => {
+                settled(uses.iter().map(raw).sum());
+                // Its blocks may be what files being written wait for.
+                let _ = tx.send(Late {
+                    file: h.file,
+                    held,
+                    write: false,
+                });
+                sh.keep_entry(h.entry, meta_ok, meta_set);
+            }
+            EntryAction::Patch => {
+                settled(held_bytes);
+                let _ = tx.send(Late {
+                    file: h.file,
+                    held,
+                    write: true,
+                });
+            }
+            // Replace (other names, or unreadable): written anew.
+            _ => {
+                if sh.remove_for_rewrite(h.entry, h.file) {
+                    let _ = tx.send(Late {
+                        file: h.file,
+                        held: vec![false; uses.len()],
+                        write: true,
+                    });
+                }
+            }
+        }
+    });
+}
