@@ -210,7 +210,8 @@ pub struct RestoreReport {
     pub stalls: u64,
     /// Time per stage of the network.
     pub stages: Vec<StageProfile>,
-    /// Seconds per phase: trees, plan, scan, prepare, content, verify.
+    /// Seconds per phase: trees, plan, scan, prepare, content (and the hashing of the target's
+    /// untrusted files that ran during it), verify.
     pub phases: Vec<(&'static str, f64)>,
     /// The knobs as chosen.
     pub tuning: Option<Resolved>,
@@ -446,23 +447,29 @@ pub fn restore(
     lap("prepare", &mut phases);
     // What hashing finds while content moves, for the summary and the report.
     let after = (!deferred.is_empty()).then(|| std::sync::Mutex::new(scan.clone()));
+    let mut hashed_for = None;
     if ready {
         let (late_tx, late_rx) = crossbeam_channel::unbounded();
-        let net = std::thread::scope(|s| {
-            if let Some(after) = &after {
+        let (net, hashing) = std::thread::scope(|s| {
+            let hasher = if let Some(after) = &after {
                 let late_scanner = scan::Scanner {
                     stop: sh.stop_flag(),
                     ..scanner
                 };
                 let (sh, deferred) = (&sh, deferred);
-                s.spawn(move || {
+                Some(s.spawn(move || {
+                    let began = Instant::now();
                     late::hash_while_restoring(&late_scanner, sh, deferred, late_tx, after);
-                });
+                    began.elapsed().as_secs_f64()
+                }))
             } else {
                 drop(late_tx);
-            }
-            network::run(&sh, repo, index, t, reusable, late_rx, observer)
+                None
+            };
+            let net = network::run(&sh, repo, index, t, reusable, late_rx, observer);
+            (net, hasher.and_then(|h| h.join().ok()))
         });
+        hashed_for = hashing;
         report.packs_read = net.sched.packs_read;
         report.rereads = net.sched.rereads;
         report.cache_hits = net.sched.cache_hits;
@@ -472,6 +479,10 @@ pub fn restore(
         report.stalls = net.stalls;
     }
     lap("content", &mut phases);
+    if let Some(secs) = hashed_for {
+        // Not a phase of its own: the files to hash were hashed during the content phase.
+        phases.push(("hashing (during content)", secs));
+    }
     if let Some(e) = sh.take_fatal() {
         return Err(e);
     }

@@ -125,6 +125,13 @@ fn full_partial_noop_and_metadata_only_restores() {
     assert_eq!(meta.fetched_bytes, 0, "metadata-only restore fetched data");
     assert_eq!(meta.files_hashed as usize, files.len());
     assert_eq!(meta.plan.files_metadata, meta.files_hashed);
+    // Hashed while content moved (there was none), and timed as such; the no-op hashed nothing.
+    let hashing = |r: &arca_restore::RestoreReport| {
+        r.phases
+            .iter()
+            .any(|(name, _)| *name == "hashing (during content)")
+    };
+    assert!(hashing(&meta) && !hashing(&noop), "{:?}", meta.phases);
 
     // Partial: a quarter of the files deleted, a quarter with their first byte flipped.
     let files = s.restored_files();
