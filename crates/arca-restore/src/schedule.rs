@@ -286,15 +286,11 @@ impl<'a, 's> Scheduler<'a, 's> {
                     }
                     Err(_) => break,
                 },
+                // (Its end is taken at the top of the loop.)
                 recv(late) -> l => {
                     clock.waited_in();
-                    match l {
-                        Ok(l) => self.on_late(l),
-                        Err(_) => {
-                            late = crossbeam_channel::never();
-                            hashing = false;
-                            self.hashing_over();
-                        }
+                    if let Ok(l) = l {
+                        self.on_late(l);
                     }
                 }
                 default(Duration::from_millis(100)) => clock.waited_in(),
