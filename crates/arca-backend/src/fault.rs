@@ -203,6 +203,9 @@ impl<B: Backend> Backend for FaultBackend<B> {
     fn warm(&self, types: &[FileType]) {
         self.inner.warm(types)
     }
+    fn prefetch(&self, t: FileType, name: &str, offset: u64, len: u64) {
+        self.inner.prefetch(t, name, offset, len)
+    }
     fn read(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
         match self.check(Op::Read, t) {
             Some(f @ (Fault::Corrupt | Fault::Truncate)) => {

@@ -298,6 +298,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn note_tree_packs(&self, names: &[String]) {
         let _ = names;
     }
+    /// Tells the backend that `len` bytes at `offset` of a file will be read soon, so it can
+    /// start fetching them without the caller waiting (a local folder asks the kernel to read
+    /// them into the page cache). A hint: others ignore it (the default); decorators pass it
+    /// on.
+    fn prefetch(&self, t: FileType, name: &str, offset: u64, len: u64) {
+        let _ = (t, name, offset, len);
+    }
     /// Writes a file atomically. Writing an existing file replaces it.
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()>;
     /// A new file of type `t` to write in pieces and name when complete, where the backend
@@ -377,6 +384,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     fn warm(&self, types: &[FileType]) {
         (**self).warm(types)
+    }
+    fn prefetch(&self, t: FileType, name: &str, offset: u64, len: u64) {
+        (**self).prefetch(t, name, offset, len)
     }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
         (**self).write(t, name, data)

@@ -175,6 +175,9 @@ impl<B: Backend> Backend for MeteredBackend<B> {
     fn warm(&self, types: &[FileType]) {
         self.inner.warm(types)
     }
+    fn prefetch(&self, t: FileType, name: &str, offset: u64, len: u64) {
+        self.inner.prefetch(t, name, offset, len)
+    }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
         self.request();
         self.transfer(data.len() as u64);

@@ -401,6 +401,9 @@ impl<B: Backend> Backend for RetryBackend<B> {
     fn warm(&self, types: &[FileType]) {
         self.inner.warm(types)
     }
+    fn prefetch(&self, t: FileType, name: &str, offset: u64, len: u64) {
+        self.inner.prefetch(t, name, offset, len)
+    }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
         self.run("write", t, name, self.attempts(), || {
             self.inner.write(t, name, data)

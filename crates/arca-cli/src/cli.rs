@@ -387,6 +387,10 @@ pub struct RestoreArgs {
     /// Same as --direct-io never
     #[arg(long, conflicts_with = "direct_io")]
     pub no_direct_io: bool,
+    /// Bytes of pack ranges announced to a local repository ahead of the reads (default:
+    /// two rounds of reads; 0: none)
+    #[arg(long, value_name = "BYTES", hide = true)]
+    pub prefetch: Option<String>,
     /// Print progress and the summary as JSON lines
     #[arg(long)]
     pub json: bool,

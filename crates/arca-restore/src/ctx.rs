@@ -46,6 +46,8 @@ pub(crate) struct Counters {
     pub direct: AtomicU64,
     /// Bytes left as holes or punched.
     pub holes: AtomicU64,
+    /// Bytes of pack ranges hinted to the backend ahead of the fetchers.
+    pub hinted: AtomicU64,
     /// Files completed (content and metadata).
     pub files_done: AtomicU64,
     /// Any completed unit of work (the watchdog's heartbeat).

@@ -24,6 +24,7 @@ mod network;
 pub mod options;
 mod place;
 mod plan;
+mod prefetch;
 mod prepare;
 pub mod profile;
 mod reuse;
@@ -192,6 +193,9 @@ pub struct RestoreReport {
     pub bytes_holes: u64,
     /// Bytes written around the page cache (`O_DIRECT`).
     pub bytes_direct: u64,
+    /// Bytes of pack ranges announced to a local repository ahead of the reads (prefetch
+    /// hints, so the disk has many requests queued).
+    pub bytes_hinted: u64,
     /// Files hashed because their size or mtime could not be trusted, and bytes read.
     pub files_hashed: u64,
     /// Bytes read hashing existing files.
@@ -513,6 +517,7 @@ pub fn restore(
     report.bytes_reused = c.reused.load(Ordering::Relaxed);
     report.bytes_holes = c.holes.load(Ordering::Relaxed);
     report.bytes_direct = c.direct.load(Ordering::Relaxed);
+    report.bytes_hinted = c.hinted.load(Ordering::Relaxed);
     report.bytes_written = c.written_nonzero.load(Ordering::Relaxed) + report.bytes_copied;
     report.files = c.files_done.load(Ordering::Relaxed);
     let failed = |f: u32| sh.file_flags[f as usize].load(Ordering::Relaxed) & ctx::FAILED != 0;

@@ -84,6 +84,14 @@ pub(crate) fn run(
             })
             .collect();
         drop((fetch_rx, work_rx, done_tx, direct_tx, direct_rx));
+        // Hints only to a local repository, which turns them into disk reads queued ahead.
+        if t.prefetch > 0 && backend.hints().local {
+            let (reuse, finished) = (reuse.clone(), finished_rx.clone());
+            s.spawn(move || {
+                let hints = crate::prefetch::hints(sh, &reuse, t.read_gap, t.max_read);
+                crate::prefetch::run(sh, backend, packs, hints, t.prefetch, &finished);
+            });
+        }
         let board = &board;
         let watchdog = s
             .spawn(move || crate::watchdog::watch(sh, board, t.stall_after, finished_rx, observer));

@@ -159,6 +159,9 @@ pub struct Tuning {
     pub no_preallocate: bool,
     /// When large blocks go to the disk with `O_DIRECT`.
     pub direct_io: DirectIo,
+    /// Bytes of pack ranges hinted to a local repository ahead of the fetchers (`None`:
+    /// automatic; `Some(0)`: no hints).
+    pub prefetch: Option<u64>,
 }
 
 /// The knobs with every automatic choice made.
@@ -186,6 +189,9 @@ pub struct Resolved {
     /// at once; 0 writes everything through the page cache. With [`DirectIo::Auto`] the
     /// restore sets it to 0 once it knows it writes less than the [`dirty_allowance`].
     pub direct_writes: usize,
+    /// Bytes of pack ranges hinted to the backend ahead of what the fetchers have read; 0
+    /// gives no hints.
+    pub prefetch: u64,
 }
 
 /// Total physical memory, or 4 GiB when unknown.
@@ -264,6 +270,16 @@ impl Tuning {
             0 => (memory * 16).max(1 << 30),
             n => n,
         };
+        // A local repository is told which ranges come next, two rounds of reads ahead of
+        // the fetchers: the disk then keeps 10-30 requests queued instead of the 3-8 that the
+        // kernel's read-ahead behind eight fetchers keeps on two busy cores (newest of 20
+        // generations, medians of 5 interleaved cold restores: 0.655 s without hints, 0.61 s
+        // with 16 MiB ahead, 0.58 s with 32 or 64 MiB). Other backends ignore the hints.
+        let prefetch = match self.prefetch {
+            None if remote => 0,
+            None => 2 * fetchers as u64 * max_read,
+            Some(n) => n,
+        };
         let stall_after = self
             .stall_after
             .unwrap_or_else(|| Duration::from_secs(60).max(latency.saturating_mul(100)));
@@ -278,6 +294,7 @@ impl Tuning {
             stall_after,
             preallocate: !self.no_preallocate,
             direct_writes,
+            prefetch,
         }
     }
 }
@@ -325,6 +342,8 @@ mod tests {
         assert!(local.memory >= 32 << 20 && local.memory <= 256 << 20);
         assert!(local.preallocate && local.direct_writes > 0);
         assert!(local.workers > 1 && local.direct_writes >= local.workers / 2);
+        // Two rounds of reads hinted ahead to a local repository, none to a remote one.
+        assert_eq!(local.prefetch, 2 * 8 * local.max_read);
         let remote = Tuning::default().resolve(BackendHints {
             local: false,
             latency: Some(Duration::from_millis(20)),
@@ -334,6 +353,7 @@ mod tests {
         assert_eq!(remote.fetchers, 16);
         assert_eq!(remote.read_gap, 2_000_000);
         assert!(remote.max_read >= 2 * remote.read_gap);
+        assert_eq!(remote.prefetch, 0);
         let fixed = Tuning {
             fetchers: 1,
             workers: 1,
@@ -345,17 +365,22 @@ mod tests {
             stall_after: Some(Duration::from_millis(5)),
             no_preallocate: true,
             direct_io: DirectIo::Never,
+            prefetch: Some(0),
         }
-        .resolve(BackendHints::default());
+        .resolve(BackendHints {
+            local: true,
+            ..Default::default()
+        });
         assert_eq!(
             (
                 fixed.fetchers,
                 fixed.workers,
                 fixed.memory,
                 fixed.queue,
-                fixed.direct_writes
+                fixed.direct_writes,
+                fixed.prefetch
             ),
-            (1, 1, 1, 1, 0)
+            (1, 1, 1, 1, 0, 0)
         );
         // Some room for dirty pages, and no more than the machine has.
         let allowance = dirty_allowance();

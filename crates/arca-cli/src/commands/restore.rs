@@ -97,6 +97,7 @@ fn tuning(a: &RestoreArgs) -> Result<Tuning> {
         } else {
             a.direct_io
         },
+        prefetch: size(&a.prefetch)?,
     })
 }
 
@@ -302,6 +303,7 @@ fn summary_json(
         "blocks_reused": r.blocks_reused,
         "bytes_reused": r.bytes_reused,
         "bytes_holes": r.bytes_holes, "bytes_direct": r.bytes_direct,
+        "bytes_hinted": r.bytes_hinted,
         "files_hashed": r.files_hashed,
         "bytes_hashed": r.bytes_hashed,
         "entries_warmed": r.entries_warmed,
@@ -437,8 +439,8 @@ fn print_profile(r: &RestoreReport) -> Result<()> {
     };
     super::out(&format!(
         "fetched {} for {} restored ({:.2} bytes fetched per byte); {} reads ({:.2} per MB), \
-         {} packs ({:.3} per MB; FAST'13 speed factor {speed} MB per pack); directory \
-         listings: {} reads, {}",
+         {} packs ({:.3} per MB; FAST'13 speed factor {speed} MB per pack); {} hinted to \
+         the repository ahead of the reads; directory listings: {} reads, {}",
         human_bytes(r.fetched_bytes),
         human_bytes(r.bytes),
         r.fetched_bytes as f64 / (r.bytes as f64).max(1.0),
@@ -446,6 +448,7 @@ fn print_profile(r: &RestoreReport) -> Result<()> {
         r.requests as f64 / mb,
         r.packs_read,
         r.packs_read as f64 / mb,
+        human_bytes(r.bytes_hinted),
         r.tree_requests,
         human_bytes(r.tree_bytes)
     ))?;
@@ -478,7 +481,7 @@ fn print_profile(r: &RestoreReport) -> Result<()> {
     if let Some(t) = r.tuning {
         super::out(&format!(
             "knobs: fetchers {}, workers {}, memory {}, read gap {}, max read {}, queue {}, \
-             window {}, preallocate {}, direct writes {}",
+             window {}, preallocate {}, direct writes {}, prefetch {}",
             t.fetchers,
             t.workers,
             human_bytes(t.memory),
@@ -487,7 +490,8 @@ fn print_profile(r: &RestoreReport) -> Result<()> {
             t.queue,
             human_bytes(t.window),
             t.preallocate,
-            t.direct_writes
+            t.direct_writes,
+            human_bytes(t.prefetch)
         ))?;
     }
     Ok(())
