@@ -375,3 +375,58 @@ fn ctrl_c_stops_every_stage_promptly() {
     let restored_files: Vec<PathBuf> = arca_testkit::files_under(&t);
     assert!(restored_files.len() < 30, "{}", restored_files.len());
 }
+
+/// Deleted files and damaged ones (hashed while content moves) share every pack: each pack
+/// is read once, after the files that may hold its blocks are hashed, not once for the
+/// deleted files and again for the damaged ones.
+#[test]
+fn packs_shared_by_deleted_and_damaged_files_are_read_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    let n = 2_000u64;
+    for i in 0..n {
+        // Below the smallest chunk: one blob per file, neighbours in the same packs.
+        let len = 2_000 + (i as usize * 37) % 6_000;
+        fs::write(src.join(format!("f{i:04}")), random_bytes(7_000 + i, len)).unwrap();
+    }
+    let repo = init(local(&tmp.path().join("repo")));
+    do_backup_ordered(&repo, &src).unwrap();
+    let target = tmp.path().join("t");
+    let (full, _) = restore_with(&repo, "latest", &target, |_| {});
+    let full = full.unwrap();
+    exact(&src, &target);
+
+    // A quarter deleted, a quarter with a byte flipped; every file left gets a new mtime, so
+    // all of them are hashed.
+    let out = restored(&target, &src);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    for i in 0..n {
+        let p = out.join(format!("f{i:04}"));
+        match i % 4 {
+            0 => {
+                fs::remove_file(&p).unwrap();
+                continue;
+            }
+            1 => arca_testkit::flip_byte(&p, 0).unwrap(),
+            _ => {}
+        }
+        arca_testkit::generate::set_times(&p, (now, 0), (now, 0)).unwrap();
+    }
+    let (part, _) = restore_with(&repo, "latest", &target, |_| {});
+    let part = part.unwrap();
+    assert!(part.issues.is_empty(), "{:?}", part.issues);
+    exact(&src, &target);
+    assert_eq!(part.files_hashed, n / 4 * 3);
+    assert!(
+        part.fetched_bytes <= full.fetched_bytes && part.requests <= full.requests,
+        "partial fetched {} in {} reads, full {} in {}",
+        part.fetched_bytes,
+        part.requests,
+        full.fetched_bytes,
+        full.requests
+    );
+}
