@@ -164,6 +164,11 @@ pub(crate) struct BlobPlan {
 }
 
 impl BlobPlan {
+    /// Whether it is read from its pack: neither a hole nor missing from the index.
+    pub fn in_pack(&self) -> bool {
+        !self.zero && !self.missing
+    }
+
     /// Why a missing blob cannot be had.
     pub fn missing_reason(&self) -> String {
         format!("data blob {} is not in the index", self.id)

@@ -15,7 +15,6 @@ use arca_repo::PackRef;
 use crossbeam_channel::{Receiver, TryRecvError};
 
 use crate::ctx::Shared;
-use crate::scan::EntryAction;
 
 /// One range of a pack expected to be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,20 +43,14 @@ pub(crate) fn hints(
     let needs = plan
         .files
         .iter()
-        .filter(|fp| {
-            matches!(
-                scan.entries[fp.entry as usize],
-                EntryAction::Create | EntryAction::Replace | EntryAction::Patch
-            ) && !scan.is_deferred(fp.entry)
-        })
+        .filter(|fp| scan.entries[fp.entry as usize].writes() && !scan.is_deferred(fp.entry))
         .flat_map(|fp| fp.first..fp.end)
         .filter(|&u| !scan.in_place[u as usize])
         .map(|u| plan.uses[u as usize].blob)
         .filter(|&b| {
             let bp = &plan.blobs[b as usize];
             !std::mem::replace(&mut seen[b as usize], true)
-                && !bp.zero
-                && !bp.missing
+                && bp.in_pack()
                 && !reuse.contains_key(&b)
         })
         .map(|b| {

@@ -27,12 +27,7 @@ pub(crate) fn find(
     stop: &AtomicBool,
 ) -> Reusable {
     let files: Vec<u32> = (0..plan.files.len() as u32)
-        .filter(|&f| {
-            matches!(
-                scan.entries[plan.files[f as usize].entry as usize],
-                EntryAction::Create | EntryAction::Replace | EntryAction::Patch
-            )
-        })
+        .filter(|&f| scan.entries[plan.files[f as usize].entry as usize].writes())
         .collect();
     let found = parallel_map(files.len(), threads, stop, |i| {
         let f = files[i];

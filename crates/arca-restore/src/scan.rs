@@ -51,6 +51,13 @@ pub(crate) enum EntryAction {
     Blocked(String),
 }
 
+impl EntryAction {
+    /// Whether the entry gets content written (new, replaced or patched).
+    pub fn writes(&self) -> bool {
+        matches!(self, Self::Create | Self::Replace | Self::Patch)
+    }
+}
+
 /// What looking at an existing entry decided.
 enum Decided {
     Done(EntryAction),

@@ -132,10 +132,7 @@ impl<'a, 's> Scheduler<'a, 's> {
         let mut admit = vec![];
         let mut maybe_held = vec![];
         for (f, fp) in plan.files.iter().enumerate() {
-            let writes = matches!(
-                scan.entries[fp.entry as usize],
-                EntryAction::Create | EntryAction::Replace | EntryAction::Patch
-            );
+            let writes = scan.entries[fp.entry as usize].writes();
             if scan.is_deferred(fp.entry) {
                 // Admitted once hashed; until then, whatever it may hold is not fetched.
                 maybe_held.resize(plan.blobs.len(), 0);
@@ -165,7 +162,7 @@ impl<'a, 's> Scheduler<'a, 's> {
         for (b, bp) in plan.blobs.iter().enumerate() {
             if bp.missing {
                 state[b] = State::Failed(Arc::from(bp.missing_reason()));
-            } else if !bp.zero && first_need[b] != NEVER {
+            } else if bp.in_pack() && first_need[b] != NEVER {
                 pack_blobs.entry(bp.pack).or_default().push(b as u32);
             }
         }
@@ -175,16 +172,14 @@ impl<'a, 's> Scheduler<'a, 's> {
         let packs = pack_blobs.keys().max().map_or(0, |&m| m as usize + 1);
         let mut unsettled = vec![];
         if !maybe_held.is_empty() {
-            let all = plan
-                .blobs
-                .iter()
-                .map(|bp| bp.pack as usize + 1)
-                .max()
-                .unwrap_or(0);
-            unsettled.resize(all, 0);
+            // Only blobs read from a pack count (a missing one has no pack).
             for (b, bp) in plan.blobs.iter().enumerate() {
-                if maybe_held[b] > 0 && !bp.zero && !bp.missing {
-                    unsettled[bp.pack as usize] += 1;
+                if maybe_held[b] > 0 && bp.in_pack() {
+                    let p = bp.pack as usize;
+                    if unsettled.len() <= p {
+                        unsettled.resize(p + 1, 0);
+                    }
+                    unsettled[p] += 1;
                 }
             }
         }
@@ -343,7 +338,7 @@ impl<'a, 's> Scheduler<'a, 's> {
                 && *m > 0
             {
                 *m -= 1;
-                if *m == 0 {
+                if *m == 0 && plan.blobs[b as usize].in_pack() {
                     self.settled(plan.blobs[b as usize].pack);
                 }
             }

@@ -7,7 +7,7 @@
 mod common;
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -107,14 +107,18 @@ impl Backend for Recording {
     }
 }
 
-/// 40 files of 200 kB of random data: about 8 packs of 1 MiB.
-fn source(root: &Path) -> std::path::PathBuf {
+/// A repository on a recording backend holding one backup of 40 files of 200 kB of random
+/// data (about 8 packs of 1 MiB); the source folder.
+fn backed_up(root: &Path, local: bool) -> (Arc<Recording>, arca_repo::Repository, PathBuf) {
     let src = root.join("src");
     fs::create_dir_all(&src).unwrap();
     for i in 0..40u64 {
         fs::write(src.join(format!("f{i:02}")), random_bytes(i, 200_000)).unwrap();
     }
-    src
+    let rec = recording(root, local);
+    let repo = init(rec.clone());
+    do_backup(&repo, &src).unwrap();
+    (rec, repo, src)
 }
 
 fn recording(root: &Path, local: bool) -> Arc<Recording> {
@@ -129,10 +133,7 @@ fn recording(root: &Path, local: bool) -> Arc<Recording> {
 #[test]
 fn hints_run_ahead_of_the_reads_within_the_distance_and_are_all_read() {
     let tmp = tempfile::tempdir().unwrap();
-    let src = source(tmp.path());
-    let rec = recording(tmp.path(), true);
-    let repo = init(rec.clone());
-    do_backup(&repo, &src).unwrap();
+    let (rec, repo, src) = backed_up(tmp.path(), true);
     rec.log.lock().unwrap().clear();
     rec.read.store(0, Ordering::SeqCst);
 
@@ -195,10 +196,7 @@ fn hints_run_ahead_of_the_reads_within_the_distance_and_are_all_read() {
 #[test]
 fn no_hints_to_a_remote_repository_or_when_turned_off() {
     let tmp = tempfile::tempdir().unwrap();
-    let src = source(tmp.path());
-    let rec = recording(tmp.path(), false);
-    let repo = init(rec.clone());
-    do_backup(&repo, &src).unwrap();
+    let (_, repo, _) = backed_up(tmp.path(), false);
     let (r, _) = restore_with(&repo, "latest", &tmp.path().join("t1"), |_| {});
     assert_eq!(r.unwrap().bytes_hinted, 0);
 
