@@ -124,6 +124,12 @@ impl MasterKey {
         Id(*blake3::keyed_hash(&self.id, plaintext).as_bytes())
     }
 
+    /// [`Self::blob_id`] of a plaintext given in pieces (a block read from a file a window at
+    /// a time, so no buffer as large as the block is needed).
+    pub fn blob_id_hasher(&self) -> BlobIdHasher {
+        BlobIdHasher(blake3::Hasher::new_keyed(&self.id))
+    }
+
     /// The XChaCha20-Poly1305 sealer, which seals the config of every repository (and
     /// everything else in repositories before config version 3).
     pub fn cipher(&self) -> Sealer {
@@ -245,6 +251,22 @@ pub fn preferred_cipher() -> Cipher {
         Cipher::Xaes256Gcm
     } else {
         Cipher::XChaCha20Poly1305
+    }
+}
+
+/// A blob id computed piece by piece ([`MasterKey::blob_id_hasher`]).
+pub struct BlobIdHasher(blake3::Hasher);
+
+impl BlobIdHasher {
+    /// Adds the next piece of the plaintext.
+    pub fn update(&mut self, piece: &[u8]) -> &mut Self {
+        self.0.update(piece);
+        self
+    }
+
+    /// The id of the pieces given so far, in order.
+    pub fn finish(&self) -> Id {
+        Id(*self.0.finalize().as_bytes())
     }
 }
 
@@ -464,6 +486,20 @@ mod tests {
             MasterKey::unwrap(&huge, b"secret"),
             Err(CryptoError::Kdf { .. })
         ));
+    }
+
+    #[test]
+    fn a_blob_id_in_pieces_is_the_blob_id() {
+        let k = MasterKey::from_secret([3; 32]);
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut h = k.blob_id_hasher();
+        for piece in data.chunks(65_537) {
+            h.update(piece);
+        }
+        assert_eq!(h.finish(), k.blob_id(&data));
+        h.update(b"x");
+        assert_ne!(h.finish(), k.blob_id(&data));
+        assert_eq!(k.blob_id_hasher().finish(), k.blob_id(b""));
     }
 
     #[test]

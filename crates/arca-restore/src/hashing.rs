@@ -115,6 +115,11 @@ impl Slots {
 /// Files at least this large are hashed a few at a time (see [`BlockChecker::large`]).
 pub(crate) const LARGE: u64 = 1 << 20;
 
+/// Bytes of a block read and hashed at a time by [`BlockChecker::holds`]: small enough to
+/// stay in the processor's cache between the copy and the hash, large enough that the
+/// system calls cost little.
+const WINDOW: u64 = 256 << 10;
+
 /// Compares file contents with the snapshot's blocks.
 pub(crate) struct BlockChecker<'a> {
     pub key: &'a MasterKey,
@@ -181,16 +186,33 @@ impl BlockChecker<'_> {
             .collect()
     }
 
-    /// Whether `f`, of `size` bytes, holds the block of `u` at its offset.
+    /// Whether `f`, of `size` bytes, holds the block of `u` at its offset. The block is read
+    /// [`WINDOW`] bytes at a time into `buf` and hashed as it comes: the copy out of the page
+    /// cache lands in a buffer the processor's cache holds, and nothing as large as a block
+    /// (up to several MiB) is allocated, faulted in and zeroed per file.
     pub fn holds(&self, f: &File, size: u64, u: &BlockUse, buf: &mut Vec<u8>) -> io::Result<bool> {
-        let len = u64::from(self.plan.blobs[u.blob as usize].raw_len);
+        let blob = &self.plan.blobs[u.blob as usize];
+        let len = u64::from(blob.raw_len);
         if u.offset + len > size {
             return Ok(false);
         }
-        buf.resize(len as usize, 0);
-        f.read_exact_at(buf, u.offset)?;
+        buf.resize(WINDOW.min(len) as usize, 0);
+        let mut hasher = (!blob.zero).then(|| self.key.blob_id_hasher());
+        let mut zero = true;
+        let mut at = 0u64;
+        while at < len {
+            let piece = &mut buf[..WINDOW.min(len - at) as usize];
+            f.read_exact_at(piece, u.offset + at)?;
+            match &mut hasher {
+                Some(h) => {
+                    h.update(piece);
+                }
+                None => zero = zero && arca_fs::is_zero(piece),
+            }
+            at += piece.len() as u64;
+        }
         self.bytes_read.fetch_add(len, Ordering::Relaxed);
-        Ok(self.is_block(u, buf))
+        Ok(hasher.map_or(zero, |h| h.finish() == blob.id))
     }
 
     /// Whether `data` (as long as the block) is the block of `u`.
@@ -201,5 +223,85 @@ impl BlockChecker<'_> {
         } else {
             self.key.blob_id(data) == blob.id
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::BlobPlan;
+    use arca_crypto::MasterKey;
+    use arca_format::Id;
+
+    fn blob(key: &MasterKey, data: &[u8], zero: bool) -> BlobPlan {
+        BlobPlan {
+            id: if zero { Id([0; 32]) } else { key.blob_id(data) },
+            pack: 0,
+            offset: 0,
+            length: 0,
+            raw_len: data.len() as u32,
+            zero,
+            missing: false,
+        }
+    }
+
+    /// Blocks longer than a window are read and hashed in pieces: a block is held only when
+    /// every piece is right, a byte wrong in its last window included; a hole is held only
+    /// when every window is zero; a block past the end of the file is not held.
+    #[test]
+    fn blocks_are_checked_a_window_at_a_time() {
+        let key = MasterKey::from_secret([9; 32]);
+        let n = (WINDOW * 2 + 12_345) as usize;
+        let data: Vec<u8> = (0..n).map(|i| (i % 253) as u8 + 1).collect();
+        let zeros = vec![0u8; n];
+        let plan = Plan {
+            blobs: vec![blob(&key, &data, false), blob(&key, &zeros, true)],
+            ..Plan::default()
+        };
+        let checker = BlockChecker {
+            key: &key,
+            plan: &plan,
+            bytes_read: AtomicU64::new(0),
+            large: Slots::new(1),
+        };
+        let d = tempfile::tempdir().unwrap();
+        let file = |name: &str, bytes: &[u8]| {
+            let p = d.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            (File::open(&p).unwrap(), bytes.len() as u64)
+        };
+        let at = |blob: u32, offset: u64| BlockUse {
+            blob,
+            file: 0,
+            offset,
+        };
+        let mut buf = vec![];
+        let mut holds =
+            |(f, size): &(File, u64), u: BlockUse| checker.holds(f, *size, &u, &mut buf).unwrap();
+
+        let mut both = data.clone();
+        both.extend_from_slice(&zeros);
+        let whole = file("whole", &both);
+        assert!(holds(&whole, at(0, 0)));
+        assert!(holds(&whole, at(1, n as u64)));
+        assert!(!holds(&whole, at(0, 1)), "the block at another offset");
+        assert!(!holds(&whole, at(1, 0)), "data where a hole belongs");
+        assert!(!holds(&whole, at(0, n as u64)), "a hole where data belongs");
+        assert!(!holds(&whole, at(1, n as u64 + 1)), "past the end");
+
+        let mut late = both.clone();
+        late[n - 1] ^= 1; // in the data block's last window
+        late[2 * n - 1] = 1; // in the hole's last window
+        let late = file("late", &late);
+        assert!(!holds(&late, at(0, 0)));
+        assert!(!holds(&late, at(1, n as u64)));
+        assert!(
+            checker.bytes_read.load(Ordering::Relaxed) >= 7 * n as u64,
+            "every block checked was read whole"
+        );
+        assert!(
+            buf.len() <= WINDOW as usize,
+            "no buffer as large as a block"
+        );
     }
 }
