@@ -191,13 +191,16 @@ impl Shared<'_> {
         if matches!(self.scan.dirs[d as usize], DirAction::Blocked(_)) || self.stopped() {
             return;
         }
-        if self.scan.dirs[d as usize] == DirAction::Exists
-            && fs::symlink_metadata(&dp.path)
-                .is_ok_and(|m| arca_fs::metadata_matches(&dp.path, &m, node, self.metadata))
+        let have = (self.scan.dirs[d as usize] == DirAction::Exists)
+            .then(|| fs::symlink_metadata(&dp.path).ok())
+            .flatten();
+        if have
+            .as_ref()
+            .is_some_and(|m| arca_fs::metadata_matches(&dp.path, m, node, self.metadata))
         {
             return;
         }
-        for err in arca_fs::apply_metadata(&dp.path, node, self.metadata) {
+        for err in arca_fs::apply_metadata(&dp.path, node, self.metadata, have.as_ref()) {
             if self.fs_error(&err) {
                 return;
             }

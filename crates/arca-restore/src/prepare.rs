@@ -118,7 +118,7 @@ impl Shared<'_> {
                 return;
             }
         } else if !meta_ok && !meta_set {
-            for err in arca_fs::apply_metadata(path, &ep.meta.node(), self.metadata) {
+            for err in arca_fs::apply_metadata(path, &ep.meta.node(), self.metadata, None) {
                 ok = false;
                 if self.fs_error(&err) {
                     return;
@@ -188,7 +188,9 @@ impl Shared<'_> {
                 let mut ok = res.is_ok();
                 match res {
                     Ok(()) => {
-                        for err in arca_fs::apply_metadata(path, &ep.meta.node(), self.metadata) {
+                        for err in
+                            arca_fs::apply_metadata(path, &ep.meta.node(), self.metadata, None)
+                        {
                             ok = false;
                             if self.fs_error(&err) {
                                 return;
