@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use arca_backend::{Backend, FileType};
 use arca_repo::PackRef;
+use arca_repo::trees::ranges::{Span, coalesce};
 use crossbeam_channel::{Receiver, TryRecvError};
 
 use crate::ctx::Shared;
@@ -61,40 +62,32 @@ pub(crate) fn hints(
 }
 
 /// Groups blob ranges `(pack, offset, len)`, given in order of need, into reads: packs in
-/// order of their first blob, each pack's ranges by offset, merged when the gap between
-/// them is at most `gap` and the merged read stays within `max` bytes.
+/// order of their first blob, each pack's ranges merged into reads as the scheduler merges
+/// them ([`coalesce`]: by offset, across gaps up to `gap`, within `max` bytes).
 fn ranges(needs: impl Iterator<Item = (u32, u64, u64)>, gap: u64, max: u64) -> Vec<Hint> {
     let mut order: Vec<u32> = vec![];
-    let mut per_pack: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+    let mut per_pack: HashMap<u32, Vec<Span<()>>> = HashMap::new();
     for (pack, offset, len) in needs {
         let list = per_pack.entry(pack).or_default();
         if list.is_empty() {
             order.push(pack);
         }
-        list.push((offset, len));
+        list.push(Span {
+            pack,
+            offset,
+            len,
+            item: (),
+        });
     }
-    let mut out = vec![];
-    for pack in order {
-        let mut spans = per_pack.remove(&pack).unwrap_or_default();
-        spans.sort_unstable();
-        let mut cur: Option<Hint> = None;
-        for (offset, len) in spans {
-            match &mut cur {
-                Some(h)
-                    if offset <= h.offset + h.len + gap
-                        && (offset + len).max(h.offset + h.len) - h.offset <= max =>
-                {
-                    h.len = (offset + len).max(h.offset + h.len) - h.offset;
-                }
-                _ => {
-                    out.extend(cur.take());
-                    cur = Some(Hint { pack, offset, len });
-                }
-            }
-        }
-        out.extend(cur);
-    }
-    out
+    order
+        .into_iter()
+        .flat_map(|pack| coalesce(per_pack.remove(&pack).unwrap_or_default(), gap, max))
+        .map(|r| Hint {
+            pack: r.pack,
+            offset: r.offset,
+            len: r.len,
+        })
+        .collect()
 }
 
 /// Hints `hints` to the backend in order, keeping at most `ahead` bytes hinted beyond what
