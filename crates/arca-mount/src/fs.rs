@@ -44,6 +44,13 @@ fn reply_sized(reply: ReplyXattr, size: u32, value: &[u8]) {
 }
 
 impl Filesystem for State {
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
+        // The kernel then tells an aborted connection (ECONNABORTED) from an unmounted one
+        // (ENODEV); a kernel without it ends both the same way.
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_ABORT_ERROR);
+        Ok(())
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.lookup(parent.0, name.as_bytes()) {
             Ok(a) => reply.entry(&self.ttl(a.ino.0), &a, Generation(0)),

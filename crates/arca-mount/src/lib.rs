@@ -23,6 +23,7 @@ mod state;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -240,6 +241,7 @@ pub fn mount(
         })?;
     let unmounter = Unmounter {
         inner: Arc::new(Mutex::new(session.unmount_callable())),
+        requested: Arc::new(AtomicBool::new(false)),
         mountpoint: path.clone(),
         fusermount,
     };
@@ -283,6 +285,14 @@ impl Mounted {
         let path = self.path;
         match self.thread.join() {
             Ok(Ok(())) => Ok(()),
+            // Asked to unmount, the kernel may end a detached session by aborting its
+            // connection rather than closing it: the file system is gone either way.
+            Ok(Err(e))
+                if e.raw_os_error() == Some(nix::errno::Errno::ECONNABORTED as i32)
+                    && self.unmounter.requested.load(Ordering::Relaxed) =>
+            {
+                Ok(())
+            }
             Ok(Err(source)) => Err(MountError::Session { path, source }),
             Err(_) => Err(MountError::Session {
                 path,
@@ -306,6 +316,8 @@ pub enum Unmounted {
 #[derive(Debug, Clone)]
 pub struct Unmounter {
     inner: Arc<Mutex<SessionUnmounter>>,
+    /// Set once an unmount was asked for (shared by every clone).
+    requested: Arc<AtomicBool>,
     mountpoint: PathBuf,
     fusermount: PathBuf,
 }
@@ -313,6 +325,7 @@ pub struct Unmounter {
 impl Unmounter {
     /// Unmounts; a busy mount is detached lazily (`fusermount3 -u -z`).
     pub fn unmount(&self) -> Result<Unmounted, MountError> {
+        self.requested.store(true, Ordering::Relaxed);
         let first = self
             .inner
             .lock()
