@@ -312,8 +312,8 @@ pub struct LsArgs {
 #[derive(Debug, Args)]
 pub struct RestoreArgs {
     /// Snapshot id, id prefix or "latest"; ID:SUBFOLDER restores that folder's contents
-    /// directly into the target
-    pub snapshot: String,
+    /// directly into the target, ID:PATH/FILE that one file (or symlink, or special file)
+    pub snapshot: std::ffi::OsString,
     /// Directory to restore into
     #[arg(short, long, value_name = "DIR")]
     pub target: PathBuf,

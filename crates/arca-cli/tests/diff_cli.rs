@@ -337,7 +337,7 @@ fn errors_name_the_value() {
     let e = fx.fails(&["diff", &fx.s[0], &fx.s[1], "/no/such/path"]);
     assert!(e.contains("/no/such/path is in neither snapshot"), "{e}");
     let e = fx.fails(&["diff", &format!("{}:/nope", fx.s[0]), &fx.s[1]]);
-    assert!(e.contains("/nope is not a folder in snapshot"), "{e}");
+    assert!(e.contains("/nope is not in snapshot"), "{e}");
     let kind = format!("{}:{}", fx.s[0], fx.p("kind"));
     let e = fx.fails(&["diff", &kind, &fx.s[1]]);
     assert!(e.contains("kind is not a folder"), "{e}");

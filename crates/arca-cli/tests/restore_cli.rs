@@ -535,9 +535,97 @@ fn a_subfolder_restores_into_the_target_itself() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).contains("/nope is not a folder"),
+        stderr(&o).contains("/nope is not in snapshot"),
         "{}",
         stderr(&o)
     );
     assert!(!e.path("t3").exists());
+}
+
+#[test]
+fn a_single_file_restores_into_the_target() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let e = Env::new();
+    let src = e.path("src");
+    sample(&src);
+    let odd = OsStr::from_bytes(b"bytes \xff\xfe");
+    fs::write(src.join("docs/deep").join(odd), b"not UTF-8").unwrap();
+    std::os::unix::fs::symlink("../a.txt", src.join("docs/deep/link")).unwrap();
+    e.init(&[]);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let spec = |rel: &[u8]| {
+        use std::os::unix::ffi::OsStringExt;
+        let mut v = format!("latest:{}/", src.display()).into_bytes();
+        v.extend_from_slice(rel);
+        std::ffi::OsString::from_vec(v)
+    };
+    let restore = |rel: &[u8], target: &Path, extra: &[&str]| {
+        e.cmd(&["restore"])
+            .arg(spec(rel))
+            .arg("--target")
+            .arg(target)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+
+    // A file lands in the target itself, with its metadata; nothing else comes along.
+    let t = e.path("t");
+    let o = restore(b"docs/a.txt", &t, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let names: Vec<_> = fs::read_dir(&t)
+        .unwrap()
+        .map(|d| d.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![OsStr::new("a.txt")]);
+    let (want, got) = (src.join("docs/a.txt"), t.join("a.txt"));
+    assert_eq!(fs::read(&got).unwrap(), fs::read(&want).unwrap());
+    let (w, g) = (fs::metadata(&want).unwrap(), fs::metadata(&got).unwrap());
+    assert_eq!(g.modified().unwrap(), w.modified().unwrap());
+    assert_eq!(g.permissions(), w.permissions());
+
+    // A name that is not UTF-8, and a symlink (restored as the link, not followed).
+    let mut rel = b"docs/deep/".to_vec();
+    rel.extend_from_slice(odd.as_bytes());
+    let o = restore(&rel, &t, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(fs::read(t.join(odd)).unwrap(), b"not UTF-8");
+    let o = restore(b"docs/deep/link", &t, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        fs::read_link(t.join("link")).unwrap(),
+        Path::new("../a.txt")
+    );
+
+    // Run again with --delete: the file is in place, and the entries the restore did not
+    // bring are left alone.
+    fs::write(t.join("a.txt"), b"changed").unwrap();
+    let o = restore(b"docs/a.txt", &t, &["--delete"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        fs::read(t.join("a.txt")).unwrap(),
+        fs::read(src.join("docs/a.txt")).unwrap()
+    );
+    assert!(t.join(odd).exists() && t.join("link").symlink_metadata().is_ok());
+
+    // A path the snapshot does not have, one below a file, and --include are refused.
+    for rel in [&b"docs/nope"[..], b"docs/a.txt/x"] {
+        let o = restore(rel, &e.path("t2"), &[]);
+        assert_eq!(o.status.code(), Some(1));
+        let err = stderr(&o);
+        let shown = String::from_utf8_lossy(rel);
+        assert!(
+            err.contains(&format!("{shown} is not in snapshot")),
+            "{err}"
+        );
+    }
+    let o = restore(b"docs/a.txt", &e.path("t2"), &["--include", "*"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--include cannot narrow"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!e.path("t2").exists());
 }

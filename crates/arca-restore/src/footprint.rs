@@ -59,6 +59,7 @@ pub fn plan_footprint(
     let sel = Selection {
         includes: None,
         excludes: None,
+        only: None,
     };
     let zero_id = repo
         .key()
@@ -209,6 +210,7 @@ mod tests {
         let sel = Selection {
             includes: None,
             excludes: None,
+            only: None,
         };
         let plan = Planner {
             index: &index,

@@ -253,6 +253,7 @@ pub fn restore(
     let sel = trees::Selection {
         includes: matcher(&opts.includes)?,
         excludes: matcher(&opts.excludes)?,
+        only: opts.only.clone(),
     };
     let t = opts.tuning.resolve(repo.backend().hints());
     // A target named through a symlink is where the link points (symlinks found inside the
@@ -291,7 +292,7 @@ pub fn restore(
     // The scan will look at every entry of the folders the snapshot lands in: their inodes
     // are read from the disk now, while the trees load and the plan is made. Not for a
     // subset (most of what the walk would read is not restored).
-    let warmer = (existed && opts.includes.is_empty()).then(|| {
+    let warmer = (existed && sel.root_selected()).then(|| {
         let roots = snapshot
             .paths
             .iter()

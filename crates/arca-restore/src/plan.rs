@@ -294,7 +294,7 @@ impl Planner<'_> {
             snap_path: PathBuf::from("/"),
             meta: None,
             parent: NO_PARENT,
-            selected: self.sel.includes.is_none(),
+            selected: self.sel.root_selected(),
             children: 0,
             names: vec![],
             listed: false,
@@ -665,6 +665,7 @@ pub(crate) mod tests {
         let sel = Selection {
             includes: None,
             excludes: None,
+            only: None,
         };
         let p = Planner {
             index: &index,
@@ -708,6 +709,7 @@ pub(crate) mod tests {
         let sel = Selection {
             includes: Some(arca_fs::pattern::PathMatcher::new(&["/a/g".to_string()]).unwrap()),
             excludes: None,
+            only: None,
         };
         let p = Planner {
             index: &index,

@@ -4,21 +4,29 @@
 //! merged into one ranged read, several reads at once), with [`Selection::decide`] as its
 //! `keep`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use arca_fs::pattern::PathMatcher;
 
-/// The include and exclude patterns, and what they make of one path.
+/// The include and exclude patterns (or the one entry restored), and what they make of one
+/// path.
 pub(crate) struct Selection {
     pub includes: Option<PathMatcher>,
     pub excludes: Option<PathMatcher>,
+    /// The one entry restored (with what it holds), when one is named.
+    pub only: Option<PathBuf>,
 }
 
 impl Selection {
-    /// Whether include or exclude patterns were given (without, every entry belongs and its
+    /// Whether the root is selected as a whole (nothing narrows the restore but excludes).
+    pub fn root_selected(&self) -> bool {
+        self.includes.is_none() && self.only.is_none()
+    }
+
+    /// Whether include or exclude patterns (or a single entry) were given (without, every entry belongs and its
     /// path is not looked at).
     pub fn has_patterns(&self) -> bool {
-        self.includes.is_some() || self.excludes.is_some()
+        self.includes.is_some() || self.excludes.is_some() || self.only.is_some()
     }
 
     /// Whether the entry (a directory when `is_dir`) at snapshot path `path` belongs to the
@@ -28,6 +36,12 @@ impl Selection {
     pub fn decide(&self, is_dir: bool, path: &Path, parent_selected: bool) -> Option<bool> {
         if self.excludes.as_ref().is_some_and(|x| x.matches(path)) {
             return None;
+        }
+        if let Some(only) = self.only.as_deref().filter(|_| !parent_selected) {
+            if path == only {
+                return Some(true);
+            }
+            return (is_dir && only.starts_with(path)).then_some(false);
         }
         let selected = parent_selected || self.includes.as_ref().is_none_or(|m| m.matches(path));
         if selected {

@@ -59,8 +59,8 @@ pub fn run(g: &Global, a: &DiffArgs) -> Result<u8> {
     let _lock = util::lock(g, repo, arca_repo::LockKind::Shared, "diff")?;
     let filter = super::filter(&a.filter);
     let index = repo.load_index()?;
-    let side_a = subfolder::resolve(repo, &index, &a.first, &filter)?;
-    let side_b = subfolder::resolve(repo, &index, &a.second, &filter)?;
+    let side_a = subfolder::resolve(repo, &index, a.first.as_ref(), &filter)?;
+    let side_b = subfolder::resolve(repo, &index, a.second.as_ref(), &filter)?;
     let (id_a, start_a) = (side_a.id, side_a.node());
     let (id_b, start_b) = (side_b.id, side_b.node());
     let node_a = find_node(repo, &index, &start_a, &path)?;

@@ -116,7 +116,14 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "restore")?;
     let repo = &opened.repo;
     let index = repo.load_index()?;
-    let resolved = subfolder::resolve(repo, &index, &a.snapshot, &super::filter(&a.filter))?;
+    let (resolved, entry) =
+        subfolder::resolve_entry(repo, &index, &a.snapshot, &super::filter(&a.filter))?;
+    if entry.is_some() && !a.includes.is_empty() {
+        bail!(
+            "--include cannot narrow a restore of a single entry ({}); name its folder instead",
+            a.snapshot.to_string_lossy()
+        );
+    }
     let id = resolved.id;
     let snap = match &resolved.folder {
         None => resolved.snap,
@@ -126,6 +133,7 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
         target: a.target.clone(),
         includes: a.includes.clone(),
         excludes: a.excludes.clone(),
+        only: entry.map(|name| Path::new("/").join(OsStr::from_bytes(&name))),
         overwrite: a.overwrite,
         delete: a.delete,
         dry_run: a.dry_run,

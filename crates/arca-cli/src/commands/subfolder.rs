@@ -1,6 +1,9 @@
 //! Snapshot specs with a folder (`ID:SUBFOLDER`, as restic spells them), shared by `diff` and
 //! `restore`: the folder's path normalized and its node looked up in the snapshot.
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
 use anyhow::{Result, bail};
 use arca_browse::diff::{find_node, root_node};
 use arca_format::{Id, Node, Snapshot};
@@ -51,39 +54,86 @@ impl Resolved {
 pub fn resolve(
     repo: &Repository,
     index: &Index,
-    spec: &str,
+    spec: &OsStr,
     filter: &SnapshotFilter,
 ) -> Result<Resolved> {
-    let (name, sub) = match spec.split_once(':') {
-        Some((n, s)) => (n, Some(s)),
-        None => (spec, None),
-    };
-    let (id, snap) = repo.find_snapshot(name, filter)?;
-    let Some(sub) = sub else {
-        return Ok(Resolved {
-            id,
-            snap,
-            folder: None,
-        });
-    };
-    let path = normalize(sub.as_bytes(), "subfolder")?;
-    if path == b"/" {
-        return Ok(Resolved {
-            id,
-            snap,
-            folder: None,
-        });
-    }
-    match find_node(repo, index, &root_node(snap.tree), &path)? {
-        Some(n) if n.is_dir() && n.subtree.is_some() => Ok(Resolved {
-            id,
-            snap,
-            folder: Some((path, n)),
-        }),
-        _ => bail!(
+    let (r, entry) = resolve_entry(repo, index, spec, filter)?;
+    if let Some(name) = entry {
+        let mut path = r.folder.map(|(p, _)| p).unwrap_or_default();
+        path.push(b'/');
+        path.extend_from_slice(&name);
+        bail!(
             "{} is not a folder in snapshot {}",
             String::from_utf8_lossy(&path),
-            id.short()
-        ),
+            r.id.short()
+        );
     }
+    Ok(r)
+}
+
+/// Resolves `spec` as [`resolve`] does, except that its path may also name a file (or any
+/// entry that is not a folder): then the folder holding it is resolved, and its name (one
+/// component, raw bytes) comes along. A path the snapshot does not have is an error naming it.
+pub fn resolve_entry(
+    repo: &Repository,
+    index: &Index,
+    spec: &OsStr,
+    filter: &SnapshotFilter,
+) -> Result<(Resolved, Option<Vec<u8>>)> {
+    let spec = spec.as_bytes();
+    let (name, sub) = match spec.iter().position(|b| *b == b':') {
+        Some(i) => (&spec[..i], Some(&spec[i + 1..])),
+        None => (spec, None),
+    };
+    let Ok(name) = std::str::from_utf8(name) else {
+        bail!(
+            "no snapshot {:?}: a snapshot is named by its id, an id prefix or \"latest\"",
+            String::from_utf8_lossy(name)
+        );
+    };
+    let (id, snap) = repo.find_snapshot(name, filter)?;
+    let whole = |snap| Resolved {
+        id,
+        snap,
+        folder: None,
+    };
+    let Some(sub) = sub else {
+        return Ok((whole(snap), None));
+    };
+    let path = normalize(sub, "subfolder")?;
+    if path == b"/" {
+        return Ok((whole(snap), None));
+    }
+    let missing = || {
+        anyhow::anyhow!(
+            "{} is not in snapshot {}",
+            String::from_utf8_lossy(&path),
+            id.short()
+        )
+    };
+    let node = find_node(repo, index, &root_node(snap.tree), &path)?.ok_or_else(missing)?;
+    if node.is_dir() && node.subtree.is_some() {
+        return Ok((
+            Resolved {
+                id,
+                snap,
+                folder: Some((path, node)),
+            },
+            None,
+        ));
+    }
+    let cut = path.iter().rposition(|b| *b == b'/').unwrap_or(0);
+    let (parent, name) = (&path[..cut], path[cut + 1..].to_vec());
+    if parent.is_empty() {
+        return Ok((whole(snap), Some(name)));
+    }
+    let folder = find_node(repo, index, &root_node(snap.tree), parent)?.ok_or_else(missing)?;
+    Ok((
+        Resolved {
+            id,
+            snap,
+            folder: Some((parent.to_vec(), folder)),
+        },
+        Some(name),
+    ))
 }
