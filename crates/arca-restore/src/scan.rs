@@ -416,6 +416,17 @@ impl Scanner<'_> {
             out
         });
         scan.deletes = found.into_iter().flatten().flatten().collect();
+        // A folder where the snapshot has a file goes too (with all it holds): it is listed
+        // and counted as deleted, not only replaced.
+        for (e, a) in scan.entries.iter().enumerate() {
+            if *a != EntryAction::Replace {
+                continue;
+            }
+            let path = plan.entry_path(e as u32);
+            if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                scan.deletes.push(Deletion { path, is_dir: true });
+            }
+        }
     }
 }
 

@@ -239,6 +239,15 @@ fn delete_removes_only_what_the_snapshot_lacks_and_dry_run_changes_nothing() {
     fs::write(out.join("dups/keep.tmp"), b"excluded, so kept").unwrap();
     let missing = out.join("dups/f05");
     fs::remove_file(&missing).unwrap();
+    // A folder (with a file inside) where the snapshot has a file: deleted, and said so.
+    let blocked = s
+        .restored_files()
+        .into_iter()
+        .find(|p| *p != missing)
+        .unwrap();
+    fs::remove_file(&blocked).unwrap();
+    fs::create_dir_all(blocked.join("sub")).unwrap();
+    fs::write(blocked.join("sub/y"), b"in the way").unwrap();
 
     // Dry run: reports the deletions and the restore, changes nothing (not even atimes).
     // The first capture reads directories, which moves atimes older than the mtime (relatime);
@@ -281,16 +290,17 @@ fn delete_removes_only_what_the_snapshot_lacks_and_dry_run_changes_nothing() {
         .filter(|p| p.1 == Action::Delete)
         .map(|p| p.0.clone())
         .collect();
-    assert_eq!(deletes.len(), 2, "{deletes:?}");
+    assert_eq!(deletes.len(), 3, "{deletes:?}");
     assert!(deletes.contains(&out.join("extra.txt")));
     assert!(deletes.contains(&out.join("extra dir")));
+    assert!(deletes.contains(&blocked), "{deletes:?}");
     assert!(
         planned
             .iter()
             .any(|p| p.0 == missing && p.1 == Action::Restore && p.2 > 0)
     );
-    assert_eq!(r.plan.deletes, 2);
-    assert_eq!(r.plan.files_new, 1);
+    assert_eq!(r.plan.deletes, 3);
+    assert_eq!(r.plan.files_new, 2);
     assert!(r.plan.bytes_to_fetch > 0 && r.plan.blobs_to_fetch > 0);
     assert_eq!(r.fetched_bytes, 0);
 
@@ -300,6 +310,8 @@ fn delete_removes_only_what_the_snapshot_lacks_and_dry_run_changes_nothing() {
         o.excludes = vec!["*.tmp".into()];
     });
     assert!(!out.join("extra.txt").exists() && !out.join("extra dir").exists());
+    assert!(fs::symlink_metadata(&blocked).unwrap().is_file());
+    assert_eq!(r.plan.deletes, 3);
     assert!(out.join("dups/keep.tmp").exists());
     assert!(r.fetched_bytes > 0);
     // Removing it changes the directory's mtime, which the next restore puts right.
