@@ -461,6 +461,38 @@ fn the_summary_names_what_was_left_alone() {
     );
     assert!(!out.contains("already holds"), "{out}");
     assert_eq!(fs::read(&changed).unwrap(), b"changed by the user");
+
+    // What cannot be restored is said so, not counted as left alone: a folder where the
+    // snapshot has a file, and the files of a folder that a file stands in for.
+    let blocked = e.path("t3");
+    e.ok(&["restore", "latest", "--target", blocked.to_str().unwrap()]);
+    let at = restored(&blocked, &src);
+    fs::remove_file(at.join("top.bin")).unwrap();
+    fs::create_dir(at.join("top.bin")).unwrap();
+    fs::remove_dir_all(at.join("docs")).unwrap();
+    fs::write(at.join("docs"), b"a file where a folder was").unwrap();
+    let o = e.run(&[
+        "restore",
+        "latest",
+        "--target",
+        blocked.to_str().unwrap(),
+        "--overwrite",
+        "never",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("3 files could not be restored"), "{out}");
+    assert!(out.contains("2 files left as they are"), "{out}");
+    let o = e.run(&["restore", "latest", "--target", blocked.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("1 files could not be restored"), "{out}");
+    assert!(!out.contains("left as they are"), "{out}");
+    assert!(
+        stderr(&o).contains("a directory is in the way"),
+        "{}",
+        stderr(&o)
+    );
     let o = e.run(&[
         "restore",
         "latest",

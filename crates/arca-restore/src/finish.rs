@@ -141,7 +141,10 @@ impl Shared<'_> {
             let lpath = self.plan.entry_path(l);
             match &self.scan.entries[l as usize] {
                 EntryAction::Skip => {}
-                EntryAction::Blocked(msg) => self.issue(&lpath, msg.clone()),
+                EntryAction::Blocked(msg) if crate::scan::reported(msg) => {
+                    self.issue(&lpath, msg.clone());
+                }
+                EntryAction::Blocked(_) => {}
                 _ if !ok => self.issue(
                     &lpath,
                     format!(

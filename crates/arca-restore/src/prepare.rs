@@ -82,7 +82,7 @@ impl Shared<'_> {
         let res = match &self.scan.dirs[d as usize] {
             DirAction::Exists => return,
             DirAction::Blocked(msg) => {
-                if !msg.is_empty() && !msg.starts_with("its parent") {
+                if crate::scan::reported(msg) {
                     self.issue(&dp.path, msg.clone());
                 }
                 return;
@@ -170,7 +170,9 @@ impl Shared<'_> {
                 self.entry_done(e);
             }
             (_, EntryAction::Blocked(msg)) => {
-                self.issue(path, msg.clone());
+                if crate::scan::reported(msg) {
+                    self.issue(path, msg.clone());
+                }
                 self.make_links(e, false);
                 self.entry_done(e);
             }

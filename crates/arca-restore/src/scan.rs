@@ -20,6 +20,15 @@ use crate::plan::{EntryKind, Plan};
 use crate::small_files::{SmallFile, hash_small};
 use crate::trees::Selection;
 
+/// Why an entry inside a folder that is not restored is not restored either: the folder's
+/// own reason is reported, not this one.
+pub(crate) const PARENT_BLOCKED: &str = "its parent is not restored";
+
+/// Whether a reason for not restoring an entry is reported (not [`PARENT_BLOCKED`]).
+pub(crate) fn reported(reason: &str) -> bool {
+    !reason.is_empty() && reason != PARENT_BLOCKED
+}
+
 /// What happens to a directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum DirAction {
@@ -45,9 +54,9 @@ pub(crate) enum EntryAction {
     Keep { meta_ok: bool, meta_set: bool },
     /// An existing file that holds some of its blocks: write the others in place.
     Patch,
-    /// Left as it is (overwrite policy, or a blocked parent).
+    /// Left as it is (overwrite policy).
     Skip,
-    /// Cannot be restored (the reason).
+    /// Cannot be restored (the reason; [`PARENT_BLOCKED`] inside a folder that is not).
     Blocked(String),
 }
 
@@ -169,7 +178,7 @@ impl Scanner<'_> {
             let d = i + 1;
             let parent = plan.dirs[d].parent as usize;
             scan.dirs[d] = match &scan.dirs[parent] {
-                DirAction::Blocked(_) => DirAction::Blocked("its parent is not restored".into()),
+                DirAction::Blocked(_) => DirAction::Blocked(PARENT_BLOCKED.into()),
                 DirAction::Create | DirAction::Replace => DirAction::Create,
                 DirAction::Exists => a.unwrap_or(DirAction::Create),
             };
@@ -186,7 +195,9 @@ impl Scanner<'_> {
             |at, e, slot| {
                 let looked = match &dirs[plan.entries[e].parent as usize] {
                     DirAction::Exists => self.entry_action(at, e),
-                    DirAction::Blocked(_) => Ok(Decided::Done(EntryAction::Skip)),
+                    DirAction::Blocked(_) => {
+                        Ok(Decided::Done(EntryAction::Blocked(PARENT_BLOCKED.into())))
+                    }
                     _ => Ok(Decided::Done(EntryAction::Create)),
                 };
                 match looked {

@@ -75,8 +75,11 @@ pub struct PlanSummary {
     pub files_metadata: u64,
     /// Files already right.
     pub files_unchanged: u64,
-    /// Files left alone (overwrite policy) or blocked.
+    /// Files left alone (overwrite policy).
     pub files_skipped: u64,
+    /// Files that cannot be restored (something in the way, or their folder is not
+    /// restored); the reasons are reported as issues.
+    pub files_blocked: u64,
     /// Bytes of all files.
     pub bytes_total: u64,
     /// Bytes already in place.
@@ -203,7 +206,8 @@ pub(crate) fn summarize(
                     s.files_metadata += 1;
                     s.bytes_in_place += plan.files[f as usize].size;
                 }
-                _ => s.files_skipped += 1,
+                Action::Skip => s.files_skipped += 1,
+                _ => s.files_blocked += 1,
             }
             if matches!(shown, Action::Restore | Action::Update) {
                 let fresh = shown == Action::Restore;

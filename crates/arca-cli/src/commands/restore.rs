@@ -263,7 +263,8 @@ fn summary_json(
         "files": p.files, "dirs": p.dirs, "dirs_new": p.dirs_new, "others": p.others,
         "hardlinks": p.hardlinks, "files_new": p.files_new, "files_updated": p.files_updated,
         "files_metadata": p.files_metadata, "files_unchanged": p.files_unchanged,
-        "files_skipped": p.files_skipped, "bytes_total": p.bytes_total,
+        "files_skipped": p.files_skipped,
+        "files_blocked": p.files_blocked, "bytes_total": p.bytes_total,
         "bytes_in_place": p.bytes_in_place, "bytes_to_place": p.bytes_to_place,
         "blobs_to_fetch": p.blobs_to_fetch, "bytes_to_fetch": p.bytes_to_fetch,
         "packs_to_read": p.packs_to_read, "bytes_to_write": p.bytes_to_write,
@@ -332,7 +333,7 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
     if r.dry_run {
         super::out(&format!(
             "dry run of snapshot {} into {}: would restore {} files ({}), update {}, fix the \
-             metadata of {}, leave {} unchanged and {} alone; create {} directories; delete {} \
+             metadata of {}, leave {} unchanged and {} alone{}; create {} directories; delete {} \
              entries",
             id.short(),
             a.target.display(),
@@ -342,6 +343,11 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
             p.files_metadata,
             p.files_unchanged,
             p.files_skipped,
+            if p.files_blocked > 0 {
+                format!(", and could not restore {}", p.files_blocked)
+            } else {
+                String::new()
+            },
             p.dirs_new,
             p.deletes
         ))?;
@@ -396,7 +402,7 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
             human_bytes(p.bytes_in_place),
             p.deletes
         ))?;
-    } else if p.files_skipped > 0 {
+    } else if p.files_skipped + p.files_blocked > 0 {
         super::out("nothing to fetch")?;
     } else {
         super::out("nothing to fetch: the target already holds the snapshot's content")?;
@@ -407,8 +413,14 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
             p.files_skipped, a.overwrite
         ))?;
     }
+    if p.files_blocked > 0 {
+        super::out(&format!(
+            "{} files could not be restored (see the errors above)",
+            p.files_blocked
+        ))?;
+    }
     if r.files + r.hardlinks + r.others + r.dirs == 0
-        && p.files_skipped == 0
+        && p.files_skipped + p.files_blocked == 0
         && (!a.includes.is_empty() || !a.excludes.is_empty())
     {
         eprintln!(
