@@ -481,12 +481,18 @@ fn the_summary_names_what_was_left_alone() {
     ]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("3 files could not be restored"), "{out}");
+    assert!(
+        out.contains("3 of the snapshot's files were not restored"),
+        "{out}"
+    );
     assert!(out.contains("2 files left as they are"), "{out}");
     let o = e.run(&["restore", "latest", "--target", blocked.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("1 files could not be restored"), "{out}");
+    assert!(
+        out.contains("1 of the snapshot's files were not restored"),
+        "{out}"
+    );
     assert!(!out.contains("left as they are"), "{out}");
     assert!(
         stderr(&o).contains("a directory is in the way"),
@@ -660,4 +666,63 @@ fn a_single_file_restores_into_the_target() {
         stderr(&o)
     );
     assert!(!e.path("t2").exists());
+}
+
+/// Attributes a user may not set (trusted.*, as anyone but root) are each reported once,
+/// naming the attribute, and the file they belong to counts as one entry not restored.
+#[test]
+fn an_attribute_not_set_is_named_and_its_file_counted_once() {
+    if !is_root() {
+        return;
+    }
+    let e = Env::new();
+    let nobody = e.unprivileged();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    let f = src.join("f");
+    fs::write(&f, b"content").unwrap();
+    for (k, v) in [("trusted.a", "1"), ("trusted.b", "2"), ("user.c", "3")] {
+        if xattr::set(&f, k, v.as_bytes()).is_err() {
+            eprintln!("skipped: no trusted xattrs here");
+            return;
+        }
+    }
+    e.init(&[]);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let open = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(e.path(""))
+        .status()
+        .unwrap();
+    assert!(open.success());
+    let target = e.path("t");
+    fs::create_dir(&target).unwrap();
+    std::os::unix::fs::chown(&target, Some(65534), Some(65534)).unwrap();
+    let o = e.run_as(
+        nobody,
+        &[
+            "--no-lock",
+            "restore",
+            "latest",
+            "--target",
+            target.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    for k in ["trusted.a", "trusted.b"] {
+        assert_eq!(
+            err.matches(&format!("(attribute {k}): ")).count(),
+            1,
+            "{err}"
+        );
+    }
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("1 entry could not be restored"), "{out}");
+    let got = restored(&target, &src).join("f");
+    assert_eq!(fs::read(&got).unwrap(), b"content");
+    assert_eq!(
+        xattr::get(&got, "user.c").unwrap().as_deref(),
+        Some(&b"3"[..])
+    );
 }

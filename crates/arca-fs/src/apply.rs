@@ -103,7 +103,7 @@ pub fn apply_metadata(
                 if is_link && e.raw_os_error() == Some(libc::EPERM) {
                     continue;
                 }
-                errs.push(FsError::new("set xattr on", path, e));
+                errs.push(FsError::xattr("set xattr on", path, k, e));
             }
         }
     }
@@ -161,7 +161,7 @@ pub fn apply_file_metadata(
     if opts.xattrs {
         for (k, v) in &node.xattrs {
             if let Err(e) = file.set_xattr(OsStr::from_bytes(k), v) {
-                errs.push(FsError::new("set xattr on", path, e));
+                errs.push(FsError::xattr("set xattr on", path, k, e));
             }
         }
     }

@@ -35,12 +35,14 @@ pub use arca_format::Node;
 
 /// A file-system operation failed on a path.
 #[derive(Debug, thiserror::Error)]
-#[error("{op} {}: {source}", path.display())]
+#[error("{op} {}{detail}: {source}", path.display())]
 pub struct FsError {
     /// What was being done.
     pub op: &'static str,
     /// The path.
     pub path: PathBuf,
+    /// What on the path, when the path alone does not say (empty, or " (attribute x)").
+    pub detail: String,
     /// The error.
     #[source]
     pub source: io::Error,
@@ -52,7 +54,15 @@ impl FsError {
         Self {
             op,
             path: path.to_path_buf(),
+            detail: String::new(),
             source,
+        }
+    }
+    /// As [`Self::new`], for extended attribute `name` of `path`.
+    pub fn xattr(op: &'static str, path: &Path, name: &[u8], source: io::Error) -> Self {
+        Self {
+            detail: format!(" (attribute {})", String::from_utf8_lossy(name)),
+            ..Self::new(op, path, source)
         }
     }
     /// Whether the entry no longer exists.

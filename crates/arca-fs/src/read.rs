@@ -73,7 +73,7 @@ pub fn read_xattrs(path: &Path) -> Result<arca_format::Xattrs, FsError> {
             // Removed between list and get.
             Ok(None) => {}
             Err(e) if e.raw_os_error() == Some(libc::ENODATA) => {}
-            Err(e) => return Err(FsError::new("read xattr of", path, e)),
+            Err(e) => return Err(FsError::xattr("read xattr of", path, name.as_bytes(), e)),
         }
     }
     out.sort();

@@ -415,7 +415,7 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
     }
     if p.files_blocked > 0 {
         super::out(&format!(
-            "{} files could not be restored (see the errors above)",
+            "{} of the snapshot's files were not restored (see the errors above)",
             p.files_blocked
         ))?;
     }
@@ -431,7 +431,10 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
     if a.verify {
         super::out(&format!("verified {} files", r.files_verified))?;
     }
-    let failed = r.issues.len() as u64 - r.verify_failures;
+    // Entries, not errors: one entry may have several (an owner and attributes not set).
+    let paths: std::collections::HashSet<&Path> =
+        r.issues.iter().map(|i| i.path.as_path()).collect();
+    let failed = (paths.len() as u64).saturating_sub(r.verify_failures);
     if failed > 0 {
         super::out(&format!(
             "{failed} {} could not be restored (see the errors above)",
