@@ -429,3 +429,83 @@ fn a_truncated_pack_keeps_what_lies_before_the_cut() {
     }
     assert!(whole > 0);
 }
+
+/// No line names the same object (an id, by its first 8 hex digits) twice.
+fn each_id_once(out: &str) {
+    for line in out.lines() {
+        let mut seen = HashSet::new();
+        for w in line.split(|c: char| !c.is_ascii_hexdigit()) {
+            if w.len() >= 8 && !seen.insert(&w[..8]) {
+                panic!("{} named twice in: {line}", &w[..8]);
+            }
+        }
+    }
+}
+
+/// A pack whose header is damaged, with the index gone: `repair index` leaves it out, and
+/// from then on no command sends the user back to `repair index` for it (each did, in a
+/// circle): check proposes `repair snapshots --forget`, prune says so too, and after it
+/// prune deletes the pack and the repository is clean. Every message names each object once.
+#[test]
+fn an_unindexable_pack_is_not_sent_back_to_repair_index() {
+    let e = Env::new();
+    let src = e.path("src");
+    source(&src, 0, 24);
+    init(&e);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let pack = largest_pack(&e);
+    let id = pack.file_name().unwrap().to_str().unwrap().to_string();
+    let size = fs::metadata(&pack).unwrap().len();
+    arca_testkit::flip_byte(&pack, size - 20).unwrap();
+    for f in index_files(&e) {
+        fs::remove_file(f).unwrap();
+    }
+    let o = e.run(&["repair", "index"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("pack {id}")), "{}", stderr(&o));
+    each_id_once(&stderr(&o));
+
+    let v = check_json(&e, &["--read-data"]);
+    assert_eq!(
+        repairs(&v),
+        vec!["arca repair snapshots --forget".to_string()],
+        "{v}"
+    );
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains(&id) && notes.contains("header cannot be read"),
+        "{notes}"
+    );
+    for err in v["errors"].as_array().unwrap() {
+        each_id_once(err.as_str().unwrap());
+    }
+    let o = e.run(&["prune"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("arca repair snapshots --forget"),
+        "{}",
+        stderr(&o)
+    );
+    e.ok(&["repair", "snapshots", "--forget"]);
+    e.ok(&["prune"]);
+    assert!(!pack.exists());
+    assert_clean(&e);
+}
+
+/// `repair packs` names each lost blob and its pack once.
+#[test]
+fn repair_packs_names_a_lost_blob_once() {
+    let e = Env::new();
+    let src = e.path("src");
+    source(&src, 0, 24);
+    init(&e);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let pack = largest_pack(&e);
+    let id = pack.file_name().unwrap().to_str().unwrap().to_string();
+    arca_testkit::flip_byte(&pack, 1000).unwrap();
+    let o = e.run(&["repair", "packs", &id]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("is lost: damaged"), "{err}");
+    each_id_once(&err);
+}

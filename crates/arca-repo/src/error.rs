@@ -43,6 +43,18 @@ pub enum RepoError {
         /// Repository.
         location: String,
     },
+    /// No key file opens with the given password, and some key files are damaged.
+    #[error(
+        "no key of repository {location} opens with this password, and key file {files} is \
+         damaged (content does not match its id): if it held this password's key, open the \
+         repository with another key's password or put back a copy of that file"
+    )]
+    DamagedKey {
+        /// Repository.
+        location: String,
+        /// The damaged key files' names.
+        files: String,
+    },
     /// A repository file did not decode.
     #[error("{file}: {source}")]
     Format {
@@ -144,6 +156,15 @@ impl RepoError {
                 kind, id, detail, ..
             } => format!("{kind} blob {id} is damaged: {detail}"),
             other => other.to_string(),
+        }
+    }
+    /// As [`Self::cause`], and without the blob either (for callers that name the blob and
+    /// its pack themselves).
+    pub fn blob_cause(&self) -> String {
+        match self {
+            RepoError::BlobCorrupt { detail, .. } => format!("damaged: {detail}"),
+            RepoError::BlobNotFound { .. } => "not in the index".into(),
+            other => other.cause(),
         }
     }
     /// Whether the disk holding the repository is full.

@@ -164,7 +164,7 @@ fn read_headers(
                 .map_err(|e| {
                     let damaged = e.is_corruption()
                         || matches!(&e, crate::RepoError::Backend(b) if b.is_not_found());
-                    (e.to_string(), damaged)
+                    (e.cause(), damaged)
                 })
         },
     )

@@ -213,6 +213,9 @@ impl Repository {
         keys.sort();
         let mut last_err = None;
         let mut fetched = vec![];
+        // Key files whose content does not hash to their name: tried all the same, and
+        // named when no key opens (a damaged key reads as a wrong password otherwise).
+        let mut damaged = vec![];
         for k in &keys {
             let bytes = match cached_key(&k.name) {
                 Some(b) => b,
@@ -222,6 +225,9 @@ impl Repository {
                     b
                 }
             };
+            if file_id(&bytes).to_hex() != k.name {
+                damaged.push(k.name.clone());
+            }
             let file = match KeyFile::decode(&bytes) {
                 Ok(f) => f,
                 Err(e) => {
@@ -255,6 +261,12 @@ impl Repository {
                 Err(arca_crypto::CryptoError::Auth { .. }) => {}
                 Err(e) => last_err = Some(RepoError::crypto(format!("key {}", k.name), e)),
             }
+        }
+        if !damaged.is_empty() {
+            return Err(RepoError::DamagedKey {
+                location,
+                files: damaged.join(", "),
+            });
         }
         Err(last_err.unwrap_or(RepoError::WrongPassword { location }))
     }

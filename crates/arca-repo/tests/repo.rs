@@ -255,3 +255,20 @@ fn each_cipher_seals_everything_but_the_config() {
         }
     }
 }
+
+/// A flipped byte in a key file is named as a damaged key file, not taken for a wrong
+/// password; another key still opens the repository.
+#[test]
+fn a_damaged_key_file_is_named() {
+    let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let r = Repository::init(b.clone(), b"pw", &opts()).unwrap();
+    r.add_key(b"other", opts().kdf).unwrap();
+    let name = r.key_id().to_hex();
+    let mut bytes = b.read(FileType::Key, &name).unwrap();
+    bytes[40] ^= 1;
+    b.write(FileType::Key, &name, &bytes).unwrap();
+    let e = Repository::open(b.clone(), b"pw").unwrap_err();
+    assert!(matches!(e, RepoError::DamagedKey { .. }), "{e}");
+    assert!(e.to_string().contains(&name), "{e}");
+    Repository::open(b, b"other").unwrap();
+}

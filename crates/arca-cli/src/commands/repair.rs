@@ -408,6 +408,12 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
                  to remove them",
             )?;
         }
+        if !a.forget && !a.dry_run && !rep.damaged_files.is_empty() {
+            super::out(&format!(
+                "{} damaged snapshot files kept: run again with --forget to remove them",
+                rep.damaged_files.len()
+            ))?;
+        }
     }
     Ok(0)
 }

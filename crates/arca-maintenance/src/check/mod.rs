@@ -224,6 +224,7 @@ pub fn check_with_progress(
     progress.set_phase(CheckPhase::Index);
     let mut rep = CheckReport::default();
     let mut found = Findings::default();
+    check_key_files(repo, &mut rep)?;
     // Index files.
     let mut builder = IndexBuilder::new();
     let mut index_files: Vec<(Id, IndexFile)> = vec![];
@@ -284,17 +285,6 @@ pub fn check_with_progress(
         }
     }
     rep.packs = packs.len();
-    let mut unindexed: Vec<&Id> = on_disk.keys().filter(|id| !indexed.contains(id)).collect();
-    unindexed.sort();
-    for id in unindexed {
-        found.unindexed_packs += 1;
-        rep.notes.push(if found.damaged_index_files > 0 {
-            // Maybe listed by the damaged file: its blobs count as missing until then.
-            format!("pack {id} is in no intact index file (`arca repair index` reads it)")
-        } else {
-            format!("pack {id} is not in any index (left by an interrupted backup; harmless)")
-        });
-    }
     // Snapshots and trees.
     let mut snapshots: Vec<(Id, Snapshot)> = vec![];
     for (id, _) in repo.list_ids(FileType::Snapshot)? {
@@ -325,8 +315,11 @@ pub fn check_with_progress(
             let tree = match load_tree_checked(repo, &index, &tid) {
                 Ok(t) => t,
                 Err(e) => {
-                    rep.errors
-                        .push(format!("snapshot {}: tree {tid}: {e}", sid.short()));
+                    rep.errors.push(format!(
+                        "snapshot {}: tree {tid}: {}",
+                        sid.short(),
+                        e.blob_cause()
+                    ));
                     missing_blobs.insert((BlobKind::Tree, tid));
                     continue;
                 }
@@ -349,6 +342,14 @@ pub fn check_with_progress(
         progress.snapshots_done.fetch_add(1, Ordering::Relaxed);
     }
     rep.trees = seen_trees.len();
+    unindexed_packs(
+        repo,
+        &on_disk,
+        &indexed,
+        &missing_blobs,
+        &mut found,
+        &mut rep,
+    );
     // Data no snapshot uses (counted only when every snapshot and tree could be read: else
     // "unused" would include what the unreadable parts use).
     if rep.errors.is_empty() {
@@ -431,6 +432,87 @@ pub fn check_with_progress(
     rep.repairs = proposals(&found, &rep);
     progress.set_phase(CheckPhase::Done);
     Ok(rep)
+}
+
+/// Key files whose content does not hash to their name: a damaged key reads as a wrong
+/// password, so it is found here while another key still opens the repository.
+fn check_key_files(repo: &Repository, rep: &mut CheckReport) -> Result<(), RepoError> {
+    for (id, _) in repo.list_ids(FileType::Key)? {
+        let hex = id.to_hex();
+        match repo.backend().read(FileType::Key, &hex) {
+            Ok(b) if Id(*blake3::hash(&b).as_bytes()) == id => {}
+            Ok(_) => rep.errors.push(format!(
+                "key file {hex}: content does not match its id (damaged): its password no \
+                 longer opens the repository; put back a copy of the file, or remove it with \
+                 `arca key remove {}`",
+                id.short()
+            )),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Packs no intact index names: their headers are read to tell what they are. One that holds
+/// blobs the snapshots miss is for `repair index`; one left by an interrupted backup is
+/// harmless (the next backup adopts it, prune deletes it); one whose header cannot be read
+/// cannot be indexed, so `repair index` is not proposed for it: prune deletes it, and what
+/// the snapshots needed from it is reported as missing.
+fn unindexed_packs(
+    repo: &Repository,
+    on_disk: &HashMap<Id, u64>,
+    indexed: &HashSet<Id>,
+    missing: &HashSet<(BlobKind, Id)>,
+    found: &mut Findings,
+    rep: &mut CheckReport,
+) {
+    let mut packs: Vec<(Id, u64)> = on_disk
+        .iter()
+        .filter(|(id, _)| !indexed.contains(id))
+        .map(|(id, size)| (*id, *size))
+        .collect();
+    if packs.is_empty() {
+        return;
+    }
+    packs.sort();
+    let scan = arca_repo::recover::scan_headers(repo, &packs);
+    for p in &scan.packs {
+        found.unindexed_packs += 1;
+        let needed = p.blobs.iter().any(|b| missing.contains(&(p.kind, b.id)));
+        rep.notes.push(if needed {
+            format!(
+                "pack {} is in no index and holds blobs the snapshots use (`arca repair index` \
+                 indexes it)",
+                p.id
+            )
+        } else if found.damaged_index_files > 0 {
+            format!(
+                "pack {} is in no intact index file (`arca repair index` reads it)",
+                p.id
+            )
+        } else {
+            format!(
+                "pack {} is not in any index (left by an interrupted backup; harmless)",
+                p.id
+            )
+        });
+    }
+    for u in &scan.unreadable {
+        if u.damaged {
+            rep.notes.push(format!(
+                "pack {} is in no index and its header cannot be read ({}): nothing in it can \
+                 be used, and `arca prune` deletes it",
+                u.id, u.error
+            ));
+        } else {
+            found.unindexed_packs += 1;
+            rep.notes.push(format!(
+                "pack {} is in no index and cannot be read now ({})",
+                u.id, u.error
+            ));
+        }
+    }
 }
 
 /// `1 pack`, `2 packs`.

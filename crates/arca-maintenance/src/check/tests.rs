@@ -172,3 +172,19 @@ fn each_kind_of_damage_proposes_its_repair() {
     );
     assert_eq!(Repair::Prune.command(), "arca prune");
 }
+
+#[test]
+fn a_damaged_key_file_is_an_error() {
+    let fx = build();
+    let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+    assert!(rep.is_ok(), "{:?}", rep.errors);
+    let key = fx.repo.key_id();
+    fx.flip(FileType::Key, &key, 40);
+    let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+    assert_eq!(rep.errors.len(), 1, "{:?}", rep.errors);
+    assert!(
+        rep.errors[0].contains(&key.to_hex()) && rep.errors[0].contains("damaged"),
+        "{:?}",
+        rep.errors
+    );
+}

@@ -108,7 +108,7 @@ impl<'a> ReadCtx<'a> {
                     sealed,
                     raw_len,
                 )
-                .map_err(|e| bad(e.to_string()))?;
+                .map_err(|e| bad(e.blob_cause()))?;
             let (target, new) = if self.same_ids {
                 // Only blobs the target lacks are asked for.
                 (id, true)

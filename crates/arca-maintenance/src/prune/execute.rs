@@ -318,17 +318,26 @@ fn copy_pack(
 ) -> Result<(), PruneError> {
     let repo = filler.repo;
     let p = &plan.packs[i];
-    let bad = |error: String| PruneError::BadPack { id: p.id, error };
+    let bad = |error: String| PruneError::BadPack {
+        id: p.id,
+        error,
+        damaged: true,
+    };
+    let mismatch = |error: String| PruneError::BadPack {
+        id: p.id,
+        error,
+        damaged: false,
+    };
     let backend: &dyn Backend = repo.backend().as_ref();
     let header = read_pack_header(backend, repo.sealer(), &p.id, p.size).map_err(|e| {
         if e.is_corruption() {
-            bad(e.to_string())
+            bad(format!("its header cannot be read: {}", e.cause()))
         } else {
             e.into()
         }
     })?;
     if header.kind != p.kind {
-        return Err(bad(format!(
+        return Err(mismatch(format!(
             "its header says {} blobs, the index {}",
             header.kind, p.kind
         )));
@@ -339,7 +348,7 @@ fn copy_pack(
         let e = find_entry(&header, k.offset)
             .filter(|e| e.id.prefix16() == k.key)
             .ok_or_else(|| {
-                bad(format!(
+                mismatch(format!(
                     "its header has no blob at offset {} as the index says",
                     k.offset
                 ))
@@ -360,7 +369,7 @@ fn copy_pack(
                 return Err(bad("a read came back short".into()));
             };
             authenticate_blob(repo.sealer(), p.kind, id, p.id, sealed)
-                .map_err(|e| bad(e.to_string()))?;
+                .map_err(|e| bad(e.cause()))?;
             filler.append(p.kind, id, raw_len, sealed)?;
             filler.ship_if_full(p.kind)?;
         }

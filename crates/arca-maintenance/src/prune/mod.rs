@@ -282,6 +282,8 @@ pub enum PruneError {
         id: Id,
         /// What is wrong.
         error: String,
+        /// Whether its bytes are damaged (else its header and the index disagree).
+        damaged: bool,
     },
     /// The repository changed between planning and executing.
     Changed(String),
@@ -315,8 +317,9 @@ impl fmt::Display for PruneError {
                 }
                 write!(
                     f,
-                    "); {NOTHING}. Run `arca check` to see what is affected, then `arca repair \
-                     index` to index the packs that hold them"
+                    "); {NOTHING}. Run `arca check` to see what is affected and the repair to \
+                     run: `arca repair index` for blobs in packs no index names, `arca repair \
+                     snapshots --forget` for lost ones"
                 )
             }
             PruneError::UnreadableTree { id, error } => write!(
@@ -328,14 +331,25 @@ impl fmt::Display for PruneError {
             PruneError::UnreadableSnapshot { id, error } if error.is_corruption() => write!(
                 f,
                 "{error}: the data it uses is unknown; {NOTHING}. Remove the damaged snapshot \
-                 with `arca forget {}`, or run `arca repair snapshots`",
+                 with `arca forget {}` (or every damaged one with `arca repair snapshots \
+                 --forget`)",
                 id.short()
             ),
             PruneError::UnreadableSnapshot { error, .. } => write!(f, "{error}; {NOTHING}"),
-            PruneError::BadPack { id, error } => write!(
+            PruneError::BadPack {
+                id,
+                error,
+                damaged: true,
+            } => write!(
                 f,
-                "pack {id} cannot be repacked: {error}; {NOTHING}. Run `arca check --read-data`, \
-                 then `arca repair index`"
+                "pack {id} cannot be repacked: {error}; {NOTHING}. Run `arca repair packs {}` \
+                 (it keeps the blobs that verify), then prune again",
+                id.short()
+            ),
+            PruneError::BadPack { id, error, .. } => write!(
+                f,
+                "pack {id} cannot be repacked: {error}; {NOTHING}. Run `arca repair index \
+                 --read-all-packs` (it indexes the pack as its header says), then prune again"
             ),
             PruneError::Changed(what) => write!(
                 f,

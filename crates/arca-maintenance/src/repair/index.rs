@@ -73,7 +73,7 @@ pub fn repair_index(
         let f = match f {
             Ok(f) => f,
             Err(e) => {
-                rep.damaged_index_files.push((*id, e.to_string()));
+                rep.damaged_index_files.push((*id, e.cause()));
                 continue;
             }
         };

@@ -147,7 +147,7 @@ pub fn repair_packs(
                     kind: p.kind,
                     id: b.id,
                     pack: *id,
-                    why: e.to_string(),
+                    why: e.blob_cause(),
                 });
                 continue;
             }

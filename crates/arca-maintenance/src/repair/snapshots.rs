@@ -111,7 +111,7 @@ pub fn repair_snapshots(
     for id in ids {
         match repo.load_snapshot(&id) {
             Ok(s) => snapshots.push((id, s)),
-            Err(e) if e.is_corruption() => rep.damaged_files.push((id, e.to_string())),
+            Err(e) if e.is_corruption() => rep.damaged_files.push((id, e.cause())),
             Err(e) => return Err(e),
         }
     }
