@@ -54,10 +54,10 @@ pub struct Global {
     #[arg(short = 'o', long = "option", global = true, value_name = "KEY=VALUE")]
     pub options: Vec<String>,
     /// Simulated per-request latency of the backend, e.g. 20ms (benchmarks)
-    #[arg(long, global = true, value_name = "DURATION")]
+    #[arg(long, global = true, value_name = "DURATION", value_parser = crate::util::duration_arg)]
     pub backend_latency: Option<String>,
     /// Simulated bandwidth cap of the backend in bytes/s, e.g. 100MB (benchmarks)
-    #[arg(long, global = true, value_name = "BYTES")]
+    #[arg(long, global = true, value_name = "BYTES", value_parser = crate::util::size_arg)]
     pub backend_bandwidth: Option<String>,
     /// Folder of the local cache of remote repositories (default: $XDG_CACHE_HOME/arca, or
     /// ~/.cache/arca)
@@ -206,7 +206,7 @@ pub struct BackupArgs {
     #[arg(long = "exclude-if-present", value_name = "NAME[:HEADER]")]
     pub exclude_if_present: Vec<String>,
     /// Leave out files larger than this (e.g. 2GiB)
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", value_parser = crate::util::size_arg)]
     pub exclude_larger_than: Option<String>,
     /// Read and count everything, write nothing to the repository
     #[arg(short = 'n', long)]
@@ -239,7 +239,7 @@ pub struct BackupArgs {
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
     /// Memory for data in flight between reading and uploading, e.g. 512MiB [default: 256MiB]
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", value_parser = crate::util::size_arg)]
     pub memory: Option<String>,
     /// Capping: within each ~20 MiB segment, reference at most N packs of earlier backups and
     /// store blocks found in other old packs again (bounds restore fragmentation; 0 = off)
@@ -351,30 +351,30 @@ pub struct RestoreArgs {
     #[arg(short, long)]
     pub verbose: bool,
     /// Ranged reads in flight (default: from the backend: 8 local, 16 remote)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::util::at_least_one)]
     pub fetchers: Option<usize>,
     /// Threads that decrypt, verify and write (default: one per core)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::util::at_least_one)]
     pub workers: Option<usize>,
     /// Memory for block data: reads in flight and cached blocks (default: 1/64 of RAM,
     /// 32 MiB to 256 MiB)
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", value_parser = crate::util::size_arg)]
     pub memory: Option<String>,
     /// Blobs of a pack closer than this are read in one request (default: 256KiB local,
     /// latency x bandwidth remote)
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", value_parser = crate::util::size_arg)]
     pub read_gap: Option<String>,
     /// Largest single read (default: 2MiB local, 16MiB remote)
-    #[arg(long, value_name = "BYTES", hide = true)]
+    #[arg(long, value_name = "BYTES", hide = true, value_parser = crate::util::size_arg)]
     pub max_read: Option<String>,
     /// Capacity of the channels between stages
-    #[arg(long, value_name = "N", hide = true)]
+    #[arg(long, value_name = "N", hide = true, value_parser = crate::util::at_least_one)]
     pub queue: Option<usize>,
     /// Bytes of file content admitted ahead of completion
-    #[arg(long, value_name = "BYTES", hide = true)]
+    #[arg(long, value_name = "BYTES", hide = true, value_parser = crate::util::size_arg)]
     pub window: Option<String>,
     /// Report a stall after this long without progress (default: 60s)
-    #[arg(long, value_name = "DURATION", hide = true)]
+    #[arg(long, value_name = "DURATION", hide = true, value_parser = crate::util::duration_arg)]
     pub stall_after: Option<String>,
     /// Do not reserve disk space for files before writing them
     #[arg(long)]
@@ -389,7 +389,7 @@ pub struct RestoreArgs {
     pub no_direct_io: bool,
     /// Bytes of pack ranges announced to a local repository ahead of the reads (default:
     /// two rounds of reads; 0: none)
-    #[arg(long, value_name = "BYTES", hide = true)]
+    #[arg(long, value_name = "BYTES", hide = true, value_parser = crate::util::size_arg)]
     pub prefetch: Option<String>,
     /// Print progress and the summary as JSON lines
     #[arg(long)]
@@ -403,7 +403,7 @@ pub struct CheckArgs {
     pub read_data: bool,
     /// Read a part of the packs: group n/m (by the first byte of the pack id, as restic),
     /// a random x%, or random packs adding up to a size (500M, 2G)
-    #[arg(long, value_name = "SUBSET", conflicts_with = "read_data")]
+    #[arg(long, value_name = "SUBSET", conflicts_with = "read_data", value_parser = crate::util::subset_arg)]
     pub read_data_subset: Option<String>,
     /// Print the result as JSON
     #[arg(long)]

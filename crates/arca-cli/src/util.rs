@@ -33,6 +33,40 @@ pub fn parse_size(s: &str) -> Result<u64> {
     arca_format::text::parse_size(s).map_err(|e| anyhow!(e))
 }
 
+/// clap's check of a SIZE option (kept as written, parsed where it is used): a bad value is
+/// a usage error naming the option, with exit code 2.
+pub fn size_arg(s: &str) -> Result<String, String> {
+    arca_format::text::parse_size(s)
+        .map(|_| s.to_string())
+        .map_err(|_| "expected a size such as 4096, 512KiB, 64MiB or 2G".into())
+}
+
+/// clap's check of `check --read-data-subset`, as [`size_arg`].
+pub fn subset_arg(s: &str) -> Result<String, String> {
+    arca_maintenance::check::DataSubset::parse(s)
+        .map(|_| s.to_string())
+        .map_err(|_| {
+            "expected a group n/m (m up to 256), a percentage above 0% and at most 100%, or a \
+             size such as 500M"
+                .into()
+        })
+}
+
+/// clap's check of a count that must be at least 1.
+pub fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err("expected a whole number of at least 1".into()),
+    }
+}
+
+/// clap's check of a DURATION option, as [`size_arg`].
+pub fn duration_arg(s: &str) -> Result<String, String> {
+    parse_duration(s)
+        .map(|_| s.to_string())
+        .map_err(|_| "expected a duration such as 100us, 20ms, 1.5s or 2m".into())
+}
+
 /// Parses durations like `20ms`, `1.5s`, `100us`.
 pub fn parse_duration(s: &str) -> Result<Duration> {
     let (n, unit) = number_and_unit(s, "duration")?;

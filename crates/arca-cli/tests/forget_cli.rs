@@ -361,17 +361,26 @@ fn prune_after_forget_frees_the_data_only_removed_snapshots_used() {
     let d = compare::diff_trees(&src, &target.join(src.strip_prefix("/").unwrap()));
     assert!(d.is_empty(), "{d:?}");
 
-    // With --json: the groups, then prune's summary, one JSON document a line.
+    // With --json: one document holding the groups and prune's summary (none in a dry run).
     backup(&e, &src, "4", &[]);
+    let dry = e.ok(&["forget", "-l", "1", "--prune", "--json", "--dry-run"]);
+    let v: Value = serde_json::from_str(&dry).unwrap();
+    assert_eq!(ids_of(&v["forget"][0]["remove"]), [s3.as_str()]);
+    assert!(v["prune"].is_null(), "{dry}");
     let out = e.ok(&["forget", "-l", "1", "--prune", "--json"]);
-    let lines: Vec<Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(lines.len(), 2, "{out}");
-    assert_eq!(ids_of(&lines[0][0]["remove"]), [s3.as_str()]);
-    assert!(lines[1].is_object(), "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(ids_of(&v["forget"][0]["remove"]), [s3.as_str()]);
+    assert!(v["prune"]["dry_run"] == false, "{out}");
     e.ok(&["check", "--read-data"]);
+
+    // Bad values are usage errors (exit 2) naming the option.
+    for (opt, bad) in [("--max-unused", "abc"), ("--max-repack-size", "xx")] {
+        let o = e.run(&["prune", opt, bad]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(opt), "{}", stderr(&o));
+    }
+    let o = e.run(&["check", "--read-data-subset", "0/3"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
 /// One damaged snapshot file does not stop the repository: listings and `latest` leave it out

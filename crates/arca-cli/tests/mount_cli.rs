@@ -572,6 +572,10 @@ fn mount_refuses_unusable_mountpoints() {
     let dir = e.path("empty");
     fs::create_dir(&dir).unwrap();
     let o = e.run(&["mount", dir.to_str().unwrap(), "--cache-size", "lots"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert_eq!(stderr(&o), "arca: invalid size \"lots\"\n");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("invalid value 'lots' for '--cache-size <SIZE>'"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -261,9 +261,11 @@ fn bad_options_are_refused() {
         &["prune", "--max-unused", "lots"],
         &["prune", "--max-repack-size", "big"],
     ] {
+        // A usage error (2) naming the option.
         let o = e.run(bad);
-        assert_eq!(o.status.code(), Some(1), "{bad:?}");
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
         assert!(stderr(&o).contains("invalid"), "{}", stderr(&o));
+        assert!(stderr(&o).contains(bad[1]), "{}", stderr(&o));
     }
     // On an empty repository there is nothing to do.
     let v = e.json(&[

@@ -334,7 +334,7 @@ fn read_data_subset_reads_groups_and_shares_of_the_packs() {
 
     for bad in ["0/3", "4/3", "1/300", "0%", "150%", "lots"] {
         let o = e.run(&["check", "--read-data-subset", bad]);
-        assert_eq!(o.status.code(), Some(1), "{bad}");
+        assert_eq!(o.status.code(), Some(2), "{bad}");
         assert!(
             stderr(&o).contains("read-data-subset"),
             "{bad}: {}",

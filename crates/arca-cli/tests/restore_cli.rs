@@ -189,15 +189,12 @@ fn dry_run_json_profile_and_bad_flags() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("sometimes"), "{}", stderr(&o));
+    // Bad values are usage errors (2) naming the option.
     let o = e.run(&["restore", "latest", "--target", t, "--fetchers", "0"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("--fetchers must be at least 1"),
-        "{}",
-        stderr(&o)
-    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("'--fetchers <N>'"), "{}", stderr(&o));
     let o = e.run(&["restore", "latest", "--target", t, "--memory", "lots"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("lots"), "{}", stderr(&o));
     // A file where the target directory should be.
     fs::write(e.path("not-a-dir"), b"x").unwrap();

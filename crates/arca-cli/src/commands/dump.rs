@@ -41,10 +41,10 @@ pub struct DumpArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
     /// Two blobs of a pack closer than this are read as one range (default: from the backend)
-    #[arg(long, hide = true, value_name = "SIZE")]
+    #[arg(long, hide = true, value_name = "SIZE", value_parser = crate::util::size_arg)]
     pub read_gap: Option<String>,
     /// Largest ranged read (default: from the backend)
-    #[arg(long, hide = true, value_name = "SIZE")]
+    #[arg(long, hide = true, value_name = "SIZE", value_parser = crate::util::size_arg)]
     pub max_read: Option<String>,
     /// Ranged reads in flight (default: 4, 8 behind a network)
     #[arg(long, hide = true, value_name = "N")]

@@ -141,7 +141,11 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
     if a.snapshots.is_empty() && policy.is_empty() {
         eprintln!("no policy given: nothing removed");
         if a.json {
-            super::out("[]")?;
+            super::out(if a.prune {
+                r#"{"forget":[],"prune":null}"#
+            } else {
+                "[]"
+            })?;
         }
         return Ok(0);
     }
@@ -165,9 +169,15 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
         by_ids(&opened, &filter, &a.snapshots, a.group_by)?
     };
 
+    // With --prune, one document holds both: {"forget": [...], "prune": {...} or null}.
+    let forget_json = Value::Array(reports.iter().map(report_json).collect());
+    let both = |prune: Option<Value>| -> Result<()> {
+        super::out(&json!({ "forget": forget_json, "prune": prune }).to_string())
+    };
     if a.json {
-        let v: Vec<Value> = reports.iter().map(report_json).collect();
-        super::out(&Value::Array(v).to_string())?;
+        if !a.prune {
+            super::out(&forget_json.to_string())?;
+        }
     } else if !g.quiet {
         if a.snapshots.is_empty() {
             super::out(&format!("Applying policy: {policy}"))?;
@@ -190,6 +200,9 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
             super::out(&line)
         }
     };
+    if (remove.is_empty() || a.dry_run) && a.json && a.prune {
+        both(None)?;
+    }
     if remove.is_empty() {
         say("nothing to remove".into())?;
         return Ok(0);
@@ -220,7 +233,10 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
             json: a.json,
             ..Default::default()
         };
-        return super::prune::run_on(g, &opened, &prune);
+        let v = super::prune::run_quiet_json(g, &opened, &prune)?;
+        if a.json {
+            both(v)?;
+        }
     }
     Ok(0)
 }

@@ -27,11 +27,11 @@ pub struct MountArgs {
     #[arg(long)]
     pub foreground: bool,
     /// Memory for decrypted file data and trees (a quarter, at least 4 MiB, for trees)
-    #[arg(long, value_name = "SIZE", default_value = "64MiB")]
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::util::size_arg)]
     pub cache_size: String,
     /// Least time between two readings of the snapshot list (taken when a folder above
     /// the snapshots is used), so new snapshots appear
-    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::util::duration_arg)]
     pub refresh_interval: String,
 }
 

@@ -25,10 +25,10 @@ pub struct PruneArgs {
     /// Unused space to tolerate, as restic: a PERCENT of the repository or a SIZE (the packs
     /// with the largest unused share are repacked until at most that much is left), or
     /// `unlimited` (only packs nothing uses are deleted) [default: 5%]
-    #[arg(long, value_name = "PERCENT|SIZE")]
+    #[arg(long, value_name = "PERCENT|SIZE", value_parser = max_unused_arg)]
     pub max_unused: Option<String>,
     /// Repack at most this many bytes of packs (e.g. 2GiB)
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", value_parser = crate::util::size_arg)]
     pub max_repack_size: Option<String>,
     /// Also repack packs smaller than 80% of the target pack size into full ones
     #[arg(long)]
@@ -53,6 +53,15 @@ pub fn run(g: &Global, a: &PruneArgs) -> Result<u8> {
 
 /// Prunes an already opened (and exclusively locked) repository: `forget --prune` calls this.
 pub fn run_on(g: &Global, opened: &Opened, a: &PruneArgs) -> Result<u8> {
+    if let Some(v) = run_quiet_json(g, opened, a)? {
+        super::out(&v.to_string())?;
+    }
+    Ok(0)
+}
+
+/// Runs prune; with `--json`, its document is returned instead of printed (`forget
+/// --prune --json` puts it into its own).
+pub fn run_quiet_json(g: &Global, opened: &Opened, a: &PruneArgs) -> Result<Option<Value>> {
     let opts = options(a)?;
     let repo = &opened.repo;
     let progress = Arc::new(Progress::default());
@@ -65,7 +74,7 @@ pub fn run_on(g: &Global, opened: &Opened, a: &PruneArgs) -> Result<u8> {
             let mut v = plan_json(&plan);
             v["dry_run"] = json!(true);
             v["backend"] = util::stats_json(&opened.stats);
-            super::out(&v.to_string())?;
+            return Ok(Some(v));
         } else if !g.quiet {
             print_plan(&plan)?;
             print_packs(&plan)?;
@@ -74,7 +83,7 @@ pub fn run_on(g: &Global, opened: &Opened, a: &PruneArgs) -> Result<u8> {
                 human_bytes(plan.stats.freed_bytes)
             ))?;
         }
-        return Ok(0);
+        return Ok(None);
     }
     if !a.json && !g.quiet {
         print_plan(&plan)?;
@@ -90,19 +99,46 @@ pub fn run_on(g: &Global, opened: &Opened, a: &PruneArgs) -> Result<u8> {
             v[k] = x;
         }
         v["backend"] = util::stats_json(&opened.stats);
-        super::out(&v.to_string())?;
-    } else if !g.quiet {
+        return Ok(Some(v));
+    }
+    if !g.quiet {
         print_report(&report)?;
     }
-    Ok(0)
+    Ok(None)
 }
 
 /// The library's options from the command line.
 fn options(a: &PruneArgs) -> Result<PruneOptions> {
-    let max_unused = match a.max_unused.as_deref().map(str::trim) {
-        None | Some("") => MaxUnused::default(),
-        Some("unlimited") => MaxUnused::Unlimited,
-        Some(s) => match s.strip_suffix('%') {
+    let max_unused = match a.max_unused.as_deref() {
+        None => MaxUnused::default(),
+        Some(s) => parse_max_unused(s)?,
+    };
+    let max_repack_bytes = a
+        .max_repack_size
+        .as_deref()
+        .map(util::parse_size)
+        .transpose()?;
+    Ok(PruneOptions {
+        max_unused,
+        max_repack_bytes,
+        repack_small: a.repack_small,
+        threads: 0,
+        ..PruneOptions::default()
+    })
+}
+
+/// clap's check of `--max-unused` (a bad value is a usage error naming the option).
+pub fn max_unused_arg(s: &str) -> Result<String, String> {
+    parse_max_unused(s)
+        .map(|_| s.to_string())
+        .map_err(|_| "expected a percentage from 0% to 100% (5%), a size (2G) or unlimited".into())
+}
+
+fn parse_max_unused(s: &str) -> Result<MaxUnused> {
+    Ok(match s.trim() {
+        "" => MaxUnused::default(),
+        "unlimited" => MaxUnused::Unlimited,
+        s => match s.strip_suffix('%') {
             Some(p) => {
                 let p: f64 = p
                     .trim()
@@ -117,17 +153,6 @@ fn options(a: &PruneArgs) -> Result<PruneOptions> {
                 anyhow!("invalid --max-unused {s:?} (a percentage, a size or unlimited): {e}")
             })?),
         },
-    };
-    let max_repack_bytes = a
-        .max_repack_size
-        .as_deref()
-        .map(util::parse_size)
-        .transpose()?;
-    Ok(PruneOptions {
-        max_unused,
-        max_repack_bytes,
-        repack_small: a.repack_small,
-        threads: 0,
     })
 }
 

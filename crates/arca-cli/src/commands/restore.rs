@@ -102,15 +102,6 @@ fn tuning(a: &RestoreArgs) -> Result<Tuning> {
 }
 
 pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
-    for (name, v) in [
-        ("--fetchers", a.fetchers),
-        ("--workers", a.workers),
-        ("--queue", a.queue),
-    ] {
-        if v == Some(0) {
-            bail!("{name} must be at least 1");
-        }
-    }
     let cancel = super::cancel_on_signals(super::INTERRUPTED)?;
     let opened = util::open(g)?;
     let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "restore")?;
