@@ -123,7 +123,6 @@ fn options(a: &PruneArgs) -> Result<PruneOptions> {
         max_repack_bytes,
         repack_small: a.repack_small,
         threads: 0,
-        ..PruneOptions::default()
     })
 }
 
