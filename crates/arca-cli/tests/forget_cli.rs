@@ -450,3 +450,33 @@ fn a_damaged_snapshot_is_left_out_and_can_be_forgotten() {
     e.ok(&["prune"]);
     e.ok(&["check", "--read-data"]);
 }
+
+/// `--path` names a path as `backup` stores it: a trailing slash, `.` and `..`, doubled
+/// slashes and a path relative to the current folder all match (each matched nothing).
+#[test]
+fn a_path_filter_is_normalized_as_backup_stores_paths() {
+    let (e, src) = setup();
+    let id = backup(&e, &src, "1", &[]);
+    let s = src.to_str().unwrap();
+    let parent = src.parent().unwrap();
+    for form in [
+        format!("{s}/"),
+        format!("{s}/."),
+        format!("/{s}"),
+        format!("{s}/../src"),
+        "src".to_string(),
+        "./src/".to_string(),
+    ] {
+        let o = e
+            .cmd(&["snapshots", "--json", "--path", &form])
+            .current_dir(parent)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{form}: {}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(ids_of(&v), [id.as_str()], "{form}");
+    }
+    let v: Value =
+        serde_json::from_str(&e.ok(&["snapshots", "--json", "--path", "/elsewhere"])).unwrap();
+    assert!(ids_of(&v).is_empty());
+}

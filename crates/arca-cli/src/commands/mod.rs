@@ -115,11 +115,17 @@ fn stages_json(stages: &[arca_repo::profile::StageProfile]) -> serde_json::Value
         .collect()
 }
 
+/// The snapshot filter from `--host`, `--tag` and `--path`. A path is made absolute and
+/// normalized as `backup` stores it (`src/`, `./src` and `//x/src` name `/x/src`).
 fn filter(f: &FilterArgs) -> SnapshotFilter {
+    let path = |p: &String| {
+        arca_backup::sources::absolute(std::path::Path::new(p))
+            .map_or_else(|_| p.clone(), |a| a.to_string_lossy().into_owned())
+    };
     SnapshotFilter {
         host: f.host.clone(),
         tags: f.tags.clone(),
-        paths: f.paths.clone(),
+        paths: f.paths.iter().map(path).collect(),
     }
 }
 
