@@ -244,6 +244,9 @@ fn section_args(
         if given.given.iter().any(|g| g == long) && !repeatable {
             continue;
         }
+        if replaced_by_alternative(cmd, long, given) {
+            continue;
+        }
         match arg.get_action() {
             ArgAction::SetTrue => match value {
                 Value::Boolean(true) => out.push(OsString::from(format!("--{long}"))),
@@ -266,6 +269,25 @@ fn section_args(
         }
     }
     Ok(())
+}
+
+/// Options of which one at most may be given: one of them on the command line, in its
+/// environment variable or in a later profile replaces the others a profile names.
+const ALTERNATIVES: &[&[&str]] = &[&["password-file", "password-command"]];
+
+/// Whether `long` gives way to another option of its [`ALTERNATIVES`] set that is given.
+fn replaced_by_alternative(cmd: &clap::Command, long: &str, given: &Parsed) -> bool {
+    let Some(set) = ALTERNATIVES.iter().find(|s| s.contains(&long)) else {
+        return false;
+    };
+    set.iter().filter(|o| **o != long).any(|o| {
+        given.given.iter().any(|g| g == o)
+            || cmd
+                .get_arguments()
+                .find(|a| a.get_long() == Some(o))
+                .and_then(Arg::get_env)
+                .is_some_and(|v| std::env::var_os(v).is_some())
+    })
 }
 
 /// Adds the options of `profiles` to `args`.
@@ -555,5 +577,48 @@ prune = true
         .map(OsString::from)
         .collect();
         assert_eq!(profile_names(&args), ["a", "b", "c", "d"]);
+    }
+
+    /// A password source on the command line or in a later profile replaces the profile's
+    /// other one (clap refuses both together).
+    #[test]
+    fn a_password_source_replaces_the_profiles_other_one() {
+        let given = |v: &[String]| v.iter().any(|a| a.starts_with("--password-file"));
+        let out = run(
+            &[
+                "arca",
+                "-P",
+                "p",
+                "--password-command",
+                "pass show x",
+                "snapshots",
+            ],
+            PROFILE,
+        )
+        .unwrap();
+        assert!(!given(&out), "{out:?}");
+        Cli::try_parse_from(&out).unwrap();
+        let later: Table = "[global]\npassword-command = \"echo pw\"".parse().unwrap();
+        let args: Vec<OsString> = ["arca", "-P", "p", "-P", "q", "snapshots"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let out: Vec<String> = apply(
+            args,
+            &[
+                (PathBuf::from("p.toml"), PROFILE.parse().unwrap()),
+                (PathBuf::from("q.toml"), later),
+            ],
+        )
+        .unwrap()
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+        assert!(!given(&out), "{out:?}");
+        assert!(
+            out.contains(&"--password-command=echo pw".to_string()),
+            "{out:?}"
+        );
+        Cli::try_parse_from(&out).unwrap();
     }
 }
