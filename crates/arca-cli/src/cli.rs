@@ -193,8 +193,14 @@ pub struct BackupArgs {
     /// Back up standard input as one file (see --stdin-filename)
     #[arg(long, conflicts_with_all = ["paths", "files_from"])]
     pub stdin: bool,
-    /// Name of the file --stdin creates in the snapshot
-    #[arg(long, value_name = "NAME", default_value = "stdin", requires = "stdin")]
+    /// Name of the file --stdin creates in the snapshot (at its root)
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "stdin",
+        requires = "stdin",
+        value_parser = crate::util::file_name_arg
+    )]
     pub stdin_filename: String,
     #[command(flatten)]
     pub exclude: ExcludeArgs,

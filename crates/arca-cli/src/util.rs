@@ -52,6 +52,16 @@ pub fn subset_arg(s: &str) -> Result<String, String> {
         })
 }
 
+/// clap's check of a plain file name (`backup --stdin-filename`).
+pub fn file_name_arg(s: &str) -> Result<String, String> {
+    if s.is_empty() || s == "." || s == ".." || s.contains('/') || s.contains('\0') {
+        return Err(
+            "expected a file name, without '/' (the file is stored at the snapshot's root)".into(),
+        );
+    }
+    Ok(s.to_string())
+}
+
 /// clap's check of a count that must be at least 1.
 pub fn at_least_one(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
