@@ -502,6 +502,15 @@ fn bad_paths_and_snapshots_fail_with_one_line() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_eq!(fs::read_dir(&out).unwrap().count(), 0);
+    // A folder as --target is refused before anything is read.
+    let o = e
+        .cmd(&["dump", "latest", "/", "--target", out.to_str().unwrap()])
+        .env("ARCA_TEST_FAULTS", "read:pack:from=0:denied")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is a folder"), "{}", stderr(&o));
+    assert_eq!(fs::read_dir(&out).unwrap().count(), 0);
     // An archive of one file when --archive is given.
     let o = e.run(&["dump", "--archive", "tar", "latest", &s("top.bin")]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -64,6 +64,10 @@ impl Pending {
         let name = target
             .file_name()
             .with_context(|| format!("--target {}: not a file name", target.display()))?;
+        // Refused before anything is read: the rename at the end could not replace it.
+        if std::fs::symlink_metadata(target).is_ok_and(|m| m.is_dir()) {
+            bail!("--target {}: is a folder (name a file)", target.display());
+        }
         let mut tmp_name = OsString::from(".");
         tmp_name.push(name);
         tmp_name.push(format!(".arca-dump-{}", std::process::id()));
