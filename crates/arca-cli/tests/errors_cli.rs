@@ -31,6 +31,10 @@ fn causes_and_names_appear_once() {
     once(&err, "/nonexistent/arca-test-path");
     once(&err, "No such file or directory");
 
+    let o = e.run(&["cat", "tree", "33386a486360"]);
+    assert_eq!(o.status.code(), Some(1));
+    once(&stderr(&o), "33386a486360");
+
     let o = e.run(&["restore", "latest", "--target", "/dev/null/x"]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);

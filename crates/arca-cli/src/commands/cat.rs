@@ -13,7 +13,8 @@ use crate::cli::{CatArgs, CatWhat, Global};
 use crate::util;
 
 fn parse_id(s: &str) -> Result<Id> {
-    Id::from_hex(s).with_context(|| format!("{s:?} is not a full 64-digit id"))
+    // The cause adds nothing to this (it repeated the value twice more).
+    Id::from_hex(s).map_err(|_| anyhow::anyhow!("{s:?} is not a full 64-digit id"))
 }
 
 fn pretty(v: &serde_json::Value) -> Result<()> {
