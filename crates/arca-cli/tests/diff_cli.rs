@@ -345,3 +345,34 @@ fn errors_name_the_value() {
     assert!(e.contains("\"a/../b\""), "{e}");
     assert_eq!(e.lines().count(), 1, "{e}");
 }
+
+/// `ID:SUBFOLDER` whose folder name is not UTF-8 (clap refused the argument).
+#[test]
+fn a_subfolder_whose_name_is_not_utf8_is_compared() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    let odd = src.join(OsStr::from_bytes(b"dir\xfe"));
+    fs::create_dir_all(&odd).unwrap();
+    write(&odd.join("f.txt"), 1, 100);
+    let first = e.json(&["backup", "--json", src.to_str().unwrap()])["snapshot_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    write(&odd.join("f.txt"), 2, 200);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let spec = |s: &str| {
+        let mut v = format!("{s}:").into_bytes();
+        v.extend_from_slice(odd.as_os_str().as_bytes());
+        std::ffi::OsString::from(OsStr::from_bytes(&v))
+    };
+    let o = e
+        .cmd(&["diff", "--json"])
+        .arg(spec(&first))
+        .arg(spec("latest"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("f.txt"), "{out}");
+}

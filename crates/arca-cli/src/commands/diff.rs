@@ -21,10 +21,10 @@ use super::subfolder::{self, normalize};
 pub struct DiffArgs {
     /// First snapshot: id, id prefix or "latest"; ID:SUBFOLDER compares that folder
     #[arg(value_name = "SNAPSHOT_A")]
-    pub first: String,
+    pub first: std::ffi::OsString,
     /// Second snapshot (same forms)
     #[arg(value_name = "SNAPSHOT_B")]
-    pub second: String,
+    pub second: std::ffi::OsString,
     /// Compare only this path (and what is below it) of both
     #[arg(value_name = "PATH")]
     pub path: Option<PathBuf>,
@@ -115,8 +115,8 @@ pub fn run(g: &Global, a: &DiffArgs) -> Result<u8> {
     if a.json {
         let v = json!({
             "message_type": "statistics",
-            "source_snapshot": a.first,
-            "target_snapshot": a.second,
+            "source_snapshot": a.first.to_string_lossy(),
+            "target_snapshot": a.second.to_string_lossy(),
             "changed_files": s.changed_files,
             "added": stat_json(&s.added),
             "removed": stat_json(&s.removed),
