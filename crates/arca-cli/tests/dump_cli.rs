@@ -486,7 +486,7 @@ fn bad_paths_and_snapshots_fail_with_one_line() {
     fail(&["dump", "abcdef12", &s("top.bin")], "abcdef12");
     fail(
         &["dump", "--host", "elsewhere", "latest", &s("top.bin")],
-        "latest",
+        "no snapshot matches \"latest\" with --host elsewhere",
     );
     fail(&["dump", "latest", &s("top.bin/x")], "is not a folder");
     fail(&["dump", "latest", &s("link")], "is a symlink, not a file");

@@ -108,6 +108,14 @@ pub enum RepoError {
     /// No snapshot matches a name.
     #[error("no snapshot matches {0:?}")]
     NoSuchSnapshot(String),
+    /// No snapshot passes the filters `latest` was asked with.
+    #[error("no snapshot matches {spec:?} with {filter}")]
+    NoSnapshotPasses {
+        /// What was asked for.
+        spec: String,
+        /// The filter's options.
+        filter: String,
+    },
     /// Several snapshots match an id prefix.
     #[error("snapshot prefix {prefix:?} is ambiguous: {count} snapshots match")]
     AmbiguousSnapshot {

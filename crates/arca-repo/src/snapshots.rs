@@ -26,6 +26,18 @@ impl SnapshotFilter {
             && self.tags.iter().all(|t| s.tags.contains(t))
             && self.paths.iter().all(|p| s.paths.contains(p))
     }
+
+    /// The filter as the options that set it (`--host h --tag t --path /p`), empty when it
+    /// passes everything.
+    pub fn describe(&self) -> String {
+        let mut parts = vec![];
+        if let Some(h) = &self.host {
+            parts.push(format!("--host {h}"));
+        }
+        parts.extend(self.tags.iter().map(|t| format!("--tag {t}")));
+        parts.extend(self.paths.iter().map(|p| format!("--path {p}")));
+        parts.join(" ")
+    }
 }
 
 impl Repository {
@@ -111,7 +123,13 @@ impl Repository {
             return self
                 .list_snapshots(filter)?
                 .pop()
-                .ok_or_else(|| RepoError::NoSuchSnapshot(spec.to_string()));
+                .ok_or_else(|| match filter.describe() {
+                    f if f.is_empty() => RepoError::NoSuchSnapshot(spec.to_string()),
+                    f => RepoError::NoSnapshotPasses {
+                        spec: spec.to_string(),
+                        filter: f,
+                    },
+                });
         }
         let id = self.resolve_snapshot(spec, filter)?;
         Ok((id, self.load_snapshot(&id)?))

@@ -53,7 +53,9 @@ impl From<arca_repo::RepoError> for ApiError {
     fn from(e: arca_repo::RepoError) -> Self {
         use arca_repo::RepoError as E;
         let status = match &e {
-            E::NoSuchSnapshot(_) | E::AmbiguousSnapshot { .. } => StatusCode::NOT_FOUND,
+            E::NoSuchSnapshot(_) | E::NoSnapshotPasses { .. } | E::AmbiguousSnapshot { .. } => {
+                StatusCode::NOT_FOUND
+            }
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError::with(status, e.to_string())
