@@ -31,6 +31,22 @@ fn causes_and_names_appear_once() {
     once(&err, "/nonexistent/arca-test-path");
     once(&err, "No such file or directory");
 
+    // A full disk behind stdout is named as such.
+    for args in [
+        &["ls", "latest"][..],
+        &["snapshots"],
+        &["diff", "latest", "latest"],
+    ] {
+        let o = e
+            .cmd(args)
+            .stdout(fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        once(&stderr(&o), "cannot write to standard output");
+        once(&stderr(&o), "No space left on device");
+    }
+
     let o = e.run(&["cat", "tree", "33386a486360"]);
     assert_eq!(o.status.code(), Some(1));
     once(&stderr(&o), "33386a486360");

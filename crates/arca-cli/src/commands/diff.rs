@@ -73,7 +73,7 @@ pub fn run(g: &Global, a: &DiffArgs) -> Result<u8> {
             id_b.short()
         );
     }
-    let mut w = BufWriter::new(std::io::stdout().lock());
+    let mut w = BufWriter::new(super::Stdout::lock());
     if !a.json && !g.quiet {
         writeln!(
             w,

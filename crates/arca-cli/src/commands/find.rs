@@ -2,7 +2,7 @@
 //! use given blobs, trees or packs (restic's `find`); each distinct listing is searched once.
 
 use std::ffi::OsStr;
-use std::io::{BufWriter, StdoutLock, Write};
+use std::io::{BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -62,7 +62,7 @@ pub struct FindArgs {
 
 /// Where and how results are written.
 struct Output<'a> {
-    w: BufWriter<StdoutLock<'static>>,
+    w: BufWriter<super::Stdout>,
     index: &'a Index,
     packs: Vec<Id>,
     json: bool,
@@ -303,7 +303,7 @@ pub fn run(g: &Global, a: &FindArgs) -> Result<u8> {
     };
     let objects = matches!(query, Query::Objects(_));
     let mut out = Output {
-        w: BufWriter::new(std::io::stdout().lock()),
+        w: BufWriter::new(super::Stdout::lock()),
         index: &index,
         packs,
         json: a.json,

@@ -24,7 +24,7 @@ mod subfolder;
 pub mod tag;
 pub mod ui;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use arca_repo::SnapshotFilter;
 
 use crate::cli::{Cli, Command, FilterArgs};
@@ -129,20 +129,44 @@ fn filter(f: &FilterArgs) -> SnapshotFilter {
     }
 }
 
+/// Standard output, locked, whose write errors say that they are standard output's (a full
+/// disk behind `> file` read as a bare "No space left on device"); the error keeps its kind, so
+/// a closed pipe is still recognised.
+pub(crate) struct Stdout(std::io::StdoutLock<'static>);
+
+impl Stdout {
+    pub(crate) fn lock() -> Self {
+        Self(std::io::stdout().lock())
+    }
+}
+
+fn stdout_error(e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("cannot write to standard output: {e}"))
+}
+
+impl std::io::Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf).map_err(stdout_error)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush().map_err(stdout_error)
+    }
+}
+
 /// Writes a line to stdout, surfacing a closed pipe as an error the caller maps to exit 0.
 fn out(line: &str) -> Result<()> {
     use std::io::Write;
     let mut o = std::io::stdout().lock();
-    o.write_all(line.as_bytes())?;
-    o.write_all(b"\n")?;
-    Ok(())
+    o.write_all(line.as_bytes())
+        .and_then(|()| o.write_all(b"\n"))
+        .context("cannot write to standard output")
 }
 
 /// Writes raw bytes and a newline to stdout (paths that are not UTF-8).
 fn out_bytes(line: &[u8]) -> Result<()> {
     use std::io::Write;
     let mut o = std::io::stdout().lock();
-    o.write_all(line)?;
-    o.write_all(b"\n")?;
-    Ok(())
+    o.write_all(line)
+        .and_then(|()| o.write_all(b"\n"))
+        .context("cannot write to standard output")
 }
