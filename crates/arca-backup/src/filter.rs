@@ -161,6 +161,25 @@ pub fn read_list(path: &Path) -> io::Result<Vec<String>> {
 /// Reads a `--files-from` list as [`read_list`] does, but as bytes: a path need not be
 /// UTF-8 (file names on Linux are any bytes but `/` and NUL).
 pub fn read_path_list(path: &Path) -> io::Result<Vec<std::path::PathBuf>> {
+    read_path_list_as(path, ListForm::Trimmed)
+}
+
+/// How a list of paths is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListForm {
+    /// One per line; blank lines and `#` comments skipped, surrounding spaces trimmed
+    /// (`--files-from`).
+    Trimmed,
+    /// One per line, exactly as written: spaces and `#` are part of the name, only empty
+    /// lines are skipped (`--files-from-verbatim`).
+    Verbatim,
+    /// Separated by NUL bytes, as `find -print0` writes them: any name, newlines included
+    /// (`--files-from-raw`).
+    Raw,
+}
+
+/// Reads a list of paths written in `form`, as bytes. `-` reads standard input.
+pub fn read_path_list_as(path: &Path, form: ListForm) -> io::Result<Vec<std::path::PathBuf>> {
     use std::os::unix::ffi::OsStrExt;
     let bytes = if path == Path::new("-") {
         let mut b = vec![];
@@ -169,10 +188,14 @@ pub fn read_path_list(path: &Path) -> io::Result<Vec<std::path::PathBuf>> {
     } else {
         std::fs::read(path)?
     };
+    let sep = if form == ListForm::Raw { 0 } else { b'\n' };
     Ok(bytes
-        .split(|&b| b == b'\n')
-        .map(<[u8]>::trim_ascii)
-        .filter(|l| !l.is_empty() && !l.starts_with(b"#"))
+        .split(|&b| b == sep)
+        .map(|l| match form {
+            ListForm::Trimmed => l.trim_ascii(),
+            _ => l,
+        })
+        .filter(|l| !l.is_empty() && (form != ListForm::Trimmed || !l.starts_with(b"#")))
         .map(|l| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(l)))
         .collect())
 }
@@ -193,6 +216,30 @@ mod tests {
                 .map(|p| p.as_os_str().as_bytes())
                 .collect::<Vec<_>>(),
             vec![&b"/a/b\xffc"[..], b"/plain"]
+        );
+    }
+
+    #[test]
+    fn verbatim_and_raw_lists_keep_every_byte_of_a_name() {
+        use std::os::unix::ffi::OsStrExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("list");
+        let names = |form| {
+            read_path_list_as(&p, form)
+                .unwrap()
+                .iter()
+                .map(|p| p.as_os_str().as_bytes().to_vec())
+                .collect::<Vec<_>>()
+        };
+        std::fs::write(&p, b" /lead\n/trail \n\n#/hash\n").unwrap();
+        assert_eq!(
+            names(ListForm::Verbatim),
+            vec![b" /lead".to_vec(), b"/trail ".to_vec(), b"#/hash".to_vec()]
+        );
+        std::fs::write(&p, b"/new\nline\0/sp ace \0\0").unwrap();
+        assert_eq!(
+            names(ListForm::Raw),
+            vec![b"/new\nline".to_vec(), b"/sp ace ".to_vec()]
         );
     }
 

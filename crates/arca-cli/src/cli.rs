@@ -185,13 +185,26 @@ pub enum CipherArg {
 #[derive(Debug, Args)]
 pub struct BackupArgs {
     /// Files and directories to back up
-    #[arg(value_name = "PATH", required_unless_present_any = ["files_from", "stdin"])]
+    #[arg(
+        value_name = "PATH",
+        required_unless_present_any = ["files_from", "files_from_verbatim", "files_from_raw", "stdin"]
+    )]
     pub paths: Vec<PathBuf>,
-    /// Read the paths to back up from a file, one per line ('#' comments; '-' for stdin)
+    /// Read the paths to back up from a file, one per line ('#' comments, spaces around a
+    /// path trimmed; '-' for stdin)
     #[arg(long = "files-from", value_name = "FILE")]
     pub files_from: Vec<PathBuf>,
+    /// Read the paths to back up from a file, one per line, exactly as written
+    #[arg(long = "files-from-verbatim", value_name = "FILE")]
+    pub files_from_verbatim: Vec<PathBuf>,
+    /// Read the paths to back up from a file, separated by NUL bytes (`find -print0`)
+    #[arg(long = "files-from-raw", value_name = "FILE")]
+    pub files_from_raw: Vec<PathBuf>,
     /// Back up standard input as one file (see --stdin-filename)
-    #[arg(long, conflicts_with_all = ["paths", "files_from"])]
+    #[arg(
+        long,
+        conflicts_with_all = ["paths", "files_from", "files_from_verbatim", "files_from_raw"]
+    )]
     pub stdin: bool,
     /// Name of the file --stdin creates in the snapshot (at its root)
     #[arg(

@@ -157,6 +157,34 @@ fn files_from_adds_listed_paths() {
             "tagged/secret"
         ]
     );
+    // Names that --files-from would trim or split: verbatim lines, NUL-separated (raw).
+    let odd = src.join("odd");
+    fs::create_dir_all(&odd).unwrap();
+    fs::write(odd.join(" lead and trail "), b"spaces").unwrap();
+    fs::write(odd.join("new\nline"), b"newline").unwrap();
+    let verbatim = e.path("verbatim.txt");
+    fs::write(
+        &verbatim,
+        format!("{}\n", odd.join(" lead and trail ").display()),
+    )
+    .unwrap();
+    let raw = e.path("raw.bin");
+    fs::write(&raw, format!("{}\0", odd.join("new\nline").display())).unwrap();
+    let o = e.run(&[
+        "backup",
+        "--json",
+        "--files-from-verbatim",
+        verbatim.to_str().unwrap(),
+        "--files-from-raw",
+        raw.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let target = e.path("t-odd");
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    let back = target.join(odd.strip_prefix("/").unwrap());
+    assert_eq!(fs::read(back.join(" lead and trail ")).unwrap(), b"spaces");
+    assert_eq!(fs::read(back.join("new\nline")).unwrap(), b"newline");
+
     // An empty list is an error, not an empty snapshot.
     fs::write(&list, "# nothing\n").unwrap();
     let o = e.run(&["backup", "--files-from", list.to_str().unwrap()]);

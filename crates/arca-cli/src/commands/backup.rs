@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use arca_backup::estimate::{Estimator, Reading};
-use arca_backup::filter::{read_list, read_path_list};
+use arca_backup::filter::{ListForm, read_list, read_path_list_as};
 use arca_backup::{
     BackupError, BackupOptions, Excludes, ParentMode, Progress, ReadAhead, Warning, backup_reader,
     backup_with,
@@ -44,8 +44,17 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         Ok(out)
     };
     let mut paths = a.paths.clone();
-    for f in &a.files_from {
-        paths.extend(read_path_list(f).with_context(|| format!("cannot read {}", f.display()))?);
+    for (files, form) in [
+        (&a.files_from, ListForm::Trimmed),
+        (&a.files_from_verbatim, ListForm::Verbatim),
+        (&a.files_from_raw, ListForm::Raw),
+    ] {
+        for f in files {
+            paths.extend(
+                read_path_list_as(f, form)
+                    .with_context(|| format!("cannot read {}", f.display()))?,
+            );
+        }
     }
     if paths.is_empty() && !a.stdin {
         anyhow::bail!("no paths to back up (the --files-from lists are empty)");
