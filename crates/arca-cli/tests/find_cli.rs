@@ -373,6 +373,14 @@ fn objects_blob_tree_and_pack() {
     let src_node = fx.node("latest", &fx.src);
     assert_eq!(arr[0]["parent_tree"], src_node["subtree"]);
     assert_eq!(arr[2]["snapshot"], fx.s[0].id.as_str());
+    // A full id that differs past the 32 digits the index keeps names no blob.
+    let last = if blob.ends_with('0') { "1" } else { "0" };
+    let wrong = format!("{}{last}", &blob[..63]);
+    let e = fx.fails(&["find", "--blob", &wrong]);
+    assert!(
+        e.contains(&format!("no blob in the index matches \"{wrong}\"")),
+        "{e}"
+    );
 
     // The folder docs/deep did not change: the same tree in both snapshots.
     let deep = fx.node("latest", &fx.src.join("docs/deep"));

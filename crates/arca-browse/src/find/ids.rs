@@ -147,6 +147,51 @@ impl Wanted {
         Ok(w)
     }
 
+    /// Checks the ids given with more digits than the index keeps (32) against the pack
+    /// headers, which hold whole ids: an id that differs only past the key names no object
+    /// (it found nothing, and said nothing).
+    pub fn verify_long_ids(
+        &self,
+        repo: &arca_repo::Repository,
+        index: &Index,
+        args: &[String],
+    ) -> Result<(), FindError> {
+        for (keys, kind) in [(&self.data, BlobKind::Data), (&self.trees, BlobKind::Tree)] {
+            for (key, given) in keys {
+                for p in given.iter().filter(|p| p.len() > 32) {
+                    let mut probe = [0u8; 32];
+                    probe[..16].copy_from_slice(key);
+                    let Some(loc) = index.get(kind, &Id(probe)) else {
+                        continue;
+                    };
+                    let header = arca_repo::pack::read_pack_header(
+                        repo.backend().as_ref(),
+                        repo.sealer(),
+                        &loc.pack.id,
+                        loc.pack.size,
+                    )?;
+                    let whole = header
+                        .entries
+                        .iter()
+                        .find(|e| e.offset == loc.offset)
+                        .map(|e| e.id);
+                    if !whole.is_some_and(|id| hex_prefix_matches(&id.0, p)) {
+                        let arg = args
+                            .iter()
+                            .find(|a| a.trim().eq_ignore_ascii_case(p))
+                            .map_or(p.as_str(), String::as_str);
+                        let kind = match kind {
+                            BlobKind::Data => ObjectKind::Blob,
+                            BlobKind::Tree => ObjectKind::Tree,
+                        };
+                        return Err(not_found(kind, arg));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the data blob `id` is looked for.
     pub fn wants_data(&self, id: &Id) -> bool {
         wants(&self.data, id)

@@ -297,6 +297,7 @@ pub fn run(g: &Global, a: &FindArgs) -> Result<u8> {
         What::Names(q) => (Query::Names(q), vec![]),
         What::Ids(k) => {
             let w = Wanted::resolve(&index, k, &a.patterns)?;
+            w.verify_long_ids(repo, &index, &a.patterns)?;
             let packs = w.packs().to_vec();
             (Query::Objects(w), packs)
         }
