@@ -723,3 +723,75 @@ fn an_attribute_not_set_is_named_and_its_file_counted_once() {
         Some(&b"3"[..])
     );
 }
+
+/// A user who is not root restores again into their own earlier restore, whose folders of
+/// mode 000 and 0500 they cannot enter or write: the folders are opened to them while the
+/// restore runs, what is missing inside is restored, and the modes are put back.
+#[test]
+fn a_user_restores_again_into_folders_it_cannot_enter() {
+    use std::os::unix::fs::PermissionsExt;
+    if !is_root() {
+        return; // backing up a folder of mode 000 takes root
+    }
+    let e = Env::new();
+    let nobody = e.unprivileged();
+    let src = e.path("src");
+    fs::create_dir_all(src.join("closed/sub")).unwrap();
+    fs::create_dir_all(src.join("ro")).unwrap();
+    fs::write(src.join("closed/f"), b"in a closed folder").unwrap();
+    fs::write(src.join("closed/sub/g"), b"deeper").unwrap();
+    fs::write(src.join("ro/x"), b"in a read-only folder").unwrap();
+    fs::set_permissions(src.join("closed"), fs::Permissions::from_mode(0o000)).unwrap();
+    fs::set_permissions(src.join("ro"), fs::Permissions::from_mode(0o500)).unwrap();
+    e.init(&[]);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let open = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&e.repo)
+        .status()
+        .unwrap();
+    assert!(open.success());
+    let target = e.path("t");
+    fs::create_dir(&target).unwrap();
+    std::os::unix::fs::chown(&target, Some(65534), Some(65534)).unwrap();
+    let restore = || {
+        let o = e.run_as(
+            nobody,
+            &[
+                "--no-lock",
+                "restore",
+                "latest",
+                "--target",
+                target.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    };
+    restore();
+    let out = restored(&target, &src);
+    // Damage inside both folders (as root), then restore again as the user.
+    fs::remove_file(out.join("closed/f")).unwrap();
+    fs::write(out.join("closed/sub/g"), b"changed").unwrap();
+    fs::remove_file(out.join("ro/x")).unwrap();
+    restore();
+    let mode = |p: &str| {
+        fs::symlink_metadata(out.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!((mode("closed"), mode("ro")), (0o000, 0o500));
+    assert_eq!(
+        fs::read(out.join("closed/f")).unwrap(),
+        b"in a closed folder"
+    );
+    assert_eq!(fs::read(out.join("closed/sub/g")).unwrap(), b"deeper");
+    assert_eq!(
+        fs::read(out.join("ro/x")).unwrap(),
+        b"in a read-only folder"
+    );
+    // A third run finds everything in place.
+    restore();
+    assert_eq!((mode("closed"), mode("ro")), (0o000, 0o500));
+}

@@ -167,21 +167,37 @@ impl Scanner<'_> {
             return scan;
         }
         scan.dirs[0] = DirAction::Exists;
-        let found = parallel_map_with(
-            plan.dirs.len() - 1,
-            self.threads,
-            self.stop,
-            || DirCache::new(plan),
-            |at, i| self.dir_action(at, i + 1),
-        );
-        for (i, a) in found.into_iter().enumerate() {
-            let d = i + 1;
-            let parent = plan.dirs[d].parent as usize;
-            scan.dirs[d] = match &scan.dirs[parent] {
-                DirAction::Blocked(_) => DirAction::Blocked(PARENT_BLOCKED.into()),
-                DirAction::Create | DirAction::Replace => DirAction::Create,
-                DirAction::Exists => a.unwrap_or(DirAction::Create),
-            };
+        // One level at a time, parents first: a folder the user cannot enter is opened to
+        // them (see `dir_action`) before what it holds is looked at.
+        let mut depth = vec![0u32; plan.dirs.len()];
+        let mut levels: Vec<Vec<usize>> = vec![];
+        for d in 1..plan.dirs.len() {
+            let l = depth[plan.dirs[d].parent as usize] + 1;
+            depth[d] = l;
+            if levels.len() < l as usize {
+                levels.resize(l as usize, vec![]);
+            }
+            levels[l as usize - 1].push(d);
+        }
+        for level in &levels {
+            let dirs = &scan.dirs;
+            let found = parallel_map_with(
+                level.len(),
+                self.threads,
+                self.stop,
+                || DirCache::new(plan),
+                |at, i| {
+                    let d = level[i];
+                    match &dirs[plan.dirs[d].parent as usize] {
+                        DirAction::Blocked(_) => DirAction::Blocked(PARENT_BLOCKED.into()),
+                        DirAction::Create | DirAction::Replace => DirAction::Create,
+                        DirAction::Exists => self.dir_action(at, d),
+                    }
+                },
+            );
+            for (&d, a) in level.iter().zip(found) {
+                scan.dirs[d] = a.unwrap_or(DirAction::Create);
+            }
         }
         // Every entry is looked at first; the files that cannot be trusted are hashed after
         // ([`Self::hash`]). Stays so for entries not reached when stopped.
@@ -270,7 +286,10 @@ impl Scanner<'_> {
         let name = dp.path.file_name().map_or(&[][..], |n| n.as_bytes());
         match at.stat(dp.parent, name) {
             Ok(None) => DirAction::Create,
-            Ok(Some(m)) if m.is_dir() => DirAction::Exists,
+            Ok(Some(m)) if m.is_dir() => {
+                self.open_to_owner(&dp.path, &m);
+                DirAction::Exists
+            }
             Ok(Some(_)) if self.overwrite == Overwrite::Never => DirAction::Blocked(format!(
                 "{}: not replacing the existing entry with a directory (--overwrite never)",
                 dp.path.display()
@@ -278,6 +297,22 @@ impl Scanner<'_> {
             Ok(Some(_)) => DirAction::Replace,
             Err(e) => DirAction::Blocked(format!("{}: {e}", dp.path.display())),
         }
+    }
+
+    /// Gives the user read, write and search rights on an existing folder of theirs that
+    /// lacks them (a restored folder of mode 0500 or 000), so that what it holds can be looked
+    /// at and restored by a user who is not root; the folder gets the snapshot's mode back
+    /// when it is finished, as a folder the restore creates does. Not in a dry run.
+    fn open_to_owner(&self, path: &Path, m: &arca_fs::Stat) {
+        use std::os::unix::fs::PermissionsExt;
+        if !self.fix_metadata
+            || self.metadata.is_root
+            || m.mode & 0o700 == 0o700
+            || m.uid != nix::unistd::geteuid().as_raw()
+        {
+            return;
+        }
+        let _ = fs::set_permissions(path, fs::Permissions::from_mode((m.mode | 0o700) & 0o7777));
     }
 
     /// The action for an entry whose directory exists, or the existing size and link count
