@@ -368,8 +368,17 @@ fn a_damaged_pack_header_is_repaired_by_repair_packs_without_loss() {
     arca_testkit::flip_byte(&pack, size - 30).unwrap();
     let v = check_json(&e, &["--read-data"]);
     assert_eq!(repairs(&v), vec![format!("arca repair packs {id}")], "{v}");
-    // repair index, even reading every header, keeps what the index knew of the pack.
-    e.ok(&["repair", "index", "--read-all-packs"]);
+    // repair index, even reading every header, keeps what the index knew of the pack, and
+    // says so (not "left out").
+    let o = e.run(&["repair", "index", "--read-all-packs"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("kept as an intact index file described it"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("left out"), "{}", stderr(&o));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("are lost"));
     restore_same(&e, "latest", &src, "t0");
     let v = check_json(&e, &["--read-data"]);
     assert_eq!(repairs(&v), vec![format!("arca repair packs {id}")], "{v}");

@@ -243,10 +243,22 @@ fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {
         eprintln!("index file {id} cannot be used: {why}");
     }
     for u in &rep.unreadable {
-        eprintln!(
-            "pack {} ({} bytes) left out: its header cannot be read: {}",
-            u.id, u.size, u.error
-        );
+        if rep.kept_unreadable.contains(&u.id) {
+            // Its entries come from an intact index file: indexed, and salvaged by repair packs.
+            eprintln!(
+                "pack {} ({} bytes): its header cannot be read ({}); kept as an intact index \
+                 file described it: run `arca repair packs {}` to rewrite it",
+                u.id,
+                u.size,
+                u.error,
+                u.id.short()
+            );
+        } else {
+            eprintln!(
+                "pack {} ({} bytes) left out: its header cannot be read: {}",
+                u.id, u.size, u.error
+            );
+        }
     }
     for id in &rep.missing_packs {
         eprintln!("pack {id} was indexed but is missing: left out");
@@ -278,7 +290,7 @@ fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {
                 "deleted"
             },
         ))?;
-        if !rep.unreadable.is_empty() || !rep.missing_packs.is_empty() {
+        if rep.unreadable.len() > rep.kept_unreadable.len() || !rep.missing_packs.is_empty() {
             super::out(
                 "blobs of packs left out are lost: run `arca check`, then \
                  `arca repair snapshots --forget` if snapshots need them",
