@@ -313,7 +313,11 @@ impl<'a> Dump<'a> {
                 source,
             })?;
         here.push(last);
+        let folder_asked = path.as_os_str().as_bytes().ends_with(b"/");
         match t.nodes.into_iter().find(|n| n.name == last.as_bytes()) {
+            Some(node) if folder_asked && !node.is_dir() => {
+                Err(DumpError::NotAFolder { path: here })
+            }
             Some(node) => Ok(Target::Entry {
                 path: here,
                 node: Box::new(node),

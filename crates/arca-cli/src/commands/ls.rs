@@ -4,7 +4,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use arca_format::{Id, Node, NodeKind, Timespec};
 use arca_repo::{Index, Repository};
 use serde_json::json;
@@ -177,8 +177,15 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
             _ => None,
         })
         .collect();
+    let folder_asked = start.as_os_str().as_bytes().ends_with(b"/");
     for (i, name) in comps.iter().enumerate() {
-        let t = repo.load_tree(&index, &tree)?;
+        let t = repo.load_tree(&index, &tree).with_context(|| {
+            format!(
+                "cannot read the listing of {} in snapshot {}",
+                here.display(),
+                id.short()
+            )
+        })?;
         let Some(n) = t.find(name.as_bytes()) else {
             bail!("{} is not in snapshot {}", start.display(), id.short());
         };
@@ -190,6 +197,13 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
                 l.walk(&s, &here)?;
             }
             (Some(s), false) => tree = s,
+            (None, true) if folder_asked => {
+                bail!(
+                    "{} is not a folder in snapshot {}",
+                    start.display(),
+                    id.short()
+                )
+            }
             (None, true) => l.print(n, &here)?,
             (None, false) => bail!("{} is not in snapshot {}", start.display(), id.short()),
         }
