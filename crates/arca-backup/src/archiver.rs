@@ -437,6 +437,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             uid,
             gid,
             user: arca_repo::host::username().into_bytes(),
+            group: arca_repo::host::groupname().into_bytes(),
             mtime: now,
             atime: now,
             ctime: now,

@@ -256,6 +256,11 @@ fn stdin_is_stored_as_one_file_and_restores_byte_for_byte() {
     let target = e.path("out");
     e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
     assert_eq!(fs::read(target.join("db.sql")).unwrap(), data);
+    // The file carries the user's and group's names, as a file backed up from disk does.
+    let line = e.ok(&["ls", "--json", "latest", "/db.sql"]);
+    let node: serde_json::Value = serde_json::from_str(line.lines().last().unwrap()).unwrap();
+    assert!(!node["user"].as_str().unwrap().is_empty(), "{node}");
+    assert!(!node["group"].as_str().unwrap().is_empty(), "{node}");
     // A name that is not a file name is refused; --stdin with paths is a usage error.
     // (a usage error, not "tree is corrupt").
     let o = e.run(&["backup", "--stdin", "--stdin-filename", "a/b"]);

@@ -18,6 +18,16 @@ pub fn username() -> String {
         .unwrap_or_else(|| uid.to_string())
 }
 
+/// Name of the effective group (its number when it has none).
+pub fn groupname() -> String {
+    let gid = nix::unistd::getegid();
+    nix::unistd::Group::from_gid(gid)
+        .ok()
+        .flatten()
+        .map(|g| g.name)
+        .unwrap_or_else(|| gid.to_string())
+}
+
 /// Effective user and group ids.
 pub fn ids() -> (u32, u32) {
     (
