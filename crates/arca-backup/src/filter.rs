@@ -43,7 +43,7 @@ impl TagFile {
     /// Whether `dir` holds this tag (a regular file, starting with the header if one is set).
     fn marks(&self, dir: &Path) -> io::Result<bool> {
         let path = dir.join(std::ffi::OsStr::from_bytes(&self.name));
-        let meta = match std::fs::symlink_metadata(&path) {
+        let meta = match arca_fs::io_on_long_path(&path, |p| std::fs::symlink_metadata(p)) {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(e),
@@ -55,7 +55,7 @@ impl TagFile {
             return Ok(true);
         };
         let mut got = Vec::with_capacity(header.len());
-        File::open(&path)?
+        arca_fs::io_on_long_path(&path, |p| File::open(p))?
             .take(header.len() as u64)
             .read_to_end(&mut got)?;
         Ok(&got == header)

@@ -173,6 +173,10 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
     }
 
     fn open(path: &Path) -> io::Result<File> {
+        arca_fs::io_on_long_path(path, Self::open_short)
+    }
+
+    fn open_short(path: &Path) -> io::Result<File> {
         let mut o = fs::OpenOptions::new();
         o.read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NOATIME);

@@ -11,6 +11,7 @@ mod at;
 mod batch;
 mod content;
 mod direct;
+mod long;
 pub mod pattern;
 mod read;
 mod sparse;
@@ -28,6 +29,7 @@ pub use content::{
 pub use direct::{
     AlignedBuf, DIRECT_ALIGN, DIRECT_MIN, DirectWrite, direct_span, open_direct, write_pages_direct,
 };
+pub use long::{ShortPath, io_on_long_path, is_too_long, on_long_path};
 pub use read::{NameCache, read_node, read_node_since, read_xattrs};
 pub use sparse::{is_zero, write_sparse};
 
