@@ -387,6 +387,21 @@ fn entries_deeper_than_path_max_are_backed_up() {
         fs::read_link(back.join("link")).unwrap(),
         Path::new("leaf.bin")
     );
+    // The whole snapshot restores too, at its full depth, and verifies; a damaged deep file
+    // is patched by the next restore.
+    let whole = e.path("whole");
+    let w = whole.to_str().unwrap();
+    e.ok(&["restore", "latest", "--target", w, "--verify"]);
+    let deep_back = whole.join(leaf.strip_prefix("/").unwrap());
+    let read_back = || arca_fs::io_on_long_path(&deep_back, |p| fs::read(p)).unwrap();
+    assert_eq!(read_back(), data);
+    let link_back = deep_back.with_file_name("link");
+    let target_of = arca_fs::io_on_long_path(&link_back, |p| fs::read_link(p)).unwrap();
+    assert_eq!(target_of, Path::new("leaf.bin"));
+    arca_fs::io_on_long_path(&deep_back, |p| fs::write(p, b"damaged")).unwrap();
+    let out = e.ok(&["restore", "latest", "--target", w, "--verify"]);
+    assert!(out.contains("1 updated"), "{out}");
+    assert_eq!(read_back(), data);
     // Clean up what remove_dir_all cannot reach.
     let mut p = leaf;
     for f in ["leaf.bin", "link"] {

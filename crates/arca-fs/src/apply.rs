@@ -38,12 +38,30 @@ impl Default for MetadataOptions {
 
 /// Creates a symlink at `path` pointing to the node's target.
 pub fn create_symlink(path: &Path, node: &Node) -> Result<(), FsError> {
-    std::os::unix::fs::symlink(OsStr::from_bytes(&node.link_target), path)
-        .map_err(|e| FsError::new("create symlink", path, e))
+    crate::io_on_long_path(path, |p| {
+        std::os::unix::fs::symlink(OsStr::from_bytes(&node.link_target), p)
+    })
+    .map_err(|e| FsError::new("create symlink", path, e))
+}
+
+/// Runs `op` on `path`, and again on its [`crate::ShortPath`] when it was too long for the
+/// kernel; errors name `path`.
+fn fs_on_long_path<T>(
+    path: &Path,
+    op: impl FnMut(&Path) -> Result<T, FsError>,
+) -> Result<T, FsError> {
+    crate::on_long_path(path, |e: &FsError| crate::is_too_long(&e.source), op).map_err(|mut e| {
+        e.path = path.to_path_buf();
+        e
+    })
 }
 
 /// Creates a FIFO, socket or device node at `path`.
 pub fn create_special(path: &Path, node: &Node) -> Result<(), FsError> {
+    fs_on_long_path(path, |p| create_special_short(p, node))
+}
+
+fn create_special_short(path: &Path, node: &Node) -> Result<(), FsError> {
     let kind = match node.kind() {
         NodeKind::Fifo => SFlag::S_IFIFO,
         NodeKind::Socket => SFlag::S_IFSOCK,
@@ -81,6 +99,28 @@ fn already(have: Option<&fs::Metadata>, node: &Node, opts: MetadataOptions) -> (
 /// entry's current metadata (an lstat), an owner or mode it already has is not set again.
 /// Returns every failure; the caller decides whether it is fatal for the entry.
 pub fn apply_metadata(
+    path: &Path,
+    node: &Node,
+    opts: MetadataOptions,
+    have: Option<&fs::Metadata>,
+) -> Vec<FsError> {
+    let errs = apply_metadata_short(path, node, opts, have);
+    if !errs.iter().any(|e| crate::is_too_long(&e.source)) {
+        return errs;
+    }
+    match crate::ShortPath::new(path) {
+        Ok(short) => apply_metadata_short(short.path(), node, opts, have)
+            .into_iter()
+            .map(|mut e| {
+                e.path = path.to_path_buf();
+                e
+            })
+            .collect(),
+        Err(_) => errs,
+    }
+}
+
+fn apply_metadata_short(
     path: &Path,
     node: &Node,
     opts: MetadataOptions,
@@ -128,6 +168,10 @@ pub fn apply_metadata(
 /// Sets only the access and modification times of `path` (not following a symlink): after
 /// reading a symlink, which moves its access time.
 pub fn set_times(path: &Path, node: &Node) -> Result<(), FsError> {
+    fs_on_long_path(path, |p| set_times_short(p, node))
+}
+
+fn set_times_short(path: &Path, node: &Node) -> Result<(), FsError> {
     utimensat(
         nix::fcntl::AT_FDCWD,
         path,

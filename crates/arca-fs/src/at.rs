@@ -115,7 +115,7 @@ pub struct DirHandle(OwnedFd);
 impl DirHandle {
     /// Opens directory `path`, not following a symlink in its last component.
     pub fn open(path: &Path) -> io::Result<Self> {
-        Self::open_at(nix::fcntl::AT_FDCWD, path.as_os_str())
+        crate::io_on_long_path(path, |p| Self::open_at(nix::fcntl::AT_FDCWD, p.as_os_str()))
     }
 
     /// Opens directory `name` inside this one, not following a symlink.

@@ -22,6 +22,10 @@ use crate::errno;
 /// special bits (setuid, setgid, sticky) are never set here.
 /// Reading through it (a later block copied from it) does not move its access time.
 pub fn open_for_restore(path: &Path, mode: u32) -> io::Result<File> {
+    crate::io_on_long_path(path, |p| open_for_restore_short(p, mode))
+}
+
+fn open_for_restore_short(path: &Path, mode: u32) -> io::Result<File> {
     let open = |flags| {
         OpenOptions::new()
             .read(true)
@@ -40,6 +44,10 @@ pub fn open_for_restore(path: &Path, mode: u32) -> io::Result<File> {
 /// Opens a file for reading without updating its access time when the process may do so
 /// (owner or root); otherwise opens it normally. Never follows a final symlink.
 pub fn open_noatime(path: &Path) -> io::Result<File> {
+    crate::io_on_long_path(path, open_noatime_short)
+}
+
+fn open_noatime_short(path: &Path) -> io::Result<File> {
     let open = |flags| {
         OpenOptions::new()
             .read(true)
@@ -88,14 +96,14 @@ pub fn dir_entries(dir: &mut Dir) -> io::Result<Vec<(Vec<u8>, Option<Type>)>> {
 /// The names in directory `path` (without `.` and `..`), read without updating its access
 /// time when the process may do so.
 pub fn list_dir_names(path: &Path) -> io::Result<Vec<Vec<u8>>> {
-    let mut dir = open_dir_noatime(None, path)?;
+    let mut dir = crate::io_on_long_path(path, |p| open_dir_noatime(None, p))?;
     Ok(dir_entries(&mut dir)?.into_iter().map(|(n, _)| n).collect())
 }
 
 /// The names in directory `path` (without `.` and `..`), each with whether it is a
 /// directory, read without updating the directory's access time when the process may do so.
 pub fn list_dir_noatime(path: &Path) -> io::Result<Vec<(Vec<u8>, bool)>> {
-    let mut dir = open_dir_noatime(None, path)?;
+    let mut dir = crate::io_on_long_path(path, |p| open_dir_noatime(None, p))?;
     Ok(dir_entries(&mut dir)?
         .into_iter()
         .map(|(name, kind)| {

@@ -195,7 +195,7 @@ impl Shared<'_> {
             return;
         }
         let have = (self.scan.dirs[d as usize] == DirAction::Exists)
-            .then(|| fs::symlink_metadata(&dp.path).ok())
+            .then(|| arca_fs::io_on_long_path(&dp.path, |p| fs::symlink_metadata(p)).ok())
             .flatten();
         if have
             .as_ref()
@@ -214,8 +214,9 @@ impl Shared<'_> {
 /// Makes `path` a hard link to `first`, unless it already is one; replaces a different
 /// non-directory entry in the way.
 fn link(first: &std::path::Path, path: &std::path::Path) -> Result<(), FsError> {
-    let target = fs::symlink_metadata(first).map_err(|e| FsError::new("stat", first, e))?;
-    match fs::symlink_metadata(path) {
+    let target = arca_fs::io_on_long_path(first, |p| fs::symlink_metadata(p))
+        .map_err(|e| FsError::new("stat", first, e))?;
+    match arca_fs::io_on_long_path(path, |p| fs::symlink_metadata(p)) {
         Ok(m) if m.dev() == target.dev() && m.ino() == target.ino() => return Ok(()),
         Ok(m) if m.is_dir() => {
             return Err(FsError::new(
@@ -227,8 +228,14 @@ fn link(first: &std::path::Path, path: &std::path::Path) -> Result<(), FsError> 
                 ),
             ));
         }
-        Ok(_) => fs::remove_file(path).map_err(|e| FsError::new("replace", path, e))?,
+        Ok(_) => arca_fs::io_on_long_path(path, |p| fs::remove_file(p))
+            .map_err(|e| FsError::new("replace", path, e))?,
         Err(_) => {}
     }
-    fs::hard_link(first, path).map_err(|e| FsError::new("link", path, e))
+    // Both names may be long: the source through its short name too.
+    let linked = arca_fs::io_on_long_path(path, |p| match arca_fs::ShortPath::new(first) {
+        Ok(f) if first.as_os_str().len() >= 4096 => fs::hard_link(f.path(), p),
+        _ => fs::hard_link(first, p),
+    });
+    linked.map_err(|e| FsError::new("link", path, e))
 }

@@ -17,16 +17,16 @@ use crate::scan::{DirAction, EntryAction};
 
 /// Removes a non-directory entry, or with `dirs` a directory tree too.
 fn remove(path: &Path, dirs: bool) -> Result<(), FsError> {
-    match fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() && dirs => {
-            fs::remove_dir_all(path).map_err(|e| FsError::new("remove", path, e))
-        }
+    match arca_fs::io_on_long_path(path, |p| fs::symlink_metadata(p)) {
+        Ok(m) if m.is_dir() && dirs => arca_fs::io_on_long_path(path, |p| fs::remove_dir_all(p))
+            .map_err(|e| FsError::new("remove", path, e)),
         Ok(m) if m.is_dir() => Err(FsError::new(
             "replace",
             path,
             io::Error::new(io::ErrorKind::AlreadyExists, "a directory is in the way"),
         )),
-        Ok(_) => fs::remove_file(path).map_err(|e| FsError::new("replace", path, e)),
+        Ok(_) => arca_fs::io_on_long_path(path, |p| fs::remove_file(p))
+            .map_err(|e| FsError::new("replace", path, e)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(FsError::new("stat", path, e)),
     }
@@ -90,10 +90,15 @@ impl Shared<'_> {
             DirAction::Replace => remove(&dp.path, false),
             DirAction::Create => Ok(()),
         };
-        let res = res.and_then(|()| match fs::create_dir(&dp.path) {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dp.path.is_dir() => Ok(()),
-            r => r.map_err(|e| FsError::new("create directory", &dp.path, e)),
-        });
+        let res =
+            res.and_then(
+                |()| match arca_fs::io_on_long_path(&dp.path, |p| fs::create_dir(p)) {
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dp.path.is_dir() => {
+                        Ok(())
+                    }
+                    r => r.map_err(|e| FsError::new("create directory", &dp.path, e)),
+                },
+            );
         match res {
             Ok(()) => {
                 self.progress.entries.fetch_add(1, Ordering::Relaxed);

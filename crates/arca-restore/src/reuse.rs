@@ -39,7 +39,7 @@ pub(crate) fn find(
         let mut out = vec![];
         for dir in dirs {
             let p = dir.join(rel);
-            let Ok(m) = fs::symlink_metadata(&p) else {
+            let Ok(m) = arca_fs::io_on_long_path(&p, |q| fs::symlink_metadata(q)) else {
                 continue;
             };
             if !m.is_file() {
@@ -91,7 +91,7 @@ pub(crate) fn verify(
         let f = files[i];
         let fp = plan.files[f as usize];
         let path = &plan.entry_path(fp.entry);
-        let size = match fs::symlink_metadata(path) {
+        let size = match arca_fs::io_on_long_path(path, |p| fs::symlink_metadata(p)) {
             Ok(m) if m.is_file() => m.len(),
             Ok(_) => return Some(format!("{}: is not a regular file", path.display())),
             Err(e) => return Some(format!("{}: {e}", path.display())),
