@@ -162,6 +162,15 @@ fn full_partial_noop_and_metadata_only_restores() {
     // A damaged file only needed its first block: far less than the file.
     assert!(part.plan.bytes_to_write < deleted + damaged.len() as u64 * (256 << 10));
     assert!(part.plan.bytes_in_place > 0);
+    assert!(part.packs_read > 0);
+
+    // Only one file damaged: its pack is first needed once hashing finds the damage, and is
+    // counted as read (it was "from 0 packs").
+    arca_testkit::flip_byte(&damaged[0], 0).unwrap();
+    let (one, _) = s.restore(|_| {});
+    s.assert_exact();
+    assert!(one.fetched_bytes > 0 && one.requests > 0);
+    assert!(one.packs_read > 0, "{} bytes from 0 packs", one.fetched_bytes);
 }
 
 #[test]

@@ -215,9 +215,13 @@ impl Scheduler<'_, '_> {
             });
         }
         self.stats.blocks_fetched += blobs.len() as u64;
-        if let Some(seen) = self.packs_seen.get_mut(read.pack as usize)
-            && !std::mem::replace(seen, true)
-        {
+        // A pack first needed by a file found damaged while content moved was not known
+        // when the list was sized.
+        let p = read.pack as usize;
+        if p >= self.packs_seen.len() {
+            self.packs_seen.resize(p + 1, false);
+        }
+        if !std::mem::replace(&mut self.packs_seen[p], true) {
             self.stats.packs_read += 1;
         }
         let id = self.job_id(cost, kept);
