@@ -47,6 +47,21 @@ fn causes_and_names_appear_once() {
         once(&stderr(&o), "No space left on device");
     }
 
+    // A listing find cannot read names its snapshot.
+    let snaps: serde_json::Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    let short = snaps[0]["short_id"].as_str().unwrap().to_string();
+    let o = e
+        .cmd(&["find", "a"])
+        .env("ARCA_TEST_FAULTS", "read:pack:from=0:denied")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    once(
+        &err,
+        &format!("snapshot {short}: cannot read the listing of /"),
+    );
+
     let o = e.run(&["cat", "tree", "33386a486360"]);
     assert_eq!(o.status.code(), Some(1));
     once(&stderr(&o), "33386a486360");

@@ -170,7 +170,11 @@ fn full_partial_noop_and_metadata_only_restores() {
     let (one, _) = s.restore(|_| {});
     s.assert_exact();
     assert!(one.fetched_bytes > 0 && one.requests > 0);
-    assert!(one.packs_read > 0, "{} bytes from 0 packs", one.fetched_bytes);
+    assert!(
+        one.packs_read > 0,
+        "{} bytes from 0 packs",
+        one.fetched_bytes
+    );
 }
 
 #[test]

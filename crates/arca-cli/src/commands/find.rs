@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use anyhow::Result;
-use arca_browse::find::{Finder, Hit, NameQuery, ObjectKind, Query, Wanted, parse_time};
+use arca_browse::find::{FindError, Finder, Hit, NameQuery, ObjectKind, Query, Wanted, parse_time};
 use arca_format::{BlobKind, Id, Snapshot};
 use arca_repo::{Index, Repository};
 use clap::Args;
@@ -321,7 +321,12 @@ pub fn run(g: &Global, a: &FindArgs) -> Result<u8> {
         let mut sink = |h: &Hit<'_>| {
             if objects { out.object(h) } else { out.entry(h) }
         };
-        finder.search(s.tree, &mut sink)?;
+        finder.search(s.tree, &mut sink).map_err(|e| match e {
+            FindError::Listing { .. } => {
+                anyhow::anyhow!("snapshot {}: {e}", id.short())
+            }
+            e => e.into(),
+        })?;
         out.end(objects)?;
     }
     out.finish(objects)?;
