@@ -27,18 +27,22 @@ pub struct ShortPath {
 }
 
 impl ShortPath {
-    /// Opens the folders of absolute `path` but its last component, a few at a time, without
-    /// following a symlink at the end of a step.
+    /// Opens the folders of `path` but its last component (from `/`, or from the current
+    /// folder for a relative path), a few at a time, without following a symlink at the end
+    /// of a step.
     pub fn new(path: &Path) -> io::Result<Self> {
         let bytes = path.as_os_str().as_bytes();
-        let cut = bytes.iter().rposition(|b| *b == b'/').unwrap_or(0);
+        let Some(cut) = bytes.iter().rposition(|b| *b == b'/') else {
+            return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+        };
         let (dir, last) = (&bytes[..cut], &bytes[cut + 1..]);
-        if !bytes.starts_with(b"/") || last.is_empty() {
+        if last.is_empty() {
             return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
         }
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
         let errno = |e: nix::Error| io::Error::from_raw_os_error(e as i32);
-        let mut fd = open("/", flags, Mode::empty()).map_err(errno)?;
+        let start = if bytes.starts_with(b"/") { "/" } else { "." };
+        let mut fd = open(start, flags, Mode::empty()).map_err(errno)?;
         let mut rest = dir.strip_prefix(b"/").unwrap_or(dir);
         while !rest.is_empty() {
             // Up to STEP bytes, ending at a component's end.
@@ -117,6 +121,18 @@ mod tests {
         );
         let names = io_on_long_path(&deep, crate::list_dir_names).unwrap();
         assert_eq!(names, vec![b"leaf".to_vec()]);
+        // A relative long path, from the current folder up to the root and down again.
+        let here = std::env::current_dir().unwrap();
+        let mut rel = PathBuf::new();
+        for _ in here.components().skip(1) {
+            rel.push("..");
+        }
+        let rel = rel.join(file.strip_prefix("/").unwrap());
+        assert!(rel.is_relative());
+        assert_eq!(
+            io_on_long_path(&rel, |p| std::fs::read(p)).unwrap(),
+            b"deep"
+        );
         // A short path is used as it is; a missing long one is not found.
         assert!(io_on_long_path(tmp.path(), |p| std::fs::symlink_metadata(p)).is_ok());
         let missing = deep.join("nope");
