@@ -376,6 +376,13 @@ fn unreachable(e: &opendal::Error) -> Option<String> {
             "invalid peer certificate",
             "the server's TLS certificate is not trusted",
         ),
+        // What rustls says when a plain-HTTP server answers a TLS hello (s3:host/... implies
+        // https).
+        (
+            "invalidcontenttype",
+            "the server does not answer in TLS; for a plain-HTTP server write \
+             s3:http://host:port/bucket",
+        ),
         ("certificate", "TLS certificate problem"),
     ]
     .into_iter()
@@ -518,6 +525,16 @@ mod tests {
             r#"S3Error { code: "SlowDown", message: "Reduce your request rate.", resource: "" }"#;
         assert_eq!(s3_code(m).as_deref(), Some("SlowDown"));
         assert_eq!(s3_code("connection reset"), None);
+    }
+
+    #[test]
+    fn a_plain_http_server_behind_an_https_location_is_named() {
+        let e = opendal::Error::new(opendal::ErrorKind::Unexpected, "send http request")
+            .set_source(std::io::Error::other(
+                "received corrupt message of type InvalidContentType",
+            ));
+        let why = unreachable(&e).unwrap();
+        assert!(why.contains("s3:http://"), "{why}");
     }
 
     #[test]
