@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arca_format::{BlobKind, Id, Node, NodeKind, SnapshotSummary, Timespec, Tree};
-use arca_fs::{FsError, NameCache, io_on_long_path, read_node_since};
+use arca_fs::{NameCache, read_node_since};
 use arca_repo::RepoError;
 use arca_repo::profile::Clock;
 use crossbeam_channel::Sender;
@@ -208,7 +208,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         let mut later = vec![];
         for (name, child) in &src.children {
             let path = join(dir, name);
-            let meta = match io_on_long_path(&path, |p| fs::symlink_metadata(p)) {
+            let meta = match arca_fs::lstat(&path) {
                 Ok(m) => m,
                 Err(e) => {
                     self.ctx.report.warn_io(&path, "stat", &e);
@@ -225,7 +225,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 }
                 continue;
             }
-            let node = match read_node_long(&path, name, &meta, &mut self.names, pnode) {
+            let node = match read_node_since(&path, name, &meta, &mut self.names, pnode) {
                 Ok(n) => n,
                 Err(e) => {
                     self.ctx.report.warn_io(&path, e.op, &e.source);
@@ -257,7 +257,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         if self.ctx.cancelled() {
             return Err(Fatal::Cancelled);
         }
-        let mut names = match io_on_long_path(dir, arca_fs::list_dir_names) {
+        let mut names = match arca_fs::list_dir_names(dir) {
             Ok(n) => n,
             Err(e) => {
                 self.ctx.report.warn_io(dir, "list directory", &e);
@@ -279,7 +279,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 continue;
             }
             let t = Instant::now();
-            let meta = io_on_long_path(&path, |p| fs::symlink_metadata(p));
+            let meta = arca_fs::lstat(&path);
             self.stat_ns = 0.95 * self.stat_ns + 0.05 * t.elapsed().as_nanos() as f64;
             let meta = match meta {
                 Ok(m) => m,
@@ -309,7 +309,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         meta: &Metadata,
         parent: Option<&Node>,
     ) -> Result<Option<(Slot, Option<Later<'t>>)>, Fatal> {
-        let mut node = match read_node_long(&path, name, meta, &mut self.names, parent) {
+        let mut node = match read_node_since(&path, name, meta, &mut self.names, parent) {
             Ok(n) => n,
             Err(e) => {
                 self.ctx.report.warn_io(&path, e.op, &e.source);
@@ -467,26 +467,6 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         crate::pipeline::add_summary(&mut self.summary, &file_reader.summary);
         self.emit(0, None, None, slots, vec![])
     }
-}
-
-/// [`read_node_since`] on a path of any length (see [`arca_fs::on_long_path`]); errors name
-/// the path as given.
-fn read_node_long(
-    path: &Path,
-    name: &[u8],
-    meta: &Metadata,
-    names: &mut NameCache,
-    parent: Option<&Node>,
-) -> Result<Node, FsError> {
-    arca_fs::on_long_path(
-        path,
-        |e: &FsError| arca_fs::is_too_long(&e.source),
-        |p| read_node_since(p, name, meta, names, parent),
-    )
-    .map_err(|mut e| {
-        e.path = path.to_path_buf();
-        e
-    })
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ impl TagFile {
     /// Whether `dir` holds this tag (a regular file, starting with the header if one is set).
     fn marks(&self, dir: &Path) -> io::Result<bool> {
         let path = dir.join(std::ffi::OsStr::from_bytes(&self.name));
-        let meta = match arca_fs::io_on_long_path(&path, |p| std::fs::symlink_metadata(p)) {
+        let meta = match arca_fs::lstat(&path) {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(e),

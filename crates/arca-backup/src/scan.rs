@@ -147,7 +147,7 @@ impl Scan<'_> {
 
     /// The entries of directory `path` (restored to its value on return).
     fn listing(&mut self, path: &mut PathBuf) {
-        let Ok(mut names) = arca_fs::io_on_long_path(path, arca_fs::list_dir_names) else {
+        let Ok(mut names) = arca_fs::list_dir_names(path) else {
             return;
         };
         // The backup's order, so that the scan stays ahead of it.
@@ -158,7 +158,7 @@ impl Scan<'_> {
             }
             path.push(OsStr::from_bytes(&name));
             if !self.filter.excludes_path(path)
-                && let Ok(meta) = arca_fs::io_on_long_path(path, |p| fs::symlink_metadata(p))
+                && let Ok(meta) = arca_fs::lstat(path)
             {
                 self.entry(path, &meta);
             }

@@ -54,12 +54,11 @@ pub fn subset_arg(s: &str) -> Result<String, String> {
 
 /// clap's check of a plain file name (`backup --stdin-filename`).
 pub fn file_name_arg(s: &str) -> Result<String, String> {
-    if s.is_empty() || s == "." || s == ".." || s.contains('/') || s.contains('\0') {
-        return Err(
-            "expected a file name, without '/' (the file is stored at the snapshot's root)".into(),
-        );
-    }
-    Ok(s.to_string())
+    arca_format::tree::validate_name(s.as_bytes())
+        .map(|()| s.to_string())
+        .map_err(|_| {
+            "expected a file name, without '/' (the file is stored at the snapshot's root)".into()
+        })
 }
 
 /// clap's check of a count that must be at least 1.

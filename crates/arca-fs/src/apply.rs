@@ -44,21 +44,9 @@ pub fn create_symlink(path: &Path, node: &Node) -> Result<(), FsError> {
     .map_err(|e| FsError::new("create symlink", path, e))
 }
 
-/// Runs `op` on `path`, and again on its [`crate::ShortPath`] when it was too long for the
-/// kernel; errors name `path`.
-fn fs_on_long_path<T>(
-    path: &Path,
-    op: impl FnMut(&Path) -> Result<T, FsError>,
-) -> Result<T, FsError> {
-    crate::on_long_path(path, |e: &FsError| crate::is_too_long(&e.source), op).map_err(|mut e| {
-        e.path = path.to_path_buf();
-        e
-    })
-}
-
 /// Creates a FIFO, socket or device node at `path`.
 pub fn create_special(path: &Path, node: &Node) -> Result<(), FsError> {
-    fs_on_long_path(path, |p| create_special_short(p, node))
+    crate::long::fs_on_long_path(path, |p| create_special_short(p, node))
 }
 
 fn create_special_short(path: &Path, node: &Node) -> Result<(), FsError> {
@@ -111,10 +99,7 @@ pub fn apply_metadata(
     match crate::ShortPath::new(path) {
         Ok(short) => apply_metadata_short(short.path(), node, opts, have)
             .into_iter()
-            .map(|mut e| {
-                e.path = path.to_path_buf();
-                e
-            })
+            .map(crate::long::renamed(path))
             .collect(),
         Err(_) => errs,
     }
@@ -168,7 +153,7 @@ fn apply_metadata_short(
 /// Sets only the access and modification times of `path` (not following a symlink): after
 /// reading a symlink, which moves its access time.
 pub fn set_times(path: &Path, node: &Node) -> Result<(), FsError> {
-    fs_on_long_path(path, |p| set_times_short(p, node))
+    crate::long::fs_on_long_path(path, |p| set_times_short(p, node))
 }
 
 fn set_times_short(path: &Path, node: &Node) -> Result<(), FsError> {

@@ -29,7 +29,7 @@ pub use content::{
 pub use direct::{
     AlignedBuf, DIRECT_ALIGN, DIRECT_MIN, DirectWrite, direct_span, open_direct, write_pages_direct,
 };
-pub use long::{ShortPath, io_on_long_path, is_too_long, on_long_path};
+pub use long::{ShortPath, io_on_long_path, is_too_long, lstat, on_long_path};
 pub use read::{NameCache, read_node, read_node_since, read_xattrs};
 pub use sparse::{is_zero, write_sparse};
 

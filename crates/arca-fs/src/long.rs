@@ -9,6 +9,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{OFlag, open, openat};
+
+use crate::FsError;
 use nix::sys::stat::Mode;
 
 /// Each step opens at most this many bytes of path (well below PATH_MAX).
@@ -81,6 +83,28 @@ pub fn on_long_path<T, E>(
             Err(_) => Err(e),
         },
         r => r,
+    }
+}
+
+/// `lstat` (`symlink_metadata`) of a path of any length.
+pub fn lstat(path: &Path) -> io::Result<std::fs::Metadata> {
+    io_on_long_path(path, |p| std::fs::symlink_metadata(p))
+}
+
+/// [`on_long_path`] for operations that fail with an [`io::Error`], and [`FsError`]s that
+/// name `path`, not its short name.
+pub(crate) fn fs_on_long_path<T>(
+    path: &Path,
+    op: impl FnMut(&Path) -> Result<T, FsError>,
+) -> Result<T, FsError> {
+    on_long_path(path, |e: &FsError| is_too_long(&e.source), op).map_err(renamed(path))
+}
+
+/// Gives an error about a short name the path it stands for.
+pub(crate) fn renamed(path: &Path) -> impl Fn(FsError) -> FsError + '_ {
+    move |mut e| {
+        e.path = path.to_path_buf();
+        e
     }
 }
 

@@ -114,6 +114,16 @@ pub fn read_node_since(
     names: &mut NameCache,
     earlier: Option<&Node>,
 ) -> Result<Node, FsError> {
+    crate::long::fs_on_long_path(path, |p| read_node_short(p, name, meta, names, earlier))
+}
+
+fn read_node_short(
+    path: &Path,
+    name: &[u8],
+    meta: &fs::Metadata,
+    names: &mut NameCache,
+    earlier: Option<&Node>,
+) -> Result<Node, FsError> {
     let ft = meta.file_type();
     let kind = if ft.is_file() {
         NodeKind::File

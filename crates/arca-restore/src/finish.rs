@@ -195,7 +195,7 @@ impl Shared<'_> {
             return;
         }
         let have = (self.scan.dirs[d as usize] == DirAction::Exists)
-            .then(|| arca_fs::io_on_long_path(&dp.path, |p| fs::symlink_metadata(p)).ok())
+            .then(|| arca_fs::lstat(&dp.path).ok())
             .flatten();
         if have
             .as_ref()
@@ -214,9 +214,8 @@ impl Shared<'_> {
 /// Makes `path` a hard link to `first`, unless it already is one; replaces a different
 /// non-directory entry in the way.
 fn link(first: &std::path::Path, path: &std::path::Path) -> Result<(), FsError> {
-    let target = arca_fs::io_on_long_path(first, |p| fs::symlink_metadata(p))
-        .map_err(|e| FsError::new("stat", first, e))?;
-    match arca_fs::io_on_long_path(path, |p| fs::symlink_metadata(p)) {
+    let target = arca_fs::lstat(first).map_err(|e| FsError::new("stat", first, e))?;
+    match arca_fs::lstat(path) {
         Ok(m) if m.dev() == target.dev() && m.ino() == target.ino() => return Ok(()),
         Ok(m) if m.is_dir() => {
             return Err(FsError::new(

@@ -17,7 +17,7 @@ use crate::scan::{DirAction, EntryAction};
 
 /// Removes a non-directory entry, or with `dirs` a directory tree too.
 fn remove(path: &Path, dirs: bool) -> Result<(), FsError> {
-    match arca_fs::io_on_long_path(path, |p| fs::symlink_metadata(p)) {
+    match arca_fs::lstat(path) {
         Ok(m) if m.is_dir() && dirs => arca_fs::io_on_long_path(path, |p| fs::remove_dir_all(p))
             .map_err(|e| FsError::new("remove", path, e)),
         Ok(m) if m.is_dir() => Err(FsError::new(

@@ -4,7 +4,6 @@
 //! After the restore, `--verify` reads every restored file back against the snapshot.
 
 use std::collections::HashMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
@@ -39,7 +38,7 @@ pub(crate) fn find(
         let mut out = vec![];
         for dir in dirs {
             let p = dir.join(rel);
-            let Ok(m) = arca_fs::io_on_long_path(&p, |q| fs::symlink_metadata(q)) else {
+            let Ok(m) = arca_fs::lstat(&p) else {
                 continue;
             };
             if !m.is_file() {
@@ -91,7 +90,7 @@ pub(crate) fn verify(
         let f = files[i];
         let fp = plan.files[f as usize];
         let path = &plan.entry_path(fp.entry);
-        let size = match arca_fs::io_on_long_path(path, |p| fs::symlink_metadata(p)) {
+        let size = match arca_fs::lstat(path) {
             Ok(m) if m.is_file() => m.len(),
             Ok(_) => return Some(format!("{}: is not a regular file", path.display())),
             Err(e) => return Some(format!("{}: {e}", path.display())),

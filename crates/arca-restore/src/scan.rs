@@ -469,9 +469,7 @@ impl Scanner<'_> {
                 continue;
             }
             let path = plan.entry_path(e as u32);
-            if arca_fs::io_on_long_path(&path, |p| fs::symlink_metadata(p))
-                .is_ok_and(|m| m.is_dir())
-            {
+            if arca_fs::lstat(&path).is_ok_and(|m| m.is_dir()) {
                 scan.deletes.push(Deletion { path, is_dir: true });
             }
         }

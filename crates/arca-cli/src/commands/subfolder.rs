@@ -111,7 +111,16 @@ pub fn resolve_entry(
             id.short()
         )
     };
-    let node = find_node(repo, index, &root_node(snap.tree), &path)?.ok_or_else(missing)?;
+    // The folder holding the last name, then the entry inside it: one walk down.
+    let cut = path.iter().rposition(|b| *b == b'/').unwrap_or(0);
+    let (parent, name) = (&path[..cut], &path[cut + 1..]);
+    let root = root_node(snap.tree);
+    let folder = match parent {
+        [] => None,
+        p => Some(find_node(repo, index, &root, p)?.ok_or_else(missing)?),
+    };
+    let node =
+        find_node(repo, index, folder.as_ref().unwrap_or(&root), name)?.ok_or_else(missing)?;
     if node.is_dir() && node.subtree.is_some() {
         return Ok((
             Resolved {
@@ -122,18 +131,7 @@ pub fn resolve_entry(
             None,
         ));
     }
-    let cut = path.iter().rposition(|b| *b == b'/').unwrap_or(0);
-    let (parent, name) = (&path[..cut], path[cut + 1..].to_vec());
-    if parent.is_empty() {
-        return Ok((whole(snap), Some(name)));
-    }
-    let folder = find_node(repo, index, &root_node(snap.tree), parent)?.ok_or_else(missing)?;
-    Ok((
-        Resolved {
-            id,
-            snap,
-            folder: Some((parent.to_vec(), folder)),
-        },
-        Some(name),
-    ))
+    let name = name.to_vec();
+    let folder = folder.map(|f| (parent.to_vec(), f));
+    Ok((Resolved { id, snap, folder }, Some(name)))
 }
