@@ -249,13 +249,13 @@ pub struct BackupArgs {
     #[arg(short = 'x', long)]
     pub one_file_system: bool,
     /// Files read at once [default: 12, of which at most 4 of 32 KiB or more]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::util::at_least_one)]
     pub read_concurrency: Option<usize>,
     /// Packs uploaded at once [default: 1 to a local disk, 2 with network round trips]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::util::at_least_one)]
     pub upload_queue: Option<usize>,
     /// Compression and sealing threads [default: one per core]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::util::at_least_one)]
     pub workers: Option<usize>,
     /// Memory for data in flight between reading and uploading, e.g. 512MiB [default: 256MiB]
     #[arg(long, value_name = "SIZE", value_parser = crate::util::size_arg)]

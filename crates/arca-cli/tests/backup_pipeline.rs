@@ -207,8 +207,11 @@ fn memory_budget_is_checked_and_small_budgets_work() {
     assert!(stderr(&o).contains("memory budget"), "{}", stderr(&o));
     let o = e.run(&["backup", "--memory", "lots", s]);
     assert!(stderr(&o).contains("--memory"), "{}", stderr(&o));
-    let o = e.run(&["backup", "--read-concurrency", "0", s]);
-    assert!(stderr(&o).contains("--read-concurrency"), "{}", stderr(&o));
+    for opt in ["--read-concurrency", "--upload-queue", "--workers"] {
+        let o = e.run(&["backup", opt, "0", s]);
+        assert_eq!(o.status.code(), Some(2), "{opt}: {}", stderr(&o));
+        assert!(stderr(&o).contains(opt), "{}", stderr(&o));
+    }
     let b = e.json(&["backup", "--json", "--memory", "64MiB", s]);
     assert_eq!(b["complete"], true, "{b}");
     e.ok(&["check", "--read-data"]);

@@ -89,6 +89,9 @@ pub(crate) struct Scan {
     /// Per block use: the target file already holds it.
     pub in_place: Vec<bool>,
     pub deletes: Vec<Deletion>,
+    /// Per directory: it exists with metadata other than the snapshot's (counted and listed
+    /// by the plan's summary; the finish sets it either way).
+    pub dir_meta_wrong: Vec<bool>,
     /// Files hashed, and bytes read doing so.
     pub files_hashed: u64,
     pub bytes_hashed: u64,
@@ -161,6 +164,7 @@ impl Scanner<'_> {
             dirs: vec![DirAction::Create; plan.dirs.len()],
             entries: vec![EntryAction::Create; plan.entries.len()],
             in_place: vec![false; plan.uses.len()],
+            dir_meta_wrong: vec![false; plan.dirs.len()],
             ..Scan::default()
         };
         if is_empty_dir(&plan.dirs[0].path) {
@@ -189,14 +193,16 @@ impl Scanner<'_> {
                 |at, i| {
                     let d = level[i];
                     match &dirs[plan.dirs[d].parent as usize] {
-                        DirAction::Blocked(_) => DirAction::Blocked(PARENT_BLOCKED.into()),
-                        DirAction::Create | DirAction::Replace => DirAction::Create,
+                        DirAction::Blocked(_) => (DirAction::Blocked(PARENT_BLOCKED.into()), false),
+                        DirAction::Create | DirAction::Replace => (DirAction::Create, false),
                         DirAction::Exists => self.dir_action(at, d),
                     }
                 },
             );
             for (&d, a) in level.iter().zip(found) {
-                scan.dirs[d] = a.unwrap_or(DirAction::Create);
+                let (action, meta_wrong) = a.unwrap_or((DirAction::Create, false));
+                scan.dirs[d] = action;
+                scan.dir_meta_wrong[d] = meta_wrong;
             }
         }
         // Every entry is looked at first; the files that cannot be trusted are hashed after
@@ -281,14 +287,21 @@ impl Scanner<'_> {
         });
     }
 
-    fn dir_action(&self, at: &mut DirCache<'_>, d: usize) -> DirAction {
+    /// The action for directory `d`, whose parent exists, and whether it exists with other
+    /// metadata than the snapshot's.
+    fn dir_action(&self, at: &mut DirCache<'_>, d: usize) -> (DirAction, bool) {
         let dp = &self.plan.dirs[d];
         let name = dp.path.file_name().map_or(&[][..], |n| n.as_bytes());
-        match at.stat(dp.parent, name) {
+        let action = match at.stat(dp.parent, name) {
             Ok(None) => DirAction::Create,
             Ok(Some(m)) if m.is_dir() => {
+                let meta_wrong = dp.meta.as_ref().is_some_and(|meta| {
+                    let node = meta.node();
+                    !(arca_fs::stat_matches(&m, &node, self.metadata)
+                        && arca_fs::xattrs_match(&dp.path, &node, self.metadata))
+                });
                 self.open_to_owner(&dp.path, &m);
-                DirAction::Exists
+                return (DirAction::Exists, meta_wrong);
             }
             Ok(Some(_)) if self.overwrite == Overwrite::Never => DirAction::Blocked(format!(
                 "{}: not replacing the existing entry with a directory (--overwrite never)",
@@ -296,7 +309,8 @@ impl Scanner<'_> {
             )),
             Ok(Some(_)) => DirAction::Replace,
             Err(e) => DirAction::Blocked(format!("{}: {e}", dp.path.display())),
-        }
+        };
+        (action, false)
     }
 
     /// Gives the user read, write and search rights on an existing folder of theirs that

@@ -73,6 +73,10 @@ pub struct PlanSummary {
     pub files_updated: u64,
     /// Files whose content is right but metadata is not.
     pub files_metadata: u64,
+    /// Existing directories whose metadata is not the snapshot's.
+    pub dirs_metadata: u64,
+    /// Symlinks and special files that are right but for their metadata.
+    pub others_metadata: u64,
     /// Files already right.
     pub files_unchanged: u64,
     /// Files left alone (overwrite policy).
@@ -152,10 +156,13 @@ pub(crate) fn summarize(
         let action = match &scan.dirs[d] {
             DirAction::Create | DirAction::Replace => Action::Restore,
             DirAction::Blocked(_) => Action::Blocked,
+            DirAction::Exists if scan.dir_meta_wrong.get(d).is_some_and(|&w| w) => Action::Metadata,
             DirAction::Exists => continue,
         };
-        if action == Action::Restore {
-            s.dirs_new += 1;
+        match action {
+            Action::Restore => s.dirs_new += 1,
+            Action::Metadata => s.dirs_metadata += 1,
+            _ => {}
         }
         if !told(None) {
             continue;
@@ -187,7 +194,12 @@ pub(crate) fn summarize(
         let shown = match action {
             EntryAction::Create | EntryAction::Replace => Action::Restore,
             EntryAction::Patch => Action::Update,
-            EntryAction::Keep { meta_ok: false, .. } => Action::Metadata,
+            EntryAction::Keep { meta_ok: false, .. } => {
+                if matches!(ep.kind, EntryKind::Symlink | EntryKind::Special) {
+                    s.others_metadata += 1;
+                }
+                Action::Metadata
+            }
             EntryAction::Keep { meta_ok: true, .. } => {
                 if let EntryKind::File(f) = ep.kind {
                     s.files_unchanged += 1;

@@ -101,6 +101,7 @@ fn full_partial_noop_and_metadata_only_restores() {
     assert_eq!(noop.files_hashed, 0);
     assert_eq!(noop.plan.files_new + noop.plan.files_updated, 0);
     assert_eq!(noop.plan.files_unchanged, noop.plan.files);
+    assert_eq!((noop.plan.dirs_metadata, noop.plan.others_metadata), (0, 0));
 
     // Metadata-only: every mtime moved and a mode changed; contents right, so everything
     // is hashed and nothing fetched.
@@ -109,6 +110,14 @@ fn full_partial_noop_and_metadata_only_restores() {
         touch_now(p);
     }
     fs::set_permissions(&files[0], fs::Permissions::from_mode(0o600)).unwrap();
+    // A folder with the wrong mode is counted (and listed) among the metadata to fix.
+    let dir = fs::read_dir(s.out())
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .find(|p| p.symlink_metadata().unwrap().is_dir())
+        .unwrap();
+    let mode = dir.symlink_metadata().unwrap().mode() & 0o7777;
+    fs::set_permissions(&dir, fs::Permissions::from_mode(mode ^ 0o050)).unwrap();
     // A dry run hashes them too (the scan sets wrong metadata through the file it hashed,
     // but not in a dry run): it reports the metadata to set and changes none of it.
     let stamp = |p: &Path| {
@@ -116,9 +125,16 @@ fn full_partial_noop_and_metadata_only_restores() {
         (m.mtime(), m.mtime_nsec(), m.mode())
     };
     let before: Vec<_> = files.iter().map(|p| stamp(p)).collect();
-    let (dry, _) = s.restore(|o| o.dry_run = true);
+    let (dry, seen) = s.restore(|o| o.dry_run = true);
     assert_eq!(dry.files_hashed as usize, files.len());
     assert_eq!(dry.plan.files_metadata as usize, files.len());
+    // (Listing the folders above moved their atimes too, which the restore sets back.)
+    assert!(dry.plan.dirs_metadata >= 1, "{:?}", dry.plan);
+    let planned = seen.planned.lock().unwrap().clone();
+    assert!(
+        planned.contains(&(dir.clone(), Action::Metadata, 0)),
+        "{planned:?}"
+    );
     assert_eq!(files.iter().map(|p| stamp(p)).collect::<Vec<_>>(), before);
     let (meta, _) = s.restore(|_| {});
     s.assert_exact();

@@ -656,7 +656,10 @@ fn restore_result(r: &Value, params: &Value) -> String {
         pn("files_new"),
         bytes(pn("bytes_to_place")),
         pn("files_updated"),
-        pn("files_metadata"),
+        match pn("dirs_metadata") + pn("others_metadata") {
+            0 => pn("files_metadata").to_string(),
+            more => format!("{} (and of {more} other entries)", pn("files_metadata")),
+        },
         pn("files_unchanged"),
         pn("dirs_new"),
         pn("deletes"),

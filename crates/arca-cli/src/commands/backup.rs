@@ -22,15 +22,6 @@ use crate::util::{self, human_bytes, human_duration};
 const DEFAULT_CAP: usize = 0;
 
 pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
-    for (name, v) in [
-        ("--read-concurrency", a.read_concurrency),
-        ("--upload-queue", a.upload_queue),
-        ("--workers", a.workers),
-    ] {
-        if v == Some(0) {
-            anyhow::bail!("{name} must be at least 1");
-        }
-    }
     let memory = match &a.memory {
         Some(m) => util::parse_size(m).with_context(|| format!("invalid --memory {m:?}"))?,
         None => 0,

@@ -253,7 +253,8 @@ fn summary_json(
     let plan = json!({
         "files": p.files, "dirs": p.dirs, "dirs_new": p.dirs_new, "others": p.others,
         "hardlinks": p.hardlinks, "files_new": p.files_new, "files_updated": p.files_updated,
-        "files_metadata": p.files_metadata, "files_unchanged": p.files_unchanged,
+        "files_metadata": p.files_metadata,
+        "dirs_metadata": p.dirs_metadata, "others_metadata": p.others_metadata, "files_unchanged": p.files_unchanged,
         "files_skipped": p.files_skipped,
         "files_blocked": p.files_blocked, "bytes_total": p.bytes_total,
         "bytes_in_place": p.bytes_in_place, "bytes_to_place": p.bytes_to_place,
@@ -319,6 +320,22 @@ fn summary_json(
     v
 }
 
+/// "N" files whose metadata a dry run would fix, and the directories and other entries.
+fn metadata_fixes(p: &arca_restore::PlanSummary) -> String {
+    let mut others = vec![];
+    if p.dirs_metadata > 0 {
+        others.push(format!("{} directories", p.dirs_metadata));
+    }
+    if p.others_metadata > 0 {
+        others.push(format!("{} other entries", p.others_metadata));
+    }
+    if others.is_empty() {
+        p.files_metadata.to_string()
+    } else {
+        format!("{} (and of {})", p.files_metadata, others.join(", "))
+    }
+}
+
 fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Result<()> {
     let p = &r.plan;
     if r.dry_run {
@@ -331,7 +348,7 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
             p.files_new,
             human_bytes(p.bytes_to_place),
             p.files_updated,
-            p.files_metadata,
+            metadata_fixes(p),
             p.files_unchanged,
             p.files_skipped,
             if p.files_blocked > 0 {

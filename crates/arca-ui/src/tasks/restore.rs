@@ -204,6 +204,7 @@ pub fn start_restore(app: &Arc<App>, r: RestoreRequest) -> Result<Arc<Job>, ApiE
                 "files": p.files, "dirs": p.dirs, "dirs_new": p.dirs_new, "others": p.others,
                 "files_new": p.files_new, "files_updated": p.files_updated,
                 "files_metadata": p.files_metadata, "files_unchanged": p.files_unchanged,
+                "dirs_metadata": p.dirs_metadata, "others_metadata": p.others_metadata,
                 "files_skipped": p.files_skipped,
                 "files_blocked": p.files_blocked, "bytes_total": p.bytes_total,
                 "bytes_in_place": p.bytes_in_place, "bytes_to_place": p.bytes_to_place,
