@@ -278,10 +278,7 @@ fn parent_for(
         ParentMode::None => Ok(None),
         ParentMode::Id(id) => Ok(Some((*id, repo.load_snapshot(id)?))),
         ParentMode::Auto => {
-            let filter = SnapshotFilter {
-                host: Some(host.to_string()),
-                ..Default::default()
-            };
+            let filter = SnapshotFilter::host(host);
             let mut want = paths.to_vec();
             want.sort();
             Ok(repo

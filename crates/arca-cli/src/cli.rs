@@ -230,8 +230,8 @@ pub struct BackupArgs {
     /// Read and count everything, write nothing to the repository
     #[arg(short = 'n', long)]
     pub dry_run: bool,
-    /// Add a tag to the snapshot (repeatable)
-    #[arg(long = "tag", value_name = "TAG")]
+    /// Add tags to the snapshot, e.g. a,b (repeatable)
+    #[arg(long = "tag", value_name = "TAG[,TAG...]")]
     pub tags: Vec<String>,
     /// Host name to record
     #[arg(long = "host", value_name = "HOST")]
@@ -292,11 +292,12 @@ pub struct ExcludeArgs {
 /// Snapshot selection filters.
 #[derive(Debug, Args, Clone, Default)]
 pub struct FilterArgs {
-    /// Only snapshots of this host
+    /// Only snapshots of this host (repeatable: any of them)
     #[arg(long = "host", value_name = "HOST")]
-    pub host: Option<String>,
-    /// Only snapshots with this tag (repeatable: all must match)
-    #[arg(long = "tag", value_name = "TAG")]
+    pub hosts: Vec<String>,
+    /// Only snapshots with these tags, e.g. a,b for both (repeatable: any of the lists; an
+    /// empty value selects the snapshots without tags)
+    #[arg(long = "tag", value_name = "TAG[,TAG...]")]
     pub tags: Vec<String>,
     /// Only snapshots including this path (repeatable)
     #[arg(long = "path", value_name = "PATH")]

@@ -61,6 +61,17 @@ pub fn file_name_arg(s: &str) -> Result<String, String> {
         })
 }
 
+/// Tags from repeated, comma-separated values (`--tag a,b --tag c`); empty items are dropped.
+pub fn tag_list(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(String::from)
+        .collect()
+}
+
 /// clap's check of a count that must be at least 1.
 pub fn at_least_one(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {

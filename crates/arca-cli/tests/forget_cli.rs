@@ -221,6 +221,47 @@ fn keep_tag_with_json_output() {
 }
 
 #[test]
+fn comma_separated_tags_are_tags_and_filters_read_as_restic() {
+    let (e, src) = setup();
+    let both = backup(&e, &src, "a", &["--tag", "daily, important"]);
+    let daily = backup(&e, &src, "b", &["--tag", "daily"]);
+    let none = backup(&e, &src, "c", &[]);
+    let v = e.json(&["snapshots", "--json"]);
+    assert_eq!(v[0]["tags"], serde_json::json!(["daily", "important"]));
+    let listed = |args: &[&str]| {
+        let mut a = vec!["snapshots", "--json"];
+        a.extend_from_slice(args);
+        ids_of(&e.json(&a))
+    };
+    assert_eq!(listed(&["--tag", "important"]), [both.as_str()]);
+    assert_eq!(listed(&["--tag", "important,daily"]), [both.as_str()]);
+    assert_eq!(
+        listed(&["--tag", "important", "--tag", "daily"]),
+        [both.as_str(), daily.as_str()]
+    );
+    assert_eq!(listed(&["--tag", ""]), [none.as_str()]);
+    let host = e.json(&["snapshots", "--json"])[0]["hostname"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(listed(&["--host", "elsewhere", "--host", &host]).len(), 3);
+    assert!(listed(&["--host", "elsewhere"]).is_empty());
+    // The snapshot tagged at backup with "daily,important" is kept by either spelling.
+    for keep in ["important", "daily,important"] {
+        let v = e.json(&[
+            "forget",
+            "-l",
+            "1",
+            "--keep-tag",
+            keep,
+            "--dry-run",
+            "--json",
+        ]);
+        assert_eq!(ids_of(&v[0]["remove"]), [daily.as_str()], "{keep}: {v}");
+    }
+}
+
+#[test]
 fn groups_and_filters() {
     let (e, src) = setup();
     let a1 = backup(&e, &src, "a1", &["--host", "alpha"]);

@@ -5,13 +5,14 @@ use arca_format::{Id, Snapshot};
 
 use crate::{RepoError, Repository, Result};
 
-/// Restricts which snapshots `latest` and listings consider.
+/// Restricts which snapshots `latest` and listings consider, as restic's filters do.
 #[derive(Debug, Clone, Default)]
 pub struct SnapshotFilter {
-    /// Only snapshots of this host.
-    pub host: Option<String>,
-    /// Only snapshots carrying all these tags.
-    pub tags: Vec<String>,
+    /// Only snapshots of one of these hosts (all hosts when empty).
+    pub hosts: Vec<String>,
+    /// Only snapshots carrying all the tags of at least one of these lists (any snapshot when
+    /// empty); a list holding only the empty tag matches the snapshots without tags.
+    pub tags: Vec<Vec<String>>,
     /// Only snapshots whose paths include all of these.
     pub paths: Vec<String>,
 }
@@ -20,21 +21,55 @@ pub struct SnapshotFilter {
 pub type DamagedFiles = Vec<(Id, RepoError)>;
 
 impl SnapshotFilter {
+    /// Only the snapshots of `host`.
+    pub fn host(host: impl Into<String>) -> Self {
+        Self {
+            hosts: vec![host.into()],
+            ..Self::default()
+        }
+    }
+
+    /// Tag lists from option values (`--tag a,b --tag c`: `a` and `b`, or `c`); blanks
+    /// around tags are dropped, and an empty value is the list of untagged snapshots.
+    pub fn tag_lists<S: AsRef<str>>(values: &[S]) -> Vec<Vec<String>> {
+        values
+            .iter()
+            .map(|v| {
+                let list: Vec<String> = v
+                    .as_ref()
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(String::from)
+                    .collect();
+                if list.is_empty() {
+                    vec![String::new()]
+                } else {
+                    list
+                }
+            })
+            .collect()
+    }
+
     /// Whether a snapshot passes.
     pub fn matches(&self, s: &Snapshot) -> bool {
-        self.host.as_ref().is_none_or(|h| &s.hostname == h)
-            && self.tags.iter().all(|t| s.tags.contains(t))
+        let has_list = |list: &Vec<String>| {
+            list.iter()
+                .all(|t| s.tags.contains(t) || (t.is_empty() && s.tags.is_empty()))
+        };
+        (self.hosts.is_empty() || self.hosts.contains(&s.hostname))
+            && (self.tags.is_empty() || self.tags.iter().any(has_list))
             && self.paths.iter().all(|p| s.paths.contains(p))
     }
 
-    /// The filter as the options that set it (`--host h --tag t --path /p`), empty when it
+    /// The filter as the options that set it (`--host h --tag t,u --path /p`), empty when it
     /// passes everything.
     pub fn describe(&self) -> String {
-        let mut parts = vec![];
-        if let Some(h) = &self.host {
-            parts.push(format!("--host {h}"));
-        }
-        parts.extend(self.tags.iter().map(|t| format!("--tag {t}")));
+        let mut parts: Vec<String> = self.hosts.iter().map(|h| format!("--host {h}")).collect();
+        parts.extend(self.tags.iter().map(|t| match t.join(",") {
+            t if t.is_empty() => "--tag ''".to_string(),
+            t => format!("--tag {t}"),
+        }));
         parts.extend(self.paths.iter().map(|p| format!("--path {p}")));
         parts.join(" ")
     }
@@ -235,6 +270,48 @@ mod tests {
     }
 
     #[test]
+    fn filters_read_as_restic_reads_them() {
+        let with = |host: &str, tags: &[&str]| Snapshot {
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            ..snapshot(0, host)
+        };
+        let (ab, a, b, none) = (
+            with("h", &["a", "b"]),
+            with("h", &["a"]),
+            with("i", &["b"]),
+            with("j", &[]),
+        );
+        let passing = |f: &SnapshotFilter| -> Vec<bool> {
+            [&ab, &a, &b, &none].iter().map(|s| f.matches(s)).collect()
+        };
+        let tags = |v: &[&str]| SnapshotFilter {
+            tags: SnapshotFilter::tag_lists(v),
+            ..SnapshotFilter::default()
+        };
+        // Repeated --tag: any of them; a comma: all of its tags; empty: untagged.
+        assert_eq!(passing(&tags(&["a", "b"])), [true, true, true, false]);
+        assert_eq!(passing(&tags(&["a,b"])), [true, false, false, false]);
+        assert_eq!(passing(&tags(&[" b , a "])), [true, false, false, false]);
+        assert_eq!(passing(&tags(&[""])), [false, false, false, true]);
+        assert_eq!(passing(&tags(&["a,b", ""])), [true, false, false, true]);
+        // Repeated --host: any of them.
+        let hosts = SnapshotFilter {
+            hosts: vec!["h".into(), "j".into()],
+            ..SnapshotFilter::default()
+        };
+        assert_eq!(passing(&hosts), [true, true, false, true]);
+        assert_eq!(passing(&SnapshotFilter::default()), [true; 4]);
+        assert_eq!(
+            SnapshotFilter {
+                tags: SnapshotFilter::tag_lists(&["a,b", ""]),
+                ..hosts
+            }
+            .describe(),
+            "--host h --host j --tag a,b --tag ''"
+        );
+    }
+
+    #[test]
     fn snapshots_are_read_several_at_once_and_listed_oldest_first() {
         let backend = Arc::new(Slow::default());
         let repo = crate::testing::repo(backend.clone());
@@ -254,10 +331,7 @@ mod tests {
             (2..=4).contains(&most),
             "{most} snapshot reads in flight at most"
         );
-        let a = SnapshotFilter {
-            host: Some("a".into()),
-            ..SnapshotFilter::default()
-        };
+        let a = SnapshotFilter::host("a");
         let (_, latest) = repo.find_snapshot("latest", &a).unwrap();
         assert_eq!(latest.time.timestamp(), 1_700_000_000 + 14 * 60);
         // A damaged snapshot is left out of the list and reported, named; it can still be

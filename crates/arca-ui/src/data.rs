@@ -255,10 +255,22 @@ pub fn snapshots(repo: &Repository, q: &RawQuery) -> Result<SnapshotList, ApiErr
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .collect()
     };
+    // As the command line reads them: hosts and tag lists any of, paths all of and made
+    // absolute and normalized as backup stores them (`/x/`, `//x` and `/x/.` name `/x`).
+    let tag_values = text(q.all("tag"));
     let filter = SnapshotFilter {
-        host: q.text("host"),
-        tags: text(q.all("tag")),
-        paths: text(q.all("path")),
+        hosts: text(q.all("host"))
+            .into_iter()
+            .filter(|h| !h.is_empty())
+            .collect(),
+        tags: SnapshotFilter::tag_lists(&tag_values),
+        paths: text(q.all("path"))
+            .into_iter()
+            .map(|p| {
+                arca_backup::sources::absolute(std::path::Path::new(&format!("/{p}")))
+                    .map_or(p, |a| a.to_string_lossy().into_owned())
+            })
+            .collect(),
     };
     let sort = q.text("sort").unwrap_or_else(|| "time".into());
     if !SORTS.contains(&sort.as_str()) {
@@ -295,7 +307,7 @@ pub fn snapshots(repo: &Repository, q: &RawQuery) -> Result<SnapshotList, ApiErr
         rows.reverse();
     }
     Ok(SnapshotList {
-        query: json!({"host": filter.host, "tags": filter.tags, "paths": filter.paths,
+        query: json!({"host": filter.hosts.first(), "tags": tag_values, "paths": filter.paths,
             "sort": sort, "order": order}),
         snapshots: rows,
         hosts: hosts.into_iter().collect(),

@@ -30,14 +30,22 @@ pub struct Profile {
     pub problem: Option<String>,
 }
 
+/// A profile's text with `~/` expanded to the home folder, as `arca -P` does.
+fn home(s: &str) -> String {
+    match (s.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => Path::new(&home).join(rest).to_string_lossy().into_owned(),
+        _ => s.to_string(),
+    }
+}
+
 fn strings(t: &Table, key: &str) -> Result<Vec<String>, String> {
     match t.get(key) {
         None => Ok(vec![]),
-        Some(Value::String(s)) => Ok(vec![s.clone()]),
+        Some(Value::String(s)) => Ok(vec![home(s)]),
         Some(Value::Array(a)) => a
             .iter()
             .map(|v| match v {
-                Value::String(s) => Ok(s.clone()),
+                Value::String(s) => Ok(home(s)),
                 Value::Integer(i) => Ok(i.to_string()),
                 other => Err(format!("{key}: expected text, found {}", other.type_str())),
             })
@@ -70,7 +78,7 @@ fn repo_of(t: &Table) -> Option<String> {
     ["global", "repository"]
         .iter()
         .filter_map(|s| t.get(*s).and_then(Value::as_table))
-        .find_map(|g| g.get("repo").and_then(Value::as_str).map(String::from))
+        .find_map(|g| g.get("repo").and_then(Value::as_str).map(home))
 }
 
 /// Reads the `[backup]` section of the profile file `file` into backup options; `location`
@@ -147,7 +155,14 @@ pub fn load(file: &Path, location: &str) -> Result<(Profile, BackupOptions), Str
     let opts = BackupOptions {
         paths: paths.iter().map(PathBuf::from).collect(),
         excludes: excludes.clone(),
-        tags: strings(b, "tag")?,
+        // `tag = "a,b"` is two tags, as `--tag a,b` is.
+        tags: strings(b, "tag")?
+            .iter()
+            .flat_map(|t| t.split(','))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(String::from)
+            .collect(),
         hostname: one(b, "host")?,
         force: flag(b, "force")?,
         compression,
@@ -275,5 +290,30 @@ mod tests {
         assert!(find(Some(d), "other", "/r").is_err());
         assert!(find(Some(d), "../x", "/r").is_err());
         assert!(find(Some(d), "missing", "/r").is_err_and(|e| e.contains("not found")));
+    }
+
+    #[test]
+    fn home_and_tag_lists_read_as_on_the_command_line() {
+        let Some(h) = std::env::var_os("HOME") else {
+            return;
+        };
+        let h = Path::new(&h);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        std::fs::write(
+            d.join("t.toml"),
+            "[global]\nrepo = \"~/r\"\n[backup]\npaths = [\"~/docs\", \"/x/~/y\"]\n\
+             exclude = \"~/.cache\"\ntag = [\"a, b\", \"c\"]\n",
+        )
+        .expect("write");
+        let r = h.join("r").to_string_lossy().into_owned();
+        let (p, o) = find(Some(d), "t", &r).expect("t");
+        assert_eq!(p.problem, None, "the repository is ~/r");
+        assert_eq!(o.paths, [h.join("docs"), PathBuf::from("/x/~/y")]);
+        assert_eq!(
+            o.excludes.patterns,
+            [h.join(".cache").to_string_lossy().into_owned()]
+        );
+        assert_eq!(o.tags, ["a", "b", "c"]);
     }
 }

@@ -84,7 +84,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         paths,
         excludes,
         dry_run: a.dry_run,
-        tags: a.tags.clone(),
+        tags: util::tag_list(&a.tags),
         hostname: a.host.clone(),
         parent,
         force: a.force,

@@ -123,8 +123,8 @@ fn filter(f: &FilterArgs) -> SnapshotFilter {
             .map_or_else(|_| p.clone(), |a| a.to_string_lossy().into_owned())
     };
     SnapshotFilter {
-        host: f.host.clone(),
-        tags: f.tags.clone(),
+        hosts: f.hosts.clone(),
+        tags: SnapshotFilter::tag_lists(&f.tags),
         paths: f.paths.iter().map(path).collect(),
     }
 }

@@ -43,17 +43,6 @@ pub struct TagArgs {
     pub json: bool,
 }
 
-/// Tags from repeated, comma-separated values; empty items are dropped.
-fn tag_list(values: &[String]) -> Vec<String> {
-    values
-        .iter()
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(String::from)
-        .collect()
-}
-
 impl TagArgs {
     /// The change the options ask for.
     fn change(&self) -> Result<TagChange> {
@@ -62,9 +51,9 @@ impl TagArgs {
             bail!("--set and --add/--remove cannot be given at the same time");
         }
         let c = TagChange {
-            set: (!self.set.is_empty()).then(|| tag_list(&self.set)),
-            add: tag_list(&self.add),
-            remove: tag_list(&self.remove),
+            set: (!self.set.is_empty()).then(|| util::tag_list(&self.set)),
+            add: util::tag_list(&self.add),
+            remove: util::tag_list(&self.remove),
         };
         if c.is_empty() {
             bail!("nothing to do: give --add, --remove or --set");

@@ -240,7 +240,12 @@ impl PolicyFields {
 
     fn filter(&self) -> SnapshotFilter {
         SnapshotFilter {
-            host: self.host.clone().filter(|h| !h.is_empty()),
+            hosts: self
+                .host
+                .iter()
+                .filter(|h| !h.is_empty())
+                .cloned()
+                .collect(),
             ..SnapshotFilter::default()
         }
     }
