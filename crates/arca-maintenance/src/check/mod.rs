@@ -591,7 +591,12 @@ fn proposals(f: &Findings, rep: &CheckReport) -> Vec<Proposal> {
     }
     if !why.is_empty() {
         let mut reason = why.join("; ");
-        if index || !f.damaged_packs.is_empty() {
+        if !f.damaged_packs.is_empty() {
+            reason.push_str(
+                "; run the `repair packs` above first and check again: it keeps every blob \
+                 of the damaged packs that still verifies",
+            );
+        } else if index {
             reason.push_str(
                 "; repair the index first and check again: data the index lacked may be \
                  found again",

@@ -317,9 +317,11 @@ impl fmt::Display for PruneError {
                 }
                 write!(
                     f,
-                    "); {NOTHING}. Run `arca check` to see what is affected and the repair to \
-                     run: `arca repair index` for blobs in packs no index names, `arca repair \
-                     snapshots --forget` for lost ones"
+                    "); {NOTHING}. Run `arca check` to see what is affected and the repairs to \
+                     run, in this order: `arca repair index` for blobs in packs no index names, \
+                     `arca repair packs ID` for damaged packs or packs of the wrong size (it \
+                     keeps the blobs that verify), then `arca repair snapshots --forget` for \
+                     what is lost"
                 )
             }
             PruneError::UnreadableTree { id, error } => write!(

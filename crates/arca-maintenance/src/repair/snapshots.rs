@@ -96,7 +96,7 @@ pub fn repair_snapshots(
     opts: &RepairSnapshotsOptions,
 ) -> Result<RepairSnapshotsReport, RepoError> {
     let mut rep = RepairSnapshotsReport::default();
-    let (index, bad_packs) = usable_index(repo, opts.dry_run, &mut rep)?;
+    let (index, odd_packs) = usable_index(repo, opts.dry_run, &mut rep)?;
 
     // Snapshots to examine, oldest first.
     let ids: Vec<Id> = if opts.snapshots.is_empty() {
@@ -123,7 +123,8 @@ pub fn repair_snapshots(
     let mut w = Rewriter {
         repo,
         index: &index,
-        bad_packs: &bad_packs,
+        odd_packs: &odd_packs,
+        verified: HashMap::new(),
         memo: HashMap::new(),
         out: TreeWriter::new(repo, opts.dry_run),
     };
@@ -192,14 +193,14 @@ pub fn repair_snapshots(
     Ok(rep)
 }
 
-/// The index to repair with, and the indexed packs the backend lacks or holds at another
-/// size. Refuses damaged index files; indexes (in memory for a dry run) the packs no index
+/// The index to repair with, and the indexed packs the backend lacks (`None`) or holds at
+/// another size (the size it has). Refuses damaged index files; indexes (in memory for a dry run) the packs no index
 /// names whose header opens.
 fn usable_index(
     repo: &Repository,
     dry_run: bool,
     rep: &mut RepairSnapshotsReport,
-) -> Result<(Index, HashSet<Id>), RepoError> {
+) -> Result<(Index, HashMap<Id, Option<u64>>), RepoError> {
     let mut files = vec![];
     for (id, f) in repo.load_index_files()? {
         match f {
@@ -241,16 +242,17 @@ fn usable_index(
     }
     let sizes: HashMap<Id, u64> = on_disk.into_iter().collect();
     let mut b = IndexBuilder::new();
-    let mut bad = HashSet::new();
+    let mut odd = HashMap::new();
     for f in &files {
         b.add(f);
         for p in &f.packs {
-            if sizes.get(&p.id) != Some(&p.size) {
-                bad.insert(p.id);
+            let size = sizes.get(&p.id).copied();
+            if size != Some(p.size) {
+                odd.insert(p.id, size);
             }
         }
     }
-    Ok((b.finish(), bad))
+    Ok((b.finish(), odd))
 }
 
 /// A tree after repair: its (possibly new) id and what was cut below it, by path relative to
@@ -265,7 +267,11 @@ struct Rewritten {
 struct Rewriter<'a> {
     repo: &'a Repository,
     index: &'a Index,
-    bad_packs: &'a HashSet<Id>,
+    /// Indexed packs the backend lacks (`None`) or holds at another size: their blobs count
+    /// only where they lie within the pack and read back verified.
+    odd_packs: &'a HashMap<Id, Option<u64>>,
+    /// Data blobs of odd packs looked at, and whether one of their copies verified.
+    verified: HashMap<Id, bool>,
     /// Trees already rewritten (`Err`: lost, and why).
     memo: HashMap<Id, Result<Rewritten, String>>,
     /// Where the new trees go.
@@ -273,11 +279,67 @@ struct Rewriter<'a> {
 }
 
 impl Rewriter<'_> {
-    /// Whether a blob has an index entry in a pack the backend holds.
-    fn available(&self, kind: BlobKind, id: &Id) -> bool {
-        self.index
-            .locations(kind, id)
-            .any(|l| !self.bad_packs.contains(&l.pack.id))
+    /// Whether `loc` lies within its pack as the backend holds it.
+    fn in_reach(&self, loc: &arca_repo::BlobLocation) -> bool {
+        match self.odd_packs.get(&loc.pack.id) {
+            None => true,
+            Some(None) => false,
+            Some(&Some(size)) => u64::from(loc.offset) + u64::from(loc.length) <= size,
+        }
+    }
+
+    /// Reads and opens the blob at `loc`. `Ok(Err(why))`: that copy is lost; `Err`: the
+    /// backend failed in a way that may pass, so nothing may be concluded.
+    fn read_at(
+        &self,
+        kind: BlobKind,
+        id: &Id,
+        loc: &arca_repo::BlobLocation,
+    ) -> Result<Result<Vec<u8>, String>, RepoError> {
+        let sealed = match self.repo.backend().read_range(
+            FileType::Pack,
+            &loc.pack.id.to_hex(),
+            u64::from(loc.offset),
+            u64::from(loc.length),
+        ) {
+            Ok(b) => b,
+            Err(e) => {
+                let e = RepoError::from(e);
+                if e.is_corruption() || matches!(&e, RepoError::Backend(b) if b.is_not_found()) {
+                    return Ok(Err(e.to_string()));
+                }
+                return Err(e);
+            }
+        };
+        Ok(self
+            .repo
+            .open_blob(kind, id, &loc.pack.id, &sealed, loc.raw_length)
+            .map_err(|e| e.to_string()))
+    }
+
+    /// Whether a data blob has a usable copy: an index entry in a pack the backend holds as
+    /// indexed, or one within a pack of another size (a few bytes appended, or cut short)
+    /// that reads back verified; such a pack's other blobs are not lost.
+    fn available(&mut self, id: &Id) -> Result<bool, RepoError> {
+        let locs: Vec<_> = self.index.locations(BlobKind::Data, id).collect();
+        if locs
+            .iter()
+            .any(|l| !self.odd_packs.contains_key(&l.pack.id))
+        {
+            return Ok(true);
+        }
+        if let Some(&v) = self.verified.get(id) {
+            return Ok(v);
+        }
+        let mut ok = false;
+        for loc in locs.iter().filter(|l| self.in_reach(l)) {
+            if self.read_at(BlobKind::Data, id, loc)?.is_ok() {
+                ok = true;
+                break;
+            }
+        }
+        self.verified.insert(*id, ok);
+        Ok(ok)
     }
 
     /// Reads a tree from any of its intact locations. `Ok(Err(why))`: the tree is lost;
@@ -285,38 +347,17 @@ impl Rewriter<'_> {
     fn read_tree(&self, id: &Id) -> Result<Result<Tree, String>, RepoError> {
         let mut why = "not in the index".to_string();
         for loc in self.index.locations(BlobKind::Tree, id) {
-            if self.bad_packs.contains(&loc.pack.id) {
+            if !self.in_reach(&loc) {
                 why = format!("its pack {} is missing or truncated", loc.pack.id);
                 continue;
             }
-            let sealed = match self.repo.backend().read_range(
-                FileType::Pack,
-                &loc.pack.id.to_hex(),
-                u64::from(loc.offset),
-                u64::from(loc.length),
-            ) {
-                Ok(b) => b,
+            let plain = match self.read_at(BlobKind::Tree, id, &loc)? {
+                Ok(p) => p,
                 Err(e) => {
-                    let e = RepoError::from(e);
-                    if e.is_corruption() || matches!(&e, RepoError::Backend(b) if b.is_not_found())
-                    {
-                        why = e.to_string();
-                        continue;
-                    }
-                    return Err(e);
+                    why = e;
+                    continue;
                 }
             };
-            let plain =
-                match self
-                    .repo
-                    .open_blob(BlobKind::Tree, id, &loc.pack.id, &sealed, loc.raw_length)
-                {
-                    Ok(p) => p,
-                    Err(e) => {
-                        why = e.to_string();
-                        continue;
-                    }
-                };
             match Tree::decode(&plain) {
                 Ok(t) => return Ok(Ok(t)),
                 Err(e) => why = format!("tree {id}: {e}"),
@@ -361,10 +402,13 @@ impl Rewriter<'_> {
                     }
                 }
                 Some(NodeKind::File) => {
-                    let lost = node
-                        .content
-                        .iter()
-                        .position(|c| !self.available(BlobKind::Data, &c.id));
+                    let mut lost = None;
+                    for (i, c) in node.content.iter().enumerate() {
+                        if !self.available(&c.id)? {
+                            lost = Some(i);
+                            break;
+                        }
+                    }
                     if let Some(i) = lost {
                         changed = true;
                         let lost_blob = node.content[i].id;
@@ -398,11 +442,11 @@ impl Rewriter<'_> {
 
     /// Stores a tree blob unless the repository already has it; returns its id.
     fn store(&mut self, tree: &Tree) -> Result<Id, RepoError> {
-        let (index, bad_packs) = (self.index, self.bad_packs);
+        let (index, odd_packs) = (self.index, self.odd_packs);
         self.out.store(tree, "repaired tree", |id| {
             index
                 .locations(BlobKind::Tree, id)
-                .any(|l| !bad_packs.contains(&l.pack.id))
+                .any(|l| !odd_packs.contains_key(&l.pack.id))
         })
     }
 }

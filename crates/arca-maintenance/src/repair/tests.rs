@@ -255,6 +255,60 @@ fn a_truncated_pack_keeps_the_blobs_before_the_cut() {
 }
 
 #[test]
+fn repair_snapshots_keeps_what_a_pack_of_the_wrong_size_still_holds() {
+    // A few bytes appended: every blob is intact, so nothing is cut, even when repair
+    // snapshots runs before the repair packs that check proposes first.
+    let fx = build();
+    let name = fx.data1.id.to_hex();
+    let bytes = fx.backend.read(FileType::Pack, &name).unwrap();
+    let mut longer = bytes.clone();
+    longer.extend_from_slice(b"xx\n");
+    fx.backend.write(FileType::Pack, &name, &longer).unwrap();
+    let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+    let snap = rep.repairs.iter().find(|p| p.repair == Repair::Snapshots);
+    assert!(
+        snap.is_some_and(|p| p.reason.contains("`repair packs` above first")),
+        "{:?}",
+        rep.repairs
+    );
+    let r = repair_snapshots(&fx.repo, &forget()).unwrap();
+    assert!(r.damaged.is_empty(), "{:?}", r.damaged);
+    assert_eq!(fx.ids(FileType::Snapshot), vec![fx.snapshot]);
+
+    // Cut short in its second blob: only what lies past the cut is lost (a1, and b0 after
+    // it), not the first blob.
+    let second = fx.data1.blobs[1];
+    let cut = (second.offset + second.length / 2) as usize;
+    fx.backend
+        .write(FileType::Pack, &name, &bytes[..cut])
+        .unwrap();
+    let r = repair_snapshots(
+        &fx.repo,
+        &RepairSnapshotsOptions {
+            dry_run: true,
+            ..forget()
+        },
+    )
+    .unwrap();
+    let a_len = chunk("a0").len() as u64;
+    let changes = &r.damaged[0].changes;
+    assert_eq!(
+        changes[0],
+        Change {
+            path: "/a".into(),
+            loss: Loss::FileTruncated {
+                size: 3 * a_len,
+                kept: a_len,
+                lost_blob: second.id,
+            },
+        },
+        "{changes:?}"
+    );
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    assert_eq!(changes[1].path, std::path::PathBuf::from("/b"));
+}
+
+#[test]
 fn repair_packs_refuses_a_pack_no_index_names_and_a_damaged_index() {
     let fx = build();
     let junk = Id([7; 32]);
