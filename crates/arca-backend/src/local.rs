@@ -77,12 +77,33 @@ impl LocalBackend {
         p.display().to_string()
     }
 
+    /// Whether the root holds a repository's `config`.
+    fn is_repository(&self) -> bool {
+        self.root.join("config").is_file()
+    }
+
+    /// Creates `dir`, a folder of the repository that is missing (copy and sync tools drop
+    /// empty folders; repositories made before locks existed have no `locks/`), as restic
+    /// does. Only inside a repository whose `config` is there: a repository on a disk that
+    /// is not mounted must fail, not grow again on the mount point.
+    fn recreate_dir(&self, dir: &Path) -> io::Result<()> {
+        if !self.is_repository() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} is not a repository (no config)", self.root.display()),
+            ));
+        }
+        fs::create_dir_all(dir)
+    }
+
     /// The repository files (names that are ids) directly in `d`, with their sizes.
-    fn list_dir(&self, t: FileType, d: &Path) -> Result<Vec<FileInfo>> {
+    fn list_dir(&self, d: &Path) -> Result<Vec<FileInfo>> {
         let mut out = vec![];
         let rd = match fs::read_dir(d) {
-            // Repositories made before locks existed have no `locks/`: no locks.
-            Err(e) if e.kind() == io::ErrorKind::NotFound && t == FileType::Lock => return Ok(out),
+            // A missing folder of a repository holds nothing (see `recreate_dir`).
+            Err(e) if e.kind() == io::ErrorKind::NotFound && self.is_repository() => {
+                return Ok(out);
+            }
             r => r.map_err(|e| BackendError::io("list", Self::shown(d), e))?,
         };
         for e in rd {
@@ -235,7 +256,15 @@ impl FileSink for LocalSink {
         // Synced pages are clean: dropping them is free. A hint: its failure changes nothing.
         let _ = posix_fadvise(&f, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
         drop(f);
-        fs::rename(&self.tmp, &p).map_err(failed)?;
+        match fs::rename(&self.tmp, &p) {
+            // A missing shard of `data/` (see `recreate_dir`).
+            Err(e) if e.kind() == io::ErrorKind::NotFound && self.tmp.exists() => {
+                let dir = p.parent().unwrap_or(&self.backend.root);
+                self.backend.recreate_dir(dir).map_err(failed)?;
+                fs::rename(&self.tmp, &p).map_err(failed)?;
+            }
+            r => r.map_err(failed)?,
+        }
         // Renamed: nothing for the drop to remove, even if the sync below fails.
         self.tmp = PathBuf::new();
         sync_dir(p.parent().unwrap_or(&self.backend.root)).map_err(failed)
@@ -306,8 +335,12 @@ impl Backend for LocalBackend {
         let base = self.root.join(t.dir());
         let dirs: Vec<PathBuf> = if t == FileType::Pack {
             let mut v = vec![];
-            let rd =
-                fs::read_dir(&base).map_err(|e| BackendError::io("list", Self::shown(&base), e))?;
+            let rd = match fs::read_dir(&base) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound && self.is_repository() => {
+                    return Ok(vec![]);
+                }
+                r => r.map_err(|e| BackendError::io("list", Self::shown(&base), e))?,
+            };
             for e in rd {
                 let e = e.map_err(|e| BackendError::io("list", Self::shown(&base), e))?;
                 let name = e.file_name();
@@ -321,7 +354,7 @@ impl Backend for LocalBackend {
         };
         // The 256 pack folders are read side by side: on a cold cache each is a few disk
         // reads (its blocks and its files' inodes), which queue far better than they chain.
-        let listed = parallel_map(&dirs, LIST_THREADS, |d| self.list_dir(t, d))?;
+        let listed = parallel_map(&dirs, LIST_THREADS, |d| self.list_dir(d))?;
         Ok(listed.into_iter().flatten().collect())
     }
 
@@ -385,8 +418,8 @@ impl Backend for LocalBackend {
             .map(|t| (*t, self.root.join(t.dir())))
             .collect();
         // Listing and opening wait for the disk; the reads themselves are started and left.
-        let _ = parallel_map(&dirs, LIST_THREADS, |(t, d)| {
-            for f in self.list_dir(*t, d)? {
+        let _ = parallel_map(&dirs, LIST_THREADS, |(_, d)| {
+            for f in self.list_dir(d)? {
                 if let Ok(file) = File::open(d.join(&f.name)) {
                     let _ = posix_fadvise(&file, 0, 0, PosixFadviseAdvice::POSIX_FADV_WILLNEED);
                 }
@@ -409,9 +442,8 @@ impl Backend for LocalBackend {
         let res = (|| -> io::Result<()> {
             let create = || OpenOptions::new().write(true).create_new(true).open(&tmp);
             let mut f = match create() {
-                // Repositories made before locks existed have no `locks/` yet.
-                Err(e) if e.kind() == io::ErrorKind::NotFound && t == FileType::Lock => {
-                    fs::create_dir_all(&dir)?;
+                Err(e) if e.kind() == io::ErrorKind::NotFound && t != FileType::Config => {
+                    self.recreate_dir(&dir)?;
                     create()?
                 }
                 r => r?,
@@ -440,11 +472,14 @@ impl Backend for LocalBackend {
         // and so the shard, is known only when the file is complete.
         let dir = self.root.join(t.dir());
         let tmp = temp_name(&dir).map_err(|e| BackendError::io("write", Self::shown(&dir), e))?;
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| BackendError::io("write", Self::shown(&tmp), e))?;
+        let create = || OpenOptions::new().write(true).create_new(true).open(&tmp);
+        let file = match create() {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.recreate_dir(&dir).and_then(|()| create())
+            }
+            r => r,
+        }
+        .map_err(|e| BackendError::io("write", Self::shown(&tmp), e))?;
         Ok(Some(Box::new(LocalSink {
             backend: self.clone(),
             t,
@@ -682,6 +717,49 @@ mod tests {
         let e = missing.list(FileType::Key).unwrap_err();
         assert!(e.is_not_found());
         assert!(e.to_string().contains("nope"), "{e}");
+    }
+
+    #[test]
+    fn missing_folders_of_a_repository_are_empty_and_made_again() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("repo");
+        let b = LocalBackend::new(&root);
+        b.create().unwrap();
+        b.write(FileType::Config, "config", b"c").unwrap();
+        // As a copy tool that drops empty folders leaves it.
+        for t in ["index", "snapshots", "locks", "data"] {
+            fs::remove_dir_all(root.join(t)).unwrap();
+        }
+        for t in [
+            FileType::Index,
+            FileType::Snapshot,
+            FileType::Lock,
+            FileType::Pack,
+        ] {
+            assert_eq!(b.list(t).unwrap(), vec![], "{t:?}");
+        }
+        let id = "ab".repeat(32);
+        b.write(FileType::Index, &id, b"i").unwrap();
+        b.write(FileType::Pack, &id, b"p").unwrap();
+        let mut sink = b.sink(FileType::Pack).unwrap().unwrap();
+        sink.write(b"q").unwrap();
+        let other = "cd".repeat(32);
+        sink.commit(&other).unwrap();
+        assert_eq!(b.read(FileType::Index, &id).unwrap(), b"i");
+        assert_eq!(b.read(FileType::Pack, &id).unwrap(), b"p");
+        assert_eq!(b.read(FileType::Pack, &other).unwrap(), b"q");
+        // A shard folder missing under an existing data/.
+        fs::remove_dir_all(root.join("data/cd")).unwrap();
+        let mut sink = b.sink(FileType::Pack).unwrap().unwrap();
+        sink.write(b"r").unwrap();
+        sink.commit(&other).unwrap();
+        assert_eq!(b.read(FileType::Pack, &other).unwrap(), b"r");
+        // Without its config the folder is no repository: nothing is made there.
+        fs::remove_file(root.join("config")).unwrap();
+        fs::remove_dir_all(root.join("index")).unwrap();
+        assert!(b.list(FileType::Index).unwrap_err().is_not_found());
+        assert!(b.write(FileType::Index, &id, b"i").is_err());
+        assert!(!root.join("index").exists());
     }
 
     fn walk(p: &Path) -> Vec<String> {
