@@ -59,7 +59,7 @@ pub fn plan_footprint(
     let sel = Selection {
         includes: None,
         excludes: None,
-        only: None,
+        only: vec![],
     };
     let zero_id = repo
         .key()
@@ -210,7 +210,7 @@ mod tests {
         let sel = Selection {
             includes: None,
             excludes: None,
-            only: None,
+            only: vec![],
         };
         let plan = Planner {
             index: &index,

@@ -308,9 +308,9 @@ pub struct RestoreOptions {
     pub includes: Vec<String>,
     /// Skip paths matching these patterns (and what is inside them).
     pub excludes: Vec<String>,
-    /// Restore only this entry (its path in the snapshot, `/a/b`; what it holds when it is a
-    /// folder) and the folders leading to it: a single file, whatever bytes its name holds.
-    pub only: Option<PathBuf>,
+    /// Restore only these entries (their paths in the snapshot, `/a/b`; what they hold when
+    /// they are folders) and the folders leading to them, whatever bytes their names hold.
+    pub only: Vec<PathBuf>,
     /// Metadata to apply.
     pub metadata: MetadataOptions,
     /// What to do with entries that exist in the target.

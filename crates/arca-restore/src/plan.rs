@@ -665,7 +665,7 @@ pub(crate) mod tests {
         let sel = Selection {
             includes: None,
             excludes: None,
-            only: None,
+            only: vec![],
         };
         let p = Planner {
             index: &index,
@@ -709,7 +709,7 @@ pub(crate) mod tests {
         let sel = Selection {
             includes: Some(arca_fs::pattern::PathMatcher::new(&["/a/g".to_string()]).unwrap()),
             excludes: None,
-            only: None,
+            only: vec![],
         };
         let p = Planner {
             index: &index,

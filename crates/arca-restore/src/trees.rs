@@ -13,20 +13,20 @@ use arca_fs::pattern::PathMatcher;
 pub(crate) struct Selection {
     pub includes: Option<PathMatcher>,
     pub excludes: Option<PathMatcher>,
-    /// The one entry restored (with what it holds), when one is named.
-    pub only: Option<PathBuf>,
+    /// The entries restored (with what they hold), when some are named.
+    pub only: Vec<PathBuf>,
 }
 
 impl Selection {
     /// Whether the root is selected as a whole (nothing narrows the restore but excludes).
     pub fn root_selected(&self) -> bool {
-        self.includes.is_none() && self.only.is_none()
+        self.includes.is_none() && self.only.is_empty()
     }
 
     /// Whether include or exclude patterns (or a single entry) were given (without, every entry belongs and its
     /// path is not looked at).
     pub fn has_patterns(&self) -> bool {
-        self.includes.is_some() || self.excludes.is_some() || self.only.is_some()
+        self.includes.is_some() || self.excludes.is_some() || !self.only.is_empty()
     }
 
     /// Whether the entry (a directory when `is_dir`) at snapshot path `path` belongs to the
@@ -37,11 +37,11 @@ impl Selection {
         if self.excludes.as_ref().is_some_and(|x| x.matches(path)) {
             return None;
         }
-        if let Some(only) = self.only.as_deref().filter(|_| !parent_selected) {
-            if path == only {
+        if !self.only.is_empty() && !parent_selected {
+            if self.only.iter().any(|o| o == path) {
                 return Some(true);
             }
-            return (is_dir && only.starts_with(path)).then_some(false);
+            return (is_dir && self.only.iter().any(|o| o.starts_with(path))).then_some(false);
         }
         let selected = parent_selected || self.includes.as_ref().is_none_or(|m| m.matches(path));
         if selected {

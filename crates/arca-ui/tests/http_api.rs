@@ -387,6 +387,60 @@ fn downloads_are_the_files_bytes() {
 }
 
 #[test]
+fn a_chosen_path_restores_that_entry_alone_and_a_missing_one_is_refused() {
+    use std::os::unix::ffi::OsStrExt;
+    let f = Fixture::new();
+    let odd = f.src.join(std::ffi::OsStr::from_bytes(b"d\xff"));
+    let near = f.src.join("dX");
+    std::fs::create_dir_all(&odd).unwrap();
+    std::fs::create_dir_all(&near).unwrap();
+    std::fs::write(odd.join("f"), b"a").unwrap();
+    std::fs::write(near.join("g"), b"b").unwrap();
+    let s = f.start();
+    let j = wait_job(
+        &s,
+        post(&s, "/api/backup", &json!({"profile": "home"})).json()["job"]["id"]
+            .as_u64()
+            .unwrap(),
+    );
+    assert_eq!(j["state"], "done", "{j}");
+    // The target holds a folder whose name differs from the chosen one in the byte that
+    // is not UTF-8: it is not the snapshot's to restore or clean, even with delete.
+    let target = f.tmp.path().join("t");
+    let mine = target.join(near.strip_prefix("/").unwrap());
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::write(mine.join("g"), b"mine").unwrap();
+    std::fs::write(mine.join("extra"), b"extra").unwrap();
+    let req = json!({"snapshot": "latest", "paths": [q(&odd)], "target": target, "delete": true});
+    let j = wait_job(
+        &s,
+        post(&s, "/api/restore", &req).json()["job"]["id"]
+            .as_u64()
+            .unwrap(),
+    );
+    assert_eq!(j["state"], "done", "{j}");
+    let restored = target.join(odd.strip_prefix("/").unwrap());
+    assert_eq!(std::fs::read(restored.join("f")).unwrap(), b"a");
+    assert_eq!(std::fs::read(mine.join("g")).unwrap(), b"mine");
+    assert_eq!(std::fs::read(mine.join("extra")).unwrap(), b"extra");
+    // A path or snapshot that is not there is refused before any job starts.
+    let gone = json!({"snapshot": "latest", "paths": [q(&f.src.join("gone"))], "target": target});
+    let r = post(&s, "/api/restore", &gone);
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert!(
+        r.json()["error"].as_str().unwrap().contains("gone"),
+        "{}",
+        r.text()
+    );
+    let r = post(
+        &s,
+        "/api/restore",
+        &json!({"snapshot": "deadbeef", "target": target}),
+    );
+    assert_eq!(r.status, 404, "{}", r.text());
+}
+
+#[test]
 fn restore_backup_forget_and_prune_jobs() {
     let f = Fixture::new();
     let s = f.start();
@@ -510,6 +564,10 @@ fn restore_backup_forget_and_prune_jobs() {
     assert_eq!(get(&s, "/api/overview").json()["snapshots"], 1);
     let r = get(&s, "/api/forget/preview");
     assert_eq!(r.status, 400);
+    // A job without keep rules is refused before it starts (and takes no lock).
+    let r = post(&s, "/api/forget", &json!({"expect": []}));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.json()["error"].as_str().unwrap().contains("keep rule"));
     let r = get(&s, "/api/forget/preview?keep_daily=-5");
     assert_eq!(r.status, 400);
     assert!(

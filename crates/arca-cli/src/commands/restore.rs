@@ -124,7 +124,10 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
         target: a.target.clone(),
         includes: a.includes.clone(),
         excludes: a.excludes.clone(),
-        only: entry.map(|name| Path::new("/").join(OsStr::from_bytes(&name))),
+        only: entry
+            .map(|name| Path::new("/").join(OsStr::from_bytes(&name)))
+            .into_iter()
+            .collect(),
         overwrite: a.overwrite,
         delete: a.delete,
         dry_run: a.dry_run,

@@ -251,13 +251,14 @@ impl PolicyFields {
     }
 }
 
+/// The refusal of a policy without keep rules.
+const NO_RULE: &str = "give at least one keep rule: a policy that keeps nothing is refused";
+
 /// The decisions of `fields` on the repository's snapshots now.
 fn decide(repo: &Repository, fields: &PolicyFields) -> Result<(Policy, Vec<GroupPlan>), ApiError> {
     let policy = fields.policy()?;
     if policy.is_empty() {
-        return Err(ApiError::bad(
-            "give at least one keep rule: a policy that keeps nothing is refused",
-        ));
+        return Err(ApiError::bad(NO_RULE));
     }
     let list = repo.list_snapshots(&fields.filter())?;
     let plans = forget::plan(list, &policy, fields.group_by()?, chrono::Utc::now());
@@ -302,7 +303,9 @@ pub struct ForgetRequest {
 
 /// Starts the forget job (then prune when asked).
 pub fn start_forget(app: &Arc<App>, r: ForgetRequest) -> Result<Arc<Job>, ApiError> {
-    r.fields.policy()?;
+    if r.fields.policy()?.is_empty() {
+        return Err(ApiError::bad(NO_RULE));
+    }
     r.fields.group_by()?;
     let title = format!(
         "forget {} snapshots{}",

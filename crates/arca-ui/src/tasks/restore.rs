@@ -1,6 +1,8 @@
 //! The restore job: chosen files and folders of a snapshot into a target folder, with an
 //! overwrite mode, a dry run first, progress, ETA and cancel (`arca_restore::restore`).
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -41,24 +43,6 @@ pub struct RestoreRequest {
     /// Delete entries of the target the snapshot does not have.
     #[serde(default)]
     pub delete: bool,
-}
-
-/// A snapshot path as an include pattern matching exactly it (glob characters escaped; a
-/// byte that is not UTF-8 becomes `?`).
-fn include_pattern(path: &[u8]) -> String {
-    let text = String::from_utf8_lossy(path);
-    let mut p = String::with_capacity(text.len() + 4);
-    for c in text.chars() {
-        match c {
-            '*' | '?' | '[' | ']' | '{' | '}' | '\\' => {
-                p.push('\\');
-                p.push(c);
-            }
-            '\u{fffd}' => p.push('?'),
-            c => p.push(c),
-        }
-    }
-    p
 }
 
 /// Collects what happens during the restore for the job's log.
@@ -104,16 +88,24 @@ pub fn start_restore(app: &Arc<App>, r: RestoreRequest) -> Result<Arc<Job>, ApiE
             r.target
         )));
     }
-    let mut includes = vec![];
+    // The snapshot and every chosen path are looked up before the job starts (404 when one
+    // is not there), and the job restores that snapshot even if `latest` moves meanwhile.
+    let repo = app.repo()?;
+    let (id, snap) = crate::data::find_snapshot(&repo, &r.snapshot)?;
+    let index = app.index(&repo)?;
+    let mut only = vec![];
     for p in &r.paths {
         let raw: Vec<u8> = percent_encoding::percent_decode_str(p).collect();
         let clean = crate::data::clean_path(&raw)?;
         if clean == b"/" {
-            includes.clear();
+            only.clear();
             break;
         }
-        includes.push(include_pattern(&clean));
+        crate::data::node_at(&repo, &index, &snap, &clean)?;
+        // The exact bytes of the path: a name that is not UTF-8 selects that entry alone.
+        only.push(PathBuf::from(OsStr::from_bytes(&clean)));
     }
+    drop((repo, index));
     let shown: String = if r.snapshot.len() == 64 {
         r.snapshot.chars().take(8).collect()
     } else {
@@ -129,11 +121,10 @@ pub fn start_restore(app: &Arc<App>, r: RestoreRequest) -> Result<Arc<Job>, ApiE
     spawn(app, "restore", title, params, move |app, ctx| {
         let repo = app.repo().map_err(|e| e.message)?;
         let _lock = app.lock(&repo, LockKind::Shared, "restore")?;
-        let (id, snap) = crate::data::find_snapshot(&repo, &r.snapshot).map_err(|e| e.message)?;
         let index = app.index(&repo).map_err(|e| e.message)?;
         let opts = RestoreOptions {
             target: target.clone(),
-            includes,
+            only,
             overwrite,
             delete: r.delete,
             dry_run: r.dry_run,
@@ -214,23 +205,4 @@ pub fn start_restore(app: &Arc<App>, r: RestoreRequest) -> Result<Arc<Job>, ApiE
             "planned_more": more,
         }))
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn patterns_match_exactly() {
-        assert_eq!(include_pattern(b"/dir/a b"), "/dir/a b");
-        assert_eq!(include_pattern(b"/x/*[y]"), "/x/\\*\\[y\\]");
-        assert_eq!(include_pattern(b"/latin1-\xe9t\xe9"), "/latin1-?t?");
-        let m = arca_fs_matcher(&include_pattern(b"/x/*[y]"));
-        assert!(m.matches(std::path::Path::new("/x/*[y]")));
-        assert!(!m.matches(std::path::Path::new("/x/ay")));
-    }
-
-    fn arca_fs_matcher(p: &str) -> arca_fs::pattern::PathMatcher {
-        arca_fs::pattern::PathMatcher::new(&[p.to_string()]).expect("pattern")
-    }
 }
