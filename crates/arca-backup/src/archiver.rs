@@ -209,6 +209,18 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         for (name, child) in &src.children {
             let path = join(dir, name);
             let meta = match arca_fs::lstat(&path) {
+                // A folder above a backed-up path reached through a symlink (`/home ->
+                // /var/home`) is stored as the folder it leads to, as restic does; the
+                // backed-up paths themselves are stored as they are.
+                Ok(m) if m.file_type().is_symlink() && !child.target => {
+                    match std::fs::metadata(&path) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            self.ctx.report.warn_io(&path, "stat", &e);
+                            continue;
+                        }
+                    }
+                }
                 Ok(m) => m,
                 Err(e) => {
                     self.ctx.report.warn_io(&path, "stat", &e);

@@ -293,6 +293,35 @@ fn files_from_takes_paths_that_are_not_utf8() {
     assert_eq!(fs::read(back).unwrap(), b"content");
 }
 
+#[test]
+fn a_path_below_a_symlinked_folder_is_backed_up_as_restic_does() {
+    let e = Env::new();
+    e.init(&[]);
+    let real = e.path("real");
+    fs::create_dir_all(real.join("sub")).unwrap();
+    fs::write(real.join("sub/file"), b"data").unwrap();
+    let link = e.path("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    // The folders above the path go through the link; the path is stored as named.
+    let file = link.join("sub/file");
+    let j = e.json(&["backup", "--json", file.to_str().unwrap()]);
+    assert_eq!(j["complete"], true, "{j}");
+    let out = e.path("out");
+    e.ok(&["restore", "latest", "--target", out.to_str().unwrap()]);
+    let back = out.join(file.strip_prefix("/").unwrap());
+    assert_eq!(fs::read(&back).unwrap(), b"data");
+    let folder = out.join(link.strip_prefix("/").unwrap());
+    assert!(fs::symlink_metadata(&folder).unwrap().is_dir());
+    // A backed-up path that is a symlink is stored as the symlink.
+    e.ok(&["backup", link.to_str().unwrap()]);
+    let listing = e.ok(&["ls", "-l", "latest"]);
+    let line = listing
+        .lines()
+        .find(|l| l.ends_with(&format!("{} -> {}", link.display(), real.display())))
+        .unwrap_or_else(|| panic!("{listing}"));
+    assert!(line.starts_with('l'), "{line}");
+}
+
 /// The listing id (`subtree`) of the directory `dir` in snapshot `snap`, as user `uid` sees it.
 fn listing_of(e: &Env, uid: Option<u32>, snap: &str, dir: &Path) -> String {
     let o = e.run_as(uid, &["ls", snap, "--json"]);
