@@ -17,7 +17,7 @@ use crossbeam_channel::Sender;
 
 use crate::WarningKind;
 use crate::assemble::{DirId, Msg, Slot};
-use crate::filter::Filter;
+use crate::filter::{Filter, Verdict};
 use crate::pipeline::Ctx;
 use crate::pipeline::ParentTrees;
 use crate::prefetch::Prefetcher;
@@ -286,7 +286,8 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         let mut later = vec![];
         for name in names {
             let path = join(dir, &name);
-            if self.filter.excludes_path(&path) {
+            let verdict = self.filter.judge(&path);
+            if verdict == Verdict::Excluded {
                 self.excluded += 1;
                 continue;
             }
@@ -300,6 +301,10 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                     continue;
                 }
             };
+            if verdict == Verdict::KeptIfDir && !meta.is_dir() {
+                self.excluded += 1;
+                continue;
+            }
             let pnode = parent.as_ref().and_then(|t| t.find(&name));
             let slot = slots.len() as u32;
             if let Some((s, l)) = self.entry(id, slot, path, &name, &meta, pnode)? {

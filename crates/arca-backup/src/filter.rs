@@ -77,6 +77,16 @@ pub struct Excludes {
     pub larger_than: Option<u64>,
 }
 
+/// What the patterns say of a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Kept,
+    Excluded,
+    /// Excluded, but a `!` pattern may take back something below it: a folder is entered
+    /// (and stored) so that its entries are judged one by one; anything else is excluded.
+    KeptIfDir,
+}
+
 /// The compiled rules.
 #[derive(Debug)]
 pub(crate) struct Filter {
@@ -115,10 +125,24 @@ impl Filter {
         })
     }
 
-    /// Whether the absolute `path` is excluded by a pattern.
+    /// Whether the absolute `path` is excluded by a pattern (a folder that a `!` pattern
+    /// may take something back from is not: see [`Filter::judge`]).
     pub(crate) fn excludes_path(&self, path: &Path) -> bool {
-        self.paths.as_ref().is_some_and(|m| m.matches(path))
-            || self.ipaths.as_ref().is_some_and(|m| m.matches(path))
+        self.judge(path) == Verdict::Excluded
+    }
+
+    /// What the patterns say of the absolute `path`.
+    pub(crate) fn judge(&self, path: &Path) -> Verdict {
+        let mut verdict = Verdict::Kept;
+        for m in [&self.paths, &self.ipaths].into_iter().flatten() {
+            if m.matches(path) {
+                if !m.takes_back_below(path) {
+                    return Verdict::Excluded;
+                }
+                verdict = Verdict::KeptIfDir;
+            }
+        }
+        verdict
     }
 
     /// The tag that marks directory `dir` for exclusion of its contents, if any. A tag that
@@ -140,9 +164,46 @@ impl Filter {
     }
 }
 
-/// Reads a list file (`--exclude-file`, `--files-from`): one entry per line, blank lines and
-/// lines starting with `#` skipped, surrounding spaces trimmed. `-` reads standard input.
+/// Reads a pattern file (`--exclude-file`, `--iexclude-file`): one pattern per line, blank
+/// lines and lines starting with `#` skipped, surrounding spaces trimmed, and environment
+/// variables expanded as restic does (`$HOME/.cache`, `${XDG_CACHE_HOME}`; `$$` is a `$`; an
+/// unset variable is empty). `-` reads standard input.
 pub fn read_list(path: &Path) -> io::Result<Vec<String>> {
+    Ok(read_lines(path)?.iter().map(|l| expand_env(l)).collect())
+}
+
+/// `line` with its environment variables expanded (see [`read_list`]).
+fn expand_env(line: &str) -> String {
+    let var = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(r) = after.strip_prefix('$') {
+            out.push('$');
+            rest = r;
+        } else if let Some((name, r)) = after.strip_prefix('{').and_then(|a| a.split_once('}')) {
+            out.push_str(&var(name).unwrap_or_default());
+            rest = r;
+        } else {
+            let len = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            if len == 0 {
+                out.push('$');
+            } else {
+                out.push_str(&var(&after[..len]).unwrap_or_default());
+            }
+            rest = &after[len..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The lines of a list file, blank lines and `#` comments skipped, trimmed.
+fn read_lines(path: &Path) -> io::Result<Vec<String>> {
     let text = if path == Path::new("-") {
         let mut s = String::new();
         io::stdin().read_to_string(&mut s)?;
@@ -203,6 +264,40 @@ pub fn read_path_list_as(path: &Path, form: ListForm) -> io::Result<Vec<std::pat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pattern_files_expand_environment_variables() {
+        // PATH and HOME are set in any test run; this variable is not.
+        let path = std::env::var("PATH").unwrap();
+        let home = std::env::var("HOME").unwrap();
+        assert_eq!(expand_env("$PATH/x"), format!("{path}/x"));
+        assert_eq!(expand_env("${HOME}y"), format!("{home}y"));
+        assert_eq!(expand_env("a$$b"), "a$b");
+        assert_eq!(expand_env("/$ARCA_SURELY_UNSET_VAR/c"), "//c");
+        assert_eq!(expand_env("cost$"), "cost$");
+        assert_eq!(expand_env("$-x"), "$-x");
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x");
+        std::fs::write(&p, "# $HOME\n $HOME/.cache \n\n*.o\n").unwrap();
+        assert_eq!(
+            read_list(&p).unwrap(),
+            [format!("{home}/.cache"), "*.o".into()]
+        );
+    }
+
+    #[test]
+    fn negated_patterns_enter_the_folders_they_take_back_from() {
+        let f = Filter::new(&Excludes {
+            patterns: vec!["/h/*".into(), "!/h/code/keep".into()],
+            ..Excludes::default()
+        })
+        .unwrap();
+        assert_eq!(f.judge(Path::new("/h/music")), Verdict::Excluded);
+        assert_eq!(f.judge(Path::new("/h/code")), Verdict::KeptIfDir);
+        assert_eq!(f.judge(Path::new("/h/code/other")), Verdict::Excluded);
+        assert_eq!(f.judge(Path::new("/h/code/keep")), Verdict::Kept);
+        assert_eq!(f.judge(Path::new("/h")), Verdict::Kept);
+    }
 
     #[test]
     fn path_lists_are_read_as_bytes() {

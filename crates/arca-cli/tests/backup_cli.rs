@@ -294,6 +294,52 @@ fn files_from_takes_paths_that_are_not_utf8() {
 }
 
 #[test]
+fn negated_and_unclean_patterns_read_as_restic_reads_them() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    for f in [
+        "a.log",
+        "keep.log",
+        "code/keep/x",
+        "code/other",
+        "music/m",
+        "logs/l",
+    ] {
+        let p = src.join(f);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, b"x").unwrap();
+    }
+    let xfile = e.path("excludes.txt");
+    let s = src.display();
+    fs::write(
+        &xfile,
+        format!("*.log\n!keep.log\n{s}/code/*/\n!{s}/code/keep\n{s}/keep/../logs\n"),
+    )
+    .unwrap();
+    e.ok(&[
+        "backup",
+        "--exclude-file",
+        xfile.to_str().unwrap(),
+        &s.to_string(),
+    ]);
+    // `logs` is entered (a `!` pattern that is not anchored may take back something in
+    // any folder, as in restic) but what it holds stays excluded.
+    assert_eq!(
+        listed(&e, &src),
+        [
+            "code",
+            "code/keep",
+            "code/keep/x",
+            "keep.log",
+            "logs",
+            "music",
+            "music/m"
+        ],
+    );
+}
+
+#[test]
 fn a_path_below_a_symlinked_folder_is_backed_up_as_restic_does() {
     let e = Env::new();
     e.init(&[]);

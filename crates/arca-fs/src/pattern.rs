@@ -1,7 +1,9 @@
 //! Include and exclude patterns on absolute paths, as restic users know them: a pattern
 //! starting with `/` is anchored at the root, any other matches at any depth; `*` stays
 //! within one name, `**` crosses directories; a pattern matching a directory covers its
-//! contents.
+//! contents. A pattern starting with `!` takes back what the patterns before it matched
+//! (restic's negation: the last pattern matching a path or a folder above it decides; `\!`
+//! is a literal `!`). Patterns are cleaned as paths are (`./a`, `a//b`, `a/../b`).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -13,7 +15,10 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 #[derive(Debug, Clone)]
 pub struct PathMatcher {
     set: GlobSet,
+    /// The cleaned patterns, without their `!`.
     patterns: Vec<String>,
+    /// Per pattern: it starts with `!`.
+    negated: Vec<bool>,
 }
 
 /// A pattern that does not compile.
@@ -37,25 +42,29 @@ impl PathMatcher {
     pub fn with_case(patterns: &[String], ignore_case: bool) -> Result<Self, PatternError> {
         let glob = |full: &str, original: &str| glob(full, original, ignore_case);
         let mut b = GlobSetBuilder::new();
+        let mut cleaned = Vec::with_capacity(patterns.len());
+        let mut negated = Vec::with_capacity(patterns.len());
         for p in patterns {
-            let trimmed = p.trim_end_matches('/');
-            if trimmed.is_empty() && !p.is_empty() {
+            let (neg, body) = match p.strip_prefix('!') {
+                Some(rest) => (true, rest),
+                None => (false, p.as_str()),
+            };
+            let trimmed = clean(body);
+            if trimmed == "/" {
                 // "/" matches everything.
                 b.add(glob("/**", p)?);
-                continue;
-            }
-            if trimmed.is_empty() {
+            } else if trimmed.is_empty() {
                 return Err(PatternError {
                     pattern: p.clone(),
                     detail: "empty pattern".into(),
                 });
-            }
-            let full = if trimmed.starts_with('/') {
-                trimmed.to_string()
+            } else if trimmed.starts_with('/') {
+                b.add(glob(&trimmed, p)?);
             } else {
-                format!("**/{trimmed}")
-            };
-            b.add(glob(&full, p)?);
+                b.add(glob(&format!("**/{trimmed}"), p)?);
+            }
+            cleaned.push(trimmed);
+            negated.push(neg);
         }
         let set = b.build().map_err(|e| PatternError {
             pattern: patterns.join(" "),
@@ -63,8 +72,14 @@ impl PathMatcher {
         })?;
         Ok(Self {
             set,
-            patterns: patterns.to_vec(),
+            patterns: cleaned,
+            negated,
         })
+    }
+
+    /// Whether some pattern starts with `!`.
+    fn negates(&self) -> bool {
+        self.negated.iter().any(|&n| n)
     }
 
     /// Whether there are no patterns.
@@ -72,41 +87,95 @@ impl PathMatcher {
         self.patterns.is_empty()
     }
 
-    /// Whether the absolute path itself matches a pattern.
+    /// Whether the absolute path itself matches a pattern (walks that do not enter what
+    /// matched need not ask about the folders above). With `!` patterns: whether the last
+    /// pattern matching the path or a folder above it is not one of them.
     pub fn matches(&self, path: &Path) -> bool {
-        self.set.is_match(path)
+        if !self.negates() {
+            return self.set.is_match(path);
+        }
+        self.last_match(path).is_some_and(|i| !self.negated[i])
+    }
+
+    /// The last pattern matching `path` or a folder above it.
+    fn last_match(&self, path: &Path) -> Option<usize> {
+        path.ancestors()
+            .filter(|a| *a != Path::new(""))
+            .filter_map(|a| self.set.matches(a).into_iter().max())
+            .max()
     }
 
     /// Whether the path or one of its ancestors matches a pattern.
     pub fn matches_or_inside(&self, path: &Path) -> bool {
+        if self.negates() {
+            return self.matches(path);
+        }
         path.ancestors()
             .any(|a| a != Path::new("/") && a != Path::new("") && self.set.is_match(a))
             || (self.set.is_match(Path::new("/")) && path.starts_with("/"))
     }
 
+    /// Whether a `!` pattern could take back something below directory `dir`: a walk must
+    /// then enter `dir` even though it matches, and ask about each entry.
+    pub fn takes_back_below(&self, dir: &Path) -> bool {
+        self.negates()
+            && self
+                .patterns
+                .iter()
+                .zip(&self.negated)
+                .any(|(p, &neg)| neg && pattern_may_reach(p, dir))
+    }
+
     /// Whether a match could lie below directory `dir` (used to prune restore walks): true
     /// unless every pattern is anchored at a path that diverges from `dir`.
     pub fn may_match_below(&self, dir: &Path) -> bool {
-        self.patterns.iter().any(|p| {
-            if !p.starts_with('/') {
-                return true;
-            }
-            // Compare the literal prefix of the pattern with the directory.
-            let literal: Vec<&[u8]> = p
-                .split('/')
-                .filter(|c| !c.is_empty())
-                .take_while(|c| !c.contains(['*', '?', '[', '{']))
-                .map(str::as_bytes)
-                .collect();
-            let dir_comps: Vec<&[u8]> = dir
-                .components()
-                .filter_map(|c| match c {
-                    std::path::Component::Normal(n) => Some(OsStr::as_bytes(n)),
-                    _ => None,
-                })
-                .collect();
-            literal.iter().zip(dir_comps.iter()).all(|(a, b)| a == b)
+        self.patterns.iter().any(|p| pattern_may_reach(p, dir))
+    }
+}
+
+/// Whether pattern `p` (cleaned) could match something below directory `dir`: true unless it
+/// is anchored at a path that diverges from `dir`.
+fn pattern_may_reach(p: &str, dir: &Path) -> bool {
+    if !p.starts_with('/') {
+        return true;
+    }
+    // Compare the literal prefix of the pattern with the directory.
+    let literal: Vec<&[u8]> = p
+        .split('/')
+        .filter(|c| !c.is_empty())
+        .take_while(|c| !c.contains(['*', '?', '[', '{']))
+        .map(str::as_bytes)
+        .collect();
+    let dir_comps: Vec<&[u8]> = dir
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(n) => Some(OsStr::as_bytes(n)),
+            _ => None,
         })
+        .collect();
+    literal.iter().zip(dir_comps.iter()).all(|(a, b)| a == b)
+}
+
+/// A pattern cleaned as a path is (restic's `filepath.Clean`): no empty or `.` components,
+/// `..` taking back the one before, no trailing `/`; `/` stays `/`.
+fn clean(p: &str) -> String {
+    let absolute = p.starts_with('/');
+    let mut parts: Vec<&str> = vec![];
+    for c in p.split('/') {
+        match c {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|l| *l != "..") => {
+                parts.pop();
+            }
+            ".." if absolute => {}
+            c => parts.push(c),
+        }
+    }
+    let joined = parts.join("/");
+    if absolute {
+        format!("/{joined}")
+    } else {
+        joined
     }
 }
 
@@ -144,6 +213,46 @@ mod tests {
         assert!(m(&["/home/*"]).matches_or_inside(Path::new("/home/u/x")));
         assert!(PathMatcher::new(&["[".to_string()]).is_err());
         assert!(m(&["/"]).matches_or_inside(Path::new("/x/y")));
+    }
+
+    #[test]
+    fn a_negated_pattern_takes_back_what_came_before() {
+        let x = m(&["*.log", "!keep.log"]);
+        assert!(x.matches(Path::new("/s/a.log")));
+        assert!(!x.matches(Path::new("/s/keep.log")));
+        assert!(!x.matches(Path::new("/s/other")));
+        // The last match decides: a later pattern excludes again.
+        let x = m(&["*.log", "!keep.log", "/s/keep.log"]);
+        assert!(x.matches(Path::new("/s/keep.log")));
+        // A folder's pattern covers what it holds; a later `!` inside takes back part of
+        // it, and the walk must enter the folder to find it.
+        let x = m(&["/home/u/*", "!/home/u/code/keep"]);
+        assert!(x.matches(Path::new("/home/u/code")));
+        assert!(x.takes_back_below(Path::new("/home/u/code")));
+        assert!(!x.takes_back_below(Path::new("/home/u/music")));
+        assert!(x.matches(Path::new("/home/u/code/other")));
+        assert!(!x.matches(Path::new("/home/u/code/keep")));
+        assert!(!x.matches(Path::new("/home/u/code/keep/deep/file")));
+        assert!(!m(&["*.log"]).takes_back_below(Path::new("/s")));
+        // `\!` is a literal `!`.
+        assert!(m(&["\\!x"]).matches(Path::new("/a/!x")));
+    }
+
+    #[test]
+    fn patterns_are_cleaned_as_paths() {
+        for p in [
+            "./logs",
+            "/s//logs",
+            "/s/keep/../logs",
+            "/s/./logs/",
+            "logs/.",
+        ] {
+            assert!(m(&[p]).matches(Path::new("/s/logs")), "{p}");
+        }
+        assert_eq!(clean("/../a"), "/a");
+        assert_eq!(clean("../a"), "../a");
+        assert_eq!(clean("//"), "/");
+        assert!(PathMatcher::new(&["./".to_string()]).is_err());
     }
 
     #[test]

@@ -34,8 +34,9 @@ impl Selection {
     /// `Some(selected)` = kept, and selected as a whole (a directory may be kept only to reach
     /// included entries below).
     pub fn decide(&self, is_dir: bool, path: &Path, parent_selected: bool) -> Option<bool> {
-        if self.excludes.as_ref().is_some_and(|x| x.matches(path)) {
-            return None;
+        if let Some(x) = self.excludes.as_ref().filter(|x| x.matches(path)) {
+            // A folder that a `!` pattern takes something back from is entered for it.
+            return (is_dir && x.takes_back_below(path)).then_some(false);
         }
         if !self.only.is_empty() && !parent_selected {
             if self.only.iter().any(|o| o == path) {
