@@ -465,6 +465,43 @@ fn mount_filters_snapshots_and_ends_on_sigint() {
 }
 
 #[test]
+fn a_damaged_snapshot_file_is_left_out_of_the_mount() {
+    require_fuse!();
+    let e = Env::new();
+    e.init(&SMALL_CHUNKS);
+    let src = e.path("src");
+    sample(&src);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let v = e.json(&["snapshots", "--json"]);
+    let (bad, good) = (
+        v[0]["id"].as_str().unwrap(),
+        v[1]["short_id"].as_str().unwrap(),
+    );
+    let file = e.repo.join("snapshots").join(bad);
+    let mut bytes = fs::read(&file).unwrap();
+    bytes[30] ^= 0xff;
+    fs::write(&file, &bytes).unwrap();
+    let mnt = mountpoint(&e);
+    let mut m = Mount::start(&e, &mnt, &["--refresh-interval", "100ms"]);
+    assert_eq!(names(&mnt.join("ids")), [good]);
+    m.wait_stderr("damaged snapshot file");
+    // Later snapshots still show.
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let t = Instant::now();
+    while names(&mnt.join("ids")).len() < 2 {
+        assert!(
+            t.elapsed() < LIMIT,
+            "the new snapshot never showed: {}",
+            m.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill(m.pid(), Signal::SIGINT).unwrap();
+    assert_eq!(m.wait_exit().code(), Some(0), "{}", m.stderr());
+}
+
+#[test]
 fn busy_mount_detaches_on_sigterm_and_ends_when_released() {
     require_fuse!();
     let e = Env::new();

@@ -123,16 +123,25 @@ fn content_ino(parent: u64, root: u64, node: &Node) -> u64 {
 }
 
 /// Loads the snapshots among `ids` that pass `filter`.
+/// The snapshots `ids` passing `filter`; a damaged snapshot file is reported and left out
+/// (as `arca snapshots` does), so that one damaged file does not keep the others from
+/// showing.
 fn load_snapshots(
     repo: &Repository,
     filter: &SnapshotFilter,
     ids: impl Iterator<Item = Id>,
+    report: &Report,
 ) -> Result<Vec<(Id, Arc<arca_format::Snapshot>)>, MountError> {
     let mut out = vec![];
     for id in ids {
-        let s = repo
-            .load_snapshot(&id)
-            .map_err(|e| MountError::repo(format!("loading snapshot {}", id.short()), e))?;
+        let s = match repo.load_snapshot(&id) {
+            Ok(s) => s,
+            Err(e) if e.is_corruption() => {
+                report(&arca_repo::damaged_snapshot_message(&id, &e));
+                continue;
+            }
+            Err(e) => return Err(MountError::repo("loading a snapshot", e)),
+        };
         if filter.matches(&s) {
             out.push((id, Arc::new(s)));
         }
@@ -158,7 +167,7 @@ impl State {
         report: Report,
     ) -> Result<Self, MountError> {
         let seen = list_snapshot_ids(&repo)?;
-        let snaps = load_snapshots(&repo, &filter, seen.iter().copied())?;
+        let snaps = load_snapshots(&repo, &filter, seen.iter().copied(), &report)?;
         let index = repo
             .load_index()
             .map_err(|e| MountError::repo("loading the index", e))?;
@@ -229,7 +238,12 @@ impl State {
             .filter(|(id, _)| ids.contains(id))
             .cloned()
             .collect();
-        let new = load_snapshots(&self.repo, &self.filter, ids.difference(&r.seen).copied())?;
+        let new = load_snapshots(
+            &self.repo,
+            &self.filter,
+            ids.difference(&r.seen).copied(),
+            &self.report,
+        )?;
         if !new.is_empty() {
             let index = self
                 .repo

@@ -175,12 +175,16 @@ impl Repository {
 fn damaged_snapshot_warning(id: &Id, e: &RepoError) {
     #[allow(clippy::print_stderr)]
     {
-        eprintln!(
-            "arca: warning: damaged snapshot file ({e}); it is left out (`arca forget {}` \
-             removes it)",
-            id.short()
-        );
+        eprintln!("arca: {}", damaged_snapshot_message(id, e));
     }
+}
+
+/// The warning that snapshot file `id` is damaged (`e`) and left out.
+pub fn damaged_snapshot_message(id: &Id, e: &RepoError) -> String {
+    format!(
+        "warning: damaged snapshot file ({e}); it is left out (`arca forget {}` removes it)",
+        id.short()
+    )
 }
 
 #[cfg(test)]
