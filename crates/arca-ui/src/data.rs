@@ -65,6 +65,12 @@ impl SnapshotRow {
         }
     }
 
+    /// The moment of the snapshot, for ordering: its text carries the offset of the machine
+    /// that made it, so two snapshots of different time zones do not sort as text.
+    fn instant(&self) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+        chrono::DateTime::parse_from_rfc3339(&self.time).ok()
+    }
+
     /// `2024-05-01 12:30:00` in local time.
     pub fn local_time(&self) -> String {
         chrono::DateTime::parse_from_rfc3339(&self.time)
@@ -211,7 +217,7 @@ pub fn overview(
             count,
         })
         .collect();
-    last_backups.sort_by(|a, b| b.snapshot.time.cmp(&a.snapshot.time));
+    last_backups.sort_by_key(|b| std::cmp::Reverse(b.snapshot.instant()));
     let config = repo.config();
     Ok(Overview {
         location: repo.backend().location(),
@@ -300,7 +306,7 @@ pub fn snapshots(repo: &Repository, q: &RawQuery) -> Result<SnapshotList, ApiErr
             "size" => a.bytes.cmp(&b.bytes),
             _ => std::cmp::Ordering::Equal,
         };
-        o.then_with(|| a.time.cmp(&b.time))
+        o.then_with(|| a.instant().cmp(&b.instant()))
             .then_with(|| a.id.cmp(&b.id))
     });
     if order == "desc" {

@@ -146,9 +146,11 @@ impl App {
             }
             Err(e) => {
                 let msg = e.to_string();
-                *lock(&self.slot) = Slot::Closed {
-                    error: Some(msg.clone()),
-                };
+                // A mistyped password leaves a repository that is open as it is.
+                let mut slot = lock(&self.slot);
+                if let Slot::Closed { error } = &mut *slot {
+                    *error = Some(msg.clone());
+                }
                 Err(msg)
             }
         }

@@ -601,6 +601,44 @@ fn restore_backup_forget_and_prune_jobs() {
 }
 
 #[test]
+fn snapshots_sort_by_their_moment_whatever_their_time_zone() {
+    let f = Fixture::new();
+    let repo = arca_repo::Repository::open(
+        std::sync::Arc::new(arca_backend::LocalBackend::new(&f.repo)),
+        PASSWORD.as_bytes(),
+    )
+    .unwrap();
+    let (_, s) = repo.find_snapshot("latest", &Default::default()).unwrap();
+    // An hour later in Tokyo, then two hours later in New York: text order is the other way.
+    for (hours, offset) in [(1, 9), (2, -5)] {
+        let zone = chrono::FixedOffset::east_opt(offset * 3600).unwrap();
+        let mut later = s.clone();
+        later.time = (s.time + chrono::Duration::hours(hours)).with_timezone(&zone);
+        later.hostname = "tz".into();
+        repo.save_snapshot(&later).unwrap();
+    }
+    let server = f.start();
+    let v = get(&server, "/api/snapshots?host=tz").json();
+    let times: Vec<&str> = v["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["time"].as_str().unwrap())
+        .collect();
+    assert_eq!(times.len(), 2);
+    assert!(times[0].ends_with("-05:00"), "newest first: {times:?}");
+    let o = get(&server, "/api/overview").json();
+    let first = &o["last_backups"][0];
+    assert_eq!(first["hostname"], "tz", "{o}");
+    assert!(
+        first["snapshot"]["time"]
+            .as_str()
+            .unwrap()
+            .ends_with("-05:00")
+    );
+}
+
+#[test]
 fn a_wrong_password_is_shown_and_the_page_opens_the_repository() {
     let f = Fixture::new();
     let s = arca_ui::Server::start(f.options(Some("not the password"))).unwrap();
@@ -632,6 +670,12 @@ fn a_wrong_password_is_shown_and_the_page_opens_the_repository() {
         200
     );
     assert_eq!(get(&s, "/api/overview").json()["snapshots"], 2);
+    // A wrong password sent later leaves the open repository open.
+    assert_eq!(
+        post(&s, "/api/open", &json!({"password": "wrong again"})).status,
+        401
+    );
+    assert_eq!(get(&s, "/api/overview").status, 200);
     // An unreachable repository is a message too.
     let gone = Fixture {
         repo: f.tmp.path().join("no-such-repo"),
