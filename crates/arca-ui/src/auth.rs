@@ -148,9 +148,10 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
     );
     // A page opened with ?token=: set the cookie and drop the token from the address bar.
     if by_query && !api && req.method() == Method::GET {
-        let path = req.uri().path();
+        // One leading slash: `//host/x` would send the browser to another site.
+        let path = format!("/{}", req.uri().path().trim_start_matches('/'));
         let to = if rest.is_empty() {
-            path.to_string()
+            path
         } else {
             format!("{path}?{rest}")
         };

@@ -431,6 +431,10 @@ fn preview_body(v: &Value, fields: &PolicyFields) -> String {
             hidden_fields.push_str(&hidden(k, &val));
         }
     }
+    // Even empty (no grouping): the job must group as the preview did.
+    if let Some(g) = &fields.group_by {
+        hidden_fields.push_str(&hidden("group_by", g));
+    }
     for t in &fields.keep_tag {
         hidden_fields.push_str(&hidden("keep_tag[]", t));
     }

@@ -127,9 +127,12 @@ impl Job {
             if let Some(r) = &i.reader {
                 i.last = r(elapsed);
             }
-        } else if i.state == JobState::Done {
-            i.last.fraction = Some(1.0);
+        } else {
+            // Ended: nothing is left to wait for, whether it succeeded or not.
             i.last.eta_seconds = None;
+            if i.state == JobState::Done {
+                i.last.fraction = Some(1.0);
+            }
         }
         json!({
             "id": self.id,
@@ -330,6 +333,7 @@ mod tests {
                 ctx.progress(|_| Progress {
                     phase: "busy".into(),
                     fraction: Some(0.5),
+                    eta_seconds: Some(3.5),
                     ..Progress::default()
                 });
                 while !ctx.cancelled() {
@@ -349,6 +353,9 @@ mod tests {
         assert_eq!(t.list()[0].id, long.id);
         t.cancel_all();
         assert_eq!(wait(&long), JobState::Cancelled);
+        // An ended job has nothing left to wait for.
+        assert_eq!(long.json()["progress"]["eta_seconds"], Value::Null);
+        assert_eq!(long.json()["progress"]["fraction"], 0.5);
         t.wait_idle(Duration::from_secs(5));
         assert!(t.get(ok.id).is_some());
         assert!(t.get(99).is_none());

@@ -52,6 +52,20 @@ fn the_token_is_needed_on_every_request() {
     );
     assert_eq!(r.status, 303);
     assert_eq!(r.header("location"), Some("/snapshots?sort=host"));
+    // Never to another site (`//host/x` is a protocol-relative address).
+    let r = request(
+        addr,
+        "GET",
+        &format!("//evil.example/x?token={TOKEN}"),
+        &[],
+        b"",
+    );
+    assert_eq!(
+        r.header("location"),
+        Some("/evil.example/x"),
+        "{}",
+        r.status
+    );
     let cookie = r.header("set-cookie").unwrap().to_string();
     let port = addr.port();
     assert_eq!(
@@ -540,6 +554,9 @@ fn restore_backup_forget_and_prune_jobs() {
         p["groups"][0]["keep"][0]["reasons"],
         json!(["last snapshot"])
     );
+    // The preview page's button carries the grouping the preview used.
+    let page = get(&s, "/forget?preview=1&keep_last=1&group_by=host").text();
+    assert!(page.contains("name=\"group_by\" value=\"host\""), "{page}");
     let r = post(
         &s,
         "/api/forget",
