@@ -208,6 +208,11 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         let mut later = vec![];
         for (name, child) in &src.children {
             let path = join(dir, name);
+            // A folder above backed-up paths that a pattern matches excludes them all.
+            if self.filter.excludes_target(&path) {
+                self.excluded += 1;
+                continue;
+            }
             let meta = match arca_fs::lstat(&path) {
                 // A folder above a backed-up path reached through a symlink (`/home ->
                 // /var/home`) is stored as the folder it leads to, as restic does; the

@@ -131,6 +131,15 @@ impl Filter {
         self.judge(path) == Verdict::Excluded
     }
 
+    /// Whether a backed-up path (given on the command line or in a list) is excluded: by a
+    /// pattern matching it or a folder above it, as restic applies its excludes to them.
+    pub(crate) fn excludes_target(&self, path: &Path) -> bool {
+        [&self.paths, &self.ipaths]
+            .into_iter()
+            .flatten()
+            .any(|m| m.matches_or_inside(path) && !m.takes_back_below(path))
+    }
+
     /// What the patterns say of the absolute `path`.
     pub(crate) fn judge(&self, path: &Path) -> Verdict {
         let mut verdict = Verdict::Kept;

@@ -49,6 +49,9 @@ pub fn estimate(
         if scan.stopped() {
             break;
         }
+        if scan.filter.excludes_target(&target) {
+            continue;
+        }
         let Ok(meta) = fs::symlink_metadata(&target) else {
             continue;
         };

@@ -340,6 +340,43 @@ fn negated_and_unclean_patterns_read_as_restic_reads_them() {
 }
 
 #[test]
+fn excludes_apply_to_the_backed_up_paths_too() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    for f in ["a.log", "b.txt", "logs/l.txt"] {
+        let p = src.join(f);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, b"x").unwrap();
+    }
+    let list = e.path("list");
+    let mut raw = vec![];
+    for f in ["a.log", "b.txt", "logs/l.txt"] {
+        raw.extend_from_slice(src.join(f).to_str().unwrap().as_bytes());
+        raw.push(0);
+    }
+    fs::write(&list, &raw).unwrap();
+    let l = list.to_str().unwrap();
+    e.ok(&[
+        "backup",
+        "--files-from-raw",
+        l,
+        "--exclude",
+        "*.log",
+        "--exclude",
+        "logs",
+    ]);
+    assert_eq!(listed(&e, &src), ["b.txt"]);
+    e.ok(&[
+        "backup",
+        src.join("a.log").to_str().unwrap(),
+        "--exclude",
+        "*.log",
+    ]);
+    assert!(listed(&e, &src).is_empty());
+}
+
+#[test]
 fn a_path_below_a_symlinked_folder_is_backed_up_as_restic_does() {
     let e = Env::new();
     e.init(&[]);
