@@ -2,7 +2,7 @@
 //! snapshot's content list can be reused, hands changed files to the readers and every
 //! directory's entries to the tree assembler. It never reads file contents itself.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, Metadata};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -83,6 +83,10 @@ pub(crate) struct Walker<'c, 'a, 's> {
     reading: HashMap<(u64, u64), Node>,
     ancestors: Vec<(u64, u64)>,
     fs_dev: Option<u64>,
+    /// With `one_file_system`: the file systems of the backed-up paths, the ones the walk
+    /// stays on (restic's rule: a mount point given as a path of its own is backed up too,
+    /// also inside another given path).
+    fs_devs: HashSet<u64>,
     next_dir: DirId,
     summary: SnapshotSummary,
     /// Entries left out by the exclusion rules.
@@ -113,6 +117,16 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             reading: HashMap::new(),
             ancestors: vec![],
             fs_dev: None,
+            fs_devs: if ctx.opts.one_file_system {
+                ctx.opts
+                    .paths
+                    .iter()
+                    .filter_map(|p| arca_fs::lstat(p).ok())
+                    .map(|m| m.dev())
+                    .collect()
+            } else {
+                HashSet::new()
+            },
             next_dir: 0,
             summary: SnapshotSummary::default(),
             excluded: 0,
@@ -357,8 +371,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                     self.ctx.report.warn(&path, WarningKind::Loop, msg);
                     return Ok(Some((Slot::Dir(node), Some(Later::Empty(child, None)))));
                 }
-                let crosses =
-                    self.ctx.opts.one_file_system && self.fs_dev.is_some_and(|d| d != node.dev);
+                let crosses = self.ctx.opts.one_file_system && !self.fs_devs.contains(&node.dev);
                 let tagged = match self.filter.tagged(&path) {
                     Ok(t) => t.is_some(),
                     Err((tag, e)) => {

@@ -40,7 +40,11 @@ pub fn estimate(
         one_file_system,
         progress,
         stop,
-        fs_dev: 0,
+        fs_devs: paths
+            .iter()
+            .filter_map(|p| fs::symlink_metadata(p).ok())
+            .map(|m| m.dev())
+            .collect(),
         ancestors: vec![],
         files: 0,
         bytes: 0,
@@ -55,7 +59,6 @@ pub fn estimate(
         let Ok(meta) = fs::symlink_metadata(&target) else {
             continue;
         };
-        scan.fs_dev = meta.dev();
         let mut path = target;
         if path == Path::new("/") {
             // The backup lists the root itself, without tag or loop checks on it.
@@ -94,8 +97,8 @@ struct Scan<'a> {
     one_file_system: bool,
     progress: &'a Progress,
     stop: &'a AtomicBool,
-    /// Device of the path being walked (for `one_file_system`).
-    fs_dev: u64,
+    /// Devices of the backed-up paths (for `one_file_system`, as the backup's walk).
+    fs_devs: std::collections::HashSet<u64>,
     /// (device, inode) of the directories being walked, to stop at loops.
     ancestors: Vec<(u64, u64)>,
     /// Counted, not yet added to `progress`.
@@ -136,7 +139,7 @@ impl Scan<'_> {
         } else if kind.is_dir() {
             let key = (meta.dev(), meta.ino());
             if self.ancestors.contains(&key)
-                || (self.one_file_system && meta.dev() != self.fs_dev)
+                || (self.one_file_system && !self.fs_devs.contains(&meta.dev()))
                 // A tag that cannot be read leaves the directory backed up.
                 || matches!(self.filter.tagged(path), Ok(Some(_)))
             {

@@ -423,6 +423,34 @@ impl Drop for Tmpfs {
 }
 
 #[test]
+fn one_file_system_keeps_a_mount_point_given_as_a_path_of_its_own() {
+    if !is_root() {
+        return;
+    }
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(src.join("other")).unwrap();
+    fs::write(src.join("top"), b"t").unwrap();
+    let Some(mnt) = Tmpfs::mount(src.join("mnt"), "1m") else {
+        return;
+    };
+    let Some(other) = Tmpfs::mount(src.join("other"), "1m") else {
+        return;
+    };
+    fs::write(mnt.0.join("inside"), b"i").unwrap();
+    fs::write(other.0.join("skipped"), b"s").unwrap();
+    e.init(&[]);
+    let (s, m) = (src.to_str().unwrap(), mnt.0.to_str().unwrap());
+    e.ok(&["backup", "-x", s, m]);
+    let listing = e.ok(&["ls", "latest"]);
+    assert!(listing.contains(&format!("{m}/inside")), "{listing}");
+    assert!(listing.contains(&format!("{s}/top")), "{listing}");
+    // Another mount point inside is not crossed (stored empty).
+    assert!(listing.contains(&format!("{s}/other\n")), "{listing}");
+    assert!(!listing.contains("skipped"), "{listing}");
+}
+
+#[test]
 fn full_disk_on_restore_and_on_backup() {
     if !is_root() {
         return;
