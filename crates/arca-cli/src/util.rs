@@ -157,7 +157,12 @@ pub fn password_from_command(cmd: &str) -> Result<Zeroizing<String>> {
 /// terminal.
 pub fn password(g: &Global) -> Result<Zeroizing<String>> {
     if let Some(f) = &g.password_file {
-        return read_password_file(f);
+        let p = read_password_file(f)?;
+        // No key has an empty password (init and key add refuse one).
+        if p.is_empty() {
+            bail!("password file {} is empty", f.display());
+        }
+        return Ok(p);
     }
     if let Some(c) = &g.password_command {
         return password_from_command(c);
@@ -373,7 +378,22 @@ pub fn lock(
     if g.no_lock {
         return Ok(None);
     }
-    Ok(Some(repo.lock_for(kind, command)?))
+    match repo.lock_for(kind, command) {
+        Ok(l) => Ok(Some(l)),
+        // A repository this process cannot write (a read-only mount, another user's files)
+        // can still be read without a lock.
+        Err(arca_repo::RepoError::Backend(b))
+            if kind == arca_repo::LockKind::Shared
+                && b.op == "write"
+                && (b.kind == arca_backend::ErrorKind::PermissionDenied
+                    || b.source.raw_os_error() == Some(libc::EROFS)) =>
+        {
+            Err(anyhow!(
+                "{b} (cannot take a lock: to only read the repository, run with --no-lock)"
+            ))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// JSON of the backend counters, and of the retries and probes made after transient failures

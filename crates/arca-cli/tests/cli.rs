@@ -186,6 +186,19 @@ fn wrong_password_missing_and_foreign_repositories() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("wrong password"), "{}", stderr(&o));
     assert_eq!(stderr(&o).lines().count(), 1);
+    // An empty password file is named as such, not taken for a wrong password.
+    let empty = e.path("empty-password");
+    fs::write(&empty, b"\n").unwrap();
+    let o = e
+        .cmd(&["snapshots", "--password-file", empty.to_str().unwrap()])
+        .env_remove("ARCA_PASSWORD")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o).trim(),
+        format!("arca: password file {} is empty", empty.display())
+    );
 
     let missing = e.path("no/such/repo");
     let o = Command::new(BIN)
@@ -451,6 +464,44 @@ fn one_file_system_keeps_a_mount_point_given_as_a_path_of_its_own() {
 }
 
 #[test]
+fn a_read_only_repository_is_read_with_no_lock_and_the_error_says_so() {
+    if !is_root() {
+        return;
+    }
+    let mut e = Env::new();
+    let Some(fs_) = Tmpfs::mount(e.path("ro"), "64m") else {
+        return;
+    };
+    e.repo = fs_.0.join("repo");
+    let src = e.path("src");
+    sample(&src);
+    e.init(&[]);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let ok = Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&fs_.0)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let out = e.path("out");
+    let o = e.run(&["restore", "latest", "--target", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("Read-only file system") && stderr(&o).contains("--no-lock"),
+        "{}",
+        stderr(&o)
+    );
+    e.ok(&[
+        "--no-lock",
+        "restore",
+        "latest",
+        "--target",
+        out.to_str().unwrap(),
+    ]);
+}
+
+#[test]
 fn full_disk_on_restore_and_on_backup() {
     if !is_root() {
         return;
@@ -467,7 +518,9 @@ fn full_disk_on_restore_and_on_backup() {
     let o = e.run(&["restore", "latest", "--target", small.0.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).contains("disk full") && stderr(&o).contains("big"),
+        stderr(&o).contains("No space left on device")
+            && stderr(&o).contains("big")
+            && !stderr(&o).contains("disk full"),
         "{}",
         stderr(&o)
     );

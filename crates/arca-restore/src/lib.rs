@@ -122,7 +122,7 @@ pub enum RestoreError {
         source: io::Error,
     },
     /// The disk holding the target is full.
-    #[error("disk full while writing {}: {source}", path.display())]
+    #[error("cannot write {}: {source}", path.display())]
     NoSpace {
         /// File being written.
         path: PathBuf,
