@@ -186,6 +186,21 @@ fn wrong_password_missing_and_foreign_repositories() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("wrong password"), "{}", stderr(&o));
     assert_eq!(stderr(&o).lines().count(), 1);
+    // A damaged config is named by its path.
+    let config = e.repo.join("config");
+    let good = fs::read(&config).unwrap();
+    let mut bad = good.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    fs::write(&config, &bad).unwrap();
+    let o = e.run(&["snapshots"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains(&format!("{}", config.display())),
+        "{}",
+        stderr(&o)
+    );
+    fs::write(&config, &good).unwrap();
     // An empty password file is named as such, not taken for a wrong password.
     let empty = e.path("empty-password");
     fs::write(&empty, b"\n").unwrap();

@@ -244,7 +244,12 @@ impl Repository {
             match unwrapped {
                 Ok(key) => {
                     // The config is always XChaCha20-Poly1305; it names the cipher of the rest.
-                    let body = open_sealed(&key.cipher(), &header, &raw_config, "config")?;
+                    let body = open_sealed(
+                        &key.cipher(),
+                        &header,
+                        &raw_config,
+                        &format!("{location}/config"),
+                    )?;
                     let config = Config::decode(&body)
                         .map_err(|e| RepoError::format(format!("{location}/config"), e))?;
                     let sealer = key.sealer(config.cipher);
