@@ -477,6 +477,8 @@ fn unindexed_packs(
     }
     packs.sort();
     let scan = arca_repo::recover::scan_headers(repo, &packs);
+    // With trees of the snapshots missing from the index, what data they use is not known.
+    let trees_missing = missing.iter().any(|(k, _)| *k == BlobKind::Tree);
     for p in &scan.packs {
         found.unindexed_packs += 1;
         let needed = p.blobs.iter().any(|b| missing.contains(&(p.kind, b.id)));
@@ -486,6 +488,12 @@ fn unindexed_packs(
                  indexes it)",
                 p.id
             )
+        } else if trees_missing {
+            format!(
+                "pack {} is in no index and may hold data the snapshots use (their trees are \
+                 not indexed either; `arca repair index` indexes it)",
+                p.id
+            )
         } else if found.damaged_index_files > 0 {
             format!(
                 "pack {} is in no intact index file (`arca repair index` reads it)",
@@ -493,7 +501,8 @@ fn unindexed_packs(
             )
         } else {
             format!(
-                "pack {} is not in any index (left by an interrupted backup; harmless)",
+                "pack {} is not in any index (left by an interrupted backup, or written by one \
+                 still running; harmless)",
                 p.id
             )
         });

@@ -67,6 +67,22 @@ fn index_is_rebuilt_from_pack_headers_when_every_index_file_is_gone() {
     let rep = check(&fx.repo, CheckOptions::default()).unwrap();
     assert!(!rep.is_ok());
     assert_eq!(rep.repairs[0].repair, Repair::Index);
+    // No pack is called harmless: without the trees, what data the snapshots use is unknown.
+    assert!(
+        rep.notes.iter().all(|n| !n.contains("harmless")),
+        "{:?}",
+        rep.notes
+    );
+    for p in [&fx.data1, &fx.data2] {
+        let id = p.id.to_string();
+        assert!(
+            rep.notes
+                .iter()
+                .any(|n| n.contains(&id) && n.contains("may hold data the snapshots use")),
+            "{:?}",
+            rep.notes
+        );
+    }
 
     // A dry run reports and changes nothing.
     let dry = repair_index(
