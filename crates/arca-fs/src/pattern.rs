@@ -19,6 +19,9 @@ pub struct PathMatcher {
     patterns: Vec<String>,
     /// Per pattern: it starts with `!`.
     negated: Vec<bool>,
+    /// Letters match regardless of case: patterns and paths are compared in lower case
+    /// (Unicode's, as restic's `--iexclude`; names that are not UTF-8 fold ASCII only).
+    fold: bool,
 }
 
 /// A pattern that does not compile.
@@ -40,7 +43,7 @@ impl PathMatcher {
     /// Compiles `patterns`, matching letters regardless of case when `ignore_case` is set
     /// (restic's `--iexclude`).
     pub fn with_case(patterns: &[String], ignore_case: bool) -> Result<Self, PatternError> {
-        let glob = |full: &str, original: &str| glob(full, original, ignore_case);
+        let glob = |full: &str, original: &str| glob(full, original);
         let mut b = GlobSetBuilder::new();
         let mut cleaned = Vec::with_capacity(patterns.len());
         let mut negated = Vec::with_capacity(patterns.len());
@@ -50,6 +53,11 @@ impl PathMatcher {
                 None => (false, p.as_str()),
             };
             let trimmed = clean(body);
+            let trimmed = if ignore_case {
+                trimmed.to_lowercase()
+            } else {
+                trimmed
+            };
             if trimmed == "/" {
                 // "/" matches everything.
                 b.add(glob("/**", p)?);
@@ -74,6 +82,7 @@ impl PathMatcher {
             set,
             patterns: cleaned,
             negated,
+            fold: ignore_case,
         })
     }
 
@@ -91,6 +100,7 @@ impl PathMatcher {
     /// matched need not ask about the folders above). With `!` patterns: whether the last
     /// pattern matching the path or a folder above it is not one of them.
     pub fn matches(&self, path: &Path) -> bool {
+        let path = &*self.key(path);
         if !self.negates() {
             return self.set.is_match(path);
         }
@@ -105,11 +115,24 @@ impl PathMatcher {
             .max()
     }
 
+    /// `path` as the patterns are compared with it.
+    fn key<'p>(&self, path: &'p Path) -> std::borrow::Cow<'p, Path> {
+        use std::borrow::Cow;
+        if !self.fold {
+            return Cow::Borrowed(path);
+        }
+        Cow::Owned(match path.to_str() {
+            Some(s) => s.to_lowercase().into(),
+            None => OsStr::from_bytes(&path.as_os_str().as_bytes().to_ascii_lowercase()).into(),
+        })
+    }
+
     /// Whether the path or one of its ancestors matches a pattern.
     pub fn matches_or_inside(&self, path: &Path) -> bool {
         if self.negates() {
             return self.matches(path);
         }
+        let path = &*self.key(path);
         path.ancestors()
             .any(|a| a != Path::new("/") && a != Path::new("") && self.set.is_match(a))
             || (self.set.is_match(Path::new("/")) && path.starts_with("/"))
@@ -118,6 +141,7 @@ impl PathMatcher {
     /// Whether a `!` pattern could take back something below directory `dir`: a walk must
     /// then enter `dir` even though it matches, and ask about each entry.
     pub fn takes_back_below(&self, dir: &Path) -> bool {
+        let dir = &*self.key(dir);
         self.negates()
             && self
                 .patterns
@@ -129,6 +153,7 @@ impl PathMatcher {
     /// Whether a match could lie below directory `dir` (used to prune restore walks): true
     /// unless every pattern is anchored at a path that diverges from `dir`.
     pub fn may_match_below(&self, dir: &Path) -> bool {
+        let dir = &*self.key(dir);
         self.patterns.iter().any(|p| pattern_may_reach(p, dir))
     }
 }
@@ -179,10 +204,9 @@ fn clean(p: &str) -> String {
     }
 }
 
-fn glob(full: &str, original: &str, ignore_case: bool) -> Result<globset::Glob, PatternError> {
+fn glob(full: &str, original: &str) -> Result<globset::Glob, PatternError> {
     GlobBuilder::new(full)
         .literal_separator(true)
-        .case_insensitive(ignore_case)
         .backslash_escape(true)
         .build()
         .map_err(|e| PatternError {
@@ -253,6 +277,18 @@ mod tests {
         assert_eq!(clean("../a"), "../a");
         assert_eq!(clean("//"), "/");
         assert!(PathMatcher::new(&["./".to_string()]).is_err());
+    }
+
+    #[test]
+    fn ignoring_case_folds_every_letter() {
+        let x = PathMatcher::with_case(&["été.txt".into(), "/Home/*.LOG".into()], true).unwrap();
+        assert!(x.matches(Path::new("/d/ÉTÉ.txt")));
+        assert!(x.matches(Path::new("/d/été.TXT")));
+        assert!(x.matches(Path::new("/home/a.log")));
+        assert!(!x.matches(Path::new("/home/a.txt")));
+        assert!(x.matches(Path::new(OsStr::from_bytes(b"/HOME/\xff.Log"))));
+        assert!(x.may_match_below(Path::new("/HOME")));
+        assert!(!m(&["été.txt"]).matches(Path::new("/d/ÉTÉ.txt")));
     }
 
     #[test]
