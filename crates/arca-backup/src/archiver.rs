@@ -67,6 +67,10 @@ enum Later<'t> {
     Virtual(DirId, PathBuf, &'t SourceTree, Option<Id>),
     /// A directory stored empty (excluded contents, another file system, a loop).
     Empty(DirId, Option<Id>),
+    /// A directory whose contents a tag file excludes: stored with the tag file alone, as
+    /// restic stores it (a restored cache keeps its `CACHEDIR.TAG`, so later backups of the
+    /// restored tree still leave it out).
+    Tagged(DirId, PathBuf, u64, Option<Id>, Vec<u8>),
 }
 
 pub(crate) struct Walker<'c, 'a, 's> {
@@ -169,7 +173,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         let root = Path::new("/");
         if src.target {
             self.fs_dev = fs::symlink_metadata(root).ok().map(|m| m.dev());
-            self.walk_dir(0, None, root, self.fs_dev.unwrap_or(0), parent_root)
+            self.walk_dir(0, None, root, self.fs_dev.unwrap_or(0), parent_root, None)
         } else {
             self.walk_virtual(0, None, root, src, parent_root)
         }
@@ -198,7 +202,12 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             let me = Some((id, slot));
             match work {
                 Later::Read(job) => self.dispatch(*job)?,
-                Later::Walk(child, path, dev, old) => self.walk_dir(child, me, &path, dev, old)?,
+                Later::Walk(child, path, dev, old) => {
+                    self.walk_dir(child, me, &path, dev, old, None)?
+                }
+                Later::Tagged(child, path, dev, old, tag) => {
+                    self.walk_dir(child, me, &path, dev, old, Some(&tag))?
+                }
                 Later::Virtual(child, path, src, old) => {
                     self.walk_virtual(child, me, &path, src, old)?
                 }
@@ -284,6 +293,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         dir: &Path,
         dev: u64,
         old: Option<Id>,
+        only: Option<&[u8]>,
     ) -> Result<(), Fatal> {
         if self.ctx.cancelled() {
             return Err(Fatal::Cancelled);
@@ -295,6 +305,9 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 return self.emit(id, link, old, vec![], vec![]);
             }
         };
+        if let Some(only) = only {
+            names.retain(|n| n == only);
+        }
         names.sort();
         // Read ahead while metadata comes from the disk; on a warm cache it only costs.
         if self.stat_ns > COLD_STAT_NS || self.prefetch.disk_bound() {
@@ -373,7 +386,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 }
                 let crosses = self.ctx.opts.one_file_system && !self.fs_devs.contains(&node.dev);
                 let tagged = match self.filter.tagged(&path) {
-                    Ok(t) => t.is_some(),
+                    Ok(t) => t,
                     Err((tag, e)) => {
                         // The directory is backed up: leaving out what the user may need is
                         // worse than storing a cache.
@@ -382,13 +395,13 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                             tag.display()
                         );
                         self.ctx.report.warn(&tag, WarningKind::Unreadable, msg);
-                        false
+                        None
                     }
                 };
-                let later = if crosses || tagged {
-                    Later::Empty(child, old)
-                } else {
-                    Later::Walk(child, path, node.dev, old)
+                let later = match tagged {
+                    _ if crosses => Later::Empty(child, old),
+                    Some(tag) => Later::Tagged(child, path, node.dev, old, tag.into_bytes()),
+                    None => Later::Walk(child, path, node.dev, old),
                 };
                 node.subtree = None;
                 Ok(Some((Slot::Dir(node), Some(later))))

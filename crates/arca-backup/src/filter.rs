@@ -69,9 +69,9 @@ pub struct Excludes {
     pub patterns: Vec<String>,
     /// Path patterns matched regardless of case, `--iexclude`.
     pub ipatterns: Vec<String>,
-    /// `NAME` or `NAME:HEADER`: a directory holding such a file is stored empty.
+    /// `NAME` or `NAME:HEADER`: a directory holding such a file is stored with that file alone.
     pub if_present: Vec<String>,
-    /// Directories holding a valid `CACHEDIR.TAG` are stored empty.
+    /// Directories holding a valid `CACHEDIR.TAG` are stored with that file alone.
     pub caches: bool,
     /// Regular files larger than this many bytes are left out.
     pub larger_than: Option<u64>,

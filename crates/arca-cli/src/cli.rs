@@ -217,11 +217,11 @@ pub struct BackupArgs {
     pub stdin_filename: String,
     #[command(flatten)]
     pub exclude: ExcludeArgs,
-    /// Store directories holding a CACHEDIR.TAG (with its signature) empty
+    /// Store directories holding a CACHEDIR.TAG (with its signature) with that file alone
     #[arg(long)]
     pub exclude_caches: bool,
-    /// Store directories holding file NAME empty; NAME:HEADER also needs the file to start
-    /// with HEADER (repeatable)
+    /// Store directories holding file NAME with that file alone; NAME:HEADER also needs the
+    /// file to start with HEADER (repeatable)
     #[arg(long = "exclude-if-present", value_name = "NAME[:HEADER]")]
     pub exclude_if_present: Vec<String>,
     /// Leave out files larger than this (e.g. 2GiB)
@@ -236,6 +236,10 @@ pub struct BackupArgs {
     /// Host name to record
     #[arg(long = "host", value_name = "HOST")]
     pub host: Option<String>,
+    /// Time to record instead of now: "2006-01-02 15:04:05" (local) or RFC 3339 (importing
+    /// older backups)
+    #[arg(long, value_name = "TIME", value_parser = crate::util::snapshot_time_arg)]
+    pub time: Option<String>,
     /// Use this snapshot as parent instead of the latest with the same paths
     #[arg(long, value_name = "SNAPSHOT")]
     pub parent: Option<String>,

@@ -72,6 +72,33 @@ pub fn tag_list(values: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// A snapshot time (`backup --time`): `2006-01-02 15:04:05` or `2006-01-02 15:04` in local
+/// time, or RFC 3339 with its own offset.
+pub fn parse_snapshot_time(s: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    use chrono::{Local, NaiveDateTime, TimeZone};
+    let t = s.trim();
+    if let Ok(d) = chrono::DateTime::parse_from_rfc3339(t) {
+        return Some(d);
+    }
+    let naive = ["%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())?;
+    Local
+        .from_local_datetime(&naive)
+        .earliest()
+        .map(|d| d.fixed_offset())
+}
+
+/// clap's check of `backup --time`.
+pub fn snapshot_time_arg(s: &str) -> Result<String, String> {
+    parse_snapshot_time(s)
+        .map(|_| s.to_string())
+        .ok_or_else(|| {
+            "expected a time such as \"2006-01-02 15:04:05\" (local) or 2006-01-02T15:04:05+07:00"
+                .into()
+        })
+}
+
 /// clap's check of a count that must be at least 1.
 pub fn at_least_one(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {

@@ -82,12 +82,14 @@ fn exclusion_options_leave_out_exactly_what_they_name() {
         listed(&e, &src),
         vec![
             "cache",
+            "cache/CACHEDIR.TAG",
             "fakecache",
             "fakecache/CACHEDIR.TAG",
             "fakecache/data",
             "keep",
             "keep/a.txt",
             "tagged",
+            "tagged/.nobackup",
         ]
     );
     // Without the options everything is there.

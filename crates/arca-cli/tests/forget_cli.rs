@@ -196,6 +196,9 @@ fn keep_tag_with_json_output() {
     let g = &groups[0];
     assert_eq!(g["group_key"]["paths"][0], src.to_str().unwrap());
     assert_eq!(g["group_key"]["tags"], Value::Null);
+    // restic's own fields, beside the group key.
+    assert_eq!(g["paths"], g["group_key"]["paths"]);
+    assert_eq!(g["host"], g["group_key"]["hostname"]);
     assert!(!g["group_key"]["hostname"].as_str().unwrap().is_empty());
     assert_eq!(ids_of(&g["keep"]), [d.as_str(), a.as_str()]);
     assert_eq!(ids_of(&g["remove"]), [c.as_str(), b.as_str()]);
@@ -218,6 +221,23 @@ fn keep_tag_with_json_output() {
     let out = e.ok(&["forget", "-l", "1", "--keep-tag", "keep", "--dry-run"]);
     assert!(out.contains("tag 'keep'"), "{out}");
     assert!(out.contains("Reasons"), "{out}");
+}
+
+#[test]
+fn backup_time_sets_the_snapshot_time_that_policies_read() {
+    let (e, src) = setup();
+    let a = backup(&e, &src, "a", &["--time", "2020-01-01T10:00:00+02:00"]);
+    let b = backup(&e, &src, "b", &["--time", "2020-01-01 12:00"]);
+    let c = backup(&e, &src, "c", &["--time", "2020-01-03 09:30:15"]);
+    let v = e.json(&["snapshots", "--json"]);
+    assert_eq!(ids_of(&v), [a.as_str(), b.as_str(), c.as_str()]);
+    assert_eq!(v[0]["time"], "2020-01-01T10:00:00+02:00");
+    // One per day: the newest of each day.
+    let f = e.json(&["forget", "--keep-daily", "2", "--dry-run", "--json"]);
+    assert_eq!(ids_of(&f[0]["remove"]), [a.as_str()], "{f}");
+    let o = e.run(&["backup", "--time", "yesterday", src.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--time"), "{}", stderr(&o));
 }
 
 #[test]

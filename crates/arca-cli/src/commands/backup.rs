@@ -85,6 +85,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         excludes,
         dry_run: a.dry_run,
         tags: util::tag_list(&a.tags),
+        time: a.time.as_deref().and_then(util::parse_snapshot_time),
         hostname: a.host.clone(),
         parent,
         force: a.force,

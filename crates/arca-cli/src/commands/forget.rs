@@ -297,9 +297,13 @@ fn snapshot_json(id: &Id, s: &Snapshot) -> Value {
     o
 }
 
-/// One group as restic's `forget --json` prints it.
+/// One group as restic's `forget --json` prints it (its `host`, `paths` and `tags`, and the
+/// same in `group_key`).
 fn report_json(r: &GroupReport) -> Value {
     json!({
+        "host": r.key.hostname.clone().unwrap_or_default(),
+        "paths": r.key.paths,
+        "tags": r.key.tags,
         "group_key": {
             "hostname": r.key.hostname.clone().unwrap_or_default(),
             "paths": r.key.paths,
