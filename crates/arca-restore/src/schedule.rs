@@ -12,6 +12,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
@@ -430,7 +431,13 @@ impl<'a, 's> Scheduler<'a, 's> {
                 let b = bu.blob;
                 let bp = &plan.blobs[b as usize];
                 if bp.zero && fresh {
-                    continue; // a hole: nothing to write
+                    // A hole: nothing to write, but placed all the same (the progress total
+                    // counts it).
+                    self.sh
+                        .progress
+                        .bytes
+                        .fetch_add(u64::from(bp.raw_len), Ordering::Relaxed);
+                    continue;
                 }
                 let t = Target {
                     file: f,

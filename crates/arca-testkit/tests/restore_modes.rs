@@ -480,3 +480,48 @@ fn small_files_ending_in_zeros_keep_their_size() {
     check("partial restore");
     assert!(partial.plan.files_updated >= 5, "{:?}", partial.plan);
 }
+
+/// The progress reaches its total, holes included: in a full restore (holes are not written)
+/// and when patching (zero runs are written over wrong data).
+#[test]
+fn progress_reaches_its_total_with_holes() {
+    use std::sync::atomic::Ordering;
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    let mut data = vec![0u8; 6 << 20];
+    data.extend(arca_testkit::random_bytes(21, 200_000));
+    fs::write(src.join("sparse.bin"), &data).unwrap();
+    let repo = init(local(&tmp.path().join("repo")));
+    do_backup(&repo, &src).unwrap();
+    let (_, snap) = repo.find_snapshot("latest", &Default::default()).unwrap();
+    let index = repo.load_index().unwrap();
+    let target = tmp.path().join("target");
+    let run = |at_least: u64| {
+        let progress = arca_restore::Progress::default();
+        let opts = arca_restore::RestoreOptions {
+            target: target.clone(),
+            ..Default::default()
+        };
+        let r = arca_restore::restore(&repo, &index, &snap, &opts, &progress, &Seen::default())
+            .unwrap();
+        assert!(r.issues.is_empty(), "{:?}", r.issues);
+        let (done, total) = (
+            progress.bytes.load(Ordering::Relaxed),
+            progress.bytes_total.load(Ordering::Relaxed),
+        );
+        assert!(total >= at_least, "{total}");
+        assert_eq!(done, total);
+    };
+    run(6 << 20);
+    let out = restored(&target, &src).join("sparse.bin");
+    assert_eq!(fs::read(&out).unwrap(), data);
+    // The zeros overwritten with data (and the mtime moved): they are written back.
+    let f = fs::OpenOptions::new().write(true).open(&out).unwrap();
+    f.write_all_at(&arca_testkit::random_bytes(22, 1 << 20), 1 << 20)
+        .unwrap();
+    drop(f);
+    touch_now(&out);
+    run(1 << 20);
+    assert_eq!(fs::read(&out).unwrap(), data);
+}
