@@ -251,6 +251,7 @@ fn dry_run_writes_nothing_and_json_reports_the_rewrite() {
             "snapshots": [{
                 "snapshot_id": id,
                 "modified": true,
+                "emptied": false,
                 "new_snapshot_id": n,
                 "forgotten": true,
                 "tags": ["daily"],
@@ -392,4 +393,27 @@ fn tag_and_rewrite_work_on_s3_through_the_cache() {
     expected.retain(|p, _| p.extension() != Some(OsStr::new("bin")));
     assert_eq!(expected_all.len() - expected.len(), 2);
     restore_matches(&e, &n, &src, &expected);
+}
+
+#[test]
+fn a_rewrite_that_would_empty_a_snapshot_leaves_it_alone() {
+    let (e, src, id) = setup();
+    let before = snapshots(&e);
+    let o = e.run(&[
+        "rewrite",
+        "--exclude",
+        src.to_str().unwrap(),
+        "--forget",
+        &id,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("exclude every path it backed up"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(snapshots(&e), before, "nothing was saved or forgotten");
+    let v = e.json(&["rewrite", "--exclude", src.to_str().unwrap(), "--json", &id]);
+    assert_eq!(v["snapshots"][0]["emptied"], true, "{v}");
+    assert_eq!(v["snapshots"][0]["modified"], false, "{v}");
 }

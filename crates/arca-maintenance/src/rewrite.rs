@@ -76,6 +76,9 @@ pub struct RewrittenSnapshot {
     pub bytes_removed: u64,
     /// Whether the original was deleted.
     pub forgotten: bool,
+    /// Every backed-up path of the snapshot is excluded: it is left as it is (an empty
+    /// snapshot that still names its paths would only mislead; `forget` removes it).
+    pub emptied: bool,
 }
 
 /// What [`rewrite_snapshots`] did (or would do, in a dry run).
@@ -176,12 +179,18 @@ pub fn rewrite_snapshots(
             files_removed: 0,
             bytes_removed: 0,
             forgotten: false,
+            emptied: false,
         };
         if o.changed() {
             r.removed = o.removed(Path::new("/"));
             r.files_removed = o.files;
             r.bytes_removed = o.bytes;
-            r.new = Some(rewritten(s, o.id, o.files, o.bytes, opts.forget));
+            let gone = |p: &String| r.removed.iter().any(|d| Path::new(p).starts_with(&d.path));
+            if !s.paths.is_empty() && s.paths.iter().all(gone) {
+                r.emptied = true;
+            } else {
+                r.new = Some(rewritten(s, o.id, o.files, o.bytes, opts.forget));
+            }
         }
         rep.snapshots.push(r);
     }

@@ -123,6 +123,13 @@ fn removed_line(r: &Removed) -> Vec<u8> {
 fn print_report(rep: &RewriteReport, dry_run: bool, forget: bool) -> Result<()> {
     for s in &rep.snapshots {
         let short = s.original.short();
+        if s.emptied {
+            eprintln!(
+                "warning: snapshot {short}: the patterns exclude every path it backed up; it is \
+                 left as it is (`arca forget {short}` removes it)"
+            );
+            continue;
+        }
         if s.new.is_none() {
             super::out(&format!("snapshot {short}: nothing to rewrite"))?;
             continue;
@@ -165,6 +172,7 @@ fn report_json(rep: &RewriteReport, a: &RewriteArgs) -> Value {
             json!({
                 "snapshot_id": s.original.to_hex(),
                 "modified": s.new.is_some(),
+                "emptied": s.emptied,
                 "new_snapshot_id": s.new_id.map(|i| i.to_hex()),
                 "forgotten": s.forgotten,
                 "tags": s.new.as_ref().map(|n| n.tags.clone()),
