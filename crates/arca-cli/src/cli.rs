@@ -312,6 +312,9 @@ pub struct FilterArgs {
 pub struct SnapshotsArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
+    /// Only the newest N snapshots of each host and set of paths
+    #[arg(long, value_name = "N", value_parser = crate::util::at_least_one)]
+    pub latest: Option<usize>,
     /// Print JSON
     #[arg(long)]
     pub json: bool,
@@ -347,6 +350,12 @@ pub struct RestoreArgs {
     /// Skip paths matching a pattern (repeatable)
     #[arg(short = 'e', long = "exclude", value_name = "PATTERN")]
     pub excludes: Vec<String>,
+    /// Like --include, regardless of case (repeatable)
+    #[arg(long = "iinclude", value_name = "PATTERN")]
+    pub iincludes: Vec<String>,
+    /// Like --exclude, regardless of case (repeatable)
+    #[arg(long = "iexclude", value_name = "PATTERN")]
+    pub iexcludes: Vec<String>,
     #[command(flatten)]
     pub filter: FilterArgs,
     /// What to do with files already in the target: if-changed (trust size and mtime, else

@@ -232,6 +232,16 @@ fn backup_time_sets_the_snapshot_time_that_policies_read() {
     let v = e.json(&["snapshots", "--json"]);
     assert_eq!(ids_of(&v), [a.as_str(), b.as_str(), c.as_str()]);
     assert_eq!(v[0]["time"], "2020-01-01T10:00:00+02:00");
+    // The newest of each host and paths, as restic's snapshots --latest.
+    let other = e.path("other");
+    fs::create_dir_all(&other).unwrap();
+    let d = e.json(&["backup", "--json", other.to_str().unwrap()])["snapshot_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let latest = ids_of(&e.json(&["snapshots", "--json", "--latest", "2"]));
+    assert_eq!(latest, [b.as_str(), c.as_str(), d.as_str()]);
+    e.ok(&["forget", &d]);
     // One per day: the newest of each day.
     let f = e.json(&["forget", "--keep-daily", "2", "--dry-run", "--json"]);
     assert_eq!(ids_of(&f[0]["remove"]), [a.as_str()], "{f}");

@@ -795,3 +795,46 @@ fn a_user_restores_again_into_folders_it_cannot_enter() {
     restore();
     assert_eq!((mode("closed"), mode("ro")), (0o000, 0o500));
 }
+
+#[test]
+fn case_insensitive_include_and_exclude() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for f in ["Notes.TXT", "ÉTÉ.txt", "photo.JPG", "a.bin"] {
+        fs::write(src.join(f), f.as_bytes()).unwrap();
+    }
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let names = |t: &Path| -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(t.join(src.strip_prefix("/").unwrap()))
+            .unwrap()
+            .map(|d| d.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let t1 = e.path("t1");
+    e.ok(&[
+        "restore",
+        "latest",
+        "--target",
+        t1.to_str().unwrap(),
+        "--iinclude",
+        "*.txt",
+    ]);
+    assert_eq!(names(&t1), ["Notes.TXT", "ÉTÉ.txt"]);
+    let t2 = e.path("t2");
+    let t = t2.to_str().unwrap();
+    e.ok(&[
+        "restore",
+        "latest",
+        "--target",
+        t,
+        "--iexclude",
+        "été.TXT",
+        "--iexclude",
+        "*.jpg",
+    ]);
+    assert_eq!(names(&t2), ["Notes.TXT", "a.bin"]);
+}

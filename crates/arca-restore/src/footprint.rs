@@ -57,8 +57,8 @@ pub fn plan_footprint(
     root: Id,
 ) -> PlanFootprint {
     let sel = Selection {
-        includes: None,
-        excludes: None,
+        includes: vec![],
+        excludes: vec![],
         only: vec![],
     };
     let zero_id = repo
@@ -208,8 +208,8 @@ mod tests {
             ],
         }]);
         let sel = Selection {
-            includes: None,
-            excludes: None,
+            includes: vec![],
+            excludes: vec![],
             only: vec![],
         };
         let plan = Planner {

@@ -221,11 +221,11 @@ pub struct RestoreReport {
     pub tuning: Option<Resolved>,
 }
 
-fn matcher(p: &[String]) -> Result<Option<PathMatcher>, PatternError> {
+fn matcher(p: &[String], ignore_case: bool) -> Result<Option<PathMatcher>, PatternError> {
     if p.is_empty() {
         Ok(None)
     } else {
-        PathMatcher::new(p).map(Some)
+        PathMatcher::with_case(p, ignore_case).map(Some)
     }
 }
 
@@ -251,8 +251,20 @@ pub fn restore(
         }
     };
     let sel = trees::Selection {
-        includes: matcher(&opts.includes)?,
-        excludes: matcher(&opts.excludes)?,
+        includes: [
+            matcher(&opts.includes, false)?,
+            matcher(&opts.iincludes, true)?,
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        excludes: [
+            matcher(&opts.excludes, false)?,
+            matcher(&opts.iexcludes, true)?,
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
         only: opts.only.clone(),
     };
     let t = opts.tuning.resolve(repo.backend().hints());

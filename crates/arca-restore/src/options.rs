@@ -308,6 +308,10 @@ pub struct RestoreOptions {
     pub includes: Vec<String>,
     /// Skip paths matching these patterns (and what is inside them).
     pub excludes: Vec<String>,
+    /// [`RestoreOptions::includes`] matched regardless of case (`--iinclude`).
+    pub iincludes: Vec<String>,
+    /// [`RestoreOptions::excludes`] matched regardless of case (`--iexclude`).
+    pub iexcludes: Vec<String>,
     /// Restore only these entries (their paths in the snapshot, `/a/b`; what they hold when
     /// they are folders) and the folders leading to them, whatever bytes their names hold.
     pub only: Vec<PathBuf>,

@@ -663,8 +663,8 @@ pub(crate) mod tests {
             }],
         }]);
         let sel = Selection {
-            includes: None,
-            excludes: None,
+            includes: vec![],
+            excludes: vec![],
             only: vec![],
         };
         let p = Planner {
@@ -707,8 +707,8 @@ pub(crate) mod tests {
 
         // With an include pattern, b/ (lost) and f are left out, a/ kept for a/g only.
         let sel = Selection {
-            includes: Some(arca_fs::pattern::PathMatcher::new(&["/a/g".to_string()]).unwrap()),
-            excludes: None,
+            includes: vec![arca_fs::pattern::PathMatcher::new(&["/a/g".to_string()]).unwrap()],
+            excludes: vec![],
             only: vec![],
         };
         let p = Planner {

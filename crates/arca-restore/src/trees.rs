@@ -11,8 +11,10 @@ use arca_fs::pattern::PathMatcher;
 /// The include and exclude patterns (or the one entry restored), and what they make of one
 /// path.
 pub(crate) struct Selection {
-    pub includes: Option<PathMatcher>,
-    pub excludes: Option<PathMatcher>,
+    /// Include patterns, case-sensitive and not (an entry matching any is included).
+    pub includes: Vec<PathMatcher>,
+    /// Exclude patterns, case-sensitive and not.
+    pub excludes: Vec<PathMatcher>,
     /// The entries restored (with what they hold), when some are named.
     pub only: Vec<PathBuf>,
 }
@@ -20,13 +22,13 @@ pub(crate) struct Selection {
 impl Selection {
     /// Whether the root is selected as a whole (nothing narrows the restore but excludes).
     pub fn root_selected(&self) -> bool {
-        self.includes.is_none() && self.only.is_empty()
+        self.includes.is_empty() && self.only.is_empty()
     }
 
     /// Whether include or exclude patterns (or a single entry) were given (without, every entry belongs and its
     /// path is not looked at).
     pub fn has_patterns(&self) -> bool {
-        self.includes.is_some() || self.excludes.is_some() || !self.only.is_empty()
+        !self.includes.is_empty() || !self.excludes.is_empty() || !self.only.is_empty()
     }
 
     /// Whether the entry (a directory when `is_dir`) at snapshot path `path` belongs to the
@@ -34,7 +36,7 @@ impl Selection {
     /// `Some(selected)` = kept, and selected as a whole (a directory may be kept only to reach
     /// included entries below).
     pub fn decide(&self, is_dir: bool, path: &Path, parent_selected: bool) -> Option<bool> {
-        if let Some(x) = self.excludes.as_ref().filter(|x| x.matches(path)) {
+        if let Some(x) = self.excludes.iter().find(|x| x.matches(path)) {
             // A folder that a `!` pattern takes something back from is entered for it.
             return (is_dir && x.takes_back_below(path)).then_some(false);
         }
@@ -44,16 +46,13 @@ impl Selection {
             }
             return (is_dir && self.only.iter().any(|o| o.starts_with(path))).then_some(false);
         }
-        let selected = parent_selected || self.includes.as_ref().is_none_or(|m| m.matches(path));
+        let selected = parent_selected
+            || self.includes.is_empty()
+            || self.includes.iter().any(|m| m.matches(path));
         if selected {
             return Some(true);
         }
-        (is_dir
-            && self
-                .includes
-                .as_ref()
-                .is_some_and(|m| m.may_match_below(path)))
-        .then_some(false)
+        (is_dir && self.includes.iter().any(|m| m.may_match_below(path))).then_some(false)
     }
 }
 

@@ -109,7 +109,7 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     let index = repo.load_index()?;
     let (resolved, entry) =
         subfolder::resolve_entry(repo, &index, &a.snapshot, &super::filter(&a.filter))?;
-    if entry.is_some() && !a.includes.is_empty() {
+    if entry.is_some() && !(a.includes.is_empty() && a.iincludes.is_empty()) {
         bail!(
             "--include cannot narrow a restore of a single entry ({}); name its folder instead",
             a.snapshot.to_string_lossy()
@@ -124,6 +124,8 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
         target: a.target.clone(),
         includes: a.includes.clone(),
         excludes: a.excludes.clone(),
+        iincludes: a.iincludes.clone(),
+        iexcludes: a.iexcludes.clone(),
         only: entry
             .map(|name| Path::new("/").join(OsStr::from_bytes(&name)))
             .into_iter()
@@ -432,7 +434,10 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
     }
     if r.files + r.hardlinks + r.others + r.dirs == 0
         && p.files_skipped + p.files_blocked == 0
-        && (!a.includes.is_empty() || !a.excludes.is_empty())
+        && !(a.includes.is_empty()
+            && a.excludes.is_empty()
+            && a.iincludes.is_empty()
+            && a.iexcludes.is_empty())
     {
         eprintln!(
             "warning: nothing in snapshot {} matches the --include/--exclude patterns",

@@ -8,7 +8,10 @@ use crate::util;
 
 pub fn run(g: &Global, a: &SnapshotsArgs) -> Result<u8> {
     let opened = util::open(g)?;
-    let list = opened.repo.list_snapshots(&super::filter(&a.filter))?;
+    let mut list = opened.repo.list_snapshots(&super::filter(&a.filter))?;
+    if let Some(n) = a.latest {
+        list = newest_per_group(list, n);
+    }
     if a.json {
         let v: Vec<_> = list
             .iter()
@@ -51,4 +54,27 @@ pub fn run(g: &Global, a: &SnapshotsArgs) -> Result<u8> {
         super::out("! = incomplete: some entries could not be read during the backup")?;
     }
     Ok(0)
+}
+
+/// The newest `n` snapshots of each host and set of paths (restic's `--latest`), oldest first
+/// as listed.
+fn newest_per_group(
+    list: Vec<(arca_format::Id, arca_format::Snapshot)>,
+    n: usize,
+) -> Vec<(arca_format::Id, arca_format::Snapshot)> {
+    let mut seen: std::collections::HashMap<(String, Vec<String>), usize> = Default::default();
+    let mut keep = vec![false; list.len()];
+    for (i, (_, s)) in list.iter().enumerate().rev() {
+        let mut paths = s.paths.clone();
+        paths.sort();
+        let c = seen.entry((s.hostname.clone(), paths)).or_default();
+        if *c < n {
+            *c += 1;
+            keep[i] = true;
+        }
+    }
+    list.into_iter()
+        .zip(keep)
+        .filter_map(|(x, k)| k.then_some(x))
+        .collect()
 }
