@@ -54,7 +54,12 @@ struct Mount {
 impl Mount {
     /// Starts `arca mount MNT EXTRA...` and waits until the mount is there.
     fn start(e: &Env, mnt: &Path, extra: &[&str]) -> Mount {
-        let mut args = vec!["mount", mnt.to_str().unwrap()];
+        Self::start_via(e, mnt, mnt, extra)
+    }
+
+    /// Starts `arca mount ARG EXTRA...` and waits until `mnt` (where ARG leads) is mounted.
+    fn start_via(e: &Env, arg: &Path, mnt: &Path, extra: &[&str]) -> Mount {
+        let mut args = vec!["mount", arg.to_str().unwrap()];
         args.extend_from_slice(extra);
         let mut child = e
             .cmd(&args)
@@ -499,6 +504,29 @@ fn a_damaged_snapshot_file_is_left_out_of_the_mount() {
     }
     kill(m.pid(), Signal::SIGINT).unwrap();
     assert_eq!(m.wait_exit().code(), Some(0), "{}", m.stderr());
+}
+
+#[test]
+fn a_mountpoint_reached_through_a_symlink_is_named_as_mounted() {
+    require_fuse!();
+    let e = Env::new();
+    e.init(&SMALL_CHUNKS);
+    let src = e.path("src");
+    sample(&src);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let mnt = mountpoint(&e);
+    let link = e.path("link");
+    std::os::unix::fs::symlink(&mnt, &link).unwrap();
+    let mut m = Mount::start_via(&e, &link, &mnt, &[]);
+    // The unmount command it prints works as printed.
+    let st = Command::new("fusermount3")
+        .arg("-u")
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert_eq!(m.wait_exit().code(), Some(0), "{}", m.stderr());
+    assert_eq!(m.stderr(), unmount_message(&mnt));
 }
 
 #[test]

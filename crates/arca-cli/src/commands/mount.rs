@@ -44,6 +44,9 @@ pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
     };
     // Cheap checks before asking for the password.
     arca_mount::check_mountpoint(&a.mountpoint)?;
+    // The folder the kernel mounts on: `fusermount3 -u` and the mount table name it, not a
+    // symlink leading to it.
+    let mountpoint = std::fs::canonicalize(&a.mountpoint).unwrap_or_else(|_| a.mountpoint.clone());
     arca_mount::check_fuse()?;
     let opened = util::open(g)?;
     let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "mount")?;
@@ -51,12 +54,12 @@ pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
     let mounted = arca_mount::mount(
         opened.repo.clone(),
         super::filter(&a.filter),
-        &a.mountpoint,
+        &mountpoint,
         &opts,
         report,
     )?;
     let unmounter = mounted.unmounter();
-    let mp = a.mountpoint.display().to_string();
+    let mp = mountpoint.display().to_string();
     let helper = unmounter.helper_name();
     eprintln!(
         "mounted {} snapshots at {mp}; press Ctrl-C or run `{helper} -u {mp}` to unmount",
