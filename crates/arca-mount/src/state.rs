@@ -264,7 +264,7 @@ impl State {
                 let t = self
                     .repo
                     .load_tree(&index, id)
-                    .map_err(|e| MountError::repo(format!("reading tree {}", id.short()), e))?;
+                    .map_err(|e| MountError::repo("reading a folder's listing", e))?;
                 let w = tree_weight(&t);
                 Ok((Arc::new(t), w))
             })
@@ -278,7 +278,7 @@ impl State {
             let b = self
                 .repo
                 .read_blob(&index, BlobKind::Data, &c.id)
-                .map_err(|e| MountError::repo(format!("reading data blob {}", c.id.short()), e))?;
+                .map_err(|e| MountError::repo("reading a file's data", e))?;
             let w = b.len() as u64;
             Ok((Arc::new(b), w))
         })

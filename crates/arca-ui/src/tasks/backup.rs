@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use arca_backup::estimate::{Estimator, Reading};
-use arca_backup::{BackupError, Progress as BackupProgress, Warning, backup};
+use arca_backup::{Progress as BackupProgress, Warning, backup};
 use arca_repo::LockKind;
 use serde::Deserialize;
 use serde_json::json;
@@ -79,11 +79,8 @@ pub fn start_backup(app: &Arc<App>, r: BackupRequest) -> Result<Arc<Job>, ApiErr
         };
         let result = backup(&repo, &opts, &progress, &warn);
         drop(estimator);
-        let report = match result {
-            Ok(r) => r,
-            Err(e @ BackupError::Cancelled { .. }) => return Err(format!("cancelled: {e}")),
-            Err(e) => return Err(e.to_string()),
-        };
+        // A cancel is said by the job's state; the error says what was kept.
+        let report = result.map_err(|e| e.to_string())?;
         let s = &report.snapshot.summary;
         Ok(json!({
             "profile": profile.name,
