@@ -74,12 +74,10 @@ fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
-        .map(str::trim)
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    // The scheme's name is case-insensitive (RFC 7235).
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// The query without its `token` pair, and the token if there was one.
@@ -254,5 +252,12 @@ mod tests {
             HeaderValue::from_static("Bearer t0k"),
         );
         assert_eq!(bearer(&h), Some("t0k"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer t0k"),
+        );
+        assert_eq!(bearer(&h), Some("t0k"));
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic t0k"));
+        assert_eq!(bearer(&h), None);
     }
 }

@@ -33,6 +33,9 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, UiError> {
         return Ok(a);
     }
     if !t.contains(':') {
+        if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad("the port must be at most 65535".into()));
+        }
         return Err(bad("expected ADDRESS:PORT, e.g. 127.0.0.1:8000".into()));
     }
     if let Some(port) = t.strip_prefix("localhost:") {
@@ -195,6 +198,7 @@ mod tests {
         assert_eq!(p("0.0.0.0:443"), Ok("0.0.0.0:443".into()));
         assert!(p("nonsense").is_err_and(|e| e.contains("invalid --listen \"nonsense\"")));
         assert!(p("localhost:99999").is_err());
+        assert!(p("99999").is_err_and(|e| e.contains("at most 65535")));
         assert_eq!(random_hex().len(), 64);
         assert_ne!(random_hex(), random_hex());
     }
