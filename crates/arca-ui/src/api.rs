@@ -52,11 +52,40 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/jobs/{id}", get(job))
         .route("/api/jobs/{id}/cancel", post(cancel))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(json_errors))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&app),
             auth::guard,
         ))
         .with_state(app)
+}
+
+/// Errors of `/api/` that the framework answers itself (a path segment that is not UTF-8, a
+/// method the route does not take) come as the API's JSON `{"error": ...}` too.
+async fn json_errors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let api = req.uri().path().starts_with("/api/");
+    let r = next.run(req).await;
+    let status = r.status();
+    let json = r
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !api || json || !(status.is_client_error() || status.is_server_error()) {
+        return r;
+    }
+    let bytes = axum::body::to_bytes(r.into_body(), 64 << 10)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    let message = match text.trim() {
+        "" => status
+            .canonical_reason()
+            .unwrap_or("request refused")
+            .to_lowercase(),
+        t => t.to_string(),
+    };
+    ApiError::with(status, message).into_response()
 }
 
 async fn not_found(State(app): State<Arc<App>>, uri: axum::http::Uri) -> Response {

@@ -61,7 +61,15 @@ fn dump_error(e: DumpError) -> ApiError {
         | DumpError::InvalidPath { .. } => StatusCode::BAD_REQUEST,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    ApiError::with(status, e.to_string())
+    let message = match &e {
+        // The web's words, not the command line's `--archive`.
+        DumpError::NotAFile { path, kind } => format!(
+            "{} is a {kind}, not a file: download it with format=tar or format=zip",
+            path.display()
+        ),
+        _ => e.to_string(),
+    };
+    ApiError::with(status, message)
 }
 
 /// `Content-Disposition` naming `name` (an ASCII fallback and the exact UTF-8 name).

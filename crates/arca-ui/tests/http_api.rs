@@ -611,6 +611,17 @@ fn restore_backup_forget_and_prune_jobs() {
     assert_eq!(jobs["jobs"][0]["kind"], "prune");
     assert!(get(&s, "/jobs").text().contains("dry run: prune"));
     assert_eq!(get(&s, "/api/jobs/999").status, 404);
+    // What the framework refuses comes as the API's JSON too.
+    let r = get(&s, "/api/jobs/%FF");
+    assert_eq!(r.status, 400);
+    assert!(
+        r.json()["error"].as_str().unwrap().contains("UTF-8"),
+        "{}",
+        r.text()
+    );
+    let r = post(&s, "/api/status", &json!({}));
+    assert_eq!(r.status, 405);
+    assert_eq!(r.json()["error"], "method not allowed");
     assert_eq!(
         post(&s, "/api/jobs/1/cancel", &json!({})).json()["cancel_requested"],
         true
