@@ -429,7 +429,12 @@ pub fn restore(
         t.direct_writes = 0;
     }
     let mut report = RestoreReport {
-        dirs: plan.dirs.len() as u64 - 1,
+        // A dry run restores nothing (the plan says what it would).
+        dirs: if opts.dry_run {
+            0
+        } else {
+            plan.dirs.len() as u64 - 1
+        },
         plan: summary,
         dry_run: opts.dry_run,
         tree_requests: loader.requests.load(Ordering::Relaxed),

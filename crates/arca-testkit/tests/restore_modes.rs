@@ -289,6 +289,8 @@ fn delete_removes_only_what_the_snapshot_lacks_and_dry_run_changes_nothing() {
         o.excludes = vec!["*.tmp".into()];
     });
     assert!(r.dry_run);
+    // Nothing restored: the plan's counts say what would be.
+    assert_eq!((r.files, r.dirs, r.others, r.bytes), (0, 0, 0, 0));
     let after = compare::snapshot(&out).unwrap();
     let strip_link_atimes = |m: &std::collections::BTreeMap<PathBuf, compare::Entry>| {
         // Reading a symlink moves its atime on Linux; nothing else may change.
