@@ -432,3 +432,27 @@ fn copy_between_local_and_s3_both_ways() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(stderr(&bad).contains("nonsense"), "{}", stderr(&bad));
 }
+
+#[test]
+fn a_copy_run_again_after_an_interruption_uses_the_packs_it_uploaded() {
+    let src = Env::new();
+    src.init(&SMALL_CHUNKS);
+    let a = src.path("a");
+    fs::create_dir_all(&a).unwrap();
+    fs::write(a.join("f"), random_bytes(3, 300_000)).unwrap();
+    backup(&src, &[a.to_str().unwrap()]);
+    let dst = Env::new();
+    dst.init(&SMALL_CHUNKS);
+    let first = copy_json(&dst, &src, &[]);
+    assert!(first["packs_written"].as_u64().unwrap() > 0, "{first}");
+    // As a copy killed after its uploads leaves it: packs that no index names, no snapshot.
+    for dir in ["index", "snapshots"] {
+        for f in fs::read_dir(dst.repo.join(dir)).unwrap() {
+            fs::remove_file(f.unwrap().path()).unwrap();
+        }
+    }
+    let again = copy_json(&dst, &src, &[]);
+    assert_eq!(again["snapshots_copied"], 1, "{again}");
+    assert_eq!(again["packs_written"], 0, "{again}");
+    assert_clean(&dst);
+}

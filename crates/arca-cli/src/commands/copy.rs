@@ -188,7 +188,19 @@ pub fn run(g: &Global, a: &CopyArgs) -> Result<u8> {
         .iter()
         .any(|(_, s)| !existing.iter().any(|(_, t)| same_snapshot(t, s, by_id)));
     let (src_index, dst_index) = if any_new {
-        (src.load_index()?, dst.load_index()?)
+        let mut dst_index = dst.load_index()?;
+        // The packs an interrupted copy (or backup) uploaded are indexed, as a backup does, so
+        // that their blobs are not sent again.
+        if !a.dry_run {
+            let adopted = arca_repo::recover::adopt_unindexed_packs(dst, &mut dst_index)?;
+            if adopted.packs > 0 && !g.quiet {
+                eprintln!(
+                    "arca: indexed {} packs an interrupted run left in the target",
+                    adopted.packs
+                );
+            }
+        }
+        (src.load_index()?, dst_index)
     } else {
         Default::default()
     };
