@@ -87,9 +87,7 @@ pub(crate) struct Walker<'c, 'a, 's> {
     reading: HashMap<(u64, u64), Node>,
     ancestors: Vec<(u64, u64)>,
     fs_dev: Option<u64>,
-    /// With `one_file_system`: the file systems of the backed-up paths, the ones the walk
-    /// stays on (restic's rule: a mount point given as a path of its own is backed up too,
-    /// also inside another given path).
+    /// With `one_file_system`: [`crate::sources::file_systems`].
     fs_devs: HashSet<u64>,
     next_dir: DirId,
     summary: SnapshotSummary,
@@ -122,12 +120,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             ancestors: vec![],
             fs_dev: None,
             fs_devs: if ctx.opts.one_file_system {
-                ctx.opts
-                    .paths
-                    .iter()
-                    .filter_map(|p| arca_fs::lstat(p).ok())
-                    .map(|m| m.dev())
-                    .collect()
+                crate::sources::file_systems(&ctx.opts.paths)
             } else {
                 HashSet::new()
             },

@@ -40,11 +40,7 @@ pub fn estimate(
         one_file_system,
         progress,
         stop,
-        fs_devs: paths
-            .iter()
-            .filter_map(|p| fs::symlink_metadata(p).ok())
-            .map(|m| m.dev())
-            .collect(),
+        fs_devs: crate::sources::file_systems(paths),
         ancestors: vec![],
         files: 0,
         bytes: 0,

@@ -7,6 +7,25 @@ use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 
+/// `s` with a leading `~/` made the home folder (`$HOME`), as profiles write paths.
+pub fn expand_home(s: &str) -> String {
+    match (s.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => Path::new(&home).join(rest).to_string_lossy().into_owned(),
+        _ => s.to_string(),
+    }
+}
+
+/// The file systems (devices) of the backed-up paths: the ones `--one-file-system` stays on
+/// (restic's rule: a mount point given as a path of its own is backed up too).
+pub(crate) fn file_systems(paths: &[PathBuf]) -> std::collections::HashSet<u64> {
+    use std::os::unix::fs::MetadataExt;
+    paths
+        .iter()
+        .filter_map(|p| arca_fs::lstat(p).ok())
+        .map(|m| m.dev())
+        .collect()
+}
+
 /// Makes `p` absolute against the current directory and removes `.` and `..` lexically
 /// (symlinks are not resolved: the path is stored as the user named it).
 pub fn absolute(p: &Path) -> io::Result<PathBuf> {

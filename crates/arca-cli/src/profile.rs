@@ -173,10 +173,7 @@ fn is_number(s: &str) -> bool {
 /// A TOML scalar as an option value (`~/` expanded to the home folder).
 fn scalar(v: &Value, at: &dyn Fn() -> String) -> Result<String> {
     Ok(match v {
-        Value::String(s) => match (s.strip_prefix("~/"), std::env::var_os("HOME")) {
-            (Some(rest), Some(home)) => Path::new(&home).join(rest).to_string_lossy().into_owned(),
-            _ => s.clone(),
-        },
+        Value::String(s) => arca_backup::sources::expand_home(s),
         Value::Integer(i) => i.to_string(),
         Value::Float(f) => f.to_string(),
         Value::Boolean(b) => b.to_string(),

@@ -61,32 +61,10 @@ pub fn file_name_arg(s: &str) -> Result<String, String> {
         })
 }
 
-/// Tags from repeated, comma-separated values (`--tag a,b --tag c`); empty items are dropped.
-pub fn tag_list(values: &[String]) -> Vec<String> {
-    values
-        .iter()
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(String::from)
-        .collect()
-}
-
 /// A snapshot time (`backup --time`): `2006-01-02 15:04:05` or `2006-01-02 15:04` in local
 /// time, or RFC 3339 with its own offset.
 pub fn parse_snapshot_time(s: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
-    use chrono::{Local, NaiveDateTime, TimeZone};
-    let t = s.trim();
-    if let Ok(d) = chrono::DateTime::parse_from_rfc3339(t) {
-        return Some(d);
-    }
-    let naive = ["%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"]
-        .iter()
-        .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())?;
-    Local
-        .from_local_datetime(&naive)
-        .earliest()
-        .map(|d| d.fixed_offset())
+    arca_format::text::parse_time(s, false)
 }
 
 /// clap's check of `backup --time`.

@@ -1,5 +1,6 @@
 //! Text forms shared by the command line and the web interface: `ls -l` mode strings, sizes
-//! with units (`16MiB`, `1.23 GiB`) and `1:02:03` durations, read and printed the same way.
+//! with units (`16MiB`, `1.23 GiB`), `1:02:03` durations and times, read and printed the same
+//! way.
 
 use crate::NodeKind;
 
@@ -106,6 +107,30 @@ pub fn human_duration(secs: f64) -> String {
     } else {
         format!("{}:{:02}", s / 60, s % 60)
     }
+}
+
+/// A time as restic's options take it: RFC 3339 with its own offset
+/// (`2006-01-02T15:04:05+07:00`), or local `2006-01-02 15:04:05` or `2006-01-02 15:04`, and
+/// with `date_alone` also `2006-01-02` (midnight, local).
+pub fn parse_time(s: &str, date_alone: bool) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    use chrono::{Local, NaiveDate, NaiveDateTime, TimeZone};
+    let t = s.trim();
+    if let Ok(d) = chrono::DateTime::parse_from_rfc3339(t) {
+        return Some(d);
+    }
+    let naive = ["%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
+        .or_else(|| {
+            date_alone
+                .then(|| NaiveDate::parse_from_str(t, "%Y-%m-%d").ok())
+                .flatten()
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+        })?;
+    Local
+        .from_local_datetime(&naive)
+        .earliest()
+        .map(|d| d.fixed_offset())
 }
 
 #[cfg(test)]

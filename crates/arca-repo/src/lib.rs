@@ -26,7 +26,7 @@ pub use error::{RepoError, Result};
 pub use index::{BlobLocation, Index, IndexBuilder, PackRef};
 pub use lock::{Lock, LockKind};
 pub use repository::{InitOptions, KeyInfo, Repository};
-pub use snapshots::{SnapshotFilter, damaged_snapshot_message};
+pub use snapshots::{SnapshotFilter, damaged_snapshot_message, split_tags};
 
 pub use arca_backend::Backend;
 pub use arca_crypto::preferred_cipher;

@@ -17,6 +17,18 @@ pub struct SnapshotFilter {
     pub paths: Vec<String>,
 }
 
+/// Tags from repeated, comma-separated values (`--tag a,b --tag c`, a profile's `tag = "a,b"`),
+/// as restic reads them; blanks around tags and empty items are dropped.
+pub fn split_tags<S: AsRef<str>>(values: &[S]) -> Vec<String> {
+    values
+        .iter()
+        .flat_map(|v| v.as_ref().split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(String::from)
+        .collect()
+}
+
 /// Damaged files left out of a listing, each with why.
 pub type DamagedFiles = Vec<(Id, RepoError)>;
 
@@ -35,13 +47,7 @@ impl SnapshotFilter {
         values
             .iter()
             .map(|v| {
-                let list: Vec<String> = v
-                    .as_ref()
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|t| !t.is_empty())
-                    .map(String::from)
-                    .collect();
+                let list = split_tags(std::slice::from_ref(v));
                 if list.is_empty() {
                     vec![String::new()]
                 } else {

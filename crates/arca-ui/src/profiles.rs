@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use arca_backup::filter::read_list;
+use arca_backup::sources::expand_home;
 use arca_backup::{BackupOptions, Excludes};
 use serde::Serialize;
 use toml::{Table, Value};
@@ -30,22 +31,14 @@ pub struct Profile {
     pub problem: Option<String>,
 }
 
-/// A profile's text with `~/` expanded to the home folder, as `arca -P` does.
-fn home(s: &str) -> String {
-    match (s.strip_prefix("~/"), std::env::var_os("HOME")) {
-        (Some(rest), Some(home)) => Path::new(&home).join(rest).to_string_lossy().into_owned(),
-        _ => s.to_string(),
-    }
-}
-
 fn strings(t: &Table, key: &str) -> Result<Vec<String>, String> {
     match t.get(key) {
         None => Ok(vec![]),
-        Some(Value::String(s)) => Ok(vec![home(s)]),
+        Some(Value::String(s)) => Ok(vec![expand_home(s)]),
         Some(Value::Array(a)) => a
             .iter()
             .map(|v| match v {
-                Value::String(s) => Ok(home(s)),
+                Value::String(s) => Ok(expand_home(s)),
                 Value::Integer(i) => Ok(i.to_string()),
                 other => Err(format!("{key}: expected text, found {}", other.type_str())),
             })
@@ -78,7 +71,7 @@ fn repo_of(t: &Table) -> Option<String> {
     ["global", "repository"]
         .iter()
         .filter_map(|s| t.get(*s).and_then(Value::as_table))
-        .find_map(|g| g.get("repo").and_then(Value::as_str).map(home))
+        .find_map(|g| g.get("repo").and_then(Value::as_str).map(expand_home))
 }
 
 /// Reads the `[backup]` section of the profile file `file` into backup options; `location`
@@ -156,13 +149,7 @@ pub fn load(file: &Path, location: &str) -> Result<(Profile, BackupOptions), Str
         paths: paths.iter().map(PathBuf::from).collect(),
         excludes: excludes.clone(),
         // `tag = "a,b"` is two tags, as `--tag a,b` is.
-        tags: strings(b, "tag")?
-            .iter()
-            .flat_map(|t| t.split(','))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(String::from)
-            .collect(),
+        tags: arca_repo::split_tags(&strings(b, "tag")?),
         hostname: one(b, "host")?,
         force: flag(b, "force")?,
         compression,

@@ -2,39 +2,18 @@
 //! or an RFC 3339 instant with its own offset.
 
 use arca_format::Timespec;
-use chrono::{DateTime, Local, NaiveDate, NaiveDateTime, TimeZone};
 
 use super::FindError;
 
 /// Parses `2006-01-02`, `2006-01-02 15:04`, `2006-01-02 15:04:05` (local time) or RFC 3339
 /// (`2006-01-02T15:04:05+07:00`).
 pub fn parse_time(s: &str) -> Result<Timespec, FindError> {
-    let bad = || FindError::Time {
+    let t = arca_format::text::parse_time(s, true).ok_or_else(|| FindError::Time {
         value: s.to_string(),
-    };
-    let t = s.trim();
-    if let Ok(d) = DateTime::parse_from_rfc3339(t) {
-        return Ok(Timespec {
-            sec: d.timestamp(),
-            nsec: d.timestamp_subsec_nanos(),
-        });
-    }
-    let naive = ["%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"]
-        .iter()
-        .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
-        .or_else(|| {
-            NaiveDate::parse_from_str(t, "%Y-%m-%d")
-                .ok()
-                .and_then(|d| d.and_hms_opt(0, 0, 0))
-        })
-        .ok_or_else(bad)?;
-    let local = Local
-        .from_local_datetime(&naive)
-        .earliest()
-        .ok_or_else(bad)?;
+    })?;
     Ok(Timespec {
-        sec: local.timestamp(),
-        nsec: local.timestamp_subsec_nanos(),
+        sec: t.timestamp(),
+        nsec: t.timestamp_subsec_nanos(),
     })
 }
 

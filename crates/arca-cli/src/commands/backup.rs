@@ -84,7 +84,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         paths,
         excludes,
         dry_run: a.dry_run,
-        tags: util::tag_list(&a.tags),
+        tags: arca_repo::split_tags(&a.tags),
         time: a.time.as_deref().and_then(util::parse_snapshot_time),
         hostname: a.host.clone(),
         parent,

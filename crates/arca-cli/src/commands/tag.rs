@@ -51,9 +51,9 @@ impl TagArgs {
             bail!("--set and --add/--remove cannot be given at the same time");
         }
         let c = TagChange {
-            set: (!self.set.is_empty()).then(|| util::tag_list(&self.set)),
-            add: util::tag_list(&self.add),
-            remove: util::tag_list(&self.remove),
+            set: (!self.set.is_empty()).then(|| arca_repo::split_tags(&self.set)),
+            add: arca_repo::split_tags(&self.add),
+            remove: arca_repo::split_tags(&self.remove),
         };
         if c.is_empty() {
             bail!("nothing to do: give --add, --remove or --set");
