@@ -69,6 +69,10 @@ pub struct Global {
     /// Take no lock (for read-only repositories; unsafe while forget or prune may run)
     #[arg(long, global = true)]
     pub no_lock: bool,
+    /// When the repository is locked by another process, try again for up to this long
+    /// (e.g. 5m, 2h) instead of failing at once
+    #[arg(long, global = true, value_name = "DURATION", value_parser = crate::util::duration_arg)]
+    pub retry_lock: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -70,7 +70,22 @@ fn main() -> ExitCode {
             {
                 eprintln!("arca: {}", one_line(&e));
             }
-            ExitCode::from(1)
+            ExitCode::from(failure_code(&e))
         }
     }
+}
+
+/// The exit code of a failed command, restic's for the failures scripts tell apart: 10 no
+/// repository at the location, 11 the repository is locked, 12 wrong password; else 1.
+fn failure_code(e: &anyhow::Error) -> u8 {
+    use arca_repo::RepoError;
+    for cause in e.chain() {
+        match cause.downcast_ref::<RepoError>() {
+            Some(RepoError::NoRepository { .. } | RepoError::NotARepository { .. }) => return 10,
+            Some(RepoError::Locked { .. }) => return 11,
+            Some(RepoError::WrongPassword { .. }) => return 12,
+            _ => {}
+        }
+    }
+    1
 }

@@ -89,20 +89,36 @@ pub fn at_least_one(s: &str) -> Result<usize, String> {
 pub fn duration_arg(s: &str) -> Result<String, String> {
     parse_duration(s)
         .map(|_| s.to_string())
-        .map_err(|_| "expected a duration such as 100us, 20ms, 1.5s or 2m".into())
+        .map_err(|_| "expected a duration such as 100us, 20ms, 1.5s, 2m or 1h30m".into())
 }
 
-/// Parses durations like `20ms`, `1.5s`, `100us`.
+/// Parses durations like `20ms`, `1.5s`, `100us`, `2h`, and Go's sums such as `1h30m`; a
+/// bare number is seconds.
 pub fn parse_duration(s: &str) -> Result<Duration> {
-    let (n, unit) = number_and_unit(s, "duration")?;
-    let secs = match unit {
-        "ns" => n / 1e9,
-        "us" | "µs" => n / 1e6,
-        "ms" => n / 1e3,
-        "" | "s" => n,
-        "m" | "min" => n * 60.0,
-        u => bail!("invalid duration unit {u:?} in {s:?}"),
-    };
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        bail!("invalid duration {s:?}");
+    }
+    let mut secs = 0.0;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let unit_len = rest[digits..]
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len() - digits);
+        let (n, unit) = number_and_unit(&rest[..digits + unit_len], "duration")?;
+        secs += n * match unit.trim() {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "" | "s" => 1.0,
+            "m" | "min" => 60.0,
+            "h" => 3600.0,
+            u => bail!("invalid duration unit {u:?} in {s:?}"),
+        };
+        rest = &rest[digits + unit_len..];
+    }
     if !(0.0..1e9).contains(&secs) {
         bail!("duration {s:?} out of range");
     }
@@ -383,8 +399,64 @@ pub fn lock(
     if g.no_lock {
         return Ok(None);
     }
-    match repo.lock_for(kind, command) {
-        Ok(l) => Ok(Some(l)),
+    take_lock(g, repo, kind, command).map(Some)
+}
+
+/// Takes a lock of `kind` for `command` whatever `--no-lock` says (prune, forget and repair
+/// always lock), trying again for as long as `--retry-lock` allows while another process
+/// holds a conflicting one.
+pub fn take_lock(
+    g: &Global,
+    repo: &Repository,
+    kind: arca_repo::LockKind,
+    command: &str,
+) -> Result<arca_repo::Lock> {
+    let patience = g.retry_lock.as_deref().map(parse_duration).transpose()?;
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_secs(1);
+    let mut said = false;
+    loop {
+        match repo.lock_for(kind, command) {
+            Err(arca_repo::RepoError::Locked { location, holder })
+                if patience.is_some_and(|p| started.elapsed() < p) =>
+            {
+                let left = patience
+                    .unwrap_or_default()
+                    .saturating_sub(started.elapsed());
+                if !said && !g.quiet {
+                    eprintln!(
+                        "repository {location} is locked {holder}; trying again for up to {} \
+                         (--retry-lock)",
+                        g.retry_lock.as_deref().unwrap_or_default()
+                    );
+                    said = true;
+                }
+                std::thread::sleep(pause.min(left));
+                pause = (pause * 2).min(Duration::from_secs(30));
+            }
+            Err(arca_repo::RepoError::Locked { location, holder }) if patience.is_some() => {
+                return Err(arca_repo::RepoError::Locked {
+                    location,
+                    holder: format!(
+                        "{holder}, still after trying again for {} (--retry-lock)",
+                        g.retry_lock.as_deref().unwrap_or_default()
+                    ),
+                }
+                .into());
+            }
+            other => return lock_outcome(other, kind),
+        }
+    }
+}
+
+/// What [`take_lock`] makes of one attempt: a read-only repository's refusal names
+/// `--no-lock`.
+fn lock_outcome(
+    taken: arca_repo::Result<arca_repo::Lock>,
+    kind: arca_repo::LockKind,
+) -> Result<arca_repo::Lock> {
+    match taken {
+        Ok(l) => Ok(l),
         // A repository this process cannot write (a read-only mount, another user's files)
         // can still be read without a lock.
         Err(arca_repo::RepoError::Backend(b))
@@ -435,6 +507,16 @@ mod tests {
         assert!(parse_size("").is_err());
         assert_eq!(parse_duration("20ms").unwrap(), Duration::from_millis(20));
         assert!(parse_duration("5 parsecs").is_err());
+        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(
+            parse_duration("1m0.5s").unwrap(),
+            Duration::from_millis(60_500)
+        );
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("h").is_err());
+        assert!(parse_duration("1h1x").is_err());
         let r = fault_rules("write:pack:10%:seed=7, any:any:nth=3:nospace").unwrap();
         assert_eq!(r.len(), 2);
         assert_eq!(r[0].op, Some(Op::Write));

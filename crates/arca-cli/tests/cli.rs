@@ -183,7 +183,8 @@ fn wrong_password_missing_and_foreign_repositories() {
         .env("ARCA_PASSWORD", "nope")
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    // restic's exit codes: 12 wrong password, 10 no repository.
+    assert_eq!(o.status.code(), Some(12));
     assert!(stderr(&o).contains("wrong password"), "{}", stderr(&o));
     assert_eq!(stderr(&o).lines().count(), 1);
     // A damaged config is named by its path.
@@ -221,7 +222,7 @@ fn wrong_password_missing_and_foreign_repositories() {
         .env("ARCA_PASSWORD", "x")
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(10));
     assert!(
         stderr(&o).contains("no/such/repo") && stderr(&o).contains("does not exist"),
         "{}",
@@ -235,7 +236,7 @@ fn wrong_password_missing_and_foreign_repositories() {
         .env("ARCA_PASSWORD", "x")
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(10));
     assert!(
         stderr(&o).contains("not an arca repository"),
         "{}",
@@ -886,7 +887,7 @@ fn password_from_a_terminal_prompt_and_from_arca_password_file() {
             "{out}"
         );
         let o = run("not it");
-        assert_eq!(o.status.code(), Some(1));
+        assert_eq!(o.status.code(), Some(12));
         assert!(String::from_utf8_lossy(&o.stdout).contains("wrong password"));
     }
     let pwf = e.path("pwfile");

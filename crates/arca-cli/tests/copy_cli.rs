@@ -364,7 +364,7 @@ fn errors_name_the_source() {
     );
     c.env("ARCA_FROM_PASSWORD", "nope");
     let o = c.output().unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(12));
     assert!(stderr(&o).contains(&location(&src)), "{}", stderr(&o));
     assert!(!fresh.repo.join("config").exists());
 

@@ -59,7 +59,7 @@ fn prune_refuses_while_a_backup_runs_and_the_backup_completes() {
     // A second backup shares the repository.
     e.ok(&["backup", "--quiet", s]);
     let prune = e.run(&["prune"]);
-    assert_eq!(prune.status.code(), Some(1), "{}", stderr(&prune));
+    assert_eq!(prune.status.code(), Some(11), "{}", stderr(&prune));
     let err = stderr(&prune);
     assert!(
         err.contains("locked by backup") && err.contains("shared lock"),
@@ -79,6 +79,50 @@ fn prune_refuses_while_a_backup_runs_and_the_backup_completes() {
     e.ok(&["prune"]);
     let check = e.json(&["check", "--read-data", "--json"]);
     assert_eq!(check["errors"].as_array().map_or(0, Vec::len), 0, "{check}");
+}
+
+#[test]
+fn retry_lock_waits_for_the_holder_and_gives_up_with_exit_11() {
+    let e = Env::new();
+    let src = tree(&e, 30);
+    e.init(&[&["--pack-size", "1MiB"][..], &SMALL_CHUNKS].concat());
+    let s = src.to_str().unwrap();
+    // A slow backup holds its shared lock for a few seconds.
+    let slow_backup = || {
+        e.cmd(&["backup", "--quiet", "--backend-latency", "200ms", s])
+            .spawn()
+            .unwrap()
+    };
+    let mut backup = slow_backup();
+    wait_locks(&e, 1);
+    // Too little patience: refused with restic's exit code for a locked repository.
+    let t = Instant::now();
+    let prune = e.run(&["prune", "--retry-lock", "1s"]);
+    assert_eq!(prune.status.code(), Some(11), "{}", stderr(&prune));
+    let err = stderr(&prune);
+    assert!(err.contains("trying again for up to 1s"), "{err}");
+    assert!(
+        err.contains("still after trying again for 1s (--retry-lock)"),
+        "{err}"
+    );
+    assert!(t.elapsed() >= Duration::from_secs(1), "it did not wait");
+    assert!(backup.wait().unwrap().success());
+    // Enough patience: prune waits for the backup and then runs.
+    fs::write(src.join("new"), random_bytes(7, 2_000_000)).unwrap();
+    let mut backup = slow_backup();
+    wait_locks(&e, 1);
+    let prune = e.run(&["prune", "--retry-lock", "5m"]);
+    assert!(prune.status.success(), "{}", stderr(&prune));
+    assert!(backup.wait().unwrap().success());
+    assert_eq!(
+        e.json(&["snapshots", "--json"]).as_array().unwrap().len(),
+        2
+    );
+    let check = e.json(&["check", "--read-data", "--json"]);
+    assert_eq!(check["errors"].as_array().map_or(0, Vec::len), 0, "{check}");
+    // A bad value is a usage error.
+    let bad = e.run(&["prune", "--retry-lock", "soon"]);
+    assert_eq!(bad.status.code(), Some(2));
 }
 
 #[test]

@@ -160,7 +160,12 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
     let _lock = if a.dry_run {
         None
     } else {
-        Some(opened.repo.lock_for(LockKind::Exclusive, "forget")?)
+        Some(util::take_lock(
+            g,
+            &opened.repo,
+            LockKind::Exclusive,
+            "forget",
+        )?)
     };
     let filter = super::filter(&a.filter);
     let (reports, damaged) = if a.snapshots.is_empty() {

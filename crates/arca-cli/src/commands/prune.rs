@@ -45,9 +45,7 @@ pub struct PruneArgs {
 /// the repository's state) and locks it exclusively.
 pub fn run(g: &Global, a: &PruneArgs) -> Result<u8> {
     let opened = util::open_uncached(g)?;
-    let _lock = opened
-        .repo
-        .lock_for(arca_repo::LockKind::Exclusive, "prune")?;
+    let _lock = util::take_lock(g, &opened.repo, arca_repo::LockKind::Exclusive, "prune")?;
     run_on(g, &opened, a)
 }
 

@@ -124,9 +124,7 @@ fn resolve_packs(repo: &arca_repo::Repository, specs: &[String]) -> Result<Vec<I
 fn packs(g: &Global, a: &RepairPacksArgs) -> Result<u8> {
     // The local cache must not serve index files this command replaces.
     let opened = util::open_uncached(g)?;
-    let _lock = opened
-        .repo
-        .lock_for(arca_repo::LockKind::Exclusive, "repair")?;
+    let _lock = util::take_lock(g, &opened.repo, arca_repo::LockKind::Exclusive, "repair")?;
     let packs = resolve_packs(&opened.repo, &a.packs)?;
     let rep = repair_packs(
         &opened.repo,
@@ -205,9 +203,7 @@ fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {
     // The index is not loaded (it may be unreadable), and the local cache must not serve
     // index files this command replaces.
     let opened = util::open_uncached(g)?;
-    let _lock = opened
-        .repo
-        .lock_for(arca_repo::LockKind::Exclusive, "repair")?;
+    let _lock = util::take_lock(g, &opened.repo, arca_repo::LockKind::Exclusive, "repair")?;
     let rep = repair_index(
         &opened.repo,
         RepairIndexOptions {
@@ -303,7 +299,7 @@ fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {
 fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
     let opened = util::open_uncached(g)?;
     let repo = &opened.repo;
-    let _lock = repo.lock_for(arca_repo::LockKind::Exclusive, "repair")?;
+    let _lock = util::take_lock(g, repo, arca_repo::LockKind::Exclusive, "repair")?;
     let mut chosen = vec![];
     for s in &a.snapshots {
         chosen.push(repo.find_snapshot(s, &SnapshotFilter::default())?.0);
