@@ -328,8 +328,14 @@ pub struct SnapshotsArgs {
 pub struct LsArgs {
     /// Snapshot id, id prefix or "latest"
     pub snapshot: String,
-    /// Only list this path and what is below it
-    pub path: Option<PathBuf>,
+    /// List only these paths: a file itself, a folder with its entries (everything below it
+    /// with --recursive)
+    #[arg(value_name = "PATH")]
+    pub listed: Vec<PathBuf>,
+    /// With paths: list everything below the folders, not only their entries (the default
+    /// without paths)
+    #[arg(long)]
+    pub recursive: bool,
     /// Long listing (mode, owner, size, time)
     #[arg(short, long)]
     pub long: bool,

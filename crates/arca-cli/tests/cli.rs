@@ -61,6 +61,27 @@ fn end_to_end_with_json_listing_and_cat() {
         "{sub}"
     );
     assert!(sub.contains("a.txt") && !sub.contains("top.bin"));
+    // As restic's: a folder argument lists the folder and its entries, --recursive all below.
+    assert!(!sub.contains("c.bin"), "{sub}");
+    assert!(sub.lines().any(|l| l == format!("{s}/docs/deep")), "{sub}");
+    let deep = e.ok(&["ls", "--recursive", "latest", &format!("{s}/docs")]);
+    assert!(deep.contains(&format!("{s}/docs/deep/c.bin")), "{deep}");
+    assert_eq!(deep.lines().next(), Some(format!("{s}/docs").as_str()));
+    let two = e.ok(&[
+        "ls",
+        "latest",
+        &format!("{s}/top.bin"),
+        &format!("{s}/docs/deep"),
+    ]);
+    let two: Vec<&str> = two.lines().collect();
+    assert_eq!(
+        two,
+        [
+            format!("{s}/top.bin"),
+            format!("{s}/docs/deep"),
+            format!("{s}/docs/deep/c.bin")
+        ],
+    );
     let long = e.ok(&["ls", "-l", "latest", &format!("{s}/top.bin")]);
     assert!(long.starts_with("-rw") && long.contains("300000"), "{long}");
     let lsj = e.ok(&["ls", "--json", "latest"]);

@@ -131,17 +131,74 @@ impl Lister<'_> {
         super::out_bytes(&long_line(n, path))
     }
 
-    fn walk(&self, tree: &Id, dir: &Path) -> Result<()> {
+    /// Prints the entries of folder `tree` at `dir`, and with `deep` everything below them.
+    fn walk(&self, tree: &Id, dir: &Path, deep: bool) -> Result<()> {
         let t = self.repo.load_tree(self.index, tree)?;
         for n in &t.nodes {
             let p = dir.join(OsStr::from_bytes(&n.name));
             self.print(n, &p)?;
-            if let Some(s) = n.subtree {
-                self.walk(&s, &p)?;
+            if let Some(s) = n.subtree.filter(|_| deep) {
+                self.walk(&s, &p, deep)?;
             }
         }
         Ok(())
     }
+}
+
+/// Lists `start` of snapshot `id` (root `root`): a file itself, a folder with its entries
+/// (everything below it when `deep`), as restic's `ls` does.
+fn list_path(
+    repo: &Repository,
+    index: &Index,
+    l: &Lister<'_>,
+    (id, root): (&Id, Id),
+    start: &Path,
+    deep: bool,
+) -> Result<()> {
+    let mut tree = root;
+    let mut here = PathBuf::from("/");
+    let comps: Vec<&OsStr> = start
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    if comps.is_empty() {
+        return l.walk(&root, Path::new("/"), deep);
+    }
+    let folder_asked = start.as_os_str().as_bytes().ends_with(b"/");
+    for (i, name) in comps.iter().enumerate() {
+        let t = repo.load_tree(index, &tree).with_context(|| {
+            format!(
+                "cannot read the listing of {} in snapshot {}",
+                here.display(),
+                id.short()
+            )
+        })?;
+        let Some(n) = t.find(name.as_bytes()) else {
+            bail!("{} is not in snapshot {}", start.display(), id.short());
+        };
+        here.push(name);
+        let last = i + 1 == comps.len();
+        match (n.subtree, last) {
+            (Some(s), true) => {
+                l.print(n, &here)?;
+                l.walk(&s, &here, deep)?;
+            }
+            (Some(s), false) => tree = s,
+            (None, true) if folder_asked => {
+                bail!(
+                    "{} is not a folder in snapshot {}",
+                    start.display(),
+                    id.short()
+                )
+            }
+            (None, true) => l.print(n, &here)?,
+            (None, false) => bail!("{} is not in snapshot {}", start.display(), id.short()),
+        }
+    }
+    Ok(())
 }
 
 pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
@@ -163,53 +220,12 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
         }
         super::out(&v.to_string())?;
     }
-    let Some(start) = &a.path else {
-        l.walk(&snap.tree, Path::new("/"))?;
+    if a.listed.is_empty() {
+        l.walk(&snap.tree, Path::new("/"), true)?;
         return Ok(0);
-    };
-    // Descend to the requested path.
-    let mut tree = snap.tree;
-    let mut here = PathBuf::from("/");
-    let comps: Vec<&OsStr> = start
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n),
-            _ => None,
-        })
-        .collect();
-    let folder_asked = start.as_os_str().as_bytes().ends_with(b"/");
-    for (i, name) in comps.iter().enumerate() {
-        let t = repo.load_tree(&index, &tree).with_context(|| {
-            format!(
-                "cannot read the listing of {} in snapshot {}",
-                here.display(),
-                id.short()
-            )
-        })?;
-        let Some(n) = t.find(name.as_bytes()) else {
-            bail!("{} is not in snapshot {}", start.display(), id.short());
-        };
-        here.push(name);
-        let last = i + 1 == comps.len();
-        match (n.subtree, last) {
-            (Some(s), true) => {
-                l.print(n, &here)?;
-                l.walk(&s, &here)?;
-            }
-            (Some(s), false) => tree = s,
-            (None, true) if folder_asked => {
-                bail!(
-                    "{} is not a folder in snapshot {}",
-                    start.display(),
-                    id.short()
-                )
-            }
-            (None, true) => l.print(n, &here)?,
-            (None, false) => bail!("{} is not in snapshot {}", start.display(), id.short()),
-        }
     }
-    if comps.is_empty() {
-        l.walk(&snap.tree, Path::new("/"))?;
+    for start in &a.listed {
+        list_path(repo, &index, &l, (&id, snap.tree), start, a.recursive)?;
     }
     Ok(0)
 }
