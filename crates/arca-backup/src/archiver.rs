@@ -234,7 +234,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 // /var/home`) is stored as the folder it leads to, as restic does; the
                 // backed-up paths themselves are stored as they are.
                 Ok(m) if m.file_type().is_symlink() && !child.target => {
-                    match std::fs::metadata(&path) {
+                    match arca_fs::io_on_long_path(&path, |p| std::fs::metadata(p)) {
                         Ok(m) => m,
                         Err(e) => {
                             self.ctx.report.warn_io(&path, "stat", &e);

@@ -347,7 +347,7 @@ pub fn backup_with(
             path: p.clone(),
             source,
         })?;
-        match std::fs::symlink_metadata(&a) {
+        match arca_fs::lstat(&a) {
             Ok(_) => abs.push(a),
             Err(source) => {
                 missing.push(Warning {

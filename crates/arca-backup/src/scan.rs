@@ -7,7 +7,7 @@
 //! skipped silently, since the backup itself warns about it.
 
 use std::ffi::OsStr;
-use std::fs::{self, Metadata};
+use std::fs::Metadata;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -52,7 +52,7 @@ pub fn estimate(
         if scan.filter.excludes_target(&target) {
             continue;
         }
-        let Ok(meta) = fs::symlink_metadata(&target) else {
+        let Ok(meta) = arca_fs::lstat(&target) else {
             continue;
         };
         let mut path = target;
@@ -173,6 +173,7 @@ impl Scan<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn run(paths: &[PathBuf], x: &Excludes) -> (u64, u64, bool) {
         let p = Progress::default();

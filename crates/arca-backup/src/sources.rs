@@ -26,13 +26,13 @@ pub(crate) fn file_systems(paths: &[PathBuf]) -> std::collections::HashSet<u64> 
         .collect()
 }
 
-/// Makes `p` absolute against the current directory and removes `.` and `..` lexically
-/// (symlinks are not resolved: the path is stored as the user named it).
+/// Makes `p` absolute against the working directory (as [`working_dir`] names it) and removes
+/// `.` and `..` lexically (symlinks are not resolved: the path is stored as the user named it).
 pub fn absolute(p: &Path) -> io::Result<PathBuf> {
     let joined = if p.is_absolute() {
         p.to_path_buf()
     } else {
-        std::env::current_dir()?.join(p)
+        working_dir()?.join(p)
     };
     let mut out = PathBuf::from("/");
     for c in joined.components() {
@@ -45,6 +45,25 @@ pub fn absolute(p: &Path) -> io::Result<PathBuf> {
         }
     }
     Ok(out)
+}
+
+/// The working directory as the user's shell names it: `$PWD` when it is absolute and leads to
+/// the working directory, so that `cd /home/link && arca backup .` stores `/home/link` as
+/// restic does (and a parent snapshot made so is found); else the kernel's physical path.
+/// `$PWD` also names a working directory deeper than `PATH_MAX`, which `getcwd` cannot.
+fn working_dir() -> io::Result<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let shell = std::env::var_os("PWD")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
+    if let (Some(pwd), Ok(here)) = (shell, std::fs::metadata(".")) {
+        let same = arca_fs::io_on_long_path(&pwd, |p| std::fs::metadata(p))
+            .is_ok_and(|m| (m.dev(), m.ino()) == (here.dev(), here.ino()));
+        if same {
+            return Ok(pwd);
+        }
+    }
+    std::env::current_dir()
 }
 
 /// A node of the source tree: either a backed-up path (`target`) or a directory on the way

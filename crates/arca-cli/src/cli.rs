@@ -314,6 +314,9 @@ pub struct FilterArgs {
 
 #[derive(Debug, Args)]
 pub struct SnapshotsArgs {
+    /// Only these snapshots (id, id prefix or "latest"); default: all that pass the filters
+    #[arg(value_name = "SNAPSHOT")]
+    pub snapshots: Vec<String>,
     #[command(flatten)]
     pub filter: FilterArgs,
     /// Only the newest N snapshots of each host and set of paths

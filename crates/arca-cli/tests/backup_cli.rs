@@ -405,6 +405,26 @@ fn a_path_below_a_symlinked_folder_is_backed_up_as_restic_does() {
         .find(|l| l.ends_with(&format!("{} -> {}", link.display(), real.display())))
         .unwrap_or_else(|| panic!("{listing}"));
     assert!(line.starts_with('l'), "{line}");
+    // `cd link/sub && arca backup .` stores the path as the shell names it ($PWD), as restic
+    // does; a $PWD that is not the working directory is not believed.
+    let dot = |pwd: &Path| {
+        let o = e
+            .cmd(&["backup", "--json", "."])
+            .current_dir(link.join("sub"))
+            .env("PWD", pwd)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        let summary: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+        let id = summary["snapshot_id"].as_str().unwrap();
+        let snap = e.json(&["snapshots", "--json", id]);
+        snap[0]["paths"][0].as_str().unwrap().to_string()
+    };
+    let logical = link.join("sub");
+    assert_eq!(dot(&logical), logical.to_str().unwrap());
+    let physical = fs::canonicalize(real.join("sub")).unwrap();
+    assert_eq!(dot(&e.path("elsewhere")), physical.to_str().unwrap());
 }
 
 /// The listing id (`subtree`) of the directory `dir` in snapshot `snap`, as user `uid` sees it.
@@ -516,6 +536,26 @@ fn entries_deeper_than_path_max_are_backed_up() {
     let out = e.ok(&["restore", "latest", "--target", w, "--verify"]);
     assert!(out.contains("1 updated"), "{out}");
     assert_eq!(read_back(), data);
+    // `backup .` in the deepest folder, as a shell that went there names it ($PWD): the
+    // kernel's getcwd cannot give a path that long.
+    let script = format!(
+        "cd {} && for _ in $(seq 45); do cd {level}; done && exec \"$0\" -r \"$1\" backup --json .",
+        src.display()
+    );
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .arg(BIN)
+        .arg(&e.repo)
+        .env("ARCA_PASSWORD", "test password")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let summary: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let id = summary["snapshot_id"].as_str().unwrap();
+    let snap = e.json(&["snapshots", "--json", id]);
+    assert_eq!(snap[0]["paths"][0], deep.to_str().unwrap());
     // Clean up what remove_dir_all cannot reach.
     let mut p = leaf;
     for f in ["leaf.bin", "link"] {

@@ -52,6 +52,15 @@ fn end_to_end_with_json_listing_and_cat() {
         human.contains(&id[..8]) && human.contains("2 snapshots"),
         "{human}"
     );
+    // Snapshots named by id or prefix, as restic's `snapshots ID...`.
+    let one = e.json(&["snapshots", "--json", &id[..8]]);
+    assert_eq!(one.as_array().unwrap().len(), 1, "{one}");
+    assert_eq!(one[0]["id"], id.as_str());
+    let both = e.json(&["snapshots", "--json", "latest", &id]);
+    assert_eq!(both.as_array().unwrap().len(), 2, "{both}");
+    assert_eq!(both[0]["id"], id.as_str(), "oldest first");
+    let o = e.run(&["snapshots", "ffffffff"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
 
     let ls = e.ok(&["ls", &id[..10]]);
     assert!(ls.contains(&format!("{s}/docs/deep/c.bin")), "{ls}");

@@ -8,7 +8,8 @@ use crate::util;
 
 pub fn run(g: &Global, a: &SnapshotsArgs) -> Result<u8> {
     let opened = util::open(g)?;
-    let mut list = opened.repo.list_snapshots(&super::filter(&a.filter))?;
+    let mut list = super::tag::select(&opened.repo, &super::filter(&a.filter), &a.snapshots)?;
+    list.sort_by_key(|(id, s)| (s.time, *id));
     if let Some(n) = a.latest {
         list = newest_per_group(list, n);
     }
