@@ -210,7 +210,7 @@ fn keep_tag_with_json_output() {
     assert_eq!(g["reasons"][1]["snapshot"]["id"], a.as_str());
     assert_eq!(
         g["reasons"][1]["matches"],
-        serde_json::json!(["tag 'keep'"])
+        serde_json::json!(["has tags [keep]"])
     );
     assert_eq!(g["keep"][1]["tags"][0], "keep");
     assert_eq!(ids(&e), [a.as_str(), d.as_str()]);
@@ -219,7 +219,7 @@ fn keep_tag_with_json_output() {
     // Text output: the reasons column.
     backup(&e, &src, "e", &[]);
     let out = e.ok(&["forget", "-l", "1", "--keep-tag", "keep", "--dry-run"]);
-    assert!(out.contains("tag 'keep'"), "{out}");
+    assert!(out.contains("has tags [keep]"), "{out}");
     assert!(out.contains("Reasons"), "{out}");
 }
 

@@ -429,8 +429,8 @@ fn keep_tags() {
         ids,
         [(id(4), false), (id(3), false), (id(2), true), (id(1), true)]
     );
-    assert_eq!(d[2].reasons, ["tags 'a,b'"]);
-    assert_eq!(d[3].reasons, ["tag 'keep'"]);
+    assert_eq!(d[2].reasons, ["has tags [a b]"]);
+    assert_eq!(d[3].reasons, ["has tags [keep]"]);
     let p = policy(|p| {
         p.tags = vec![vec!["keep".into()]];
         p.last = 1;
@@ -442,7 +442,7 @@ fn keep_tags() {
     let d = apply(&p, &l, far_future());
     assert_eq!(d[0].reasons, ["last snapshot"]);
     assert!(!d[1].keep && !d[2].keep);
-    assert_eq!(d[3].reasons, ["tag 'keep'"]);
+    assert_eq!(d[3].reasons, ["has tags [keep]"]);
 }
 
 #[test]
