@@ -552,8 +552,8 @@ impl Backend for CachedBackend {
     fn stat(&self, t: FileType, name: &str) -> Result<FileInfo> {
         self.inner.stat(t, name)
     }
-    fn remove_stale_temp(&self, older_than: std::time::Duration) -> Result<u64> {
-        self.inner.remove_stale_temp(older_than)
+    fn remove_stale_temp(&self, older_than: std::time::Duration, remove: bool) -> Result<u64> {
+        self.inner.remove_stale_temp(older_than, remove)
     }
 }
 

@@ -251,8 +251,8 @@ impl<B: Backend> Backend for FaultBackend<B> {
             None => self.inner.stat(t, name),
         }
     }
-    fn remove_stale_temp(&self, older_than: std::time::Duration) -> Result<u64> {
-        self.inner.remove_stale_temp(older_than)
+    fn remove_stale_temp(&self, older_than: std::time::Duration, remove: bool) -> Result<u64> {
+        self.inner.remove_stale_temp(older_than, remove)
     }
 }
 

@@ -331,11 +331,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn stat(&self, t: FileType, name: &str) -> Result<FileInfo>;
     /// Removes the temporary files (`.tmp-*`) that writes interrupted by a crash left in the
     /// repository's folders, when last modified more than `older_than` ago (younger ones may
-    /// belong to a write in progress); returns how many were removed. Backends whose writes
+    /// belong to a write in progress); returns how many were removed (without `remove`: how
+    /// many would be, for a dry run). Backends whose writes
     /// leave no temporary files (S3, memory) have nothing to do (the default); decorators
     /// pass it on.
-    fn remove_stale_temp(&self, older_than: Duration) -> Result<u64> {
-        let _ = older_than;
+    fn remove_stale_temp(&self, older_than: Duration, remove: bool) -> Result<u64> {
+        let _ = (older_than, remove);
         Ok(0)
     }
 }
@@ -403,8 +404,8 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     fn stat(&self, t: FileType, name: &str) -> Result<FileInfo> {
         (**self).stat(t, name)
     }
-    fn remove_stale_temp(&self, older_than: Duration) -> Result<u64> {
-        (**self).remove_stale_temp(older_than)
+    fn remove_stale_temp(&self, older_than: Duration, remove: bool) -> Result<u64> {
+        (**self).remove_stale_temp(older_than, remove)
     }
 }
 

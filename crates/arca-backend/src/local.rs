@@ -503,7 +503,7 @@ impl Backend for LocalBackend {
         })
     }
 
-    fn remove_stale_temp(&self, older_than: Duration) -> Result<u64> {
+    fn remove_stale_temp(&self, older_than: Duration, remove: bool) -> Result<u64> {
         // Writes put their temporary file in the target's folder: the root (config), the
         // folders of the file types, and the shards of `data`.
         let mut dirs = vec![self.root.clone()];
@@ -548,6 +548,10 @@ impl Backend for LocalBackend {
                     Err(err) => return Err(BackendError::io("stat", Self::shown(&p), err)),
                 };
                 if !stale {
+                    continue;
+                }
+                if !remove {
+                    removed += 1;
                     continue;
                 }
                 match fs::remove_file(&p) {
@@ -651,15 +655,29 @@ mod tests {
             .unwrap()
             .set_modified(hour_ago)
             .unwrap();
-        assert_eq!(b.remove_stale_temp(Duration::from_secs(3600)).unwrap(), 7);
+        // Counted without removing, then removed.
+        assert_eq!(
+            b.remove_stale_temp(Duration::from_secs(3600), false)
+                .unwrap(),
+            7
+        );
+        assert_eq!(
+            b.remove_stale_temp(Duration::from_secs(3600), true)
+                .unwrap(),
+            7
+        );
         assert!(stale.iter().all(|p| !p.exists()));
         assert!(fresh.exists() && other.exists());
-        assert_eq!(b.remove_stale_temp(Duration::from_secs(3600)).unwrap(), 0);
-        assert_eq!(b.remove_stale_temp(Duration::ZERO).unwrap(), 1);
+        assert_eq!(
+            b.remove_stale_temp(Duration::from_secs(3600), true)
+                .unwrap(),
+            0
+        );
+        assert_eq!(b.remove_stale_temp(Duration::ZERO, true).unwrap(), 1);
         assert!(!fresh.exists());
         // Nothing to do in a folder that is not a repository.
         let none = LocalBackend::new(d.path().join("nope"));
-        assert_eq!(none.remove_stale_temp(Duration::ZERO).unwrap(), 0);
+        assert_eq!(none.remove_stale_temp(Duration::ZERO, true).unwrap(), 0);
     }
 
     #[test]

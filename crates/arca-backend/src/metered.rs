@@ -211,9 +211,9 @@ impl<B: Backend> Backend for MeteredBackend<B> {
         self.request();
         self.inner.stat(t, name)
     }
-    fn remove_stale_temp(&self, older_than: std::time::Duration) -> Result<u64> {
+    fn remove_stale_temp(&self, older_than: std::time::Duration, remove: bool) -> Result<u64> {
         self.request();
-        self.inner.remove_stale_temp(older_than)
+        self.inner.remove_stale_temp(older_than, remove)
     }
 }
 

@@ -437,14 +437,14 @@ impl<B: Backend> Backend for RetryBackend<B> {
             self.inner.stat(t, name)
         })
     }
-    fn remove_stale_temp(&self, older_than: Duration) -> Result<u64> {
+    fn remove_stale_temp(&self, older_than: Duration, remove: bool) -> Result<u64> {
         // Idempotent: a retry removes what the failed attempt left.
         self.run(
             "remove temporary files",
             FileType::Config,
             "",
             self.attempts(),
-            || self.inner.remove_stale_temp(older_than),
+            || self.inner.remove_stale_temp(older_than, remove),
         )
     }
 }

@@ -240,8 +240,17 @@ fn stale_temporary_files_are_removed_fresh_ones_kept() {
     fill(&src, 3);
     e.ok(&["backup", "-q", src.to_str().unwrap()]);
     let (stale, fresh) = plant_temp_files(&e.repo);
-    // A dry run removes nothing.
-    e.ok(&["prune", "--dry-run"]);
+    // A dry run removes nothing, and counts what the run will remove.
+    let out = e.ok(&["prune", "--dry-run"]);
+    assert!(
+        out.contains(&format!(
+            "would remove {} stale temporary files",
+            stale.len()
+        )),
+        "{out}"
+    );
+    let v = e.json(&["prune", "--dry-run", "--json"]);
+    assert_eq!(v["temp_files_stale"], stale.len(), "{v}");
     assert!(stale.iter().all(|p| p.exists()));
     let v = e.json(&["prune", "--json"]);
     assert_eq!(v["temp_files_removed"], stale.len(), "{v}");

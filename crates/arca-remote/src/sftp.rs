@@ -500,7 +500,7 @@ impl Backend for SftpBackend {
         })
     }
 
-    fn remove_stale_temp(&self, older_than: Duration) -> Result<u64> {
+    fn remove_stale_temp(&self, older_than: Duration, remove: bool) -> Result<u64> {
         self.run("remove temporary files", "", |s| async move {
             // Writes put their temporary file in the target's folder: the root (config), the
             // folders of the file types, and the 256 shards of `data`.
@@ -528,6 +528,9 @@ impl Backend for SftpBackend {
             .buffer_unordered(DIRS)
             .try_collect()
             .await?;
+            if !remove {
+                return Ok(found.iter().map(|f| f.len() as u64).sum());
+            }
             let removals = found.into_iter().flatten().map(|path| async move {
                 match s.sftp.fs().remove_file(&path).await.map_err(Fail::from) {
                     Ok(()) => Ok(1u64),

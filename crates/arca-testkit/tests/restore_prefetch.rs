@@ -102,8 +102,8 @@ impl Backend for Recording {
     fn stat(&self, t: FileType, name: &str) -> Result<FileInfo> {
         self.inner.stat(t, name)
     }
-    fn remove_stale_temp(&self, older_than: Duration) -> Result<u64> {
-        self.inner.remove_stale_temp(older_than)
+    fn remove_stale_temp(&self, older_than: Duration, remove: bool) -> Result<u64> {
+        self.inner.remove_stale_temp(older_than, remove)
     }
 }
 

@@ -68,14 +68,21 @@ pub fn run_quiet_json(g: &Global, opened: &Opened, a: &PruneArgs) -> Result<Opti
         prune::plan_repository(repo, &opts, &progress)?
     };
     if a.dry_run {
+        let stale = prune::stale_temp_files(repo)?;
         if a.json {
             let mut v = plan_json(&plan);
             v["dry_run"] = json!(true);
+            v["temp_files_stale"] = json!(stale);
             v["backend"] = util::stats_json(&opened.stats);
             return Ok(Some(v));
         } else if !g.quiet {
             print_plan(&plan)?;
             print_packs(&plan)?;
+            if stale > 0 {
+                super::out(&format!(
+                    "would remove {stale} stale temporary files (left by interrupted writes)"
+                ))?;
+            }
             super::out(&format!(
                 "would free about {}",
                 human_bytes(plan.stats.freed_bytes)

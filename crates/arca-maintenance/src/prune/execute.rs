@@ -19,7 +19,13 @@ use super::{
 };
 
 /// Temporary files older than this are left by crashed writers, not by writes in progress.
-const STALE_TEMP: Duration = Duration::from_secs(3600);
+pub(crate) const STALE_TEMP: Duration = Duration::from_secs(3600);
+
+/// How many stale temporary files (`.tmp-*` left by crashed writers) [`execute`] would
+/// remove: what a dry run reports.
+pub fn stale_temp_files(repo: &Repository) -> Result<u64, PruneError> {
+    Ok(repo.backend().remove_stale_temp(STALE_TEMP, false)?)
+}
 
 /// Packs read for repacking at once, at most (each holds up to a pack of blobs in memory).
 const MAX_READERS: usize = 8;
@@ -89,7 +95,7 @@ pub fn execute(
             return Err(e.into());
         }
     }
-    report.temp_files_removed = backend.remove_stale_temp(STALE_TEMP)?;
+    report.temp_files_removed = backend.remove_stale_temp(STALE_TEMP, true)?;
     progress.set_phase(Phase::Done);
     Ok(report)
 }

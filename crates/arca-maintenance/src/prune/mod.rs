@@ -57,7 +57,7 @@ use arca_backend::FileType;
 use arca_format::{BlobKind, Id};
 use arca_repo::{Index, RepoError, Repository};
 
-pub use execute::execute;
+pub use execute::{execute, stale_temp_files};
 
 /// Blobs per index file written by prune (about 4 MiB of entries).
 pub const INDEX_BLOBS: usize = 100_000;
