@@ -681,3 +681,78 @@ fn dump_and_stats_on_s3() {
     assert_eq!(v["snapshots"][0]["restore_plan"]["files"], 5);
     assert!(v["repository"]["packs"].as_u64().unwrap() >= 2, "{v}");
 }
+
+/// `--target` writes through what is not a regular file (a device, a FIFO, a symlink), as
+/// restic does: the rename that keeps a replaced file whole on failure replaced the device or
+/// link itself (`--target /dev/null` as root made /dev/null a regular file).
+#[test]
+fn a_target_that_is_a_device_fifo_or_symlink_is_written_through() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let e = Env::new();
+    let src = e.path("src");
+    sample(&src);
+    e.init(&[]);
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let file = format!("{}/docs/a.txt", src.display());
+    let want = fs::read(src.join("docs/a.txt")).unwrap();
+    let dump_to = |t: &Path| e.ok(&["dump", "latest", &file, "--target", t.to_str().unwrap()]);
+    let out = e.path("out");
+    fs::create_dir(&out).unwrap();
+    // A symlink: its target gets the bytes, the link stays.
+    let real = out.join("real");
+    fs::write(&real, b"old").unwrap();
+    fs::set_permissions(&real, fs::Permissions::from_mode(0o640)).unwrap();
+    let link = out.join("link");
+    std::os::unix::fs::symlink("real", &link).unwrap();
+    dump_to(&link);
+    assert!(fs::symlink_metadata(&link).unwrap().is_symlink());
+    assert_eq!(fs::read(&real).unwrap(), want);
+    // The replaced file keeps its permissions.
+    let mode = fs::metadata(&real).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o640);
+    // A dangling symlink: the file is created where it points.
+    let dangling = out.join("dangling");
+    std::os::unix::fs::symlink("made", &dangling).unwrap();
+    dump_to(&dangling);
+    assert_eq!(fs::read(out.join("made")).unwrap(), want);
+    // A FIFO: a reader gets the bytes and the FIFO stays.
+    let fifo = out.join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || fs::read(fifo).unwrap())
+    };
+    dump_to(&fifo);
+    assert_eq!(reader.join().unwrap(), want);
+    assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    // A character device (a copy of /dev/null), as root.
+    if nix::unistd::geteuid().is_root() {
+        let null = out.join("null");
+        nix::sys::stat::mknod(
+            &null,
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o666),
+            nix::sys::stat::makedev(1, 3),
+        )
+        .unwrap();
+        dump_to(&null);
+        let t = fs::symlink_metadata(&null).unwrap().file_type();
+        assert!(t.is_char_device(), "the device was replaced");
+    }
+    // A name with a trailing slash is refused before anything is written.
+    let o = e.run(&[
+        "dump",
+        "latest",
+        &file,
+        "--target",
+        &format!("{}/", out.join("x").display()),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("names a folder"), "{}", stderr(&o));
+    // No temporary file is left anywhere.
+    let names: Vec<_> = fs::read_dir(&out)
+        .unwrap()
+        .map(|d| d.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.contains("arca-dump")), "{names:?}");
+}

@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -51,10 +52,13 @@ pub struct DumpArgs {
     pub reads: Option<usize>,
 }
 
-/// A file written beside the target and renamed onto it once complete; removed if dropped
-/// before.
+/// Where `--target` output goes. A regular file (or a new one) is written beside the target
+/// and renamed onto it once complete, so a failed dump leaves the old file whole; the temporary
+/// file is removed if dropped before. Anything else (a device such as `/dev/null`, a FIFO, a
+/// socket, or a dangling symlink) is opened and written through, as restic does: renaming
+/// onto it would replace the device or link instead of writing to it.
 struct Pending {
-    tmp: PathBuf,
+    tmp: Option<PathBuf>,
     target: PathBuf,
     done: bool,
 }
@@ -65,32 +69,79 @@ impl Pending {
             .file_name()
             .with_context(|| format!("--target {}: not a file name", target.display()))?;
         // Refused before anything is read: the rename at the end could not replace it.
-        if std::fs::symlink_metadata(target).is_ok_and(|m| m.is_dir()) {
-            bail!("--target {}: is a folder (name a file)", target.display());
+        if target.as_os_str().as_bytes().ends_with(b"/") {
+            bail!(
+                "--target {}: names a folder (name a file)",
+                target.display()
+            );
         }
-        let mut tmp_name = OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(format!(".arca-dump-{}", std::process::id()));
-        let tmp = target.with_file_name(tmp_name);
-        let f = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-        Ok((
-            Pending {
-                tmp,
+        let through = |what: &str| -> Result<(Self, File)> {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(target)
+                .with_context(|| format!("cannot open {} ({what})", target.display()))?;
+            let p = Pending {
+                tmp: None,
                 target: target.to_path_buf(),
                 done: false,
-            },
-            f,
-        ))
+            };
+            Ok((p, f))
+        };
+        // What the name leads to: a symlink is written through to its target.
+        let (real, mode) = match std::fs::metadata(target) {
+            Ok(m) if m.is_dir() => {
+                bail!("--target {}: is a folder (name a file)", target.display())
+            }
+            Ok(m) if !m.is_file() => return through("not a regular file: written through"),
+            Ok(m) => {
+                let real = std::fs::canonicalize(target)
+                    .with_context(|| format!("cannot resolve {}", target.display()))?;
+                (real, Some(m.permissions()))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if std::fs::symlink_metadata(target).is_ok() {
+                    return through("a symlink to a missing file: created where it points");
+                }
+                (target.to_path_buf(), None)
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot look at {}", target.display()));
+            }
+        };
+        let real_name = real.file_name().unwrap_or(name);
+        let mut tmp_name = OsString::from(".");
+        tmp_name.push(real_name);
+        tmp_name.push(format!(".arca-dump-{}", std::process::id()));
+        let tmp = real.with_file_name(tmp_name);
+        let f = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        let pending = Pending {
+            tmp: Some(tmp),
+            target: real,
+            done: false,
+        };
+        // The file replaced keeps its permissions.
+        if let (Some(mode), Some(tmp)) = (mode, &pending.tmp) {
+            f.set_permissions(mode)
+                .with_context(|| format!("cannot set the permissions of {}", tmp.display()))?;
+        }
+        Ok((pending, f))
     }
 
     fn commit(mut self, f: File) -> Result<()> {
+        let Some(tmp) = &self.tmp else {
+            // A device or FIFO: nothing to sync or rename.
+            self.done = true;
+            return Ok(());
+        };
         f.sync_all()
-            .with_context(|| format!("cannot write {}", self.tmp.display()))?;
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
         drop(f);
-        std::fs::rename(&self.tmp, &self.target).with_context(|| {
+        std::fs::rename(tmp, &self.target).with_context(|| {
             format!(
                 "cannot rename {} to {}",
-                self.tmp.display(),
+                tmp.display(),
                 self.target.display()
             )
         })?;
@@ -101,8 +152,8 @@ impl Pending {
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        if !self.done {
-            let _ = std::fs::remove_file(&self.tmp);
+        if let (false, Some(tmp)) = (self.done, &self.tmp) {
+            let _ = std::fs::remove_file(tmp);
         }
     }
 }
