@@ -517,6 +517,7 @@ fn run<'w>(
         gid,
         tags: opts.tags.clone(),
         parent: parent.map(|(id, _)| id),
+        original: None,
         program_version: format!("arca {}", env!("CARGO_PKG_VERSION")),
         complete: summary.errors == 0,
         summary,

@@ -331,7 +331,7 @@ fn errors_name_the_source() {
     let mut c = from_cmd(&dst, &src, &["copy"]);
     c.env("ARCA_FROM_PASSWORD_FILE", &pw);
     let o = c.output().unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(12), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.contains("source repository"), "{err}");
     assert!(err.contains("wrong password"), "{err}");
@@ -385,7 +385,7 @@ fn errors_name_the_source() {
     assert!(stderr(&o).contains("same repository"), "{}", stderr(&o));
     let missing = Env::new();
     let o = from_cmd(&dst, &missing, &["copy"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(10));
     assert!(stderr(&o).contains(&location(&missing)), "{}", stderr(&o));
 }
 
@@ -454,5 +454,62 @@ fn a_copy_run_again_after_an_interruption_uses_the_packs_it_uploaded() {
     let again = copy_json(&dst, &src, &[]);
     assert_eq!(again["snapshots_copied"], 1, "{again}");
     assert_eq!(again["packs_written"], 0, "{again}");
+    assert_clean(&dst);
+}
+
+/// Two source snapshots alike in time, host, paths and tags but not in content (two imports
+/// with the same `--time`) are both copied: a copy names its original, as restic's does, and
+/// is matched by it. Copying again, and copying a tagged source, adds nothing.
+#[test]
+fn snapshots_alike_but_for_their_content_are_both_copied() {
+    let src = Env::new();
+    src.init(&[]);
+    let dir = src.path("d");
+    fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    let mut ids = vec![];
+    for text in ["one", "two"] {
+        fs::write(dir.join("f"), text).unwrap();
+        let b = backup(&src, &["--time", "2025-05-05 05:05:05", d]);
+        ids.push(b["snapshot_id"].as_str().unwrap().to_string());
+    }
+    let dst = Env::new();
+    dst.init(&[]);
+    let first = copy_json(&dst, &src, &[]);
+    assert_eq!(first["snapshots_copied"], 2, "{first}");
+    let copies = snapshots(&dst);
+    assert_eq!(copies.len(), 2);
+    let mut originals: Vec<&str> = copies
+        .iter()
+        .map(|s| s["original"].as_str().unwrap())
+        .collect();
+    originals.sort_unstable();
+    let mut want: Vec<&str> = ids.iter().map(String::as_str).collect();
+    want.sort_unstable();
+    assert_eq!(originals, want);
+    let f = format!("{d}/f");
+    let mut texts: Vec<String> = copies
+        .iter()
+        .map(|s| dst.ok(&["dump", s["id"].as_str().unwrap(), &f]))
+        .collect();
+    texts.sort();
+    assert_eq!(texts, ["one", "two"]);
+    let again = copy_json(&dst, &src, &[]);
+    assert_eq!(again["snapshots_copied"], 0, "{again}");
+    // A snapshot retagged in the source keeps its original: its copy is still recognised
+    // once the tags agree again.
+    src.ok(&["tag", "--add", "x", &ids[0]]);
+    let with_x = snapshots(&src)
+        .into_iter()
+        .find(|s| s["tags"] == serde_json::json!(["x"]))
+        .unwrap();
+    src.ok(&["tag", "--remove", "x", with_x["id"].as_str().unwrap()]);
+    let tagged = snapshots(&src);
+    assert!(
+        tagged.iter().any(|s| s["original"] == ids[0].as_str()),
+        "{tagged:?}"
+    );
+    let third = copy_json(&dst, &src, &[]);
+    assert_eq!(third["snapshots_copied"], 0, "{third}");
     assert_clean(&dst);
 }

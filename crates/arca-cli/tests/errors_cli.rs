@@ -88,7 +88,7 @@ fn causes_and_names_appear_once() {
 
     let missing = Env::remote(e.path("nowhere").display().to_string(), vec![]);
     let o = missing.run(&["snapshots"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(10));
     once(&stderr(&o), "does not exist");
 }
 

@@ -72,6 +72,10 @@ pub struct Snapshot {
     /// Snapshot used for change detection.
     #[serde(default)]
     pub parent: Option<Id>,
+    /// The snapshot this one was made from by `copy`, `tag` or `rewrite` (the first of a
+    /// chain: a copy of a copy names the same original), as restic's `original`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original: Option<Id>,
     /// Version of arca that made it.
     pub program_version: String,
     /// False when some entries could not be read and are missing.
@@ -118,7 +122,7 @@ mod tests {
             let time = DateTime::from_timestamp(secs, nanos).unwrap().fixed_offset();
             let s = Snapshot {
                 time, tree: Id(tree), paths, hostname: "h".into(), username: "u".into(), uid: 1, gid: 2, tags,
-                parent: parent.map(Id), program_version: "arca 0".into(), complete,
+                parent: parent.map(Id), original: None, program_version: "arca 0".into(), complete,
                 summary: SnapshotSummary { files_new: n, backup_start: Some(time), ..Default::default() },
             };
             prop_assert_eq!(Snapshot::decode(&s.encode().unwrap()).unwrap(), s);

@@ -427,6 +427,7 @@ fn snapshot() -> impl Strategy<Value = Vec<u8>> + Clone {
                 gid: 1000,
                 tags,
                 parent,
+                original: None,
                 program_version: "arca 0.1.0".into(),
                 complete,
                 summary: arca_format::SnapshotSummary {

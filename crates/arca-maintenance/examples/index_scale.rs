@@ -321,6 +321,7 @@ fn generate(a: &Args, root: &Path) -> Result<String> {
         gid: 0,
         tags: vec![],
         parent: None,
+        original: None,
         program_version: "index_scale".into(),
         complete: true,
         summary: Default::default(),

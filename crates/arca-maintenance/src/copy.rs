@@ -187,14 +187,19 @@ pub fn same_ids(a: &Repository, b: &Repository) -> bool {
     a.key().blob_id(PROBE) == b.key().blob_id(PROBE)
 }
 
-/// Whether `copy` is a copy of `original`: the same time, host, user, uid, gid, paths and
-/// tags (as sets), and, when the repositories identify blobs alike (`same_tree`), the same
-/// root tree. The parent is not compared (a copy has none).
-pub fn same_snapshot(copy: &Snapshot, original: &Snapshot, same_tree: bool) -> bool {
+/// Whether `copy` is a copy of source snapshot `id` (`original`): the same time, host, user,
+/// uid, gid, paths and tags (as sets), and, when the repositories identify blobs alike
+/// (`same_tree`), the same root tree. A copy that names its original (all that `copy` made
+/// since the field exists) must name this one's: two snapshots alike in all the rest (two
+/// imports with the same `--time`) are told apart, as restic tells them. The parent is not
+/// compared (a copy has none).
+pub fn same_snapshot(copy: &Snapshot, (id, original): (&Id, &Snapshot), same_tree: bool) -> bool {
     fn as_set(v: &[String]) -> HashSet<&String> {
         v.iter().collect()
     }
-    copy.time == original.time
+    let first = original.original.unwrap_or(*id);
+    copy.original.is_none_or(|o| o == first)
+        && copy.time == original.time
         && copy.hostname == original.hostname
         && copy.username == original.username
         && copy.uid == original.uid
@@ -275,9 +280,9 @@ impl<'a> Copier<'a> {
     /// Copies one source snapshot: its blobs the target lacks, then the index, then the
     /// snapshot (not in a dry run). On failure, the packs already uploaded are indexed, so a
     /// rerun does not upload them again.
-    pub fn copy_snapshot(&mut self, snap: &Snapshot) -> Result<SnapshotCopy, CopyError> {
+    pub fn copy_snapshot(&mut self, id: &Id, snap: &Snapshot) -> Result<SnapshotCopy, CopyError> {
         let before = self.report.stored;
-        let got = self.copy_inner(snap);
+        let got = self.copy_inner(id, snap);
         if got.is_err() {
             // Best effort: the error being reported is the first one.
             let _ = self.sink.index_uploaded();
@@ -290,7 +295,11 @@ impl<'a> Copier<'a> {
         })
     }
 
-    fn copy_inner(&mut self, snap: &Snapshot) -> Result<(Option<Id>, Snapshot), CopyError> {
+    fn copy_inner(
+        &mut self,
+        src_id: &Id,
+        snap: &Snapshot,
+    ) -> Result<(Option<Id>, Snapshot), CopyError> {
         if !self.tree_map.contains_key(&snap.tree) {
             let listings = self.load_trees(snap.tree)?;
             let (order, data) = self.walk(&listings, snap.tree)?;
@@ -314,6 +323,7 @@ impl<'a> Copier<'a> {
         let mut copy = snap.clone();
         copy.tree = tree;
         copy.parent = None;
+        copy.original.get_or_insert(*src_id);
         let id = if self.opts.dry_run {
             None
         } else {

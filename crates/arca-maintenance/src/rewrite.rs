@@ -189,7 +189,7 @@ pub fn rewrite_snapshots(
             if !s.paths.is_empty() && s.paths.iter().all(gone) {
                 r.emptied = true;
             } else {
-                r.new = Some(rewritten(s, o.id, o.files, o.bytes, opts.forget));
+                r.new = Some(rewritten((*id, s), o.id, o.files, o.bytes, opts.forget));
             }
         }
         rep.snapshots.push(r);
@@ -226,12 +226,14 @@ pub fn rewrite_snapshots(
     Ok(rep)
 }
 
-/// The copy of `s` with root `tree`: same time, host, paths and parent; [`REWRITE_TAG`]
-/// added unless the original is forgotten; the summary's totals less what was dropped (the
-/// other counts describe the backup run and stay).
-fn rewritten(s: &Snapshot, tree: Id, files: u64, bytes: u64, forget: bool) -> Snapshot {
+/// The copy of snapshot `id` with root `tree`: same time, host, paths and parent, and `id` as
+/// its original (unless it has one already); [`REWRITE_TAG`] added unless the original is
+/// forgotten; the summary's totals less what was dropped (the other counts describe the
+/// backup run and stay).
+fn rewritten((id, s): (Id, &Snapshot), tree: Id, files: u64, bytes: u64, forget: bool) -> Snapshot {
     let mut new = s.clone();
     new.tree = tree;
+    new.original.get_or_insert(id);
     if !forget && !new.tags.iter().any(|t| t == REWRITE_TAG) {
         new.tags.push(REWRITE_TAG.to_string());
     }

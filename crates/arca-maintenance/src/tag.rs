@@ -124,6 +124,7 @@ pub fn retag(
     };
     let mut new = snapshot.clone();
     new.tags = tags;
+    new.original.get_or_insert(id);
     let mut r = Retagged {
         original: id,
         old_tags: snapshot.tags.clone(),
@@ -228,7 +229,8 @@ mod tests {
         let new = fx.repo.load_snapshot(&new_id).unwrap();
         let mut want = old.clone();
         want.tags = v(&["kept"]);
-        assert_eq!(new, want, "only the tags change");
+        want.original = Some(fx.snapshot);
+        assert_eq!(new, want, "only the tags change, and it names its original");
 
         assert!(retag(&fx.repo, new_id, &new, &c, false).unwrap().is_none());
         assert_eq!(

@@ -253,6 +253,7 @@ mod tests {
             gid: 0,
             tags: tags.iter().map(|t| t.to_string()).collect(),
             parent: None,
+            original: None,
             program_version: String::new(),
             complete: true,
             summary: Default::default(),

@@ -273,6 +273,7 @@ mod tests {
             gid: 0,
             tags: vec![],
             parent: None,
+            original: None,
             program_version: "test".into(),
             complete: true,
             summary: Default::default(),

@@ -184,9 +184,11 @@ pub fn run(g: &Global, a: &CopyArgs) -> Result<u8> {
     let mut noted = by_id || g.quiet;
     let mut existing = dst.list_snapshots(&SnapshotFilter::default())?;
     // Nothing to copy (a repeated run): the indexes are not even loaded.
-    let any_new = snaps
-        .iter()
-        .any(|(_, s)| !existing.iter().any(|(_, t)| same_snapshot(t, s, by_id)));
+    let any_new = snaps.iter().any(|(id, s)| {
+        !existing
+            .iter()
+            .any(|(_, t)| same_snapshot(t, (id, s), by_id))
+    });
     let (src_index, dst_index) = if any_new {
         let mut dst_index = dst.load_index()?;
         // The packs an interrupted copy (or backup) uploaded are indexed, as a backup does, so
@@ -213,7 +215,7 @@ pub fn run(g: &Global, a: &CopyArgs) -> Result<u8> {
     for (id, s) in &snaps {
         let found = existing
             .iter()
-            .find(|(_, t)| same_snapshot(t, s, by_id))
+            .find(|(_, t)| same_snapshot(t, (id, s), by_id))
             .map(|(t, _)| *t);
         let outcome = match found {
             Some(t) => Outcome::Skipped(t),
@@ -227,7 +229,7 @@ pub fn run(g: &Global, a: &CopyArgs) -> Result<u8> {
                     );
                 }
                 let c = copier
-                    .copy_snapshot(s)
+                    .copy_snapshot(id, s)
                     .with_context(|| format!("copying snapshot {}", id.short()))?;
                 if let Some(new) = c.id {
                     existing.push((new, c.snapshot.clone()));

@@ -39,7 +39,7 @@ fn copy_all(fx: &Fx, dst: &Repository, opts: CopyOptions) -> (Vec<SnapshotCopy>,
         .list_snapshots(&SnapshotFilter::default())
         .unwrap()
         .iter()
-        .map(|(_, s)| c.copy_snapshot(s).unwrap())
+        .map(|(id, s)| c.copy_snapshot(id, s).unwrap())
         .collect();
     (copies, c.report())
 }
@@ -104,7 +104,14 @@ fn translated_copy_rebuilds_trees_and_dedups_on_the_second_run() {
     assert_eq!(report.packs_written, 2);
     let saved = dst.load_snapshot(&c.id.unwrap()).unwrap();
     assert_eq!(saved, c.snapshot);
-    assert!(same_snapshot(&saved, &snapshot(fx.root, &["daily"]), false));
+    let original = snapshot(fx.root, &["daily"]);
+    assert_eq!(
+        saved.original,
+        Some(fx.snapshot),
+        "the copy names its original"
+    );
+    assert!(same_snapshot(&saved, (&fx.snapshot, &original), false));
+    assert!(!same_snapshot(&saved, (&Id([9; 32]), &original), false));
     assert_eq!(files(&dst, saved.tree), expected_files());
     clean(&dst);
 
@@ -183,7 +190,7 @@ fn damaged_source_data_fails_naming_blob_and_pack_and_saves_no_snapshot() {
         CopyOptions::default(),
     );
     let s = fx.repo.load_snapshot(&fx.snapshot).unwrap();
-    let err = c.copy_snapshot(&s).unwrap_err();
+    let err = c.copy_snapshot(&fx.snapshot, &s).unwrap_err();
     let msg = err.to_string();
     assert!(
         matches!(err, CopyError::BadBlob { pack, .. } if pack == fx.data2.id),
@@ -197,12 +204,13 @@ fn damaged_source_data_fails_naming_blob_and_pack_and_saves_no_snapshot() {
 fn snapshot_identity() {
     let a = snapshot(Id([1; 32]), &["x", "y"]);
     let mut b = snapshot(Id([2; 32]), &["y", "x"]);
-    assert!(same_snapshot(&a, &b, false));
-    assert!(!same_snapshot(&a, &b, true));
+    let id = Id([7; 32]);
+    assert!(same_snapshot(&a, (&id, &b), false));
+    assert!(!same_snapshot(&a, (&id, &b), true));
     b.tree = a.tree;
-    assert!(same_snapshot(&a, &b, true));
+    assert!(same_snapshot(&a, (&id, &b), true));
     b.parent = Some(Id([3; 32]));
-    assert!(same_snapshot(&a, &b, true));
+    assert!(same_snapshot(&a, (&id, &b), true));
     for change in [
         |s: &mut Snapshot| s.hostname.push('2'),
         |s: &mut Snapshot| s.tags.push("z".into()),
@@ -212,6 +220,15 @@ fn snapshot_identity() {
     ] {
         let mut c = a.clone();
         change(&mut c);
-        assert!(!same_snapshot(&a, &c, false));
+        assert!(!same_snapshot(&a, (&id, &c), false));
     }
+    // A copy naming its original is a copy of that snapshot only, or of a snapshot made from
+    // the same original (a copy of a copy).
+    let mut copy = a.clone();
+    copy.original = Some(id);
+    assert!(same_snapshot(&copy, (&id, &b), true));
+    assert!(!same_snapshot(&copy, (&Id([8; 32]), &b), true));
+    let mut tagged = b.clone();
+    tagged.original = Some(id);
+    assert!(same_snapshot(&copy, (&Id([8; 32]), &tagged), true));
 }

@@ -23,6 +23,7 @@ fn snap(time: DateTime<FixedOffset>, host: &str, paths: &[&str], tags: &[&str]) 
         gid: 1,
         tags: tags.iter().map(|t| t.to_string()).collect(),
         parent: None,
+        original: None,
         program_version: "arca test".into(),
         complete: true,
         summary: SnapshotSummary::default(),

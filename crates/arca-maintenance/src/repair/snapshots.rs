@@ -144,6 +144,7 @@ pub fn repair_snapshots(
                 changes.sort_by(|a, b| a.path.cmp(&b.path));
                 let mut new = s.clone();
                 new.tree = r.id;
+                new.original.get_or_insert(*id);
                 if !new.tags.iter().any(|t| t == REPAIRED_TAG) {
                     new.tags.push(REPAIRED_TAG.to_string());
                 }

@@ -228,13 +228,20 @@ fn the_summary_totals_lose_what_was_dropped() {
     s.summary.total_files_processed = 10;
     s.summary.total_bytes_processed = 1000;
     s.summary.files_new = 4;
-    let n = rewritten(&s, Id([2; 32]), 3, 300, false);
+    let n = rewritten((Id([5; 32]), &s), Id([2; 32]), 3, 300, false);
     assert_eq!(n.tree, Id([2; 32]));
+    assert_eq!(
+        n.original,
+        Some(Id([5; 32])),
+        "it names the snapshot it was made from"
+    );
+    let again = rewritten((Id([6; 32]), &n), Id([3; 32]), 0, 0, false);
+    assert_eq!(again.original, Some(Id([5; 32])), "the first of the chain");
     assert_eq!(n.tags, vec!["rewrite"], "the tag is not doubled");
     assert_eq!(n.summary.total_files_processed, 7);
     assert_eq!(n.summary.total_bytes_processed, 700);
     assert_eq!(n.summary.files_new, 4);
-    let n = rewritten(&s, Id([2; 32]), 30, 3000, true);
+    let n = rewritten((Id([5; 32]), &s), Id([2; 32]), 30, 3000, true);
     assert_eq!(n.summary.total_files_processed, 0);
 }
 

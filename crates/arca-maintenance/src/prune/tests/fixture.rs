@@ -157,6 +157,7 @@ impl Fixture {
                 gid: 0,
                 tags: vec![],
                 parent: None,
+                original: None,
                 program_version: "test".into(),
                 complete: true,
                 summary: Default::default(),
