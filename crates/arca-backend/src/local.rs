@@ -13,12 +13,64 @@ use crate::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileSink, 
 #[derive(Debug, Clone)]
 pub struct LocalBackend {
     root: PathBuf,
+    modes: Modes,
+}
+
+/// The permissions the repository's folders and files are made with (less the umask), as
+/// restic's: private (0700, 0600), or open to the group (0770, 0660) when the repository's
+/// `config` is readable by its group, so that a repository shared by a group stays shared.
+/// The files hold keys and sealed data: a key file readable by anyone lets anyone try
+/// passwords offline.
+#[derive(Debug, Clone, Copy)]
+struct Modes {
+    dir: u32,
+    file: u32,
+}
+
+impl Modes {
+    fn of(root: &Path) -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let shared =
+            fs::metadata(root.join("config")).is_ok_and(|m| m.permissions().mode() & 0o040 != 0);
+        if shared {
+            Modes {
+                dir: 0o770,
+                file: 0o660,
+            }
+        } else {
+            Modes {
+                dir: 0o700,
+                file: 0o600,
+            }
+        }
+    }
+
+    /// Creates `dir` and the folders above it that are missing.
+    fn create_dir_all(self, dir: &Path) -> io::Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(self.dir)
+            .create(dir)
+    }
+
+    /// Creates the new file `path` for writing.
+    fn create_new(self, path: &Path) -> io::Result<File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(self.file)
+            .open(path)
+    }
 }
 
 impl LocalBackend {
     /// A backend rooted at `root` (which need not exist yet).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        let root = root.into();
+        let modes = Modes::of(&root);
+        Self { root, modes }
     }
 
     /// Reads `len` bytes at `offset` of a file into `buf`; `sequential` tells the kernel to
@@ -93,7 +145,7 @@ impl LocalBackend {
                 format!("{} is not a repository (no config)", self.root.display()),
             ));
         }
-        fs::create_dir_all(dir)
+        self.modes.create_dir_all(dir)
     }
 
     /// The repository files (names that are ids) directly in `d`, with their sizes.
@@ -310,7 +362,8 @@ impl Backend for LocalBackend {
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fs::create_dir_all(&self.root)
+                self.modes
+                    .create_dir_all(&self.root)
                     .map_err(|e| BackendError::io("create repository", loc.clone(), e))?;
             }
             Err(e) => return Err(BackendError::io("create repository", loc, e)),
@@ -321,7 +374,8 @@ impl Backend for LocalBackend {
             .collect();
         dirs.extend((0..=255u8).map(|i| self.root.join("data").join(hex::encode([i]))));
         for d in &dirs {
-            fs::create_dir_all(d)
+            self.modes
+                .create_dir_all(d)
                 .map_err(|e| BackendError::io("create directory", Self::shown(d), e))?;
         }
         sync_dir(&self.root).map_err(|e| BackendError::io("sync", loc, e))?;
@@ -440,7 +494,7 @@ impl Backend for LocalBackend {
         let dir = p.parent().unwrap_or(&self.root).to_path_buf();
         let tmp = temp_name(&dir).map_err(|e| BackendError::io("write", Self::shown(&p), e))?;
         let res = (|| -> io::Result<()> {
-            let create = || OpenOptions::new().write(true).create_new(true).open(&tmp);
+            let create = || self.modes.create_new(&tmp);
             let mut f = match create() {
                 Err(e) if e.kind() == io::ErrorKind::NotFound && t != FileType::Config => {
                     self.recreate_dir(&dir)?;
@@ -472,7 +526,7 @@ impl Backend for LocalBackend {
         // and so the shard, is known only when the file is complete.
         let dir = self.root.join(t.dir());
         let tmp = temp_name(&dir).map_err(|e| BackendError::io("write", Self::shown(&dir), e))?;
-        let create = || OpenOptions::new().write(true).create_new(true).open(&tmp);
+        let create = || self.modes.create_new(&tmp);
         let file = match create() {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 self.recreate_dir(&dir).and_then(|()| create())
@@ -580,6 +634,40 @@ mod tests {
         for e in walk(d.path()) {
             assert!(!e.contains(".tmp-"), "{e}");
         }
+    }
+
+    /// A new repository is private (as restic's: nobody else can copy its key files to try
+    /// passwords); one whose config its group may read stays open to the group.
+    #[test]
+    fn folders_and_files_are_private_unless_the_group_shares_the_repository() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("repo");
+        let b = LocalBackend::new(&root);
+        b.create().unwrap();
+        b.write(FileType::Config, "", b"c").unwrap();
+        b.write(FileType::Key, "aa", b"k").unwrap();
+        let mut sink = b.sink(FileType::Pack).unwrap().unwrap();
+        sink.write(b"pack").unwrap();
+        sink.commit(&"ab".repeat(32)).unwrap();
+        for dir in ["", "keys", "data", "data/ab", "index", "snapshots", "locks"] {
+            assert_eq!(mode(&root.join(dir)) & 0o077, 0, "{dir}");
+        }
+        assert_eq!(mode(&root.join("config")), 0o600);
+        assert_eq!(mode(&root.join("keys/aa")), 0o600);
+        assert_eq!(mode(&root.join("data/ab").join("ab".repeat(32))) & 0o077, 0);
+        // Shared with a group: new folders and files are too (as the umask allows).
+        fs::set_permissions(root.join("config"), fs::Permissions::from_mode(0o640)).unwrap();
+        let b = LocalBackend::new(&root);
+        b.write(FileType::Snapshot, "bb", b"s").unwrap();
+        fs::remove_dir(root.join("locks")).unwrap();
+        b.write(FileType::Lock, "cc", b"l").unwrap();
+        let umask = nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+        nix::sys::stat::umask(umask);
+        let want = |m: u32| m & !umask.bits();
+        assert_eq!(mode(&root.join("snapshots/bb")), want(0o660));
+        assert_eq!(mode(&root.join("locks")), want(0o770));
     }
 
     #[test]

@@ -59,6 +59,13 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // `backup --stdin` and a `-` file argument (`--files-from -`, `--exclude-file=-`) read
+    // data from standard input: a password is then not read from it.
+    let stdin_data = args.iter().any(|a| {
+        let a = a.as_encoded_bytes();
+        a == b"-" || a == b"--stdin" || (a.starts_with(b"--") && a.ends_with(b"=-"))
+    });
+    util::STDIN_IS_DATA.store(stdin_data, std::sync::atomic::Ordering::Relaxed);
     let cli = cli::Cli::parse_from(args);
     raise_open_files_limit();
     malloc::return_large_buffers();

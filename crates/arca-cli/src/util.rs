@@ -1,7 +1,7 @@
 //! Shared CLI helpers: opening the repository, passwords, size and duration parsing and
 //! human formatting.
 
-use std::io::{self, IsTerminal};
+use std::io::{self, BufRead, IsTerminal};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -144,14 +144,38 @@ fn read_password_file(p: &Path) -> Result<Zeroizing<String>> {
     Ok(Zeroizing::new(strip_newline(first)))
 }
 
-fn prompt(msg: &str) -> Result<Zeroizing<String>> {
-    if !io::stdin().is_terminal() && !Path::new("/dev/tty").exists() {
-        bail!("no password given: set ARCA_PASSWORD or ARCA_PASSWORD_FILE, or use --password-file");
+/// Set when standard input carries data (`backup --stdin`, a `-` file argument such as
+/// `--files-from -`): a password is then never read from it.
+pub static STDIN_IS_DATA: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Asks for a password: on the terminal when standard input is one, else (as restic) the
+/// first line of standard input, unless that carries data. `missing` says how to give it
+/// otherwise.
+pub fn ask_password(question: &str, missing: &str) -> Result<Zeroizing<String>> {
+    let stdin = io::stdin();
+    if !stdin.is_terminal() && !STDIN_IS_DATA.load(std::sync::atomic::Ordering::Relaxed) {
+        let mut line = Zeroizing::new(String::new());
+        stdin
+            .lock()
+            .read_line(&mut line)
+            .map_err(|e| anyhow!("{missing}; cannot read it from standard input: {e}"))?;
+        let p = Zeroizing::new(strip_newline(std::mem::take(&mut *line)));
+        if p.is_empty() {
+            bail!("{missing}; standard input is not a terminal and gave none");
+        }
+        return Ok(p);
     }
-    rpassword::prompt_password(msg).map(Zeroizing::new).map_err(|e| {
-        anyhow!("no password given (set ARCA_PASSWORD or ARCA_PASSWORD_FILE, or use --password-file); cannot prompt: {e}")
-    })
+    if !stdin.is_terminal() && !Path::new("/dev/tty").exists() {
+        bail!("{missing}; standard input holds the data to back up");
+    }
+    rpassword::prompt_password(question)
+        .map(Zeroizing::new)
+        .map_err(|e| anyhow!("{missing}; cannot prompt: {e}"))
 }
+
+/// How to give the repository password, for errors.
+const GIVE_PASSWORD: &str = "no password given (set ARCA_PASSWORD or ARCA_PASSWORD_FILE, or \
+                             use --password-file or --password-command)";
 
 /// The first line a shell command prints (`--password-command`); its failure names it.
 pub fn password_from_command(cmd: &str) -> Result<Zeroizing<String>> {
@@ -191,7 +215,7 @@ pub fn password(g: &Global) -> Result<Zeroizing<String>> {
     if let Ok(p) = std::env::var("ARCA_PASSWORD") {
         return Ok(Zeroizing::new(p));
     }
-    prompt("enter password for repository: ")
+    ask_password("enter password for repository: ", GIVE_PASSWORD)
 }
 
 /// A new password: from `file`, `ARCA_NEW_PASSWORD`, or prompted twice.
@@ -201,10 +225,21 @@ pub fn new_password(file: Option<&Path>, env_var: &str, what: &str) -> Result<Ze
     } else if let Ok(p) = std::env::var(env_var) {
         Zeroizing::new(p)
     } else {
-        let a = prompt(&format!("enter {what}: "))?;
-        let b = prompt(&format!("enter {what} again: "))?;
-        if *a != *b {
-            bail!("passwords do not match");
+        let missing = if env_var == "ARCA_PASSWORD" {
+            GIVE_PASSWORD.replace("no password", &format!("no {what}"))
+        } else {
+            format!(
+                "no {what} given (set {env_var} or use --new-password-file; ARCA_PASSWORD \
+                 gives the current one)"
+            )
+        };
+        let a = ask_password(&format!("enter {what}: "), &missing)?;
+        // Read from standard input (not a terminal), it is not asked twice, as restic's.
+        if io::stdin().is_terminal() {
+            let b = ask_password(&format!("enter {what} again: "), &missing)?;
+            if *a != *b {
+                bail!("passwords do not match");
+            }
         }
         a
     };

@@ -315,6 +315,67 @@ fn no_password_and_no_terminal_is_a_clear_error() {
     assert!(stderr(&o).contains("no password given"), "{}", stderr(&o));
 }
 
+/// As restic: a password piped in is read from standard input, unless standard input holds
+/// the data (`backup --stdin`, `--files-from -`); `key add` reads the new one from it too.
+#[test]
+fn a_password_piped_in_is_read_from_standard_input() {
+    use std::io::Write;
+    let e = Env::new();
+    e.init(&[]);
+    let piped = |args: &[&str], input: &str, env: &[(&str, &str)]| {
+        let mut c = e.cmd(args);
+        c.env_remove("ARCA_PASSWORD")
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    };
+    let o = piped(&["snapshots", "--json"], "test password\n", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = piped(&["snapshots"], "wrong\n", &[]);
+    assert_eq!(o.status.code(), Some(12), "{}", stderr(&o));
+    let o = piped(&["snapshots"], "", &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("gave none"), "{}", stderr(&o));
+    // Standard input holds the data: it is not taken for the password.
+    let o = piped(&["backup", "--stdin"], "test password\n", &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no password given"), "{}", stderr(&o));
+    assert!(
+        e.json(&["snapshots", "--json"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    // key add: the current password from ARCA_PASSWORD, the new one from standard input
+    // (once: there is nobody to confirm it).
+    let o = piped(
+        &["key", "add"],
+        "second password\n",
+        &[("ARCA_PASSWORD", "test password")],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = piped(&["snapshots"], "second password\n", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Nothing given anywhere: the error names how to give the new password.
+    let o = e
+        .cmd(&["key", "add"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("no new password given (set ARCA_NEW_PASSWORD"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn unreadable_files_are_skipped_with_exit_3_and_an_incomplete_snapshot() {
     let e = Env::new();

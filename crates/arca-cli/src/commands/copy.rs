@@ -6,8 +6,6 @@
 //! `--connections` and cache settings. Both repositories are locked shared, as backup does.
 
 use std::collections::HashSet;
-use std::io::{self, IsTerminal};
-use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
 use arca_format::{Id, Snapshot};
@@ -80,15 +78,11 @@ fn source_password(from: &FromRepoArgs) -> Result<Zeroizing<String>> {
     if let Ok(p) = std::env::var("ARCA_FROM_PASSWORD") {
         return Ok(Zeroizing::new(p));
     }
-    let hint = "set ARCA_FROM_PASSWORD or ARCA_FROM_PASSWORD_FILE, or use --from-password-file";
-    if !io::stdin().is_terminal() && !Path::new("/dev/tty").exists() {
-        bail!("no password given for the source repository: {hint}");
-    }
-    rpassword::prompt_password("enter password for source repository: ")
-        .map(Zeroizing::new)
-        .map_err(|e| {
-            anyhow!("no password given for the source repository ({hint}); cannot prompt: {e}")
-        })
+    util::ask_password(
+        "enter password for source repository: ",
+        "no password given for the source repository (set ARCA_FROM_PASSWORD or \
+         ARCA_FROM_PASSWORD_FILE, or use --from-password-file or --from-password-command)",
+    )
 }
 
 /// Opens the source repository named by `from` (with `g`'s connections and cache settings);
