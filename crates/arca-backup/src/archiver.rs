@@ -294,7 +294,19 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         let mut names = match arca_fs::list_dir_names(dir) {
             Ok(n) => n,
             Err(e) => {
-                self.ctx.report.warn_io(dir, "list directory", &e);
+                // The folder's entry is already in its parent's listing: it is stored with
+                // its metadata and nothing in it, and the warning says so.
+                let (kind, msg) = if e.kind() == std::io::ErrorKind::NotFound {
+                    let m = format!("{}: vanished during backup; stored empty", dir.display());
+                    (WarningKind::Vanished, m)
+                } else {
+                    let m = format!(
+                        "{}: cannot list directory: {e}; stored empty",
+                        dir.display()
+                    );
+                    (WarningKind::Unreadable, m)
+                };
+                self.ctx.report.warn(dir, kind, msg);
                 return self.emit(id, link, old, vec![], vec![]);
             }
         };

@@ -182,7 +182,12 @@ fn transient_failures_on_s3_are_retried() {
 }
 
 fn one_line_error(o: &std::process::Output, wants: &[&str]) {
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(o));
+    one_line_error_code(o, 1, wants);
+}
+
+/// As [`one_line_error`], with exit code `code` (restic's 10: no repository).
+fn one_line_error_code(o: &std::process::Output, code: i32, wants: &[&str]) {
+    assert_eq!(o.status.code(), Some(code), "{}", stderr(o));
     let err = stderr(o);
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(lines.len() <= 2, "long error:\n{err}");
@@ -208,8 +213,9 @@ fn user_errors_on_s3_are_one_clear_line() {
     );
 
     let missing = Env::remote(s3.location("no-such-bucket", "r"), s3.env());
-    one_line_error(
+    one_line_error_code(
         &missing.run(&["snapshots"]),
+        10,
         &["no-such-bucket", "does not exist"],
     );
 

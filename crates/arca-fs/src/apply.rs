@@ -1,5 +1,6 @@
 //! Creating symlinks and special files, and applying a node's metadata to a restored entry:
-//! owner, then xattrs and mode (chown clears setuid and capabilities), then times, last.
+//! owner, then xattrs (the entry's extra ones removed) and mode (chown clears setuid and
+//! capabilities), then times, last.
 
 use std::ffi::OsStr;
 use std::fs::{self, File};
@@ -122,6 +123,24 @@ fn apply_metadata_short(
         errs.push(FsError::new("change owner of", path, e));
     }
     if opts.xattrs {
+        match xattr::list(path) {
+            Ok(names) => {
+                for name in extra_xattrs(names, node) {
+                    if let Err(e) = xattr::remove(path, &name)
+                        && !removal_refused_harmlessly(&e, opts)
+                    {
+                        errs.push(FsError::xattr(
+                            "remove xattr from",
+                            path,
+                            name.as_bytes(),
+                            e,
+                        ));
+                    }
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => {}
+            Err(e) => errs.push(FsError::new("list xattrs of", path, e)),
+        }
         for (k, v) in &node.xattrs {
             if let Err(e) = xattr::set(path, OsStr::from_bytes(k), v) {
                 // Symlinks cannot carry user.* attributes on Linux; nothing to restore.
@@ -188,6 +207,24 @@ pub fn apply_file_metadata(
         errs.push(FsError::new("change owner of", path, e));
     }
     if opts.xattrs {
+        match file.list_xattr() {
+            Ok(names) => {
+                for name in extra_xattrs(names, node) {
+                    if let Err(e) = file.remove_xattr(&name)
+                        && !removal_refused_harmlessly(&e, opts)
+                    {
+                        errs.push(FsError::xattr(
+                            "remove xattr from",
+                            path,
+                            name.as_bytes(),
+                            e,
+                        ));
+                    }
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => {}
+            Err(e) => errs.push(FsError::new("list xattrs of", path, e)),
+        }
         for (k, v) in &node.xattrs {
             if let Err(e) = file.set_xattr(OsStr::from_bytes(k), v) {
                 errs.push(FsError::xattr("set xattr on", path, k, e));
@@ -205,8 +242,8 @@ pub fn apply_file_metadata(
 }
 
 /// Whether the entry at `path`, whose lstat is `meta`, already carries the node's metadata
-/// (mode, times, owner when restored as root, and the node's xattrs), so a restore that finds
-/// it in place has nothing to apply. Extra xattrs on the entry are not looked for.
+/// (mode, times, owner when restored as root, and exactly the node's xattrs), so a restore
+/// that finds it in place has nothing to apply.
 pub fn metadata_matches(
     path: &Path,
     meta: &fs::Metadata,
@@ -231,18 +268,52 @@ pub fn stat_matches(meta: &crate::Stat, node: &Node, opts: MetadataOptions) -> b
     same(node.mtime, meta.mtime) && same(node.atime, meta.atime)
 }
 
-/// Whether the entry at `path` carries the node's xattrs (true when they are not restored or
-/// the node has none: then nothing is read).
+/// Whether the entry at `path` carries exactly the node's xattrs: each of them, and none the
+/// node lacks (but [`KEPT_XATTRS`]). True when xattrs are not restored, or the file system
+/// has none.
 pub fn xattrs_match(path: &Path, node: &Node, opts: MetadataOptions) -> bool {
-    if opts.xattrs && !node.xattrs.is_empty() {
-        return node.xattrs.iter().all(|(k, v)| {
-            xattr::get(path, OsStr::from_bytes(k))
-                .ok()
-                .flatten()
-                .is_some_and(|have| &have == v)
-        });
+    if !opts.xattrs {
+        return true;
     }
-    true
+    match xattr::list(path) {
+        Ok(names) => {
+            if extra_xattrs(names, node).next().is_some() {
+                return false;
+            }
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return node.xattrs.is_empty(),
+        Err(_) => return false,
+    }
+    node.xattrs.iter().all(|(k, v)| {
+        xattr::get(path, OsStr::from_bytes(k))
+            .ok()
+            .flatten()
+            .is_some_and(|have| &have == v)
+    })
+}
+
+/// Attributes a restore leaves on an entry although the snapshot lacks them: the security
+/// label the target system's policy gives every file (a snapshot made where there is no
+/// such policy has none).
+pub const KEPT_XATTRS: &[&[u8]] = &[b"security.selinux"];
+
+/// The attributes among `names` (an entry's) that the node lacks: a restore removes them, so
+/// that a stale attribute or POSIX ACL entry (`system.posix_acl_access`) in the target does
+/// not outlive it and keep granting access the snapshot does not.
+fn extra_xattrs<'a>(
+    names: impl Iterator<Item = std::ffi::OsString> + 'a,
+    node: &'a Node,
+) -> impl Iterator<Item = std::ffi::OsString> + 'a {
+    names.filter(move |n| {
+        let n = n.as_bytes();
+        !KEPT_XATTRS.contains(&n) && !node.xattrs.iter().any(|(k, _)| k.as_slice() == n)
+    })
+}
+
+/// Whether a refused removal of an extra attribute is no error: not root, an attribute of a
+/// namespace only root may change (as for ownership, which is not restored then either).
+fn removal_refused_harmlessly(e: &io::Error, opts: MetadataOptions) -> bool {
+    !opts.is_root && e.raw_os_error() == Some(libc::EPERM)
 }
 
 #[cfg(test)]
@@ -250,6 +321,61 @@ mod tests {
     use super::*;
     use crate::{NameCache, read_node};
     use arca_format::Timespec;
+
+    /// An attribute or ACL the snapshot lacks does not outlive a restore: it makes the
+    /// metadata differ, and applying the metadata removes it (by path and by descriptor).
+    #[test]
+    fn extra_xattrs_and_acls_are_removed() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        fs::write(&p, b"x").unwrap();
+        if xattr::set(&p, "user.probe", b"1").is_err() {
+            return; // no user xattrs on this file system
+        }
+        let node = Node {
+            name: b"f".to_vec(),
+            kind: Some(NodeKind::File),
+            mode: 0o644,
+            xattrs: vec![(b"user.keep".to_vec(), b"k".to_vec())],
+            ..Node::default()
+        };
+        let opts = MetadataOptions::default();
+        // An ACL granting another user access (user 65534), in its on-disk form: header,
+        // then (tag, perm, id) entries.
+        let mut acl = 2u32.to_le_bytes().to_vec();
+        for (tag, perm, id) in [(1u16, 6u16, u32::MAX), (2, 6, 65534), (4, 4, u32::MAX)] {
+            acl.extend(tag.to_le_bytes());
+            acl.extend(perm.to_le_bytes());
+            acl.extend(id.to_le_bytes());
+        }
+        acl.extend(16u16.to_le_bytes());
+        acl.extend(6u16.to_le_bytes());
+        acl.extend(u32::MAX.to_le_bytes());
+        acl.extend(32u16.to_le_bytes());
+        acl.extend(4u16.to_le_bytes());
+        acl.extend(u32::MAX.to_le_bytes());
+        let has_acl = xattr::set(&p, "system.posix_acl_access", &acl).is_ok();
+        xattr::set(&p, "user.keep", b"k").unwrap();
+        assert!(!xattrs_match(&p, &node, opts), "the extra ones are seen");
+        let errs = apply_metadata(&p, &node, opts, None);
+        assert!(errs.is_empty(), "{errs:?}");
+        let names: Vec<_> = xattr::list(&p).unwrap().collect();
+        assert_eq!(names, ["user.keep"], "acl was set: {has_acl}");
+        assert!(xattrs_match(&p, &node, opts));
+        // Through the descriptor, as a restored file's metadata is applied.
+        xattr::set(&p, "user.stale", b"1").unwrap();
+        let f = File::open(&p).unwrap();
+        let errs = apply_file_metadata(&f, &p, &node, opts, None);
+        assert!(errs.is_empty(), "{errs:?}");
+        let names: Vec<_> = xattr::list(&p).unwrap().collect();
+        assert_eq!(names, ["user.keep"]);
+        // A node without xattrs: any (but the security label) makes the metadata differ.
+        let bare = Node {
+            xattrs: vec![],
+            ..node
+        };
+        assert!(!xattrs_match(&p, &bare, opts));
+    }
 
     #[test]
     fn metadata_round_trips_through_a_node() {

@@ -52,6 +52,8 @@ pub(crate) struct Counters {
     pub files_done: AtomicU64,
     /// Any completed unit of work (the watchdog's heartbeat).
     pub beats: AtomicU64,
+    /// Entries `--delete` could not remove.
+    pub deletes_failed: AtomicU64,
 }
 
 /// Shared state of one restore.

@@ -206,6 +206,9 @@ pub struct RestoreReport {
     pub files_verified: u64,
     /// Of those, files that differ from the snapshot (each is also in `issues`).
     pub verify_failures: u64,
+    /// Entries `--delete` could not remove (each is also in `issues`; `plan.deletes` counts
+    /// only those removed).
+    pub deletes_failed: u64,
     /// Most block data held at once (reads in flight and cache).
     pub peak_memory: u64,
     /// Reads retried after transient failures.
@@ -525,6 +528,8 @@ pub fn restore(
         None => &scan,
     };
     let c = &sh.counters;
+    report.deletes_failed = c.deletes_failed.load(Ordering::Relaxed);
+    report.plan.deletes = report.plan.deletes.saturating_sub(report.deletes_failed);
     report.fetched_bytes = c.fetched.load(Ordering::Relaxed);
     report.requests = c.requests.load(Ordering::Relaxed);
     report.retries += c.retries.load(Ordering::Relaxed);

@@ -15,18 +15,19 @@ use crate::hashing::parallel_map;
 use crate::plan::{EntryKind, NO_PARENT};
 use crate::scan::{DirAction, EntryAction};
 
-/// Removes a non-directory entry, or with `dirs` a directory tree too.
-fn remove(path: &Path, dirs: bool) -> Result<(), FsError> {
+/// Removes a non-directory entry, or with `dirs` a directory tree too; `why` names the
+/// operation in errors ("delete" for `--delete`, "replace" for an entry in the way).
+fn remove(path: &Path, dirs: bool, why: &'static str) -> Result<(), FsError> {
     match arca_fs::lstat(path) {
         Ok(m) if m.is_dir() && dirs => arca_fs::io_on_long_path(path, |p| fs::remove_dir_all(p))
-            .map_err(|e| FsError::new("remove", path, e)),
+            .map_err(|e| FsError::new(why, path, e)),
         Ok(m) if m.is_dir() => Err(FsError::new(
-            "replace",
+            why,
             path,
             io::Error::new(io::ErrorKind::AlreadyExists, "a directory is in the way"),
         )),
         Ok(_) => arca_fs::io_on_long_path(path, |p| fs::remove_file(p))
-            .map_err(|e| FsError::new("replace", path, e)),
+            .map_err(|e| FsError::new(why, path, e)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(FsError::new("stat", path, e)),
     }
@@ -40,7 +41,8 @@ impl Shared<'_> {
         let stop = self.stop_flag();
         // What --delete removes.
         for d in &scan.deletes {
-            if let Err(e) = remove(&d.path, true) {
+            if let Err(e) = remove(&d.path, true, "delete") {
+                self.counters.deletes_failed.fetch_add(1, Ordering::Relaxed);
                 self.fs_error(&e);
             }
         }
@@ -87,7 +89,7 @@ impl Shared<'_> {
                 }
                 return;
             }
-            DirAction::Replace => remove(&dp.path, false),
+            DirAction::Replace => remove(&dp.path, false, "replace"),
             DirAction::Create => Ok(()),
         };
         let res =
@@ -143,7 +145,7 @@ impl Shared<'_> {
     /// removed: the entry is then reported and finished as failed.
     pub fn remove_for_rewrite(&self, e: u32, f: u32) -> bool {
         let path = &self.plan.entry_path(e);
-        match remove(path, false) {
+        match remove(path, false, "replace") {
             Ok(()) => true,
             Err(err) => {
                 self.file_flags[f as usize].fetch_or(crate::ctx::FAILED, Ordering::AcqRel);
@@ -165,7 +167,7 @@ impl Shared<'_> {
             // Made when the entry it links to is done.
             (EntryKind::Link(_), _) => {}
             (EntryKind::File(_), EntryAction::Replace) => {
-                if let Err(err) = remove(path, true) {
+                if let Err(err) = remove(path, true, "replace") {
                     self.fs_error(&err);
                 }
             }
@@ -184,7 +186,7 @@ impl Shared<'_> {
             (_, EntryAction::Keep { meta_ok, meta_set }) => self.keep_entry(e, *meta_ok, *meta_set),
             (_, EntryAction::Create | EntryAction::Replace | EntryAction::Patch) => {
                 let res = (if *action == EntryAction::Replace {
-                    remove(path, true)
+                    remove(path, true, "replace")
                 } else {
                     Ok(())
                 })

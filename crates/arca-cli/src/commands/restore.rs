@@ -267,6 +267,7 @@ fn summary_json(
         "packs_to_read": p.packs_to_read, "bytes_to_write": p.bytes_to_write,
         "bytes_to_copy": p.bytes_to_copy, "bytes_to_reuse": p.bytes_to_reuse,
         "bytes_holes": p.bytes_holes, "deletes": p.deletes,
+        "deletes_failed": r.deletes_failed,
     });
     let stages = super::stages_json(&r.stages);
     let phases: Vec<_> = r
@@ -450,11 +451,19 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
     // Entries, not errors: one entry may have several (an owner and attributes not set).
     let paths: std::collections::HashSet<&Path> =
         r.issues.iter().map(|i| i.path.as_path()).collect();
-    let failed = (paths.len() as u64).saturating_sub(r.verify_failures);
+    let failed = (paths.len() as u64).saturating_sub(r.verify_failures + r.deletes_failed);
+    let entries = |n: u64| if n == 1 { "entry" } else { "entries" };
     if failed > 0 {
         super::out(&format!(
             "{failed} {} could not be restored (see the errors above)",
-            if failed == 1 { "entry" } else { "entries" }
+            entries(failed)
+        ))?;
+    }
+    if r.deletes_failed > 0 {
+        super::out(&format!(
+            "{} {} could not be deleted (see the errors above)",
+            r.deletes_failed,
+            entries(r.deletes_failed)
         ))?;
     }
     if r.verify_failures > 0 {

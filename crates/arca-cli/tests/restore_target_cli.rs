@@ -1,0 +1,113 @@
+//! Restoring into a target that holds more than the snapshot: attributes and ACL entries the
+//! snapshot lacks are removed (they would keep granting access), and an extra entry that
+//! `--delete` cannot remove is reported as not deleted.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use arca_testkit::is_root;
+use common::*;
+
+fn restored(target: &Path, src: &Path) -> PathBuf {
+    target.join(src.strip_prefix("/").unwrap())
+}
+
+fn names(p: &Path) -> Vec<String> {
+    let mut v: Vec<String> = xattr::list(p)
+        .unwrap()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| n != "security.selinux")
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn attributes_the_snapshot_lacks_do_not_survive_a_restore() {
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    fs::write(src.join("d/f"), b"hi").unwrap();
+    if xattr::set(src.join("d/f"), "user.kept", b"1").is_err() {
+        eprintln!("no user xattrs here: skipped");
+        return;
+    }
+    e.init(&[]);
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "latest", "--target", t]);
+    let f = restored(&target, &src).join("d/f");
+    let d = restored(&target, &src).join("d");
+    assert_eq!(names(&f), ["user.kept"]);
+    // Someone adds an attribute to the file and an ACL entry for another user to the folder
+    // (where setfacl exists); the next restore takes them away again.
+    xattr::set(&f, "user.stale", b"x").unwrap();
+    xattr::set(&d, "user.stale", b"x").unwrap();
+    let acl = Command::new("setfacl")
+        .args(["-m", "u:nobody:rwx"])
+        .arg(&d)
+        .status()
+        .is_ok_and(|s| s.success());
+    if acl {
+        assert!(names(&d).contains(&"system.posix_acl_access".to_string()));
+    }
+    let out = e.ok(&["restore", "latest", "--target", t]);
+    assert!(out.contains("nothing to fetch"), "{out}");
+    assert_eq!(names(&f), ["user.kept"]);
+    assert!(names(&d).is_empty(), "{:?}", names(&d));
+    // A restore that finds them reports the metadata it fixed, also in a dry run.
+    xattr::set(&f, "user.stale", b"x").unwrap();
+    let dry = e.json(&["restore", "latest", "--target", t, "--dry-run", "--json"]);
+    assert_eq!(dry["plan"]["files_metadata"], 1, "{dry}");
+    assert_eq!(names(&f), ["user.kept", "user.stale"]);
+}
+
+#[test]
+fn an_entry_delete_cannot_remove_is_reported_as_not_deleted() {
+    if !is_root() {
+        eprintln!("needs root for chattr +i: skipped");
+        return;
+    }
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"hi").unwrap();
+    e.init(&[]);
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "latest", "--target", t]);
+    let extra = restored(&target, &src).join("extra");
+    fs::write(&extra, b"x").unwrap();
+    let pinned = Command::new("chattr")
+        .arg("+i")
+        .arg(&extra)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !pinned {
+        eprintln!("chattr +i refused here: skipped");
+        return;
+    }
+    let o = e.run(&["restore", "latest", "--target", t, "--delete", "--json"]);
+    let _ = Command::new("chattr").arg("-i").arg(&extra).status();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("delete {}", extra.display())),
+        "the error names the deletion: {err}"
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let summary: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["plan"]["deletes"], 0, "{summary}");
+    assert_eq!(summary["plan"]["deletes_failed"], 1, "{summary}");
+    let text = e.run(&["restore", "latest", "--target", t, "--delete"]);
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(text.contains("deleted 1 entries"), "{text}");
+    assert!(!extra.exists());
+}
