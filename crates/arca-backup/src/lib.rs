@@ -425,7 +425,9 @@ fn run<'w>(
     walk: impl FnOnce(Option<Id>) -> Source<'w>,
 ) -> Result<BackupReport, BackupError> {
     let started = Instant::now();
-    let start_time = opts.time.unwrap_or_else(|| Local::now().fixed_offset());
+    // The run's real start; `--time` sets only the snapshot's time, as restic's.
+    let run_start = Local::now().fixed_offset();
+    let start_time = opts.time.unwrap_or(run_start);
     let filter = std::sync::Arc::new(Filter::new(&opts.excludes)?);
     // Metadata read-ahead starts now: the source's directories warm up while the index and
     // the parent's trees load.
@@ -503,7 +505,7 @@ fn run<'w>(
     let mut warnings = missing;
     warnings.extend(out.warnings);
     summary.data_added_packed = stats.blob_bytes;
-    summary.backup_start = Some(start_time);
+    summary.backup_start = Some(run_start);
     summary.backup_end = Some(Local::now().fixed_offset());
     summary.errors = warnings.iter().filter(|w| w.is_error()).count() as u64;
     let (uid, gid) = arca_repo::host::ids();

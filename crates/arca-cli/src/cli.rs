@@ -322,6 +322,12 @@ pub struct SnapshotsArgs {
     /// Only the newest N snapshots of each host and set of paths
     #[arg(long, value_name = "N", value_parser = crate::util::at_least_one)]
     pub latest: Option<usize>,
+    /// Compact table: tags on one line, no paths
+    #[arg(short = 'c', long)]
+    pub compact: bool,
+    /// List the snapshots in groups sharing these fields: host, paths, tags (comma-separated)
+    #[arg(short = 'g', long, value_name = "FIELDS", value_parser = crate::util::group_by_arg)]
+    pub group_by: Option<arca_maintenance::forget::GroupBy>,
     /// Print JSON
     #[arg(long)]
     pub json: bool,

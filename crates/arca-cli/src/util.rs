@@ -77,6 +77,13 @@ pub fn snapshot_time_arg(s: &str) -> Result<String, String> {
         })
 }
 
+/// clap's reading of a `--group-by` list (host, paths, tags).
+pub fn group_by_arg(
+    s: &str,
+) -> Result<arca_maintenance::forget::GroupBy, arca_maintenance::forget::ParseError> {
+    s.parse()
+}
+
 /// clap's check of a count that must be at least 1.
 pub fn at_least_one(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
@@ -205,7 +212,14 @@ pub fn password(g: &Global) -> Result<Zeroizing<String>> {
         let p = read_password_file(f)?;
         // No key has an empty password (init and key add refuse one).
         if p.is_empty() {
-            bail!("password file {} is empty", f.display());
+            let blank = std::fs::read(f).is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace));
+            if blank {
+                bail!("password file {} is empty", f.display());
+            }
+            bail!(
+                "password file {}: its first line is empty (the password is the first line)",
+                f.display()
+            );
         }
         return Ok(p);
     }

@@ -245,6 +245,17 @@ fn wrong_password_missing_and_foreign_repositories() {
         stderr(&o).trim(),
         format!("arca: password file {} is empty", empty.display())
     );
+    fs::write(&empty, b"\nsecret\n").unwrap();
+    let o = e
+        .cmd(&["snapshots", "--password-file", empty.to_str().unwrap()])
+        .env_remove("ARCA_PASSWORD")
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&o).contains("its first line is empty"),
+        "{}",
+        stderr(&o)
+    );
 
     let missing = e.path("no/such/repo");
     let o = Command::new(BIN)

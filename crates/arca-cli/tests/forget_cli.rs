@@ -232,6 +232,9 @@ fn backup_time_sets_the_snapshot_time_that_policies_read() {
     let v = e.json(&["snapshots", "--json"]);
     assert_eq!(ids_of(&v), [a.as_str(), b.as_str(), c.as_str()]);
     assert_eq!(v[0]["time"], "2020-01-01T10:00:00+02:00");
+    // The run's own start stays the real one, as restic's.
+    let start = v[0]["summary"]["backup_start"].as_str().unwrap();
+    assert!(!start.starts_with("2020"), "{start}");
     // The newest of each host and paths, as restic's snapshots --latest.
     let other = e.path("other");
     fs::create_dir_all(&other).unwrap();
@@ -550,4 +553,62 @@ fn a_path_filter_is_normalized_as_backup_stores_paths() {
     let v: Value =
         serde_json::from_str(&e.ok(&["snapshots", "--json", "--path", "/elsewhere"])).unwrap();
     assert!(ids_of(&v).is_empty());
+}
+
+/// The snapshot table as restic prints it: columns as wide as their values, one tag and path
+/// per line (a path holding a space reads as one); `-c` puts the tags on one line without
+/// paths; `-g` lists groups, in JSON too.
+#[test]
+fn snapshots_table_compact_and_groups() {
+    let (e, src) = setup();
+    let spaced = e.path("p 2");
+    fs::create_dir_all(&spaced).unwrap();
+    let host = "a-very-long-hostname.example.com";
+    let (s, p) = (src.to_str().unwrap(), spaced.to_str().unwrap());
+    let a = e.json(&[
+        "backup",
+        "--json",
+        "--host",
+        host,
+        "--tag",
+        "alpha,beta",
+        s,
+        p,
+    ]);
+    let a = a["snapshot_id"].as_str().unwrap();
+    backup(&e, &src, "b", &[]);
+    let table = e.ok(&["snapshots"]);
+    let lines: Vec<&str> = table.lines().collect();
+    let first = lines.iter().position(|l| l.contains(&a[..8])).unwrap();
+    let row = lines[first];
+    assert!(row.contains(host) && row.contains("alpha"), "{table}");
+    let next = lines[first + 1];
+    assert!(next.trim_start().starts_with("beta"), "{table}");
+    // Each path on its own line, whole.
+    let with_path = |p: &str| lines.iter().filter(|l| l.ends_with(p)).count();
+    assert_eq!(with_path(p), 1, "{table}");
+    // Columns line up: the tags start at the same place on every line of the row.
+    assert_eq!(row.find("alpha"), next.find("beta"), "{table}");
+    let compact = e.ok(&["snapshots", "-c"]);
+    assert!(compact.contains("alpha,beta"), "{compact}");
+    assert!(
+        !compact.contains("Paths") && !compact.contains(s),
+        "{compact}"
+    );
+    let grouped = e.ok(&["snapshots", "-g", "host"]);
+    assert!(
+        grouped.contains(&format!("snapshots for host [{host}]:")),
+        "{grouped}"
+    );
+    assert_eq!(grouped.matches("snapshots for").count(), 2, "{grouped}");
+    let json = e.json(&["snapshots", "-g", "host", "--json"]);
+    let groups = json.as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{json}");
+    assert_eq!(groups[0]["group_key"]["hostname"], host);
+    assert_eq!(groups[0]["snapshots"][0]["id"], a);
+    let forget = e.ok(&["forget", "--keep-last", "1", "-n", "-c"]);
+    assert!(
+        forget.contains("last snapshot") && forget.contains("alpha,beta"),
+        "{forget}"
+    );
 }

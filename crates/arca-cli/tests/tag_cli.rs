@@ -34,10 +34,11 @@ fn tags(s: &Value) -> Vec<String> {
 }
 
 /// A snapshot's fields other than its id and tags.
+/// A snapshot's JSON without what `tag` changes: its id, its tags, and the original it names.
 fn rest(s: &Value) -> Value {
     let mut s = s.clone();
     let m = s.as_object_mut().unwrap();
-    for k in ["id", "short_id", "tags"] {
+    for k in ["id", "short_id", "tags", "original"] {
         m.remove(k);
     }
     s
@@ -107,6 +108,11 @@ fn add_replaces_the_snapshot_with_a_retagged_copy() {
     assert_eq!(after.len(), 2);
     assert_eq!(tags(&after[&n]), vec!["daily", "x", "y"]);
     assert_eq!(rest(&after[&n]), rest(&before[&a]), "only the tags change");
+    assert_eq!(
+        after[&n]["original"],
+        a.as_str(),
+        "and it names its original"
+    );
     assert_eq!(after[&b], before[&b], "the other snapshot is untouched");
     // The copy restores like the original did.
     let t = e.path("restore");

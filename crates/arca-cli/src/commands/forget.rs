@@ -65,13 +65,16 @@ pub struct ForgetArgs {
     pub keep_tags: Vec<String>,
     /// Apply the policy to each group of snapshots sharing these fields: host, paths, tags
     /// (comma-separated; "" for one group)
-    #[arg(short = 'g', long, value_name = "FIELDS", default_value = "host,paths", value_parser = group_by_arg)]
+    #[arg(short = 'g', long, value_name = "FIELDS", default_value = "host,paths", value_parser = crate::util::group_by_arg)]
     pub group_by: GroupBy,
     #[command(flatten)]
     pub filter: FilterArgs,
     /// Print what would be kept and removed, remove nothing
     #[arg(short = 'n', long)]
     pub dry_run: bool,
+    /// Compact tables: tags on one line, no paths
+    #[arg(short = 'c', long)]
+    pub compact: bool,
     /// Print the groups as JSON
     #[arg(long)]
     pub json: bool,
@@ -85,10 +88,6 @@ fn count_arg(s: &str) -> Result<i32, forget::ParseError> {
 }
 
 fn duration_arg(s: &str) -> Result<CalendarDuration, forget::ParseError> {
-    s.parse()
-}
-
-fn group_by_arg(s: &str) -> Result<GroupBy, forget::ParseError> {
     s.parse()
 }
 
@@ -188,7 +187,7 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
             super::out(&format!("Applying policy: {policy}"))?;
         }
         for r in &reports {
-            print_report(r)?;
+            print_report(r, a.compact)?;
         }
     }
 
@@ -339,74 +338,34 @@ fn report_json(r: &GroupReport) -> Value {
 }
 
 /// The group's header, its kept snapshots with their reasons and its removed ones.
-fn print_report(r: &GroupReport) -> Result<()> {
+fn print_report(r: &GroupReport, compact: bool) -> Result<()> {
+    use super::table::{Row, print};
     super::out(&format!("snapshots for {}:", r.key))?;
     if !r.keep.is_empty() {
         super::out(&format!("keep {} snapshots:", r.keep.len()))?;
-        let rows: Vec<(&Id, &Snapshot, &[String])> = r
+        let rows: Vec<Row<'_>> = r
             .keep
             .iter()
-            .map(|(id, s, d)| (id, s, d.reasons.as_slice()))
+            .map(|(id, snapshot, d)| Row {
+                id,
+                snapshot,
+                reasons: &d.reasons,
+            })
             .collect();
-        print_table(&rows, true)?;
+        print(&rows, true, compact)?;
     }
     if !r.remove.is_empty() {
         super::out(&format!("remove {} snapshots:", r.remove.len()))?;
-        let rows: Vec<(&Id, &Snapshot, &[String])> =
-            r.remove.iter().map(|(id, s)| (id, s, &[][..])).collect();
-        print_table(&rows, false)?;
+        let rows: Vec<Row<'_>> = r
+            .remove
+            .iter()
+            .map(|(id, snapshot)| Row {
+                id,
+                snapshot,
+                reasons: &[],
+            })
+            .collect();
+        print(&rows, false, compact)?;
     }
     super::out("")
-}
-
-/// Width of the columns before the reasons: flag and ID, time, host, tags.
-const INDENT: usize = 10 + 1 + 20 + 1 + 16 + 1 + 16;
-
-/// A table like `snapshots`'s, with a column of reasons (one per line) when `reasons`.
-fn print_table(rows: &[(&Id, &Snapshot, &[String])], reasons: bool) -> Result<()> {
-    let width = rows
-        .iter()
-        .flat_map(|(_, _, r)| r.iter().map(|r| r.chars().count()))
-        .max()
-        .unwrap_or(0)
-        .max("Reasons".len());
-    let reason_col = |text: &str| {
-        if reasons {
-            format!(" {text:<width$}")
-        } else {
-            String::new()
-        }
-    };
-    let header = format!(
-        "{:<10} {:<20} {:<16} {:<16}{} Paths",
-        "ID",
-        "Time",
-        "Host",
-        "Tags",
-        reason_col("Reasons")
-    );
-    let rule = "-".repeat(header.chars().count().max(80));
-    super::out(&header)?;
-    super::out(&rule)?;
-    for (id, s, why) in rows {
-        let time = s
-            .time
-            .with_timezone(&chrono::Local)
-            .format("%Y-%m-%d %H:%M:%S");
-        let flag = if s.complete { " " } else { "!" };
-        super::out(&format!(
-            "{flag}{:<9} {:<20} {:<16} {:<16}{} {}",
-            id.short(),
-            time,
-            s.hostname,
-            s.tags.join(","),
-            reason_col(why.first().map_or("", String::as_str)),
-            s.paths.join(" ")
-        ))?;
-        for more in why.iter().skip(1) {
-            super::out(format!("{:INDENT$}{}", "", reason_col(more)).trim_end())?;
-        }
-    }
-    super::out(&rule)?;
-    super::out(&format!("{} snapshots", rows.len()))
 }

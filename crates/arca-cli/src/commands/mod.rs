@@ -21,6 +21,7 @@ pub mod rewrite;
 mod snapshots;
 pub mod stats;
 mod subfolder;
+mod table;
 pub mod tag;
 pub mod ui;
 

@@ -14,43 +14,61 @@ pub fn run(g: &Global, a: &SnapshotsArgs) -> Result<u8> {
         list = newest_per_group(list, n);
     }
     if a.json {
-        let v: Vec<_> = list
-            .iter()
-            .map(|(id, s)| {
-                let mut o = serde_json::to_value(s).unwrap_or_else(|_| json!({}));
-                if let Some(m) = o.as_object_mut() {
-                    m.insert("id".into(), json!(id.to_hex()));
-                    m.insert("short_id".into(), json!(id.short()));
-                }
-                o
-            })
-            .collect();
-        super::out(&serde_json::Value::Array(v).to_string())?;
+        let array = |list: &[(arca_format::Id, arca_format::Snapshot)]| {
+            let v: Vec<_> = list
+                .iter()
+                .map(|(id, s)| {
+                    let mut o = serde_json::to_value(s).unwrap_or_else(|_| json!({}));
+                    if let Some(m) = o.as_object_mut() {
+                        m.insert("id".into(), json!(id.to_hex()));
+                        m.insert("short_id".into(), json!(id.short()));
+                    }
+                    o
+                })
+                .collect();
+            serde_json::Value::Array(v)
+        };
+        let v = match a.group_by {
+            None => array(&list),
+            // As restic's: the groups, each with its key and its snapshots.
+            Some(by) => arca_maintenance::forget::group(list, by)
+                .iter()
+                .map(|g| {
+                    json!({
+                        "group_key": {
+                            "hostname": g.key.hostname.clone().unwrap_or_default(),
+                            "paths": g.key.paths,
+                            "tags": g.key.tags,
+                        },
+                        "snapshots": array(&g.snapshots),
+                    })
+                })
+                .collect(),
+        };
+        super::out(&v.to_string())?;
         return Ok(0);
     }
-    super::out(&format!(
-        "{:<10} {:<20} {:<16} {:<16} Paths",
-        "ID", "Time", "Host", "Tags"
-    ))?;
-    super::out(&"-".repeat(80))?;
-    for (id, s) in &list {
-        let time = s
-            .time
-            .with_timezone(&chrono::Local)
-            .format("%Y-%m-%d %H:%M:%S");
-        let flag = if s.complete { " " } else { "!" };
-        super::out(&format!(
-            "{}{:<9} {:<20} {:<16} {:<16} {}",
-            flag,
-            id.short(),
-            time,
-            s.hostname,
-            s.tags.join(","),
-            s.paths.join(" ")
-        ))?;
+    let print = |list: &[(arca_format::Id, arca_format::Snapshot)]| {
+        let rows: Vec<super::table::Row<'_>> = list
+            .iter()
+            .map(|(id, snapshot)| super::table::Row {
+                id,
+                snapshot,
+                reasons: &[],
+            })
+            .collect();
+        super::table::print(&rows, false, a.compact)
+    };
+    match a.group_by {
+        None => print(&list)?,
+        Some(by) => {
+            for group in arca_maintenance::forget::group(list.clone(), by) {
+                super::out(&format!("snapshots for {}:", group.key))?;
+                print(&group.snapshots)?;
+                super::out("")?;
+            }
+        }
     }
-    super::out(&"-".repeat(80))?;
-    super::out(&format!("{} snapshots", list.len()))?;
     if list.iter().any(|(_, s)| !s.complete) {
         super::out("! = incomplete: some entries could not be read during the backup")?;
     }
