@@ -510,6 +510,8 @@ fn the_summary_names_what_was_left_alone() {
         "{}",
         stderr(&o)
     );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("already holds"), "{out}");
 }
 
 /// `ID:SUBFOLDER` restores that folder's contents directly into the target (restic's form);

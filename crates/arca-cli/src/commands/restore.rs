@@ -405,6 +405,14 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
         human_bytes(r.bytes),
         human_duration(r.duration_seconds)
     ))?;
+    // Patterns that select nothing: the target holds nothing of the snapshot, whatever the
+    // fetch line would suggest.
+    let nothing_selected = r.files + r.hardlinks + r.others + r.dirs == 0
+        && p.files_skipped + p.files_blocked == 0
+        && !(a.includes.is_empty()
+            && a.excludes.is_empty()
+            && a.iincludes.is_empty()
+            && a.iexcludes.is_empty());
     if p.files_new + p.files_updated > 0 || r.fetched_bytes > 0 || p.deletes > 0 {
         super::out(&format!(
             "fetched {} in {} reads from {} packs; copied {} locally; {} already in place; \
@@ -416,7 +424,7 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
             human_bytes(p.bytes_in_place),
             p.deletes
         ))?;
-    } else if p.files_skipped + p.files_blocked > 0 {
+    } else if p.files_skipped + p.files_blocked > 0 || nothing_selected {
         super::out("nothing to fetch")?;
     } else {
         super::out("nothing to fetch: the target already holds the snapshot's content")?;
@@ -433,13 +441,7 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
             p.files_blocked
         ))?;
     }
-    if r.files + r.hardlinks + r.others + r.dirs == 0
-        && p.files_skipped + p.files_blocked == 0
-        && !(a.includes.is_empty()
-            && a.excludes.is_empty()
-            && a.iincludes.is_empty()
-            && a.iexcludes.is_empty())
-    {
+    if nothing_selected {
         eprintln!(
             "warning: nothing in snapshot {} matches the --include/--exclude patterns",
             id.short()
