@@ -88,7 +88,11 @@ fn failure_code(e: &anyhow::Error) -> u8 {
     use arca_repo::RepoError;
     for cause in e.chain() {
         match cause.downcast_ref::<RepoError>() {
-            Some(RepoError::NoRepository { .. } | RepoError::NotARepository { .. }) => return 10,
+            Some(
+                RepoError::NoRepository { .. }
+                | RepoError::NotARepository { .. }
+                | RepoError::ForeignRepository { .. },
+            ) => return 10,
             Some(RepoError::Locked { .. }) => return 11,
             Some(RepoError::WrongPassword { .. }) => return 12,
             _ => {}

@@ -283,6 +283,19 @@ fn wrong_password_missing_and_foreign_repositories() {
         "{}",
         stderr(&o)
     );
+    // Another tool's repository (restic's config is sealed bytes of its own).
+    fs::write(foreign.join("config"), random_bytes(9, 200)).unwrap();
+    let o = Command::new(BIN)
+        .args(["-r", foreign.to_str().unwrap(), "snapshots"])
+        .env("ARCA_PASSWORD", "x")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(10));
+    assert!(
+        stderr(&o).contains("its config file is not arca's"),
+        "{}",
+        stderr(&o)
+    );
 
     // init refuses an existing repository and a non-empty folder.
     let o = e.run(&["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"]);
@@ -868,6 +881,8 @@ fn key_add_list_remove_and_passwd() {
         .as_str()
         .unwrap()
         .to_string();
+    let o = e.run(&["key", "remove", ""]);
+    assert!(stderr(&o).contains("no key id given"), "{}", stderr(&o));
     // The key in use cannot be removed; with the other password it can.
     let o = e.run(&["key", "remove", &first[..8]]);
     assert_eq!(o.status.code(), Some(1));

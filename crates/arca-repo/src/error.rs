@@ -26,6 +26,15 @@ pub enum RepoError {
         /// Where we looked.
         location: String,
     },
+    /// A config file is there, but not arca's (another tool's repository, such as restic's).
+    #[error(
+        "{location} is not an arca repository: its config file is not arca's (another tool's \
+         repository, such as restic's?)"
+    )]
+    ForeignRepository {
+        /// Where we looked.
+        location: String,
+    },
     /// Another process holds a lock that conflicts with the one asked for.
     #[error(
         "repository {location} is locked {holder}; wait for it to finish, or run `arca unlock` \

@@ -207,8 +207,15 @@ impl Repository {
             }
             Err(e) => return Err(e.into()),
         };
-        let header = EnvelopeHeader::decode(&raw_config, EnvelopeKind::Config)
-            .map_err(|e| RepoError::format(format!("{location}/config"), e))?;
+        let header = EnvelopeHeader::decode(&raw_config, EnvelopeKind::Config).map_err(|e| {
+            if matches!(e, arca_format::FormatError::BadMagic { .. }) {
+                RepoError::ForeignRepository {
+                    location: location.clone(),
+                }
+            } else {
+                RepoError::format(format!("{location}/config"), e)
+            }
+        })?;
         let mut keys = keys_listed.unwrap_or_else(|p| std::panic::resume_unwind(p))?;
         keys.sort();
         let mut last_err = None;
@@ -554,13 +561,18 @@ impl Repository {
 
     /// Finds a key by id prefix.
     pub fn find_key(&self, prefix: &str) -> Result<Id> {
+        if prefix.is_empty() {
+            return Err(RepoError::KeyRefused(
+                "no key id given (see `arca key list`)".into(),
+            ));
+        }
         let keys = self.list_ids(FileType::Key)?;
         let m: Vec<_> = keys
             .iter()
             .filter(|(id, _)| id.to_hex().starts_with(prefix))
             .collect();
         match m.as_slice() {
-            [(id, _)] if !prefix.is_empty() => Ok(*id),
+            [(id, _)] => Ok(*id),
             [] => Err(RepoError::KeyRefused(format!("no key matches {prefix:?}"))),
             _ => Err(RepoError::KeyRefused(format!(
                 "key prefix {prefix:?} is ambiguous"
