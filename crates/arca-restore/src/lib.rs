@@ -373,6 +373,7 @@ pub fn restore(
         plan: &plan,
         bytes_read: AtomicU64::new(0),
         large: hashing::Slots::new(t.workers * 2),
+        zero_ids: Default::default(),
     };
     let roots: Vec<PathBuf> = snapshot.paths.iter().map(PathBuf::from).collect();
     let warmed = warmer.map_or(0, warm::Warmer::finish);
