@@ -270,3 +270,52 @@ fn throttling_and_resets_from_the_network_are_retried() {
         proxy.faults()
     );
 }
+
+/// A server restarting while a backup runs (its connections refused for a moment) is waited
+/// out: the server answered before, so a refused connection is an outage, not a wrong
+/// address. Before, the backup failed at the first refused connection.
+#[test]
+fn a_server_restart_during_a_backup_is_waited_out() {
+    let e0 = Env::new();
+    let mut s3 = server(&e0);
+    let e = s3_env(&s3, "restart", "r");
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..30u64 {
+        fs::write(src.join(format!("f{i}")), random_bytes(i, 1_000_000)).unwrap();
+    }
+    e.init(&[&["--pack-size", "1MiB"][..], &SMALL_CHUNKS].concat());
+    let s = src.to_str().unwrap();
+    // Slow requests, so that the backup is still writing when the server goes away: about
+    // 30 packs, two at a time, 300 ms each.
+    let backup = e
+        .cmd(&["backup", "--json", "--backend-latency", "300ms", s])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let repo_dir = e0.path("s3").join("restart").join("r");
+    let start = Instant::now();
+    while packs_on_server(&repo_dir) == 0 {
+        assert!(start.elapsed() < Duration::from_secs(60), "no pack arrived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    s3.stop();
+    std::thread::sleep(Duration::from_millis(1000));
+    s3.restart();
+    let out = backup.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(summary["complete"], true, "{summary}");
+    assert!(
+        summary["backend"]["retries"].as_u64().unwrap() > 0,
+        "the backup did not meet the outage: {summary}"
+    );
+    let check = e.json(&["check", "--read-data", "--json"]);
+    assert_eq!(check["errors"].as_array().map_or(0, Vec::len), 0, "{check}");
+}

@@ -113,6 +113,26 @@ impl S3Server {
         ]
     }
 
+    /// Starts the server again on the same port and folder after [`Self::stop`] (a restart
+    /// the clients see as refused connections meanwhile).
+    pub fn restart(&mut self) {
+        let bin = binary().expect("s3s-fs was found at start");
+        self.child = Command::new(&bin)
+            .args(["--host", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
+            .arg(&self.root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        assert!(
+            wait_for_port(self.port, Duration::from_secs(10)),
+            "s3s-fs did not listen again on port {}",
+            self.port
+        );
+    }
+
     /// Stops the server (also done on drop).
     pub fn stop(&mut self) {
         let _ = self.child.kill();

@@ -82,6 +82,9 @@ pub struct S3Backend {
     opts: S3Options,
     region: String,
     dns: bool,
+    /// Set once the server has answered a request: from then on a refused connection is a
+    /// restart or an outage to wait out (retried), not a wrong address to report at once.
+    reached: std::sync::atomic::AtomicBool,
 }
 
 impl S3Backend {
@@ -140,6 +143,7 @@ impl S3Backend {
             opts: opts.clone(),
             region,
             dns,
+            reached: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -163,7 +167,17 @@ impl S3Backend {
         f: impl std::future::IntoFuture<Output = opendal::Result<T>>,
     ) -> Result<opendal::Result<T>> {
         let _pass = self.gate.enter();
-        block_on(&self.shown, f.into_future())
+        let r = block_on(&self.shown, f.into_future())?;
+        // Any answer, an error status included, shows the server is there.
+        let answered = match &r {
+            Ok(_) => true,
+            Err(e) => unreachable(e).is_none() && !e.is_temporary(),
+        };
+        if answered {
+            self.reached
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(r)
     }
 
     /// Creates the bucket (init on a bucket that does not exist yet).
@@ -214,6 +228,12 @@ impl S3Backend {
                     self.loc.bucket, self.loc.endpoint
                 ),
             ),
+            _ if e.message().contains("failed to load signing credential") => (
+                ErrorKind::PermissionDenied,
+                "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or \
+                 AWS_PROFILE)"
+                    .into(),
+            ),
             (_, Some(c @ ("InvalidAccessKeyId" | "SignatureDoesNotMatch"))) => (
                 ErrorKind::PermissionDenied,
                 format!(
@@ -251,6 +271,16 @@ impl S3Backend {
                 ErrorKind::ShortRead,
                 "the object ends before the range".into(),
             ),
+            // The server answered before: it is restarting or the network is down for a
+            // while; retried as other transient failures are.
+            _ if let Some(why) = unreachable(e)
+                && self.reached.load(std::sync::atomic::Ordering::Relaxed) =>
+            {
+                (
+                    ErrorKind::Transient,
+                    format!("cannot reach {} ({why})", self.loc.endpoint),
+                )
+            }
             _ if let Some(why) = unreachable(e) => (
                 ErrorKind::Other,
                 format!(
