@@ -247,3 +247,50 @@ fn read_faults_during_restore_and_check_are_reported_not_panicked() {
     .unwrap();
     assert!(rep.is_ok(), "{:?}", rep.errors);
 }
+
+/// A pack that cannot be read for a reason that says nothing of its bytes (access denied
+/// here; a server down or a network failure that outlasts the retries alike) is reported as
+/// not verified: no damage, no snapshot hit, no repair proposed. Before, check declared the
+/// snapshots damaged and sent the user to `repair packs` and `repair snapshots --forget`.
+#[test]
+fn a_pack_check_cannot_read_is_not_called_damaged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    source(&src);
+    let (fb, repo) = faulty(&tmp.path().join("repo"));
+    do_backup(&repo, &src).unwrap();
+    fb.add(Rule {
+        op: Some(Op::Read),
+        file_type: Some(FileType::Pack),
+        trigger: Trigger::Always,
+        fault: Fault::Fail(io::ErrorKind::PermissionDenied),
+    });
+    let rep = check(
+        &repo,
+        CheckOptions {
+            read_data: true,
+            workers: 2,
+        },
+    )
+    .unwrap();
+    assert!(!rep.is_ok(), "unverified packs are errors");
+    assert!(
+        rep.errors.iter().any(|e| e.contains("not verified")),
+        "{:?}",
+        rep.errors
+    );
+    assert!(rep.damaged_packs.is_empty());
+    assert!(rep.affected.is_empty());
+    assert!(rep.repairs.is_empty(), "{:?}", rep.repairs);
+    // Readable again: clean.
+    fb.clear();
+    let rep = check(
+        &repo,
+        CheckOptions {
+            read_data: true,
+            workers: 2,
+        },
+    )
+    .unwrap();
+    assert!(rep.is_ok(), "{:?}", rep.errors);
+}

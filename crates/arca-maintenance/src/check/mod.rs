@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
-use arca_backend::FileType;
+use arca_backend::{ErrorKind, FileType};
 use arca_format::{BlobKind, Id, IndexFile, IndexPack, Snapshot, Tree};
 use arca_repo::pack::pack_header_from_bytes;
 use arca_repo::{Index, IndexBuilder, RepoError, Repository};
@@ -314,6 +314,18 @@ pub fn check_with_progress(
             progress.trees.fetch_add(1, Ordering::Relaxed);
             let tree = match load_tree_checked(repo, &index, &tid) {
                 Ok(t) => t,
+                // The server did not answer, or access was denied: nothing is known of the
+                // tree, and nothing may be called lost (no repair is proposed for it).
+                Err(RepoError::Backend(b))
+                    if !matches!(b.kind, ErrorKind::NotFound | ErrorKind::ShortRead) =>
+                {
+                    rep.errors.push(format!(
+                        "snapshot {}: tree {tid}: not verified, it could not be read ({b}); \
+                         run check again once the repository can be read",
+                        sid.short()
+                    ));
+                    continue;
+                }
                 Err(e) => {
                     rep.errors.push(format!(
                         "snapshot {}: tree {tid}: {}",
@@ -396,6 +408,14 @@ pub fn check_with_progress(
         );
         rep.packs_read = results.len();
         for r in results {
+            if let Some(why) = &r.unreadable {
+                rep.errors.push(format!(
+                    "pack {}: not verified, it could not be read ({why}); run check again \
+                     once the repository can be read (this says nothing of its data)",
+                    r.id
+                ));
+                continue;
+            }
             rep.blobs_read += r.blobs;
             rep.bytes_read += r.bytes;
             if r.damaged {
@@ -707,6 +727,9 @@ struct PackResult {
     problems: Vec<(String, Vec<(BlobKind, Id)>)>,
     /// Its bytes are damaged (not only its index entries wrong).
     damaged: bool,
+    /// It could not be read for a reason that says nothing of its bytes (the server
+    /// unreachable, a network failure that outlasted the retries, access denied): why.
+    unreadable: Option<String>,
 }
 
 fn read_all_packs(
@@ -755,10 +778,17 @@ fn check_pack(repo: &Repository, p: &IndexPack) -> PackResult {
         bytes: 0,
         problems: vec![],
         damaged: false,
+        unreadable: None,
     };
     let all = || p.blobs.iter().map(|b| (p.kind, b.id)).collect::<Vec<_>>();
     let bytes = match repo.backend().read(FileType::Pack, &p.id.to_hex()) {
         Ok(b) => b,
+        // A pack that is gone or shorter than the index says is damage; a server that does
+        // not answer is not, and must not send anyone to repair a healthy pack.
+        Err(e) if !matches!(e.kind, ErrorKind::NotFound | ErrorKind::ShortRead) => {
+            r.unreadable = Some(e.to_string());
+            return r;
+        }
         Err(e) => {
             r.problems.push((format!("cannot be read: {e}"), all()));
             r.damaged = true;
