@@ -241,7 +241,7 @@ fn stale_temporary_files_are_removed_fresh_ones_kept() {
     e.ok(&["backup", "-q", src.to_str().unwrap()]);
     let (stale, fresh) = plant_temp_files(&e.repo);
     // A dry run removes nothing, and counts what the run will remove.
-    let out = e.ok(&["prune", "--dry-run"]);
+    let out = e.ok(&["prune", "-n"]);
     assert!(
         out.contains(&format!(
             "would remove {} stale temporary files",

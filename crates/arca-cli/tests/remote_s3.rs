@@ -182,12 +182,7 @@ fn transient_failures_on_s3_are_retried() {
 }
 
 fn one_line_error(o: &std::process::Output, wants: &[&str]) {
-    one_line_error_code(o, 1, wants);
-}
-
-/// As [`one_line_error`], with exit code `code` (restic's 10: no repository).
-fn one_line_error_code(o: &std::process::Output, code: i32, wants: &[&str]) {
-    assert_eq!(o.status.code(), Some(code), "{}", stderr(o));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(o));
     let err = stderr(o);
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(lines.len() <= 2, "long error:\n{err}");
@@ -213,11 +208,23 @@ fn user_errors_on_s3_are_one_clear_line() {
     );
 
     let missing = Env::remote(s3.location("no-such-bucket", "r"), s3.env());
-    one_line_error_code(
+    // The bucket is named as what is missing (not the repository).
+    one_line_error(
         &missing.run(&["snapshots"]),
-        10,
-        &["no-such-bucket", "does not exist"],
+        &["bucket \"no-such-bucket\" does not exist"],
     );
+
+    // No credentials anywhere: the message says which variables to set.
+    if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() && std::env::var_os("AWS_PROFILE").is_none()
+    {
+        let bare = Env::remote(e.location.clone().unwrap(), vec![]);
+        let mut c = bare.cmd(&["snapshots"]);
+        c.env("HOME", e.path("no-home"));
+        one_line_error(
+            &c.output().unwrap(),
+            &["no S3 credentials", "AWS_ACCESS_KEY_ID"],
+        );
+    }
 
     let port = arca_testkit::s3d::free_port();
     let down = Env::remote(format!("s3:http://127.0.0.1:{port}/errs/r"), s3.env());

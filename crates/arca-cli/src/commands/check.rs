@@ -96,7 +96,8 @@ fn print_text(
             eprintln!("to repair: run `{}` ({})", p.command_line(), p.reason);
         } else if !g.quiet && p.repair == Repair::Prune {
             eprintln!(
-                "note: {}: run `{}` to remove them",
+                "note: {}: run `{}` to remove them (it leaves up to --max-unused, 5% by \
+                 default, in packs that also hold used data; `--max-unused 0` removes all)",
                 p.reason,
                 p.command_line()
             );

@@ -34,7 +34,7 @@ pub struct PruneArgs {
     #[arg(long)]
     pub repack_small: bool,
     /// Print what would be deleted and repacked, and the space freed; change nothing
-    #[arg(long)]
+    #[arg(short = 'n', long)]
     pub dry_run: bool,
     /// Print the result as JSON
     #[arg(long)]

@@ -228,7 +228,7 @@ impl S3Backend {
                     self.loc.bucket, self.loc.endpoint
                 ),
             ),
-            _ if e.message().contains("failed to load signing credential") => (
+            _ if e.to_string().contains("failed to load signing credential") => (
                 ErrorKind::PermissionDenied,
                 "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or \
                  AWS_PROFILE)"
@@ -479,7 +479,20 @@ impl Backend for S3Backend {
 
     fn read(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
         let path = t.path(name);
-        let buf = self.run("read", &path, self.op.read(&path))?;
+        let buf = match self.run("read", &path, self.op.read(&path)) {
+            // No config: say so of the bucket when it is the bucket that is missing (the
+            // answer to reading an object does not tell).
+            Err(e) if e.kind == ErrorKind::NotFound && t == FileType::Config => {
+                let probe = self.run_raw(self.op.list_with("").limit(1))?;
+                return Err(match probe {
+                    Err(pe) if s3_code(pe.message()).as_deref() == Some("NoSuchBucket") => {
+                        self.error("read", &path, &pe)
+                    }
+                    _ => e,
+                });
+            }
+            r => r?,
+        };
         Ok(buf.to_vec())
     }
 
