@@ -326,3 +326,63 @@ fn a_server_restart_during_a_backup_is_waited_out() {
     let check = e.json(&["check", "--read-data", "--json"]);
     assert_eq!(check["errors"].as_array().map_or(0, Vec::len), 0, "{check}");
 }
+
+/// A server gone for good during a restore stops the restore once the retries are spent: exit
+/// 1 and one message, not a "content lost" error for every file and exit 3 (the whole
+/// repository is unreachable, not some files damaged). A rerun goes on from there.
+#[test]
+fn a_server_gone_during_a_restore_stops_it_with_one_error() {
+    let e0 = Env::new();
+    let mut s3 = server(&e0);
+    let e = s3_env(&s3, "gone", "r");
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..20u64 {
+        fs::write(src.join(format!("f{i}")), random_bytes(i, 500_000)).unwrap();
+    }
+    e.init(&[&["--pack-size", "1MiB"][..], &SMALL_CHUNKS].concat());
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+    let restore = e
+        .cmd(&[
+            "restore",
+            "latest",
+            "--target",
+            t,
+            "--fetchers",
+            "1",
+            "--backend-latency",
+            "300ms",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let back = restored(&target, &src);
+    let start = Instant::now();
+    while fs::read_dir(&back).map_or(0, Iterator::count) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "nothing restored"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    s3.stop();
+    let stopped = Instant::now();
+    let out = restore.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot reach"), "{err}");
+    assert!(!err.contains("lost"), "{err}");
+    assert!(err.lines().count() <= 3, "{err}");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(120),
+        "{:?}",
+        stopped.elapsed()
+    );
+    // Back up, the rerun completes the restore.
+    s3.restart();
+    e.ok(&["restore", "latest", "--target", t]);
+    assert!(compare::diff_trees(&src, &back).is_empty());
+}

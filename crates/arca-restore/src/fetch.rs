@@ -1,6 +1,8 @@
 //! The fetch stage: ranged reads of packs, several in flight. A transient backend failure is
-//! retried with exponential backoff and jitter, bounded in attempts and in time; any other
-//! failure fails only the files whose blocks the read carried.
+//! retried with exponential backoff and jitter, bounded in attempts and in time; one that
+//! outlasts the retries (the server gone, the network down) stops the restore, as a full disk
+//! does (a rerun goes on from there); any other failure (a missing or short pack) fails only
+//! the files whose blocks the read carried.
 
 use std::sync::atomic::Ordering;
 
@@ -70,6 +72,12 @@ pub(crate) fn fetcher(
             }
             Err(e) => {
                 let why = e.to_string();
+                // Every later read would wait out the same outage: the restore stops with one
+                // message and exit 1, not a "content lost" line per file (nothing is lost).
+                let outage = e.is_transient();
+                if outage {
+                    sh.fail(crate::RestoreError::Repo(arca_repo::RepoError::Backend(e)));
+                }
                 let mut d = Done {
                     job: job.id,
                     ..Done::default()
@@ -77,7 +85,13 @@ pub(crate) fn fetcher(
                 for jb in &job.blobs {
                     let len = u64::from(sh.plan.blobs[jb.blob as usize].raw_len);
                     for &t in &jb.targets {
-                        sh.fail_file(t.file, || lost(sh, t, &why));
+                        if outage {
+                            // Failed quietly: not finished, not reported as lost.
+                            sh.file_flags[t.file as usize]
+                                .fetch_or(crate::ctx::FAILED, Ordering::AcqRel);
+                        } else {
+                            sh.fail_file(t.file, || lost(sh, t, &why));
+                        }
                         sh.op_done(t.file, None);
                         d.settled += len;
                     }
