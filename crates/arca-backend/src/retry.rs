@@ -27,7 +27,7 @@ pub struct RetryPolicy {
 impl Default for RetryPolicy {
     fn default() -> Self {
         Self {
-            attempts: 6,
+            attempts: 12,
             base_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(5),
             window: Duration::from_secs(60),
