@@ -258,6 +258,18 @@ pub fn check_with_progress(
         .flat_map(|(_, f)| &f.packs)
         .filter(|p| indexed.insert(p.id))
         .collect();
+    // The packs whose data is read.
+    let to_read: Option<HashSet<Id>> = match subset {
+        Some(sub) => {
+            let all: Vec<(Id, u64)> = packs.iter().map(|p| (p.id, p.size)).collect();
+            Some(sub.select(&all))
+        }
+        None if opts.read_data => Some(packs.iter().map(|p| p.id).collect()),
+        None => None,
+    };
+    // Packs of the wrong size that are read all the same: which of their blobs are damaged
+    // is known only from their bytes (a few bytes appended damage none).
+    let mut sized_but_read: HashSet<Id> = HashSet::new();
     for p in &packs {
         let blobs = || p.blobs.iter().map(|b| (p.kind, b.id));
         match on_disk.get(&p.id) {
@@ -265,6 +277,7 @@ pub fn check_with_progress(
             Some(&size) if size != p.size => found.damaged_packs.push(p.id),
             Some(_) => {}
         }
+        let read = to_read.as_ref().is_some_and(|r| r.contains(&p.id));
         match on_disk.get(&p.id) {
             None => dmg.mark(
                 &mut rep,
@@ -272,15 +285,20 @@ pub fn check_with_progress(
                 "missing (listed in an index)".into(),
                 &mut blobs(),
             ),
-            Some(&size) if size != p.size => dmg.mark(
-                &mut rep,
-                &p.id,
-                format!(
-                    "size is {size} bytes, index says {} (truncated or damaged)",
-                    p.size
-                ),
-                &mut blobs(),
-            ),
+            Some(&size) if size != p.size => {
+                if read {
+                    sized_but_read.insert(p.id);
+                }
+                dmg.mark(
+                    &mut rep,
+                    &p.id,
+                    format!(
+                        "size is {size} bytes, index says {} (truncated or damaged)",
+                        p.size
+                    ),
+                    &mut blobs().filter(|_| !read),
+                );
+            }
             Some(_) => {}
         }
     }
@@ -380,14 +398,6 @@ pub fn check_with_progress(
     }
     drop(used_data);
     // Data.
-    let to_read: Option<HashSet<Id>> = match subset {
-        Some(sub) => {
-            let all: Vec<(Id, u64)> = packs.iter().map(|p| (p.id, p.size)).collect();
-            Some(sub.select(&all))
-        }
-        None if opts.read_data => Some(packs.iter().map(|p| p.id).collect()),
-        None => None,
-    };
     if let Some(to_read) = to_read {
         let chosen: Vec<&IndexPack> = packs
             .iter()
@@ -398,11 +408,17 @@ pub fn check_with_progress(
         progress
             .packs_to_read
             .store(chosen.len() as u64, Ordering::Relaxed);
+        let skip: HashSet<Id> = dmg
+            .packs
+            .keys()
+            .filter(|id| !sized_but_read.contains(id))
+            .copied()
+            .collect();
         let results = read_all_packs(
             repo,
             &chosen,
             &on_disk,
-            &dmg.packs,
+            &skip,
             opts.workers,
             &progress.packs_read,
         );
@@ -736,14 +752,14 @@ fn read_all_packs(
     repo: &Repository,
     packs: &[&IndexPack],
     on_disk: &HashMap<Id, u64>,
-    already: &HashMap<Id, DamagedPack>,
+    already: &HashSet<Id>,
     workers: usize,
     done: &AtomicU64,
 ) -> Vec<PackResult> {
     let packs: Vec<&IndexPack> = packs
         .iter()
         .copied()
-        .filter(|p| on_disk.contains_key(&p.id) && !already.contains_key(&p.id))
+        .filter(|p| on_disk.contains_key(&p.id) && !already.contains(&p.id))
         .collect();
     let workers = if workers == 0 {
         std::thread::available_parallelism()

@@ -188,3 +188,46 @@ fn a_damaged_key_file_is_an_error() {
         rep.errors
     );
 }
+
+/// A pack whose size differs from the index's is read when its data is checked, and only the
+/// blobs that fail count as damaged: a few bytes appended damage none (no file is hit), a pack
+/// cut short loses only what lay past the cut. Without reading it, all its blobs count.
+#[test]
+fn a_pack_of_the_wrong_size_loses_only_the_blobs_that_fail() {
+    let read_data = CheckOptions {
+        read_data: true,
+        workers: 1,
+    };
+    let fx = build();
+    let name = fx.data1.id.to_hex();
+    let whole = fx.backend.read(FileType::Pack, &name).unwrap();
+    let mut longer = whole.clone();
+    longer.extend_from_slice(b"appended by a sync tool");
+    fx.backend.write(FileType::Pack, &name, &longer).unwrap();
+    let rep = check(&fx.repo, read_data).unwrap();
+    assert!(!rep.is_ok());
+    assert!(rep.affected.is_empty(), "{:?}", rep.affected);
+    let kinds: Vec<Repair> = rep.repairs.iter().map(|p| p.repair).collect();
+    assert_eq!(kinds, vec![Repair::Packs], "{:?}", rep.repairs);
+    // Not read: nothing is known of its blobs.
+    let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+    assert!(!rep.affected.is_empty());
+
+    // Cut in its second blob: the first blob is kept, the others are lost.
+    let second = fx.data1.blobs[1];
+    let cut = &whole[..(second.offset + second.length / 2) as usize];
+    fx.backend.write(FileType::Pack, &name, cut).unwrap();
+    let rep = check(&fx.repo, read_data).unwrap();
+    let d = rep
+        .damaged_packs
+        .iter()
+        .find(|d| d.id == fx.data1.id)
+        .unwrap();
+    assert_eq!(
+        d.bad_blobs.len(),
+        fx.data1.blobs.len() - 1,
+        "{:?}",
+        d.bad_blobs
+    );
+    assert!(!d.bad_blobs.contains(&fx.data1.blobs[0].id));
+}
