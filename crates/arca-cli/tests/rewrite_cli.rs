@@ -416,4 +416,12 @@ fn a_rewrite_that_would_empty_a_snapshot_leaves_it_alone() {
     let v = e.json(&["rewrite", "--exclude", src.to_str().unwrap(), "--json", &id]);
     assert_eq!(v["snapshots"][0]["emptied"], true, "{v}");
     assert_eq!(v["snapshots"][0]["modified"], false, "{v}");
+    // Nothing was written for it either (no unused trees for prune to find).
+    assert_eq!(v["packs_written"], 0, "{v}");
+    let check = e.run(&["check"]);
+    assert!(
+        !stderr(&check).contains("used by no snapshot"),
+        "{}",
+        stderr(&check)
+    );
 }

@@ -170,6 +170,27 @@ pub fn rewrite_snapshots(
     let mut rep = RewriteReport::default();
     let mut walker = Walker::new(repo, index, excluded, opts.dry_run);
     for (id, s) in snapshots {
+        // Every backed-up path excluded (itself or a folder above it): the snapshot is left as
+        // it is, and no tree is written for it (they were, and stayed unused until a prune).
+        let dropped = |p: &String| {
+            Path::new(p)
+                .ancestors()
+                .filter(|a| a.parent().is_some())
+                .any(excluded)
+        };
+        if !s.paths.is_empty() && s.paths.iter().all(dropped) {
+            rep.snapshots.push(RewrittenSnapshot {
+                original: *id,
+                new: None,
+                new_id: None,
+                removed: vec![],
+                files_removed: 0,
+                bytes_removed: 0,
+                forgotten: false,
+                emptied: true,
+            });
+            continue;
+        }
         let o = walker.rewrite(*id, s.tree)?;
         let mut r = RewrittenSnapshot {
             original: *id,
