@@ -383,6 +383,21 @@ fn errors_name_the_source() {
     let o = from_cmd(&dst, &dst, &["copy"]).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("same repository"), "{}", stderr(&o));
+    // init --from-repo without --copy-chunker-params says the source is not used.
+    let plain = Env::new();
+    let o = from_cmd(
+        &plain,
+        &src,
+        &["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"],
+    )
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("is ignored without --copy-chunker-params"),
+        "{}",
+        stderr(&o)
+    );
     let missing = Env::new();
     let o = from_cmd(&dst, &missing, &["copy"]).output().unwrap();
     assert_eq!(o.status.code(), Some(10));

@@ -29,6 +29,12 @@ pub fn run(g: &Global, a: &InitArgs) -> Result<u8> {
             CipherArg::XChaCha20Poly1305 => Cipher::XChaCha20Poly1305,
         },
     };
+    if !a.copy_chunker_params && a.from.from_repo.as_deref().is_some_and(|r| !r.is_empty()) {
+        eprintln!(
+            "warning: --from-repo (or ARCA_FROM_REPOSITORY) is ignored without \
+             --copy-chunker-params: the new repository chunks as it would alone"
+        );
+    }
     let (backend, _) = util::backend(g)?;
     // The source is opened first: a wrong source password leaves nothing behind.
     let mut copied = None;
