@@ -294,3 +294,40 @@ fn a_pack_check_cannot_read_is_not_called_damaged() {
     .unwrap();
     assert!(rep.is_ok(), "{:?}", rep.errors);
 }
+
+/// An outage (reads failing transiently past their retries) stops the reading of packs: the
+/// packs not read are named as not verified at once, instead of each waiting out its retries.
+#[test]
+fn an_outage_stops_check_from_reading_the_other_packs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    source(&src);
+    let (fb, repo) = faulty(&tmp.path().join("repo"));
+    do_backup(&repo, &src).unwrap();
+    let packs = repo.list_ids(FileType::Pack).unwrap().len();
+    assert!(packs > 2, "{packs}");
+    fb.add(Rule {
+        op: Some(Op::Read),
+        file_type: Some(FileType::Pack),
+        trigger: Trigger::Always,
+        fault: Fault::Fail(io::ErrorKind::TimedOut),
+    });
+    let rep = check(
+        &repo,
+        CheckOptions {
+            read_data: true,
+            workers: 1,
+        },
+    )
+    .unwrap();
+    assert!(!rep.is_ok());
+    assert!(rep.packs_read < packs, "{} of {packs}", rep.packs_read);
+    assert!(
+        rep.errors
+            .iter()
+            .any(|e| e.contains("more packs not verified")),
+        "{:?}",
+        rep.errors
+    );
+    assert!(rep.repairs.is_empty(), "{:?}", rep.repairs);
+}

@@ -14,7 +14,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
 use arca_backend::{ErrorKind, FileType};
 use arca_format::{BlobKind, Id, IndexFile, IndexPack, Snapshot, Tree};
@@ -414,7 +414,7 @@ pub fn check_with_progress(
             .filter(|id| !sized_but_read.contains(id))
             .copied()
             .collect();
-        let results = read_all_packs(
+        let (results, skipped) = read_all_packs(
             repo,
             &chosen,
             &on_disk,
@@ -423,6 +423,12 @@ pub fn check_with_progress(
             &progress.packs_read,
         );
         rep.packs_read = results.len();
+        if skipped > 0 {
+            rep.errors.push(format!(
+                "{skipped} more packs not verified: reading stopped once the repository could \
+                 not be read; run check again when it can"
+            ));
+        }
         for r in results {
             if let Some(why) = &r.unreadable {
                 rep.errors.push(format!(
@@ -746,6 +752,9 @@ struct PackResult {
     /// It could not be read for a reason that says nothing of its bytes (the server
     /// unreachable, a network failure that outlasted the retries, access denied): why.
     unreadable: Option<String>,
+    /// That reason was an outage (a transient failure that outlasted the retries): the other
+    /// packs would only wait it out one after another.
+    outage: bool,
 }
 
 fn read_all_packs(
@@ -755,7 +764,7 @@ fn read_all_packs(
     already: &HashSet<Id>,
     workers: usize,
     done: &AtomicU64,
-) -> Vec<PackResult> {
+) -> (Vec<PackResult>, usize) {
     let packs: Vec<&IndexPack> = packs
         .iter()
         .copied()
@@ -771,20 +780,27 @@ fn read_all_packs(
     .min(packs.len().max(1));
     let next = AtomicUsize::new(0);
     let out = Mutex::new(vec![]);
+    // Set at the first outage: reading stops (each further pack would wait out its retries).
+    let halt = AtomicBool::new(false);
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| {
-                loop {
+                while !halt.load(Ordering::Relaxed) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(p) = packs.get(i) else { break };
                     let r = check_pack(repo, p);
+                    if r.outage {
+                        halt.store(true, Ordering::Relaxed);
+                    }
                     done.fetch_add(1, Ordering::Relaxed);
                     out.lock().unwrap_or_else(|e| e.into_inner()).push(r);
                 }
             });
         }
     });
-    out.into_inner().unwrap_or_else(|e| e.into_inner())
+    let results = out.into_inner().unwrap_or_else(|e| e.into_inner());
+    let skipped = packs.len().saturating_sub(results.len());
+    (results, skipped)
 }
 
 fn check_pack(repo: &Repository, p: &IndexPack) -> PackResult {
@@ -795,6 +811,7 @@ fn check_pack(repo: &Repository, p: &IndexPack) -> PackResult {
         problems: vec![],
         damaged: false,
         unreadable: None,
+        outage: false,
     };
     let all = || p.blobs.iter().map(|b| (p.kind, b.id)).collect::<Vec<_>>();
     let bytes = match repo.backend().read(FileType::Pack, &p.id.to_hex()) {
@@ -802,6 +819,7 @@ fn check_pack(repo: &Repository, p: &IndexPack) -> PackResult {
         // A pack that is gone or shorter than the index says is damage; a server that does
         // not answer is not, and must not send anyone to repair a healthy pack.
         Err(e) if !matches!(e.kind, ErrorKind::NotFound | ErrorKind::ShortRead) => {
+            r.outage = e.is_transient();
             r.unreadable = Some(e.to_string());
             return r;
         }
