@@ -123,24 +123,14 @@ fn apply_metadata_short(
         errs.push(FsError::new("change owner of", path, e));
     }
     if opts.xattrs {
-        match xattr::list(path) {
-            Ok(names) => {
-                for name in extra_xattrs(names, node) {
-                    if let Err(e) = xattr::remove(path, &name)
-                        && !removal_refused_harmlessly(&e, opts)
-                    {
-                        errs.push(FsError::xattr(
-                            "remove xattr from",
-                            path,
-                            name.as_bytes(),
-                            e,
-                        ));
-                    }
-                }
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => {}
-            Err(e) => errs.push(FsError::new("list xattrs of", path, e)),
-        }
+        remove_extra_xattrs(
+            path,
+            node,
+            opts,
+            xattr::list(path),
+            |n| xattr::remove(path, n),
+            &mut errs,
+        );
         for (k, v) in &node.xattrs {
             if let Err(e) = xattr::set(path, OsStr::from_bytes(k), v) {
                 // Symlinks cannot carry user.* attributes on Linux; nothing to restore.
@@ -207,24 +197,14 @@ pub fn apply_file_metadata(
         errs.push(FsError::new("change owner of", path, e));
     }
     if opts.xattrs {
-        match file.list_xattr() {
-            Ok(names) => {
-                for name in extra_xattrs(names, node) {
-                    if let Err(e) = file.remove_xattr(&name)
-                        && !removal_refused_harmlessly(&e, opts)
-                    {
-                        errs.push(FsError::xattr(
-                            "remove xattr from",
-                            path,
-                            name.as_bytes(),
-                            e,
-                        ));
-                    }
-                }
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => {}
-            Err(e) => errs.push(FsError::new("list xattrs of", path, e)),
-        }
+        remove_extra_xattrs(
+            path,
+            node,
+            opts,
+            file.list_xattr(),
+            |n| file.remove_xattr(n),
+            &mut errs,
+        );
         for (k, v) in &node.xattrs {
             if let Err(e) = file.set_xattr(OsStr::from_bytes(k), v) {
                 errs.push(FsError::xattr("set xattr on", path, k, e));
@@ -308,6 +288,36 @@ fn extra_xattrs<'a>(
         let n = n.as_bytes();
         !KEPT_XATTRS.contains(&n) && !node.xattrs.iter().any(|(k, _)| k.as_slice() == n)
     })
+}
+
+/// Removes from the entry at `path` (named in errors) the attributes among `names` (its own,
+/// as listed) that the node lacks, with `remove`; failures go to `errs`.
+fn remove_extra_xattrs(
+    path: &Path,
+    node: &Node,
+    opts: MetadataOptions,
+    names: io::Result<impl Iterator<Item = std::ffi::OsString>>,
+    remove: impl Fn(&OsStr) -> io::Result<()>,
+    errs: &mut Vec<FsError>,
+) {
+    match names {
+        Ok(names) => {
+            for name in extra_xattrs(names, node) {
+                if let Err(e) = remove(&name)
+                    && !removal_refused_harmlessly(&e, opts)
+                {
+                    errs.push(FsError::xattr(
+                        "remove xattr from",
+                        path,
+                        name.as_bytes(),
+                        e,
+                    ));
+                }
+            }
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => {}
+        Err(e) => errs.push(FsError::new("list xattrs of", path, e)),
+    }
 }
 
 /// Whether a refused removal of an extra attribute is no error: not root, an attribute of a

@@ -178,20 +178,6 @@ pub fn rewrite_snapshots(
                 .filter(|a| a.parent().is_some())
                 .any(excluded)
         };
-        if !s.paths.is_empty() && s.paths.iter().all(dropped) {
-            rep.snapshots.push(RewrittenSnapshot {
-                original: *id,
-                new: None,
-                new_id: None,
-                removed: vec![],
-                files_removed: 0,
-                bytes_removed: 0,
-                forgotten: false,
-                emptied: true,
-            });
-            continue;
-        }
-        let o = walker.rewrite(*id, s.tree)?;
         let mut r = RewrittenSnapshot {
             original: *id,
             new: None,
@@ -202,6 +188,12 @@ pub fn rewrite_snapshots(
             forgotten: false,
             emptied: false,
         };
+        if !s.paths.is_empty() && s.paths.iter().all(dropped) {
+            r.emptied = true;
+            rep.snapshots.push(r);
+            continue;
+        }
+        let o = walker.rewrite(*id, s.tree)?;
         if o.changed() {
             r.removed = o.removed(Path::new("/"));
             r.files_removed = o.files;
