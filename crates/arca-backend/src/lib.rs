@@ -23,7 +23,7 @@ pub use fault::{Fault, FaultBackend, Op, Rule, Trigger};
 pub use local::LocalBackend;
 pub use memory::MemoryBackend;
 pub use metered::{BackendStats, MeteredBackend, StatsSnapshot, Throttle};
-pub use retry::{RetryBackend, RetryPolicy, RetryStats};
+pub use retry::{RetryBackend, RetryNotice, RetryPolicy, RetryStats, notify_retry, on_retry};
 
 /// The kinds of repository files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

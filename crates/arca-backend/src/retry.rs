@@ -2,10 +2,41 @@
 //! after a burst of them one probe goes alone. Bulk reads get one try: restore retries those.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileSink, FileType, Result};
+
+/// A transient failure about to be retried, for whoever tells the user (see [`on_retry`]).
+#[derive(Debug)]
+pub struct RetryNotice<'a> {
+    /// The failure.
+    pub error: &'a BackendError,
+    /// The attempt about to be made (2 for the first retry).
+    pub attempt: u32,
+    /// Attempts allowed in all.
+    pub attempts: u32,
+    /// The wait before it.
+    pub delay: Duration,
+}
+
+type Observer = Box<dyn Fn(&RetryNotice<'_>) + Send + Sync>;
+
+static OBSERVER: OnceLock<Observer> = OnceLock::new();
+
+/// Sets, once per process, what is told of every retry of a transient failure (by a
+/// [`RetryBackend`], or by a caller retrying on its own with [`notify_retry`]); a program
+/// shows these so that a failing server is not mistaken for a hang. Later calls are ignored.
+pub fn on_retry(f: impl Fn(&RetryNotice<'_>) + Send + Sync + 'static) {
+    let _ = OBSERVER.set(Box::new(f));
+}
+
+/// Tells the observer set with [`on_retry`], if any, of a retry.
+pub fn notify_retry(notice: &RetryNotice<'_>) {
+    if let Some(f) = OBSERVER.get() {
+        f(notice);
+    }
+}
 
 /// How a [`RetryBackend`] retries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -334,7 +365,14 @@ impl<B: Backend> RetryBackend<B> {
             slot.close(res.as_ref().is_err_and(BackendError::is_transient));
             match res {
                 Err(e) if e.is_transient() && tries < attempts && start.elapsed() < p.window => {
-                    not_before = Instant::now() + self.gate.jittered(delay);
+                    let wait = self.gate.jittered(delay);
+                    notify_retry(&RetryNotice {
+                        error: &e,
+                        attempt: tries + 1,
+                        attempts,
+                        delay: wait,
+                    });
+                    not_before = Instant::now() + wait;
                     delay = delay.saturating_mul(2).min(p.max_delay);
                     last = Some(e);
                 }

@@ -2,7 +2,7 @@
 //! snapshot's content list can be reused, hands changed files to the readers and every
 //! directory's entries to the tree assembler. It never reads file contents itself.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::{self, Metadata};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -61,8 +61,9 @@ pub(crate) fn unchanged(parent: &Node, now: &Node) -> bool {
 enum Later<'t> {
     /// A changed file for the readers.
     Read(Box<FileJob>),
-    /// A subdirectory to walk: its id, path, device and its listing in the parent snapshot.
-    Walk(DirId, PathBuf, u64, Option<Id>),
+    /// A subdirectory to walk: its id, path, device, its listing in the parent snapshot, and
+    /// the backed-up paths below it that the walk may not reach by itself.
+    Walk(DirId, PathBuf, u64, Option<Id>, Option<&'t SourceTree>),
     /// A directory on the way to the backed-up paths.
     Virtual(DirId, PathBuf, &'t SourceTree, Option<Id>),
     /// A directory stored empty (excluded contents, another file system, a loop).
@@ -71,6 +72,15 @@ enum Later<'t> {
     /// restic stores it (a restored cache keeps its `CACHEDIR.TAG`, so later backups of the
     /// restored tree still leave it out).
     Tagged(DirId, PathBuf, u64, Option<Id>, Vec<u8>),
+}
+
+/// Where an entry's walk starts: its directory's device, which `one_file_system` keeps the
+/// walk on (none for a backed-up path: a mount point named is backed up), and the backed-up
+/// paths below the entry ([`SourceTree`]'s children of a target).
+#[derive(Clone, Copy)]
+struct Within<'t> {
+    dev: Option<u64>,
+    nested: Option<&'t SourceTree>,
 }
 
 pub(crate) struct Walker<'c, 'a, 's> {
@@ -86,9 +96,6 @@ pub(crate) struct Walker<'c, 'a, 's> {
     /// Hard-linked files a reader is reading, by (device, inode).
     reading: HashMap<(u64, u64), Node>,
     ancestors: Vec<(u64, u64)>,
-    fs_dev: Option<u64>,
-    /// With `one_file_system`: [`crate::sources::file_systems`].
-    fs_devs: HashSet<u64>,
     next_dir: DirId,
     summary: SnapshotSummary,
     /// Entries left out by the exclusion rules.
@@ -118,12 +125,6 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             linked: HashMap::new(),
             reading: HashMap::new(),
             ancestors: vec![],
-            fs_dev: None,
-            fs_devs: if ctx.opts.one_file_system {
-                crate::sources::file_systems(&ctx.opts.paths)
-            } else {
-                HashSet::new()
-            },
             next_dir: 0,
             summary: SnapshotSummary::default(),
             excluded: 0,
@@ -165,8 +166,8 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
     pub(crate) fn run(&mut self, src: &SourceTree, parent_root: Option<Id>) -> Result<(), Fatal> {
         let root = Path::new("/");
         if src.target {
-            self.fs_dev = fs::symlink_metadata(root).ok().map(|m| m.dev());
-            self.walk_dir(0, None, root, self.fs_dev.unwrap_or(0), parent_root, None)
+            let dev = fs::symlink_metadata(root).ok().map_or(0, |m| m.dev());
+            self.walk_dir(0, None, root, dev, parent_root, None, Some(src))
         } else {
             self.walk_virtual(0, None, root, src, parent_root)
         }
@@ -195,11 +196,11 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             let me = Some((id, slot));
             match work {
                 Later::Read(job) => self.dispatch(*job)?,
-                Later::Walk(child, path, dev, old) => {
-                    self.walk_dir(child, me, &path, dev, old, None)?
+                Later::Walk(child, path, dev, old, nested) => {
+                    self.walk_dir(child, me, &path, dev, old, None, nested)?
                 }
                 Later::Tagged(child, path, dev, old, tag) => {
-                    self.walk_dir(child, me, &path, dev, old, Some(&tag))?
+                    self.walk_dir(child, me, &path, dev, old, Some(&tag), None)?
                 }
                 Later::Virtual(child, path, src, old) => {
                     self.walk_virtual(child, me, &path, src, old)?
@@ -230,18 +231,6 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 continue;
             }
             let meta = match arca_fs::lstat(&path) {
-                // A folder above a backed-up path reached through a symlink (`/home ->
-                // /var/home`) is stored as the folder it leads to, as restic does; the
-                // backed-up paths themselves are stored as they are.
-                Ok(m) if m.file_type().is_symlink() && !child.target => {
-                    match arca_fs::io_on_long_path(&path, |p| std::fs::metadata(p)) {
-                        Ok(m) => m,
-                        Err(e) => {
-                            self.ctx.report.warn_io(&path, "stat", &e);
-                            continue;
-                        }
-                    }
-                }
                 Ok(m) => m,
                 Err(e) => {
                     self.ctx.report.warn_io(&path, "stat", &e);
@@ -250,36 +239,68 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             };
             let pnode = parent.as_ref().and_then(|t| t.find(name));
             let slot = slots.len() as u32;
-            if child.target {
-                self.fs_dev = Some(meta.dev());
-                if let Some((s, l)) = self.entry(id, slot, path, name, &meta, pnode)? {
-                    slots.push(s);
-                    later.extend(l.map(|l| (slot, l)));
-                }
-                continue;
-            }
-            let node = match read_node_since(&path, name, &meta, &mut self.names, pnode) {
-                Ok(n) => n,
-                Err(e) => {
-                    self.ctx.report.warn_io(&path, e.op, &e.source);
-                    continue;
-                }
+            let done = if child.target {
+                let within = Within {
+                    dev: None,
+                    nested: Some(child),
+                };
+                self.entry(id, slot, path, name, &meta, pnode, within)?
+            } else {
+                self.on_the_way(path, name, meta, child, pnode)
             };
-            if node.kind() != NodeKind::Dir {
-                let msg = format!("{}: is no longer a directory, skipped", path.display());
-                self.ctx.report.warn(&path, WarningKind::Vanished, msg);
-                continue;
+            if let Some((s, l)) = done {
+                slots.push(s);
+                later.extend(l.map(|l| (slot, l)));
             }
-            let old = pnode.filter(|p| p.is_dir()).and_then(|p| p.subtree);
-            let child_id = self.new_dir();
-            slots.push(Slot::Dir(node));
-            later.push((slot, Later::Virtual(child_id, path, child, old)));
         }
         self.emit(id, link, old, slots, later)
     }
 
+    /// A directory on the way to backed-up paths (`src`, not itself one), stored as the
+    /// directory it is or, reached through a symlink (`/home -> /var/home`), as the directory
+    /// it leads to, as restic does; only the backed-up paths in it are walked.
+    fn on_the_way<'t>(
+        &mut self,
+        path: PathBuf,
+        name: &[u8],
+        meta: Metadata,
+        src: &'t SourceTree,
+        pnode: Option<&Node>,
+    ) -> Option<(Slot, Option<Later<'t>>)> {
+        let meta = if meta.file_type().is_symlink() {
+            match arca_fs::io_on_long_path(&path, |p| std::fs::metadata(p)) {
+                Ok(m) => m,
+                Err(e) => {
+                    self.ctx.report.warn_io(&path, "stat", &e);
+                    return None;
+                }
+            }
+        } else {
+            meta
+        };
+        let node = match read_node_since(&path, name, &meta, &mut self.names, pnode) {
+            Ok(n) => n,
+            Err(e) => {
+                self.ctx.report.warn_io(&path, e.op, &e.source);
+                return None;
+            }
+        };
+        if node.kind() != NodeKind::Dir {
+            let msg = format!("{}: is no longer a directory, skipped", path.display());
+            self.ctx.report.warn(&path, WarningKind::Vanished, msg);
+            return None;
+        }
+        let old = pnode.filter(|p| p.is_dir()).and_then(|p| p.subtree);
+        let child_id = self.new_dir();
+        Some((
+            Slot::Dir(node),
+            Some(Later::Virtual(child_id, path, src, old)),
+        ))
+    }
+
     /// Lists a real directory and sends its entries.
-    fn walk_dir(
+    #[allow(clippy::too_many_arguments)]
+    fn walk_dir<'t>(
         &mut self,
         id: DirId,
         link: Option<(DirId, u32)>,
@@ -287,6 +308,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         dev: u64,
         old: Option<Id>,
         only: Option<&[u8]>,
+        nested: Option<&'t SourceTree>,
     ) -> Result<(), Fatal> {
         if self.ctx.cancelled() {
             return Err(Fatal::Cancelled);
@@ -338,13 +360,38 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                     continue;
                 }
             };
-            if verdict == Verdict::KeptIfDir && !meta.is_dir() {
-                self.excluded += 1;
-                continue;
+            if verdict == Verdict::KeptIfDir {
+                let dev = self.ctx.opts.one_file_system.then_some(dev);
+                if !meta.is_dir() || !self.filter.takes_back_in(&path, dev) {
+                    self.excluded += 1;
+                    continue;
+                }
             }
             let pnode = parent.as_ref().and_then(|t| t.find(&name));
             let slot = slots.len() as u32;
-            if let Some((s, l)) = self.entry(id, slot, path, &name, &meta, pnode)? {
+            let mut within = Within {
+                dev: Some(dev),
+                nested: None,
+            };
+            // A backed-up path below this one: where the walk would not reach it as named
+            // (through a symlink, or onto another file system with `one_file_system`), the
+            // way to it is stored as when it is backed up alone, and it is walked as a
+            // backed-up path; else the walk goes on, watching for the ones further down.
+            let crosses = self.ctx.opts.one_file_system && meta.dev() != dev;
+            let done = match nested.and_then(|n| n.children.get(&name)) {
+                Some(sub) if !sub.target && (meta.file_type().is_symlink() || crosses) => {
+                    self.on_the_way(path, &name, meta, sub, pnode)
+                }
+                Some(sub) => {
+                    within.nested = Some(sub);
+                    if sub.target && crosses {
+                        within.dev = None;
+                    }
+                    self.entry(id, slot, path, &name, &meta, pnode, within)?
+                }
+                None => self.entry(id, slot, path, &name, &meta, pnode, within)?,
+            };
+            if let Some((s, l)) = done {
                 slots.push(s);
                 later.extend(l.map(|l| (slot, l)));
             }
@@ -354,6 +401,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
     }
 
     /// One entry of any kind: its slot and the work it leaves; `None` when it was skipped.
+    #[allow(clippy::too_many_arguments)]
     fn entry<'t>(
         &mut self,
         dir: DirId,
@@ -362,6 +410,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         name: &[u8],
         meta: &Metadata,
         parent: Option<&Node>,
+        within: Within<'t>,
     ) -> Result<Option<(Slot, Option<Later<'t>>)>, Fatal> {
         let mut node = match read_node_since(&path, name, meta, &mut self.names, parent) {
             Ok(n) => n,
@@ -389,7 +438,8 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                     self.ctx.report.warn(&path, WarningKind::Loop, msg);
                     return Ok(Some((Slot::Dir(node), Some(Later::Empty(child, None)))));
                 }
-                let crosses = self.ctx.opts.one_file_system && !self.fs_devs.contains(&node.dev);
+                let crosses = self.ctx.opts.one_file_system
+                    && within.dev.is_some_and(|d| d != node.dev);
                 let tagged = match self.filter.tagged(&path) {
                     Ok(t) => t,
                     Err((tag, e)) => {
@@ -406,7 +456,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 let later = match tagged {
                     _ if crosses => Later::Empty(child, old),
                     Some(tag) => Later::Tagged(child, path, node.dev, old, tag.into_bytes()),
-                    None => Later::Walk(child, path, node.dev, old),
+                    None => Later::Walk(child, path, node.dev, old, within.nested),
                 };
                 node.subtree = None;
                 Ok(Some((Slot::Dir(node), Some(later))))

@@ -154,6 +154,40 @@ impl Filter {
         verdict
     }
 
+    /// Whether something below directory `dir`, which a pattern excludes but a `!` pattern
+    /// may take something back from ([`Verdict::KeptIfDir`]), is taken back: else the walk
+    /// leaves the folder out as a whole, rather than storing its folders empty (and warning
+    /// about those it cannot list, as in `/proc`). Looks no further than the first entry
+    /// taken back; stays on device `dev` when given (`--one-file-system`); an unreadable
+    /// folder holds nothing taken back.
+    pub(crate) fn takes_back_in(&self, dir: &Path, dev: Option<u64>) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let mut seen = std::collections::HashSet::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            let Ok(names) = arca_fs::list_dir_names(&d) else {
+                continue;
+            };
+            for name in names {
+                let path = d.join(std::ffi::OsStr::from_bytes(&name));
+                match self.judge(&path) {
+                    Verdict::Kept => return true,
+                    Verdict::Excluded => {}
+                    Verdict::KeptIfDir => {
+                        let Ok(m) = arca_fs::lstat(&path) else {
+                            continue;
+                        };
+                        let key = (m.dev(), m.ino());
+                        if m.is_dir() && dev.is_none_or(|d| d == m.dev()) && seen.insert(key) {
+                            todo.push(path);
+                        }
+                    }
+                }
+            }
+        }
+        false
+    }
+
     /// The tag that marks directory `dir` for exclusion of its contents, if any. A tag that
     /// cannot be read is an error naming it.
     pub(crate) fn tagged(&self, dir: &Path) -> Result<Option<String>, (PathBuf, io::Error)> {

@@ -40,7 +40,6 @@ pub fn estimate(
         one_file_system,
         progress,
         stop,
-        fs_devs: crate::sources::file_systems(paths),
         ancestors: vec![],
         files: 0,
         bytes: 0,
@@ -59,10 +58,10 @@ pub fn estimate(
         if path == Path::new("/") {
             // The backup lists the root itself, without tag or loop checks on it.
             scan.ancestors.push((meta.dev(), meta.ino()));
-            scan.listing(&mut path);
+            scan.listing(&mut path, meta.dev());
             scan.ancestors.clear();
         } else {
-            scan.entry(&mut path, &meta);
+            scan.entry(&mut path, &meta, None);
         }
     }
     scan.flush();
@@ -93,8 +92,6 @@ struct Scan<'a> {
     one_file_system: bool,
     progress: &'a Progress,
     stop: &'a AtomicBool,
-    /// Devices of the backed-up paths (for `one_file_system`, as the backup's walk).
-    fs_devs: std::collections::HashSet<u64>,
     /// (device, inode) of the directories being walked, to stop at loops.
     ancestors: Vec<(u64, u64)>,
     /// Counted, not yet added to `progress`.
@@ -121,8 +118,9 @@ impl Scan<'_> {
         }
     }
 
-    /// One entry at `path` (restored to its value on return).
-    fn entry(&mut self, path: &mut PathBuf, meta: &Metadata) {
+    /// One entry at `path` (restored to its value on return), in a directory on device
+    /// `dir_dev` (none for a backed-up path).
+    fn entry(&mut self, path: &mut PathBuf, meta: &Metadata, dir_dev: Option<u64>) {
         let kind = meta.file_type();
         if kind.is_file() {
             if !self.filter.too_large(meta.len()) {
@@ -135,20 +133,20 @@ impl Scan<'_> {
         } else if kind.is_dir() {
             let key = (meta.dev(), meta.ino());
             if self.ancestors.contains(&key)
-                || (self.one_file_system && !self.fs_devs.contains(&meta.dev()))
+                || (self.one_file_system && dir_dev.is_some_and(|d| d != meta.dev()))
                 // A tag that cannot be read leaves the directory backed up.
                 || matches!(self.filter.tagged(path), Ok(Some(_)))
             {
                 return;
             }
             self.ancestors.push(key);
-            self.listing(path);
+            self.listing(path, meta.dev());
             self.ancestors.pop();
         }
     }
 
-    /// The entries of directory `path` (restored to its value on return).
-    fn listing(&mut self, path: &mut PathBuf) {
+    /// The entries of directory `path`, on device `dev` (restored to its value on return).
+    fn listing(&mut self, path: &mut PathBuf, dev: u64) {
         let Ok(mut names) = arca_fs::list_dir_names(path) else {
             return;
         };
@@ -162,7 +160,7 @@ impl Scan<'_> {
             if !self.filter.excludes_path(path)
                 && let Ok(meta) = arca_fs::lstat(path)
             {
-                self.entry(path, &meta);
+                self.entry(path, &meta, Some(dev));
             }
             path.pop();
         }

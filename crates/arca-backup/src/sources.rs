@@ -15,17 +15,6 @@ pub fn expand_home(s: &str) -> String {
     }
 }
 
-/// The file systems (devices) of the backed-up paths: the ones `--one-file-system` stays on
-/// (restic's rule: a mount point given as a path of its own is backed up too).
-pub(crate) fn file_systems(paths: &[PathBuf]) -> std::collections::HashSet<u64> {
-    use std::os::unix::fs::MetadataExt;
-    paths
-        .iter()
-        .filter_map(|p| arca_fs::lstat(p).ok())
-        .map(|m| m.dev())
-        .collect()
-}
-
 /// Makes `p` absolute against the working directory (as [`working_dir`] names it) and removes
 /// `.` and `..` lexically (symlinks are not resolved: the path is stored as the user named it).
 pub fn absolute(p: &Path) -> io::Result<PathBuf> {
@@ -77,25 +66,21 @@ pub struct SourceTree {
 }
 
 impl SourceTree {
-    /// Builds the tree of absolute paths. A path inside another named path is dropped, since
-    /// the outer one covers it.
+    /// Builds the tree of absolute paths. A path inside another named path stays below it as
+    /// a child of the target: the walk of the outer path usually covers it, but not when the
+    /// way to it goes through a symlink (`backup ~ ~/data/photos`, `data` a symlink) or onto
+    /// another file system with `--one-file-system`; the walk then stores the way to it as
+    /// when it is backed up alone (restic's rule).
     pub fn build(paths: &[PathBuf]) -> Self {
         let mut root = SourceTree::default();
         for p in paths {
             let mut node = &mut root;
-            if node.target {
-                continue;
-            }
             for c in p.components() {
                 if let Component::Normal(n) = c {
                     node = node.children.entry(n.as_bytes().to_vec()).or_default();
-                    if node.target {
-                        break;
-                    }
                 }
             }
             node.target = true;
-            node.children.clear();
         }
         root
     }
@@ -121,7 +106,7 @@ mod tests {
     }
 
     #[test]
-    fn nested_paths_collapse() {
+    fn nested_paths_stay_below_their_targets() {
         let t = SourceTree::build(&[
             PathBuf::from("/a/b"),
             PathBuf::from("/a/b/c"),
@@ -130,11 +115,12 @@ mod tests {
         ]);
         let a = &t.children[&b"a".to_vec()];
         assert!(!a.target);
-        assert!(a.children[&b"b".to_vec()].target);
-        assert!(a.children[&b"b".to_vec()].children.is_empty());
+        let b = &a.children[&b"b".to_vec()];
+        assert!(b.target);
+        assert!(b.children[&b"c".to_vec()].target);
         assert!(a.children[&b"d".to_vec()].target);
         assert!(t.children[&b"e".to_vec()].target);
         let all = SourceTree::build(&[PathBuf::from("/x"), PathBuf::from("/")]);
-        assert!(all.target && all.children.is_empty());
+        assert!(all.target && all.children[&b"x".to_vec()].target);
     }
 }

@@ -68,6 +68,16 @@ fn main() -> ExitCode {
     util::STDIN_IS_DATA.store(stdin_data, std::sync::atomic::Ordering::Relaxed);
     let cli = cli::Cli::parse_from(args);
     raise_open_files_limit();
+    // A server that fails is retried for up to a minute: say so, or it looks like a hang.
+    arca_backend::on_retry(|n| {
+        progress::warn(&format!(
+            "warning: {}; retrying in {:.1} s (attempt {} of {})",
+            n.error,
+            n.delay.as_secs_f64(),
+            n.attempt,
+            n.attempts
+        ));
+    });
     malloc::return_large_buffers();
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),

@@ -1,5 +1,6 @@
 //! A progress line on the terminal, redrawn from counters by a background thread.
 
+use std::sync::Mutex;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -62,6 +63,19 @@ impl Drop for Paced {
     }
 }
 
+/// The progress display on screen now, if any: [`warn`] prints above it.
+static SHOWN: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// Prints a warning on standard error, above the progress display when one is shown (so
+/// that the two do not garble each other).
+pub fn warn(line: &str) {
+    let shown = SHOWN.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    match shown {
+        Some(b) => b.suspend(|| eprintln!("{line}")),
+        None => eprintln!("{line}"),
+    }
+}
+
 /// Draws `render(elapsed)` every 200 ms until dropped.
 pub struct ProgressLine {
     drawing: Option<Paced>,
@@ -92,6 +106,7 @@ impl ProgressLine {
         }
         let bar = ProgressBar::new_spinner();
         bar.set_style(spinner_style());
+        *SHOWN.lock().unwrap_or_else(|p| p.into_inner()) = Some(bar.clone());
         let b = bar.clone();
         let t0 = Instant::now();
         let drawing = Paced::spawn(move |s| {
@@ -179,6 +194,7 @@ impl Drop for ProgressLine {
         // The drawing stops before the line is cleared.
         drop(self.drawing.take());
         if let Some(b) = self.bar.take() {
+            SHOWN.lock().unwrap_or_else(|p| p.into_inner()).take();
             b.finish_and_clear();
         }
     }

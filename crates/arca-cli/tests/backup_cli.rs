@@ -325,20 +325,119 @@ fn negated_and_unclean_patterns_read_as_restic_reads_them() {
         xfile.to_str().unwrap(),
         &s.to_string(),
     ]);
-    // `logs` is entered (a `!` pattern that is not anchored may take back something in
-    // any folder, as in restic) but what it holds stays excluded.
+    // `logs` is looked into (a `!` pattern that is not anchored may take back something in
+    // any folder) but nothing in it is taken back: it is left out as a whole, not stored as
+    // an empty folder.
     assert_eq!(
         listed(&e, &src),
-        [
-            "code",
-            "code/keep",
-            "code/keep/x",
-            "keep.log",
-            "logs",
-            "music",
-            "music/m"
-        ],
+        ["code", "code/keep", "code/keep/x", "keep.log", "music", "music/m"],
     );
+}
+
+#[test]
+fn excluded_folders_are_stored_only_for_what_a_negation_takes_back() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    for f in ["top", "cache/a/b/c/junk", "cache/d/x.keep", "cache/d/y", "tmp/e/f/g"] {
+        let p = src.join(f);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, b"x").unwrap();
+    }
+    let s = src.display();
+    let j = e.json(&[
+        "backup",
+        "--json",
+        &s.to_string(),
+        "-e",
+        &format!("{s}/cache"),
+        "-e",
+        &format!("{s}/tmp"),
+        "-e",
+        "!*.keep",
+    ]);
+    assert_eq!(j["complete"], true, "{j}");
+    // Only the way to the file taken back is stored; the folders holding nothing taken back
+    // are left out whole (they used to be stored empty, each of them walked to the bottom).
+    assert_eq!(
+        listed(&e, &src),
+        ["cache", "cache/d", "cache/d/x.keep", "top"]
+    );
+}
+
+#[test]
+fn a_negated_class_stays_within_one_name() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    for f in ["a/b/c/f", "x", "ab"] {
+        let p = src.join(f);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, b"x").unwrap();
+    }
+    let s = src.to_str().unwrap();
+    // `[!a]` is one character other than `a` (and other than `/`): it matched `/` itself,
+    // and the whole backup was excluded.
+    e.ok(&["backup", s, "-e", "[!a]"]);
+    assert_eq!(listed(&e, &src), ["a", "ab"]);
+    // `b[!x]c` is a three-letter name: it matched the path `b/c`.
+    e.ok(&["backup", s, "-e", "b[!x]c", "-e", "[^y]b"]);
+    assert_eq!(listed(&e, &src), ["a", "a/b", "a/b/c", "a/b/c/f", "x"]);
+    // `dir/**` leaves out `dir` itself too, as restic's.
+    e.ok(&["backup", s, "-e", &format!("{s}/a/**")]);
+    assert_eq!(listed(&e, &src), ["ab", "x"]);
+}
+
+#[test]
+fn size_letters_are_binary_as_in_restic() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    // Between 1 MB and 1 MiB: restic's `1M` keeps it, and so does arca's now.
+    fs::write(src.join("mid"), vec![7u8; 1_010_000]).unwrap();
+    fs::write(src.join("big"), vec![7u8; 1_100_000]).unwrap();
+    let s = src.to_str().unwrap();
+    e.ok(&["backup", s, "--exclude-larger-than", "1M"]);
+    assert_eq!(listed(&e, &src), ["mid"]);
+    e.ok(&["backup", s, "--exclude-larger-than", "1MB"]);
+    assert!(listed(&e, &src).is_empty());
+}
+
+#[test]
+fn a_path_named_below_another_through_a_symlink_is_backed_up() {
+    let e = Env::new();
+    e.init(&[]);
+    let home = e.path("home");
+    let disk = e.path("disk");
+    fs::create_dir_all(disk.join("photos")).unwrap();
+    fs::create_dir_all(home.join("d")).unwrap();
+    fs::write(disk.join("photos/img.jpg"), b"keep me").unwrap();
+    fs::write(disk.join("other"), b"not asked for").unwrap();
+    fs::write(home.join("d/o"), b"o").unwrap();
+    std::os::unix::fs::symlink(&disk, home.join("data")).unwrap();
+    let photos = home.join("data/photos");
+    let j = e.json(&[
+        "backup",
+        "--json",
+        home.to_str().unwrap(),
+        photos.to_str().unwrap(),
+    ]);
+    assert_eq!(j["complete"], true, "{j}");
+    // The walk of `home` stops at the symlink `data`; the path named through it was dropped
+    // (the snapshot listed it and held nothing of it). Now the way to it is stored as when it
+    // is backed up alone: `data` a folder holding only `photos`.
+    assert_eq!(listed(&e, &home), ["d", "d/o", "data", "data/photos", "data/photos/img.jpg"]);
+    let out = e.path("out");
+    e.ok(&["restore", "latest", "--target", out.to_str().unwrap()]);
+    let back = out.join(photos.strip_prefix("/").unwrap()).join("img.jpg");
+    assert_eq!(fs::read(back).unwrap(), b"keep me");
+    // Named the other way round, the same.
+    e.ok(&["backup", photos.to_str().unwrap(), home.to_str().unwrap()]);
+    assert_eq!(listed(&e, &home), ["d", "d/o", "data", "data/photos", "data/photos/img.jpg"]);
+    // A path below another through real folders is covered by the outer walk, once.
+    e.ok(&["backup", home.to_str().unwrap(), home.join("d").to_str().unwrap()]);
+    assert_eq!(listed(&e, &home), ["d", "d/o", "data"]);
 }
 
 #[test]

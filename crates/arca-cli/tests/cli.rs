@@ -598,6 +598,16 @@ fn one_file_system_keeps_a_mount_point_given_as_a_path_of_its_own() {
     // Another mount point inside is not crossed (stored empty).
     assert!(listing.contains(&format!("{s}/other\n")), "{listing}");
     assert!(!listing.contains("skipped"), "{listing}");
+    // A path named inside that other file system is backed up, and only it: the rest of
+    // that file system is not (it was, whole).
+    fs::create_dir_all(other.0.join("wanted")).unwrap();
+    fs::write(other.0.join("wanted/w"), b"w").unwrap();
+    let wanted = other.0.join("wanted");
+    e.ok(&["backup", "-x", s, wanted.to_str().unwrap()]);
+    let listing = e.ok(&["ls", "latest"]);
+    assert!(listing.contains(&format!("{}/w", wanted.display())), "{listing}");
+    assert!(listing.contains(&format!("{s}/top")), "{listing}");
+    assert!(!listing.contains("skipped"), "{listing}");
 }
 
 #[test]

@@ -425,3 +425,32 @@ fn a_rewrite_that_would_empty_a_snapshot_leaves_it_alone() {
         stderr(&check)
     );
 }
+
+#[test]
+fn a_negation_takes_back_what_it_takes_back_in_backup() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("x")).unwrap();
+    fs::write(src.join("x/keep"), b"keep").unwrap();
+    fs::write(src.join("x/junk"), b"junk").unwrap();
+    fs::write(src.join("top"), b"top").unwrap();
+    let s = src.display().to_string();
+    let (x, back) = (format!("{s}/x"), format!("!{s}/x/keep"));
+    let listed = |e: &Env| {
+        let mut v: Vec<String> = e
+            .ok(&["ls", "latest", "--recursive", &s])
+            .lines()
+            .filter_map(|l| l.strip_prefix(&format!("{s}/")).map(str::to_string))
+            .collect();
+        v.sort();
+        v
+    };
+    e.ok(&["backup", &s, "-e", &x, "-e", &back]);
+    let by_backup = listed(&e);
+    assert_eq!(by_backup, ["top", "x", "x/keep"]);
+    // The same patterns given to rewrite drop the same entries, no more: `x/keep` went too.
+    e.ok(&["backup", &s, "--tag", "full"]);
+    e.ok(&["rewrite", "--tag", "full", "-e", &x, "-e", &back, "--forget"]);
+    assert_eq!(listed(&e), by_backup);
+}

@@ -60,20 +60,21 @@ pub fn number_and_unit<'a>(s: &'a str, what: &str) -> Result<(f64, &'a str), Str
     Ok((n, unit))
 }
 
-/// Parses sizes like `16MiB`, `100MB`, `4096`, `1.5G` (decimal and binary units); the error
-/// names the value.
+/// Parses sizes like `16MiB`, `100MB`, `4096`, `1.5G`; the error names the value. A bare
+/// `K`, `M`, `G` or `T` is binary (1024-based) as in restic, so `--exclude-larger-than 2G`
+/// means the same in both; `KB`, `MB`… are decimal and `KiB`, `MiB`… binary.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let (n, unit) = number_and_unit(s, "size")?;
     let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
-        "k" | "kb" => 1e3,
-        "m" | "mb" => 1e6,
-        "g" | "gb" => 1e9,
-        "t" | "tb" => 1e12,
-        "ki" | "kib" => 1024.0,
-        "mi" | "mib" => 1024.0 * 1024.0,
-        "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "ti" | "tib" => 1024.0f64.powi(4),
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        "k" | "ki" | "kib" => 1024.0,
+        "m" | "mi" | "mib" => 1024.0 * 1024.0,
+        "g" | "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "ti" | "tib" => 1024.0f64.powi(4),
         u => return Err(format!("invalid size unit {u:?} in {s:?}")),
     };
     let v = n * mult;
@@ -144,6 +145,10 @@ mod tests {
         assert_eq!(mode_string(NodeKind::Symlink, 0o2644), "lrw-r-Sr--");
         assert_eq!(parse_size("16MiB"), Ok(16 << 20));
         assert_eq!(parse_size("100MB"), Ok(100_000_000));
+        // restic's units: a bare letter is binary.
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        assert_eq!(parse_size("1.5k"), Ok(1536));
         assert_eq!(parse_size(" 4096 "), Ok(4096));
         assert!(parse_size("12XB").unwrap_err().contains("\"12XB\""));
         assert!(parse_size("").is_err());

@@ -3,7 +3,9 @@
 //! within one name, `**` crosses directories; a pattern matching a directory covers its
 //! contents. A pattern starting with `!` takes back what the patterns before it matched
 //! (restic's negation: the last pattern matching a path or a folder above it decides; `\!`
-//! is a literal `!`). Patterns are cleaned as paths are (`./a`, `a//b`, `a/../b`).
+//! is a literal `!`). Patterns are cleaned as paths are (`./a`, `a//b`, `a/../b`). No
+//! wildcard or class matches `/` (`[!a]` and `[^a]` are "one character but `a`"), and
+//! `dir/**` also matches `dir` itself, as in restic; `{a,b}` is either name (an extension).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -15,6 +17,10 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 #[derive(Debug, Clone)]
 pub struct PathMatcher {
     set: GlobSet,
+    /// Per glob of `set`: the pattern it came from (`dir/**` gives two globs).
+    globs: Vec<usize>,
+    /// Per pattern: it is `/`, which matches everything (and is the only one asked about `/`).
+    root: Vec<bool>,
     /// The cleaned patterns, without their `!`.
     patterns: Vec<String>,
     /// Per pattern: it starts with `!`.
@@ -45,9 +51,11 @@ impl PathMatcher {
     pub fn with_case(patterns: &[String], ignore_case: bool) -> Result<Self, PatternError> {
         let glob = |full: &str, original: &str| glob(full, original);
         let mut b = GlobSetBuilder::new();
+        let mut globs = vec![];
+        let mut root = vec![];
         let mut cleaned = Vec::with_capacity(patterns.len());
         let mut negated = Vec::with_capacity(patterns.len());
-        for p in patterns {
+        for (i, p) in patterns.iter().enumerate() {
             let (neg, body) = match p.strip_prefix('!') {
                 Some(rest) => (true, rest),
                 None => (false, p.as_str()),
@@ -58,19 +66,32 @@ impl PathMatcher {
             } else {
                 trimmed
             };
-            if trimmed == "/" {
-                // "/" matches everything.
-                b.add(glob("/**", p)?);
-            } else if trimmed.is_empty() {
+            if trimmed.is_empty() {
                 return Err(PatternError {
                     pattern: p.clone(),
                     detail: "empty pattern".into(),
                 });
-            } else if trimmed.starts_with('/') {
-                b.add(glob(&trimmed, p)?);
-            } else {
-                b.add(glob(&format!("**/{trimmed}"), p)?);
             }
+            let mut add = |g: &str| -> Result<(), PatternError> {
+                b.add(glob(g, p)?);
+                globs.push(i);
+                Ok(())
+            };
+            let anchored = |t: &str| match t.starts_with('/') {
+                true => t.to_string(),
+                false => format!("**/{t}"),
+            };
+            if trimmed == "/" {
+                // "/" matches everything.
+                add("/**")?;
+            } else {
+                add(&anchored(&trimmed))?;
+                // `dir/**` matches `dir` too (`**` may be no folder at all), as restic's.
+                if let Some(dir) = trimmed.strip_suffix("/**").filter(|d| !d.is_empty()) {
+                    add(&anchored(dir))?;
+                }
+            }
+            root.push(trimmed == "/");
             cleaned.push(trimmed);
             negated.push(neg);
         }
@@ -80,6 +101,8 @@ impl PathMatcher {
         })?;
         Ok(Self {
             set,
+            globs,
+            root,
             patterns: cleaned,
             negated,
             fold: ignore_case,
@@ -107,11 +130,13 @@ impl PathMatcher {
         self.last_match(path).is_some_and(|i| !self.negated[i])
     }
 
-    /// The last pattern matching `path` or a folder above it.
+    /// The last pattern matching `path` or a folder above it (`/` only matches `/`).
     fn last_match(&self, path: &Path) -> Option<usize> {
+        let root = self.root.iter().rposition(|&r| r);
         path.ancestors()
-            .filter(|a| *a != Path::new(""))
-            .filter_map(|a| self.set.matches(a).into_iter().max())
+            .filter(|a| *a != Path::new("") && *a != Path::new("/"))
+            .filter_map(|a| self.set.matches(a).into_iter().map(|g| self.globs[g]).max())
+            .chain(root.filter(|_| path.starts_with("/")))
             .max()
     }
 
@@ -135,7 +160,7 @@ impl PathMatcher {
         let path = &*self.key(path);
         path.ancestors()
             .any(|a| a != Path::new("/") && a != Path::new("") && self.set.is_match(a))
-            || (self.set.is_match(Path::new("/")) && path.starts_with("/"))
+            || (self.root.contains(&true) && path.starts_with("/"))
     }
 
     /// Whether a `!` pattern could take back something below directory `dir`: a walk must
@@ -164,12 +189,11 @@ fn pattern_may_reach(p: &str, dir: &Path) -> bool {
     if !p.starts_with('/') {
         return true;
     }
-    // Compare the literal prefix of the pattern with the directory.
-    let literal: Vec<&[u8]> = p
+    // Compare the literal prefix of the pattern (escapes removed) with the directory.
+    let literal: Vec<Vec<u8>> = p
         .split('/')
         .filter(|c| !c.is_empty())
-        .take_while(|c| !c.contains(['*', '?', '[', '{']))
-        .map(str::as_bytes)
+        .map_while(literal_name)
         .collect();
     let dir_comps: Vec<&[u8]> = dir
         .components()
@@ -179,6 +203,49 @@ fn pattern_may_reach(p: &str, dir: &Path) -> bool {
         })
         .collect();
     literal.iter().zip(dir_comps.iter()).all(|(a, b)| a == b)
+}
+
+/// The name a pattern component stands for when it has no wildcard, class or alternation,
+/// with its escapes (`\x`) removed.
+fn literal_name(c: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(c.len());
+    let mut bytes = c.bytes();
+    while let Some(b) = bytes.next() {
+        match b {
+            b'\\' => out.push(bytes.next().unwrap_or(b'\\')),
+            b'*' | b'?' | b'[' | b'{' => return None,
+            b => out.push(b),
+        }
+    }
+    Some(out)
+}
+
+/// `p` with every negated class (`[!…]`, `[^…]`) made to leave out `/` too, so that no class
+/// matches across folders (as `*` and `?` do not).
+fn classes_within_names(p: &str) -> String {
+    let mut out = String::with_capacity(p.len() + 4);
+    let mut chars = p.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        match c {
+            '\\' => out.extend(chars.next()),
+            '[' => {
+                if chars.next_if(|&n| n == '!' || n == '^').is_some() {
+                    out.push_str("!/");
+                }
+                // A `]` first in a class is one of its characters.
+                out.extend(chars.next_if_eq(&']'));
+                for n in chars.by_ref() {
+                    out.push(n);
+                    if n == ']' {
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// A pattern cleaned as a path is (restic's `filepath.Clean`): no empty or `.` components,
@@ -205,7 +272,7 @@ fn clean(p: &str) -> String {
 }
 
 fn glob(full: &str, original: &str) -> Result<globset::Glob, PatternError> {
-    GlobBuilder::new(full)
+    GlobBuilder::new(&classes_within_names(full))
         .literal_separator(true)
         .backslash_escape(true)
         .build()
@@ -295,6 +362,44 @@ mod tests {
     fn non_utf8_paths_match() {
         let name = OsStr::from_bytes(b"/d/\xff\xfe.tmp");
         assert!(m(&["*.tmp"]).matches(Path::new(name)));
+    }
+
+    #[test]
+    fn classes_and_double_stars_stay_within_restic_rules() {
+        // A negated class is one character of a name, never `/`.
+        assert!(!m(&["[!a]"]).matches_or_inside(Path::new("/aa/a")));
+        assert!(m(&["[!a]"]).matches(Path::new("/aa/b")));
+        assert!(!m(&["b[!x]c"]).matches(Path::new("/a/b/c")));
+        assert!(!m(&["b[^x]c"]).matches(Path::new("/a/b/c")));
+        assert!(m(&["b[^x]c"]).matches(Path::new("/a/bac")));
+        assert!(m(&["[]a]"]).matches(Path::new("/d/]")));
+        // With a negation among the patterns, `/` is asked about only for the pattern `/`.
+        let x = m(&["[!a]", "!keep"]);
+        assert!(!x.matches(Path::new("/aa/a")));
+        assert!(m(&["/", "!/keep"]).matches(Path::new("/x")));
+        assert!(!m(&["/", "!/keep"]).matches(Path::new("/keep/y")));
+        // `dir/**` is `dir` and everything in it.
+        let x = m(&["/s/dir/**"]);
+        assert!(x.matches(Path::new("/s/dir")));
+        assert!(x.matches(Path::new("/s/dir/a/b")));
+        assert!(!x.matches(Path::new("/s/dirx")));
+        assert!(m(&["cache/**"]).matches(Path::new("/h/cache")));
+        assert!(!m(&["/s/dir/**", "!/s/dir"]).matches(Path::new("/s/dir")));
+    }
+
+    #[test]
+    fn escapes_in_the_literal_part_of_an_anchored_pattern_are_names() {
+        // The walk of a restore prunes folders by the pattern's literal part: `My\ Docs` is
+        // the folder `My Docs` (it pruned it, and restored nothing).
+        let x = m(&["/s/My\\ Docs/*.txt"]);
+        assert!(x.may_match_below(Path::new("/s/My Docs")));
+        assert!(x.matches(Path::new("/s/My Docs/a.txt")));
+        assert!(!x.may_match_below(Path::new("/s/Other")));
+        let x = m(&["/s/*", "!/s/My\\ Docs/x*"]);
+        assert!(x.takes_back_below(Path::new("/s/My Docs")));
+        assert!(!x.matches(Path::new("/s/My Docs/x1")));
+        assert_eq!(literal_name("a\\[b"), Some(b"a[b".to_vec()));
+        assert_eq!(literal_name("a[b]"), None);
     }
 
     #[test]

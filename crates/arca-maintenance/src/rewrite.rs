@@ -32,9 +32,9 @@ use walk::Walker;
 /// The tag a rewritten snapshot gets when its original is kept (as restic's `rewrite`).
 pub const REWRITE_TAG: &str = "rewrite";
 
-/// Decides whether the entry at an absolute snapshot path (`/` being the snapshot's root) is
-/// dropped, with everything below it.
-pub type Excluded<'e> = dyn Fn(&Path) -> bool + 'e;
+/// Decides whether the entry at an absolute snapshot path (`/` being the snapshot's root),
+/// a directory or not (the flag), is dropped, with everything below it.
+pub type Excluded<'e> = dyn Fn(&Path, bool) -> bool + 'e;
 
 /// Options of [`rewrite_snapshots`].
 #[derive(Debug, Clone, Default)]
@@ -176,7 +176,7 @@ pub fn rewrite_snapshots(
             Path::new(p)
                 .ancestors()
                 .filter(|a| a.parent().is_some())
-                .any(excluded)
+                .any(|a| excluded(a, true))
         };
         let mut r = RewrittenSnapshot {
             original: *id,

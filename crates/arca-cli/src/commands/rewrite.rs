@@ -70,9 +70,13 @@ pub fn run(g: &Global, a: &RewriteArgs) -> Result<u8> {
     if exact.is_none() && folded.is_none() {
         bail!("nothing to do: give --exclude, --iexclude or a pattern file");
     }
-    let excluded = |p: &Path| {
-        exact.as_ref().is_some_and(|m| m.matches(p))
-            || folded.as_ref().is_some_and(|m| m.matches(p))
+    // Backup's rule: a folder a `!` pattern may take something back from is kept, and what
+    // it holds is judged entry by entry.
+    let excluded = |p: &Path, dir: bool| {
+        [&exact, &folded]
+            .into_iter()
+            .flatten()
+            .any(|m| m.matches(p) && !(dir && m.takes_back_below(p)))
     };
     let opened = util::open(g)?;
     let repo = &opened.repo;

@@ -13,8 +13,8 @@ use crate::check::check;
 use crate::repair::fixture::{Fx, build, chunk, snapshot};
 use crate::{CheckOptions, CheckReport};
 
-fn only<'p>(paths: &'p [&'p str]) -> impl Fn(&Path) -> bool + 'p {
-    move |p: &Path| paths.iter().any(|x| Path::new(x) == p)
+fn only<'p>(paths: &'p [&'p str]) -> impl Fn(&Path, bool) -> bool + 'p {
+    move |p: &Path, _| paths.iter().any(|x| Path::new(x) == p)
 }
 
 fn run(fx: &Fx, excluded: &Excluded<'_>, opts: &RewriteOptions) -> RewriteReport {

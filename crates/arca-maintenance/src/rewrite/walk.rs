@@ -133,7 +133,7 @@ impl<'a> Walker<'a> {
             // one); a dropped directory's listings are only needed for its counts.
             let keep = |node: &NodeRef<'_>, path: &Path, kept: bool| -> Option<bool> {
                 let sub = node.subtree?;
-                if !kept || excluded(path) {
+                if !kept || excluded(path, true) {
                     (!sizes.contains_key(&sub)).then_some(false)
                 } else {
                     (!memo.contains_key(&(sub, path.to_path_buf()))).then_some(true)
@@ -164,7 +164,7 @@ impl<'a> Walker<'a> {
         let (mut files, mut bytes) = (0, 0);
         for mut node in tree.nodes {
             let child = path.join(OsStr::from_bytes(&node.name));
-            if (self.excluded)(&child) {
+            if (self.excluded)(&child, node.kind == Some(NodeKind::Dir)) {
                 let (f, b) = self.counts(pass, &node, &child)?;
                 files += f;
                 bytes += b;

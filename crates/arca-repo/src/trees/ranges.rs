@@ -118,6 +118,12 @@ pub fn read_with_retry(
                 }
                 let seed = started.elapsed().as_nanos() as u64 ^ offset ^ u64::from(attempt);
                 let wait = delay.mul_f64(jitter(seed));
+                arca_backend::notify_retry(&arca_backend::RetryNotice {
+                    error: &e,
+                    attempt: attempt + 2,
+                    attempts: ATTEMPTS,
+                    delay: wait,
+                });
                 let until = Instant::now() + wait;
                 while Instant::now() < until {
                     if stop.load(Ordering::Relaxed) {
