@@ -300,7 +300,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
 
     /// Lists a real directory and sends its entries.
     #[allow(clippy::too_many_arguments)]
-    fn walk_dir<'t>(
+    fn walk_dir(
         &mut self,
         id: DirId,
         link: Option<(DirId, u32)>,
@@ -308,7 +308,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         dev: u64,
         old: Option<Id>,
         only: Option<&[u8]>,
-        nested: Option<&'t SourceTree>,
+        nested: Option<&SourceTree>,
     ) -> Result<(), Fatal> {
         if self.ctx.cancelled() {
             return Err(Fatal::Cancelled);
@@ -438,8 +438,8 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                     self.ctx.report.warn(&path, WarningKind::Loop, msg);
                     return Ok(Some((Slot::Dir(node), Some(Later::Empty(child, None)))));
                 }
-                let crosses = self.ctx.opts.one_file_system
-                    && within.dev.is_some_and(|d| d != node.dev);
+                let crosses =
+                    self.ctx.opts.one_file_system && within.dev.is_some_and(|d| d != node.dev);
                 let tagged = match self.filter.tagged(&path) {
                     Ok(t) => t,
                     Err((tag, e)) => {

@@ -330,7 +330,14 @@ fn negated_and_unclean_patterns_read_as_restic_reads_them() {
     // an empty folder.
     assert_eq!(
         listed(&e, &src),
-        ["code", "code/keep", "code/keep/x", "keep.log", "music", "music/m"],
+        [
+            "code",
+            "code/keep",
+            "code/keep/x",
+            "keep.log",
+            "music",
+            "music/m"
+        ],
     );
 }
 
@@ -339,7 +346,13 @@ fn excluded_folders_are_stored_only_for_what_a_negation_takes_back() {
     let e = Env::new();
     e.init(&[]);
     let src = e.path("src");
-    for f in ["top", "cache/a/b/c/junk", "cache/d/x.keep", "cache/d/y", "tmp/e/f/g"] {
+    for f in [
+        "top",
+        "cache/a/b/c/junk",
+        "cache/d/x.keep",
+        "cache/d/y",
+        "tmp/e/f/g",
+    ] {
         let p = src.join(f);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(&p, b"x").unwrap();
@@ -427,16 +440,26 @@ fn a_path_named_below_another_through_a_symlink_is_backed_up() {
     // The walk of `home` stops at the symlink `data`; the path named through it was dropped
     // (the snapshot listed it and held nothing of it). Now the way to it is stored as when it
     // is backed up alone: `data` a folder holding only `photos`.
-    assert_eq!(listed(&e, &home), ["d", "d/o", "data", "data/photos", "data/photos/img.jpg"]);
+    assert_eq!(
+        listed(&e, &home),
+        ["d", "d/o", "data", "data/photos", "data/photos/img.jpg"]
+    );
     let out = e.path("out");
     e.ok(&["restore", "latest", "--target", out.to_str().unwrap()]);
     let back = out.join(photos.strip_prefix("/").unwrap()).join("img.jpg");
     assert_eq!(fs::read(back).unwrap(), b"keep me");
     // Named the other way round, the same.
     e.ok(&["backup", photos.to_str().unwrap(), home.to_str().unwrap()]);
-    assert_eq!(listed(&e, &home), ["d", "d/o", "data", "data/photos", "data/photos/img.jpg"]);
+    assert_eq!(
+        listed(&e, &home),
+        ["d", "d/o", "data", "data/photos", "data/photos/img.jpg"]
+    );
     // A path below another through real folders is covered by the outer walk, once.
-    e.ok(&["backup", home.to_str().unwrap(), home.join("d").to_str().unwrap()]);
+    e.ok(&[
+        "backup",
+        home.to_str().unwrap(),
+        home.join("d").to_str().unwrap(),
+    ]);
     assert_eq!(listed(&e, &home), ["d", "d/o", "data"]);
 }
 

@@ -71,12 +71,32 @@ fn transient_write_failures_are_retried_away() {
         .output()
         .unwrap();
     assert!(o.status.success(), "backup failed: {}", stderr(&o));
-    let out = String::from_utf8(o.stdout).unwrap();
+    let out = String::from_utf8(o.stdout.clone()).unwrap();
     let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     let retries = v["backend"]["retries"].as_u64().unwrap();
     assert!(retries >= 3, "too few failures were injected: {v}");
+    // Each retry is told, naming the file and the failure, so that a failing server does
+    // not look like a hang.
+    let err = stderr(&o);
+    let told = err.lines().filter(|l| l.contains("retrying in")).count() as u64;
+    assert_eq!(told, retries, "{err}");
+    assert!(
+        err.contains("warning: write ")
+            && err.contains("injected fault")
+            && err.contains("(attempt 2 of 12)"),
+        "{err}"
+    );
     e.ok(&["check", "--read-data"]);
     restored_equal(&e, &src);
+    // Restore's own retries of pack reads too.
+    let out = e.path("again");
+    let o = e
+        .cmd(&["restore", "latest", "--target", out.to_str().unwrap()])
+        .env("ARCA_TEST_FAULTS", "read:pack:nth=1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("retrying in"), "{}", stderr(&o));
 }
 
 #[test]

@@ -605,7 +605,10 @@ fn one_file_system_keeps_a_mount_point_given_as_a_path_of_its_own() {
     let wanted = other.0.join("wanted");
     e.ok(&["backup", "-x", s, wanted.to_str().unwrap()]);
     let listing = e.ok(&["ls", "latest"]);
-    assert!(listing.contains(&format!("{}/w", wanted.display())), "{listing}");
+    assert!(
+        listing.contains(&format!("{}/w", wanted.display())),
+        "{listing}"
+    );
     assert!(listing.contains(&format!("{s}/top")), "{listing}");
     assert!(!listing.contains("skipped"), "{listing}");
 }

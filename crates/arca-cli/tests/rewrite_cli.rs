@@ -451,6 +451,8 @@ fn a_negation_takes_back_what_it_takes_back_in_backup() {
     assert_eq!(by_backup, ["top", "x", "x/keep"]);
     // The same patterns given to rewrite drop the same entries, no more: `x/keep` went too.
     e.ok(&["backup", &s, "--tag", "full"]);
-    e.ok(&["rewrite", "--tag", "full", "-e", &x, "-e", &back, "--forget"]);
+    e.ok(&[
+        "rewrite", "--tag", "full", "-e", &x, "-e", &back, "--forget",
+    ]);
     assert_eq!(listed(&e), by_backup);
 }

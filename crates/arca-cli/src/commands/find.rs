@@ -275,7 +275,7 @@ fn select(repo: &Repository, a: &FindArgs) -> Result<Vec<(Id, Snapshot)>> {
 pub fn run(g: &Global, a: &FindArgs) -> Result<u8> {
     /// What the arguments are, checked before the repository is opened.
     enum What {
-        Names(NameQuery),
+        Names(Box<NameQuery>),
         Ids(ObjectKind),
     }
     let args = match (a.blob, a.tree, a.pack) {
@@ -285,7 +285,12 @@ pub fn run(g: &Global, a: &FindArgs) -> Result<u8> {
         _ => {
             let oldest = a.oldest.as_deref().map(parse_time).transpose()?;
             let newest = a.newest.as_deref().map(parse_time).transpose()?;
-            What::Names(NameQuery::new(&a.patterns, a.ignore_case, oldest, newest)?)
+            What::Names(Box::new(NameQuery::new(
+                &a.patterns,
+                a.ignore_case,
+                oldest,
+                newest,
+            )?))
         }
     };
     let opened = util::open(g)?;
@@ -294,7 +299,7 @@ pub fn run(g: &Global, a: &FindArgs) -> Result<u8> {
     let snapshots = select(repo, a)?;
     let index = repo.load_index()?;
     let (query, packs) = match args {
-        What::Names(q) => (Query::Names(q), vec![]),
+        What::Names(q) => (Query::Names(*q), vec![]),
         What::Ids(k) => {
             let w = Wanted::resolve(&index, k, &a.patterns)?;
             w.verify_long_ids(repo, &index, &a.patterns)?;
