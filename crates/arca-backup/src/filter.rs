@@ -268,6 +268,88 @@ pub fn read_path_list(path: &Path) -> io::Result<Vec<std::path::PathBuf>> {
     read_path_list_as(path, ListForm::Trimmed)
 }
 
+/// The paths a `--files-from` line names: itself when it has no wildcard (`*`, `?`, `[`),
+/// else the existing paths its glob matches, sorted, as restic's (Go's `filepath.Glob`: each
+/// wildcard within one name, dot files included; `\` escapes). A glob matching nothing
+/// gives itself back, so that the backup reports it missing.
+pub fn expand_glob(line: &Path) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(text) = line.to_str().filter(|t| has_wildcard(t)) else {
+        return vec![line.to_path_buf()];
+    };
+    let mut found = vec![if text.starts_with('/') {
+        PathBuf::from("/")
+    } else {
+        PathBuf::new()
+    }];
+    for comp in text.split('/').filter(|c| !c.is_empty()) {
+        let mut next = vec![];
+        if !has_wildcard(comp) {
+            let name = unescape(comp);
+            next.extend(found.iter().map(|f| f.join(&name)));
+        } else {
+            let Ok(glob) = globset::GlobBuilder::new(comp)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+            else {
+                return vec![line.to_path_buf()];
+            };
+            let glob = glob.compile_matcher();
+            for dir in &found {
+                let list = if dir.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    dir
+                };
+                let Ok(mut names) = arca_fs::list_dir_names(list) else {
+                    continue;
+                };
+                names.sort();
+                for n in names {
+                    if glob.is_match(std::ffi::OsStr::from_bytes(&n)) {
+                        next.push(dir.join(std::ffi::OsStr::from_bytes(&n)));
+                    }
+                }
+            }
+        }
+        found = next;
+    }
+    found.retain(|p| arca_fs::lstat(p).is_ok());
+    if found.is_empty() {
+        return vec![line.to_path_buf()];
+    }
+    found
+}
+
+/// Whether `s` has a wildcard or class not escaped.
+fn has_wildcard(s: &str) -> bool {
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '*' | '?' | '[' => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// `s` with its escapes (`\x`) removed.
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.extend(chars.next().or(Some('\\'))),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// How a list of paths is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListForm {
@@ -307,6 +389,32 @@ pub fn read_path_list_as(path: &Path, form: ListForm) -> io::Result<Vec<std::pat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_from_globs_expand_as_restic_expands_them() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        for f in [
+            "a.conf", "b.conf", ".h.conf", "c.txt", "s/x.conf", "t/x.conf", "st*r",
+        ] {
+            let p = r.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, b"x").unwrap();
+        }
+        let g = |p: &str| expand_glob(&r.join(p));
+        assert_eq!(
+            g("*.conf"),
+            [r.join(".h.conf"), r.join("a.conf"), r.join("b.conf")]
+        );
+        assert_eq!(g("*/x.conf"), [r.join("s/x.conf"), r.join("t/x.conf")]);
+        assert_eq!(g("[ab].conf"), [r.join("a.conf"), r.join("b.conf")]);
+        // A name without wildcards is itself, there or not; an escape is the character.
+        assert_eq!(g("none"), [r.join("none")]);
+        assert_eq!(g("st\\*r"), [r.join("st\\*r")]);
+        assert_eq!(g("s?\\*r"), [r.join("st*r")]);
+        // Matching nothing: the line itself, which the backup reports missing.
+        assert_eq!(g("*.none"), [r.join("*.none")]);
+    }
 
     #[test]
     fn pattern_files_expand_environment_variables() {

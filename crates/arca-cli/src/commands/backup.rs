@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use arca_backup::estimate::{Estimator, Reading};
-use arca_backup::filter::{ListForm, read_list, read_path_list_as};
+use arca_backup::filter::{ListForm, expand_glob, read_list, read_path_list_as};
 use arca_backup::{
     BackupError, BackupOptions, Excludes, ParentMode, Progress, ReadAhead, Warning, backup_reader,
     backup_with,
@@ -41,10 +41,13 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         (&a.files_from_raw, ListForm::Raw),
     ] {
         for f in files {
-            paths.extend(
-                read_path_list_as(f, form)
-                    .with_context(|| format!("cannot read {}", f.display()))?,
-            );
+            let listed = read_path_list_as(f, form)
+                .with_context(|| format!("cannot read {}", f.display()))?;
+            // restic globs the lines of `--files-from`; the verbatim and raw forms are names.
+            match form {
+                ListForm::Trimmed => paths.extend(listed.iter().flat_map(|l| expand_glob(l))),
+                _ => paths.extend(listed),
+            }
         }
     }
     if paths.is_empty() && !a.stdin {
