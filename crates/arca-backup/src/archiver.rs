@@ -61,9 +61,15 @@ pub(crate) fn unchanged(parent: &Node, now: &Node) -> bool {
 enum Later<'t> {
     /// A changed file for the readers.
     Read(Box<FileJob>),
-    /// A subdirectory to walk: its id, path, device, its listing in the parent snapshot, and
-    /// the backed-up paths below it that the walk may not reach by itself.
-    Walk(DirId, PathBuf, u64, Option<Id>, Option<&'t SourceTree>),
+    /// A subdirectory to walk: its id, path, (device, inode), its listing in the parent
+    /// snapshot, and the backed-up paths below it that the walk may not reach by itself.
+    Walk(
+        DirId,
+        PathBuf,
+        (u64, u64),
+        Option<Id>,
+        Option<&'t SourceTree>,
+    ),
     /// A directory on the way to the backed-up paths.
     Virtual(DirId, PathBuf, &'t SourceTree, Option<Id>),
     /// A directory stored empty (excluded contents, another file system, a loop).
@@ -71,7 +77,30 @@ enum Later<'t> {
     /// A directory whose contents a tag file excludes: stored with the tag file alone, as
     /// restic stores it (a restored cache keeps its `CACHEDIR.TAG`, so later backups of the
     /// restored tree still leave it out).
-    Tagged(DirId, PathBuf, u64, Option<Id>, Vec<u8>),
+    Tagged(DirId, PathBuf, (u64, u64), Option<Id>, Vec<u8>),
+}
+
+/// A directory listed: its entries, to be sent, and the work they leave, done in order
+/// (depth first) by [`Walker::drive`].
+struct Listed<'t> {
+    id: DirId,
+    link: Option<(DirId, u32)>,
+    old: Option<Id>,
+    slots: Vec<Slot>,
+    later: Vec<(u32, Later<'t>)>,
+}
+
+impl Listed<'_> {
+    /// A directory stored with nothing in it.
+    fn empty(id: DirId, link: Option<(DirId, u32)>, old: Option<Id>) -> Self {
+        Self {
+            id,
+            link,
+            old,
+            slots: vec![],
+            later: vec![],
+        }
+    }
 }
 
 /// Where an entry's walk starts: its directory's device, which `one_file_system` keeps the
@@ -166,60 +195,87 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
     pub(crate) fn run(&mut self, src: &SourceTree, parent_root: Option<Id>) -> Result<(), Fatal> {
         let root = Path::new("/");
         if src.target {
-            let dev = fs::symlink_metadata(root).ok().map_or(0, |m| m.dev());
-            self.walk_dir(0, None, root, dev, parent_root, None, Some(src))
+            let key = fs::symlink_metadata(root)
+                .ok()
+                .map_or((0, 0), |m| (m.dev(), m.ino()));
+            self.ancestors.push(key);
+            let first = self.walk_dir(0, None, root, key.0, parent_root, None, Some(src))?;
+            self.drive(first, true)
         } else {
-            self.walk_virtual(0, None, root, src, parent_root)
+            let first = self.walk_virtual(0, None, root, src, parent_root)?;
+            self.drive(first, false)
         }
     }
 
-    /// Sends a directory's entries, then its files to the readers, then walks its
-    /// subdirectories in order.
-    fn emit(
-        &mut self,
-        id: DirId,
-        link: Option<(DirId, u32)>,
-        old: Option<Id>,
-        slots: Vec<Slot>,
-        later: Vec<(u32, Later<'_>)>,
-    ) -> Result<(), Fatal> {
-        self.send(Msg::Dir {
-            id,
-            parent: link,
-            old,
-            slots,
-        })?;
-        for (slot, work) in later {
+    /// Sends each directory's entries, then its files to the readers, then walks its
+    /// subdirectories in order, depth first, from `first` down, with a stack of its own (no
+    /// recursion: a tree thousands of levels deep overflowed the thread's stack). `ancestors`
+    /// holds the directories on the way to the one being walked (loops are not followed);
+    /// `walked` says whether `first`'s is among them.
+    fn drive<'t>(&mut self, first: Listed<'t>, walked: bool) -> Result<(), Fatal> {
+        // Per directory whose work is under way: its id, whether it is in `ancestors`, and
+        // the work left.
+        type Frame<'t> = (DirId, bool, std::vec::IntoIter<(u32, Later<'t>)>);
+        let mut stack: Vec<Frame<'t>> = vec![];
+        let mut next = Some((first, walked));
+        loop {
+            if let Some((l, walked)) = next.take() {
+                self.send(Msg::Dir {
+                    id: l.id,
+                    parent: l.link,
+                    old: l.old,
+                    slots: l.slots,
+                })?;
+                stack.push((l.id, walked, l.later.into_iter()));
+            }
+            let Some((id, _, work)) = stack.last_mut() else {
+                return Ok(());
+            };
+            let id = *id;
+            let Some((slot, work)) = work.next() else {
+                if let Some((_, true, _)) = stack.pop() {
+                    self.ancestors.pop();
+                }
+                continue;
+            };
             if self.ctx.cancelled() {
                 return Err(Fatal::Cancelled);
             }
             let me = Some((id, slot));
-            match work {
-                Later::Read(job) => self.dispatch(*job)?,
-                Later::Walk(child, path, dev, old, nested) => {
-                    self.walk_dir(child, me, &path, dev, old, None, nested)?
+            next = match work {
+                Later::Read(job) => {
+                    self.dispatch(*job)?;
+                    None
                 }
-                Later::Tagged(child, path, dev, old, tag) => {
-                    self.walk_dir(child, me, &path, dev, old, Some(&tag), None)?
+                Later::Walk(child, path, key, old, nested) => {
+                    self.ancestors.push(key);
+                    Some((
+                        self.walk_dir(child, me, &path, key.0, old, None, nested)?,
+                        true,
+                    ))
+                }
+                Later::Tagged(child, path, key, old, tag) => {
+                    self.ancestors.push(key);
+                    let l = self.walk_dir(child, me, &path, key.0, old, Some(&tag), None)?;
+                    Some((l, true))
                 }
                 Later::Virtual(child, path, src, old) => {
-                    self.walk_virtual(child, me, &path, src, old)?
+                    Some((self.walk_virtual(child, me, &path, src, old)?, false))
                 }
-                Later::Empty(child, old) => self.emit(child, me, old, vec![], vec![])?,
-            }
+                Later::Empty(child, old) => Some((Listed::empty(child, me, old), false)),
+            };
         }
-        Ok(())
     }
 
     /// A directory on the way to backed-up paths: only the named children are listed.
-    fn walk_virtual(
+    fn walk_virtual<'t>(
         &mut self,
         id: DirId,
         link: Option<(DirId, u32)>,
         dir: &Path,
-        src: &SourceTree,
+        src: &'t SourceTree,
         old: Option<Id>,
-    ) -> Result<(), Fatal> {
+    ) -> Result<Listed<'t>, Fatal> {
         let parent = self.parent_tree(old);
         let mut slots = vec![];
         let mut later = vec![];
@@ -253,7 +309,13 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 later.extend(l.map(|l| (slot, l)));
             }
         }
-        self.emit(id, link, old, slots, later)
+        Ok(Listed {
+            id,
+            link,
+            old,
+            slots,
+            later,
+        })
     }
 
     /// A directory on the way to backed-up paths (`src`, not itself one), stored as the
@@ -300,7 +362,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
 
     /// Lists a real directory and sends its entries.
     #[allow(clippy::too_many_arguments)]
-    fn walk_dir(
+    fn walk_dir<'t>(
         &mut self,
         id: DirId,
         link: Option<(DirId, u32)>,
@@ -308,8 +370,8 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         dev: u64,
         old: Option<Id>,
         only: Option<&[u8]>,
-        nested: Option<&SourceTree>,
-    ) -> Result<(), Fatal> {
+        nested: Option<&'t SourceTree>,
+    ) -> Result<Listed<'t>, Fatal> {
         if self.ctx.cancelled() {
             return Err(Fatal::Cancelled);
         }
@@ -329,7 +391,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                     (WarningKind::Unreadable, m)
                 };
                 self.ctx.report.warn(dir, kind, msg);
-                return self.emit(id, link, old, vec![], vec![]);
+                return Ok(Listed::empty(id, link, old));
             }
         };
         if let Some(only) = only {
@@ -397,7 +459,13 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             }
         }
         drop(parent);
-        self.emit(id, link, old, slots, later)
+        Ok(Listed {
+            id,
+            link,
+            old,
+            slots,
+            later,
+        })
     }
 
     /// One entry of any kind: its slot and the work it leaves; `None` when it was skipped.
@@ -455,8 +523,8 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 };
                 let later = match tagged {
                     _ if crosses => Later::Empty(child, old),
-                    Some(tag) => Later::Tagged(child, path, node.dev, old, tag.into_bytes()),
-                    None => Later::Walk(child, path, node.dev, old, within.nested),
+                    Some(tag) => Later::Tagged(child, path, key, old, tag.into_bytes()),
+                    None => Later::Walk(child, path, key, old, within.nested),
                 };
                 node.subtree = None;
                 Ok(Some((Slot::Dir(node), Some(later))))
@@ -568,7 +636,12 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             }
         }
         crate::pipeline::add_summary(&mut self.summary, &file_reader.summary);
-        self.emit(0, None, None, slots, vec![])
+        self.send(Msg::Dir {
+            id: 0,
+            parent: None,
+            old: None,
+            slots,
+        })
     }
 }
 

@@ -54,15 +54,7 @@ pub fn estimate(
         let Ok(meta) = arca_fs::lstat(&target) else {
             continue;
         };
-        let mut path = target;
-        if path == Path::new("/") {
-            // The backup lists the root itself, without tag or loop checks on it.
-            scan.ancestors.push((meta.dev(), meta.ino()));
-            scan.listing(&mut path, meta.dev());
-            scan.ancestors.clear();
-        } else {
-            scan.entry(&mut path, &meta, None);
-        }
+        scan.entry(&mut target.clone(), &meta, None);
     }
     scan.flush();
     if !scan.stopped() {
@@ -119,8 +111,47 @@ impl Scan<'_> {
     }
 
     /// One entry at `path` (restored to its value on return), in a directory on device
-    /// `dir_dev` (none for a backed-up path).
+    /// `dir_dev` (none for a backed-up path), and everything below it, depth first with a
+    /// stack of its own (no recursion: a tree thousands of levels deep overflowed it).
     fn entry(&mut self, path: &mut PathBuf, meta: &Metadata, dir_dev: Option<u64>) {
+        let base = self.ancestors.len();
+        // Per directory being listed: the names left and its device.
+        let mut stack: Vec<(std::vec::IntoIter<Vec<u8>>, u64)> = vec![];
+        if let Some(names) = self.enter(path, meta, dir_dev) {
+            stack.push((names, meta.dev()));
+        }
+        while let Some((names, dev)) = stack.last_mut() {
+            let dev = *dev;
+            let next = if self.stopped() { None } else { names.next() };
+            let Some(name) = next else {
+                stack.pop();
+                self.ancestors.truncate(base + stack.len());
+                if !stack.is_empty() {
+                    path.pop();
+                }
+                continue;
+            };
+            path.push(OsStr::from_bytes(&name));
+            if !self.filter.excludes_path(path)
+                && let Ok(meta) = arca_fs::lstat(path)
+                && let Some(names) = self.enter(path, &meta, Some(dev))
+            {
+                stack.push((names, meta.dev()));
+                continue;
+            }
+            path.pop();
+        }
+        self.flush();
+    }
+
+    /// Counts the entry at `path` if it is a file; if it is a directory to walk, notes it
+    /// among the ancestors and returns its names, sorted.
+    fn enter(
+        &mut self,
+        path: &Path,
+        meta: &Metadata,
+        dir_dev: Option<u64>,
+    ) -> Option<std::vec::IntoIter<Vec<u8>>> {
         let kind = meta.file_type();
         if kind.is_file() {
             if !self.filter.too_large(meta.len()) {
@@ -130,41 +161,22 @@ impl Scan<'_> {
                     self.flush();
                 }
             }
-        } else if kind.is_dir() {
-            let key = (meta.dev(), meta.ino());
-            if self.ancestors.contains(&key)
-                || (self.one_file_system && dir_dev.is_some_and(|d| d != meta.dev()))
-                // A tag that cannot be read leaves the directory backed up.
-                || matches!(self.filter.tagged(path), Ok(Some(_)))
-            {
-                return;
-            }
-            self.ancestors.push(key);
-            self.listing(path, meta.dev());
-            self.ancestors.pop();
+            return None;
         }
-    }
-
-    /// The entries of directory `path`, on device `dev` (restored to its value on return).
-    fn listing(&mut self, path: &mut PathBuf, dev: u64) {
-        let Ok(mut names) = arca_fs::list_dir_names(path) else {
-            return;
-        };
+        let key = (meta.dev(), meta.ino());
+        if !kind.is_dir()
+            || self.ancestors.contains(&key)
+            || (self.one_file_system && dir_dev.is_some_and(|d| d != meta.dev()))
+            // A tag that cannot be read leaves the directory backed up.
+            || matches!(self.filter.tagged(path), Ok(Some(_)))
+        {
+            return None;
+        }
+        let mut names = arca_fs::list_dir_names(path).ok()?;
         // The backup's order, so that the scan stays ahead of it.
         names.sort_unstable();
-        for name in names {
-            if self.stopped() {
-                break;
-            }
-            path.push(OsStr::from_bytes(&name));
-            if !self.filter.excludes_path(path)
-                && let Ok(meta) = arca_fs::lstat(path)
-            {
-                self.entry(path, &meta, Some(dev));
-            }
-            path.pop();
-        }
-        self.flush();
+        self.ancestors.push(key);
+        Some(names.into_iter())
     }
 }
 

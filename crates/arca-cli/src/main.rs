@@ -48,6 +48,9 @@ fn raise_open_files_limit() {
     }
 }
 
+/// The stack of the thread a command runs on (reserved; used as deep walks need it).
+const STACK_SIZE: usize = 1 << 30;
+
 fn main() -> ExitCode {
     let args = match profile::expand(std::env::args_os().collect()) {
         Ok(a) => a,
@@ -79,7 +82,19 @@ fn main() -> ExitCode {
         ));
     });
     malloc::return_large_buffers();
-    match commands::run(cli) {
+    // The command runs on a thread with a large stack: walks of snapshot trees recurse once
+    // per folder level, and a tree thousands of levels deep (which backup stores) overflowed
+    // the main thread's 8 MiB. Only the pages used are ever allocated.
+    let ran = std::thread::Builder::new()
+        .name("arca".into())
+        .stack_size(STACK_SIZE)
+        .spawn(move || commands::run(cli))
+        .map_err(|e| anyhow::anyhow!("cannot start the command's thread: {e}"))
+        .and_then(|t| {
+            // A panic has printed its message already; it exits as a panic does (101).
+            t.join().unwrap_or_else(|_| std::process::exit(101))
+        });
+    match ran {
         Ok(code) => ExitCode::from(code),
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {

@@ -687,3 +687,44 @@ fn entries_deeper_than_path_max_are_backed_up() {
         let _ = arca_fs::io_on_long_path(&p, |q| fs::remove_dir(q));
     }
 }
+
+#[test]
+fn a_tree_thousands_of_levels_deep_is_backed_up_found_and_restored() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    // Made level by level through descriptors: the path is far beyond PATH_MAX.
+    let depth: u64 = 4000;
+    let at = |dir: &fs::File, name: &str| {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}/{name}", dir.as_raw_fd()))
+    };
+    let mut dir = fs::File::open(&src).unwrap();
+    for _ in 0..depth {
+        fs::create_dir(at(&dir, "d")).unwrap();
+        dir = fs::File::open(at(&dir, "d")).unwrap();
+    }
+    fs::write(at(&dir, "leaf"), b"at the bottom").unwrap();
+    // The walk recursed once per level and overflowed its stack (abort, a lock left behind);
+    // find's walk did too.
+    let j = e.json(&["backup", "--json", src.to_str().unwrap()]);
+    assert_eq!(j["complete"], true, "{j}");
+    assert!(j["dirs_new"].as_u64().unwrap() > depth, "{j}");
+    let found = e.ok(&["find", "leaf"]);
+    let deepest = format!("{}{}/leaf", src.display(), "/d".repeat(depth as usize));
+    assert!(
+        found.lines().any(|l| l == deepest),
+        "{}",
+        &found[..found.len().min(300)]
+    );
+    let out = e.path("out");
+    e.ok(&[
+        "restore",
+        "latest",
+        "--target",
+        out.to_str().unwrap(),
+        "--verify",
+    ]);
+    e.ok(&["check"]);
+}
