@@ -188,7 +188,8 @@ mod tests {
             id: Id([i; 32]),
             offset,
             length,
-            raw_length: 10,
+            // As the listings give them.
+            raw_length: if i == 2 { 20 } else { 10 },
         };
         let index = Index::from_files([&IndexFile {
             supersedes: vec![],

@@ -271,6 +271,7 @@ mod tests {
             raw_len: data.len() as u32,
             zero,
             missing: false,
+            indexed_len: None,
         }
     }
 

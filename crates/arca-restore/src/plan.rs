@@ -159,8 +159,12 @@ pub(crate) struct BlobPlan {
     pub raw_len: u32,
     /// All zeros (a hole): never fetched.
     pub zero: bool,
-    /// Not in the index: it cannot be had at all.
+    /// Not in the index, or not the length the file's listing gives it: it cannot be had
+    /// for this use.
     pub missing: bool,
+    /// The length the index gives the blob when the listing gives another (a damaged or
+    /// forged listing: its bytes would land shifted, cut or padded).
+    pub indexed_len: Option<u32>,
 }
 
 impl BlobPlan {
@@ -171,7 +175,13 @@ impl BlobPlan {
 
     /// Why a missing blob cannot be had.
     pub fn missing_reason(&self) -> String {
-        format!("data blob {} is not in the index", self.id)
+        match self.indexed_len {
+            Some(n) => format!(
+                "the listing gives data blob {} {} bytes, but it holds {n}",
+                self.id, self.raw_len
+            ),
+            None => format!("data blob {} is not in the index", self.id),
+        }
     }
 }
 
@@ -230,7 +240,9 @@ struct Walk {
     /// How many more times each listing will be entered.
     refs: HashMap<Id, u32>,
     blob_ids: HashMap<Id, u32>,
-    link_first: HashMap<(u64, u64), u32>,
+    /// Per (device, inode) of a hard-linked entry: the first entry, and its size and content
+    /// (only entries alike are linked to it).
+    link_first: HashMap<(u64, u64), (u32, u64, Vec<ContentRef>)>,
     /// Directories kept only to reach included entries, to drop when nothing lands in them.
     needed: Vec<bool>,
 }
@@ -437,8 +449,17 @@ impl Planner<'_> {
         let e = w.plan.entries.len() as u32;
         let name = node.name;
         if node.nlink > 1 {
+            // A link group whose members differ (a damaged or forged listing, or a file
+            // changed between the reads of its names) is restored as the listing describes
+            // each member: separate entries.
+            let alike = |(first, size, c): &(u32, u64, Vec<ContentRef>)| {
+                w.plan.entries[*first as usize].meta.kind == node.meta.kind
+                    && *size == node.size
+                    && c[..] == content[..]
+            };
             match w.link_first.get(&(node.dev, node.inode)) {
-                Some(&first) if w.plan.entries[first as usize].meta.kind == node.meta.kind => {
+                Some(f) if alike(f) => {
+                    let first = f.0;
                     w.plan.links.entry(first).or_default().push(e);
                     w.plan.entries.push(EntryPlan {
                         name,
@@ -451,7 +472,8 @@ impl Planner<'_> {
                 }
                 Some(_) => {}
                 None => {
-                    w.link_first.insert((node.dev, node.inode), e);
+                    let first = (e, node.size, content.to_vec());
+                    w.link_first.insert((node.dev, node.inode), first);
                 }
             }
         }
@@ -491,11 +513,28 @@ impl Planner<'_> {
     }
 
     fn intern(&self, w: &mut Walk, id: &Id, len: u32) -> u32 {
-        if let Some(&b) = w.blob_ids.get(id) {
+        if let Some(&b) = w.blob_ids.get(id)
+            && w.plan.blobs[b as usize].raw_len == len
+        {
             return b;
         }
         let b = w.plan.blobs.len() as u32;
         let blob = match self.index.get(BlobKind::Data, id) {
+            // A length the blob does not have: this use fails (kept apart from the blob's
+            // other uses, which may be right).
+            Some(loc) if loc.raw_length != len => {
+                w.plan.blobs.push(BlobPlan {
+                    id: *id,
+                    pack: u32::MAX,
+                    offset: 0,
+                    length: 0,
+                    raw_len: len,
+                    zero: false,
+                    missing: true,
+                    indexed_len: Some(loc.raw_length),
+                });
+                return b;
+            }
             Some(loc) => BlobPlan {
                 id: *id,
                 pack: loc.pack_index,
@@ -504,6 +543,7 @@ impl Planner<'_> {
                 raw_len: loc.raw_length,
                 zero: *id == self.zero_id,
                 missing: false,
+                indexed_len: None,
             },
             None => BlobPlan {
                 id: *id,
@@ -513,6 +553,7 @@ impl Planner<'_> {
                 raw_len: len,
                 zero: *id == self.zero_id,
                 missing: *id != self.zero_id,
+                indexed_len: None,
             },
         };
         w.plan.blobs.push(blob);
@@ -722,5 +763,82 @@ pub(crate) mod tests {
         assert_eq!(p.entries.len(), 1);
         assert_eq!(p.dirs.len(), 2);
         assert!(!p.dirs[1].selected);
+    }
+
+    #[test]
+    fn damaged_listings_fail_their_files_instead_of_misplacing_bytes() {
+        let mut trees = Trees::new();
+        let enc = |nodes| Ok(Tree { nodes }.encode().unwrap());
+        trees.insert(
+            Id([100; 32]),
+            enc(vec![
+                // Blob 1 holds 10 bytes: a listing giving it 15 would place its bytes and
+                // 5 zeros, and shift whatever follows.
+                file("long", &[(1, 15), (2, 20)], 1, 1),
+                file("right", &[(1, 10)], 2, 1),
+                // One inode, two contents: not one file linked twice.
+                file("x", &[(1, 10)], 9, 2),
+                file("y", &[(2, 20)], 9, 2),
+                file("z", &[(1, 10)], 9, 2),
+            ]),
+        );
+        let entry = |id: u8, offset: u32, raw_length: u32| PackEntry {
+            id: Id([id; 32]),
+            offset,
+            length: raw_length + 30,
+            raw_length,
+        };
+        let index = Index::from_files([&IndexFile {
+            supersedes: vec![],
+            packs: vec![IndexPack {
+                id: Id([50; 32]),
+                kind: BlobKind::Data,
+                size: 1000,
+                blobs: vec![entry(1, 8, 10), entry(2, 48, 20)],
+            }],
+        }]);
+        let sel = Selection {
+            includes: vec![],
+            excludes: vec![],
+            only: vec![],
+        };
+        let p = Planner {
+            index: &index,
+            sel: &sel,
+            target: Path::new("/t"),
+            keep_names: true,
+            zero_id: Id([0; 32]),
+        }
+        .build(trees, Id([100; 32]));
+        let blob_of = |name: &str, i: usize| {
+            let f = p
+                .files
+                .iter()
+                .find(|f| p.entry_path(f.entry) == Path::new("/t").join(name))
+                .unwrap();
+            &p.blobs[p.uses[f.first as usize + i].blob as usize]
+        };
+        let bad = blob_of("long", 0);
+        assert!(bad.missing && !bad.in_pack());
+        assert_eq!(bad.indexed_len, Some(10));
+        assert!(
+            bad.missing_reason().contains("gives data blob"),
+            "{}",
+            bad.missing_reason()
+        );
+        // The blob's right uses are not hit.
+        assert!(blob_of("right", 0).in_pack());
+        assert!(blob_of("long", 1).in_pack());
+        // y is a file of its own; z, alike x, is linked to it.
+        let e = |name: &str| {
+            (0..p.entries.len() as u32)
+                .find(|&e| p.entry_path(e) == Path::new("/t").join(name))
+                .unwrap()
+        };
+        assert!(matches!(
+            p.entries[e("y") as usize].kind,
+            EntryKind::File(_)
+        ));
+        assert_eq!(p.links[&e("x")], vec![e("z")]);
     }
 }

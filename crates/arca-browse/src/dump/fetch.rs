@@ -171,6 +171,18 @@ where
                 }));
                 return;
             };
+            if loc.raw_length != c.len {
+                self.slots.push_back(Slot::Failed(DumpError::Entry {
+                    path: snapshot_path(&file),
+                    detail: format!(
+                        "the listing gives data blob {} {} bytes, but it holds {} (damaged \
+                         listing; `arca check` names the snapshots, `arca repair snapshots` \
+                         cuts the file there)",
+                        c.id, c.len, loc.raw_length
+                    ),
+                }));
+                return;
+            }
             let want = Want {
                 id: c.id,
                 offset: u64::from(loc.offset),

@@ -323,6 +323,8 @@ pub fn check_with_progress(
     let mut seen_trees: HashSet<Id> = HashSet::new();
     let mut used_data: HashSet<[u8; 16]> = HashSet::new();
     let mut missing_blobs: HashSet<(BlobKind, Id)> = HashSet::new();
+    // Some listing gives a data blob a length it does not have.
+    let mut wrong_lengths = false;
     for (sid, s) in &snapshots {
         let mut stack = vec![s.tree];
         while let Some(tid) = stack.pop() {
@@ -360,11 +362,26 @@ pub fn check_with_progress(
                 }
                 for c in &n.content {
                     used_data.insert(c.id.prefix16());
-                    if !index.contains(BlobKind::Data, &c.id)
-                        && missing_blobs.insert((BlobKind::Data, c.id))
-                    {
-                        rep.errors
-                            .push(format!("data blob {} is not in the index", c.id));
+                    match index.get(BlobKind::Data, &c.id) {
+                        None if missing_blobs.insert((BlobKind::Data, c.id)) => {
+                            rep.errors
+                                .push(format!("data blob {} is not in the index", c.id));
+                        }
+                        None => {}
+                        // A restore would place the blob's bytes shifted, cut or padded.
+                        Some(loc) if loc.raw_length != c.len => {
+                            wrong_lengths = true;
+                            rep.errors.push(format!(
+                                "snapshot {}: tree {tid}: file {:?}: the listing gives data \
+                                 blob {} {} bytes, but it holds {} (damaged listing)",
+                                sid.short(),
+                                String::from_utf8_lossy(&n.name),
+                                c.id,
+                                c.len,
+                                loc.raw_length
+                            ));
+                        }
+                        Some(_) => {}
                     }
                 }
             }
@@ -457,7 +474,7 @@ pub fn check_with_progress(
     // Which snapshots and files are hit.
     progress.set_phase(CheckPhase::Tracing);
     let bad: HashSet<(BlobKind, Id)> = dmg.blobs.union(&missing_blobs).copied().collect();
-    if !bad.is_empty() {
+    if !bad.is_empty() || wrong_lengths {
         for (sid, s) in &snapshots {
             let mut paths = vec![];
             affected_paths(repo, &index, &s.tree, Path::new("/"), &bad, &mut paths);
@@ -732,11 +749,12 @@ fn affected_paths(
         let p = dir.join(OsStr::from_bytes(&n.name));
         if let Some(sub) = n.subtree {
             affected_paths(repo, index, &sub, &p, bad, out);
-        } else if n
-            .content
-            .iter()
-            .any(|c| bad.contains(&(BlobKind::Data, c.id)))
-        {
+        } else if n.content.iter().any(|c| {
+            bad.contains(&(BlobKind::Data, c.id))
+                || index
+                    .get(BlobKind::Data, &c.id)
+                    .is_some_and(|l| l.raw_length != c.len)
+        }) {
             out.push(p);
         }
     }

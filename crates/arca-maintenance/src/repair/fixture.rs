@@ -161,6 +161,22 @@ pub(crate) fn build() -> Fx {
 }
 
 impl Fx {
+    /// Stores `root` as a new snapshot's root listing (its own pack and index file).
+    pub(crate) fn add_snapshot(&self, root: &Tree) -> Id {
+        let bytes = root.encode().unwrap();
+        let id = self.repo.key().blob_id(&bytes);
+        let p = pack(&self.repo, BlobKind::Tree, &[bytes]);
+        self.repo
+            .save_index(&IndexFile {
+                supersedes: vec![],
+                packs: vec![p],
+            })
+            .unwrap();
+        self.repo
+            .save_snapshot(&snapshot(id, &["crafted"]))
+            .unwrap()
+    }
+
     /// The four packs: `data1`, `data2`, `sub_pack`, `root_pack`.
     pub(crate) fn packs(&self) -> Vec<IndexPack> {
         [&self.data1, &self.data2, &self.sub_pack, &self.root_pack]

@@ -405,7 +405,13 @@ impl Rewriter<'_> {
                 Some(NodeKind::File) => {
                     let mut lost = None;
                     for (i, c) in node.content.iter().enumerate() {
-                        if !self.available(&c.id)? {
+                        // A blob the listing gives another length than it has is as lost:
+                        // its bytes would land shifted, cut or padded.
+                        let wrong_len = self
+                            .index
+                            .get(BlobKind::Data, &c.id)
+                            .is_some_and(|l| l.raw_length != c.len);
+                        if wrong_len || !self.available(&c.id)? {
                             lost = Some(i);
                             break;
                         }

@@ -493,3 +493,37 @@ fn damaged_snapshot_files_are_removed_with_forget() {
     assert_eq!(r.damaged_files_deleted, 1);
     assert!(fx.ids(FileType::Snapshot).is_empty());
 }
+
+#[test]
+fn a_listing_giving_a_blob_another_length_is_damage_check_names_and_repair_cuts() {
+    let fx = build();
+    // /x lists a0 with 10 more bytes than it holds, then b0: a restore would place a0's
+    // bytes and 10 zeros, and b0 shifted.
+    let mut x = super::fixture::file(&fx.repo, "x", &["a0", "b0"]);
+    x.content[0].len += 10;
+    x.size += 10;
+    let crafted = fx.add_snapshot(&arca_format::Tree {
+        nodes: vec![x, super::fixture::file(&fx.repo, "y", &["a0"])],
+    });
+    let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+    let err = rep.errors.join("\n");
+    assert!(err.contains("the listing gives data blob"), "{err}");
+    assert!(err.contains("damaged listing"), "{err}");
+    let hit: Vec<_> = rep
+        .affected
+        .iter()
+        .map(|a| (a.snapshot, a.paths.clone()))
+        .collect();
+    assert_eq!(hit, vec![(crafted, vec![std::path::PathBuf::from("/x")])]);
+    assert!(rep.repairs.iter().any(|p| p.repair == Repair::Snapshots));
+    let r = repair_snapshots(&fx.repo, &RepairSnapshotsOptions::default()).unwrap();
+    let d = r.damaged.iter().find(|d| d.original == crafted).unwrap();
+    assert_eq!(d.changes.len(), 1);
+    assert_eq!(d.changes[0].path, std::path::PathBuf::from("/x"));
+    assert!(matches!(
+        d.changes[0].loss,
+        Loss::FileTruncated { kept: 0, .. }
+    ));
+    // The original snapshot of the fixture is untouched.
+    assert!(r.damaged.iter().all(|d| d.original != fx.snapshot));
+}
