@@ -146,3 +146,31 @@ fn a_killed_process_leaves_a_stale_lock_that_blocks_nobody() {
     assert_eq!(lock_files(&e), 0);
     e.ok(&["backup", "--quiet", s]);
 }
+
+#[test]
+fn a_lock_that_cannot_be_read_blocks_and_only_remove_all_removes_it() {
+    let e = Env::new();
+    let src = tree(&e, 3);
+    e.init(&[]);
+    let s = src.to_str().unwrap();
+    e.ok(&["backup", "--quiet", s]);
+    // A lock this process cannot read: another user's live prune, say, or a damaged file.
+    // It was taken for stale: a backup ran under it and a plain unlock deleted it.
+    let locks = e.repo.join("locks");
+    fs::create_dir_all(&locks).unwrap();
+    let name = "ab".repeat(32);
+    fs::write(locks.join(&name), b"not a lock anyone can read").unwrap();
+    let o = e.run(&["backup", "--quiet", s]);
+    assert_eq!(o.status.code(), Some(11), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains(&name) && err.contains("cannot be read"), "{err}");
+    assert!(err.contains("--remove-all"), "{err}");
+    let o = e.run(&["prune"]);
+    assert_eq!(o.status.code(), Some(11), "{}", stderr(&o));
+    let out = e.ok(&["unlock"]);
+    assert!(out.contains("removed 0 lock"), "{out}");
+    assert_eq!(lock_files(&e), 1);
+    let out = e.ok(&["unlock", "--remove-all"]);
+    assert!(out.contains("removed 1 lock"), "{out}");
+    e.ok(&["backup", "--quiet", s]);
+}

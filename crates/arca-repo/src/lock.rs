@@ -65,7 +65,11 @@ impl FoundLock {
                     if self.stale { ", stale" } else { "" }
                 )
             }
-            Err(why) => format!("by an unreadable lock {} ({why})", self.id),
+            Err(why) => format!(
+                "by lock {}, which cannot be read ({why}) and may be live; `arca unlock \
+                 --remove-all` removes it once no process holds it",
+                self.id
+            ),
         }
     }
 }
@@ -125,13 +129,14 @@ impl Repository {
                 Ok(body) => LockInfo::decode(&body).map_err(|e| e.to_string()),
                 // Removed between the listing and the read: released.
                 Err(RepoError::Backend(e)) if e.is_not_found() => continue,
+                // The server failing says nothing of the lock: the command stops.
+                Err(RepoError::Backend(e)) if e.is_transient() => return Err(e.into()),
                 Err(e) => Err(e.to_string()),
             };
-            let stale = match &info {
-                Ok(l) => is_stale(l, now, &host),
-                // Nobody can hold a lock nobody can read: it must not block the repository.
-                Err(_) => true,
-            };
+            // A lock that cannot be read (another user's, unreadable to this one; or damaged)
+            // may be live, and exclusive: it is never taken for stale, so that no backup runs
+            // under a prune it cannot see; `unlock --remove-all` removes it.
+            let stale = info.as_ref().is_ok_and(|l| is_stale(l, now, &host));
             out.push(FoundLock { id, info, stale });
         }
         Ok(out)
@@ -144,7 +149,7 @@ impl Repository {
                 && match (&l.info, kind) {
                     (Ok(_), LockKind::Exclusive) => true,
                     (Ok(info), LockKind::Shared) => info.exclusive,
-                    (Err(_), _) => false,
+                    (Err(_), _) => true,
                 }
         }))
     }
