@@ -163,7 +163,10 @@ fn a_lock_that_cannot_be_read_blocks_and_only_remove_all_removes_it() {
     let o = e.run(&["backup", "--quiet", s]);
     assert_eq!(o.status.code(), Some(11), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(err.contains(&name) && err.contains("cannot be read"), "{err}");
+    assert!(
+        err.contains(&name) && err.contains("cannot be read"),
+        "{err}"
+    );
     assert!(err.contains("--remove-all"), "{err}");
     let o = e.run(&["prune"]);
     assert_eq!(o.status.code(), Some(11), "{}", stderr(&o));

@@ -418,7 +418,8 @@ mod tests {
             ..PruneArgs::default()
         };
         let opts = options(&a).unwrap();
-        assert_eq!(opts.max_repack_bytes, Some(2_000_000_000));
+        // restic's units: `G` is 2^30.
+        assert_eq!(opts.max_repack_bytes, Some(2 << 30));
         assert!(opts.repack_small);
     }
 }

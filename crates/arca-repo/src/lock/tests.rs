@@ -77,7 +77,10 @@ fn stale_locks_are_ignored_and_unlock_removes_them() {
         .write(FileType::Lock, &unreadable, b"garbage")
         .unwrap();
     let found = repo.list_locks().unwrap();
-    assert!(found.iter().any(|l| l.info.is_err() && !l.stale), "{found:?}");
+    assert!(
+        found.iter().any(|l| l.info.is_err() && !l.stale),
+        "{found:?}"
+    );
     let e = repo.lock_for(LockKind::Shared, "backup").unwrap_err();
     assert!(e.to_string().contains("cannot be read"), "{e}");
     assert_eq!(repo.unlock(false).unwrap(), 2);
