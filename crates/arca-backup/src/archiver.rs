@@ -588,7 +588,8 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
     }
 
     /// Backs up what `reader` yields as one file `/NAME` (`--stdin`), owned by the current
-    /// user, mode 0644, dated now, read on this thread.
+    /// user, mode 0644, dated now, read on this thread. A `NAME` of several names (`db/x.sql`)
+    /// puts the file in folders made for it (0755, the same owner and time), as restic does.
     pub(crate) fn run_stdin<R: std::io::Read>(
         &mut self,
         name: &[u8],
@@ -601,8 +602,10 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             nsec: ns.rem_euclid(1_000_000_000) as u32,
         };
         let path = join(Path::new("/"), name);
+        let mut parts: Vec<&[u8]> = name.split(|&b| b == b'/').collect();
+        let file_name = parts.pop().unwrap_or(name);
         let mut node = Node {
-            name: name.to_vec(),
+            name: file_name.to_vec(),
             kind: Some(NodeKind::File),
             mode: 0o644,
             uid,
@@ -614,6 +617,11 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             ctime: now,
             nlink: 1,
             ..Node::default()
+        };
+        let folder = Node {
+            kind: Some(NodeKind::Dir),
+            mode: 0o755,
+            ..node.clone()
         };
         let mut file_reader = FileReader::new(self.ctx);
         let read = file_reader.chunk(&path, reader);
@@ -636,9 +644,24 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             }
         }
         crate::pipeline::add_summary(&mut self.summary, &file_reader.summary);
+        let (mut id, mut parent) = (0, None);
+        for d in parts {
+            let dir = Node {
+                name: d.to_vec(),
+                ..folder.clone()
+            };
+            self.send(Msg::Dir {
+                id,
+                parent,
+                old: None,
+                slots: vec![Slot::Dir(dir)],
+            })?;
+            parent = Some((id, 0));
+            id = self.new_dir();
+        }
         self.send(Msg::Dir {
-            id: 0,
-            parent: None,
+            id,
+            parent,
             old: None,
             slots,
         })

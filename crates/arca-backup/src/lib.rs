@@ -395,11 +395,13 @@ pub fn backup_reader(
     progress: &Progress,
     observer: &dyn Observer,
 ) -> Result<BackupReport, BackupError> {
-    if let Err(e) = arca_format::tree::validate_name(name.as_bytes()) {
-        return Err(BackupError::Source {
-            path: PathBuf::from(name),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()),
-        });
+    for part in name.split('/') {
+        if let Err(e) = arca_format::tree::validate_name(part.as_bytes()) {
+            return Err(BackupError::Source {
+                path: PathBuf::from(name),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()),
+            });
+        }
     }
     let shown = vec![format!("/{name}")];
     run(

@@ -210,13 +210,14 @@ pub struct BackupArgs {
         conflicts_with_all = ["paths", "files_from", "files_from_verbatim", "files_from_raw"]
     )]
     pub stdin: bool,
-    /// Name of the file --stdin creates in the snapshot (at its root)
+    /// Name of the file --stdin creates in the snapshot, at its root or, named `dir/name`,
+    /// in folders made for it
     #[arg(
         long,
         value_name = "NAME",
         default_value = "stdin",
         requires = "stdin",
-        value_parser = crate::util::file_name_arg
+        value_parser = crate::util::stdin_path_arg
     )]
     pub stdin_filename: String,
     #[command(flatten)]

@@ -52,13 +52,20 @@ pub fn subset_arg(s: &str) -> Result<String, String> {
         })
 }
 
-/// clap's check of a plain file name (`backup --stdin-filename`).
-pub fn file_name_arg(s: &str) -> Result<String, String> {
-    arca_format::tree::validate_name(s.as_bytes())
-        .map(|()| s.to_string())
-        .map_err(|_| {
-            "expected a file name, without '/' (the file is stored at the snapshot's root)".into()
-        })
+/// clap's check of `backup --stdin-filename`: a name, or names joined by `/` (restic's
+/// `db/dump.sql` stores the file in a folder `db`); given back without empty components.
+pub fn stdin_path_arg(s: &str) -> Result<String, String> {
+    let parts: Vec<&str> = s.split('/').filter(|c| !c.is_empty()).collect();
+    if parts.is_empty()
+        || parts
+            .iter()
+            .any(|c| arca_format::tree::validate_name(c.as_bytes()).is_err())
+    {
+        return Err(
+            "expected a file name or a path of names (`db/dump.sql`), without `.` or `..`".into(),
+        );
+    }
+    Ok(parts.join("/"))
 }
 
 /// A snapshot time (`backup --time`): `2006-01-02 15:04:05` or `2006-01-02 15:04` in local

@@ -263,11 +263,47 @@ fn stdin_is_stored_as_one_file_and_restores_byte_for_byte() {
     let node: serde_json::Value = serde_json::from_str(line.lines().last().unwrap()).unwrap();
     assert!(!node["user"].as_str().unwrap().is_empty(), "{node}");
     assert!(!node["group"].as_str().unwrap().is_empty(), "{node}");
+    // A path of names puts the file in folders made for it, as restic's.
+    let mut child = e
+        .cmd(&[
+            "backup",
+            "--stdin",
+            "--stdin-filename",
+            "/db/daily/dump.sql",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&data[..1000])
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let snaps: serde_json::Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    assert_eq!(snaps[1]["paths"][0], "/db/daily/dump.sql");
+    let listing = e.ok(&["ls", "-l", "latest", "--recursive"]);
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.starts_with('d') && l.ends_with(" /db")),
+        "{listing}"
+    );
+    let nested = e.path("nested");
+    e.ok(&["restore", "latest", "--target", nested.to_str().unwrap()]);
+    assert_eq!(
+        fs::read(nested.join("db/daily/dump.sql")).unwrap(),
+        &data[..1000]
+    );
     // A name that is not a file name is refused; --stdin with paths is a usage error.
     // (a usage error, not "tree is corrupt").
-    let o = e.run(&["backup", "--stdin", "--stdin-filename", "a/b"]);
+    let o = e.run(&["backup", "--stdin", "--stdin-filename", "a/../b"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("a/b"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("a/../b"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("corrupt"), "{}", stderr(&o));
     let o = e.run(&["backup", "--stdin", "/tmp"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
