@@ -558,6 +558,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         {
             node.content = p.content.clone();
             self.summary.files_unmodified += 1;
+            self.ctx.report.file(&path, crate::FileChange::Unchanged);
             self.ctx.progress.add(1, node.size, 0);
             if node.nlink > 1 {
                 self.linked.insert(key, node.clone());
@@ -576,6 +577,11 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             }
             self.reading.insert(key, node.clone());
         }
+        let change = match parent {
+            Some(_) => crate::FileChange::Modified,
+            None => crate::FileChange::New,
+        };
+        self.ctx.report.file(&path, change);
         let job = FileJob {
             dir,
             slot,

@@ -21,7 +21,7 @@ pub mod saver;
 pub mod scan;
 pub mod sources;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -189,6 +189,31 @@ impl Progress {
 pub trait Observer: Sync {
     /// An entry was skipped or is suspect.
     fn warning(&self, w: &Warning);
+    /// A regular file was met: new (no parent entry), changed (read again) or unchanged
+    /// (taken from the parent snapshot), for `backup -v`.
+    fn file(&self, _path: &Path, _change: FileChange) {}
+}
+
+/// What a backup found of a file against its parent snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileChange {
+    /// Not in the parent snapshot: read.
+    New,
+    /// In the parent snapshot but changed (size, mtime, ctime or inode): read again.
+    Modified,
+    /// In the parent snapshot and unchanged: its content is taken from there.
+    Unchanged,
+}
+
+impl FileChange {
+    /// restic's word for it (`new`, `modified`, `unchanged`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Modified => "modified",
+            Self::Unchanged => "unchanged",
+        }
+    }
 }
 
 impl<F: Fn(&Warning) + Sync> Observer for F {

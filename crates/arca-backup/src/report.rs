@@ -21,6 +21,11 @@ impl<'a> Reporter<'a> {
         }
     }
 
+    /// A regular file met by the walk (see [`crate::Observer::file`]).
+    pub(crate) fn file(&self, path: &Path, change: crate::FileChange) {
+        self.observer.file(path, change);
+    }
+
     pub(crate) fn warn(&self, path: &Path, kind: WarningKind, message: String) {
         let w = Warning {
             path: path.to_path_buf(),

@@ -235,6 +235,10 @@ pub struct BackupArgs {
     /// Read and count everything, write nothing to the repository
     #[arg(short = 'n', long)]
     pub dry_run: bool,
+    /// List each new and modified file (-v), and the unchanged ones too (-vv); with --json,
+    /// `verbose_status` lines
+    #[arg(short = 'v', long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     /// Add tags to the snapshot, e.g. a,b (repeatable)
     #[arg(long = "tag", value_name = "TAG[,TAG...]")]
     pub tags: Vec<String>,

@@ -764,3 +764,43 @@ fn a_tree_thousands_of_levels_deep_is_backed_up_found_and_restored() {
     ]);
     e.ok(&["check"]);
 }
+
+#[test]
+fn verbose_lists_new_modified_and_unchanged_files_as_restic_does() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    fs::write(src.join("a"), b"a").unwrap();
+    fs::write(src.join("d/b"), b"b").unwrap();
+    let s = src.to_str().unwrap();
+    let lines = |out: &str, word: &str| -> Vec<String> {
+        let mut v: Vec<String> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix(word))
+            .map(|l| l.trim_start().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    let (a, b) = (format!("{s}/a"), format!("{s}/d/b"));
+    // A dry run previews what would be stored.
+    let out = e.ok(&["backup", "--dry-run", "-v", s]);
+    assert_eq!(lines(&out, "new"), [a.clone(), b.clone()], "{out}");
+    assert!(e.json(&["snapshots", "--json"]).as_array().unwrap().is_empty());
+    e.ok(&["backup", s]);
+    fs::write(src.join("a"), b"changed, longer").unwrap();
+    let out = e.ok(&["backup", "-v", s]);
+    assert_eq!(lines(&out, "modified"), [a.clone()], "{out}");
+    assert!(lines(&out, "unchanged").is_empty(), "{out}");
+    let out = e.ok(&["backup", "-vv", s]);
+    assert_eq!(lines(&out, "unchanged"), [a.clone(), b.clone()], "{out}");
+    let out = e.ok(&["backup", "-v", "--json", "--force", s]);
+    let items: Vec<serde_json::Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["message_type"] == "verbose_status")
+        .collect();
+    assert_eq!(items.len(), 2, "{out}");
+    assert!(items.iter().all(|v| v["action"] == "modified"), "{out}");
+}

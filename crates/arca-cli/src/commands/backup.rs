@@ -8,8 +8,8 @@ use anyhow::{Context, Result};
 use arca_backup::estimate::{Estimator, Reading};
 use arca_backup::filter::{ListForm, expand_glob, read_list, read_path_list_as};
 use arca_backup::{
-    BackupError, BackupOptions, Excludes, ParentMode, Progress, ReadAhead, Warning, backup_reader,
-    backup_with,
+    BackupError, BackupOptions, Excludes, FileChange, Observer, ParentMode, Progress, ReadAhead,
+    Warning, backup_reader, backup_with,
 };
 use arca_repo::SnapshotFilter;
 use serde_json::json;
@@ -117,11 +117,11 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
             let _ = super::out(&Status::read(&p, &n, el).json().to_string());
         })
     });
-    let warn = |w: &Warning| {
-        if w.is_error() {
-            errors.fetch_add(1, Ordering::Relaxed);
-        }
-        line.println(&format!("warning: {w}"));
+    let warn = Told {
+        errors: &errors,
+        line: &line,
+        verbose: if g.quiet { 0 } else { a.verbose },
+        json: a.json,
     };
     let result = if a.stdin {
         let mut input = std::io::stdin().lock();
@@ -365,5 +365,43 @@ mod tests {
         assert!(s.json()["percent_done"].as_f64().is_some());
         // Only empty files: by file count.
         assert_eq!(status(1, 0, 4, 0, true).fraction(), 0.25);
+    }
+}
+
+/// What the backup tells as it goes: warnings (counted) above the progress line, and with
+/// `-v` each file met.
+struct Told<'a> {
+    errors: &'a AtomicU64,
+    line: &'a ProgressLine,
+    verbose: u8,
+    json: bool,
+}
+
+impl Observer for Told<'_> {
+    fn warning(&self, w: &Warning) {
+        if w.is_error() {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        self.line.println(&format!("warning: {w}"));
+    }
+
+    fn file(&self, path: &std::path::Path, change: FileChange) {
+        let wanted = match change {
+            FileChange::Unchanged => self.verbose >= 2,
+            _ => self.verbose >= 1,
+        };
+        if !wanted {
+            return;
+        }
+        let text = if self.json {
+            json!({"message_type": "verbose_status", "action": change.name(),
+                   "item": path.to_string_lossy()})
+            .to_string()
+        } else {
+            format!("{:<10}{}", change.name(), path.display())
+        };
+        self.line.suspend(|| {
+            let _ = super::out(&text);
+        });
     }
 }
