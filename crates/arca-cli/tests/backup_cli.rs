@@ -787,7 +787,12 @@ fn verbose_lists_new_modified_and_unchanged_files_as_restic_does() {
     // A dry run previews what would be stored.
     let out = e.ok(&["backup", "--dry-run", "-v", s]);
     assert_eq!(lines(&out, "new"), [a.clone(), b.clone()], "{out}");
-    assert!(e.json(&["snapshots", "--json"]).as_array().unwrap().is_empty());
+    assert!(
+        e.json(&["snapshots", "--json"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     e.ok(&["backup", s]);
     fs::write(src.join("a"), b"changed, longer").unwrap();
     let out = e.ok(&["backup", "-v", s]);

@@ -310,6 +310,44 @@ impl Status {
     }
 }
 
+/// What the backup tells as it goes: warnings (counted) above the progress line, and with
+/// `-v` each file met.
+struct Told<'a> {
+    errors: &'a AtomicU64,
+    line: &'a ProgressLine,
+    verbose: u8,
+    json: bool,
+}
+
+impl Observer for Told<'_> {
+    fn warning(&self, w: &Warning) {
+        if w.is_error() {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        self.line.println(&format!("warning: {w}"));
+    }
+
+    fn file(&self, path: &std::path::Path, change: FileChange) {
+        let wanted = match change {
+            FileChange::Unchanged => self.verbose >= 2,
+            _ => self.verbose >= 1,
+        };
+        if !wanted {
+            return;
+        }
+        let text = if self.json {
+            json!({"message_type": "verbose_status", "action": change.name(),
+                   "item": path.to_string_lossy()})
+            .to_string()
+        } else {
+            format!("{:<10}{}", change.name(), path.display())
+        };
+        self.line.suspend(|| {
+            let _ = super::out(&text);
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,43 +403,5 @@ mod tests {
         assert!(s.json()["percent_done"].as_f64().is_some());
         // Only empty files: by file count.
         assert_eq!(status(1, 0, 4, 0, true).fraction(), 0.25);
-    }
-}
-
-/// What the backup tells as it goes: warnings (counted) above the progress line, and with
-/// `-v` each file met.
-struct Told<'a> {
-    errors: &'a AtomicU64,
-    line: &'a ProgressLine,
-    verbose: u8,
-    json: bool,
-}
-
-impl Observer for Told<'_> {
-    fn warning(&self, w: &Warning) {
-        if w.is_error() {
-            self.errors.fetch_add(1, Ordering::Relaxed);
-        }
-        self.line.println(&format!("warning: {w}"));
-    }
-
-    fn file(&self, path: &std::path::Path, change: FileChange) {
-        let wanted = match change {
-            FileChange::Unchanged => self.verbose >= 2,
-            _ => self.verbose >= 1,
-        };
-        if !wanted {
-            return;
-        }
-        let text = if self.json {
-            json!({"message_type": "verbose_status", "action": change.name(),
-                   "item": path.to_string_lossy()})
-            .to_string()
-        } else {
-            format!("{:<10}{}", change.name(), path.display())
-        };
-        self.line.suspend(|| {
-            let _ = super::out(&text);
-        });
     }
 }
