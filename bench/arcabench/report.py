@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from . import capping, maintenance, s3
+from . import capping, maintenance, restore_targets, s3
 from .scenarios import REFERENCES, RESTORES, SCENARIOS
 
 # Where docs/bench/ lives (the capping experiment's results).
@@ -320,6 +320,7 @@ def render(results: dict, plots_rel: str | None = None) -> str:
     if results["headline"]:
         out += ["", "## Headline", ""]
         out += [f"- {h}" for h in results["headline"]]
+    out += restore_targets.render(results)
     if results["failures"] or results["contract"] or results["expected_failures"]:
         out += ["", "## Failures", "", "A failed cell shows ✗ instead of a time. Unexpected "
                 "failures make `bench/run` exit non-zero; known peer limitations do not.", "",

@@ -1,0 +1,124 @@
+"""The restore engine issue's targets, checked against one run's results: each row names the
+figure, the ratio measured, the target and whether it is met (rendered after the headline)."""
+
+from __future__ import annotations
+
+import re
+
+# (scenario, limit): ratios of arca's wall time to its own full restore on the same dataset.
+OWN_FULL = (("restore_partial", "partial restore", 0.5),
+            ("restore_noop", "no-op restore", 0.2),
+            ("restore_metadata", "metadata-only restore", 0.6))
+
+
+def _ok(cell) -> bool:
+    return bool(cell) and cell.get("ok") and (cell.get("median") or {}).get("wall_s") is not None
+
+
+def _wall(cell):
+    return cell["median"]["wall_s"] if _ok(cell) else None
+
+
+def _peers(results) -> set:
+    return {t["name"] for t in results["tools"] if t["peer"]}
+
+
+def _label(results, name) -> str:
+    return next((t["label"] for t in results["tools"] if t["name"] == name), name)
+
+
+def _best_peer(results, cells) -> tuple:
+    vals = {t: _wall(c) for t, c in cells.items() if t in _peers(results) and _ok(c)}
+    if not vals:
+        return None, None
+    t = min(vals, key=vals.get)
+    return t, vals[t]
+
+
+def _bandwidth(results, tool) -> float | None:
+    """Bytes per second of the throttled arca's link, from its settings ("..., 100MB/s")."""
+    for t in results["tools"]:
+        if t["name"] == tool:
+            m = re.search(r"([\d.]+)\s*(k|M|G)B/s", t.get("settings", ""))
+            if m:
+                return float(m.group(1)) * {"k": 1e3, "M": 1e6, "G": 1e9}[m.group(2)]
+    return None
+
+
+def rows(results: dict) -> list:
+    """One dict per target: dataset, what, measured text, ratio, limit, met."""
+    out = []
+
+    def add(ds, what, measured, ratio, limit, cmp="≤"):
+        met = None if ratio is None else (ratio <= limit if cmp == "≤" else ratio < limit)
+        out.append({"dataset": ds, "what": what, "measured": measured, "ratio": ratio,
+                    "limit": limit, "cmp": cmp, "met": met})
+
+    restic = next((n for n in ("restic-latest", "restic") if n in _peers(results)), None)
+    for ds in results["datasets"]:
+        sc = ds["scenarios"]
+        name = ds["name"]
+        full = sc.get("restore_full") or {}
+        arca_full = _wall(full.get("arca"))
+        if arca_full:
+            bt, best = _best_peer(results, full)
+            if best:
+                add(name, "full restore vs the best peer",
+                    f"{arca_full:.2f} s vs {_label(results, bt)} {best:.2f} s",
+                    arca_full / best, 0.5)
+            tar = _wall((ds.get("references") or {}).get("tar_extract"))
+            if tar:
+                add(name, "full restore vs `tar x`", f"{arca_full:.2f} s vs {tar:.2f} s",
+                    arca_full / tar, 1.0)
+            for key, what, limit in OWN_FULL:
+                w = _wall((sc.get(key) or {}).get("arca"))
+                if w:
+                    add(name, f"{what} vs arca's own full restore",
+                        f"{w:.2f} s vs {arca_full:.2f} s", w / arca_full, limit)
+        for t in [t["name"] for t in results["tools"] if t["name"].startswith("arca-remote")]:
+            cell = full.get(t)
+            bw = _bandwidth(results, t)
+            if _ok(cell) and bw and cell["median"].get("repo_read_bytes"):
+                link = cell["median"]["repo_read_bytes"] / bw
+                add(name, f"{_label(results, t)}: full restore vs its bytes at the link's rate",
+                    f"{_wall(cell):.2f} s vs {link:.2f} s "
+                    f"({cell['median']['repo_read_bytes'] / 1e6:.0f} MB)",
+                    _wall(cell) / link, 1.3)
+        newest = sc.get("restore_newest") or {}
+        w = _wall(newest.get("arca"))
+        bt, best = _best_peer(results, newest)
+        if w and best:
+            add(name, "restore newest generation vs the best peer",
+                f"{w:.2f} s vs {_label(results, bt)} {best:.2f} s", w / best, 0.5)
+        if restic:
+            worst = None
+            for key, cells in sc.items():
+                if not key.startswith("restore"):
+                    continue
+                a, r = (cells.get("arca") or {}), (cells.get(restic) or {})
+                if not (_ok(a) and _ok(r)):
+                    continue
+                ratio = a["median"]["maxrss_kib"] / r["median"]["maxrss_kib"]
+                if worst is None or ratio > worst[0]:
+                    worst = (ratio, key, a["median"]["maxrss_kib"], r["median"]["maxrss_kib"])
+            if worst:
+                add(name, f"peak RSS vs {_label(results, restic)} (the closest restore)",
+                    f"{worst[1].removeprefix('restore_')}: {worst[2] / 1024:.0f} MiB vs "
+                    f"{worst[3] / 1024:.0f} MiB", worst[0], 1.0, "<")
+    return out
+
+
+def render(results: dict) -> list:
+    rs = rows(results)
+    if not rs:
+        return []
+    out = ["", "## Restore engine targets", "",
+           "The restore issue's figures in this run (arca's wall time over the named baseline; "
+           "peak RSS over restic's, in the restore scenario where arca comes closest to it).", "",
+           "| dataset | figure | measured | ratio | target | met? |", "|---|---|---|---|---|---|"]
+    for r in rs:
+        ratio = "–" if r["ratio"] is None else f"{r['ratio']:.2f}×"
+        met = "–" if r["met"] is None else ("yes" if r["met"] else "**no**")
+        out.append(f"| {r['dataset']} | {r['what']} | {r['measured']} | {ratio} | "
+                   f"{r['cmp']} {r['limit']}× | {met} |")
+    return out
