@@ -765,6 +765,63 @@ fn a_tree_thousands_of_levels_deep_is_backed_up_found_and_restored() {
     e.ok(&["check"]);
 }
 
+/// `ls` of a tree 2,000 levels deep with 200-byte names (400 MB of folder paths in all): each
+/// level of its walk held its own full path, and the listing peaked at the size of its output.
+#[test]
+fn ls_of_a_deep_tree_with_long_names_streams_in_little_memory() {
+    use std::io::{BufRead, BufReader};
+    use std::os::fd::AsRawFd;
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    let (depth, name) = (2000usize, "n".repeat(200));
+    let at = |dir: &fs::File, name: &str| {
+        PathBuf::from(format!("/proc/self/fd/{}/{name}", dir.as_raw_fd()))
+    };
+    let mut dir = fs::File::open(&src).unwrap();
+    for _ in 0..depth {
+        fs::create_dir(at(&dir, &name)).unwrap();
+        dir = fs::File::open(at(&dir, &name)).unwrap();
+    }
+    fs::write(at(&dir, "leaf"), b"at the bottom").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let mut child = e
+        .cmd(&["ls", "latest"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let (mut lines, mut last) = (0usize, vec![]);
+    for line in out.split(b'\n') {
+        last = line.unwrap();
+        lines += 1;
+    }
+    // The child's own peak RSS, from the kernel's accounting as it is reaped (the test's other
+    // children would blur RUSAGE_CHILDREN).
+    let mut status = 0;
+    let pid = child.id() as libc::pid_t;
+    #[allow(unsafe_code)]
+    // SAFETY: `rusage` is plain data, all zeros is a valid value; wait4 writes into the two
+    // live locals and reaps our own child, which `child` never waits for afterwards.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::wait4(pid, &mut status, 0, &mut usage), pid);
+        usage
+    };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{status}"
+    );
+    // The backed-up path's own folders, the deep ones and the leaf.
+    assert!(lines > depth, "{lines}");
+    let deepest = format!("{}{}/leaf", src.display(), format!("/{name}").repeat(depth));
+    assert_eq!(String::from_utf8_lossy(&last), deepest);
+    let peak_mib = usage.ru_maxrss / 1024;
+    assert!(peak_mib < 200, "ls peaked at {peak_mib} MiB");
+    arca_fs::io_on_long_path(&PathBuf::from(&deepest), |q| fs::remove_file(q)).unwrap();
+}
+
 #[test]
 fn verbose_lists_new_modified_and_unchanged_files_as_restic_does() {
     let e = Env::new();

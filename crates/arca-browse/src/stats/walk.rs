@@ -52,14 +52,17 @@ pub(super) fn walk(
     // Inodes with several links met in this snapshot (restic counts their size once).
     let mut links: HashSet<(u64, u64)> = HashSet::new();
     stats.use_blob(BlobKind::Tree, &root);
-    let mut stack: Vec<(Vec<u8>, std::vec::IntoIter<Node>)> =
-        vec![(vec![], listing(listings, &root, id, b"")?.into_iter())];
-    while let Some((dir, nodes)) = stack.last_mut() {
+    // One path buffer, cut back to a folder's length when the walk returns to it: a frame
+    // per level holding its own full path took memory growing with the square of the depth.
+    let mut path: Vec<u8> = vec![];
+    let mut stack: Vec<(usize, std::vec::IntoIter<Node>)> =
+        vec![(0, listing(listings, &root, id, b"")?.into_iter())];
+    while let Some((len, nodes)) = stack.last_mut() {
         let Some(node) = nodes.next() else {
             stack.pop();
             continue;
         };
-        let mut path = dir.clone();
+        path.truncate(*len);
         path.push(b'/');
         path.extend_from_slice(&node.name);
         w.entries += 1;
@@ -79,7 +82,7 @@ pub(super) fn walk(
         if let Some(sub) = node.subtree.filter(|_| node.is_dir()) {
             stats.use_blob(BlobKind::Tree, &sub);
             let nodes = listing(listings, &sub, id, &path)?;
-            stack.push((path, nodes.into_iter()));
+            stack.push((path.len(), nodes.into_iter()));
         }
     }
     Ok(w)
