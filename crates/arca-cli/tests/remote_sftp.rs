@@ -60,6 +60,27 @@ fn every_command_works_on_sftp() {
     let expected = compare::snapshot(&src).unwrap();
     ok(&e, &INIT);
     assert!(repo.join("config").is_file() && repo.join("data/ff").is_dir());
+    // The repository's folders are its owner's alone (the server's umask gave 0755).
+    for d in [
+        "",
+        "keys",
+        "snapshots",
+        "index",
+        "data",
+        "locks",
+        "data/00",
+        "data/ff",
+    ] {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(repo.join(d)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{d:?}: {mode:o}");
+    }
+    let parent = fs::metadata(repo.parent().unwrap()).unwrap();
+    assert_ne!(
+        std::os::unix::fs::PermissionsExt::mode(&parent.permissions()) & 0o777,
+        0o700,
+        "only the repository itself is made private, not the folders above it"
+    );
     let again = run(&e, &INIT);
     assert_eq!(again.status.code(), Some(1));
     assert!(stderr(&again).contains("already"), "{}", stderr(&again));

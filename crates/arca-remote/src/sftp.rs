@@ -186,7 +186,7 @@ impl SftpBackend {
             {
                 // A folder of the layout is missing (a repository made by another tool):
                 // make it, not its parents, and try once more.
-                let _ = s.sftp.fs().create_dir(dir).await;
+                let _ = Self::make_private_dir(s, dir).await;
                 open().await?
             }
             r => r?,
@@ -224,12 +224,27 @@ impl SftpBackend {
         written
     }
 
+    /// Makes folder `path` of the repository readable by its owner alone (0700, as the local
+    /// backend makes them): whatever mode the server gives the files inside, nobody else can
+    /// reach them, and no round trip per file is spent on setting their modes.
+    async fn make_private_dir(
+        s: &Session,
+        path: &str,
+    ) -> std::result::Result<(), openssh_sftp_client::Error> {
+        s.sftp
+            .fs()
+            .dir_builder()
+            .permissions(openssh_sftp_client::metadata::Permissions::from(0o700u16))
+            .create(path)
+            .await
+    }
+
     /// Creates the repository folder and its missing parents, like `mkdir -p`.
     async fn make_root(&self, s: &Session) -> Result<(), Fail> {
         let mut fs = s.sftp.fs();
         let root = self.root.trim_end_matches('/');
         // Usually the parent exists: one round trip.
-        if fs.create_dir(root).await.is_ok() {
+        if Self::make_private_dir(s, root).await.is_ok() {
             return Ok(());
         }
         let mut prefixes = vec![];
@@ -249,7 +264,11 @@ impl SftpBackend {
                     ));
                 }
                 Err(e) if matches!(class(&e), Class::Status(ErrorKind::NotFound, _)) => {
-                    fs.create_dir(p).await?;
+                    if p == root {
+                        Self::make_private_dir(s, p).await?;
+                    } else {
+                        fs.create_dir(p).await?;
+                    }
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -345,7 +364,7 @@ impl Backend for SftpBackend {
             let mkdirs = |dirs: Vec<String>| {
                 let s = &s;
                 stream::iter(dirs.into_iter().map(move |d| async move {
-                    s.sftp.fs().create_dir(&d).await.map_err(Fail::from)
+                    Self::make_private_dir(s, &d).await.map_err(Fail::from)
                 }))
                 .buffer_unordered(DIRS)
                 .try_collect::<()>()
