@@ -101,6 +101,9 @@ pub enum Command {
     Repair(crate::commands::repair::RepairArgs),
     /// Remove stale locks (left by processes that are gone)
     Unlock(crate::commands::lock::UnlockArgs),
+    /// List the repository's files of one type (snapshots, index, packs, keys, locks), or
+    /// every blob of the index
+    List(crate::commands::list::ListArgs),
     /// Find files and folders, or the users of a blob or tree, across snapshots
     Find(Box<crate::commands::find::FindArgs>),
     /// Show what changed between two snapshots
@@ -119,6 +122,8 @@ pub enum Command {
     Mount(Box<crate::commands::mount::MountArgs>),
     /// Serve the local web interface (browse, restore, back up, forget, prune, check)
     Ui(Box<crate::commands::ui::UiArgs>),
+    /// Print the version and the platform arca was built for
+    Version(crate::commands::version::VersionArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(crate::commands::generate::CompletionsArgs),
     /// Write the manual pages (roff), generated from the command-line definition

@@ -1066,3 +1066,71 @@ fn compression_is_set_at_init_and_overridable_per_backup() {
         "override not applied: {z}"
     );
 }
+
+/// `list` prints the ids of one type of file, or every blob of the index with its type, as
+/// restic's `list` does; `version` names the version and the platform.
+#[test]
+fn list_prints_ids_per_type_and_version_names_itself() {
+    let e = Env::new();
+    let src = e.path("src");
+    sample(&src);
+    e.init(&[]);
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let lines =
+        |what: &str| -> Vec<String> { e.ok(&["list", what]).lines().map(str::to_string).collect() };
+    let ids_under = |dir: &str| -> Vec<String> {
+        let mut v: Vec<String> = arca_testkit::files_under(&e.repo.join(dir))
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .filter(|n| n.len() == 64)
+            .collect();
+        v.sort();
+        v
+    };
+    for (what, dir) in [
+        ("snapshots", "snapshots"),
+        ("index", "index"),
+        ("packs", "data"),
+        ("keys", "keys"),
+    ] {
+        let mut got = lines(what);
+        got.sort();
+        assert_eq!(got, ids_under(dir), "{what}");
+        assert!(!got.is_empty(), "{what}");
+    }
+    assert_eq!(lines("snapshots").len(), 2);
+    assert!(lines("locks").is_empty(), "list takes no lock");
+    // Every blob once, with its type; the snapshots' root trees among them.
+    let blobs = lines("blobs");
+    let unique: std::collections::HashSet<&String> = blobs.iter().collect();
+    assert_eq!(unique.len(), blobs.len());
+    assert!(blobs.iter().all(|l| {
+        let (kind, id) = l.split_once(' ').unwrap();
+        (kind == "data" || kind == "tree") && id.len() == 64
+    }));
+    assert!(blobs.iter().any(|l| l.starts_with("data ")));
+    let snap = e.json(&["snapshots", "--json"]);
+    let tree = snap[0]["tree"].as_str().unwrap();
+    assert!(blobs.contains(&format!("tree {tree}")), "{tree}");
+    // A wrong password is not taken for an empty repository.
+    let o = e
+        .cmd(&["list", "snapshots"])
+        .env("ARCA_PASSWORD", "wrong")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(12), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    let bad = e.run(&["list", "things"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("possible values"), "{}", stderr(&bad));
+
+    let v = e.ok(&["version"]);
+    assert!(
+        v.starts_with(&format!("arca {} compiled for ", env!("CARGO_PKG_VERSION"))),
+        "{v}"
+    );
+    let j = e.json(&["version", "--json"]);
+    assert_eq!(j["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(j["os"], std::env::consts::OS);
+}

@@ -11,6 +11,7 @@ pub mod forget;
 pub mod generate;
 mod init;
 mod key;
+pub mod list;
 pub mod lock;
 mod ls;
 pub mod mount;
@@ -24,6 +25,7 @@ mod subfolder;
 mod table;
 pub mod tag;
 pub mod ui;
+pub mod version;
 
 use anyhow::{Context, Result};
 use arca_repo::SnapshotFilter;
@@ -46,6 +48,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Prune(a) => prune::run(g, a),
         Command::Repair(a) => repair::run(g, a),
         Command::Unlock(a) => lock::run(g, a),
+        Command::List(a) => list::run(g, a),
         Command::Find(a) => find::run(g, a),
         Command::Diff(a) => diff::run(g, a),
         Command::Dump(a) => dump::run(g, a),
@@ -55,6 +58,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Rewrite(a) => rewrite::run(g, a),
         Command::Mount(a) => mount::run(g, a),
         Command::Ui(a) => ui::run(g, a),
+        Command::Version(a) => version::run(a),
         Command::Completions(a) => generate::completions(a),
         Command::Man(a) => generate::man(a),
     }
