@@ -98,7 +98,7 @@ fn locate(name: &str) -> Result<PathBuf> {
 }
 
 /// What a command-line token is for the options of one command.
-struct Parsed {
+pub(crate) struct Parsed {
     /// Long names of the options given.
     given: Vec<String>,
     /// Whether a positional argument was given.
@@ -111,7 +111,7 @@ fn long_of(cmd: &clap::Command, short: char) -> Option<String> {
         .and_then(|a| a.get_long().map(str::to_string))
 }
 
-fn takes_value(cmd: &clap::Command, long: &str) -> bool {
+pub(crate) fn takes_value(cmd: &clap::Command, long: &str) -> bool {
     cmd.get_arguments()
         .find(|a| a.get_long() == Some(long))
         .is_some_and(|a| a.get_action().takes_values())
@@ -119,7 +119,7 @@ fn takes_value(cmd: &clap::Command, long: &str) -> bool {
 
 /// Walks `tokens` as options of `cmd` (globals included): the long names given and whether a
 /// positional was. A token that names a subcommand of `cmd` stops the walk and is returned.
-fn scan(cmd: &clap::Command, tokens: &[OsString]) -> (Parsed, Option<usize>) {
+pub(crate) fn scan(cmd: &clap::Command, tokens: &[OsString]) -> (Parsed, Option<usize>) {
     let mut p = Parsed {
         given: Vec::new(),
         positional: false,
