@@ -1,6 +1,7 @@
-//! restic takes `--json` before the command's name (`restic --json snapshots`); arca's commands
-//! each define their own `--json`. This moves a `--json` written among the global options to
-//! just after the (innermost) command's name, so both spellings work.
+//! restic takes `--json` and `-v` before the command's name (`restic --json snapshots`,
+//! `restic -v backup`); arca's commands each define their own. This moves such a flag written
+//! among the global options to just after the (innermost) command's name, so both spellings
+//! work.
 
 use std::ffi::OsString;
 
@@ -8,19 +9,33 @@ use clap::CommandFactory;
 
 use crate::profile::{scan, takes_value};
 
-/// `args` (the program's name first) with every `--json` given before the command's name moved
-/// after it, when that command takes `--json`; unchanged otherwise (clap then names the
-/// misplaced option).
-pub fn hoist_json(args: Vec<OsString>) -> Vec<OsString> {
+/// The long name of the command's option that a flag token given before the command stands for.
+fn long_for(token: &OsString) -> Option<&'static str> {
+    let t = token.to_string_lossy();
+    if t == "--json" {
+        Some("json")
+    } else if t == "--verbose"
+        || (t.len() >= 2 && t.starts_with('-') && t[1..].bytes().all(|b| b == b'v'))
+    {
+        Some("verbose")
+    } else {
+        None
+    }
+}
+
+/// `args` (the program's name first) with every `--json`, `--verbose` or `-v` (`-vv`) given
+/// before the command's name moved after it, when that command takes that option; unchanged
+/// otherwise (clap then names the misplaced option).
+pub fn hoist_flags(args: Vec<OsString>) -> Vec<OsString> {
     let top = crate::cli::Cli::command();
     let Some(k) = scan(&top, args.get(1..).unwrap_or_default()).1 else {
         return args;
     };
     // Index of the command's name in `args`.
     let mut cmd_at = k + 1;
-    // The `--json` tokens among the global options (not the value of an option before them).
+    // The flags among the global options (not the value of an option before them).
     let hoisted: Vec<usize> = (1..cmd_at)
-        .filter(|&i| args[i] == "--json" && !is_value(&top, &args[i - 1]))
+        .filter(|&i| long_for(&args[i]).is_some() && !is_value(&top, &args[i - 1]))
         .collect();
     if hoisted.is_empty() {
         return args;
@@ -38,16 +53,21 @@ pub fn hoist_json(args: Vec<OsString>) -> Vec<OsString> {
             None => break,
         }
     }
-    if !cmd.get_arguments().any(|a| a.get_long() == Some("json")) {
+    let takes = |long: &str| cmd.get_arguments().any(|a| a.get_long() == Some(long));
+    if !hoisted
+        .iter()
+        .all(|&i| long_for(&args[i]).is_some_and(takes))
+    {
         return args;
     }
+    let moved: Vec<OsString> = hoisted.iter().map(|&i| args[i].clone()).collect();
     let mut out: Vec<OsString> = Vec::with_capacity(args.len());
     for (i, a) in args.into_iter().enumerate() {
         if !hoisted.contains(&i) {
             out.push(a);
         }
         if i == cmd_at {
-            out.push("--json".into());
+            out.extend(moved.iter().cloned());
         }
     }
     out
@@ -75,7 +95,7 @@ mod tests {
     use super::*;
 
     fn run(argv: &[&str]) -> Vec<String> {
-        hoist_json(argv.iter().map(OsString::from).collect())
+        hoist_flags(argv.iter().map(OsString::from).collect())
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect()
@@ -124,5 +144,16 @@ mod tests {
         // A command without --json: left for clap to refuse.
         let mount = ["arca", "--json", "mount", "/mnt"];
         assert_eq!(run(&mount), mount);
+        // restic's -v, -vv and --verbose, for the commands that take them.
+        assert_eq!(
+            run(&["arca", "-vv", "-r", "/r", "backup", "/src"]),
+            ["arca", "-r", "/r", "backup", "-vv", "/src"]
+        );
+        assert_eq!(
+            run(&["arca", "--verbose", "--json", "restore", "latest"]),
+            ["arca", "restore", "--verbose", "--json", "latest"]
+        );
+        let snapshots = ["arca", "-v", "snapshots"];
+        assert_eq!(run(&snapshots), snapshots);
     }
 }

@@ -70,7 +70,7 @@ fn main() -> ExitCode {
         a == b"-" || a == b"--stdin" || (a.starts_with(b"--") && a.ends_with(b"=-"))
     });
     util::STDIN_IS_DATA.store(stdin_data, std::sync::atomic::Ordering::Relaxed);
-    let cli = cli::Cli::parse_from(hoist::hoist_json(args));
+    let cli = cli::Cli::parse_from(hoist::hoist_flags(args));
     raise_open_files_limit();
     // A server that fails is retried for up to a minute: say so, or it looks like a hang.
     arca_backend::on_retry(|n| {
