@@ -99,6 +99,9 @@ pub enum Command {
     Prune(crate::commands::prune::PruneArgs),
     /// Rebuild a damaged repository's index, or snapshots whose data is lost
     Repair(crate::commands::repair::RepairArgs),
+    /// Save a snapshot of the directory listings no snapshot reaches (what forget dropped,
+    /// before prune deletes it)
+    Recover(crate::commands::recover::RecoverArgs),
     /// Remove stale locks (left by processes that are gone)
     Unlock(crate::commands::lock::UnlockArgs),
     /// List the repository's files of one type (snapshots, index, packs, keys, locks), or

@@ -612,3 +612,82 @@ fn snapshots_table_compact_and_groups() {
         "{forget}"
     );
 }
+
+/// A snapshot forgotten before a prune comes back with `recover`: a `/recover` snapshot
+/// (tag `recovered`) holds its listing, and restores its files byte for byte; a dry run and a
+/// repository where every listing is reached write nothing; prune then keeps that data.
+#[test]
+fn recover_brings_back_what_forget_dropped_before_prune() {
+    let (e, src) = setup();
+    let first = backup(&e, &src, "the first version", &[]);
+    let second = backup(&e, &src, "the second version, longer", &[]);
+    let none = e.json(&["recover", "--json"]);
+    assert_eq!(none["roots"].as_array().unwrap().len(), 0, "{none}");
+    assert!(none["snapshot_id"].is_null());
+    e.ok(&["forget", &first]);
+    assert_eq!(ids(&e), [second]);
+
+    let dry = e.json(&["recover", "--dry-run", "--json"]);
+    assert_eq!(dry["roots"].as_array().unwrap().len(), 1, "{dry}");
+    assert!(dry["snapshot_id"].is_null());
+    assert_eq!(ids(&e).len(), 1, "a dry run saves nothing");
+    let r = e.json(&["recover", "--json"]);
+    let roots = r["roots"].as_array().unwrap();
+    assert_eq!(roots.len(), 1, "{r}");
+    let recovered = r["snapshot_id"].as_str().unwrap().to_string();
+    let snaps = e.json(&["snapshots", "--json"]);
+    let snap = snaps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == recovered.as_str())
+        .unwrap();
+    assert_eq!(snap["paths"][0], "/recover");
+    assert_eq!(snap["tags"][0], "recovered");
+    // The forgotten snapshot's tree, under /recover/<short id>, restores as it was.
+    let short = &roots[0].as_str().unwrap()[..8];
+    let target = e.path("t");
+    e.ok(&["restore", &recovered, "--target", target.to_str().unwrap()]);
+    let old = target
+        .join("recover")
+        .join(short)
+        .join(src.strip_prefix("/").unwrap());
+    assert_eq!(
+        fs::read_to_string(old.join("version.txt")).unwrap(),
+        "the first version"
+    );
+    let diffs = compare::diff(
+        &compare::snapshot(&src).unwrap(),
+        &src,
+        &compare::snapshot(&old).unwrap(),
+        &old,
+    );
+    assert!(
+        diffs.iter().all(|d| d.contains("version.txt")),
+        "only the changed file differs: {diffs:?}"
+    );
+    // Everything is reached now; prune keeps the recovered data.
+    assert_eq!(
+        e.json(&["recover", "--json"])["roots"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    e.ok(&["prune"]);
+    let check = e.json(&["check", "--read-data", "--json"]);
+    assert_eq!(check["errors"].as_array().map_or(0, Vec::len), 0, "{check}");
+    let again = e.path("t2");
+    e.ok(&["restore", &recovered, "--target", again.to_str().unwrap()]);
+    assert_eq!(
+        fs::read_to_string(
+            again
+                .join("recover")
+                .join(short)
+                .join(src.strip_prefix("/").unwrap())
+                .join("version.txt")
+        )
+        .unwrap(),
+        "the first version"
+    );
+}

@@ -9,6 +9,7 @@ pub mod check;
 pub mod copy;
 pub mod forget;
 pub mod prune;
+pub mod recover;
 pub mod repair;
 pub mod rewrite;
 pub mod tag;

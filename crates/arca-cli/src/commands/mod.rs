@@ -16,6 +16,7 @@ pub mod lock;
 mod ls;
 pub mod mount;
 pub mod prune;
+pub mod recover;
 pub mod repair;
 mod restore;
 pub mod rewrite;
@@ -47,6 +48,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Forget(a) => forget::run(g, a),
         Command::Prune(a) => prune::run(g, a),
         Command::Repair(a) => repair::run(g, a),
+        Command::Recover(a) => recover::run(g, a),
         Command::Unlock(a) => lock::run(g, a),
         Command::List(a) => list::run(g, a),
         Command::Find(a) => find::run(g, a),

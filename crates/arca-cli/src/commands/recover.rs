@@ -1,0 +1,73 @@
+//! `arca recover`: save a snapshot (`/recover`, tag `recovered`) of the directory listings no
+//! snapshot reaches any more, as restic's `recover`: what `forget` dropped comes back until
+//! `prune` deletes it.
+
+use anyhow::Result;
+use arca_maintenance::recover::{RecoverOptions, recover};
+use clap::Args;
+use serde_json::json;
+
+use crate::cli::Global;
+use crate::util;
+
+/// Options of `recover`.
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    /// Find and report the unreachable listings, write nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `recover`.
+pub fn run(g: &Global, a: &RecoverArgs) -> Result<u8> {
+    let opened = util::open(g)?;
+    // Shared, as a backup's: it only adds, and prune (exclusive) must not delete what it
+    // recovers meanwhile.
+    let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "recover")?;
+    let rep = recover(&opened.repo, &RecoverOptions { dry_run: a.dry_run })?;
+    if a.json {
+        super::out(
+            &json!({
+                "message_type": "summary",
+                "dry_run": a.dry_run,
+                "trees": rep.trees,
+                "snapshots": rep.snapshots,
+                "unreadable": rep.unreadable.iter().map(|(id, why)| json!({"tree": id.to_hex(), "error": why})).collect::<Vec<_>>(),
+                "roots": rep.roots.iter().map(|id| id.to_hex()).collect::<Vec<_>>(),
+                "snapshot_id": rep.snapshot.map(|id| id.to_hex()),
+                "index_file": rep.index_file.map(|id| id.to_hex()),
+            })
+            .to_string(),
+        )?;
+        return Ok(0);
+    }
+    for (id, why) in &rep.unreadable {
+        crate::progress::warn(&format!(
+            "warning: listing {} cannot be read: {why}",
+            id.short()
+        ));
+    }
+    if !g.quiet {
+        super::out(&format!(
+            "{} listing(s) in the index, {} snapshot(s); {} listing(s) no snapshot reaches",
+            rep.trees,
+            rep.snapshots,
+            rep.roots.len()
+        ))?;
+        for id in &rep.roots {
+            super::out(&format!("  {}", id.to_hex()))?;
+        }
+    }
+    match (rep.roots.is_empty(), rep.snapshot) {
+        (true, _) => super::out("nothing to recover")?,
+        (false, Some(id)) => super::out(&format!(
+            "saved snapshot {} of them (path /recover, tag recovered)",
+            id.short()
+        ))?,
+        (false, None) => super::out("dry run: no snapshot saved")?,
+    }
+    Ok(0)
+}
