@@ -125,6 +125,8 @@ pub enum Command {
     Mount(Box<crate::commands::mount::MountArgs>),
     /// Serve the local web interface (browse, restore, back up, forget, prune, check)
     Ui(Box<crate::commands::ui::UiArgs>),
+    /// List the local caches of remote repositories; --cleanup removes the old ones
+    Cache(crate::commands::cache::CacheArgs),
     /// Print the version and the platform arca was built for
     Version(crate::commands::version::VersionArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)

@@ -253,3 +253,73 @@ fn a_damaged_or_unusable_cache_never_fails_a_command() {
     let v = e.json(&args(&cached, &["check", "--json"]));
     assert_eq!(v["ok"], Value::Bool(true), "{v}");
 }
+
+/// `cache` lists each repository's cache folder with its last use and size; a folder unused
+/// for longer than --max-age days is old, and `--cleanup` removes it and only it.
+#[test]
+fn cache_lists_the_caches_and_cleanup_removes_the_old_ones() {
+    let e = Env::new();
+    e.init(&[]);
+    let root = e.path("cache");
+    let dir = root.to_str().unwrap();
+    let cache = ["--cache-dir", dir];
+    let src = e.path("src");
+    many_dirs(&src);
+    backup(&e, &cache, &src);
+    // A second repository's cache, unused for 40 days, and a folder that is not arca's.
+    let old = root.join("ab".repeat(32));
+    fs::create_dir_all(old.join("keys")).unwrap();
+    fs::write(old.join("keys/x"), b"12345").unwrap();
+    let forty_days = std::time::SystemTime::now() - std::time::Duration::from_secs(40 * 86400);
+    fs::File::open(&old)
+        .unwrap()
+        .set_modified(forty_days)
+        .unwrap();
+    fs::create_dir_all(root.join("not-a-cache")).unwrap();
+    // Opening the repository marks its cache used (it looked 40 days old too).
+    let live_dir = fs::read_dir(&root)
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .find(|p| p.is_dir() && p != &old && p.file_name().unwrap().len() == 64)
+        .unwrap();
+    fs::File::open(&live_dir)
+        .unwrap()
+        .set_modified(forty_days)
+        .unwrap();
+    snapshot_ids(&e, &cache);
+
+    let list = e.json(&["cache", "--cache-dir", dir, "--json"]);
+    let caches = list["caches"].as_array().unwrap();
+    assert_eq!(caches.len(), 2, "{list}");
+    let (stale, live) = (&caches[0], &caches[1]);
+    assert_eq!(stale["repo_id"], "ab".repeat(32));
+    assert_eq!(stale["old"], true);
+    assert_eq!(stale["size"], 5);
+    assert_eq!(live["old"], false);
+    assert!(live["size"].as_u64().unwrap() > 0, "{live}");
+    let text = e.ok(&["cache", "--cache-dir", dir]);
+    assert!(text.contains("abababab") && text.contains("yes"), "{text}");
+    assert!(text.contains("--cleanup"), "{text}");
+    // A larger --max-age keeps it young.
+    let j = e.json(&["cache", "--cache-dir", dir, "--max-age", "60", "--json"]);
+    assert_eq!(j["caches"][0]["old"], false);
+
+    let out = e.ok(&["cache", "--cache-dir", dir, "--cleanup"]);
+    assert!(out.contains("removed 1 old cache(s)"), "{out}");
+    assert!(!old.exists());
+    assert!(
+        root.join("not-a-cache").is_dir(),
+        "a folder not arca's is left alone"
+    );
+    assert_eq!(
+        e.json(&["cache", "--cache-dir", dir, "--json"])["caches"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    // The repository still works through its kept cache.
+    assert_eq!(snapshot_ids(&e, &cache).len(), 1);
+    let none = e.run(&["cache", "--cache-dir", e.path("nowhere").to_str().unwrap()]);
+    assert!(none.status.success(), "{}", stderr(&none));
+}

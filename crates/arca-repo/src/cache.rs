@@ -41,6 +41,55 @@ pub fn default_root() -> Option<PathBuf> {
         .or_else(|| absolute("HOME").map(|p| p.join(".cache").join("arca")))
 }
 
+/// One repository's folder under a cache root.
+#[derive(Debug, Clone)]
+pub struct CacheFolder {
+    /// The repository id (the folder's name).
+    pub repo_id: String,
+    /// The folder.
+    pub path: PathBuf,
+    /// When a command last opened the repository through it (the folder's mtime, set on
+    /// every open).
+    pub last_used: std::time::SystemTime,
+}
+
+/// The repository folders under the cache root `root` (folders named by a 64-digit id; other
+/// entries are not arca's and are left out), oldest use first. A missing root has none.
+pub fn cache_folders(root: &std::path::Path) -> std::io::Result<Vec<CacheFolder>> {
+    let entries = match std::fs::read_dir(root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(e),
+    };
+    let mut out = vec![];
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !arca_backend::is_file_id(&name) {
+            continue;
+        }
+        let meta = entry.metadata()?;
+        if meta.is_dir() {
+            out.push(CacheFolder {
+                repo_id: name,
+                path: entry.path(),
+                last_used: meta.modified()?,
+            });
+        }
+    }
+    out.sort_by_key(|c| c.last_used);
+    Ok(out)
+}
+
+/// Marks the cache folder `dir` as used now (its mtime; `cache --cleanup` removes the folders
+/// unused for long; a folder made now is new anyway). Best effort: a cache never fails a
+/// command.
+pub(crate) fn mark_used(dir: &std::path::Path) {
+    if let Ok(f) = std::fs::File::open(dir) {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -169,6 +169,7 @@ impl Repository {
             return Ok(repo);
         }
         let dir = root.join(Id(repo.config.repo_id).to_hex());
+        crate::cache::mark_used(&dir);
         let cached = CachedBackend::new(Arc::clone(&repo.backend), dir);
         cached.refresh(FileType::Key, &keys);
         for (name, bytes) in &fetched {

@@ -1,6 +1,7 @@
 //! One module per command; each returns the process exit code.
 
 mod backup;
+pub mod cache;
 mod cat;
 mod check;
 pub mod copy;
@@ -60,6 +61,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Rewrite(a) => rewrite::run(g, a),
         Command::Mount(a) => mount::run(g, a),
         Command::Ui(a) => ui::run(g, a),
+        Command::Cache(a) => cache::run(g, a),
         Command::Version(a) => version::run(a),
         Command::Completions(a) => generate::completions(a),
         Command::Man(a) => generate::man(a),

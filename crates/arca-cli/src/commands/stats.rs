@@ -38,7 +38,7 @@ fn parse_mode(s: &str) -> Result<Mode> {
 }
 
 /// Sizes as restic prints them (three decimals, binary units).
-fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     const UNITS: [(u64, &str); 4] = [
         (1 << 40, "TiB"),
         (1 << 30, "GiB"),
