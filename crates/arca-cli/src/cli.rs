@@ -390,6 +390,18 @@ pub struct RestoreArgs {
     /// Like --exclude, regardless of case (repeatable)
     #[arg(long = "iexclude", value_name = "PATTERN")]
     pub iexcludes: Vec<String>,
+    /// Read --include patterns from a file, one per line (repeatable)
+    #[arg(long = "include-file", value_name = "FILE")]
+    pub include_files: Vec<PathBuf>,
+    /// Read --exclude patterns from a file, one per line (repeatable)
+    #[arg(long = "exclude-file", value_name = "FILE")]
+    pub exclude_files: Vec<PathBuf>,
+    /// Read --iinclude patterns from a file, one per line (repeatable)
+    #[arg(long = "iinclude-file", value_name = "FILE")]
+    pub iinclude_files: Vec<PathBuf>,
+    /// Read --iexclude patterns from a file, one per line (repeatable)
+    #[arg(long = "iexclude-file", value_name = "FILE")]
+    pub iexclude_files: Vec<PathBuf>,
     #[command(flatten)]
     pub filter: FilterArgs,
     /// What to do with files already in the target: if-changed (trust size and mtime, else

@@ -840,3 +840,83 @@ fn case_insensitive_include_and_exclude() {
     ]);
     assert_eq!(names(&t2), ["Notes.TXT", "a.bin"]);
 }
+
+/// `--include-file` and `--exclude-file` (and their case-blind forms) read patterns from files
+/// as restic 0.17's restore does: one per line, comments and blank lines skipped, merged with
+/// the patterns given on the command line; a missing pattern file is named.
+#[test]
+fn pattern_files_select_what_is_restored() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    for (p, body) in [
+        ("docs/a.txt", "a"),
+        ("docs/b.md", "b"),
+        ("docs/C.TXT", "c"),
+        ("img/x.png", "x"),
+        ("img/y.txt", "y"),
+    ] {
+        fs::create_dir_all(src.join(p).parent().unwrap()).unwrap();
+        fs::write(src.join(p), body).unwrap();
+    }
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let files = |target: &Path| -> Vec<String> {
+        let mut v: Vec<String> = arca_testkit::files_under(&restored(target, &src))
+            .iter()
+            .map(|p| {
+                p.strip_prefix(restored(target, &src))
+                    .unwrap()
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let inc = e.path("inc.txt");
+    fs::write(&inc, "# text files\n\n*.txt\n").unwrap();
+    let exc = e.path("exc.txt");
+    fs::write(&exc, "img\n").unwrap();
+    let t1 = e.path("t1");
+    e.ok(&[
+        "restore",
+        "latest",
+        "--target",
+        t1.to_str().unwrap(),
+        "--include-file",
+        inc.to_str().unwrap(),
+        "--exclude-file",
+        exc.to_str().unwrap(),
+        "--include",
+        "*.md",
+    ]);
+    assert_eq!(files(&t1), ["docs/a.txt", "docs/b.md"]);
+    let t2 = e.path("t2");
+    e.ok(&[
+        "restore",
+        "latest",
+        "--target",
+        t2.to_str().unwrap(),
+        "--iinclude-file",
+        inc.to_str().unwrap(),
+        "--iexclude-file",
+        exc.to_str().unwrap(),
+    ]);
+    assert_eq!(files(&t2), ["docs/C.TXT", "docs/a.txt"]);
+    let missing = e.path("nope.txt");
+    let o = e.run(&[
+        "restore",
+        "latest",
+        "--target",
+        e.path("t3").to_str().unwrap(),
+        "--include-file",
+        missing.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains(missing.to_str().unwrap()),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!e.path("t3").exists(), "nothing restored");
+}

@@ -109,7 +109,16 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     let index = repo.load_index()?;
     let (resolved, entry) =
         subfolder::resolve_entry(repo, &index, &a.snapshot, &super::filter(&a.filter))?;
-    if entry.is_some() && !(a.includes.is_empty() && a.iincludes.is_empty()) {
+    // The patterns given and those of the pattern files (`--include-file`, ...).
+    let includes = super::rewrite::patterns(&a.includes, &a.include_files)?;
+    let excludes = super::rewrite::patterns(&a.excludes, &a.exclude_files)?;
+    let iincludes = super::rewrite::patterns(&a.iincludes, &a.iinclude_files)?;
+    let iexcludes = super::rewrite::patterns(&a.iexcludes, &a.iexclude_files)?;
+    let has_patterns = !(includes.is_empty()
+        && excludes.is_empty()
+        && iincludes.is_empty()
+        && iexcludes.is_empty());
+    if entry.is_some() && !(includes.is_empty() && iincludes.is_empty()) {
         bail!(
             "--include cannot narrow a restore of a single entry ({}); name its folder instead",
             a.snapshot.to_string_lossy()
@@ -122,10 +131,10 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     };
     let opts = RestoreOptions {
         target: a.target.clone(),
-        includes: a.includes.clone(),
-        excludes: a.excludes.clone(),
-        iincludes: a.iincludes.clone(),
-        iexcludes: a.iexcludes.clone(),
+        includes,
+        excludes,
+        iincludes,
+        iexcludes,
         only: entry
             .map(|name| Path::new("/").join(OsStr::from_bytes(&name)))
             .into_iter()
@@ -174,7 +183,7 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     if a.json {
         super::out(&summary_json(&id, &report, &opened.stats).to_string())?;
     } else if !g.quiet {
-        print_summary(&id, a, &report)?;
+        print_summary(&id, a, &report, has_patterns)?;
         if a.profile {
             print_profile(&report)?;
         }
@@ -342,7 +351,12 @@ fn metadata_fixes(p: &arca_restore::PlanSummary) -> String {
     }
 }
 
-fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Result<()> {
+fn print_summary(
+    id: &arca_format::Id,
+    a: &RestoreArgs,
+    r: &RestoreReport,
+    has_patterns: bool,
+) -> Result<()> {
     let p = &r.plan;
     if r.dry_run {
         super::out(&format!(
@@ -409,10 +423,7 @@ fn print_summary(id: &arca_format::Id, a: &RestoreArgs, r: &RestoreReport) -> Re
     // fetch line would suggest.
     let nothing_selected = r.files + r.hardlinks + r.others + r.dirs == 0
         && p.files_skipped + p.files_blocked == 0
-        && !(a.includes.is_empty()
-            && a.excludes.is_empty()
-            && a.iincludes.is_empty()
-            && a.iexcludes.is_empty());
+        && has_patterns;
     if p.files_new + p.files_updated > 0 || r.fetched_bytes > 0 || p.deletes > 0 {
         super::out(&format!(
             "fetched {} in {} reads from {} packs; copied {} locally; {} already in place; \

@@ -46,7 +46,7 @@ pub struct RewriteArgs {
 }
 
 /// The patterns given directly and in files.
-fn patterns(direct: &[String], files: &[PathBuf]) -> Result<Vec<String>> {
+pub(crate) fn patterns(direct: &[String], files: &[PathBuf]) -> Result<Vec<String>> {
     let mut out = direct.to_vec();
     for f in files {
         out.extend(read_list(f).with_context(|| format!("cannot read {}", f.display()))?);
