@@ -115,6 +115,9 @@ pub struct BackupOptions {
     pub time: Option<DateTime<FixedOffset>>,
     /// Read, chunk and count everything, write nothing: no pack, index or snapshot.
     pub dry_run: bool,
+    /// Write no snapshot when its tree is the parent's (nothing changed), as restic's
+    /// `--skip-if-unchanged`.
+    pub skip_if_unchanged: bool,
     /// Test hooks.
     #[doc(hidden)]
     pub hooks: Hooks,
@@ -271,6 +274,9 @@ pub struct BackupReport {
     pub snapshot_id: Id,
     /// Nothing was written.
     pub dry_run: bool,
+    /// No snapshot was written: its tree is the parent's (`skip_if_unchanged`); the id is
+    /// all zeros. New data cannot have been stored: the tree names every blob.
+    pub skipped: bool,
     /// Entries left out by the exclusion rules.
     pub excluded: u64,
     /// The snapshot.
@@ -551,8 +557,9 @@ fn run<'w>(
         complete: summary.errors == 0,
         summary,
     };
-    // A dry run saves nothing; its report carries the all-zero id.
-    let snapshot_id = if opts.dry_run {
+    let skipped = opts.skip_if_unchanged && parent_root == Some(root);
+    // A dry run or a skipped snapshot saves nothing; its report carries the all-zero id.
+    let snapshot_id = if opts.dry_run || skipped {
         Id::default()
     } else {
         repo.save_snapshot(&snapshot)?
@@ -561,6 +568,7 @@ fn run<'w>(
     Ok(BackupReport {
         snapshot_id,
         dry_run: opts.dry_run,
+        skipped,
         excluded,
         snapshot,
         warnings,

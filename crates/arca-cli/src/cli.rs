@@ -245,6 +245,9 @@ pub struct BackupArgs {
     /// Read and count everything, write nothing to the repository
     #[arg(short = 'n', long)]
     pub dry_run: bool,
+    /// Write no snapshot when nothing changed since the parent snapshot
+    #[arg(long)]
+    pub skip_if_unchanged: bool,
     /// List each new and modified file (-v), and the unchanged ones too (-vv); with --json,
     /// `verbose_status` lines
     #[arg(short = 'v', long, action = clap::ArgAction::Count)]

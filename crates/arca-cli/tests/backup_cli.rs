@@ -868,3 +868,34 @@ fn verbose_lists_new_modified_and_unchanged_files_as_restic_does() {
     assert_eq!(items.len(), 2, "{out}");
     assert!(items.iter().all(|v| v["action"] == "modified"), "{out}");
 }
+
+/// `--skip-if-unchanged` writes no snapshot when the tree is the parent's, as restic's does,
+/// and one as soon as anything changed.
+#[test]
+fn skip_if_unchanged_writes_no_snapshot_when_nothing_changed() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    sample(&src);
+    let s = src.to_str().unwrap();
+    let count = || e.json(&["snapshots", "--json"]).as_array().unwrap().len();
+    // No parent: saved.
+    let first = e.json(&["backup", "--skip-if-unchanged", "--json", s]);
+    assert_eq!(first["skipped"], false, "{first}");
+    assert_eq!(count(), 1);
+    let again = e.json(&["backup", "--skip-if-unchanged", "--json", s]);
+    assert_eq!(again["skipped"], true, "{again}");
+    assert!(again["snapshot_id"].is_null(), "{again}");
+    assert_eq!(again["parent"], first["snapshot_id"]);
+    assert_eq!(count(), 1);
+    let text = e.ok(&["backup", "--skip-if-unchanged", s]);
+    assert!(text.contains("no snapshot written"), "{text}");
+    assert_eq!(count(), 1);
+    // Without the flag an unchanged tree is saved, as before.
+    e.ok(&["backup", "-q", s]);
+    assert_eq!(count(), 2);
+    fs::write(src.join("new-file"), b"news").unwrap();
+    let changed = e.json(&["backup", "--skip-if-unchanged", "--json", s]);
+    assert_eq!(changed["skipped"], false, "{changed}");
+    assert_eq!(count(), 3);
+}

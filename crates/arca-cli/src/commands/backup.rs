@@ -87,6 +87,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         paths,
         excludes,
         dry_run: a.dry_run,
+        skip_if_unchanged: a.skip_if_unchanged,
         tags: arca_repo::split_tags(&a.tags),
         time: a.time.as_deref().and_then(util::parse_snapshot_time),
         hostname: a.host.clone(),
@@ -156,8 +157,9 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
     if a.json {
         let v = json!({
             "message_type": "summary",
-            "snapshot_id": (!report.dry_run).then(|| report.snapshot_id.to_hex()),
+            "snapshot_id": (!(report.dry_run || report.skipped)).then(|| report.snapshot_id.to_hex()),
             "dry_run": report.dry_run,
+            "skipped": report.skipped,
             "excluded": report.excluded,
             "parent": report.snapshot.parent.map(|p| p.to_hex()),
             "files_new": s.files_new,
@@ -218,6 +220,8 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         }
         if report.dry_run {
             super::out("dry run: nothing was written to the repository")?;
+        } else if report.skipped {
+            super::out("nothing changed since the parent snapshot: no snapshot written")?;
         } else if s.errors > 0 {
             super::out(&format!(
                 "snapshot {} saved, INCOMPLETE: {} entries could not be read",
