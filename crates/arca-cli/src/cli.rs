@@ -181,6 +181,9 @@ pub struct InitArgs {
     pub copy_chunker_params: bool,
     #[command(flatten)]
     pub from: crate::commands::copy::FromRepoArgs,
+    /// Print the new repository's id and location as one JSON object
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `init --cipher`.

@@ -1134,3 +1134,22 @@ fn list_prints_ids_per_type_and_version_names_itself() {
     assert_eq!(j["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(j["os"], std::env::consts::OS);
 }
+
+/// `init --json` prints one object, as restic's: the new repository's id and where it is.
+#[test]
+fn init_json_names_the_new_repository() {
+    let e = Env::new();
+    let j = e.json(&[
+        "init",
+        "--kdf-memory-kib",
+        "256",
+        "--kdf-iterations",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(j["message_type"], "initialized", "{j}");
+    assert_eq!(j["repository"], e.repo.to_str().unwrap());
+    let config: serde_json::Value = serde_json::from_str(&e.ok(&["cat", "config"])).unwrap();
+    assert_eq!(j["id"], config["id"]);
+    assert_eq!(j["cipher"], config["cipher"]);
+}

@@ -58,7 +58,19 @@ pub fn run(g: &Global, a: &InitArgs) -> Result<u8> {
         None => (None, None),
     };
     let repo = Repository::init_with_content_keys(backend.clone(), pw.as_bytes(), &opts, keys)?;
-    if !g.quiet {
+    if a.json {
+        let c = repo.config();
+        super::out(
+            &serde_json::json!({
+                "message_type": "initialized",
+                "id": arca_format::Id(c.repo_id).to_hex(),
+                "repository": backend.location(),
+                "cipher": c.cipher.name(),
+                "chunker_copied_from": from,
+            })
+            .to_string(),
+        )?;
+    } else if !g.quiet {
         super::out(&format!(
             "created arca repository {} at {} (cipher {})",
             hex_short(&repo.config().repo_id),
