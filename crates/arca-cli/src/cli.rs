@@ -251,6 +251,10 @@ pub struct BackupArgs {
     /// Write no snapshot when nothing changed since the parent snapshot
     #[arg(long)]
     pub skip_if_unchanged: bool,
+    /// Do not count the files to back up first (the progress then shows no percentage and
+    /// no ETA, and the scan's reads of the file system are saved)
+    #[arg(long)]
+    pub no_scan: bool,
     /// List each new and modified file (-v), and the unchanged ones too (-vv); with --json,
     /// `verbose_status` lines
     #[arg(short = 'v', long, action = clap::ArgAction::Count)]

@@ -899,3 +899,44 @@ fn skip_if_unchanged_writes_no_snapshot_when_nothing_changed() {
     assert_eq!(changed["skipped"], false, "{changed}");
     assert_eq!(count(), 3);
 }
+
+/// `--no-scan` leaves out the count that gives the progress its totals, as restic's: status
+/// lines carry no totals then, and the snapshot is the same.
+#[test]
+fn no_scan_backs_up_without_totals() {
+    // Each into a new repository through a slow link: both upload everything, for a few
+    // status lines.
+    let status = |extra: &[&str]| -> (Vec<serde_json::Value>, serde_json::Value) {
+        let e = Env::new();
+        e.init(&[]);
+        let src = e.path("src");
+        sample(&src);
+        let mut args = vec!["--backend-latency", "300ms", "backup", "--json"];
+        args.extend_from_slice(extra);
+        args.push(src.to_str().unwrap());
+        let out = e.ok(&args);
+        let lines: Vec<serde_json::Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let summary = lines.last().unwrap().clone();
+        let status = lines
+            .into_iter()
+            .filter(|l| l["message_type"] == "status")
+            .collect();
+        (status, summary)
+    };
+    let (lines, summary) = status(&["--no-scan"]);
+    assert!(!lines.is_empty(), "no status line: {summary}");
+    assert!(lines.iter().all(|l| l["total_files"] == 0), "{lines:?}");
+    let (scanned, again) = status(&[]);
+    assert!(
+        scanned.iter().any(|l| l["total_files"].as_u64() > Some(0)),
+        "{scanned:?}"
+    );
+    assert_eq!(
+        summary["total_files_processed"],
+        again["total_files_processed"]
+    );
+    assert_eq!(summary["data_added"], again["data_added"]);
+}

@@ -109,7 +109,8 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
     // As restic: `--quiet` leaves only the summary, also in JSON.
     let status_lines = a.json && !g.quiet;
     // Totals for a percentage and an ETA come from a scan running beside the backup.
-    let scanner = ((show || status_lines) && !a.stdin).then(|| Estimator::start(&opts, &progress));
+    let scanner = ((show || status_lines) && !a.stdin && !a.no_scan)
+        .then(|| Estimator::start(&opts, &progress));
     let (p, n) = (Arc::clone(&progress), Arc::clone(&errors));
     let line = ProgressLine::start_bar(show, move |el| Status::read(&p, &n, el).render());
     let ticker = status_lines.then(|| {
