@@ -691,3 +691,34 @@ fn recover_brings_back_what_forget_dropped_before_prune() {
         "the first version"
     );
 }
+
+/// A policy that keeps none of a group's snapshots (a misspelt `--keep-tag`) is refused, as
+/// restic refuses it, and removes nothing, also with --prune; `--unsafe-allow-remove-all`
+/// lets it through.
+#[test]
+fn a_policy_keeping_nothing_of_a_group_is_refused() {
+    let (e, src) = setup();
+    backup(&e, &src, "one", &["--tag", "keep"]);
+    backup(&e, &src, "two", &[]);
+    backup(&e, &src, "three", &[]);
+    let before = ids(&e);
+    for extra in [&[][..], &["--dry-run"], &["--prune"]] {
+        let mut args = vec!["forget", "--keep-tag", "kepe"];
+        args.extend_from_slice(extra);
+        let o = e.run(&args);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("refusing to remove every snapshot")
+                && err.contains("3 snapshot(s)")
+                && err.contains("--unsafe-allow-remove-all"),
+            "{err}"
+        );
+        assert_eq!(ids(&e), before);
+    }
+    // The right tag keeps one: allowed.
+    e.ok(&["forget", "--keep-tag", "keep", "--dry-run"]);
+    let out = e.ok(&["forget", "--keep-tag", "kepe", "--unsafe-allow-remove-all"]);
+    assert!(out.contains("removed 3"), "{out}");
+    assert!(ids(&e).is_empty());
+}

@@ -81,6 +81,10 @@ pub struct ForgetArgs {
     /// Run prune after removing snapshots, to delete the data only they used
     #[arg(long)]
     pub prune: bool,
+    /// Allow a policy to remove every snapshot of a group (refused otherwise: a misspelt
+    /// --keep-tag would remove them all)
+    #[arg(long)]
+    pub unsafe_allow_remove_all: bool,
 }
 
 fn count_arg(s: &str) -> Result<i32, forget::ParseError> {
@@ -173,6 +177,22 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
         by_ids(&opened, &filter, &a.snapshots, a.group_by)?
     };
 
+    if a.snapshots.is_empty() && !a.unsafe_allow_remove_all {
+        let emptied = forget::emptied_groups(&reports);
+        if let Some(first) = emptied.first() {
+            bail!(
+                "refusing to remove every snapshot of {} ({} snapshot(s){}): the policy \
+                 {policy} keeps none of them; nothing was removed (check the --keep-* values, or \
+                 give --unsafe-allow-remove-all)",
+                first.key,
+                first.remove.len(),
+                match emptied.len() {
+                    1 => String::new(),
+                    n => format!(", and {} more group(s)", n - 1),
+                }
+            );
+        }
+    }
     // With --prune, one document holds both: {"forget": [...], "prune": {...} or null}.
     let forget_json = Value::Array(reports.iter().map(report_json).collect());
     let both = |prune: Option<Value>| -> Result<()> {

@@ -34,7 +34,7 @@ use std::fmt;
 pub use decide::{Counters, Decision, apply};
 pub use duration::CalendarDuration;
 pub use grouping::{Group, GroupBy, GroupKey, group};
-pub use plan::{GroupPlan, plan, remove_snapshots, removed_ids};
+pub use plan::{GroupPlan, emptied_groups, plan, remove_snapshots, removed_ids};
 pub use policy::{Policy, parse_count};
 
 /// A keep count meaning "every bucket" (restic's `unlimited`).

@@ -53,6 +53,16 @@ pub fn plan(
     plans
 }
 
+/// The groups whose every snapshot the plans remove. A policy that keeps nothing of a group
+/// is almost always a mistake (`--keep-tag` with a misspelt tag removed every snapshot):
+/// restic refuses it unless told otherwise, and so does `arca forget`.
+pub fn emptied_groups(plans: &[GroupPlan]) -> Vec<&GroupPlan> {
+    plans
+        .iter()
+        .filter(|p| p.keep.is_empty() && !p.remove.is_empty())
+        .collect()
+}
+
 /// The ids the plans remove, in order.
 pub fn removed_ids(plans: &[GroupPlan]) -> Vec<Id> {
     plans
