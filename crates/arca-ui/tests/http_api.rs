@@ -546,6 +546,17 @@ fn restore_backup_forget_and_prune_jobs() {
             .unwrap()
             .starts_with("profile \"nope\" not found")
     );
+    // A policy that keeps nothing of a group (a tag no snapshot has) is refused.
+    let r = get(&s, "/api/forget/preview?keep_tag=nosuchtag");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("keeps none of the 3 snapshot(s)"),
+        "{}",
+        r.text()
+    );
     // Forget: the preview, a refusal when the snapshots changed since, then removal + prune.
     let p = get(&s, "/api/forget/preview?keep_last=1").json();
     let remove = p["remove"].as_array().unwrap().clone();

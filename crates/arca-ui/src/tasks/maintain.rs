@@ -262,6 +262,15 @@ fn decide(repo: &Repository, fields: &PolicyFields) -> Result<(Policy, Vec<Group
     }
     let list = repo.list_snapshots(&fields.filter())?;
     let plans = forget::plan(list, &policy, fields.group_by()?, chrono::Utc::now());
+    // As `arca forget`: a policy keeping none of a group (a misspelt tag) is refused.
+    if let Some(first) = forget::emptied_groups(&plans).first() {
+        return Err(ApiError::bad(format!(
+            "the policy {policy} keeps none of the {} snapshot(s) of {}: refused (to remove \
+             every snapshot, use the command line's forget --unsafe-allow-remove-all)",
+            first.remove.len(),
+            first.key
+        )));
+    }
     Ok((policy, plans))
 }
 
