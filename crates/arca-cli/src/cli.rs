@@ -275,20 +275,20 @@ pub struct BackupArgs {
     /// Read all files, ignoring the parent snapshot
     #[arg(long)]
     pub force: bool,
-    /// zstd level for this backup (overrides the repository default)
-    #[arg(long, allow_negative_numbers = true)]
+    /// zstd level for this backup (overrides the repository default; -7 to 22, 0 = off)
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-7..=22))]
     pub compression: Option<i32>,
     /// Stay on the file systems of the given paths
     #[arg(short = 'x', long)]
     pub one_file_system: bool,
     /// Files read at once [default: 12, of which at most 4 of 32 KiB or more]
-    #[arg(long, value_name = "N", value_parser = crate::util::at_least_one)]
+    #[arg(long, value_name = "N", value_parser = crate::util::thread_count)]
     pub read_concurrency: Option<usize>,
     /// Packs uploaded at once [default: 1 to a local disk, 2 with network round trips]
-    #[arg(long, value_name = "N", value_parser = crate::util::at_least_one)]
+    #[arg(long, value_name = "N", value_parser = crate::util::thread_count)]
     pub upload_queue: Option<usize>,
     /// Compression and sealing threads [default: one per core]
-    #[arg(long, value_name = "N", value_parser = crate::util::at_least_one)]
+    #[arg(long, value_name = "N", value_parser = crate::util::thread_count)]
     pub workers: Option<usize>,
     /// Memory for data in flight between reading and uploading, e.g. 512MiB [default: 256MiB]
     #[arg(long, value_name = "SIZE", value_parser = crate::util::size_arg)]
@@ -440,10 +440,10 @@ pub struct RestoreArgs {
     #[arg(short, long)]
     pub verbose: bool,
     /// Ranged reads in flight (default: from the backend: 8 local, 16 remote)
-    #[arg(long, value_name = "N", value_parser = crate::util::at_least_one)]
+    #[arg(long, value_name = "N", value_parser = crate::util::thread_count)]
     pub fetchers: Option<usize>,
     /// Threads that decrypt, verify and write (default: one per core)
-    #[arg(long, value_name = "N", value_parser = crate::util::at_least_one)]
+    #[arg(long, value_name = "N", value_parser = crate::util::thread_count)]
     pub workers: Option<usize>,
     /// Memory for block data: reads in flight and cached blocks (default: 1/64 of RAM,
     /// 32 MiB to 256 MiB)

@@ -99,6 +99,18 @@ pub fn at_least_one(s: &str) -> Result<usize, String> {
     }
 }
 
+/// Most threads (or reads, or uploads in flight) an option may ask for: far more than helps
+/// on any machine, and few enough that the threads can be made (a spawn that fails aborts).
+pub const MAX_THREADS: usize = 256;
+
+/// clap's check of a thread count: 1 to [`MAX_THREADS`].
+pub fn thread_count(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+        _ => Err(format!("expected a whole number from 1 to {MAX_THREADS}")),
+    }
+}
+
 /// clap's check of a DURATION option, as [`size_arg`].
 pub fn duration_arg(s: &str) -> Result<String, String> {
     parse_duration(s)

@@ -1153,3 +1153,61 @@ fn init_json_names_the_new_repository() {
     assert_eq!(j["id"], config["id"]);
     assert_eq!(j["cipher"], config["cipher"]);
 }
+
+/// Thread counts beyond reason are refused with the allowed range (100,000 workers aborted
+/// the process when the threads could not be made), and so is a compression level zstd
+/// does not have; the pack size's error says what is wrong, once.
+#[test]
+fn out_of_range_counts_and_levels_are_refused_clearly() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"x").unwrap();
+    let s = src.to_str().unwrap();
+    let t = e.path("t");
+    let t = t.to_str().unwrap();
+    for args in [
+        &["backup", "--workers", "100000", s][..],
+        &["backup", "--read-concurrency", "100000", s],
+        &["backup", "--upload-queue", "257", s],
+        &["restore", "latest", "--target", t, "--workers", "100000"],
+        &["restore", "latest", "--target", t, "--fetchers", "100000"],
+    ] {
+        let o = e.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("expected a whole number from 1 to 256"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    let o = e.run(&["backup", "--compression", "30", s]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("-7..=22"), "{}", stderr(&o));
+    assert!(
+        e.json(&["snapshots", "--json"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    // The top of the range works.
+    e.ok(&[
+        "backup",
+        "-q",
+        "--workers",
+        "256",
+        "--read-concurrency",
+        "256",
+        s,
+    ]);
+    let other = Env::new();
+    let o = other.run(&["init", "--pack-size", "5GiB"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o).trim(),
+        "arca: pack size 5GiB is too large",
+        "{}",
+        stderr(&o)
+    );
+}

@@ -1,7 +1,7 @@
 //! `arca init`: create a repository; with `--copy-chunker-params --from-repo`, one that
 //! chunks and identifies data as the source repository does, so that `copy` deduplicates.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use arca_format::config::ContentKeys;
 use arca_format::{ChunkerParams, Cipher};
 use arca_repo::{InitOptions, Repository};
@@ -12,7 +12,7 @@ use crate::util::{self, human_bytes, parse_size};
 pub fn run(g: &Global, a: &InitArgs) -> Result<u8> {
     let to_u32 = |s: &str, what: &str| -> Result<u32> {
         let v = parse_size(s)?;
-        u32::try_from(v).with_context(|| format!("{what} {s} is too large"))
+        u32::try_from(v).map_err(|_| anyhow::anyhow!("{what} {s} is too large"))
     };
     let mut opts = InitOptions {
         chunker: ChunkerParams {
