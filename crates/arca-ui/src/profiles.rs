@@ -110,8 +110,9 @@ pub fn load(file: &Path, location: &str) -> Result<(Profile, BackupOptions), Str
         .transpose()?;
     let compression = match b.get("compression") {
         None => None,
+        Some(Value::Integer(i)) if (-7..=22).contains(i) => Some(*i as i32),
         Some(Value::Integer(i)) => {
-            Some(i32::try_from(*i).map_err(|_| "compression: out of range")?)
+            return Err(format!("compression: {i} is not a zstd level (-7 to 22)"));
         }
         Some(other) => {
             return Err(format!(
@@ -277,6 +278,29 @@ mod tests {
         assert!(find(Some(d), "other", "/r").is_err());
         assert!(find(Some(d), "../x", "/r").is_err());
         assert!(find(Some(d), "missing", "/r").is_err_and(|e| e.contains("not found")));
+        // A compression level zstd does not have is named, not passed on.
+        for (level, ok) in [
+            ("22", true),
+            ("-7", true),
+            ("23", false),
+            ("-100000", false),
+        ] {
+            std::fs::write(
+                d.join("z.toml"),
+                format!(
+                    "[global]\nrepo = \"/r\"\n[backup]\npaths = \"/x\"\ncompression = {level}\n"
+                ),
+            )
+            .expect("write");
+            let got = find(Some(d), "z", "/r");
+            assert_eq!(got.is_ok(), ok, "{level}");
+            if !ok {
+                assert!(
+                    got.is_err_and(|e| e.contains("not a zstd level")),
+                    "{level}"
+                );
+            }
+        }
     }
 
     #[test]
