@@ -361,7 +361,9 @@ def render(results: dict, plots_rel: str | None = None) -> str:
 
 METHOD = [
     "- **Wall**: `time.monotonic()` around the tool's process, from spawn to exit (a tool that "
-    "leaves dirty pages behind is not charged for the writeback; no tool syncs restored files).",
+    "leaves dirty pages behind is not charged for the writeback; no tool syncs restored files). "
+    "The `sync` run right after each restore is timed too (`sync_s` in the JSON); the "
+    "restore targets' rows \"until on disk\" add it.",
     "- **CPU**: user + system time from `os.wait4()`'s rusage of the child (includes its "
     "reaped children). **Peak RSS**: the tool's own `ru_maxrss`, reported by GNU `time -f %M` "
     "wrapped around it (a child forked straight from the Python harness would inherit the "
