@@ -559,6 +559,30 @@ fn busy_mount_detaches_on_sigterm_and_ends_when_released() {
     assert_eq!(st.code(), Some(0), "{}", m.stderr());
 }
 
+/// A second SIGTERM while a busy mount waits for its last user ends the process at once, and
+/// still removes its repository lock.
+#[test]
+fn a_second_signal_ends_a_busy_mount_and_removes_its_lock() {
+    require_fuse!();
+    let e = Env::new();
+    e.init(&SMALL_CHUNKS);
+    let src = e.path("src");
+    sample(&src);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let mnt = mountpoint(&e);
+    let mut m = Mount::start(&e, &mnt, &[]);
+    assert_eq!(e.ok(&["list", "locks"]).lines().count(), 1);
+    let inside = src.strip_prefix("/").unwrap();
+    let f = fs::File::open(mnt.join("snapshots/latest").join(inside).join("top.bin")).unwrap();
+    kill(m.pid(), Signal::SIGTERM).unwrap();
+    m.wait_stderr("is busy");
+    kill(m.pid(), Signal::SIGTERM).unwrap();
+    let st = m.wait_exit();
+    assert_eq!(st.code(), Some(130), "{}", m.stderr());
+    drop(f);
+    assert_eq!(e.ok(&["list", "locks"]), "", "the lock was left behind");
+}
+
 /// The FUSE control file system's folder for the connection serving `f` (its name is the
 /// kernel's encoding of the mount's device number), mounting the control file system when
 /// it is not; None where that cannot be had.

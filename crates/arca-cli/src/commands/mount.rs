@@ -2,7 +2,7 @@
 //! foreground until Ctrl-C, SIGTERM or `fusermount3 -u` unmounts it.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use arca_mount::{MountOptions, Report, Unmounted};
@@ -49,7 +49,14 @@ pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
     let mountpoint = std::fs::canonicalize(&a.mountpoint).unwrap_or_else(|_| a.mountpoint.clone());
     arca_mount::check_fuse()?;
     let opened = util::open(g)?;
-    let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "mount")?;
+    // Shared with the signal watcher, which must remove it itself before ending the process
+    // at once (`exit` runs no destructors).
+    let lock = Arc::new(Mutex::new(util::lock(
+        g,
+        &opened.repo,
+        arca_repo::LockKind::Shared,
+        "mount",
+    )?));
     let report: Report = Arc::new(|line: &str| eprintln!("arca mount: {line}"));
     let mounted = arca_mount::mount(
         opened.repo.clone(),
@@ -74,10 +81,12 @@ pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
     ])
     .context("cannot handle signals")?;
     let signal_handle = signals.handle();
+    let held = Arc::clone(&lock);
     let watcher = std::thread::spawn(move || {
         let mut asked = false;
         for _ in signals.forever() {
             if asked {
+                drop(held.lock().unwrap_or_else(|e| e.into_inner()).take());
                 std::process::exit(i32::from(super::INTERRUPTED));
             }
             asked = true;
