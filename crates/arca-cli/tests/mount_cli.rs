@@ -583,6 +583,36 @@ fn a_second_signal_ends_a_busy_mount_and_removes_its_lock() {
     assert_eq!(e.ok(&["list", "locks"]), "", "the lock was left behind");
 }
 
+/// `access(X_OK)` (`test -x`, `find -executable`) answers as exec does: only files with an
+/// x bit are executable; folders can be searched.
+#[test]
+fn only_files_with_an_x_bit_are_reported_executable() {
+    require_fuse!();
+    let e = Env::new();
+    e.init(&SMALL_CHUNKS);
+    let src = e.path("src");
+    sample(&src);
+    fs::write(src.join("plain"), b"data").unwrap();
+    fs::set_permissions(src.join("plain"), fs::Permissions::from_mode(0o644)).unwrap();
+    fs::write(src.join("tool"), b"#!/bin/sh\n").unwrap();
+    fs::set_permissions(src.join("tool"), fs::Permissions::from_mode(0o750)).unwrap();
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let mnt = mountpoint(&e);
+    let mut m = Mount::start(&e, &mnt, &[]);
+    let snap = mnt
+        .join("snapshots/latest")
+        .join(src.strip_prefix("/").unwrap());
+    let x = |p: &Path| nix::unistd::access(p, nix::unistd::AccessFlags::X_OK);
+    assert_eq!(x(&snap.join("plain")), Err(nix::errno::Errno::EACCES));
+    assert_eq!(x(&snap.join("tool")), Ok(()));
+    assert_eq!(x(&snap.join("docs")), Ok(()));
+    assert_eq!(x(&mnt.join("ids")), Ok(()));
+    let r = nix::unistd::access(&snap.join("plain"), nix::unistd::AccessFlags::R_OK);
+    assert_eq!(r, Ok(()));
+    kill(m.pid(), Signal::SIGINT).unwrap();
+    assert_eq!(m.wait_exit().code(), Some(0), "{}", m.stderr());
+}
+
 /// The FUSE control file system's folder for the connection serving `f` (its name is the
 /// kernel's encoding of the mount's device number), mounting the control file system when
 /// it is not; None where that cannot be had.

@@ -7,10 +7,10 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use fuser::{
-    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags,
-    Generation, INodeNo, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, FileType, Filesystem,
+    FopenFlags, Generation, INodeNo, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::state::{Handle, State};
@@ -210,10 +210,19 @@ impl Filesystem for State {
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         if mask.contains(AccessFlags::W_OK) {
             reply.error(Errno::EROFS);
-        } else if self.attr(ino.0).is_err() {
-            reply.error(Errno::ENOENT);
-        } else {
-            reply.ok();
+            return;
+        }
+        match self.attr(ino.0) {
+            Err(e) => reply.error(e),
+            // As the kernel decides for exec: a file is executable when any x bit is set.
+            Ok(a)
+                if mask.contains(AccessFlags::X_OK)
+                    && a.kind != FileType::Directory
+                    && a.perm & 0o111 == 0 =>
+            {
+                reply.error(Errno::EACCES)
+            }
+            Ok(_) => reply.ok(),
         }
     }
 
