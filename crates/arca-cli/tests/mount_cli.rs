@@ -583,6 +583,64 @@ fn a_second_signal_ends_a_busy_mount_and_removes_its_lock() {
     assert_eq!(e.ok(&["list", "locks"]), "", "the lock was left behind");
 }
 
+/// A failure reported while stderr is a closed pipe (`arca mount M 2>&1 | head -1`) does not
+/// end the process: the mount keeps serving and still ends cleanly.
+#[test]
+fn a_closed_stderr_does_not_kill_the_mount() {
+    require_fuse!();
+    let e = Env::new();
+    e.init(&SMALL_CHUNKS);
+    let src = e.path("src");
+    sample(&src);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let mnt = mountpoint(&e);
+    let args = [
+        "mount",
+        mnt.to_str().unwrap(),
+        "--refresh-interval",
+        "100ms",
+    ];
+    let mut child = e
+        .cmd(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The pipe is closed now; the guard unmounts and ends the process whatever happens.
+    let mut m = Mount {
+        child,
+        mnt: mnt.clone(),
+        err: Arc::new(Mutex::new(first.clone())),
+    };
+    assert!(first.starts_with("mounted 1 snapshots"), "{first}");
+    // A damaged snapshot file appearing makes the mount report it.
+    let v = e.json(&["snapshots", "--json"]);
+    let good = v[0]["id"].as_str().unwrap();
+    let snaps = e.repo.join("snapshots");
+    let mut bytes = fs::read(snaps.join(good)).unwrap();
+    bytes[30] ^= 0xff;
+    fs::write(snaps.join("ab".repeat(32)), &bytes).unwrap();
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(1) {
+        assert_eq!(fs::read_dir(mnt.join("ids")).unwrap().count(), 1);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(m.child.try_wait().unwrap().is_none(), "arca mount ended");
+    let inside = src.strip_prefix("/").unwrap();
+    let top = mnt.join("snapshots/latest").join(inside).join("top.bin");
+    assert_eq!(
+        fs::read(top).unwrap(),
+        fs::read(src.join("top.bin")).unwrap()
+    );
+    kill(m.pid(), Signal::SIGINT).unwrap();
+    assert_eq!(m.wait_exit().code(), Some(0));
+    assert!(!mounted(&mnt));
+}
+
 /// `access(X_OK)` (`test -x`, `find -executable`) answers as exec does: only files with an
 /// x bit are executable; folders can be searched.
 #[test]

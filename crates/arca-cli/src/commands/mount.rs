@@ -57,7 +57,7 @@ pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
         arca_repo::LockKind::Shared,
         "mount",
     )?));
-    let report: Report = Arc::new(|line: &str| eprintln!("arca mount: {line}"));
+    let report: Report = Arc::new(|line: &str| say(&format!("arca mount: {line}")));
     let mounted = arca_mount::mount(
         opened.repo.clone(),
         super::filter(&a.filter),
@@ -68,10 +68,10 @@ pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
     let unmounter = mounted.unmounter();
     let mp = mountpoint.display().to_string();
     let helper = unmounter.helper_name();
-    eprintln!(
+    say(&format!(
         "mounted {} snapshots at {mp}; press Ctrl-C or run `{helper} -u {mp}` to unmount",
         mounted.snapshots()
-    );
+    ));
 
     // The first SIGINT/SIGTERM unmounts (the session then ends and we exit 0); another one
     // while a busy mount waits for its last user ends the process at once.
@@ -92,11 +92,11 @@ pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
             asked = true;
             match unmounter.unmount() {
                 Ok(Unmounted::Now) => {}
-                Ok(Unmounted::Lazily(why)) => eprintln!(
+                Ok(Unmounted::Lazily(why)) => say(&format!(
                     "arca mount: {mp} is busy ({why}); detached: it ends when its last open \
                      file or folder is closed (Ctrl-C again to quit now)"
-                ),
-                Err(e) => eprintln!("arca mount: {e}"),
+                )),
+                Err(e) => say(&format!("arca mount: {e}")),
             }
         }
     });
@@ -105,4 +105,11 @@ pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
     let _ = watcher.join();
     served?;
     Ok(0)
+}
+
+/// Writes `line` to stderr, ignoring failures: `eprintln!` panics when stderr is gone (a
+/// closed pipe), which would end the process and leave a dead mount behind.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
