@@ -641,6 +641,32 @@ fn a_closed_stderr_does_not_kill_the_mount() {
     assert!(!mounted(&mnt));
 }
 
+/// Mounting where a killed mount left its dead file system says what it is and how to clear it.
+#[test]
+fn a_dead_mount_at_the_mountpoint_is_named_with_its_cure() {
+    require_fuse!();
+    let e = Env::new();
+    e.init(&SMALL_CHUNKS);
+    let src = e.path("src");
+    sample(&src);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let mnt = mountpoint(&e);
+    let mut m = Mount::start(&e, &mnt, &[]);
+    kill(m.pid(), Signal::SIGKILL).unwrap();
+    m.wait_exit();
+    assert!(mounted(&mnt), "the killed mount stays, dead");
+    let o = e.run(&["mount", mnt.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let p = mnt.display();
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "arca: mountpoint {p}: Transport endpoint is not connected (os error 107): a mount \
+             whose process ended is still there; unmount it first (fusermount3 -u {p})\n"
+        )
+    );
+}
+
 /// `access(X_OK)` (`test -x`, `find -executable`) answers as exec does: only files with an
 /// x bit are executable; folders can be searched.
 #[test]

@@ -143,6 +143,12 @@ pub fn check_mountpoint(path: &Path) -> Result<(), MountError> {
     };
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => bad("does not exist (create an empty folder first)".into()),
+        // What a FUSE mount whose process died leaves behind.
+        _ if e.raw_os_error() == Some(nix::errno::Errno::ENOTCONN as i32) => bad(format!(
+            "{e}: a mount whose process ended is still there; unmount it first \
+             (fusermount3 -u {})",
+            path.display()
+        )),
         _ => bad(e.to_string()),
     })?;
     if !meta.is_dir() {
