@@ -302,7 +302,8 @@ static RETRY_STATS: OnceLock<Arc<RetryStats>> = OnceLock::new();
 /// Parses `ARCA_TEST_FAULTS`: comma-separated rules `OP:TYPE:WHEN[:FAULT][:seed=N]`, where OP
 /// is `read|write|list|delete|stat|any`, TYPE `pack|index|snapshot|key|config|any`, WHEN
 /// `10%`, `always`, `nth=N` or `from=N`, and FAULT `transient` (connection reset, the
-/// default), `timeout`, `nospace`, `denied`, `corrupt` or `truncate`. Example:
+/// default), `timeout`, `nospace`, `denied`, `corrupt`, `truncate` or `delay=DURATION` (the
+/// request waits, then goes through). Example:
 /// `write:pack:10%:seed=7,write:index:10%`.
 pub fn fault_rules(spec: &str) -> Result<Vec<Rule>> {
     let mut rules = vec![];
@@ -342,12 +343,13 @@ pub fn fault_rules(spec: &str) -> Result<Vec<Rule>> {
                 "denied" => Fault::Fail(io::ErrorKind::PermissionDenied),
                 "corrupt" => Fault::Corrupt,
                 "truncate" => Fault::Truncate,
-                _ => match p.strip_prefix("seed=") {
-                    Some(v) => {
+                _ => match (p.strip_prefix("seed="), p.strip_prefix("delay=")) {
+                    (Some(v), _) => {
                         seed = num(v)?;
                         fault
                     }
-                    None => return Err(bad("unknown fault")),
+                    (_, Some(d)) => Fault::Delay(parse_duration(d).map_err(|_| bad("bad delay"))?),
+                    _ => return Err(bad("unknown fault")),
                 },
             };
         }

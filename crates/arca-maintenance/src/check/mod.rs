@@ -225,6 +225,20 @@ pub fn check_with_progress(
     let mut rep = CheckReport::default();
     let mut found = Findings::default();
     check_key_files(repo, &mut rep)?;
+    // Snapshots, read before the index: a backup running meanwhile writes its index files
+    // before its snapshot, so every snapshot seen here has its blobs in the index loaded next
+    // (read after the index, a snapshot just written named trees that index lacked).
+    let mut snapshots: Vec<(Id, Snapshot)> = vec![];
+    for (id, _) in repo.list_ids(FileType::Snapshot)? {
+        match repo.load_snapshot(&id) {
+            Ok(s) => snapshots.push((id, s)),
+            Err(e) => {
+                found.damaged_snapshot_files += 1;
+                // The error names the snapshot file.
+                rep.errors.push(e.to_string());
+            }
+        }
+    }
     // Index files.
     let mut builder = IndexBuilder::new();
     let mut index_files: Vec<(Id, IndexFile)> = vec![];
@@ -304,17 +318,6 @@ pub fn check_with_progress(
     }
     rep.packs = packs.len();
     // Snapshots and trees.
-    let mut snapshots: Vec<(Id, Snapshot)> = vec![];
-    for (id, _) in repo.list_ids(FileType::Snapshot)? {
-        match repo.load_snapshot(&id) {
-            Ok(s) => snapshots.push((id, s)),
-            Err(e) => {
-                found.damaged_snapshot_files += 1;
-                // The error names the snapshot file.
-                rep.errors.push(e.to_string());
-            }
-        }
-    }
     rep.snapshots = snapshots.len();
     progress.set_phase(CheckPhase::Trees);
     progress

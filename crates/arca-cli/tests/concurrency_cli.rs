@@ -1,0 +1,76 @@
+//! Processes sharing one repository, and commands interrupted at awkward moments, from
+//! outside: what `lock_cli`, `crash_suite` and `backup_crash` do not cover.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use arca_testkit::random_bytes;
+use common::*;
+
+/// Lock files in the repository.
+fn lock_files(e: &Env) -> usize {
+    fs::read_dir(e.repo.join("locks"))
+        .map(|d| d.flatten().filter(|f| f.file_name().len() == 64).count())
+        .unwrap_or(0)
+}
+
+/// Waits until the repository shows `n` locks (bounded).
+fn wait_locks(e: &Env, n: usize) {
+    let start = Instant::now();
+    while lock_files(e) < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no lock appeared"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_backup_finishing_during_check_is_not_reported_as_damage() {
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), random_bytes(1, 200_000)).unwrap();
+    e.init(&[]);
+    let s = src.to_str().unwrap();
+    e.ok(&["backup", "--quiet", s]);
+    // A check whose listing of the snapshots stalls for a while; a backup (sharing the
+    // repository) writes its index file and then its snapshot meanwhile. Check read the
+    // index first and the snapshots second: it found the new snapshot's trees in no index,
+    // called the snapshot damaged and proposed `repair snapshots --forget`.
+    let check = e
+        .cmd(&["check", "--json"])
+        .env("ARCA_TEST_FAULTS", "list:snapshot:always:delay=1500ms")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_locks(&e, 1);
+    // Past the check's loading of the index (a few requests to a local folder).
+    std::thread::sleep(Duration::from_millis(300));
+    fs::write(src.join("b"), random_bytes(2, 100_000)).unwrap();
+    e.ok(&["backup", "--quiet", s]);
+    let out = check.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        report["errors"].as_array().map_or(1, Vec::len),
+        0,
+        "{report}"
+    );
+    assert_eq!(
+        e.json(&["snapshots", "--json"]).as_array().unwrap().len(),
+        2
+    );
+}
