@@ -9,6 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileSink, FileType, Result};
 
+mod leftover;
+
 /// A repository in a local directory.
 #[derive(Debug, Clone)]
 pub struct LocalBackend {
@@ -353,12 +355,21 @@ impl Backend for LocalBackend {
                     ));
                 }
                 if entries.next().is_some() {
-                    return Err(BackendError::new(
-                        "create repository",
-                        loc,
-                        ErrorKind::AlreadyExists,
-                        "directory is not empty".into(),
-                    ));
+                    // An init that stopped before the config may be run again.
+                    let failed = |e| BackendError::io("create repository", loc.clone(), e);
+                    let Some(files) = leftover::of_init(&self.root).map_err(failed)? else {
+                        return Err(BackendError::new(
+                            "create repository",
+                            loc,
+                            ErrorKind::AlreadyExists,
+                            "directory is not empty".into(),
+                        ));
+                    };
+                    for f in files {
+                        fs::remove_file(&f).map_err(|e| {
+                            BackendError::io("create repository", Self::shown(&f), e)
+                        })?;
+                    }
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -368,7 +379,7 @@ impl Backend for LocalBackend {
             }
             Err(e) => return Err(BackendError::io("create repository", loc, e)),
         }
-        let mut dirs: Vec<PathBuf> = ["keys", "snapshots", "index", "data", "locks"]
+        let mut dirs: Vec<PathBuf> = leftover::FOLDERS
             .iter()
             .map(|d| self.root.join(d))
             .collect();

@@ -74,3 +74,67 @@ fn a_backup_finishing_during_check_is_not_reported_as_damage() {
         2
     );
 }
+
+/// `init` options for a cheap key.
+const CHEAP_KEY: [&str; 5] = ["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"];
+
+#[test]
+fn init_runs_again_where_an_interrupted_init_stopped() {
+    let e = Env::new();
+    // An init that stopped before its config (here the config's write is refused; a kill
+    // or a full disk leave the same): the folders and a key file are there.
+    let o = e
+        .cmd(&CHEAP_KEY)
+        .env("ARCA_TEST_FAULTS", "write:config:always:denied")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(fs::read_dir(e.repo.join("keys")).unwrap().count(), 1);
+    // Running init again made nothing: "directory is not empty".
+    e.ok(&CHEAP_KEY);
+    assert_eq!(
+        e.ok(&["list", "keys"]).lines().count(),
+        1,
+        "the old key is gone"
+    );
+    // Killed at points spread over an init's run: init again always works.
+    for ms in [5u64, 20, 40, 70, 110] {
+        let k = Env::new();
+        let mut child = k
+            .cmd(&[&CHEAP_KEY[..], &["--backend-latency", "10ms"]].concat())
+            .stderr(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(ms));
+        let _ = child.kill();
+        child.wait().unwrap();
+        let o = k.run(&CHEAP_KEY);
+        let err = stderr(&o);
+        assert!(
+            o.status.success() || err.contains("a repository already exists"),
+            "{err}"
+        );
+    }
+    // The repository works.
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), random_bytes(3, 50_000)).unwrap();
+    e.ok(&["backup", "--quiet", src.to_str().unwrap()]);
+    let check = e.json(&["check", "--read-data", "--json"]);
+    assert_eq!(check["errors"].as_array().map_or(1, Vec::len), 0, "{check}");
+    // A folder holding anything else is still refused, and left as it was.
+    for extra in ["notes.txt", "keys/notes.txt", "data/00/file"] {
+        let k = Env::new();
+        fs::create_dir_all(k.repo.join("keys")).unwrap();
+        fs::create_dir_all(k.repo.join("data/00")).unwrap();
+        fs::write(k.repo.join(extra), b"mine").unwrap();
+        let o = k.run(&CHEAP_KEY);
+        assert!(
+            stderr(&o).contains("directory is not empty"),
+            "{}",
+            stderr(&o)
+        );
+        assert_eq!(fs::read(k.repo.join(extra)).unwrap(), b"mine");
+    }
+}
