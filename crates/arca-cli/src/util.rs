@@ -501,7 +501,7 @@ pub fn take_lock(
                     );
                     said = true;
                 }
-                std::thread::sleep(pause.min(left));
+                std::thread::sleep(spread(pause).min(left));
                 pause = (pause * 2).min(Duration::from_secs(30));
             }
             Err(arca_repo::RepoError::Locked { location, holder }) if patience.is_some() => {
@@ -517,6 +517,18 @@ pub fn take_lock(
             other => return lock_outcome(other, kind),
         }
     }
+}
+
+/// `pause` spread at random over [pause/2, 3 pause/2): two processes that took their locks
+/// at the same moment (each saw the other's and backed out) try again at different times,
+/// instead of in step, colliding again at every attempt until both gave up.
+fn spread(pause: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    // A new RandomState is seeded at random per process (the standard library's source).
+    let r = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    pause / 2 + pause.mul_f64((r >> 11) as f64 / (1u64 << 53) as f64)
 }
 
 /// What [`take_lock`] makes of one attempt: a read-only repository's refusal names

@@ -138,3 +138,46 @@ fn init_runs_again_where_an_interrupted_init_stopped() {
         assert_eq!(fs::read(k.repo.join(extra)).unwrap(), b"mine");
     }
 }
+
+#[test]
+fn two_commands_waiting_for_the_lock_do_not_collide_for_ever() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"f").unwrap();
+    e.ok(&["backup", "--quiet", src.to_str().unwrap()]);
+    // Two exclusive commands started together (cron jobs of the same minute, say). Each
+    // writes its lock and, its first listing of the locks stalled, sees the other's: both
+    // back out. They tried again after the same pauses, so in step, colliding at every
+    // attempt until both gave up with exit 11 having done nothing.
+    let start = Instant::now();
+    let children: Vec<_> = ["one", "two"]
+        .into_iter()
+        .map(|tag| {
+            e.cmd(&[
+                "--backend-latency",
+                "30ms",
+                "--retry-lock",
+                "10s",
+                "tag",
+                "--add",
+                tag,
+                "latest",
+            ])
+            .env("ARCA_TEST_FAULTS", "list:lock:nth=1:delay=300ms")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    assert!(start.elapsed() < Duration::from_secs(10));
+    let snaps = e.json(&["snapshots", "--json"]);
+    let tags = &snaps.as_array().unwrap()[0]["tags"];
+    assert_eq!(tags.as_array().map(Vec::len), Some(2), "{snaps}");
+}
