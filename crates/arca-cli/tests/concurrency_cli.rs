@@ -181,3 +181,55 @@ fn two_commands_waiting_for_the_lock_do_not_collide_for_ever() {
     let tags = &snaps.as_array().unwrap()[0]["tags"];
     assert_eq!(tags.as_array().map(Vec::len), Some(2), "{snaps}");
 }
+
+#[test]
+fn restore_and_diff_of_latest_while_a_backup_finishes() {
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    fs::write(src.join("d/a"), random_bytes(1, 100_000)).unwrap();
+    e.init(&[]);
+    let s = src.to_str().unwrap();
+    e.ok(&["backup", "--quiet", s]);
+    let first = e.ok(&["list", "snapshots"]).trim().to_string();
+    let sub = format!("latest:{s}/d");
+    let target = e.path("target");
+    let t = target.to_str().unwrap();
+    // Each command's listing of the snapshots stalls while a backup writes its index and
+    // its snapshot. The index was read before `latest` was found: the new snapshot's root
+    // was "not in the index" and the restore failed with "invalid snapshot".
+    for (i, args) in [
+        vec!["restore", "--quiet", "latest", "--target", t],
+        vec!["restore", "--quiet", &sub, "--target", t],
+        vec!["diff", &first, "latest"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let child = e
+            .cmd(&args)
+            .env("ARCA_TEST_FAULTS", "list:snapshot:always:delay=1s")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_locks(&e, 1);
+        std::thread::sleep(Duration::from_millis(300));
+        fs::write(
+            src.join(format!("d/new{i}")),
+            random_bytes(10 + i as u64, 50_000),
+        )
+        .unwrap();
+        e.ok(&["backup", "--quiet", s]);
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+    // The restores brought back the newest snapshot, with the file of the last backup
+    // but one.
+    assert!(
+        target
+            .join(format!("{}/d/new0", s.trim_start_matches('/')))
+            .exists()
+    );
+    assert!(target.join("new1").exists());
+}

@@ -58,9 +58,12 @@ pub fn run(g: &Global, a: &DiffArgs) -> Result<u8> {
     let repo = &opened.repo;
     let _lock = util::lock(g, repo, arca_repo::LockKind::Shared, "diff")?;
     let filter = super::filter(&a.filter);
+    // Both snapshots are found before the index is read (see subfolder::find).
+    let found_a = subfolder::find(repo, a.first.as_ref(), &filter)?;
+    let found_b = subfolder::find(repo, a.second.as_ref(), &filter)?;
     let index = repo.load_index()?;
-    let side_a = subfolder::resolve(repo, &index, a.first.as_ref(), &filter)?;
-    let side_b = subfolder::resolve(repo, &index, a.second.as_ref(), &filter)?;
+    let side_a = subfolder::resolve(repo, &index, found_a)?;
+    let side_b = subfolder::resolve(repo, &index, found_b)?;
     let (id_a, start_a) = (side_a.id, side_a.node());
     let (id_b, start_b) = (side_b.id, side_b.node());
     let node_a = find_node(repo, &index, &start_a, &path)?;

@@ -106,9 +106,10 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     let opened = util::open(g)?;
     let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "restore")?;
     let repo = &opened.repo;
+    // The snapshot is found before the index is read (see subfolder::find).
+    let found = subfolder::find(repo, &a.snapshot, &super::filter(&a.filter))?;
     let index = repo.load_index()?;
-    let (resolved, entry) =
-        subfolder::resolve_entry(repo, &index, &a.snapshot, &super::filter(&a.filter))?;
+    let (resolved, entry) = subfolder::resolve_entry(repo, &index, found)?;
     // The patterns given and those of the pattern files (`--include-file`, ...).
     let includes = super::rewrite::patterns(&a.includes, &a.include_files)?;
     let excludes = super::rewrite::patterns(&a.excludes, &a.exclude_files)?;

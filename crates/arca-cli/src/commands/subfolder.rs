@@ -50,14 +50,37 @@ impl Resolved {
     }
 }
 
-/// Resolves `spec`; a subfolder that is missing or not a folder is an error naming it.
-pub fn resolve(
-    repo: &Repository,
-    index: &Index,
-    spec: &OsStr,
-    filter: &SnapshotFilter,
-) -> Result<Resolved> {
-    let (r, entry) = resolve_entry(repo, index, spec, filter)?;
+/// The snapshot a spec names, and the path after its `:` if any; found before the index is
+/// read (see [`find`]).
+pub struct Found {
+    id: Id,
+    snap: Snapshot,
+    sub: Option<Vec<u8>>,
+}
+
+/// Finds the snapshot `spec` names (id, prefix or "latest", optionally `:SUBFOLDER`). Called
+/// before the index is loaded: a backup finishing meanwhile writes its index files before
+/// its snapshot, so the index loaded next has the trees of every snapshot found (found after
+/// the index, the newest snapshot's trees were "not in the index").
+pub fn find(repo: &Repository, spec: &OsStr, filter: &SnapshotFilter) -> Result<Found> {
+    let spec = spec.as_bytes();
+    let (name, sub) = match spec.iter().position(|b| *b == b':') {
+        Some(i) => (&spec[..i], Some(spec[i + 1..].to_vec())),
+        None => (spec, None),
+    };
+    let Ok(name) = std::str::from_utf8(name) else {
+        bail!(
+            "no snapshot {:?}: a snapshot is named by its id, an id prefix or \"latest\"",
+            String::from_utf8_lossy(name)
+        );
+    };
+    let (id, snap) = repo.find_snapshot(name, filter)?;
+    Ok(Found { id, snap, sub })
+}
+
+/// Resolves `found`; a subfolder that is missing or not a folder is an error naming it.
+pub fn resolve(repo: &Repository, index: &Index, found: Found) -> Result<Resolved> {
+    let (r, entry) = resolve_entry(repo, index, found)?;
     if let Some(name) = entry {
         let mut path = r.folder.map(|(p, _)| p).unwrap_or_default();
         path.push(b'/');
@@ -71,27 +94,15 @@ pub fn resolve(
     Ok(r)
 }
 
-/// Resolves `spec` as [`resolve`] does, except that its path may also name a file (or any
+/// Resolves `found` as [`resolve`] does, except that its path may also name a file (or any
 /// entry that is not a folder): then the folder holding it is resolved, and its name (one
 /// component, raw bytes) comes along. A path the snapshot does not have is an error naming it.
 pub fn resolve_entry(
     repo: &Repository,
     index: &Index,
-    spec: &OsStr,
-    filter: &SnapshotFilter,
+    found: Found,
 ) -> Result<(Resolved, Option<Vec<u8>>)> {
-    let spec = spec.as_bytes();
-    let (name, sub) = match spec.iter().position(|b| *b == b':') {
-        Some(i) => (&spec[..i], Some(&spec[i + 1..])),
-        None => (spec, None),
-    };
-    let Ok(name) = std::str::from_utf8(name) else {
-        bail!(
-            "no snapshot {:?}: a snapshot is named by its id, an id prefix or \"latest\"",
-            String::from_utf8_lossy(name)
-        );
-    };
-    let (id, snap) = repo.find_snapshot(name, filter)?;
+    let Found { id, snap, sub } = found;
     let whole = |snap| Resolved {
         id,
         snap,
@@ -100,7 +111,7 @@ pub fn resolve_entry(
     let Some(sub) = sub else {
         return Ok((whole(snap), None));
     };
-    let path = normalize(sub, "subfolder")?;
+    let path = normalize(&sub, "subfolder")?;
     if path == b"/" {
         return Ok((whole(snap), None));
     }
