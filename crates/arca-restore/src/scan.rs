@@ -29,6 +29,12 @@ pub(crate) fn reported(reason: &str) -> bool {
     !reason.is_empty() && reason != PARENT_BLOCKED
 }
 
+/// Whether this process may write into existing file `path`: one it may not (mode 0444 as a
+/// non-root user) is replaced, as restic does, not opened for writing in place, which fails.
+fn writable(path: &Path) -> bool {
+    nix::unistd::access(path, nix::unistd::AccessFlags::W_OK) != Err(nix::errno::Errno::EACCES)
+}
+
 /// What happens to a directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum DirAction {
@@ -404,7 +410,8 @@ impl Scanner<'_> {
     /// found (`read`: the blocks it holds and the file, open): Keep when every block is there
     /// and the size is right (its metadata set now through the open file if it is wrong),
     /// Patch otherwise (Replace when it has other names, which writing into it would change
-    /// too, or cannot be read). Returns the action and which blocks the file holds.
+    /// too, or cannot be read or written, as a read-only file of the user). Returns the action
+    /// and which blocks the file holds.
     fn settle(
         &self,
         h: &SmallFile,
@@ -429,7 +436,7 @@ impl Scanner<'_> {
                 && arca_fs::apply_file_metadata(&file, &path, &node, self.metadata, have.as_ref())
                     .is_empty();
             (EntryAction::Keep { meta_ok, meta_set }, Some(held))
-        } else if h.nlink > 1 {
+        } else if h.nlink > 1 || !writable(&path) {
             (EntryAction::Replace, Some(vec![false; held.len()]))
         } else {
             (EntryAction::Patch, Some(held))
