@@ -13,6 +13,9 @@ pub fn run(g: &Global, a: &SnapshotsArgs) -> Result<u8> {
     if let Some(n) = a.latest {
         list = newest_per_group(list, n);
     }
+    // As restic's: `-g ''` groups by nothing, so the snapshots are listed ungrouped (a plain
+    // table and a plain JSON array), not as one group keyed "all snapshots".
+    let group_by = a.group_by.filter(|b| b.host || b.paths || b.tags);
     if a.json {
         let array = |list: &[(arca_format::Id, arca_format::Snapshot)]| {
             let v: Vec<_> = list
@@ -28,7 +31,7 @@ pub fn run(g: &Global, a: &SnapshotsArgs) -> Result<u8> {
                 .collect();
             serde_json::Value::Array(v)
         };
-        let v = match a.group_by {
+        let v = match group_by {
             None => array(&list),
             // As restic's: the groups, each with its key and its snapshots.
             Some(by) => arca_maintenance::forget::group(list, by)
@@ -59,7 +62,7 @@ pub fn run(g: &Global, a: &SnapshotsArgs) -> Result<u8> {
             .collect();
         super::table::print(&rows, false, a.compact)
     };
-    match a.group_by {
+    match group_by {
         None => print(&list)?,
         Some(by) => {
             for group in arca_maintenance::forget::group(list.clone(), by) {

@@ -1,0 +1,36 @@
+//! Edge cases of the commands that browse and operate on snapshots, checked against restic's
+//! behaviour.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+
+use common::Env;
+
+/// A repository with one snapshot of a small folder.
+fn one_snapshot() -> Env {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("sub")).unwrap();
+    fs::write(src.join("a.txt"), b"hello").unwrap();
+    fs::write(src.join("sub/b.txt"), b"world").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    e
+}
+
+#[test]
+fn snapshots_group_by_nothing_lists_ungrouped() {
+    let e = one_snapshot();
+    // restic: `-g ''` groups by nothing, so the output is that of no grouping at all.
+    let v = e.json(&["snapshots", "-g", "", "--json"]);
+    let list = v.as_array().expect("a plain array of snapshots");
+    assert_eq!(list.len(), 1);
+    assert!(list[0].get("id").is_some(), "{v}");
+    assert!(list[0].get("group_key").is_none(), "{v}");
+    let text = e.ok(&["snapshots", "-g", ""]);
+    assert!(!text.contains("snapshots for"), "{text}");
+    assert!(text.contains("1 snapshots"), "{text}");
+}
