@@ -7,7 +7,7 @@ mod common;
 
 use std::fs;
 
-use common::Env;
+use common::{Env, stderr};
 
 /// A repository with one snapshot of a small folder.
 fn one_snapshot() -> Env {
@@ -33,4 +33,18 @@ fn snapshots_group_by_nothing_lists_ungrouped() {
     let text = e.ok(&["snapshots", "-g", ""]);
     assert!(!text.contains("snapshots for"), "{text}");
     assert!(text.contains("1 snapshots"), "{text}");
+}
+
+#[test]
+fn cat_blob_unknown_id_names_no_kind() {
+    let e = one_snapshot();
+    let id = "00".repeat(32);
+    let o = e.run(&["cat", "blob", &id]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("blob {id} is not in the index")),
+        "{err}"
+    );
+    assert!(!err.contains("tree blob"), "{err}");
 }

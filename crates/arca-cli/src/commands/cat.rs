@@ -87,13 +87,12 @@ pub fn run(g: &Global, a: &CatArgs) -> Result<u8> {
         CatWhat::Blob { id } => {
             let index = repo.load_index()?;
             let id = parse_id(id)?;
-            let data = match repo.read_blob(&index, BlobKind::Data, &id) {
-                Ok(d) => d,
-                Err(arca_repo::RepoError::BlobNotFound { .. }) => {
-                    repo.read_blob(&index, BlobKind::Tree, &id)?
-                }
-                Err(e) => return Err(e.into()),
-            };
+            // A data blob, else a tree blob (as restic); the error for neither names no kind.
+            let kind = [BlobKind::Data, BlobKind::Tree]
+                .into_iter()
+                .find(|k| index.contains(*k, &id))
+                .with_context(|| format!("blob {id} is not in the index"))?;
+            let data = repo.read_blob(&index, kind, &id)?;
             let mut o = std::io::stdout().lock();
             o.write_all(&data)?;
             o.flush()?;
