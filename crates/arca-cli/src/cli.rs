@@ -360,7 +360,7 @@ pub struct SnapshotsArgs {
 
 #[derive(Debug, Args)]
 pub struct LsArgs {
-    /// Snapshot id, id prefix or "latest"
+    /// Snapshot id, id prefix or "latest"; ID:SUBFOLDER lists that folder as the root
     pub snapshot: String,
     /// List only these paths: a file itself, a folder with its entries (everything below it
     /// with --recursive)

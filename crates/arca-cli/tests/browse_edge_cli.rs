@@ -48,3 +48,32 @@ fn cat_blob_unknown_id_names_no_kind() {
     );
     assert!(!err.contains("tree blob"), "{err}");
 }
+
+#[test]
+fn ls_and_dump_take_a_subfolder_spec() {
+    let e = one_snapshot();
+    let src = e.path("src");
+    let spec = format!("latest:{}", src.display());
+    // restic: `ID:SUBFOLDER` makes that folder the root of the listing and of dump's PATH.
+    let out = e.ok(&["ls", &spec]);
+    assert_eq!(out, "/a.txt\n/sub\n/sub/b.txt\n");
+    assert_eq!(e.ok(&["ls", &spec, "/sub"]), "/sub\n/sub/b.txt\n");
+    assert_eq!(e.ok(&["dump", &spec, "/sub/b.txt"]), "world");
+    let inner = format!("latest:{}/sub", src.display());
+    assert_eq!(e.ok(&["dump", &inner, "b.txt"]), "world");
+    // A subfolder that is a file or missing is an error naming it.
+    let file = format!("latest:{}/a.txt", src.display());
+    for cmd in ["ls", "dump"] {
+        let mut args = vec![cmd, file.as_str()];
+        if cmd == "dump" {
+            args.push("/");
+        }
+        let o = e.run(&args);
+        assert_eq!(o.status.code(), Some(1), "{cmd}");
+        assert!(
+            stderr(&o).contains("a.txt is not a folder"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}

@@ -27,7 +27,7 @@ pub enum ArchiveArg {
 /// Options of `arca dump`.
 #[derive(Debug, Args)]
 pub struct DumpArgs {
-    /// Snapshot id, id prefix or "latest"
+    /// Snapshot id, id prefix or "latest"; ID:SUBFOLDER reads PATH inside that folder
     pub snapshot: String,
     /// The file or folder in the snapshot ("/" for the whole snapshot)
     #[arg(value_name = "PATH")]
@@ -162,8 +162,14 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
     let opened = util::open(g)?;
     let repo = &opened.repo;
     let _lock = util::lock(g, repo, arca_repo::LockKind::Shared, "dump")?;
-    let (id, snap) = repo.find_snapshot(&a.snapshot, &super::filter(&a.filter))?;
+    // `ID:SUBFOLDER` (as restic): PATH is looked up inside that folder. The snapshot is found
+    // before the index is read (see subfolder::find).
+    let spec = std::ffi::OsStr::new(&a.snapshot);
+    let found = super::subfolder::find(repo, spec, &super::filter(&a.filter))?;
     let index = repo.load_index()?;
+    let resolved = super::subfolder::resolve(repo, &index, found)?;
+    let (id, tree) = (resolved.id, resolved.node().subtree);
+    let tree = tree.unwrap_or(resolved.snap.tree);
     let mut dump = Dump::new(repo, &index);
     if let Some(g) = &a.read_gap {
         dump.read_gap = util::parse_size(g)?;
@@ -174,7 +180,7 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
     if let Some(n) = a.reads {
         dump.reads_in_flight = n.max(1);
     }
-    let target = match dump.resolve(snap.tree, &a.path) {
+    let target = match dump.resolve(tree, &a.path) {
         Ok(t) => t,
         Err(DumpError::NotFound { path }) => {
             bail!("{} is not in snapshot {}", path.display(), id.short())

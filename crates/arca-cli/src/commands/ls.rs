@@ -219,8 +219,14 @@ fn list_path(
 pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
     let opened = util::open(g)?;
     let repo = &opened.repo;
-    let (id, snap) = repo.find_snapshot(&a.snapshot, &super::filter(&a.filter))?;
+    // `ID:SUBFOLDER` (as restic): that folder is listed as the root. The snapshot is found
+    // before the index is read (see subfolder::find).
+    let spec = OsStr::new(&a.snapshot);
+    let found = super::subfolder::find(repo, spec, &super::filter(&a.filter))?;
     let index = repo.load_index()?;
+    let resolved = super::subfolder::resolve(repo, &index, found)?;
+    let (id, mut snap) = (resolved.id, resolved.snap.clone());
+    snap.tree = resolved.node().subtree.unwrap_or(snap.tree);
     let l = Lister {
         repo,
         index: &index,
