@@ -568,7 +568,7 @@ pub enum CatWhat {
     },
     /// A tree blob, decoded
     Tree {
-        /// Tree blob id
+        /// Tree blob id, or (as restic) a snapshot: ID or ID:SUBFOLDER
         id: String,
     },
     /// A data blob's plaintext, raw

@@ -77,3 +77,35 @@ fn ls_and_dump_take_a_subfolder_spec() {
         );
     }
 }
+
+#[test]
+fn cat_tree_takes_a_snapshot_spec() {
+    let e = one_snapshot();
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // restic: `cat tree ID:SUBFOLDER` prints that folder's tree; a tree id still works.
+    let sub = format!("latest:{}/sub", e.path("src").display());
+    let v: serde_json::Value = serde_json::from_str(&e.ok(&["cat", "tree", &sub])).unwrap();
+    assert_eq!(names(&v), ["b.txt"]);
+    let snap = e.json(&["snapshots", "--json"]);
+    let (id, tree) = (
+        snap[0]["id"].as_str().unwrap(),
+        snap[0]["tree"].as_str().unwrap(),
+    );
+    let by_tree = e.ok(&["cat", "tree", tree]);
+    assert_eq!(e.ok(&["cat", "tree", id]), by_tree);
+    assert_eq!(e.ok(&["cat", "tree", &id[..8]]), by_tree);
+    let o = e.run(&["cat", "tree", "zz"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("not a full 64-digit tree id, and no snapshot matches \"zz\""),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -1,8 +1,9 @@
 //! `arca cat`: print decrypted repository structures as JSON (raw bytes for blobs).
 
+use std::ffi::OsStr;
 use std::io::Write;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use arca_backend::FileType;
 use arca_format::{BlobKind, Id, KeyFile};
 use arca_repo::SnapshotFilter;
@@ -75,8 +76,28 @@ pub fn run(g: &Global, a: &CatArgs) -> Result<u8> {
             }))?;
         }
         CatWhat::Tree { id } => {
+            // A snapshot spec (as restic), else a tree id: `ID` or `ID:SUBFOLDER`, for its
+            // root's or that folder's tree. The snapshot is found before the index is read.
+            let found = match (
+                super::subfolder::find(repo, OsStr::new(id), &SnapshotFilter::default()),
+                parse_id(id),
+            ) {
+                (Ok(found), _) => Some(found),
+                (Err(_), Ok(_)) => None,
+                (Err(e), Err(_)) => {
+                    // `e` names the value (once, as errors do).
+                    bail!("not a full 64-digit tree id, and {e}")
+                }
+            };
             let index = repo.load_index()?;
-            let t = repo.load_tree(&index, &parse_id(id)?)?;
+            let tree = match found {
+                None => parse_id(id)?,
+                Some(found) => {
+                    let r = super::subfolder::resolve(repo, &index, found)?;
+                    r.node().subtree.unwrap_or(r.snap.tree)
+                }
+            };
+            let t = repo.load_tree(&index, &tree)?;
             let nodes: Vec<_> = t
                 .nodes
                 .iter()
