@@ -109,3 +109,17 @@ fn cat_tree_takes_a_snapshot_spec() {
         stderr(&o)
     );
 }
+
+#[test]
+fn key_list_json_has_restics_field_names() {
+    let e = Env::new();
+    e.init(&[]);
+    // restic's `key list --json`: current, id, userName, hostName, created.
+    let v = e.json(&["key", "list", "--json"]);
+    let k = &v.as_array().unwrap()[0];
+    for field in ["current", "id", "userName", "hostName", "created"] {
+        assert!(k.get(field).is_some(), "{field} missing: {k}");
+    }
+    assert_eq!(k["current"], true);
+    assert_eq!(k["id"].as_str().unwrap().len(), 64);
+}

@@ -32,6 +32,9 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
                         "current": k.current,
                         "hostname": k.file.hostname,
                         "username": k.file.username,
+                        // restic's names for the same fields, for scripts written for it.
+                        "hostName": k.file.hostname,
+                        "userName": k.file.username,
                         "created": created(k.file.created_ns),
                         "kdf": {"algorithm": "argon2id", "memory_kib": k.file.kdf.memory_kib,
                                 "iterations": k.file.kdf.iterations, "parallelism": k.file.kdf.parallelism},
