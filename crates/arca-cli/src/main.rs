@@ -4,6 +4,7 @@
 mod cli;
 mod commands;
 mod hoist;
+mod lock_signals;
 mod malloc;
 mod profile;
 mod progress;

@@ -486,7 +486,10 @@ pub fn take_lock(
     let mut pause = Duration::from_secs(1);
     let mut said = false;
     loop {
-        match repo.lock_for(kind, command) {
+        let taken = crate::lock_signals::take(crate::commands::INTERRUPTED, || {
+            repo.lock_for(kind, command)
+        });
+        match taken {
             Err(arca_repo::RepoError::Locked { location, holder })
                 if patience.is_some_and(|p| started.elapsed() < p) =>
             {

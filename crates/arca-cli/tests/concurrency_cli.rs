@@ -233,3 +233,56 @@ fn restore_and_diff_of_latest_while_a_backup_finishes() {
     );
     assert!(target.join("new1").exists());
 }
+
+/// Ctrl-C or SIGTERM to a command holding a lock (other than backup, restore and mount,
+/// which stop gently on their own) removes the lock before the process ends: a lock left
+/// behind kept other hosts waiting half an hour for it to go stale.
+#[test]
+fn a_signal_to_a_locking_command_removes_its_lock() {
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), random_bytes(3, 50_000)).unwrap();
+    e.init(&[]);
+    e.ok(&["backup", "--quiet", src.to_str().unwrap()]);
+    let snaps = e.json(&["snapshots", "--json"]);
+    let id = snaps[0]["id"].as_str().unwrap().to_string();
+    let cases: [(&[&str], i32); 3] = [
+        // Shared: the listing of the snapshots stalls.
+        (&["check"], libc::SIGTERM),
+        // Exclusive.
+        (&["forget", "--keep-last", "1"], libc::SIGINT),
+        (&["tag", "--add", "x", &id], libc::SIGTERM),
+    ];
+    for (args, sig) in cases {
+        let child = e
+            .cmd(args)
+            .env("ARCA_TEST_FAULTS", "list:snapshot:always:delay=5s")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_locks(&e, 1);
+        // SAFETY: signals a child this test started and has not waited for.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::kill(child.id() as i32, sig)
+        };
+        let started = Instant::now();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{args:?} took {:?} to end",
+            started.elapsed()
+        );
+        assert_eq!(out.status.code(), Some(130), "{args:?}: {}", stderr(&out));
+        assert_eq!(lock_files(&e), 0, "{args:?} left its lock");
+        assert!(
+            stderr(&out).contains("lock is removed"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    // Nothing waits for a stale lock now: an exclusive command runs at once.
+    e.ok(&["tag", "--add", "y", &id]);
+}

@@ -260,7 +260,31 @@ fn refresh(repo: &Repository, held: &Held, kind: LockKind, command: &str) {
     }
 }
 
+/// Removes a held lock's file from another thread, for a process about to end at once (a
+/// signal's handler): the lock is no longer refreshed, and its file is gone when
+/// [`LockReleaser::release`] returns.
+#[derive(Debug, Clone)]
+pub struct LockReleaser(Arc<Held>);
+
+impl LockReleaser {
+    /// Stops the refreshing and removes the lock file (again a no-op when it is gone).
+    pub fn release(&self) {
+        let h = &self.0;
+        h.stop.store(true, Ordering::SeqCst);
+        // Under the mutex: a refresh in progress ends first, and none starts after (the
+        // refresher looks at `stop` under it before writing a new file).
+        let current = h.current.lock().unwrap_or_else(|p| p.into_inner());
+        h.wake.notify_all();
+        let _ = h.backend.remove(FileType::Lock, &current.to_hex());
+    }
+}
+
 impl Lock {
+    /// A handle that removes this lock's file from another thread; `None` once released.
+    pub fn releaser(&self) -> Option<LockReleaser> {
+        self.shared.as_ref().map(|h| LockReleaser(Arc::clone(h)))
+    }
+
     /// The id of the lock file now.
     pub fn id(&self) -> Option<Id> {
         self.shared

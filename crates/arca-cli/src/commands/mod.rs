@@ -69,12 +69,13 @@ pub fn run(cli: Cli) -> Result<u8> {
 }
 
 /// Exit code of a command stopped by Ctrl-C (as restic and shells report SIGINT).
-const INTERRUPTED: u8 = 130;
+pub(crate) const INTERRUPTED: u8 = 130;
 
 /// A flag set by the first SIGINT or SIGTERM; a second one while the command winds down
 /// ends the process at once with `exit_code`.
 fn cancel_on_signals(exit_code: u8) -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
     use std::sync::Arc;
+    crate::lock_signals::handled_by_command();
     let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_conditional_shutdown(

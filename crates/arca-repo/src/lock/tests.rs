@@ -142,3 +142,26 @@ fn a_lock_costs_three_requests() {
     assert_eq!(locks(&repo), 1);
     drop(x);
 }
+
+#[test]
+fn a_releaser_removes_the_file_from_another_thread_and_stops_the_refresher() {
+    let repo = testing::repo(Arc::new(MemoryBackend::new()));
+    let lock = repo.lock_for(LockKind::Exclusive, "prune").unwrap();
+    let releaser = lock.releaser().unwrap();
+    assert_eq!(locks(&repo), 1);
+    std::thread::spawn(move || releaser.release())
+        .join()
+        .unwrap();
+    assert_eq!(locks(&repo), 0);
+    // Stopped: the refresher is gone (joined at once), and dropping the lock later is a
+    // no-op.
+    assert!(
+        lock.refresher.as_ref().unwrap().is_finished() || {
+            std::thread::sleep(Duration::from_millis(100));
+            lock.refresher.as_ref().unwrap().is_finished()
+        }
+    );
+    drop(lock);
+    assert_eq!(locks(&repo), 0);
+    repo.lock_for(LockKind::Exclusive, "forget").unwrap();
+}
