@@ -42,10 +42,20 @@ pub struct PruneArgs {
 }
 
 /// Runs `prune`: opens the repository without the local cache (whose copies must not hide
-/// the repository's state) and locks it exclusively.
+/// the repository's state) and locks it exclusively; a dry run with `--no-lock` takes no
+/// lock (as restic's: it changes nothing, and reads a repository it may not write).
 pub fn run(g: &Global, a: &PruneArgs) -> Result<u8> {
     let opened = util::open_uncached(g)?;
-    let _lock = util::take_lock(g, &opened.repo, arca_repo::LockKind::Exclusive, "prune")?;
+    let _lock = if a.dry_run && g.no_lock {
+        None
+    } else {
+        Some(util::take_lock(
+            g,
+            &opened.repo,
+            arca_repo::LockKind::Exclusive,
+            "prune",
+        )?)
+    };
     run_on(g, &opened, a)
 }
 
