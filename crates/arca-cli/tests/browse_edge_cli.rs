@@ -123,3 +123,31 @@ fn key_list_json_has_restics_field_names() {
     assert_eq!(k["current"], true);
     assert_eq!(k["id"].as_str().unwrap().len(), 64);
 }
+
+#[test]
+fn ls_prints_each_entry_once_for_overlapping_paths() {
+    let e = one_snapshot();
+    let src = e.path("src");
+    let (dir, sub) = (src.display().to_string(), format!("{}/sub", src.display()));
+    // restic walks the snapshot once: a path given twice, or inside another one given, adds
+    // no line twice.
+    let lines = |args: &[&str]| -> Vec<String> {
+        let mut a = vec!["ls", "latest"];
+        a.extend_from_slice(args);
+        e.ok(&a).lines().map(str::to_owned).collect()
+    };
+    for args in [
+        vec![sub.as_str(), sub.as_str()],
+        vec![sub.as_str(), dir.as_str()],
+        vec![dir.as_str(), sub.as_str(), "--recursive"],
+        vec![sub.as_str(), dir.as_str(), "--recursive"],
+    ] {
+        let got = lines(&args);
+        let mut unique = got.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(got.len(), unique.len(), "{args:?}: {got:?}");
+    }
+    assert_eq!(lines(&[&sub, &dir]).len(), 4);
+    assert_eq!(lines(&[&sub, &dir, "--recursive"]).len(), 4);
+}

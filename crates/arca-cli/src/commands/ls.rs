@@ -160,25 +160,47 @@ impl Lister<'_> {
     }
 }
 
-/// Lists `start` of snapshot `id` (root `root`): a file itself, a folder with its entries
-/// (everything below it when `deep`), as restic's `ls` does.
+/// The names of path `p`, without `/`, `.` or an empty name.
+fn names(p: &Path) -> Vec<&OsStr> {
+    p.components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect()
+}
+
+/// For each path given to `ls`, whether it is listed and whether its own line is printed, so
+/// that every entry is printed once however the paths overlap, as restic's `ls` does (it walks
+/// the snapshot once): a path given twice, or (with `deep`) below another one given, is left
+/// out; one whose parent folder is given too is not printed again as itself.
+fn plan(listed: &[PathBuf], deep: bool) -> Vec<(bool, bool)> {
+    let all: Vec<Vec<&OsStr>> = listed.iter().map(|p| names(p)).collect();
+    all.iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let again = all[..i].contains(p);
+            let below = |q: &Vec<&OsStr>| q.len() < p.len() && p.starts_with(q);
+            let covered = deep && all.iter().any(below);
+            let parent_given = !p.is_empty() && all.iter().any(|q| q[..] == p[..p.len() - 1]);
+            (!again && !covered, !parent_given)
+        })
+        .collect()
+}
+
+/// Lists `start` of snapshot `id` (root `root`): a file itself (unless not `print_self`), a
+/// folder with its entries (everything below it when `deep`), as restic's `ls` does.
 fn list_path(
     repo: &Repository,
     index: &Index,
     l: &Lister<'_>,
     (id, root): (&Id, Id),
-    start: &Path,
+    (start, print_self): (&Path, bool),
     deep: bool,
 ) -> Result<()> {
     let mut tree = root;
     let mut here = PathBuf::from("/");
-    let comps: Vec<&OsStr> = start
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n),
-            _ => None,
-        })
-        .collect();
+    let comps = names(start);
     if comps.is_empty() {
         return l.walk(&root, Path::new("/"), deep);
     }
@@ -198,7 +220,9 @@ fn list_path(
         let last = i + 1 == comps.len();
         match (n.subtree, last) {
             (Some(s), true) => {
-                l.print(n, &here)?;
+                if print_self {
+                    l.print(n, &here)?;
+                }
                 l.walk(&s, &here, deep)?;
             }
             (Some(s), false) => tree = s,
@@ -209,7 +233,8 @@ fn list_path(
                     id.short()
                 )
             }
-            (None, true) => l.print(n, &here)?,
+            (None, true) if print_self => l.print(n, &here)?,
+            (None, true) => {}
             (None, false) => bail!("{} is not in snapshot {}", start.display(), id.short()),
         }
     }
@@ -245,8 +270,11 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
         l.walk(&snap.tree, Path::new("/"), true)?;
         return Ok(0);
     }
-    for start in &a.listed {
-        list_path(repo, &index, &l, (&id, snap.tree), start, a.recursive)?;
+    for (start, (list, print_self)) in a.listed.iter().zip(plan(&a.listed, a.recursive)) {
+        if list {
+            let start = (start.as_path(), print_self);
+            list_path(repo, &index, &l, (&id, snap.tree), start, a.recursive)?;
+        }
     }
     Ok(0)
 }
