@@ -361,7 +361,7 @@ pub struct SnapshotsArgs {
 #[derive(Debug, Args)]
 pub struct LsArgs {
     /// Snapshot id, id prefix or "latest"; ID:SUBFOLDER lists that folder as the root
-    pub snapshot: String,
+    pub snapshot: std::ffi::OsString,
     /// List only these paths: a file itself, a folder with its entries (everything below it
     /// with --recursive)
     #[arg(value_name = "PATH")]

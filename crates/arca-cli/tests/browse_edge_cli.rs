@@ -151,3 +151,31 @@ fn ls_prints_each_entry_once_for_overlapping_paths() {
     assert_eq!(lines(&[&sub, &dir]).len(), 4);
     assert_eq!(lines(&[&sub, &dir, "--recursive"]).len(), 4);
 }
+
+#[test]
+fn ls_and_dump_take_a_non_utf8_subfolder() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let e = Env::new();
+    e.init(&[]);
+    let dir = e.tmp.path().join(OsStr::from_bytes(b"n\xe9d"));
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("f"), b"hi").unwrap();
+    let o = e.cmd(&["backup", "-q"]).arg(&dir).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut spec = std::ffi::OsString::from("latest:");
+    spec.push(&dir);
+    // The spec is taken as bytes, as restore and diff take it.
+    let o = e.cmd(&[]).arg("ls").arg(&spec).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, b"/f\n");
+    let o = e
+        .cmd(&[])
+        .arg("dump")
+        .arg(&spec)
+        .arg("/f")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, b"hi");
+}

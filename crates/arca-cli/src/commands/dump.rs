@@ -28,7 +28,7 @@ pub enum ArchiveArg {
 #[derive(Debug, Args)]
 pub struct DumpArgs {
     /// Snapshot id, id prefix or "latest"; ID:SUBFOLDER reads PATH inside that folder
-    pub snapshot: String,
+    pub snapshot: std::ffi::OsString,
     /// The file or folder in the snapshot ("/" for the whole snapshot)
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
