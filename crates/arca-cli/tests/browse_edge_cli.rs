@@ -179,3 +179,49 @@ fn ls_and_dump_take_a_non_utf8_subfolder() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(o.stdout, b"hi");
 }
+
+#[test]
+fn key_list_reports_a_damaged_key_file_and_lists_the_others() {
+    let e = Env::new();
+    e.init(&[]);
+    let current = e.json(&["key", "list", "--json"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pw = e.path("pw2");
+    fs::write(&pw, "second password\n").unwrap();
+    e.ok(&[
+        "key",
+        "add",
+        "--new-password-file",
+        pw.to_str().unwrap(),
+        "--kdf-memory-kib",
+        "256",
+        "--kdf-iterations",
+        "1",
+    ]);
+    let other = fs::read_dir(e.repo.join("keys"))
+        .unwrap()
+        .map(|d| d.unwrap().file_name().into_string().unwrap())
+        .find(|n| *n != current)
+        .unwrap();
+    fs::write(e.repo.join("keys").join(&other), b"garbage").unwrap();
+    // restic reports the key it cannot load and lists the others.
+    let o = e.run(&["key", "list", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ids: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [current.as_str()]);
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("arca key remove {}", &other[..8])),
+        "{err}"
+    );
+    // The damaged key can then be removed by the id named.
+    e.ok(&["key", "remove", &other[..8]]);
+}

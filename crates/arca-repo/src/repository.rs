@@ -544,20 +544,26 @@ impl Repository {
         self.write_key(password, kdf)
     }
 
-    /// Lists the key files.
+    /// Lists the key files; the first that cannot be read or decoded is an error.
     pub fn list_keys(&self) -> Result<Vec<KeyInfo>> {
-        let mut out = vec![];
-        for (id, _) in self.list_ids(FileType::Key)? {
+        self.read_keys()?.into_iter().map(|(_, k)| k).collect()
+    }
+
+    /// Reads every key file, each with its id and its content or why it could not be read or
+    /// decoded: one damaged key file leaves the others listed (as restic's `key list`).
+    pub fn read_keys(&self) -> Result<Vec<(Id, Result<KeyInfo>)>> {
+        let read = |id: Id| -> Result<KeyInfo> {
             let bytes = self.backend.read(FileType::Key, &id.to_hex())?;
             let file =
                 KeyFile::decode(&bytes).map_err(|e| RepoError::format(format!("key {id}"), e))?;
-            out.push(KeyInfo {
+            Ok(KeyInfo {
                 id,
                 file,
                 current: id == self.key_id,
-            });
-        }
-        Ok(out)
+            })
+        };
+        let ids = self.list_ids(FileType::Key)?;
+        Ok(ids.into_iter().map(|(id, _)| (id, read(id))).collect())
     }
 
     /// Finds a key by id prefix.

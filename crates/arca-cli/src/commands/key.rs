@@ -23,7 +23,19 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
     let repo = &mut opened.repo;
     match &a.command {
         KeyCommand::List { json } => {
-            let keys = repo.list_keys()?;
+            // A damaged key file is reported and left out, as restic does: the others are
+            // still listed (and the damaged one's id is named, for `key remove`).
+            let mut keys = vec![];
+            for (id, k) in repo.read_keys()? {
+                match k {
+                    Ok(k) => keys.push(k),
+                    Err(e) => crate::progress::warn(&format!(
+                        "arca: warning: damaged key file ({e}); it is left out \
+                         (`arca key remove {}` removes it)",
+                        id.short()
+                    )),
+                }
+            }
             if *json {
                 let v: Vec<_> = keys
                     .iter()
