@@ -225,3 +225,22 @@ fn key_list_reports_a_damaged_key_file_and_lists_the_others() {
     // The damaged key can then be removed by the id named.
     e.ok(&["key", "remove", &other[..8]]);
 }
+
+#[test]
+fn dump_of_a_fifo_proposes_only_tar() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    let fifo = src.join("pipe");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    // A zip archive cannot hold a FIFO: proposing it gave an archive without the entry.
+    let o = e.run(&["dump", "latest", fifo.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("is a fifo, not a file: dump it with --archive tar\n"),
+        "{err}"
+    );
+}

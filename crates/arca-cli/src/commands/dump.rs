@@ -195,8 +195,16 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
     if let (Target::Entry { path, node }, None) = (&target, archive)
         && node.kind() != arca_format::NodeKind::File
     {
+        use arca_format::NodeKind as K;
+        // Only the archives that can hold it are proposed (zip holds no FIFO or device, and
+        // neither holds a socket).
+        let how = match node.kind() {
+            K::Symlink => ": dump it with --archive tar or zip",
+            K::Socket => " (a socket has no content or archive entry)",
+            _ => ": dump it with --archive tar",
+        };
         bail!(
-            "{} is a {}, not a file: dump it with --archive tar or zip",
+            "{} is a {}, not a file{how}",
             path.display(),
             node.kind().name()
         );
