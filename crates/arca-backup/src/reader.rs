@@ -176,16 +176,19 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
         arca_fs::io_on_long_path(path, Self::open_short)
     }
 
+    /// Opens with O_NONBLOCK: a file replaced by a FIFO since it was listed would block the
+    /// open until a writer came (the backup hung for ever); the fstat that follows skips it.
+    /// O_NONBLOCK does nothing to reads of regular files.
     fn open_short(path: &Path) -> io::Result<File> {
-        let mut o = fs::OpenOptions::new();
-        o.read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NOATIME);
-        match o.open(path) {
-            // O_NOATIME is refused on files we do not own.
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => fs::OpenOptions::new()
+        let open = |flags| {
+            fs::OpenOptions::new()
                 .read(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(path),
+                .custom_flags(flags | libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(path)
+        };
+        match open(libc::O_NOATIME) {
+            // O_NOATIME is refused on files we do not own.
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(0),
             r => r,
         }
     }

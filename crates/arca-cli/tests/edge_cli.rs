@@ -45,3 +45,61 @@ fn restore_replaces_read_only_file_of_the_user() {
     let mode = fs::metadata(&f).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o644);
 }
+
+/// Whether process `pid` holds `path` open.
+fn holds_open(pid: u32, path: &Path) -> bool {
+    fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+        fds.flatten()
+            .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == path))
+    })
+}
+
+/// A file replaced by a FIFO between the listing and the read (a program recreating its
+/// files) is skipped with a warning: opening it waited for a writer, and the backup hung for
+/// ever (SIGTERM included). The FIFO takes the file's place while arca reads the large file
+/// listed before it.
+#[test]
+fn backup_skips_file_replaced_by_fifo_while_running() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    let big = src.join("a-big");
+    fs::write(&big, arca_testkit::random_bytes(7, 48 << 20)).unwrap();
+    fs::write(src.join("z-small"), b"small").unwrap();
+    let fifo = e.path("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    let mut child = e
+        .cmd(&["backup", "--read-concurrency", "1", src.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !holds_open(child.id(), &big) {
+        if child.try_wait().unwrap().is_some() || start.elapsed().as_secs() > 20 {
+            panic!(
+                "arca never opened {} (read it before the small file?)",
+                big.display()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    fs::rename(&fifo, src.join("z-small")).unwrap();
+    let swapped = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if swapped.elapsed().as_secs() > 10 {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("the backup hangs opening the FIFO that replaced a file");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("z-small: replaced during backup, skipped"),
+        "{err}"
+    );
+}
