@@ -103,3 +103,60 @@ fn backup_skips_file_replaced_by_fifo_while_running() {
         "{err}"
     );
 }
+
+/// A bind mount, unmounted when dropped.
+struct BindMount(std::path::PathBuf);
+
+impl BindMount {
+    fn new(from: &Path, at: &Path) -> Option<Self> {
+        fs::create_dir_all(at).ok()?;
+        let ok = std::process::Command::new("mount")
+            .arg("--bind")
+            .arg(from)
+            .arg(at)
+            .status()
+            .ok()?
+            .success();
+        ok.then(|| BindMount(at.to_path_buf()))
+    }
+}
+
+impl Drop for BindMount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// `--delete` of a folder the snapshot lacks does not go into a mount point inside it: the
+/// mounted file system's files (here a bind mount of a folder outside the target) were
+/// deleted, then the mount point itself failed with "Device or resource busy".
+#[test]
+fn restore_delete_leaves_mounted_file_systems_alone() {
+    if !arca_testkit::is_root() {
+        return;
+    }
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"file").unwrap();
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let outside = e.path("outside");
+    fs::create_dir_all(outside.join("sub")).unwrap();
+    fs::write(outside.join("sub/precious"), b"not in the target").unwrap();
+    let target = e.path("target");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "latest", "--target", t]);
+    let extra = restored(&target, &src).join("extra");
+    let Some(_mount) = BindMount::new(&outside, &extra.join("mnt")) else {
+        return;
+    };
+    let o = e.run(&["restore", "latest", "--target", t, "--delete"]);
+    let err = stderr(&o);
+    assert!(
+        outside.join("sub/precious").exists(),
+        "deleted through the mount point: {err}"
+    );
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("mnt is a mount point"), "{err}");
+}

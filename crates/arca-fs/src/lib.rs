@@ -12,6 +12,7 @@ mod batch;
 mod content;
 mod direct;
 mod long;
+mod mounts;
 pub mod pattern;
 mod read;
 mod sparse;
@@ -30,6 +31,7 @@ pub use direct::{
     AlignedBuf, DIRECT_ALIGN, DIRECT_MIN, DirectWrite, direct_span, open_direct, write_pages_direct,
 };
 pub use long::{ShortPath, io_on_long_path, is_too_long, lstat, on_long_path};
+pub use mounts::mount_point_within;
 pub use read::{NameCache, read_node, read_node_since, read_xattrs};
 pub use sparse::{is_zero, write_sparse};
 

@@ -16,11 +16,19 @@ use crate::plan::{EntryKind, NO_PARENT};
 use crate::scan::{DirAction, EntryAction};
 
 /// Removes a non-directory entry, or with `dirs` a directory tree too; `why` names the
-/// operation in errors ("delete" for `--delete`, "replace" for an entry in the way).
+/// operation in errors ("delete" for `--delete`, "replace" for an entry in the way). A tree
+/// holding a mount point is left whole: the mount point cannot be removed (EBUSY), and going
+/// into it deleted the mounted file system's content (a bind mount, a disk) first.
 fn remove(path: &Path, dirs: bool, why: &'static str) -> Result<(), FsError> {
     match arca_fs::lstat(path) {
-        Ok(m) if m.is_dir() && dirs => arca_fs::io_on_long_path(path, |p| fs::remove_dir_all(p))
-            .map_err(|e| FsError::new(why, path, e)),
+        Ok(m) if m.is_dir() && dirs => {
+            if let Some(mount) = arca_fs::mount_point_within(path) {
+                let msg = format!("{} is a mount point; nothing removed", mount.display());
+                return Err(FsError::new(why, path, io::Error::other(msg)));
+            }
+            arca_fs::io_on_long_path(path, |p| fs::remove_dir_all(p))
+                .map_err(|e| FsError::new(why, path, e))
+        }
         Ok(m) if m.is_dir() => Err(FsError::new(
             why,
             path,
