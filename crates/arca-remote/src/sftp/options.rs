@@ -1,11 +1,17 @@
 //! The `sftp.*` options and the ssh command line they make: the user's words, or
-//! `ssh [-p PORT] [-l USER] [sftp.args...] -o ServerAliveInterval=60 HOST -s sftp`.
+//! `ssh [-p PORT] [-l USER] [sftp.args...] -o ServerAliveInterval=60 -o ConnectTimeout=30
+//! HOST -s sftp`.
 
 use arca_backend::Result;
 
 use super::session;
 use super::words::split_words;
 use crate::{RemoteOptions, SftpLocation, config_error};
+
+/// How long ssh may take to connect and exchange greetings with the server (TCP and SSH
+/// handshake, not the login): without it, a host that swallows packets or a port that
+/// accepts and stays silent made every command hang for good.
+const CONNECT_TIMEOUT: &str = "ConnectTimeout=30";
 
 /// How to start the SFTP session.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -64,8 +70,11 @@ impl SftpOptions {
         v.extend(self.args.iter().cloned());
         // After the user's arguments: for ssh the first value of an option wins. A server
         // that stops answering ends the session in about three minutes instead of hanging
-        // every request (ssh's default keeps waiting).
+        // every request (ssh's default keeps waiting). A server that accepts the connection
+        // but never says hello (or an address that swallows packets) is given up on after
+        // ConnectTimeout instead of hanging forever.
         v.extend(["-o".to_string(), "ServerAliveInterval=60".to_string()]);
+        v.extend(["-o".to_string(), CONNECT_TIMEOUT.to_string()]);
         if session::non_interactive() {
             v.extend(["-o".to_string(), "BatchMode=yes".to_string()]);
         }
@@ -137,6 +146,8 @@ mod tests {
             "ConnectTimeout=5",
             "-o",
             "ServerAliveInterval=60",
+            "-o",
+            CONNECT_TIMEOUT,
         ]
         .into_iter()
         .chain(batch.iter().copied())
