@@ -116,3 +116,28 @@ fn a_silent_ssh_server_is_given_up_on() {
     assert!(err.contains(&format!("sftp://127.0.0.1:{port}")), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// Credentials written into an S3 location (`s3:http://ID:SECRET@host/bucket`, as some URLs
+/// carry them) are refused with what to do instead. Before, they went into the request's
+/// address: the server refused the signature, and the error blamed the (right) credentials
+/// of the environment while showing the secret of the location in every message.
+#[test]
+fn credentials_in_an_s3_location_are_refused() {
+    let e = Env::remote(
+        "s3:http://someid:s3cr3t@127.0.0.1:9/bucket/repo".into(),
+        vec![
+            ("AWS_ACCESS_KEY_ID", "id".into()),
+            ("AWS_SECRET_ACCESS_KEY", "secret".into()),
+        ],
+    );
+    let start = Instant::now();
+    let o = e.run(&["snapshots"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("credentials cannot be part of the location"),
+        "{err}"
+    );
+    assert!(err.contains("AWS_SECRET_ACCESS_KEY"), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(10));
+}

@@ -108,6 +108,16 @@ fn parse_s3(rest: &str) -> Result<S3Location, String> {
     if host.is_empty() {
         return Err(format!("no host; {FORM}"));
     }
+    if host.contains('@') {
+        // Sent as part of the address, they broke the request signature ("the server refused
+        // the credentials" while the environment's were right) and were shown in every
+        // message.
+        return Err(
+            "credentials cannot be part of the location: set AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) instead"
+                .to_string(),
+        );
+    }
     let path = path.trim_matches('/');
     let (bucket, prefix) = path.split_once('/').unwrap_or((path, ""));
     if bucket.is_empty() {
@@ -327,6 +337,8 @@ mod tests {
             ("s3:https://host", "expected s3:"),
             ("s3:https://host/", "no bucket"),
             ("s3:https:///bucket", "no host"),
+            ("s3:http://id:secret@host:9000/bucket", "AWS_ACCESS_KEY_ID"),
+            ("s3:id@host/bucket", "credentials cannot be part"),
             ("s3:https://host/Bad_Bucket", "not valid"),
             ("s3:ftp://host/bucket", "only http"),
             ("s3:https://h/bucket/a//b", "empty, '.' or '..'"),
