@@ -288,6 +288,17 @@ impl S3Backend {
                     self.loc.endpoint
                 ),
             ),
+            // The timeout layer's own error ("io operation timeout reached"): say who did not
+            // answer, and for how long.
+            _ if e.message().contains("timeout reached") => (
+                ErrorKind::Transient,
+                format!(
+                    "no answer from {} within {} s: check the address and that the server is \
+                     up (a firewall that drops the traffic looks the same)",
+                    self.loc.endpoint,
+                    self.opts.timeout.as_secs()
+                ),
+            ),
             _ if e.is_temporary() => (ErrorKind::Transient, one_line(e)),
             _ => (ErrorKind::Other, one_line(e)),
         };
@@ -578,6 +589,32 @@ mod tests {
             ));
         let why = unreachable(&e).unwrap();
         assert!(why.contains("s3:http://"), "{why}");
+    }
+
+    /// A server that accepts the connection and never answers ran into the timeout layer,
+    /// whose message was all the user saw: "io operation timeout reached (Unexpected)".
+    #[test]
+    fn a_request_timeout_names_the_silent_server() {
+        let loc = S3Location {
+            endpoint: "http://127.0.0.1:9".into(),
+            bucket: "bkt".into(),
+            prefix: "r".into(),
+        };
+        let opts = S3Options::from_remote(&loc, &RemoteOptions::default()).unwrap();
+        let b = S3Backend::open(&loc, &opts).unwrap();
+        let e = opendal::Error::new(
+            opendal::ErrorKind::Unexpected,
+            "io operation timeout reached",
+        )
+        .set_temporary();
+        let err = b.error("read", "config", &e);
+        assert_eq!(err.kind, ErrorKind::Transient);
+        let text = err.to_string();
+        assert!(
+            text.contains("no answer from http://127.0.0.1:9 within 120 s"),
+            "{text}"
+        );
+        assert!(text.contains("bkt/r/config"), "{text}");
     }
 
     #[test]
