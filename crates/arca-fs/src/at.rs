@@ -145,9 +145,9 @@ impl DirHandle {
     }
 
     /// Opens file `name` for reading without updating its access time when the process may
-    /// do so; never follows a symlink.
+    /// do so; never follows a symlink, and never waits for a writer of a FIFO found there.
     pub fn open_noatime(&self, name: &[u8]) -> io::Result<File> {
-        let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
+        let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK;
         let name = OsStr::from_bytes(name);
         match nix::fcntl::openat(&self.0, name, flags | OFlag::O_NOATIME, Mode::empty()) {
             Err(Errno::EPERM) => nix::fcntl::openat(&self.0, name, flags, Mode::empty()),
@@ -169,6 +169,35 @@ impl DirHandle {
 mod tests {
     use super::*;
     use std::io::Read;
+
+    /// A FIFO where a file was expected (replaced since it was looked at) is opened at once;
+    /// a blocking open waited for a writer for ever.
+    #[test]
+    fn a_fifo_is_opened_without_waiting_for_a_writer() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("p");
+        nix::unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o600)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (dir, path) = (d.path().to_path_buf(), fifo.clone());
+        std::thread::spawn(move || {
+            let h = DirHandle::open(&dir).unwrap();
+            let by_name = h.open_noatime(b"p").map(|_| ());
+            let by_path = crate::open_noatime(&path).map(|_| ());
+            let _ = tx.send((by_name.is_ok(), by_path.is_ok()));
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(5));
+        if got.is_err() {
+            // Let the blocked opens go before failing.
+            for _ in 0..2 {
+                let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+            }
+        }
+        assert_eq!(
+            got,
+            Ok((true, true)),
+            "an open of a FIFO waited for a writer"
+        );
+    }
 
     #[test]
     fn looks_at_and_opens_entries_by_name() {

@@ -42,7 +42,9 @@ fn open_for_restore_short(path: &Path, mode: u32) -> io::Result<File> {
 }
 
 /// Opens a file for reading without updating its access time when the process may do so
-/// (owner or root); otherwise opens it normally. Never follows a final symlink.
+/// (owner or root); otherwise opens it normally. Never follows a final symlink, and never
+/// waits: a FIFO found where a file was (replaced since it was looked at) is opened at once
+/// instead of blocking until a writer comes (O_NONBLOCK does nothing to regular files).
 pub fn open_noatime(path: &Path) -> io::Result<File> {
     crate::io_on_long_path(path, open_noatime_short)
 }
@@ -51,7 +53,7 @@ fn open_noatime_short(path: &Path) -> io::Result<File> {
     let open = |flags| {
         OpenOptions::new()
             .read(true)
-            .custom_flags(flags | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .custom_flags(flags | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
             .open(path)
     };
     match open(libc::O_NOATIME) {
