@@ -519,6 +519,8 @@ pub enum KeyCommand {
         #[arg(long, env = "ARCA_NEW_PASSWORD_FILE", value_name = "FILE")]
         new_password_file: Option<PathBuf>,
         #[command(flatten)]
+        owner: KeyOwnerArgs,
+        #[command(flatten)]
         kdf: KdfArgs,
     },
     /// Remove a key
@@ -532,8 +534,21 @@ pub enum KeyCommand {
         #[arg(long, env = "ARCA_NEW_PASSWORD_FILE", value_name = "FILE")]
         new_password_file: Option<PathBuf>,
         #[command(flatten)]
+        owner: KeyOwnerArgs,
+        #[command(flatten)]
         kdf: KdfArgs,
     },
+}
+
+/// The names a new key records (`key list` shows them), as restic's `key add`.
+#[derive(Debug, Args, Clone)]
+pub struct KeyOwnerArgs {
+    /// The user name the new key records (default: the current user)
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// The host name the new key records (default: this host's)
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Args)]

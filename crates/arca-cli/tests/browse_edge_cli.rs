@@ -244,3 +244,42 @@ fn dump_of_a_fifo_proposes_only_tar() {
         "{err}"
     );
 }
+
+/// `key add` and `key passwd` take restic's `--user` and `--host`: the names the new key
+/// records, shown by `key list`; an empty name is refused.
+#[test]
+fn key_add_and_passwd_record_the_user_and_host_given() {
+    let e = Env::new();
+    e.init(&[]);
+    let cheap = ["--kdf-memory-kib", "256", "--kdf-iterations", "1"];
+    let key = |args: &[&str], new: &str| {
+        let mut all = vec!["key"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&cheap);
+        e.cmd(&all).env("ARCA_NEW_PASSWORD", new).output().unwrap()
+    };
+    let o = key(&["add", "--user", "alice", "--host", "box"], "second");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = key(&["passwd", "--host", "elsewhere"], "third");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = e
+        .cmd(&["key", "list", "--json"])
+        .env("ARCA_PASSWORD", "third")
+        .output()
+        .unwrap();
+    let keys: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let keys = keys.as_array().unwrap();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    let added = keys.iter().find(|k| k["current"] == false).unwrap();
+    assert_eq!(
+        (added["userName"].as_str(), added["hostName"].as_str()),
+        (Some("alice"), Some("box"))
+    );
+    let current = keys.iter().find(|k| k["current"] == true).unwrap();
+    assert_eq!(current["hostName"], "elsewhere");
+    // The user was not given: the current one's.
+    assert!(!current["userName"].as_str().unwrap().is_empty());
+    let o = key(&["add", "--user", ""], "fourth");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--user needs a name"), "{}", stderr(&o));
+}

@@ -25,7 +25,7 @@ pub use cache::CacheMode;
 pub use error::{RepoError, Result};
 pub use index::{BlobLocation, Index, IndexBuilder, PackRef};
 pub use lock::{Lock, LockKind, LockReleaser};
-pub use repository::{InitOptions, KeyInfo, Repository};
+pub use repository::{InitOptions, KeyInfo, KeyOwner, Repository};
 pub use snapshots::{SnapshotFilter, damaged_snapshot_message, split_tags};
 
 pub use arca_backend::Backend;

@@ -126,7 +126,7 @@ impl Repository {
             config: config.clone(),
             key_id: Id::default(),
         };
-        repo.key_id = repo.write_key(password, opts.kdf)?;
+        repo.key_id = repo.write_key(password, opts.kdf, &KeyOwner::default())?;
         // The config is written last: its presence marks a complete repository.
         let bytes = repo.seal_file(EnvelopeKind::Config, &config.encode(), false)?;
         repo.backend.write(FileType::Config, "config", &bytes)?;
@@ -522,14 +522,14 @@ impl Repository {
         Tree::decode(&b).map_err(|e| RepoError::format(format!("tree {id}"), e))
     }
 
-    fn write_key(&self, password: &[u8], kdf: KdfParams) -> Result<Id> {
+    fn write_key(&self, password: &[u8], kdf: KdfParams, owner: &KeyOwner) -> Result<Id> {
         let kf = self
             .key
             .wrap(
                 password,
                 kdf,
-                host::hostname(),
-                host::username(),
+                owner.hostname.clone().unwrap_or_else(host::hostname),
+                owner.username.clone().unwrap_or_else(host::username),
                 host::now_ns(),
             )
             .map_err(|e| RepoError::crypto("new key", e))?;
@@ -539,9 +539,15 @@ impl Repository {
         Ok(id)
     }
 
-    /// Adds a key file for another password.
+    /// Adds a key file for another password, made by this user on this host.
     pub fn add_key(&self, password: &[u8], kdf: KdfParams) -> Result<Id> {
-        self.write_key(password, kdf)
+        self.write_key(password, kdf, &KeyOwner::default())
+    }
+
+    /// Adds a key file for another password, with the user and host names it records set
+    /// where `owner` gives them (restic's `key add --user --host`).
+    pub fn add_key_for(&self, password: &[u8], kdf: KdfParams, owner: &KeyOwner) -> Result<Id> {
+        self.write_key(password, kdf, owner)
     }
 
     /// Lists the key files; the first that cannot be read or decoded is an error.
@@ -610,8 +616,18 @@ impl Repository {
 
     /// Replaces the current key with one for `new_password`; returns the new key id.
     pub fn change_password(&mut self, new_password: &[u8], kdf: KdfParams) -> Result<Id> {
+        self.change_password_for(new_password, kdf, &KeyOwner::default())
+    }
+
+    /// As [`Repository::change_password`], the new key recording the names `owner` gives.
+    pub fn change_password_for(
+        &mut self,
+        new_password: &[u8],
+        kdf: KdfParams,
+        owner: &KeyOwner,
+    ) -> Result<Id> {
         let old = self.key_id;
-        let new = self.write_key(new_password, kdf)?;
+        let new = self.write_key(new_password, kdf, owner)?;
         self.key_id = new;
         match self.backend.delete(FileType::Key, &old.to_hex()) {
             Ok(()) => Ok(new),
@@ -619,6 +635,15 @@ impl Repository {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// The user and host names a new key file records; this process's own where `None`.
+#[derive(Debug, Clone, Default)]
+pub struct KeyOwner {
+    /// The user name.
+    pub username: Option<String>,
+    /// The host name.
+    pub hostname: Option<String>,
 }
 
 /// The key with the config's copied blob-id and chunker keys, when it has them.

@@ -19,6 +19,10 @@ fn new_key_password(file: Option<&std::path::Path>) -> Result<zeroize::Zeroizing
 }
 
 pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
+    // Names checked before the password is asked for.
+    if let KeyCommand::Add { owner, .. } | KeyCommand::Passwd { owner, .. } = &a.command {
+        key_owner(owner)?;
+    }
     let mut opened = util::open(g)?;
     let repo = &mut opened.repo;
     match &a.command {
@@ -72,10 +76,11 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
         }
         KeyCommand::Add {
             new_password_file,
+            owner,
             kdf,
         } => {
             let pw = new_key_password(new_password_file.as_deref())?;
-            let id = repo.add_key(pw.as_bytes(), util::kdf(kdf))?;
+            let id = repo.add_key_for(pw.as_bytes(), util::kdf(kdf), &key_owner(owner)?)?;
             super::out(&format!("saved new key {}", id.short()))?;
         }
         KeyCommand::Remove { id } => {
@@ -85,12 +90,26 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
         }
         KeyCommand::Passwd {
             new_password_file,
+            owner,
             kdf,
         } => {
             let pw = new_key_password(new_password_file.as_deref())?;
-            let id = repo.change_password(pw.as_bytes(), util::kdf(kdf))?;
+            let id = repo.change_password_for(pw.as_bytes(), util::kdf(kdf), &key_owner(owner)?)?;
             super::out(&format!("password changed; new key {}", id.short()))?;
         }
     }
     Ok(0)
+}
+
+/// The names `--user` and `--host` give a new key; an empty one is refused.
+fn key_owner(a: &crate::cli::KeyOwnerArgs) -> Result<arca_repo::KeyOwner> {
+    for (flag, v) in [("--user", &a.user), ("--host", &a.host)] {
+        if v.as_deref().is_some_and(|v| v.trim().is_empty()) {
+            anyhow::bail!("{flag} needs a name, not an empty string");
+        }
+    }
+    Ok(arca_repo::KeyOwner {
+        username: a.user.clone(),
+        hostname: a.host.clone(),
+    })
 }
