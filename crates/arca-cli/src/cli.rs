@@ -581,6 +581,11 @@ pub enum CatWhat {
         /// Key id or prefix
         id: String,
     },
+    /// A lock: who holds it, since when, and whether it is stale
+    Lock {
+        /// Lock id or unique prefix (see `arca list locks`)
+        id: String,
+    },
     /// A tree blob, decoded
     Tree {
         /// Tree blob id, or (as restic) a snapshot: ID or ID:SUBFOLDER

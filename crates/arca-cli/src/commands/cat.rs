@@ -75,6 +75,38 @@ pub fn run(g: &Global, a: &CatArgs) -> Result<u8> {
                 "kdf": {"algorithm": "argon2id", "memory_kib": k.kdf.memory_kib, "iterations": k.kdf.iterations, "parallelism": k.kdf.parallelism},
             }))?;
         }
+        CatWhat::Lock { id } => {
+            if id.is_empty() {
+                bail!("no lock id given (see `arca list locks`)");
+            }
+            let locks = repo.list_locks()?;
+            let found: Vec<_> = locks
+                .iter()
+                .filter(|l| l.id.to_hex().starts_with(id.as_str()))
+                .collect();
+            let l = match found.as_slice() {
+                [l] => *l,
+                [] => bail!("no lock {id} in the repository (see `arca list locks`)"),
+                many => bail!(
+                    "lock id prefix {id} is ambiguous: {} locks match",
+                    many.len()
+                ),
+            };
+            let info = l
+                .info
+                .as_ref()
+                .map_err(|why| anyhow::anyhow!("lock {}: {why}", l.id))?;
+            pretty(&json!({
+                "id": l.id.to_hex(),
+                "time": chrono::DateTime::from_timestamp_nanos(info.time_ns).to_rfc3339(),
+                "exclusive": info.exclusive,
+                "hostname": info.hostname,
+                "username": info.username,
+                "pid": info.pid,
+                "command": info.command,
+                "stale": l.stale,
+            }))?;
+        }
         CatWhat::Tree { id } => {
             // A snapshot spec (as restic), else a tree id: `ID` or `ID:SUBFOLDER`, for its
             // root's or that folder's tree. The snapshot is found before the index is read.
