@@ -40,6 +40,10 @@ pub struct S3Options {
     pub profile: Option<String>,
     /// Longest time a request may take before it is abandoned (and retried).
     pub timeout: Duration,
+    /// Longest wait for the server's first answer (the first requests are small: the config,
+    /// a listing); a server that accepts connections and stays silent, or an address whose
+    /// packets are dropped, is reported after this instead of after `timeout`.
+    pub first_answer: Duration,
     /// Access key id and secret given explicitly (tests); `None`: the usual AWS environment
     /// variables and configuration files.
     pub credentials: Option<(String, String)>,
@@ -67,10 +71,14 @@ impl S3Options {
             storage_class: nonempty("s3.storage-class"),
             profile: nonempty("s3.profile"),
             timeout: Duration::from_secs(120),
+            first_answer: Duration::from_secs(30),
             credentials: None,
         })
     }
 }
+
+/// The message of a first request that got no answer within [`S3Options::first_answer`].
+const NO_FIRST_ANSWER: &str = "no first answer from the server";
 
 /// A repository in an S3 bucket, under a prefix.
 #[derive(Debug)]
@@ -167,7 +175,20 @@ impl S3Backend {
         f: impl std::future::IntoFuture<Output = opendal::Result<T>>,
     ) -> Result<opendal::Result<T>> {
         let _pass = self.gate.enter();
-        let r = block_on(&self.shown, f.into_future())?;
+        let fut = f.into_future();
+        let limit = (!self.reached.load(std::sync::atomic::Ordering::Relaxed))
+            .then_some(self.opts.first_answer);
+        let r = block_on(&self.shown, async move {
+            match limit {
+                None => fut.await,
+                Some(l) => tokio::time::timeout(l, fut).await.unwrap_or_else(|_| {
+                    Err(
+                        opendal::Error::new(opendal::ErrorKind::Unexpected, NO_FIRST_ANSWER)
+                            .set_temporary(),
+                    )
+                }),
+            }
+        })?;
         // Any answer, an error status included, shows the server is there.
         let answered = match &r {
             Ok(_) => true,
@@ -286,6 +307,16 @@ impl S3Backend {
                 format!(
                     "cannot reach {} ({why}): check the address and that the server is up",
                     self.loc.endpoint
+                ),
+            ),
+            // The server never answered: a wrong address, not an outage to wait out.
+            _ if e.message() == NO_FIRST_ANSWER => (
+                ErrorKind::Other,
+                format!(
+                    "no answer from {} within {} s: check the address and that the server is \
+                     up (a firewall that drops the traffic looks the same)",
+                    self.loc.endpoint,
+                    self.opts.first_answer.as_secs()
                 ),
             ),
             // The timeout layer's own error ("io operation timeout reached"): say who did not
@@ -615,6 +646,45 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("bkt/r/config"), "{text}");
+    }
+
+    /// A server that accepts connections and never answers was waited for 120 s (the whole
+    /// request timeout) before the first command failed.
+    #[test]
+    fn a_silent_server_is_given_up_on_at_the_first_request() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while let Ok((c, _)) = l.accept() {
+                held.push(c);
+            }
+        });
+        let loc = S3Location {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            bucket: "bkt".into(),
+            prefix: "r".into(),
+        };
+        let mut opts = S3Options::from_remote(&loc, &RemoteOptions::default()).unwrap();
+        assert_eq!(opts.first_answer, Duration::from_secs(30));
+        opts.first_answer = Duration::from_secs(1);
+        opts.credentials = Some(("id".into(), "secret".into()));
+        let b = S3Backend::open(&loc, &opts).unwrap();
+        let start = std::time::Instant::now();
+        let err = b.read(FileType::Config, "").unwrap_err();
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!(err.kind, ErrorKind::Other, "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!(
+                "no answer from http://127.0.0.1:{port} within 1 s"
+            )),
+            "{text}"
+        );
     }
 
     #[test]
