@@ -2,45 +2,34 @@
 //! but backup, restore and mount, which do) removes the locks it holds and ends at once, so
 //! that no other host waits half an hour for them to go stale.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Once};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use arca_repo::{Lock, LockReleaser};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
-/// The locks this process holds, for the signal thread.
-static HELD: Mutex<Vec<LockReleaser>> = Mutex::new(Vec::new());
 /// Set by a command that handles the signals itself (and releases its locks as it stops).
 static OWN: AtomicBool = AtomicBool::new(false);
 static INSTALLED: Once = Once::new();
+
+/// How long the signal thread waits for a lock being taken (a slow remote) before it ends
+/// the process anyway; a second signal ends it at once.
+const TAKING_PATIENCE: Duration = Duration::from_secs(60);
 
 /// This command stops on a signal itself: locks it takes are left to its own unwinding.
 pub fn handled_by_command() {
     OWN.store(true, Ordering::SeqCst);
 }
 
-/// Takes a lock with `take`, so that SIGINT or SIGTERM ends the process (exit code `code`)
-/// without leaving its file behind, also when the signal comes while the lock is being taken.
-pub fn take(code: u8, take: impl FnOnce() -> arca_repo::Result<Lock>) -> arca_repo::Result<Lock> {
-    if OWN.load(Ordering::SeqCst) {
-        return take();
+/// From now on SIGINT or SIGTERM ends the process (exit code `code`) after removing the files
+/// of the locks it holds or is taking (see [`arca_repo::release_held`]); unless the command
+/// handles the signals itself.
+pub fn arm(code: u8) {
+    if !OWN.load(Ordering::SeqCst) {
+        INSTALLED.call_once(|| install(code));
     }
-    INSTALLED.call_once(|| install(code));
-    ACQUIRING.fetch_add(1, Ordering::SeqCst);
-    let taken = take();
-    if let Some(r) = taken.as_ref().ok().and_then(Lock::releaser) {
-        HELD.lock().unwrap_or_else(|p| p.into_inner()).push(r);
-    }
-    ACQUIRING.fetch_sub(1, Ordering::SeqCst);
-    taken
 }
-
-/// Locks being taken now: their files may be written and not yet in [`HELD`].
-static ACQUIRING: AtomicUsize = AtomicUsize::new(0);
-/// How long the signal thread waits for a lock being taken (a slow remote) before it ends
-/// the process anyway; a second signal ends it at once.
-const ACQUIRE_PATIENCE: Duration = Duration::from_secs(60);
 
 fn install(code: u8) {
     let ending = Arc::new(AtomicBool::new(false));
@@ -69,15 +58,7 @@ fn install(code: u8) {
         .spawn(move || {
             if signals.forever().next().is_some() {
                 flag.store(true, Ordering::SeqCst);
-                let since = Instant::now();
-                while ACQUIRING.load(Ordering::SeqCst) > 0 && since.elapsed() < ACQUIRE_PATIENCE {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                let held = HELD.lock().unwrap_or_else(|p| p.into_inner());
-                for r in held.iter() {
-                    r.release();
-                }
-                if held.is_empty() {
+                if arca_repo::release_held(TAKING_PATIENCE) == 0 {
                     eprintln!("interrupted");
                 } else {
                     eprintln!("interrupted; the repository lock is removed");

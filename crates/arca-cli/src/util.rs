@@ -486,10 +486,8 @@ pub fn take_lock(
     let mut pause = Duration::from_secs(1);
     let mut said = false;
     loop {
-        let taken = crate::lock_signals::take(crate::commands::INTERRUPTED, || {
-            repo.lock_for(kind, command)
-        });
-        match taken {
+        crate::lock_signals::arm(crate::commands::INTERRUPTED);
+        match repo.lock_for(kind, command) {
             Err(arca_repo::RepoError::Locked { location, holder })
                 if patience.is_some_and(|p| started.elapsed() < p) =>
             {

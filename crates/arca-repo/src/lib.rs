@@ -24,7 +24,7 @@ pub mod trees;
 pub use cache::CacheMode;
 pub use error::{RepoError, Result};
 pub use index::{BlobLocation, Index, IndexBuilder, PackRef};
-pub use lock::{Lock, LockKind, LockReleaser};
+pub use lock::{Lock, LockKind, release_held};
 pub use repository::{InitOptions, KeyInfo, KeyOwner, Repository};
 pub use snapshots::{SnapshotFilter, damaged_snapshot_message, split_tags};
 

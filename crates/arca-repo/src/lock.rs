@@ -8,8 +8,8 @@
 //! when it names this host and a process id that no longer exists; stale locks are ignored and
 //! `arca unlock` removes them.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -178,6 +178,7 @@ impl Repository {
     /// [`RepoError::Locked`] when a live conflicting lock exists. The lock is refreshed in the
     /// background until dropped.
     pub fn lock_for(&self, kind: LockKind, command: &str) -> Result<Lock> {
+        let _taking = Taking::new();
         let location = self.backend().location();
         let locked = |l: FoundLock| RepoError::Locked {
             location: location.clone(),
@@ -204,6 +205,11 @@ impl Repository {
             stop: AtomicBool::new(false),
             wake: Condvar::new(),
         });
+        {
+            let mut all = HELD.lock().unwrap_or_else(|p| p.into_inner());
+            all.retain(|w| w.strong_count() > 0);
+            all.push(Arc::downgrade(&held));
+        }
         let repo = self.clone();
         let h = Arc::clone(&held);
         let command = command.to_string();
@@ -260,31 +266,56 @@ fn refresh(repo: &Repository, held: &Held, kind: LockKind, command: &str) {
     }
 }
 
-/// Removes a held lock's file from another thread, for a process about to end at once (a
-/// signal's handler): the lock is no longer refreshed, and its file is gone when
-/// [`LockReleaser::release`] returns.
-#[derive(Debug, Clone)]
-pub struct LockReleaser(Arc<Held>);
+/// The locks this process holds (dropped ones fail to upgrade), for [`release_held`].
+static HELD: Mutex<Vec<Weak<Held>>> = Mutex::new(Vec::new());
+/// Locks being taken now: their files may be written and not yet in [`HELD`].
+static TAKING: AtomicUsize = AtomicUsize::new(0);
 
-impl LockReleaser {
-    /// Stops the refreshing and removes the lock file (again a no-op when it is gone).
-    pub fn release(&self) {
-        let h = &self.0;
-        h.stop.store(true, Ordering::SeqCst);
-        // Under the mutex: a refresh in progress ends first, and none starts after (the
-        // refresher looks at `stop` under it before writing a new file).
-        let current = h.current.lock().unwrap_or_else(|p| p.into_inner());
-        h.wake.notify_all();
-        let _ = h.backend.remove(FileType::Lock, &current.to_hex());
+/// Counts a lock being taken while it lives.
+struct Taking;
+
+impl Taking {
+    fn new() -> Self {
+        TAKING.fetch_add(1, Ordering::SeqCst);
+        Self
     }
 }
 
-impl Lock {
-    /// A handle that removes this lock's file from another thread; `None` once released.
-    pub fn releaser(&self) -> Option<LockReleaser> {
-        self.shared.as_ref().map(|h| LockReleaser(Arc::clone(h)))
+impl Drop for Taking {
+    fn drop(&mut self) {
+        TAKING.fetch_sub(1, Ordering::SeqCst);
     }
+}
 
+impl Held {
+    /// Stops the refreshing and removes the lock file (a no-op when it is gone).
+    fn release(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Under the mutex: a refresh in progress ends first, and none starts after (the
+        // refresher looks at `stop` under it before writing a new file).
+        let current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        self.wake.notify_all();
+        let _ = self.backend.remove(FileType::Lock, &current.to_hex());
+    }
+}
+
+/// Removes the file of every lock this process holds, for a process about to end at once (on
+/// a signal): a lock being taken is waited for, up to `patience`. The locks are no longer
+/// refreshed. Returns how many were removed.
+pub fn release_held(patience: Duration) -> usize {
+    let since = std::time::Instant::now();
+    while TAKING.load(Ordering::SeqCst) > 0 && since.elapsed() < patience {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+    let live: Vec<Arc<Held>> = held.iter().filter_map(Weak::upgrade).collect();
+    for h in &live {
+        h.release();
+    }
+    live.len()
+}
+
+impl Lock {
     /// The id of the lock file now.
     pub fn id(&self) -> Option<Id> {
         self.shared

@@ -143,24 +143,29 @@ fn a_lock_costs_three_requests() {
     drop(x);
 }
 
+/// What `release_held` does to each lock of the process (not called here: it would take the
+/// locks of the other tests running in this process).
 #[test]
-fn a_releaser_removes_the_file_from_another_thread_and_stops_the_refresher() {
+fn a_held_lock_is_registered_and_released_from_another_thread() {
     let repo = testing::repo(Arc::new(MemoryBackend::new()));
     let lock = repo.lock_for(LockKind::Exclusive, "prune").unwrap();
-    let releaser = lock.releaser().unwrap();
-    assert_eq!(locks(&repo), 1);
-    std::thread::spawn(move || releaser.release())
-        .join()
-        .unwrap();
-    assert_eq!(locks(&repo), 0);
-    // Stopped: the refresher is gone (joined at once), and dropping the lock later is a
-    // no-op.
+    let held = Arc::clone(lock.shared.as_ref().unwrap());
     assert!(
-        lock.refresher.as_ref().unwrap().is_finished() || {
-            std::thread::sleep(Duration::from_millis(100));
-            lock.refresher.as_ref().unwrap().is_finished()
-        }
+        HELD.lock()
+            .unwrap()
+            .iter()
+            .any(|w| w.upgrade().is_some_and(|h| Arc::ptr_eq(&h, &held))),
+        "not registered"
     );
+    assert_eq!(locks(&repo), 1);
+    std::thread::spawn(move || held.release()).join().unwrap();
+    assert_eq!(locks(&repo), 0);
+    // Stopped: the refresher ends, and dropping the lock later is a no-op.
+    let start = std::time::Instant::now();
+    while !lock.refresher.as_ref().unwrap().is_finished() {
+        assert!(start.elapsed() < Duration::from_secs(5), "still refreshing");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     drop(lock);
     assert_eq!(locks(&repo), 0);
     repo.lock_for(LockKind::Exclusive, "forget").unwrap();
