@@ -125,6 +125,10 @@ struct Gate {
     breaker: Mutex<Breaker>,
     changed: Condvar,
     rng: AtomicU64,
+    /// An operation retried until its attempts or window ran out and still failed: the
+    /// backend is down, and until it answers again every operation gets one attempt (so a
+    /// command that has lost its server ends in one retry window, not one per operation).
+    down: AtomicBool,
 }
 
 impl Gate {
@@ -201,6 +205,7 @@ impl Gate {
         }
         if !transient {
             if ticket.seq >= b.fail_mark {
+                self.down.store(false, Ordering::SeqCst);
                 b.failures = 0;
                 b.probing = false;
                 b.probe_delay = base;
@@ -303,6 +308,7 @@ impl<B: Backend> RetryBackend<B> {
                 }),
                 changed: Condvar::new(),
                 rng: AtomicU64::new(seed),
+                down: AtomicBool::new(false),
             },
         }
     }
@@ -328,16 +334,31 @@ impl<B: Backend> RetryBackend<B> {
     ) -> Result<T> {
         let p = &self.gate.policy;
         let start = Instant::now();
+        let down = self.gate.down.load(Ordering::SeqCst);
+        // Given up on before: one attempt, waiting for its turn at most the longest a probe
+        // may be delayed (1.5 backoffs).
+        let (attempts, window) = if down {
+            (1, p.window.min(p.max_delay.saturating_mul(2)))
+        } else {
+            (attempts, p.window)
+        };
         let deadline = start
-            .checked_add(p.window)
+            .checked_add(window)
             .unwrap_or_else(|| start + Duration::from_secs(86_400 * 365));
+        // Marks the backend down when this operation, retried, still failed.
+        let gave_up = |e: BackendError| {
+            if attempts > 1 && e.is_transient() {
+                self.gate.down.store(true, Ordering::SeqCst);
+            }
+            e
+        };
         let mut delay = p.base_delay;
         let mut not_before = start;
         let mut last: Option<BackendError> = None;
         let mut tries = 0;
         loop {
             let Some(ticket) = self.gate.admit(not_before, deadline) else {
-                return Err(last.unwrap_or_else(|| {
+                return Err(gave_up(last.unwrap_or_else(|| {
                     BackendError::new(
                         op,
                         match name {
@@ -350,7 +371,7 @@ impl<B: Backend> RetryBackend<B> {
                             start.elapsed().as_secs_f64()
                         ),
                     )
-                }));
+                })));
             };
             let slot = Slot {
                 gate: &self.gate,
@@ -364,7 +385,12 @@ impl<B: Backend> RetryBackend<B> {
             let res = f();
             slot.close(res.as_ref().is_err_and(BackendError::is_transient));
             match res {
-                Err(e) if e.is_transient() && tries < attempts && start.elapsed() < p.window => {
+                Err(e)
+                    if e.is_transient()
+                        && tries < attempts
+                        && start.elapsed() < window
+                        && !self.gate.down.load(Ordering::SeqCst) =>
+                {
                     let wait = self.gate.jittered(delay);
                     notify_retry(&RetryNotice {
                         error: &e,
@@ -376,7 +402,7 @@ impl<B: Backend> RetryBackend<B> {
                     delay = delay.saturating_mul(2).min(p.max_delay);
                     last = Some(e);
                 }
-                res => return res,
+                res => return res.map_err(gave_up),
             }
         }
     }

@@ -252,3 +252,26 @@ fn a_burst_of_failures_sends_one_probe_alone() {
     );
     assert!(!st.probing());
 }
+
+/// Once an operation has been retried to the end and still failed, the backend is down: the
+/// next operations get one attempt each (a command that lost its server ends in one retry
+/// window, not one per operation, lock removal included), until one is answered.
+#[test]
+fn after_giving_up_the_next_operations_try_once_until_the_backend_answers() {
+    let (f, r) = faulty();
+    f.add(rule(Op::List, Trigger::Always, RESET));
+    f.add(rule(Op::Stat, Trigger::Always, RESET));
+    assert!(r.list(FileType::Pack).is_err());
+    assert_eq!(f.fired(), 6, "retried to the end");
+    assert!(r.stat(FileType::Pack, "x").is_err());
+    assert_eq!(f.fired(), 7, "one attempt once given up");
+    assert!(r.list(FileType::Index).is_err());
+    assert_eq!(f.fired(), 8);
+    // The server is back: the first answer ends the outage, and a later failure is retried
+    // in full again.
+    f.clear();
+    assert!(r.list(FileType::Pack).unwrap().is_empty());
+    f.add(rule(Op::List, Trigger::Always, RESET));
+    assert!(r.list(FileType::Pack).is_err());
+    assert_eq!(f.fired(), 8 + 6);
+}
