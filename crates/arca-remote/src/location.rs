@@ -150,6 +150,37 @@ fn valid_bucket(b: &str) -> bool {
         })
 }
 
+/// `s` with each `%XX` replaced by the byte it stands for; a `%` not followed by two hex
+/// digits, or bytes that are not UTF-8, are refused (as a URL parser does).
+fn percent_decode(s: &str) -> Result<String, String> {
+    if !s.contains('%') {
+        return Ok(s.to_string());
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| {
+                    format!(
+                        "invalid escape {:?} in {s:?} (a '%' is written %25)",
+                        &s[i..(i + 3).min(s.len())]
+                    )
+                })?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("{s:?} decodes to bytes that are not UTF-8"))
+}
+
 fn parse_sftp(rest: &str) -> Result<SftpLocation, String> {
     const FORM: &str = "expected sftp:[user@]host:/path or sftp://[user@]host[:port]//path";
     let split_user = |s: &str| -> (Option<String>, String) {
@@ -186,11 +217,13 @@ fn parse_sftp(rest: &str) -> Result<SftpLocation, String> {
             ),
             None => None,
         };
+        // A URL: its user and path are percent-decoded, as restic's (`a%20b` is `a b`).
+        let user = user.map(|u| percent_decode(&u)).transpose()?;
         SftpLocation {
             user,
             host,
             port,
-            path: path.to_string(),
+            path: percent_decode(path)?,
         }
     } else {
         let (authority, path) = rest.split_once(':').ok_or_else(|| FORM.to_string())?;
@@ -247,9 +280,10 @@ impl fmt::Display for S3Location {
 
 impl fmt::Display for SftpLocation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A URL: a '%' of the user or path is escaped, so that the text parses back to them.
         f.write_str("sftp://")?;
         if let Some(u) = &self.user {
-            write!(f, "{u}@")?;
+            write!(f, "{}@", u.replace('%', "%25"))?;
         }
         if self.host.contains(':') {
             write!(f, "[{}]", self.host)?;
@@ -259,7 +293,7 @@ impl fmt::Display for SftpLocation {
         if let Some(p) = self.port {
             write!(f, ":{p}")?;
         }
-        write!(f, "/{}", self.path)
+        write!(f, "/{}", self.path.replace('%', "%25"))
     }
 }
 
@@ -312,6 +346,15 @@ mod tests {
                 sftp(Some("alice"), "backup.lan", Some(2222), "/srv/repo"),
             ),
             ("sftp://nas/repo", sftp(None, "nas", None, "repo")),
+            // A URL's user and path are percent-decoded, as restic's; the other form is not.
+            (
+                "sftp://a%40b@nas//srv/my%20repo",
+                sftp(Some("a@b"), "nas", None, "/srv/my repo"),
+            ),
+            (
+                "sftp:nas:/srv/my%20repo",
+                sftp(None, "nas", None, "/srv/my%20repo"),
+            ),
             (
                 "sftp://bob@[::1]:2222//srv/repo",
                 sftp(Some("bob"), "::1", Some(2222), "/srv/repo"),
@@ -324,8 +367,13 @@ mod tests {
             ("s3:http://h:9/bkt/p", "s3:http://h:9/bkt/p"),
             ("sftp:u@h:/r", "sftp://u@h//r"),
             ("sftp://[::1]:22//r", "sftp://[::1]:22//r"),
+            ("sftp:h:/100%", "sftp://h//100%25"),
+            ("sftp://h//a%2520b", "sftp://h//a%2520b"),
         ] {
-            assert_eq!(Location::parse(text).unwrap().to_string(), shown);
+            let loc = Location::parse(text).unwrap();
+            assert_eq!(loc.to_string(), shown);
+            // What is shown parses back to the same location.
+            assert_eq!(Location::parse(shown).unwrap(), loc, "{shown}");
         }
     }
 
@@ -347,6 +395,9 @@ mod tests {
             ("sftp://host:99999//r", "invalid port"),
             ("sftp:-oProxyCommand=x:/r", "must not start with '-'"),
             ("sftp:@host:/r", "empty user"),
+            ("sftp://host//r%2", "invalid escape"),
+            ("sftp://host//r%zz", "invalid escape"),
+            ("sftp://host//r%ff", "not UTF-8"),
             ("b2:bucket/path", "not supported"),
             ("rest:http://h/", "not supported"),
         ] {
