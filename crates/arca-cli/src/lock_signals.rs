@@ -17,9 +17,18 @@ static INSTALLED: Once = Once::new();
 /// the process anyway; a second signal ends it at once.
 const TAKING_PATIENCE: Duration = Duration::from_secs(60);
 
+/// Set once a command's own handling of the signals has begun (`mount`, once mounted): the
+/// signal thread then lets every signal pass.
+static DISARMED: AtomicBool = AtomicBool::new(false);
+
 /// This command stops on a signal itself: locks it takes are left to its own unwinding.
 pub fn handled_by_command() {
     OWN.store(true, Ordering::SeqCst);
+}
+
+/// The command handles the signals itself from now on (it armed this for the time before).
+pub fn disarm() {
+    DISARMED.store(true, Ordering::SeqCst);
 }
 
 /// From now on SIGINT or SIGTERM ends the process (exit code `code`) after removing the files
@@ -56,7 +65,10 @@ fn install(code: u8) {
     let spawned = std::thread::Builder::new()
         .name("arca-signals".into())
         .spawn(move || {
-            if signals.forever().next().is_some() {
+            for _ in signals.forever() {
+                if DISARMED.load(Ordering::SeqCst) {
+                    continue;
+                }
                 flag.store(true, Ordering::SeqCst);
                 if arca_repo::release_held(TAKING_PATIENCE) == 0 {
                     eprintln!("interrupted");

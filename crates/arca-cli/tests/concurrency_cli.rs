@@ -286,3 +286,46 @@ fn a_signal_to_a_locking_command_removes_its_lock() {
     // Nothing waits for a stale lock now: an exclusive command runs at once.
     e.ok(&["tag", "--add", "y", &id]);
 }
+
+/// A signal to `mount` while it still loads the repository (after taking its lock, before
+/// it mounts and handles signals itself) ends it removing the lock; it was left behind.
+#[test]
+fn a_signal_to_a_mount_still_loading_removes_its_lock() {
+    if !arca_testkit::faultfs::require_fuse() {
+        return;
+    }
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), random_bytes(4, 10_000)).unwrap();
+    e.init(&[]);
+    e.ok(&["backup", "--quiet", src.to_str().unwrap()]);
+    let mnt = e.path("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    // The listing of the snapshots stalls: the mount is loading for 20 s.
+    let child = e
+        .cmd(&["mount", mnt.to_str().unwrap()])
+        .env("ARCA_TEST_FAULTS", "list:snapshot:always:delay=20s")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_locks(&e, 1);
+    // SAFETY: signals a child this test started and has not waited for.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM)
+    };
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert_eq!(lock_files(&e), 0, "the mount left its lock");
+    assert!(stderr(&out).contains("lock is removed"), "{}", stderr(&out));
+    let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(mnt.to_str().unwrap()), "mounted after all");
+}

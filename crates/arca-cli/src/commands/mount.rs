@@ -48,8 +48,8 @@ pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
     // symlink leading to it.
     let mountpoint = std::fs::canonicalize(&a.mountpoint).unwrap_or_else(|_| a.mountpoint.clone());
     arca_mount::check_fuse()?;
-    // Signals unmount (the first) or end the process removing the lock (the second).
-    crate::lock_signals::handled_by_command();
+    // Until the mount's own handling begins (below), a signal ends the process removing the
+    // lock (armed by taking it).
     let opened = util::open(g)?;
     // Shared with the signal watcher, which must remove it itself before ending the process
     // at once (`exit` runs no destructors).
@@ -82,6 +82,7 @@ pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
         signal_hook::consts::SIGTERM,
     ])
     .context("cannot handle signals")?;
+    crate::lock_signals::disarm();
     let signal_handle = signals.handle();
     let held = Arc::clone(&lock);
     let watcher = std::thread::spawn(move || {
