@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 
-/// Set by a command that handles the signals itself (and releases its locks as it stops).
+/// Set by a command that handles the signals itself (and releases its locks as it stops):
+/// before arming, nothing is installed; after (`mount`, once mounted), the signal thread lets
+/// every signal pass.
 static OWN: AtomicBool = AtomicBool::new(false);
 static INSTALLED: Once = Once::new();
 
@@ -17,18 +19,10 @@ static INSTALLED: Once = Once::new();
 /// the process anyway; a second signal ends it at once.
 const TAKING_PATIENCE: Duration = Duration::from_secs(60);
 
-/// Set once a command's own handling of the signals has begun (`mount`, once mounted): the
-/// signal thread then lets every signal pass.
-static DISARMED: AtomicBool = AtomicBool::new(false);
-
-/// This command stops on a signal itself: locks it takes are left to its own unwinding.
+/// This command stops on a signal itself from now on: locks it takes are left to its own
+/// unwinding (`mount` calls it once mounted, having been armed for the time before).
 pub fn handled_by_command() {
     OWN.store(true, Ordering::SeqCst);
-}
-
-/// The command handles the signals itself from now on (it armed this for the time before).
-pub fn disarm() {
-    DISARMED.store(true, Ordering::SeqCst);
 }
 
 /// From now on SIGINT or SIGTERM ends the process (exit code `code`) after removing the files
@@ -66,7 +60,7 @@ fn install(code: u8) {
         .name("arca-signals".into())
         .spawn(move || {
             for _ in signals.forever() {
-                if DISARMED.load(Ordering::SeqCst) {
+                if OWN.load(Ordering::SeqCst) {
                     continue;
                 }
                 flag.store(true, Ordering::SeqCst);

@@ -289,26 +289,9 @@ fn key_add_and_passwd_record_the_user_and_host_given() {
 #[test]
 fn cat_lock_shows_the_holder() {
     let e = one_snapshot();
-    // A check holding its shared lock while its listing of the snapshots stalls.
-    let mut check = e
-        .cmd(&["check"])
-        .env("ARCA_TEST_FAULTS", "list:snapshot:always:delay=20s")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = std::time::Instant::now();
-    let id = loop {
-        let ids = e.ok(&["--no-lock", "list", "locks"]);
-        if let Some(id) = ids.lines().next() {
-            break id.to_string();
-        }
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(15),
-            "no lock"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
+    let mut check = e.lock_holder();
+    let ids = e.ok(&["--no-lock", "list", "locks"]);
+    let id = ids.lines().next().unwrap().to_string();
     let v: serde_json::Value =
         serde_json::from_str(&e.ok(&["--no-lock", "cat", "lock", &id[..8]])).unwrap();
     check.kill().unwrap();

@@ -390,22 +390,7 @@ fn a_dry_run_without_a_lock_runs_beside_a_lock_holder() {
     let e = Env::new();
     init(&e);
     two_backups_forget_first(&e);
-    // A check holding a shared lock while its listing of the snapshots stalls.
-    let mut check = e
-        .cmd(&["check"])
-        .env("ARCA_TEST_FAULTS", "list:snapshot:always:delay=20s")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = std::time::Instant::now();
-    while fs::read_dir(e.repo.join("locks")).map_or(0, |d| d.count()) == 0 {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(15),
-            "no lock"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    let mut check = e.lock_holder();
     let locked = e.cmd(&["prune", "--dry-run"]).output().unwrap();
     assert_eq!(locked.status.code(), Some(11), "{}", stderr(&locked));
     let v = e.json(&["--no-lock", "prune", "--dry-run", "--json"]);

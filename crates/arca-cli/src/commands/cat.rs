@@ -124,10 +124,7 @@ pub fn run(g: &Global, a: &CatArgs) -> Result<u8> {
             let index = repo.load_index()?;
             let tree = match found {
                 None => parse_id(id)?,
-                Some(found) => {
-                    let r = super::subfolder::resolve(repo, &index, found)?;
-                    r.node().subtree.unwrap_or(r.snap.tree)
-                }
+                Some(found) => super::subfolder::resolve(repo, &index, found)?.tree(),
             };
             let t = repo.load_tree(&index, &tree)?;
             let nodes: Vec<_> = t

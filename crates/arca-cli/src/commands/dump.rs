@@ -168,8 +168,7 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
     let found = super::subfolder::find(repo, spec, &super::filter(&a.filter))?;
     let index = repo.load_index()?;
     let resolved = super::subfolder::resolve(repo, &index, found)?;
-    let (id, tree) = (resolved.id, resolved.node().subtree);
-    let tree = tree.unwrap_or(resolved.snap.tree);
+    let (id, tree) = (resolved.id, resolved.tree());
     let mut dump = Dump::new(repo, &index);
     if let Some(g) = &a.read_gap {
         dump.read_gap = util::parse_size(g)?;

@@ -20,9 +20,10 @@ fn new_key_password(file: Option<&std::path::Path>) -> Result<zeroize::Zeroizing
 
 pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
     // Names checked before the password is asked for.
-    if let KeyCommand::Add { owner, .. } | KeyCommand::Passwd { owner, .. } = &a.command {
-        key_owner(owner)?;
-    }
+    let owner = match &a.command {
+        KeyCommand::Add { owner, .. } | KeyCommand::Passwd { owner, .. } => key_owner(owner)?,
+        _ => arca_repo::KeyOwner::default(),
+    };
     let mut opened = util::open(g)?;
     let repo = &mut opened.repo;
     match &a.command {
@@ -76,11 +77,11 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
         }
         KeyCommand::Add {
             new_password_file,
-            owner,
             kdf,
+            ..
         } => {
             let pw = new_key_password(new_password_file.as_deref())?;
-            let id = repo.add_key_for(pw.as_bytes(), util::kdf(kdf), &key_owner(owner)?)?;
+            let id = repo.add_key_for(pw.as_bytes(), util::kdf(kdf), &owner)?;
             super::out(&format!("saved new key {}", id.short()))?;
         }
         KeyCommand::Remove { id } => {
@@ -90,11 +91,11 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
         }
         KeyCommand::Passwd {
             new_password_file,
-            owner,
             kdf,
+            ..
         } => {
             let pw = new_key_password(new_password_file.as_deref())?;
-            let id = repo.change_password_for(pw.as_bytes(), util::kdf(kdf), &key_owner(owner)?)?;
+            let id = repo.change_password_for(pw.as_bytes(), util::kdf(kdf), &owner)?;
             super::out(&format!("password changed; new key {}", id.short()))?;
         }
     }

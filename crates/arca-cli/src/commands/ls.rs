@@ -251,7 +251,7 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
     let index = repo.load_index()?;
     let resolved = super::subfolder::resolve(repo, &index, found)?;
     let (id, mut snap) = (resolved.id, resolved.snap.clone());
-    snap.tree = resolved.node().subtree.unwrap_or(snap.tree);
+    snap.tree = resolved.tree();
     let l = Lister {
         repo,
         index: &index,

@@ -2,7 +2,7 @@
 //! foreground until Ctrl-C, SIGTERM or `fusermount3 -u` unmounts it.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use arca_mount::{MountOptions, Report, Unmounted};
@@ -51,14 +51,7 @@ pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
     // Until the mount's own handling begins (below), a signal ends the process removing the
     // lock (armed by taking it).
     let opened = util::open(g)?;
-    // Shared with the signal watcher, which must remove it itself before ending the process
-    // at once (`exit` runs no destructors).
-    let lock = Arc::new(Mutex::new(util::lock(
-        g,
-        &opened.repo,
-        arca_repo::LockKind::Shared,
-        "mount",
-    )?));
+    let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "mount")?;
     let report: Report = Arc::new(|line: &str| say(&format!("arca mount: {line}")));
     let mounted = arca_mount::mount(
         opened.repo.clone(),
@@ -82,14 +75,14 @@ pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
         signal_hook::consts::SIGTERM,
     ])
     .context("cannot handle signals")?;
-    crate::lock_signals::disarm();
+    crate::lock_signals::handled_by_command();
     let signal_handle = signals.handle();
-    let held = Arc::clone(&lock);
     let watcher = std::thread::spawn(move || {
         let mut asked = false;
         for _ in signals.forever() {
             if asked {
-                drop(held.lock().unwrap_or_else(|e| e.into_inner()).take());
+                // `exit` runs no destructors: the lock is removed first.
+                arca_repo::release_held(std::time::Duration::from_secs(10));
                 std::process::exit(i32::from(super::INTERRUPTED));
             }
             asked = true;

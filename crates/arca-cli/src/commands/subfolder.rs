@@ -48,6 +48,15 @@ impl Resolved {
             None => root_node(self.snap.tree),
         }
     }
+
+    /// The tree of the folder the spec stands for (the snapshot's root tree without a
+    /// subfolder).
+    pub fn tree(&self) -> Id {
+        match &self.folder {
+            Some((_, n)) => n.subtree.unwrap_or(self.snap.tree),
+            None => self.snap.tree,
+        }
+    }
 }
 
 /// The snapshot a spec names, and the path after its `:` if any; found before the index is

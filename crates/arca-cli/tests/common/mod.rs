@@ -103,6 +103,27 @@ impl Env {
         }
         c.output().unwrap()
     }
+    /// A `check` holding its shared lock for 20 s (its listing of the snapshots stalls),
+    /// returned once its lock file is there; the caller kills it.
+    pub fn lock_holder(&self) -> std::process::Child {
+        let child = self
+            .cmd(&["check"])
+            .env("ARCA_TEST_FAULTS", "list:snapshot:always:delay=20s")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while fs::read_dir(self.repo.join("locks")).map_or(0, |d| d.count()) == 0 {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(15),
+                "no lock"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child
+    }
+
     pub fn json(&self, args: &[&str]) -> serde_json::Value {
         let out = self.ok(args);
         serde_json::from_str(out.lines().last().unwrap()).unwrap()

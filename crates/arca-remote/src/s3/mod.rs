@@ -237,6 +237,16 @@ impl S3Backend {
         })
     }
 
+    /// The server gave no answer within `waited`: name it, and what to check.
+    fn no_answer(&self, waited: Duration) -> String {
+        format!(
+            "no answer from {} within {} s: check the address and that the server is up (a \
+             firewall that drops the traffic looks the same)",
+            self.loc.endpoint,
+            waited.as_secs()
+        )
+    }
+
     fn error(&self, op: &'static str, path: &str, e: &opendal::Error) -> BackendError {
         let code = s3_code(e.message());
         let location = self.url(path);
@@ -310,26 +320,14 @@ impl S3Backend {
                 ),
             ),
             // The server never answered: a wrong address, not an outage to wait out.
-            _ if e.message() == NO_FIRST_ANSWER => (
-                ErrorKind::Other,
-                format!(
-                    "no answer from {} within {} s: check the address and that the server is \
-                     up (a firewall that drops the traffic looks the same)",
-                    self.loc.endpoint,
-                    self.opts.first_answer.as_secs()
-                ),
-            ),
+            _ if e.message() == NO_FIRST_ANSWER => {
+                (ErrorKind::Other, self.no_answer(self.opts.first_answer))
+            }
             // The timeout layer's own error ("io operation timeout reached"): say who did not
             // answer, and for how long.
-            _ if e.message().contains("timeout reached") => (
-                ErrorKind::Transient,
-                format!(
-                    "no answer from {} within {} s: check the address and that the server is \
-                     up (a firewall that drops the traffic looks the same)",
-                    self.loc.endpoint,
-                    self.opts.timeout.as_secs()
-                ),
-            ),
+            _ if e.message().contains("timeout reached") => {
+                (ErrorKind::Transient, self.no_answer(self.opts.timeout))
+            }
             _ if e.is_temporary() => (ErrorKind::Transient, one_line(e)),
             _ => (ErrorKind::Other, one_line(e)),
         };
