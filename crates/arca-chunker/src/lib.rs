@@ -411,8 +411,11 @@ mod tests {
             // boundaries fall back into step: all but a handful of chunks are shared.
             let set: std::collections::HashSet<&Vec<u8>> = before.iter().collect();
             let fresh = after.iter().filter(|x| !set.contains(x)).count();
-            // Resynchronisation length is geometric; 20 is beyond one chance in millions.
-            prop_assert!(fresh <= 20, "{} new chunks of {}", fresh, after.len());
+            // Resynchronisation length is geometric: with normalized chunking each chunk
+            // falls back into step with a chance of about 0.4 (20,000 trials: median 2 new
+            // chunks, 1 in 1,000 above 13, a maximum of 20), so 40 is about one chance in
+            // 10^8 per case.
+            prop_assert!(fresh <= 40, "{} new chunks of {}", fresh, after.len());
             let mut off = 0;
             for (x, y) in before.iter().zip(&after) {
                 if off + x.len() > at { break; }
