@@ -576,6 +576,9 @@ pub enum CatWhat {
         /// Pack id
         id: String,
     },
+    /// The decrypted master key: the master secret and its subkeys (anyone who has it can
+    /// read every snapshot; keep it as safe as the repository's password)
+    Masterkey,
     /// A key file (without secrets)
     Key {
         /// Key id or prefix

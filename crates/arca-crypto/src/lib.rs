@@ -108,6 +108,17 @@ impl MasterKey {
         self
     }
 
+    /// The master secret itself, which every subkey derives from (for `cat masterkey`: with
+    /// it and docs/FORMAT.md the repository can be read without a password).
+    pub fn secret(&self) -> &[u8; 32] {
+        &self.secret
+    }
+
+    /// The sealing subkey (the AEAD's key).
+    pub fn sealing_key(&self) -> &[u8; 32] {
+        &self.seal
+    }
+
     /// The key for the chunker's gear table.
     pub fn chunker_key(&self) -> &[u8; 32] {
         &self.chunker

@@ -65,6 +65,17 @@ pub fn run(g: &Global, a: &CatArgs) -> Result<u8> {
                 "blobs": h.entries.iter().map(|b| json!({"id": b.id.to_hex(), "offset": b.offset, "length": b.length, "raw_length": b.raw_length})).collect::<Vec<_>>(),
             }))?;
         }
+        CatWhat::Masterkey => {
+            let k = repo.key();
+            let hex = |b: &[u8; 32]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+            pretty(&json!({
+                "secret": hex(k.secret()),
+                "sealing_key": hex(k.sealing_key()),
+                "id_key": hex(k.id_key()),
+                "chunker_key": hex(k.chunker_key()),
+                "cipher": repo.config().cipher.name(),
+            }))?;
+        }
         CatWhat::Key { id } => {
             let id = repo.find_key(id)?;
             let bytes = repo.backend().read(FileType::Key, &id.to_hex())?;
