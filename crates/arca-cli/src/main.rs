@@ -53,6 +53,61 @@ fn raise_open_files_limit() {
 /// The stack of the thread a command runs on (reserved; used as deep walks need it).
 const STACK_SIZE: usize = 1 << 30;
 
+/// [`STACK_SIZE`], or a quarter of the address space a limit (`ulimit -v`) allows when that is
+/// less (at least 64 MiB): the reservation alone would otherwise take what every other thread
+/// and buffer needs, and no command could start under a limit of about 1 GiB.
+fn stack_size() -> usize {
+    use nix::sys::resource::{Resource, getrlimit};
+    match getrlimit(Resource::RLIMIT_AS) {
+        Ok((soft, _)) if soft != nix::sys::resource::RLIM_INFINITY => {
+            let quarter = usize::try_from(soft / 4).unwrap_or(STACK_SIZE);
+            quarter.clamp(64 << 20, STACK_SIZE)
+        }
+        _ => STACK_SIZE,
+    }
+}
+
+/// The cause in a panic message of the standard library's thread spawning ("failed to spawn
+/// thread: Os { .., message: \"...\" }"), if the message is one.
+fn spawn_failure(msg: &str) -> Option<&str> {
+    // Rayon's pool reports the same failure in its own words.
+    let rest = msg.strip_prefix("failed to spawn thread").or_else(|| {
+        msg.split_once("ThreadPoolBuildError { kind: IOError")
+            .map(|(_, r)| r)
+    })?;
+    Some(match rest.split_once("message: \"") {
+        Some((_, m)) => m.split('"').next().unwrap_or(m),
+        None => rest.trim_start_matches(':').trim(),
+    })
+}
+
+/// Turns the panic of a thread that could not be started (the system refused it: a memory,
+/// address-space or process limit) into an error message and exit code 1, removing the locks
+/// the command holds, instead of a panic report and locks left behind. Other panics keep the
+/// standard report.
+fn install_panic_hook() {
+    let standard = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied());
+        if let Some(cause) = msg.and_then(spawn_failure) {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!(
+                    "arca: cannot start a thread: {cause} (the system refused it: check the \
+                     memory and address-space limits, `ulimit -v` and `ulimit -u`)"
+                );
+            }
+            arca_repo::release_held(std::time::Duration::from_secs(5));
+            std::process::exit(1);
+        }
+        standard(info);
+    }));
+}
+
 fn main() -> ExitCode {
     let args = match profile::expand(std::env::args_os().collect()) {
         Ok(a) => a,
@@ -84,14 +139,20 @@ fn main() -> ExitCode {
         ));
     });
     malloc::return_large_buffers();
+    install_panic_hook();
     // The command runs on a thread with a large stack: walks of snapshot trees recurse once
     // per folder level, and a tree thousands of levels deep (which backup stores) overflowed
     // the main thread's 8 MiB. Only the pages used are ever allocated.
     let ran = std::thread::Builder::new()
         .name("arca".into())
-        .stack_size(STACK_SIZE)
+        .stack_size(stack_size())
         .spawn(move || commands::run(cli))
-        .map_err(|e| anyhow::anyhow!("cannot start the command's thread: {e}"))
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot start the command's thread: {e} (check the memory and address-space \
+                 limits, `ulimit -v` and `ulimit -u`)"
+            )
+        })
         .and_then(|t| {
             // A panic has printed its message already; it exits as a panic does (101).
             t.join().unwrap_or_else(|_| std::process::exit(101))

@@ -23,5 +23,19 @@ pub fn return_large_buffers() {
         // default, which is only slower to give memory back.
         #[allow(unsafe_code)]
         let _ = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD) };
+        // Under an address-space limit (`ulimit -v`), each of glibc's per-thread arenas
+        // reserves 64 MiB of it, and up to eight per core would leave none for the buffers:
+        // a backup of a few files failed to allocate below 1.6 GiB. Two arenas suffice there.
+        if limited_address_space() {
+            // SAFETY: as above.
+            #[allow(unsafe_code)]
+            let _ = unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
+        }
     }
+}
+
+/// Whether an address-space limit (`ulimit -v`) is set.
+pub fn limited_address_space() -> bool {
+    use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit};
+    matches!(getrlimit(Resource::RLIMIT_AS), Ok((soft, _)) if soft != RLIM_INFINITY)
 }

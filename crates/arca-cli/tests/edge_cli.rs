@@ -160,3 +160,212 @@ fn restore_delete_leaves_mounted_file_systems_alone() {
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(err.contains("mnt is a mount point"), "{err}");
 }
+
+/// Runs `cmd` with the soft and hard `resource` limit set to `value`.
+fn run_limited(
+    mut cmd: std::process::Command,
+    resource: nix::sys::resource::Resource,
+    value: u64,
+) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe, and nothing else runs between fork and exec.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::resource::setrlimit(resource, value, value).map_err(std::io::Error::from)
+        });
+    }
+    cmd.output().unwrap()
+}
+
+/// A repository of `user` holding a backup of 20 files.
+fn small_backup(e: &Env, user: Option<u32>) -> std::path::PathBuf {
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..20 {
+        fs::write(
+            src.join(format!("f{i}")),
+            arca_testkit::random_bytes(i, 100_000),
+        )
+        .unwrap();
+    }
+    let init = ["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"];
+    for args in [&init[..], &["backup", "-q", src.to_str().unwrap()]] {
+        let o = e.run_as(user, args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+    src
+}
+
+/// Under an address-space limit (`ulimit -v`) the commands work with what they are given:
+/// `snapshots` failed below about 1.1 GiB (the command thread's 1 GiB stack reservation) and a
+/// backup of a few files below 1.6 GiB (glibc's arenas), with a panic or an abort; and a limit
+/// too small to start at all is named.
+#[test]
+fn address_space_limits_are_lived_with_or_named() {
+    use nix::sys::resource::Resource::RLIMIT_AS;
+    let e = Env::new();
+    let src = small_backup(&e, None);
+    let mib = |m: u64| m << 20;
+    let o = run_limited(e.cmd(&["snapshots"]), RLIMIT_AS, mib(256));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run_limited(
+        e.cmd(&["backup", "-q", "--force", src.to_str().unwrap()]),
+        RLIMIT_AS,
+        mib(400),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let target = e.path("target");
+    let o = run_limited(
+        e.cmd(&["restore", "-q", "latest", "-t", target.to_str().unwrap()]),
+        RLIMIT_AS,
+        mib(400),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        fs::read(restored(&target, &src).join("f7")).unwrap(),
+        fs::read(src.join("f7")).unwrap()
+    );
+    let o = run_limited(e.cmd(&["snapshots"]), RLIMIT_AS, mib(48));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("ulimit -v"), "{}", stderr(&o));
+}
+
+/// A thread the system refuses (here: a process limit) ends the command with a message and
+/// exit code 1, and its lock removed, instead of a panic report (exit 101) and a lock left
+/// behind, whichever thread it is.
+#[test]
+fn refused_threads_end_the_command_cleanly() {
+    use nix::sys::resource::Resource::RLIMIT_NPROC;
+    let e = Env::new();
+    // Root ignores process limits: the commands run as an unprivileged user, who then has
+    // no other process (as the tests' own user, the test runner's threads would count).
+    let Some(nobody) = e.unprivileged() else {
+        return;
+    };
+    let src = small_backup(&e, Some(nobody));
+    let target = e.path("target");
+    let runs: [&[&str]; 3] = [
+        &["check"],
+        &["backup", "-q", "--force", src.to_str().unwrap()],
+        &["restore", "-q", "latest", "-t", target.to_str().unwrap()],
+    ];
+    let mut refused = 0;
+    for args in runs {
+        for threads in 1..=6 {
+            let mut c = e.cmd(args);
+            std::os::unix::process::CommandExt::uid(&mut c, nobody);
+            std::os::unix::process::CommandExt::gid(&mut c, nobody);
+            let o = run_limited(c, RLIMIT_NPROC, threads);
+            let err = stderr(&o);
+            assert!(!err.contains("panicked"), "{args:?} {threads}: {err}");
+            match o.status.code() {
+                Some(0) => {}
+                Some(1) => {
+                    assert!(err.contains("cannot start"), "{args:?} {threads}: {err}");
+                    refused += 1;
+                }
+                other => panic!("{args:?} with {threads} threads: {other:?} {err}"),
+            }
+            let locks = fs::read_dir(e.repo.join("locks")).unwrap().count();
+            assert_eq!(locks, 0, "{args:?} {threads}: lock left behind");
+        }
+    }
+    assert!(
+        refused > 3,
+        "the limits refused too few threads to test anything"
+    );
+}
+
+/// A key file that cannot be read does not lock out the passwords of the other keys: opening
+/// stopped at the first unreadable key file in name order, so a valid password failed with
+/// "Permission denied" on a key that was not its own, depending on the names.
+#[test]
+fn an_unreadable_key_file_does_not_lock_out_the_others() {
+    let e = Env::new();
+    let Some(nobody) = e.unprivileged() else {
+        return;
+    };
+    let run = |args: &[&str], password: &str| {
+        let mut c = e.cmd(args);
+        c.env("ARCA_PASSWORD", password);
+        std::os::unix::process::CommandExt::uid(&mut c, nobody);
+        std::os::unix::process::CommandExt::gid(&mut c, nobody);
+        c.output().unwrap()
+    };
+    let init = ["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"];
+    assert!(run(&init, "one").status.success());
+    let second = e.path("second");
+    fs::write(&second, "two\n").unwrap();
+    // The second password's key must sort after the first's (the case that failed): key
+    // names are hashes, so it is made again until it does.
+    let mut own = String::new();
+    for _ in 0..30 {
+        let o = run(
+            &[
+                "key",
+                "add",
+                "--new-password-file",
+                second.to_str().unwrap(),
+            ],
+            "one",
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let o = run(&["key", "list", "--json"], "two");
+        let keys: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let id = |current: bool| {
+            keys.as_array()
+                .unwrap()
+                .iter()
+                .find(|k| k["current"] == current)
+                .unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        if id(true) > id(false) {
+            own = id(true);
+            break;
+        }
+        let o = run(&["key", "remove", &id(true)], "one");
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    assert!(!own.is_empty());
+    // Every key but the second password's is made unreadable.
+    let mut others = 0;
+    for f in fs::read_dir(e.repo.join("keys")).unwrap() {
+        let f = f.unwrap();
+        if f.file_name().to_str() != Some(own.as_str()) {
+            fs::set_permissions(f.path(), fs::Permissions::from_mode(0)).unwrap();
+            others += 1;
+        }
+    }
+    assert_eq!(others, 1);
+    let o = run(&["snapshots"], "two");
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The first password's key is the unreadable one: its error is given, naming the file.
+    let o = run(&["snapshots"], "one");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("Permission denied"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("keys/"), "{}", stderr(&o));
+}
+
+/// A key derivation that cannot have its memory says so: it was reported as "invalid key
+/// derivation parameters", which points at a key file that is fine.
+#[test]
+fn key_derivation_out_of_memory_is_named() {
+    use nix::sys::resource::Resource::RLIMIT_AS;
+    let e = Env::new();
+    e.ok(&[
+        "init",
+        "--kdf-memory-kib",
+        "524288",
+        "--kdf-iterations",
+        "1",
+    ]);
+    let o = run_limited(e.cmd(&["snapshots"]), RLIMIT_AS, 320 << 20);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("needs 512 MiB of memory"), "{err}");
+    assert!(!err.contains("invalid"), "{err}");
+}

@@ -55,6 +55,15 @@ pub enum CryptoError {
         /// Why.
         detail: String,
     },
+    /// The memory the key derivation needs could not be had (a memory or address-space
+    /// limit): the key file is fine.
+    #[error(
+        "deriving the key from the password needs {mib} MiB of memory, which could not be had (is `ulimit -v` too low?)"
+    )]
+    KdfMemory {
+        /// MiB the derivation needs.
+        mib: u32,
+    },
     /// The operating system's random generator failed.
     #[error("random number generator failed: {0}")]
     Random(String),
@@ -243,7 +252,12 @@ fn derive_kek(password: &[u8], kdf: &KdfParams, salt: &[u8; 32]) -> Result<[u8; 
         Some(mut m) => a.hash_password_into_with_memory(password, salt, &mut out, m.blocks()),
         None => a.hash_password_into(password, salt, &mut out),
     }
-    .map_err(|e| bad(e.to_string()))?;
+    .map_err(|e| match e {
+        argon2::Error::OutOfMemory => CryptoError::KdfMemory {
+            mib: kdf.memory_kib.div_ceil(1024),
+        },
+        e => bad(e.to_string()),
+    })?;
     Ok(out)
 }
 

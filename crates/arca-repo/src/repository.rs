@@ -224,14 +224,23 @@ impl Repository {
         // Key files whose content does not hash to their name: tried all the same, and
         // named when no key opens (a damaged key reads as a wrong password otherwise).
         let mut damaged = vec![];
+        let mut unreadable: Option<RepoError> = None;
         for k in &keys {
             let bytes = match cached_key(&k.name) {
                 Some(b) => b,
-                None => {
-                    let b = backend.read(FileType::Key, &k.name)?;
-                    fetched.push((k.name.clone(), b.clone()));
-                    b
-                }
+                None => match backend.read(FileType::Key, &k.name) {
+                    Ok(b) => {
+                        fetched.push((k.name.clone(), b.clone()));
+                        b
+                    }
+                    // One key file that cannot be read (permissions, an I/O error) must
+                    // not lock out the passwords of the others: tried last, its error is
+                    // the one given when no key opens.
+                    Err(e) => {
+                        unreadable.get_or_insert(e.into());
+                        continue;
+                    }
+                },
             };
             if file_id(&bytes).to_hex() != k.name {
                 damaged.push(k.name.clone());
@@ -281,7 +290,9 @@ impl Repository {
                 files: damaged.join(", "),
             });
         }
-        Err(last_err.unwrap_or(RepoError::WrongPassword { location }))
+        Err(unreadable
+            .or(last_err)
+            .unwrap_or(RepoError::WrongPassword { location }))
     }
 
     /// The backend.
