@@ -369,3 +369,86 @@ fn key_derivation_out_of_memory_is_named() {
     assert!(err.contains("needs 512 MiB of memory"), "{err}");
     assert!(!err.contains("invalid"), "{err}");
 }
+
+/// A file that cannot be written is named once, however many of its blocks meet the error:
+/// a restore printed one "create …" line per block of a large file.
+#[test]
+fn a_file_that_cannot_be_written_is_named_once() {
+    let e = Env::new();
+    let Some(nobody) = e.unprivileged() else {
+        return;
+    };
+    let run = |args: &[&str]| e.run_as(Some(nobody), args);
+    let mut init = vec!["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"];
+    init.extend_from_slice(&SMALL_CHUNKS);
+    assert!(run(&init).status.success());
+    let src = e.path("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    fs::write(src.join("d/big"), arca_testkit::random_bytes(1, 3 << 20)).unwrap();
+    fs::write(src.join("ok"), b"fine").unwrap();
+    let o = run(&["backup", "-q", src.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The folder exists in the target and the user may not write into it.
+    let target = e.path("target");
+    let d = restored(&target, &src).join("d");
+    fs::create_dir_all(&d).unwrap();
+    fs::set_permissions(target.as_path(), fs::Permissions::from_mode(0o777)).unwrap();
+    fs::set_permissions(restored(&target, &src), fs::Permissions::from_mode(0o777)).unwrap();
+    fs::set_permissions(&d, fs::Permissions::from_mode(0o555)).unwrap();
+    let o = run(&["restore", "-q", "latest", "-t", target.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert_eq!(err.matches("d/big").count(), 1, "{err}");
+    assert_eq!(
+        fs::read(restored(&target, &src).join("ok")).unwrap(),
+        b"fine"
+    );
+}
+
+/// The target replaced by a file during the restore ends it with one message (as a target
+/// that disappears), instead of one "Not a directory" line per entry left.
+#[test]
+fn a_target_replaced_by_a_file_stops_the_restore() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..100 {
+        fs::write(
+            src.join(format!("f{i}")),
+            arca_testkit::random_bytes(i, 4000),
+        )
+        .unwrap();
+    }
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    // Every pack read waits, so the restore is still placing files when the target goes.
+    let child = e
+        .cmd(&[
+            "restore",
+            "-q",
+            "latest",
+            "-t",
+            target.to_str().unwrap(),
+            "--fetchers",
+            "1",
+        ])
+        .env("ARCA_TEST_FAULTS", "read:pack:always:delay=2s")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !restored(&target, &src).is_dir() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(20));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    fs::rename(&target, e.path("moved")).unwrap();
+    fs::write(&target, b"a file now").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("no longer a directory"), "{err}");
+    assert!(err.lines().count() <= 2, "{err}");
+    assert_eq!(fs::read(&target).unwrap(), b"a file now");
+}

@@ -169,6 +169,25 @@ impl<'a> Shared<'a> {
     /// A file-system error on an entry: fatal when the disk is full or the target is gone
     /// or read-only, otherwise an issue of that entry. Returns whether it was fatal.
     pub fn fs_error(&self, e: &FsError) -> bool {
+        self.fatal_fs_error(e) || {
+            self.issue(&e.path, e.to_string());
+            false
+        }
+    }
+
+    /// A file-system error writing file `f`: fatal as [`Self::fs_error`], otherwise the
+    /// file's failure, reported once however many of its blocks meet it. Returns whether it
+    /// was fatal.
+    pub fn file_fs_error(&self, f: u32, e: &FsError) -> bool {
+        self.fatal_fs_error(e) || {
+            self.fail_file(f, || e.to_string());
+            false
+        }
+    }
+
+    /// Stops the restore if `e` is fatal: the disk is full, or the target is gone, replaced
+    /// or read-only. Returns whether it was.
+    fn fatal_fs_error(&self, e: &FsError) -> bool {
         match e.source.raw_os_error() {
             Some(libc::ENOSPC | libc::EDQUOT) => {
                 self.fail(RestoreError::NoSpace {
@@ -184,21 +203,21 @@ impl<'a> Shared<'a> {
                 });
                 true
             }
-            // Missing because the target itself is gone: nothing more can be restored.
-            Some(libc::ENOENT) if !self.plan.dirs[0].path.is_dir() => {
+            // Missing (or "not a directory") because the target itself is gone or was
+            // replaced by a file: nothing more can be restored.
+            Some(libc::ENOENT | libc::ENOTDIR) if !self.plan.dirs[0].path.is_dir() => {
+                let gone = if self.plan.dirs[0].path.symlink_metadata().is_ok() {
+                    "the target directory was replaced during the restore: it is no longer a directory"
+                } else {
+                    "the target directory disappeared during the restore"
+                };
                 self.fail(RestoreError::Target {
                     path: self.plan.dirs[0].path.clone(),
-                    source: io::Error::new(
-                        io::ErrorKind::NotFound,
-                        "the target directory disappeared during the restore",
-                    ),
+                    source: io::Error::new(io::ErrorKind::NotFound, gone),
                 });
                 true
             }
-            _ => {
-                self.issue(&e.path, e.to_string());
-                false
-            }
+            _ => false,
         }
     }
 

@@ -113,7 +113,7 @@ pub(crate) struct Done {
 /// The message for a block that cannot be had.
 pub(crate) fn lost(sh: &Shared, t: Target, why: &str) -> String {
     format!(
-        "{}: content at offset {} lost: {why}",
+        "{}: content at offset {} not restored: {why}",
         sh.plan.file_path(t.file).display(),
         t.offset
     )

@@ -16,7 +16,7 @@ use arca_repo::{PackRef, Repository};
 use crossbeam_channel::{Receiver, Sender};
 use nix::fcntl::{FallocateFlags, fallocate};
 
-use crate::ctx::{FAILED, Shared};
+use crate::ctx::Shared;
 use crate::direct::{DirectJob, DirectQueue};
 use crate::jobs::lost;
 use crate::jobs::{Done, FetchJob, PlaceJob, PlaceOp, Target, Work};
@@ -509,9 +509,7 @@ fn copy_between(
 
 /// A write to file `f` failed: fatal (disk full...) or the file's failure.
 pub(crate) fn failed_write(sh: &Shared, f: u32, e: &FsError) {
-    if !sh.fs_error(e) {
-        sh.file_flags[f as usize].fetch_or(FAILED, Ordering::AcqRel);
-    }
+    sh.file_fs_error(f, e);
 }
 
 enum CopyError {
