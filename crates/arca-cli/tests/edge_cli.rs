@@ -452,3 +452,39 @@ fn a_target_replaced_by_a_file_stops_the_restore() {
     assert!(err.lines().count() <= 2, "{err}");
     assert_eq!(fs::read(&target).unwrap(), b"a file now");
 }
+
+/// Holes smaller than a chunk, or at a file's ends, stay holes in a default restore: the
+/// files were preallocated whole, which filled them (a 1 MiB hole came back as 1 MiB of
+/// allocated zeros); `--no-preallocate` kept them.
+#[test]
+fn holes_inside_chunks_stay_holes() {
+    use std::os::unix::fs::MetadataExt;
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    let mut start = fs::File::create(src.join("hole-start")).unwrap();
+    start.set_len(3 << 20).unwrap();
+    std::io::Seek::seek(&mut start, std::io::SeekFrom::End(0)).unwrap();
+    std::io::Write::write_all(&mut start, &arca_testkit::random_bytes(1, 300_000)).unwrap();
+    let mut end = fs::File::create(src.join("hole-end")).unwrap();
+    std::io::Write::write_all(&mut end, &arca_testkit::random_bytes(2, 300_000)).unwrap();
+    end.set_len(3 << 20).unwrap();
+    drop((start, end));
+    let allocated = |p: &Path| fs::metadata(p).unwrap().blocks() * 512;
+    if allocated(&src.join("hole-end")) > 1 << 20 {
+        return; // the test folder's file system keeps no holes
+    }
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    e.ok(&["restore", "-q", "latest", "-t", target.to_str().unwrap()]);
+    for name in ["hole-start", "hole-end"] {
+        let back = restored(&target, &src).join(name);
+        assert_eq!(fs::read(&back).unwrap(), fs::read(src.join(name)).unwrap());
+        assert!(
+            allocated(&back) < 1 << 20,
+            "{name}: {} bytes allocated",
+            allocated(&back)
+        );
+    }
+}

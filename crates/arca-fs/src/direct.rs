@@ -85,8 +85,14 @@ pub struct DirectWrite {
 
 /// Writes the non-zero pages of `data` at `offset` of `file` (opened with [`open_direct`]).
 /// `data` must start at an aligned address, and `offset` and its length must be multiples of
-/// [`DIRECT_ALIGN`] (a [`direct_span`] staged in an [`AlignedBuf`]).
-pub fn write_pages_direct(file: &File, offset: u64, data: &[u8]) -> io::Result<DirectWrite> {
+/// [`DIRECT_ALIGN`] (a [`direct_span`] staged in an [`AlignedBuf`]). With `reserved` (the
+/// file's space was preallocated), the zero pages skipped are punched out of the reservation.
+pub fn write_pages_direct(
+    file: &File,
+    offset: u64,
+    data: &[u8],
+    reserved: bool,
+) -> io::Result<DirectWrite> {
     let page = HOLE_BLOCK as usize;
     if !offset.is_multiple_of(DIRECT_ALIGN as u64)
         || !data.len().is_multiple_of(page)
@@ -101,7 +107,14 @@ pub fn write_pages_direct(file: &File, offset: u64, data: &[u8]) -> io::Result<D
     let mut pos = 0usize;
     while pos < data.len() {
         if is_zero(&data[pos..pos + page]) {
-            pos += page;
+            let mut end = pos + page;
+            while end < data.len() && is_zero(&data[end..end + page]) {
+                end += page;
+            }
+            if reserved {
+                crate::punch_hole(file, offset + pos as u64, (end - pos) as u64);
+            }
+            pos = end;
             continue;
         }
         let mut end = pos + page;
@@ -142,7 +155,8 @@ mod tests {
         n += write_sparse(f, offset + mid.end as u64, &data[mid.end..]).unwrap();
         let len = mid.len();
         buf.slice_mut(len).copy_from_slice(&data[mid.clone()]);
-        let w = write_pages_direct(direct, offset + mid.start as u64, buf.slice(len)).unwrap();
+        let w =
+            write_pages_direct(direct, offset + mid.start as u64, buf.slice(len), false).unwrap();
         assert_eq!(w.refused_at, None);
         assert!(w.written > 0);
         n + w.written
@@ -204,9 +218,9 @@ mod tests {
         let f = open_direct(&p).unwrap();
         let mut buf = AlignedBuf::default();
         buf.slice_mut(8192).fill(1);
-        let e = write_pages_direct(&f, 100, buf.slice(8192)).unwrap_err();
+        let e = write_pages_direct(&f, 100, buf.slice(8192), false).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-        let e = write_pages_direct(&f, 0, &buf.slice(8192)[..5000]).unwrap_err();
+        let e = write_pages_direct(&f, 0, &buf.slice(8192)[..5000], false).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     }
 

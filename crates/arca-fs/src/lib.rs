@@ -25,7 +25,7 @@ pub use at::{DirHandle, Stat};
 pub use batch::{BatchReader, open_files_allowed};
 pub use content::{
     copy_range, dir_entries, list_dir_names, list_dir_noatime, open_dir_fd_noatime,
-    open_dir_noatime, open_for_restore, open_noatime, preallocate, shares_extents,
+    open_dir_noatime, open_for_restore, open_noatime, preallocate, punch_hole, shares_extents,
 };
 pub use direct::{
     AlignedBuf, DIRECT_ALIGN, DIRECT_MIN, DirectWrite, direct_span, open_direct, write_pages_direct,
@@ -33,7 +33,7 @@ pub use direct::{
 pub use long::{ShortPath, io_on_long_path, is_too_long, lstat, on_long_path};
 pub use mounts::mount_point_within;
 pub use read::{NameCache, read_node, read_node_since, read_xattrs};
-pub use sparse::{is_zero, write_sparse};
+pub use sparse::{is_zero, write_sparse, write_sparse_reserved};
 
 pub use arca_format::Node;
 

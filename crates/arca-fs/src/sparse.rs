@@ -16,14 +16,41 @@ pub fn is_zero(b: &[u8]) -> bool {
 /// The target range must read as zeros already (a freshly sized file). Returns the bytes
 /// actually written.
 pub fn write_sparse(file: &File, offset: u64, data: &[u8]) -> io::Result<u64> {
+    write_sparse_with(file, offset, data, false)
+}
+
+/// [`write_sparse`] into a file whose space was reserved ([`crate::preallocate`]): the
+/// aligned zero blocks skipped are also punched out of the reservation, so that they are holes
+/// and not allocated zeros. (Where the file system cannot punch holes they stay reserved
+/// zeros, which read the same.)
+pub fn write_sparse_reserved(file: &File, offset: u64, data: &[u8]) -> io::Result<u64> {
+    write_sparse_with(file, offset, data, true)
+}
+
+fn write_sparse_with(file: &File, offset: u64, data: &[u8], punch: bool) -> io::Result<u64> {
     let mut written = 0u64;
     let mut pos = 0usize;
     let mut run_start: Option<usize> = None;
+    // The whole aligned zero blocks skipped since the last data, for `punch`.
+    let mut hole: Option<(u64, u64)> = None;
+    let punch_hole = |h: &mut Option<(u64, u64)>| {
+        if let Some((from, to)) = h.take()
+            && punch
+        {
+            crate::punch_hole(file, from, to - from);
+        }
+    };
     while pos < data.len() {
         let abs = offset + pos as u64;
         let to_boundary = (HOLE_BLOCK - abs % HOLE_BLOCK) as usize;
         let end = (pos + to_boundary).min(data.len());
         let zero = is_zero(&data[pos..end]);
+        if zero && end - pos == HOLE_BLOCK as usize {
+            let to = offset + end as u64;
+            hole = Some(hole.map_or((abs, to), |(from, _)| (from, to)));
+        } else if !zero {
+            punch_hole(&mut hole);
+        }
         match (zero, run_start) {
             (true, Some(s)) => {
                 file.write_all_at(&data[s..pos], offset + s as u64)?;
@@ -35,6 +62,7 @@ pub fn write_sparse(file: &File, offset: u64, data: &[u8]) -> io::Result<u64> {
         }
         pos = end;
     }
+    punch_hole(&mut hole);
     if let Some(s) = run_start {
         file.write_all_at(&data[s..], offset + s as u64)?;
         written += (data.len() - s) as u64;
@@ -70,5 +98,31 @@ mod tests {
             m.blocks()
         );
         assert!(is_zero(&[0; 13]) && !is_zero(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 1]));
+    }
+
+    #[test]
+    fn zero_blocks_of_a_reserved_file_are_punched() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        let f = File::create(&p).unwrap();
+        let size = 4u64 << 20;
+        f.set_len(size).unwrap();
+        if crate::preallocate(&f, 0, size).is_err() {
+            return; // a file system without reservations: nothing to undo
+        }
+        // Data, a 3 MiB zero run, data: one write, as a chunk holding both.
+        let mut data = vec![0u8; size as usize];
+        data[..5000].fill(7);
+        data[(size as usize) - 10..].fill(9);
+        let w = write_sparse_reserved(&f, 0, &data).unwrap();
+        assert!(w <= 4 * HOLE_BLOCK, "{w}");
+        f.sync_all().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), data);
+        let m = std::fs::metadata(&p).unwrap();
+        assert!(
+            m.blocks() * 512 < 1 << 20,
+            "{} blocks allocated",
+            m.blocks()
+        );
     }
 }

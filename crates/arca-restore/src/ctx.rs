@@ -18,6 +18,9 @@ use crate::{Observer, Progress, RestoreError, RestoreIssue};
 pub(crate) const CREATED: u8 = 1;
 /// File flag: some content could not be restored.
 pub(crate) const FAILED: u8 = 2;
+/// File flag: its space was reserved (preallocated), so zero blocks skipped when writing are
+/// punched out again (or they would stay allocated zeros instead of holes).
+pub(crate) const RESERVED: u8 = 4;
 
 /// Run-wide counters (for the report, the profile and the watchdog).
 #[derive(Debug, Default)]
@@ -159,6 +162,27 @@ impl<'a> Shared<'a> {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(i);
+    }
+
+    /// Writes `data` at `offset` of file `f` (fresh: the range reads as zeros), leaving its
+    /// aligned zero blocks holes. Returns the bytes written.
+    pub fn write_fresh(
+        &self,
+        f: u32,
+        file: &std::fs::File,
+        offset: u64,
+        data: &[u8],
+    ) -> io::Result<u64> {
+        if self.reserved(f) {
+            arca_fs::write_sparse_reserved(file, offset, data)
+        } else {
+            arca_fs::write_sparse(file, offset, data)
+        }
+    }
+
+    /// Whether file `f`'s space was reserved ([`RESERVED`]).
+    pub fn reserved(&self, f: u32) -> bool {
+        self.file_flags[f as usize].load(Ordering::Relaxed) & RESERVED != 0
     }
 
     /// The problems recorded so far.

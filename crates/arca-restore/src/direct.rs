@@ -25,6 +25,8 @@ const IN_FLIGHT_BYTES: usize = 8 << 20;
 /// One direct write: a staged span and where it goes.
 pub(crate) struct DirectJob {
     file: Arc<File>,
+    /// The file's space was reserved: skipped zero pages are punched out.
+    reserved: bool,
     offset: u64,
     buf: AlignedBuf,
     len: usize,
@@ -46,7 +48,7 @@ pub(crate) fn writer(rx: Receiver<DirectJob>, post: Post<'_>) -> Clock {
     while let Ok(j) = rx.recv() {
         clock.waited_in();
         post.post(format!("writing {} KiB direct", j.len >> 10));
-        let result = arca_fs::write_pages_direct(&j.file, j.offset, j.buf.slice(j.len));
+        let result = arca_fs::write_pages_direct(&j.file, j.offset, j.buf.slice(j.len), j.reserved);
         drop(j.file);
         clock.busy();
         // The reply channel has room for every write its worker has in flight: never blocks.
@@ -243,6 +245,7 @@ impl DirectQueue {
         buf.slice_mut(data.len()).copy_from_slice(data);
         let job = DirectJob {
             file: direct,
+            reserved: sh.reserved(f),
             offset,
             buf,
             len: data.len(),
@@ -322,7 +325,7 @@ impl DirectQueue {
             }) => {
                 sh.direct.store(false, Ordering::Relaxed);
                 file(sh, open, p.target.file).and_then(|f| {
-                    arca_fs::write_sparse(f, p.offset + pos as u64, &data[pos..])
+                    sh.write_fresh(p.target.file, f, p.offset + pos as u64, &data[pos..])
                         .map(|n| (written + n, written))
                         .map_err(|e| FsError::new("write", &path(), e))
                 })

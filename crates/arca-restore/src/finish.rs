@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use arca_fs::FsError;
 
-use crate::ctx::{CREATED, FAILED, Shared};
+use crate::ctx::{CREATED, FAILED, RESERVED, Shared};
 use crate::plan::NO_PARENT;
 use crate::scan::{DirAction, EntryAction};
 
@@ -41,8 +41,10 @@ impl Shared<'_> {
                 file.set_len(fp.size)
                     .map_err(|e| FsError::new("set size of", path, e))?;
             }
-            // A file holding all-zero chunks is sparse: reserving space would fill its holes
-            // (chunks at the edges of zero runs hold both), so only dense files are reserved.
+            // A file holding all-zero chunks is sparse: reserving space would fill its holes,
+            // so only files without them are reserved. Zero blocks inside chunks that also
+            // hold data (holes smaller than a chunk, or at a chunk's edge) are punched out of
+            // the reservation as they are written ([`RESERVED`]).
             if fresh
                 && self.preallocate
                 && fp.size >= PREALLOCATE_MIN
@@ -53,6 +55,7 @@ impl Shared<'_> {
             {
                 arca_fs::preallocate(&file, 0, fp.size)
                     .map_err(|e| FsError::new("reserve space for", path, e))?;
+                self.file_flags[f as usize].fetch_or(RESERVED, Ordering::AcqRel);
             }
             self.file_flags[f as usize].fetch_or(CREATED, Ordering::AcqRel);
         }

@@ -428,12 +428,12 @@ fn land(
             // The edges through the page cache now; the whole pages between them go to a
             // direct writer (no copy into fresh page-cache pages).
             Some(mid) => {
-                let head = arca_fs::write_sparse(file, t.offset, &data[..mid.start]);
+                let head = sh.write_fresh(t.file, file, t.offset, &data[..mid.start]);
                 let end = t.offset + mid.end as u64;
-                let tail = arca_fs::write_sparse(file, end, &data[mid.end..]);
+                let tail = sh.write_fresh(t.file, file, end, &data[mid.end..]);
                 Ok(head.map_err(failed)? + tail.map_err(failed)?)
             }
-            None if fresh => arca_fs::write_sparse(file, t.offset, data).map_err(failed),
+            None if fresh => sh.write_fresh(t.file, file, t.offset, data).map_err(failed),
             None => file
                 .write_all_at(data, t.offset)
                 .map(|()| data.len() as u64)
@@ -453,7 +453,7 @@ fn land(
             } else {
                 // No writer took it: the middle through the page cache after all.
                 file(sh, open, t.file).and_then(|f| {
-                    arca_fs::write_sparse(f, at, middle)
+                    sh.write_fresh(t.file, f, at, middle)
                         .map(|m| n + m)
                         .map_err(|e| FsError::new("write", &path(), e))
                 })
