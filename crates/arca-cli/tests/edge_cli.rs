@@ -488,3 +488,57 @@ fn holes_inside_chunks_stay_holes() {
         );
     }
 }
+
+/// An attribute larger than the target's file system holds fails that entry only: ext4 says
+/// "no space" for it, which stopped the whole restore as a full disk.
+#[test]
+fn an_attribute_too_large_for_the_target_fails_only_its_file() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    // A tmpfs holds attributes of 8000 bytes; ext4 (with 4 KiB blocks) does not.
+    if !arca_testkit::is_root()
+        || nix::mount::mount(
+            Some("tmpfs"),
+            &src,
+            Some("tmpfs"),
+            nix::mount::MsFlags::empty(),
+            Some("size=4m"),
+        )
+        .is_err()
+    {
+        return;
+    }
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = nix::mount::umount2(self.0, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+    let _unmount = Unmount(&src);
+    let big = vec![b'x'; 8000];
+    fs::write(src.join("a"), b"with a large attribute").unwrap();
+    if xattr::set(src.join("a"), "user.big", &big).is_err() {
+        return;
+    }
+    for n in ["b", "c"] {
+        fs::write(src.join(n), n).unwrap();
+    }
+    let probe = e.path("probe");
+    fs::write(&probe, b"").unwrap();
+    if xattr::set(&probe, "user.big", &big).is_ok() {
+        return; // the target's file system holds it: nothing to test
+    }
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    let o = e.run(&["restore", "-q", "latest", "-t", target.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("larger than this file system allows"), "{err}");
+    let back = restored(&target, &src);
+    for n in ["b", "c"] {
+        assert_eq!(fs::read(back.join(n)).unwrap(), n.as_bytes());
+    }
+    assert_eq!(fs::read(back.join("a")).unwrap(), b"with a large attribute");
+}

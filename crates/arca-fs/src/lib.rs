@@ -69,6 +69,10 @@ impl FsError {
             ..Self::new(op, path, source)
         }
     }
+    /// Whether this is an error about one extended attribute ([`Self::xattr`]).
+    pub fn is_xattr(&self) -> bool {
+        self.detail.starts_with(" (attribute ")
+    }
     /// Whether the entry no longer exists.
     pub fn is_not_found(&self) -> bool {
         self.source.kind() == io::ErrorKind::NotFound

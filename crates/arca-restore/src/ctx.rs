@@ -194,7 +194,7 @@ impl<'a> Shared<'a> {
     /// or read-only, otherwise an issue of that entry. Returns whether it was fatal.
     pub fn fs_error(&self, e: &FsError) -> bool {
         self.fatal_fs_error(e) || {
-            self.issue(&e.path, e.to_string());
+            self.issue(&e.path, entry_error(e));
             false
         }
     }
@@ -204,7 +204,7 @@ impl<'a> Shared<'a> {
     /// was fatal.
     pub fn file_fs_error(&self, f: u32, e: &FsError) -> bool {
         self.fatal_fs_error(e) || {
-            self.fail_file(f, || e.to_string());
+            self.fail_file(f, || entry_error(e));
             false
         }
     }
@@ -213,7 +213,9 @@ impl<'a> Shared<'a> {
     /// or read-only. Returns whether it was.
     fn fatal_fs_error(&self, e: &FsError) -> bool {
         match e.source.raw_os_error() {
-            Some(libc::ENOSPC | libc::EDQUOT) => {
+            // ext4 and btrfs say "no space" for an attribute larger than they hold: that
+            // entry's problem, not a full disk (which the next write finds).
+            Some(libc::ENOSPC | libc::EDQUOT) if !e.is_xattr() => {
                 self.fail(RestoreError::NoSpace {
                     path: e.path.clone(),
                     source: io::Error::from_raw_os_error(libc::ENOSPC),
@@ -251,5 +253,15 @@ impl<'a> Shared<'a> {
         if prev & FAILED == 0 {
             self.issue(&self.plan.file_path(f), message());
         }
+    }
+}
+
+/// The message of an entry's file-system error, with a hint where the error misleads.
+fn entry_error(e: &FsError) -> String {
+    match e.source.raw_os_error() {
+        Some(libc::ENOSPC | libc::E2BIG | libc::ERANGE) if e.is_xattr() => {
+            format!("{e} (the attribute is probably larger than this file system allows)")
+        }
+        _ => e.to_string(),
     }
 }
