@@ -542,3 +542,81 @@ fn an_attribute_too_large_for_the_target_fails_only_its_file() {
     }
     assert_eq!(fs::read(back.join("a")).unwrap(), b"with a large attribute");
 }
+
+/// A target file that is also a name of a file outside the target (a hard link) does not pass
+/// the snapshot's metadata on to that file: a restore whose content was in place applied
+/// mode, owner, times and attributes to the shared inode. It is replaced instead.
+#[test]
+fn metadata_does_not_leak_through_hard_links_out_of_the_target() {
+    use std::os::unix::fs::MetadataExt;
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for n in ["same-mtime", "other-mtime"] {
+        fs::write(src.join(n), n).unwrap();
+        fs::set_permissions(src.join(n), fs::Permissions::from_mode(0o640)).unwrap();
+    }
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    let back = restored(&target, &src);
+    fs::create_dir_all(&back).unwrap();
+    let outside = e.path("outside");
+    fs::create_dir_all(&outside).unwrap();
+    for n in ["same-mtime", "other-mtime"] {
+        let o = outside.join(n);
+        fs::write(&o, n).unwrap();
+        fs::set_permissions(&o, fs::Permissions::from_mode(0o600)).unwrap();
+        if n == "same-mtime" {
+            let m = fs::metadata(src.join(n)).unwrap();
+            let t = nix::sys::time::TimeSpec::new(m.mtime(), m.mtime_nsec());
+            nix::sys::stat::utimensat(
+                nix::fcntl::AT_FDCWD,
+                &o,
+                &t,
+                &t,
+                nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+            )
+            .unwrap();
+        }
+        fs::hard_link(&o, back.join(n)).unwrap();
+    }
+    e.ok(&["restore", "-q", "latest", "-t", target.to_str().unwrap()]);
+    for n in ["same-mtime", "other-mtime"] {
+        let o = fs::metadata(outside.join(n)).unwrap();
+        assert_eq!(o.mode() & 0o7777, 0o600, "{n}: the outside file changed");
+        assert_eq!(fs::read(outside.join(n)).unwrap(), n.as_bytes());
+        let r = fs::metadata(back.join(n)).unwrap();
+        assert_eq!(r.mode() & 0o7777, 0o640, "{n}");
+        assert_eq!(r.nlink(), 1, "{n}");
+        assert_eq!(fs::read(back.join(n)).unwrap(), n.as_bytes());
+    }
+}
+
+/// A hard-link group the restore made itself keeps its links when only its metadata is
+/// wrong: it is fixed in place, not replaced.
+#[test]
+fn a_restored_link_group_gets_its_metadata_fixed_in_place() {
+    use std::os::unix::fs::MetadataExt;
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), b"linked").unwrap();
+    fs::hard_link(src.join("a"), src.join("b")).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    e.ok(&["restore", "-q", "latest", "-t", target.to_str().unwrap()]);
+    let back = restored(&target, &src);
+    let ino = fs::metadata(back.join("a")).unwrap().ino();
+    fs::set_permissions(back.join("a"), fs::Permissions::from_mode(0o600)).unwrap();
+    e.ok(&["restore", "-q", "latest", "-t", target.to_str().unwrap()]);
+    for n in ["a", "b"] {
+        let m = fs::metadata(back.join(n)).unwrap();
+        assert_eq!(m.ino(), ino, "{n} was replaced");
+        assert_eq!(
+            m.mode() & 0o7777,
+            fs::metadata(src.join("a")).unwrap().mode() & 0o7777
+        );
+    }
+}

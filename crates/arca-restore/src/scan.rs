@@ -403,6 +403,16 @@ impl Scanner<'_> {
                 }
             }
         };
+        // An entry with more names than the restore gives it (hard links, maybe outside the
+        // target) whose metadata is wrong is replaced: setting it would change those names
+        // too (their owner, mode and attributes), as writing into it would change their
+        // content.
+        let action = match action {
+            EntryAction::Keep { meta_ok: false, .. } if m.nlink > self.plan.names(e as u32) => {
+                EntryAction::Replace
+            }
+            a => a,
+        };
         Ok(Decided::Done(action))
     }
 
@@ -431,6 +441,10 @@ impl Scanner<'_> {
             let meta_ok = have
                 .as_ref()
                 .is_some_and(|m| arca_fs::metadata_matches(&path, m, &node, self.metadata));
+            if !meta_ok && u64::from(h.nlink) > plan.names(h.entry) {
+                // Its other names would take the metadata too (see entry_action).
+                return (EntryAction::Replace, Some(vec![false; held.len()]));
+            }
             let meta_set = !meta_ok
                 && self.fix_metadata
                 && arca_fs::apply_file_metadata(&file, &path, &node, self.metadata, have.as_ref())
