@@ -340,7 +340,8 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         } else {
             meta
         };
-        let node = match read_node_since(&path, name, &meta, &mut self.names, pnode) {
+        let earlier = pnode.filter(|_| self.ctx.reuse_metadata);
+        let node = match read_node_since(&path, name, &meta, &mut self.names, earlier) {
             Ok(n) => n,
             Err(e) => {
                 self.ctx.report.warn_io(&path, e.op, &e.source);
@@ -480,7 +481,8 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         parent: Option<&Node>,
         within: Within<'t>,
     ) -> Result<Option<(Slot, Option<Later<'t>>)>, Fatal> {
-        let mut node = match read_node_since(&path, name, meta, &mut self.names, parent) {
+        let earlier = parent.filter(|_| self.ctx.reuse_metadata);
+        let mut node = match read_node_since(&path, name, meta, &mut self.names, earlier) {
             Ok(n) => n,
             Err(e) => {
                 self.ctx.report.warn_io(&path, e.op, &e.source);

@@ -496,7 +496,11 @@ fn run<'w>(
         phases.done("packs");
     }
     let parent = parent?;
-    let shape = shape(repo, opts)?;
+    let mut shape = shape(repo, opts)?;
+    shape.reuse_metadata = !opts.force
+        && parent
+            .as_ref()
+            .is_some_and(|(_, s)| s.uid == nix::unistd::geteuid().as_raw());
     let parents = parent
         .as_ref()
         .map(|(_, snap)| arca_repo::trees::load_all(repo, &index, snap.tree, 0));
@@ -643,5 +647,6 @@ fn shape(repo: &Repository, opts: &BackupOptions) -> Result<Shape, BackupError> 
         },
         readers,
         medium_reads,
+        reuse_metadata: false,
     })
 }

@@ -28,6 +28,8 @@ pub(crate) struct Ctx<'a, 's> {
     pub progress: &'a Progress,
     pub report: Reporter<'a>,
     pub opts: &'a BackupOptions,
+    /// [`Shape::reuse_metadata`].
+    pub reuse_metadata: bool,
     /// The one buffer large files are read through, so that they are streamed one at a time.
     pub large: Buffers,
     /// The buffers of the other files too big for a reader's own small buffer: as many such
@@ -92,6 +94,11 @@ pub(crate) struct Shape {
     pub readers: usize,
     /// Files bigger than a reader's own buffer read at once.
     pub medium_reads: usize,
+    /// Entries unchanged since the parent snapshot (same inode and ctime) take their extended
+    /// attributes from it instead of reading them. Not with `--force`, nor when the parent was
+    /// made by another user: a user sees fewer attributes than root (no `trusted.*`), and
+    /// ctime does not change with who reads.
+    pub reuse_metadata: bool,
 }
 
 /// Runs the whole backup network over `source` and shuts it down.
@@ -121,6 +128,7 @@ pub(crate) fn run(
                     .collect(),
             ),
             saver: &saver,
+            reuse_metadata: shape.reuse_metadata,
             progress,
             report: Reporter::new(observer),
             opts,

@@ -620,3 +620,33 @@ fn a_restored_link_group_gets_its_metadata_fixed_in_place() {
         );
     }
 }
+
+/// Attributes a user cannot see (`trusted.*`) are stored by root's next backup, although the
+/// files are unchanged since the user's: unchanged entries took their attributes from the
+/// parent snapshot, so they were never read again, even with `--force`.
+#[test]
+fn root_stores_the_attributes_a_user_could_not_see() {
+    let e = Env::new();
+    let Some(nobody) = e.unprivileged() else {
+        return;
+    };
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"x").unwrap();
+    if xattr::set(src.join("f"), "trusted.arca-test", b"root only").is_err() {
+        return;
+    }
+    let init = ["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"];
+    for args in [&init[..], &["backup", "-q", src.to_str().unwrap()]] {
+        let o = e.run_as(Some(nobody), args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    e.ok(&["restore", "-q", "latest", "-t", target.to_str().unwrap()]);
+    let back = restored(&target, &src).join("f");
+    assert_eq!(
+        xattr::get(&back, "trusted.arca-test").unwrap().as_deref(),
+        Some(&b"root only"[..])
+    );
+}
