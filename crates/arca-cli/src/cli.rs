@@ -344,8 +344,9 @@ pub struct SnapshotsArgs {
     pub snapshots: Vec<String>,
     #[command(flatten)]
     pub filter: FilterArgs,
-    /// Only the newest N snapshots of each host and set of paths
-    #[arg(long, value_name = "N", value_parser = crate::util::at_least_one)]
+    /// Only the newest N snapshots of each host and set of paths (within each group with
+    /// --group-by; 0: all)
+    #[arg(long, value_name = "N")]
     pub latest: Option<usize>,
     /// Compact table: tags on one line, no paths
     #[arg(short = 'c', long)]

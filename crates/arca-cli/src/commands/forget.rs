@@ -82,7 +82,8 @@ pub struct ForgetArgs {
     #[arg(long)]
     pub prune: bool,
     /// Allow a policy to remove every snapshot of a group (refused otherwise: a misspelt
-    /// --keep-tag would remove them all)
+    /// --keep-tag would remove them all); without a policy, remove every snapshot that
+    /// --host, --tag or --path selects
     #[arg(long)]
     pub unsafe_allow_remove_all: bool,
 }
@@ -141,7 +142,20 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
     if !a.snapshots.is_empty() && !policy.is_empty() {
         bail!("give snapshot ids or a policy (--keep-*), not both");
     }
-    if a.snapshots.is_empty() && policy.is_empty() {
+    // As restic: with no policy, --unsafe-allow-remove-all removes every snapshot that the
+    // filter selects (a retired host's), and wants a filter.
+    let remove_all = a.snapshots.is_empty() && policy.is_empty() && a.unsafe_allow_remove_all;
+    if remove_all
+        && a.filter.hosts.is_empty()
+        && a.filter.tags.is_empty()
+        && a.filter.paths.is_empty()
+    {
+        bail!(
+            "--unsafe-allow-remove-all without a policy removes every snapshot a filter \
+             selects: give --host, --tag or --path (nothing was removed)"
+        );
+    }
+    if a.snapshots.is_empty() && policy.is_empty() && !remove_all {
         eprintln!("no policy given: nothing removed");
         if a.json {
             super::out(if a.prune {
@@ -171,7 +185,15 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
         )?)
     };
     let filter = super::filter(&a.filter);
-    let (reports, damaged) = if a.snapshots.is_empty() {
+    let (reports, damaged) = if remove_all {
+        let all: Vec<String> = opened
+            .repo
+            .list_snapshots(&filter)?
+            .iter()
+            .map(|(id, _)| id.to_hex())
+            .collect();
+        by_ids(&opened, &filter, &all, a.group_by)?
+    } else if a.snapshots.is_empty() {
         (by_policy(&opened, &filter, &policy, a.group_by)?, vec![])
     } else {
         by_ids(&opened, &filter, &a.snapshots, a.group_by)?

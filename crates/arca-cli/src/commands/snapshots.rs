@@ -10,12 +10,22 @@ pub fn run(g: &Global, a: &SnapshotsArgs) -> Result<u8> {
     let opened = util::open(g)?;
     let mut list = super::tag::select(&opened.repo, &super::filter(&a.filter), &a.snapshots)?;
     list.sort_by_key(|(id, s)| (s.time, *id));
-    if let Some(n) = a.latest {
-        list = newest_per_group(list, n);
-    }
     // As restic's: `-g ''` groups by nothing, so the snapshots are listed ungrouped (a plain
     // table and a plain JSON array), not as one group keyed "all snapshots".
     let group_by = a.group_by.filter(|b| b.host || b.paths || b.tags);
+    // As restic's, --latest applies within each group (0: no limit).
+    let latest = |l| match a.latest {
+        Some(n) if n > 0 => newest_per_group(l, n),
+        _ => l,
+    };
+    let groups = group_by.map(|by| {
+        let mut groups = arca_maintenance::forget::group(list.clone(), by);
+        for g in &mut groups {
+            g.snapshots = latest(std::mem::take(&mut g.snapshots));
+        }
+        groups
+    });
+    let list = latest(list);
     if a.json {
         let array = |list: &[(arca_format::Id, arca_format::Snapshot)]| {
             let v: Vec<_> = list
@@ -31,10 +41,10 @@ pub fn run(g: &Global, a: &SnapshotsArgs) -> Result<u8> {
                 .collect();
             serde_json::Value::Array(v)
         };
-        let v = match group_by {
+        let v = match &groups {
             None => array(&list),
             // As restic's: the groups, each with its key and its snapshots.
-            Some(by) => arca_maintenance::forget::group(list, by)
+            Some(groups) => groups
                 .iter()
                 .map(|g| {
                     json!({
@@ -62,17 +72,20 @@ pub fn run(g: &Global, a: &SnapshotsArgs) -> Result<u8> {
             .collect();
         super::table::print(&rows, false, a.compact)
     };
-    match group_by {
+    match &groups {
         None => print(&list)?,
-        Some(by) => {
-            for group in arca_maintenance::forget::group(list.clone(), by) {
+        Some(groups) => {
+            for group in groups {
                 super::out(&format!("snapshots for {}:", group.key))?;
                 print(&group.snapshots)?;
                 super::out("")?;
             }
         }
     }
-    if list.iter().any(|(_, s)| !s.complete) {
+    let shown = groups.as_ref().map_or(list.clone(), |g| {
+        g.iter().flat_map(|g| g.snapshots.iter().cloned()).collect()
+    });
+    if shown.iter().any(|(_, s)| !s.complete) {
         super::out("! = incomplete: some entries could not be read during the backup")?;
     }
     Ok(0)

@@ -128,8 +128,8 @@ pub fn apply(policy: &Policy, snapshots: &[(Id, Snapshot)], now: DateTime<Utc>) 
         let mut reasons = vec![];
         for list in &policy.tags {
             if list.iter().all(|t| s.tags.contains(t)) {
-                // restic's words: "has tags [a b]".
-                reasons.push(format!("has tags [{}]", list.join(" ")));
+                // restic's words: "has tags [a, b]" (its tag list's String).
+                reasons.push(format!("has tags [{}]", list.join(", ")));
             }
         }
         if !policy.within.is_zero() && within(&s.time, &within_all) {

@@ -430,7 +430,7 @@ fn keep_tags() {
         ids,
         [(id(4), false), (id(3), false), (id(2), true), (id(1), true)]
     );
-    assert_eq!(d[2].reasons, ["has tags [a b]"]);
+    assert_eq!(d[2].reasons, ["has tags [a, b]"]);
     assert_eq!(d[3].reasons, ["has tags [keep]"]);
     let p = policy(|p| {
         p.tags = vec![vec!["keep".into()]];
