@@ -417,7 +417,8 @@ pub struct RestoreArgs {
     pub filter: FilterArgs,
     /// What to do with files already in the target: if-changed (trust size and mtime, else
     /// hash block by block and replace only wrong blocks), always (hash every file), if-newer,
-    /// never
+    /// never (files a stopped or failed restore left unfinished are dated 1970, so every mode
+    /// but never looks at them again)
     #[arg(long, value_name = "MODE", default_value = "if-changed")]
     pub overwrite: arca_restore::Overwrite,
     /// Remove entries that the snapshot does not have from the restored backup folders (not

@@ -650,3 +650,61 @@ fn root_stores_the_attributes_a_user_could_not_see() {
         Some(&b"root only"[..])
     );
 }
+
+/// A restore stopped by a full disk leaves its unfinished files dated 1970, so that a rerun
+/// with `--overwrite if-newer` restores them again: they had their full size and the time of
+/// the write, newer than the snapshot, and were kept wrong with exit 0.
+#[test]
+fn files_a_stopped_restore_left_unfinished_are_restored_by_if_newer() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..4 {
+        fs::write(
+            src.join(format!("f{i}")),
+            arca_testkit::random_bytes(i, 3 << 20),
+        )
+        .unwrap();
+    }
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    fs::create_dir_all(&target).unwrap();
+    let mount = |opts: &str, flags| {
+        nix::mount::mount(Some("tmpfs"), &target, Some("tmpfs"), flags, Some(opts))
+    };
+    if !arca_testkit::is_root() || mount("size=7m", nix::mount::MsFlags::empty()).is_err() {
+        return;
+    }
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = nix::mount::umount2(self.0, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+    let _unmount = Unmount(&target);
+    let restore = |mode: &str| {
+        e.run(&[
+            "restore",
+            "-q",
+            "latest",
+            "-t",
+            target.to_str().unwrap(),
+            "--overwrite",
+            mode,
+        ])
+    };
+    let o = restore("if-newer");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("No space left"), "{}", stderr(&o));
+    mount("size=64m", nix::mount::MsFlags::MS_REMOUNT).unwrap();
+    let o = restore("if-newer");
+    assert!(o.status.success(), "{}", stderr(&o));
+    for i in 0..4 {
+        let n = format!("f{i}");
+        assert!(
+            fs::read(restored(&target, &src).join(&n)).unwrap() == fs::read(src.join(&n)).unwrap(),
+            "{n} is wrong"
+        );
+    }
+}

@@ -21,6 +21,10 @@ pub(crate) const FAILED: u8 = 2;
 /// File flag: its space was reserved (preallocated), so zero blocks skipped when writing are
 /// punched out again (or they would stay allocated zeros instead of holes).
 pub(crate) const RESERVED: u8 = 4;
+/// File flag: finished, its metadata set.
+pub(crate) const DONE: u8 = 8;
+/// File flag: opened for writing by this restore (created, or being patched).
+pub(crate) const TOUCHED: u8 = 16;
 
 /// Run-wide counters (for the report, the profile and the watchdog).
 #[derive(Debug, Default)]

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use arca_fs::FsError;
 
-use crate::ctx::{CREATED, FAILED, RESERVED, Shared};
+use crate::ctx::{CREATED, DONE, FAILED, RESERVED, Shared, TOUCHED};
 use crate::plan::NO_PARENT;
 use crate::scan::{DirAction, EntryAction};
 
@@ -27,6 +27,7 @@ impl Shared<'_> {
         let file =
             arca_fs::open_for_restore(path, mode).map_err(|e| FsError::new("create", path, e))?;
         if self.file_flags[f as usize].load(Ordering::Acquire) & CREATED == 0 {
+            self.file_flags[f as usize].fetch_or(TOUCHED, Ordering::AcqRel);
             let fresh = self.scan.entries[fp.entry as usize] != EntryAction::Patch;
             // Truncating to the size a file already has still costs a journaled setattr. A
             // small new file takes its size from its blocks as they land, and finish_file
@@ -60,6 +61,31 @@ impl Shared<'_> {
             self.file_flags[f as usize].fetch_or(CREATED, Ordering::AcqRel);
         }
         Ok(file)
+    }
+
+    /// Gives every file this restore wrote into but did not finish (it failed, or the restore
+    /// stopped: disk full, Ctrl-C) the modification time 0 (1970). Such a file has its full
+    /// size and the time of the write, so a rerun with `--overwrite if-newer` took it for
+    /// newer than the snapshot and kept it, wrong; now every mode looks at it again. Best
+    /// effort: a file that cannot be dated is looked at by size and mtime as before.
+    pub fn date_unfinished(&self) {
+        let epoch = nix::sys::time::TimeSpec::new(0, 0);
+        for (f, flags) in self.file_flags.iter().enumerate() {
+            let flags = flags.load(Ordering::Acquire);
+            if flags & TOUCHED != 0 && flags & DONE == 0 {
+                let path = self.plan.file_path(f as u32);
+                let _ = arca_fs::io_on_long_path(&path, |p| {
+                    nix::sys::stat::utimensat(
+                        nix::fcntl::AT_FDCWD,
+                        p,
+                        &nix::sys::time::TimeSpec::UTIME_OMIT,
+                        &epoch,
+                        nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+                    )
+                    .map_err(std::io::Error::from)
+                });
+            }
+        }
     }
 
     /// One unit of work on file `f` is over (done or failed). The last one finishes the file;
@@ -125,6 +151,7 @@ impl Shared<'_> {
                 }
             }
             if ok {
+                self.file_flags[f as usize].fetch_or(DONE, Ordering::AcqRel);
                 self.counters.files_done.fetch_add(1, Ordering::Relaxed);
                 self.progress.files.fetch_add(1, Ordering::Relaxed);
             }

@@ -509,6 +509,7 @@ pub fn restore(
         // Not a phase of its own: the files to hash were hashed during the content phase.
         phases.push(("hashing (during content)", secs));
     }
+    sh.date_unfinished();
     if let Some(e) = sh.take_fatal() {
         return Err(e);
     }
