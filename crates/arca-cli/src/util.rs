@@ -415,6 +415,21 @@ pub fn backend_at(
             .unwrap_or(0),
     };
     let mut store: Arc<dyn Backend> = arca_remote::open(&location, &remote)?;
+    // Hidden test hook: "REFRESH_MS,LOST_MS", the lock refresh period and the time after
+    // which a lock not refreshed is lost (see arca_repo::lock::check_held).
+    if let Some(t) = std::env::var_os("ARCA_TEST_LOCK_TIMING") {
+        let ms: Vec<u64> = t
+            .to_string_lossy()
+            .split(',')
+            .filter_map(|x| x.trim().parse().ok())
+            .collect();
+        if let [refresh, lost] = ms[..] {
+            arca_repo::lock::set_timing(
+                std::time::Duration::from_millis(refresh),
+                std::time::Duration::from_millis(lost),
+            );
+        }
+    }
     if let Some(spec) = std::env::var_os(TEST_FAULTS) {
         let faulty = FaultBackend::new(store);
         for r in fault_rules(&spec.to_string_lossy())? {

@@ -329,3 +329,67 @@ fn a_signal_to_a_mount_still_loading_removes_its_lock() {
     let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!mounts.contains(mnt.to_str().unwrap()), "mounted after all");
 }
+
+/// A command whose lock could not be refreshed for so long that others may take it for
+/// stale commits nothing: a backup saved its snapshot (a prune meanwhile could have deleted
+/// its data) and a prune deleted. Here refreshes fail, and "long" is 300 ms.
+#[test]
+fn a_lock_that_could_not_be_refreshed_stops_the_commit() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), random_bytes(1, 200_000)).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let snapshots = || fs::read_dir(e.repo.join("snapshots")).unwrap().count();
+    let faulty = |args: &[&str], faults: &str| {
+        e.cmd(args)
+            .env("ARCA_TEST_LOCK_TIMING", "100,300")
+            .env("ARCA_TEST_FAULTS", faults)
+            .output()
+            .unwrap()
+    };
+    fs::write(src.join("g"), random_bytes(2, 200_000)).unwrap();
+    let o = faulty(
+        &["backup", "-q", src.to_str().unwrap()],
+        "write:lock:from=2:denied,write:pack:always:delay=800ms",
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("could not be refreshed"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(snapshots(), 1, "the backup saved its snapshot");
+    // The same without the failing refreshes saves it.
+    let o = faulty(
+        &["backup", "-q", src.to_str().unwrap()],
+        "write:pack:always:delay=800ms",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(snapshots(), 2);
+
+    let first = e
+        .ok(&["list", "snapshots"])
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    e.ok(&["forget", &first]);
+    let packs = || e.ok(&["list", "packs"]).lines().count();
+    let before = packs();
+    let o = faulty(
+        &["prune", "--max-unused", "0"],
+        "write:lock:from=2:denied,write:index:always:delay=800ms",
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("could not be refreshed"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(packs() >= before, "the prune deleted packs");
+    e.ok(&["check", "--read-data"]);
+    e.ok(&["prune", "--max-unused", "0"]);
+    e.ok(&["check", "--read-data"]);
+}

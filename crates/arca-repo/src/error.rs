@@ -46,6 +46,19 @@ pub enum RepoError {
         /// Who holds the conflicting lock and since when.
         holder: String,
     },
+    /// A lock this process holds could not be refreshed for so long that others may take it
+    /// for stale: the command stopped before committing anything.
+    #[error(
+        "the lock on repository {location} could not be refreshed for {minutes} minutes: other \
+         processes may already take it for stale (a prune could remove data this command \
+         needs), so nothing more was committed; run the command again"
+    )]
+    LockLost {
+        /// Repository.
+        location: String,
+        /// Minutes since the lock was last written.
+        minutes: i64,
+    },
     /// No key file opens with the given password.
     #[error("wrong password or no key found for repository {location}")]
     WrongPassword {

@@ -87,6 +87,55 @@ struct Held {
     current: Mutex<Id>,
     stop: AtomicBool,
     wake: Condvar,
+    /// When the lock file was last written (ns since the epoch, wall clock, as other hosts
+    /// judge staleness by it).
+    written_ns: std::sync::atomic::AtomicI64,
+}
+
+/// The refresh period and how long after the last successful write a held lock counts as
+/// lost, for tests (`None`: [`REFRESH_EVERY`] and [`LOST_AFTER`]).
+static TIMING: Mutex<Option<(Duration, Duration)>> = Mutex::new(None);
+
+/// A held lock not written for this long may already look stale to others (at
+/// [`STALE_AFTER`]; five minutes are left for clocks that differ and for the work between the
+/// check and the commit): a command then stops before it commits anything.
+pub const LOST_AFTER: Duration = Duration::from_secs(25 * 60);
+
+/// While a refresh fails, it is tried again this often.
+const RETRY_REFRESH: Duration = Duration::from_secs(30);
+
+/// Sets the refresh period and the time after which a held lock is lost (tests).
+pub fn set_timing(refresh_every: Duration, lost_after: Duration) {
+    *TIMING.lock().unwrap_or_else(|p| p.into_inner()) = Some((refresh_every, lost_after));
+}
+
+fn timing() -> (Duration, Duration) {
+    TIMING
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .unwrap_or((REFRESH_EVERY, LOST_AFTER))
+}
+
+/// Fails when a lock this process holds could not be refreshed for [`LOST_AFTER`]: other
+/// processes may soon take it for stale (a prune could delete what this command is about to
+/// reference). Commands call it before they commit: a snapshot saved, files deleted.
+pub fn check_held() -> Result<()> {
+    let lost_after = timing().1;
+    let now = now_ns();
+    let held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+    for h in held.iter().filter_map(Weak::upgrade) {
+        if h.stop.load(Ordering::SeqCst) {
+            continue;
+        }
+        let age = now.saturating_sub(h.written_ns.load(Ordering::SeqCst));
+        if age > i64::try_from(lost_after.as_nanos()).unwrap_or(i64::MAX) {
+            return Err(RepoError::LockLost {
+                location: h.backend.location(),
+                minutes: age / 60_000_000_000,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Whether process `pid` exists on this host.
@@ -204,6 +253,7 @@ impl Repository {
             current: Mutex::new(id),
             stop: AtomicBool::new(false),
             wake: Condvar::new(),
+            written_ns: std::sync::atomic::AtomicI64::new(now_ns()),
         });
         {
             let mut all = HELD.lock().unwrap_or_else(|p| p.into_inner());
@@ -243,6 +293,7 @@ impl Repository {
 /// repository always shows the lock).
 fn refresh(repo: &Repository, held: &Held, kind: LockKind, command: &str) {
     let mut current = held.current.lock().unwrap_or_else(|p| p.into_inner());
+    let mut wait = timing().0;
     loop {
         // Checked under the mutex before waiting, so a stop signalled before the wait began
         // is not missed.
@@ -251,17 +302,23 @@ fn refresh(repo: &Repository, held: &Held, kind: LockKind, command: &str) {
         }
         let (guard, _) = held
             .wake
-            .wait_timeout(current, REFRESH_EVERY)
+            .wait_timeout(current, wait)
             .unwrap_or_else(|p| p.into_inner());
         current = guard;
         if held.stop.load(Ordering::SeqCst) {
             return;
         }
-        // A failed refresh is tried again at the next period; after STALE_AFTER without one
-        // others may take the repository, as with restic.
-        if let Ok(new) = repo.write_lock(kind, command) {
-            let _ = held.backend.remove(FileType::Lock, &current.to_hex());
-            *current = new;
+        // A failed refresh is tried again soon; after LOST_AFTER without one the command
+        // stops before it commits (check_held), as others may take the lock for stale.
+        let written = now_ns();
+        match repo.write_lock(kind, command) {
+            Ok(new) => {
+                held.written_ns.store(written, Ordering::SeqCst);
+                let _ = held.backend.remove(FileType::Lock, &current.to_hex());
+                *current = new;
+                wait = timing().0;
+            }
+            Err(_) => wait = timing().0.min(RETRY_REFRESH),
         }
     }
 }

@@ -84,6 +84,7 @@ impl SnapshotFilter {
 impl Repository {
     /// Saves a snapshot; call only after the index files naming its blobs are written.
     pub fn save_snapshot(&self, s: &Snapshot) -> Result<Id> {
+        crate::lock::check_held()?;
         let body = s.encode().map_err(|e| RepoError::format("snapshot", e))?;
         self.save_file(FileType::Snapshot, &body)
     }

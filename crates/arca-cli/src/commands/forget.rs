@@ -261,7 +261,7 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
         ))?;
         return Ok(0);
     }
-    let failures = forget::remove_snapshots(&opened.repo, &remove);
+    let failures = forget::remove_snapshots(&opened.repo, &remove)?;
     for (id, e) in &failures {
         eprintln!("error: cannot remove snapshot {}: {e}", id.short());
     }

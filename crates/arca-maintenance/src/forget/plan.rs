@@ -72,11 +72,17 @@ pub fn removed_ids(plans: &[GroupPlan]) -> Vec<Id> {
 }
 
 /// Deletes the files of snapshots `ids` (the caller holds the exclusive lock); returns the
-/// ones that could not be deleted, with why. Every id is tried.
-pub fn remove_snapshots(repo: &Repository, ids: &[Id]) -> Vec<(Id, BackendError)> {
-    repo.remove_files(FileType::Snapshot, ids, &|| {})
+/// ones that could not be deleted, with why. Every id is tried. Fails, deleting nothing, when
+/// the lock could not be refreshed for long ([`arca_repo::lock::check_held`]).
+pub fn remove_snapshots(
+    repo: &Repository,
+    ids: &[Id],
+) -> Result<Vec<(Id, BackendError)>, arca_repo::RepoError> {
+    arca_repo::lock::check_held()?;
+    Ok(repo
+        .remove_files(FileType::Snapshot, ids, &|| {})
         .into_iter()
         .zip(ids)
         .filter_map(|(r, id)| r.err().map(|e| (*id, e)))
-        .collect()
+        .collect())
 }

@@ -46,6 +46,8 @@ pub fn execute(
         report.index_files_written = write_index(repo, plan, new_packs, progress)?;
     }
     progress.set_phase(Phase::Deleting);
+    // Nothing is deleted under a lock others may take for stale (its refreshes failed).
+    arca_repo::lock::check_held()?;
     let backend = repo.backend();
     let mut doomed: Vec<(FileType, Id, u64)> = vec![];
     if plan.rewrite_index {

@@ -349,7 +349,7 @@ pub fn start_forget(app: &Arc<App>, r: ForgetRequest) -> Result<Arc<Job>, ApiErr
         }
         ctx.log(format!("policy: {policy}"));
         ctx.phase("removing snapshots");
-        let failures = forget::remove_snapshots(repo, &remove);
+        let failures = forget::remove_snapshots(repo, &remove).map_err(|e| e.to_string())?;
         for (id, e) in &failures {
             ctx.log(format!("error: cannot remove snapshot {}: {e}", id.short()));
         }
