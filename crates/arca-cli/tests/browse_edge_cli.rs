@@ -342,3 +342,43 @@ fn cat_masterkey_prints_the_keys_the_repository_uses() {
     assert_eq!(a["content"][0]["id"], want.as_str(), "{v}");
     assert!(k["cipher"].is_string(), "{k}");
 }
+
+/// A zip dump to a full disk reports the error once: the zip writer, dropped unfinished,
+/// printed a second, raw report of its own on the same line.
+#[test]
+fn zip_dump_to_a_full_disk_reports_once() {
+    let e = one_snapshot();
+    let full = fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = e
+        .cmd(&["dump", "--archive", "zip", "latest", "/"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!err.contains("ZipWriter"), "{err}");
+}
+
+/// A root listing that cannot be read (permissions, an I/O error) is not called an invalid
+/// snapshot by restore: nothing is known to be damaged.
+#[test]
+fn an_unreadable_root_listing_is_not_an_invalid_snapshot() {
+    let e = one_snapshot();
+    let target = e.path("target");
+    let o = e
+        .cmd(&["restore", "latest", "-t", target.to_str().unwrap()])
+        .env("ARCA_TEST_FAULTS", "read:pack:from=0:denied")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot read the snapshot's root directory listing"),
+        "{err}"
+    );
+    assert!(!err.contains("invalid"), "{err}");
+}

@@ -132,6 +132,14 @@ pub enum RestoreError {
     /// A pattern is invalid.
     #[error(transparent)]
     Pattern(#[from] PatternError),
+    /// The snapshot's root directory listing cannot be had (read or decoded).
+    #[error("cannot read the snapshot's root directory listing {tree}: {detail}")]
+    RootListing {
+        /// The listing's id.
+        tree: arca_format::Id,
+        /// Why (an I/O error is not damage: a rerun may read it).
+        detail: String,
+    },
     /// Stopped on request (Ctrl-C).
     #[error("interrupted")]
     Interrupted,
@@ -341,13 +349,11 @@ pub fn restore(
         return Err(RestoreError::Interrupted);
     }
     if let Some(Err(e)) = loaded.get(&snapshot.tree) {
-        return Err(RestoreError::Repo(RepoError::Invalid {
-            what: "snapshot",
-            detail: format!(
-                "cannot read the root directory listing {}: {e}",
-                snapshot.tree
-            ),
-        }));
+        // Not "invalid snapshot": an I/O error or a permission is not damage.
+        return Err(RestoreError::RootListing {
+            tree: snapshot.tree,
+            detail: e.clone(),
+        });
     }
     lap("trees", &mut phases);
     let zero_id = repo

@@ -22,14 +22,38 @@ const EXTENDED_TIMESTAMP: u16 = 0x5455;
 
 /// Writes a streamed zip archive to `out`.
 pub(crate) struct ZipSink<W: Write> {
-    zip: Option<ZipWriter<StreamWriter<W>>>,
+    zip: Option<ZipWriter<StreamWriter<Fused<W>>>>,
 }
 
 impl<W: Write> ZipSink<W> {
     pub fn new(out: W) -> Self {
         ZipSink {
-            zip: Some(ZipWriter::new_stream(out)),
+            zip: Some(ZipWriter::new_stream(Fused { out, failed: false })),
         }
+    }
+}
+
+/// The output, which after its first error takes (and drops) whatever it is given: the zip
+/// writer, dropped unfinished after a write error, finishes the archive in its `Drop` and
+/// prints its own second report of the error when that fails (a full disk, a closed pipe).
+struct Fused<W> {
+    out: W,
+    failed: bool,
+}
+
+impl<W: Write> Write for Fused<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.failed {
+            return Ok(buf.len());
+        }
+        self.out.write(buf).inspect_err(|_| self.failed = true)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.failed {
+            return Ok(());
+        }
+        self.out.flush().inspect_err(|_| self.failed = true)
     }
 }
 
@@ -142,6 +166,6 @@ impl<W: Write> Sink for ZipSink<W> {
                 },
             })?
             .into_inner();
-        out.flush().map_err(write_err)
+        out.out.flush().map_err(write_err)
     }
 }
