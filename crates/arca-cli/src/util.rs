@@ -530,7 +530,7 @@ pub fn take_lock(
                 }
                 .into());
             }
-            other => return lock_outcome(other, kind),
+            other => return lock_outcome(other, kind, command),
         }
     }
 }
@@ -552,7 +552,10 @@ fn spread(pause: Duration) -> Duration {
 fn lock_outcome(
     taken: arca_repo::Result<arca_repo::Lock>,
     kind: arca_repo::LockKind,
+    command: &str,
 ) -> Result<arca_repo::Lock> {
+    // Commands that write the repository need it writable, lock or not.
+    let writes = matches!(command, "backup" | "copy" | "tag" | "rewrite" | "recover");
     match taken {
         Ok(l) => Ok(l),
         // A repository this process cannot write (a read-only mount, another user's files)
@@ -563,9 +566,11 @@ fn lock_outcome(
                 && (b.kind == arca_backend::ErrorKind::PermissionDenied
                     || b.source.raw_os_error() == Some(libc::EROFS)) =>
         {
-            Err(anyhow!(
-                "{b} (cannot take a lock: to only read the repository, run with --no-lock)"
-            ))
+            Err(if writes {
+                anyhow!("{b} (the repository cannot be written, and {command} writes to it)")
+            } else {
+                anyhow!("{b} (cannot take a lock: to only read the repository, run with --no-lock)")
+            })
         }
         Err(e) => Err(e.into()),
     }

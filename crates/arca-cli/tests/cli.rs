@@ -649,6 +649,14 @@ fn a_read_only_repository_is_read_with_no_lock_and_the_error_says_so() {
         "--target",
         out.to_str().unwrap(),
     ]);
+    // A command that writes is not told to skip the lock, which would not help it.
+    let o = e.run(&["backup", src.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("Read-only file system") && !stderr(&o).contains("--no-lock"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

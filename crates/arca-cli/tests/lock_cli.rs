@@ -168,6 +168,8 @@ fn a_lock_that_cannot_be_read_blocks_and_only_remove_all_removes_it() {
         "{err}"
     );
     assert!(err.contains("--remove-all"), "{err}");
+    // Not also the advice for a lock of a process that is gone: plain `unlock` does nothing.
+    assert!(!err.contains("if that process is gone"), "{err}");
     let o = e.run(&["prune"]);
     assert_eq!(o.status.code(), Some(11), "{}", stderr(&o));
     let out = e.ok(&["unlock"]);

@@ -36,14 +36,11 @@ pub enum RepoError {
         location: String,
     },
     /// Another process holds a lock that conflicts with the one asked for.
-    #[error(
-        "repository {location} is locked {holder}; wait for it to finish, or run `arca unlock` \
-         if that process is gone"
-    )]
+    #[error("repository {location} is locked {holder}")]
     Locked {
         /// Repository.
         location: String,
-        /// Who holds the conflicting lock and since when.
+        /// Who holds the conflicting lock and since when, and what to do.
         holder: String,
     },
     /// A lock this process holds could not be refreshed for so long that others may take it

@@ -74,6 +74,19 @@ impl FoundLock {
     }
 }
 
+impl FoundLock {
+    /// [`Self::describe`] and what to do about it (a lock that cannot be read already says).
+    pub fn describe_with_advice(&self) -> String {
+        match &self.info {
+            Ok(_) => format!(
+                "{}; wait for it to finish, or run `arca unlock` if that process is gone",
+                self.describe()
+            ),
+            Err(_) => self.describe(),
+        }
+    }
+}
+
 /// A held lock; dropping it stops the refreshing and removes the lock file.
 #[derive(Debug)]
 pub struct Lock {
@@ -231,7 +244,7 @@ impl Repository {
         let location = self.backend().location();
         let locked = |l: FoundLock| RepoError::Locked {
             location: location.clone(),
-            holder: l.describe(),
+            holder: l.describe_with_advice(),
         };
         let id = self.write_lock(kind, command)?;
         // Ours is written: from now on a process that looks sees it. Of two racing processes,
