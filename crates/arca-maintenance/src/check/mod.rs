@@ -144,6 +144,9 @@ struct Findings {
     unindexed_packs: usize,
     damaged_packs: Vec<Id>,
     damaged_snapshot_files: usize,
+    /// Index files that could not be read (permissions, an I/O error): the blobs they list
+    /// look missing, and no repair may be proposed on that.
+    unreadable_index_files: usize,
     unused_blobs: u64,
     unused_bytes: u64,
 }
@@ -232,6 +235,12 @@ pub fn check_with_progress(
     for (id, _) in repo.list_ids(FileType::Snapshot)? {
         match repo.load_snapshot(&id) {
             Ok(s) => snapshots.push((id, s)),
+            // Not damage: nothing is known of it (repair snapshots would refuse anyway).
+            Err(RepoError::Backend(b)) if unreadable(&b) => rep.errors.push(format!(
+                "snapshot {}: not verified, it could not be read ({b}); run check again once \
+                 the repository can be read",
+                id.short()
+            )),
             Err(e) => {
                 found.damaged_snapshot_files += 1;
                 // The error names the snapshot file.
@@ -247,6 +256,13 @@ pub fn check_with_progress(
             Ok(f) => {
                 builder.add(&f);
                 index_files.push((id, f));
+            }
+            Err(RepoError::Backend(b)) if unreadable(&b) => {
+                found.unreadable_index_files += 1;
+                rep.errors.push(format!(
+                    "index {id}: not verified, it could not be read ({b}); the blobs it lists \
+                     look missing below"
+                ));
             }
             Err(e) => {
                 found.damaged_index_files += 1;
@@ -491,7 +507,18 @@ pub fn check_with_progress(
     }
     rep.damaged_packs = dmg.packs.into_values().collect();
     rep.damaged_packs.sort_by_key(|d| d.id);
-    rep.repairs = proposals(&found, &rep);
+    if found.unreadable_index_files > 0 {
+        // What looks lost may be listed by the files that could not be read.
+        rep.affected.clear();
+        rep.errors.push(format!(
+            "{} could not be read: run check again once the repository can be read (no \
+             repair is proposed on what it found)",
+            count(found.unreadable_index_files as u64, "index file")
+        ));
+        rep.repairs = vec![];
+    } else {
+        rep.repairs = proposals(&found, &rep);
+    }
     progress.set_phase(CheckPhase::Done);
     Ok(rep)
 }
@@ -593,6 +620,12 @@ fn count(n: u64, what: &str) -> String {
     } else {
         format!("{n} {what}s")
     }
+}
+
+/// Whether a backend error says nothing of the file's content: it could not be read (denied,
+/// an I/O error, no answer), rather than missing or cut short.
+fn unreadable(b: &arca_backend::BackendError) -> bool {
+    !matches!(b.kind, ErrorKind::NotFound | ErrorKind::ShortRead)
 }
 
 /// The repairs for what was found, in the order to run them.
