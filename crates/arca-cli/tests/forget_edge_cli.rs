@@ -109,3 +109,72 @@ fn snapshots_latest_applies_within_each_group() {
         serde_json::from_str(&e.ok(&["snapshots", "--latest", "0", "--json"])).unwrap();
     assert_eq!(all.as_array().unwrap().len(), 4);
 }
+
+/// `--keep-within` takes its days off on the local clock, as restic does, when snapshots are
+/// in the local zone: across a daylight-saving change the window's edge was an hour off (a
+/// snapshot restic keeps was removed).
+#[test]
+fn keep_within_crosses_a_daylight_saving_change_as_restic() {
+    if !std::path::Path::new("/usr/share/zoneinfo/America/New_York").exists() {
+        return;
+    }
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"x").unwrap();
+    let run = |args: &[&str]| {
+        let o = e.cmd(args).env("TZ", "America/New_York").output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // 20:00 EDT on 2 November, 22:00 EST on 4 November 2024: 2 days less on the clock is
+    // 22:00 EDT on 2 November, 3 hours before that 19:00 EDT, so both are within 2d3h.
+    for t in ["2024-11-02 20:00:00", "2024-11-04 22:00:00"] {
+        run(&["backup", "-q", "--time", t, src.to_str().unwrap()]);
+    }
+    let v: Value = serde_json::from_str(&run(&[
+        "forget",
+        "--dry-run",
+        "--json",
+        "--keep-within",
+        "2d3h",
+    ]))
+    .unwrap();
+    let g = &v.as_array().unwrap()[0];
+    assert_eq!(g["keep"].as_array().unwrap().len(), 2, "{v}");
+    assert!(g["remove"].as_array().is_none_or(|r| r.is_empty()), "{v}");
+}
+
+/// `backup --time` reads a local time as restic (Go) does around daylight-saving changes: a
+/// time the clock skips was refused as if badly written, and a time it shows twice was read
+/// as the second.
+#[test]
+fn backup_time_around_daylight_saving_changes_reads_as_restic() {
+    if !std::path::Path::new("/usr/share/zoneinfo/America/New_York").exists() {
+        return;
+    }
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for t in ["2024-03-10 02:30:00", "2024-11-03 01:30:00"] {
+        let o = e
+            .cmd(&["backup", "-q", "--time", t, src.to_str().unwrap()])
+            .env("TZ", "America/New_York")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{t}: {}", stderr(&o));
+    }
+    let v: Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    let times: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["time"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        times,
+        ["2024-03-10T01:30:00-05:00", "2024-11-03T01:30:00-04:00"]
+    );
+}

@@ -114,7 +114,7 @@ pub fn human_duration(secs: f64) -> String {
 /// (`2006-01-02T15:04:05+07:00`), or local `2006-01-02 15:04:05` or `2006-01-02 15:04`, and
 /// with `date_alone` also `2006-01-02` (midnight, local).
 pub fn parse_time(s: &str, date_alone: bool) -> Option<chrono::DateTime<chrono::FixedOffset>> {
-    use chrono::{Local, NaiveDate, NaiveDateTime, TimeZone};
+    use chrono::{Local, NaiveDate, NaiveDateTime};
     let t = s.trim();
     if let Ok(d) = chrono::DateTime::parse_from_rfc3339(t) {
         return Some(d);
@@ -128,10 +128,39 @@ pub fn parse_time(s: &str, date_alone: bool) -> Option<chrono::DateTime<chrono::
                 .flatten()
                 .and_then(|d| d.and_hms_opt(0, 0, 0))
         })?;
-    Local
-        .from_local_datetime(&naive)
-        .earliest()
-        .map(|d| d.fixed_offset())
+    from_wall_clock(&Local, naive)
+}
+
+/// `naive` on the wall clock of `zone`, read as Go's `time.Date` reads it (and so restic): a
+/// time the clock shows twice (set back) is the first, one it skips (set forward) takes the
+/// offset after the change (02:30 on a night that skips from 02:00 to 03:00 is 01:30 before
+/// the change, in the offset before it). `None` out of range.
+pub fn from_wall_clock<Z: chrono::TimeZone>(
+    zone: &Z,
+    naive: chrono::NaiveDateTime,
+) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    use chrono::{FixedOffset, Offset, TimeDelta};
+    let day = TimeDelta::try_days(1)?;
+    let offset_at = |utc: chrono::NaiveDateTime| zone.offset_from_utc_datetime(&utc).fix();
+    let before = offset_at(naive.checked_sub_signed(day)?);
+    let after = offset_at(naive.checked_add_signed(day)?);
+    let utc_with = |o: FixedOffset| {
+        naive.checked_sub_signed(TimeDelta::try_seconds(i64::from(o.local_minus_utc()))?)
+    };
+    let mut valid: Vec<(chrono::NaiveDateTime, FixedOffset)> = [before, after]
+        .into_iter()
+        .filter_map(|o| utc_with(o).filter(|&u| offset_at(u) == o).map(|u| (u, o)))
+        .collect();
+    valid.sort_by_key(|(u, _)| *u);
+    let (utc, offset) = match valid.first() {
+        Some(&first) => first,
+        // Shown with the offset the clock had at that moment, as Go shows it.
+        None => {
+            let utc = utc_with(after)?;
+            (utc, offset_at(utc))
+        }
+    };
+    Some(chrono::DateTime::from_naive_utc_and_offset(utc, offset))
 }
 
 #[cfg(test)]

@@ -28,11 +28,24 @@ impl CalendarDuration {
         *self == Self::default()
     }
 
-    /// The moment this span before `t`, in `t`'s offset: years and months are taken off the
-    /// month, then days off the day, a day past the end of its month rolling over into the
-    /// next (31 March less one month is 3 March, or 2 March in a leap year, as Go's
-    /// `AddDate`), then the hours. `None` when the result is out of range.
+    /// The moment this span before `t`, as restic computes it (`AddDate` then `Add`): years
+    /// and months are taken off the month, then days off the day, a day past the end of its
+    /// month rolling over into the next (31 March less one month is 3 March, or 2 March in a
+    /// leap year), on the wall clock of `t`'s zone; then the hours, as elapsed time. `t`'s
+    /// zone is the machine's local zone when `t`'s offset is the one it had then (as Go reads
+    /// such a time), so that the calendar step crosses a daylight-saving change as the clock
+    /// does; otherwise `t`'s fixed offset. `None` when the result is out of range.
     pub fn before(&self, t: &DateTime<FixedOffset>) -> Option<DateTime<FixedOffset>> {
+        self.before_in(t, &chrono::Local)
+    }
+
+    /// [`Self::before`] with `zone` as the local zone.
+    pub fn before_in<Z: chrono::TimeZone>(
+        &self,
+        t: &DateTime<FixedOffset>,
+        zone: &Z,
+    ) -> Option<DateTime<FixedOffset>> {
+        use chrono::Offset;
         let local = t.naive_local();
         let months = i64::from(local.year()) * 12 + i64::from(local.month0())
             - i64::from(self.years) * 12
@@ -42,10 +55,14 @@ impl CalendarDuration {
         let first = NaiveDate::from_ymd_opt(year, month0 + 1, 1)?;
         let day_offset = i64::from(local.day()) - 1 - i64::from(self.days);
         let date = first.checked_add_signed(TimeDelta::try_days(day_offset)?)?;
-        let naive = date
-            .and_time(local.time())
-            .checked_sub_signed(TimeDelta::try_hours(i64::from(self.hours))?)?;
-        naive.and_local_timezone(*t.offset()).single()
+        let naive = date.and_time(local.time());
+        let in_zone = zone.offset_from_utc_datetime(&t.naive_utc()).fix() == *t.offset();
+        let day = if in_zone {
+            arca_format::text::from_wall_clock(zone, naive)?
+        } else {
+            naive.and_local_timezone(*t.offset()).single()?
+        };
+        day.checked_sub_signed(TimeDelta::try_hours(i64::from(self.hours))?)
     }
 }
 
