@@ -178,3 +178,36 @@ fn backup_time_around_daylight_saving_changes_reads_as_restic() {
         ["2024-03-10T01:30:00-05:00", "2024-11-03T01:30:00-04:00"]
     );
 }
+
+/// A profile whose `[forget]` section sets a policy does not stop `forget ID`: the ids were
+/// refused with the profile's policy ("not both"), and its --keep-tag cannot be cleared from
+/// the command line. Typed together, ids and a policy are still refused.
+#[test]
+fn a_profile_policy_yields_to_snapshot_ids() {
+    let e = timeline(&[
+        ("h", "", "2026-01-01 10:00:00"),
+        ("h", "", "2026-01-02 10:00:00"),
+    ]);
+    let profile = e.path("p.toml");
+    fs::write(
+        &profile,
+        "[forget]\nkeep-tag = [\"a,b\", \"c\"]\nkeep-last = 1\n",
+    )
+    .unwrap();
+    let p = profile.to_str().unwrap();
+    let first = e
+        .ok(&["list", "snapshots"])
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    let o = e.run(&["-P", p, "forget", &first, "--keep-last", "1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not both"), "{}", stderr(&o));
+    let o = e.run(&["-P", p, "forget", &first]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not applied"), "{}", stderr(&o));
+    let left = e.ok(&["list", "snapshots"]);
+    assert_eq!(left.lines().count(), 1);
+    assert!(!left.contains(&first));
+}

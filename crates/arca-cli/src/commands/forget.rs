@@ -138,9 +138,16 @@ type Damaged = Vec<(Id, String)>;
 
 /// Runs `forget`.
 pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
-    let policy = a.policy()?;
+    let mut policy = a.policy()?;
     if !a.snapshots.is_empty() && !policy.is_empty() {
-        bail!("give snapshot ids or a policy (--keep-*), not both");
+        // A policy typed with ids is refused; one that comes from a profile (`-P`, whose
+        // repeatable --keep-tag cannot be cleared) yields to the ids, as restic's does.
+        let typed = std::env::args_os().any(|x| x.as_encoded_bytes().starts_with(b"--keep-"));
+        if typed {
+            bail!("give snapshot ids or a policy (--keep-*), not both");
+        }
+        eprintln!("snapshot ids given: the profile's policy ({policy}) is not applied");
+        policy = Policy::default();
     }
     // As restic: with no policy, --unsafe-allow-remove-all removes every snapshot that the
     // filter selects (a retired host's), and wants a filter.
