@@ -202,6 +202,9 @@ async fn profiles_list(State(app): State<Arc<App>>) -> Response {
 
 /// `GET /api/forget/preview?keep_last=..`.
 async fn forget_preview(State(app): State<Arc<App>>, q: RawQuery) -> Response {
+    if let Err(e) = PolicyFields::refuse_unknown(q.0.iter().map(|(k, _)| k.as_str())) {
+        return json_result::<Value>(Err(e));
+    }
     let fields = PolicyFields::from_query(&q);
     json_result(blocking(move || tasks::forget_preview(&*app.repo()?, &fields)).await)
 }

@@ -596,6 +596,26 @@ fn restore_backup_forget_and_prune_jobs() {
     let r = post(&s, "/api/forget", &json!({"expect": []}));
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(r.json()["error"].as_str().unwrap().contains("keep rule"));
+    // Fields the API does not know are refused, not ignored (another policy would apply).
+    let r = get(&s, "/api/forget/preview?keep_within_daily=7d");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text().contains("unknown field(s) keep_within_daily"),
+        "{}",
+        r.text()
+    );
+    let r = post(
+        &s,
+        "/api/forget",
+        &json!({"keep_last": 1, "tag": "a", "expect": []}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("unknown field(s) tag"), "{}", r.text());
+    // An empty grouping groups by nothing, in the preview as in the job and the CLI.
+    let p = get(&s, "/api/forget/preview?keep_last=1").json();
+    assert!(p["groups"][0]["group_key"]["hostname"].is_string(), "{p}");
+    let p = get(&s, "/api/forget/preview?keep_last=1&group_by=").json();
+    assert!(p["groups"][0]["group_key"]["hostname"].is_null(), "{p}");
     let r = get(&s, "/api/forget/preview?keep_daily=-5");
     assert_eq!(r.status, 400);
     assert!(

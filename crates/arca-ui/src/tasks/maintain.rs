@@ -181,8 +181,43 @@ impl PolicyFields {
                 .into_iter()
                 .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .collect(),
-            group_by: q.text("group_by"),
+            // Given empty, it groups by nothing (as the CLI's `--group-by ''` and the job's
+            // JSON); absent, by the default.
+            group_by: q
+                .bytes("group_by")
+                .map(|b| String::from_utf8_lossy(b).into_owned()),
             host: q.text("host"),
+        }
+    }
+
+    /// The fields this API knows, to refuse others: an unsupported rule
+    /// (`keep_within_daily`) or filter (`tag`) silently ignored applies another policy.
+    pub const KNOWN: [&'static str; 10] = [
+        "keep_last",
+        "keep_hourly",
+        "keep_daily",
+        "keep_weekly",
+        "keep_monthly",
+        "keep_yearly",
+        "keep_within",
+        "keep_tag",
+        "group_by",
+        "host",
+    ];
+
+    /// Refuses `keys` this API does not know, naming them.
+    pub fn refuse_unknown<'k>(keys: impl Iterator<Item = &'k str>) -> Result<(), ApiError> {
+        let mut unknown: Vec<&str> = keys.filter(|k| !Self::KNOWN.contains(k)).collect();
+        unknown.sort_unstable();
+        unknown.dedup();
+        if unknown.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::bad(format!(
+                "unknown field(s) {}: the policy takes {}",
+                unknown.join(", "),
+                Self::KNOWN.join(", ")
+            )))
         }
     }
 
@@ -308,10 +343,14 @@ pub struct ForgetRequest {
     /// Prune after removing.
     #[serde(default)]
     pub prune: bool,
+    /// Fields neither of the above knows (refused).
+    #[serde(flatten)]
+    pub unknown: std::collections::BTreeMap<String, Value>,
 }
 
 /// Starts the forget job (then prune when asked).
 pub fn start_forget(app: &Arc<App>, r: ForgetRequest) -> Result<Arc<Job>, ApiError> {
+    PolicyFields::refuse_unknown(r.unknown.keys().map(String::as_str))?;
     if r.fields.policy()?.is_empty() {
         return Err(ApiError::bad(NO_RULE));
     }
