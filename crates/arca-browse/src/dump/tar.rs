@@ -186,6 +186,58 @@ fn record(out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
 
 /// A time as pax writes it: seconds, and nanoseconds when there are any (negative times
 /// count down from the epoch: -1.5 is half a second before -1).
+/// An attribute name as a pax keyword, as GNU tar writes it: `%` and `=` (which would end
+/// the keyword) percent-encoded.
+fn xattr_keyword(name: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(name.len());
+    for &b in name {
+        match b {
+            b'%' => out.extend_from_slice(b"%25"),
+            b'=' => out.extend_from_slice(b"%3D"),
+            _ => out.push(b),
+        }
+    }
+    out
+}
+
+/// The text form of a POSIX ACL attribute (`user::rw-,user:1000:r--,group::r--,mask::r--,
+/// other::---`, ids numeric), from the kernel's binary form: a 4-byte version (2), then
+/// 8-byte entries of tag, permissions and id (little-endian). `None` if it is not one.
+fn acl_text(v: &[u8]) -> Option<String> {
+    let (version, entries) = v.split_first_chunk::<4>()?;
+    if u32::from_le_bytes(*version) != 2 || !entries.len().is_multiple_of(8) {
+        return None;
+    }
+    let mut out = vec![];
+    for e in entries.chunks_exact(8) {
+        let tag = u16::from_le_bytes([e[0], e[1]]);
+        let perm = u16::from_le_bytes([e[2], e[3]]);
+        let id = u32::from_le_bytes([e[4], e[5], e[6], e[7]]);
+        let (kind, qualified) = match tag {
+            0x01 => ("user", false),
+            0x02 => ("user", true),
+            0x04 => ("group", false),
+            0x08 => ("group", true),
+            0x10 => ("mask", false),
+            0x20 => ("other", false),
+            _ => return None,
+        };
+        let bit = |m: u16, c: char| if perm & m != 0 { c } else { '-' };
+        let id = if qualified {
+            id.to_string()
+        } else {
+            String::new()
+        };
+        out.push(format!(
+            "{kind}:{id}:{}{}{}",
+            bit(4, 'r'),
+            bit(2, 'w'),
+            bit(1, 'x')
+        ));
+    }
+    Some(out.join(","))
+}
+
 pub(crate) fn pax_time(t: Timespec) -> String {
     if t.nsec == 0 {
         return t.sec.to_string();
@@ -256,8 +308,19 @@ fn headers(e: &Entry, typeflag: u8) -> (Vec<u8>, Header) {
     record(&mut pax, b"atime", pax_time(n.atime).as_bytes());
     record(&mut pax, b"ctime", pax_time(n.ctime).as_bytes());
     for (k, v) in &n.xattrs {
+        // POSIX ACLs as star and GNU tar write them (text), which `tar --acls` reads; their
+        // raw attributes GNU tar skips on purpose.
+        let acl = match &k[..] {
+            b"system.posix_acl_access" => Some(&b"SCHILY.acl.access"[..]),
+            b"system.posix_acl_default" => Some(&b"SCHILY.acl.default"[..]),
+            _ => None,
+        };
+        if let Some((key, text)) = acl.zip(acl_text(v)) {
+            record(&mut pax, key, text.as_bytes());
+            continue;
+        }
         let mut key = b"SCHILY.xattr.".to_vec();
-        key.extend_from_slice(k);
+        key.extend_from_slice(&xattr_keyword(k));
         binary |= std::str::from_utf8(k).is_err();
         record(&mut pax, &key, v);
     }
@@ -288,6 +351,30 @@ mod tests {
             let len: usize = std::str::from_utf8(&out[..sp]).unwrap().parse().unwrap();
             assert_eq!(len, out.len(), "value of {n} bytes");
         }
+    }
+
+    #[test]
+    fn acls_as_text_and_attribute_names_escaped() {
+        let mut acl = 2u32.to_le_bytes().to_vec();
+        for (tag, perm, id) in [
+            (1u16, 6u16, u32::MAX),
+            (2, 6, 1234),
+            (4, 4, u32::MAX),
+            (8, 5, 77),
+            (16, 7, u32::MAX),
+            (32, 0, u32::MAX),
+        ] {
+            acl.extend_from_slice(&tag.to_le_bytes());
+            acl.extend_from_slice(&perm.to_le_bytes());
+            acl.extend_from_slice(&id.to_le_bytes());
+        }
+        assert_eq!(
+            acl_text(&acl).unwrap(),
+            "user::rw-,user:1234:rw-,group::r--,group:77:r-x,mask::rwx,other::---"
+        );
+        assert_eq!(acl_text(b"\x01\0\0\0"), None);
+        assert_eq!(acl_text(&acl[..10]), None);
+        assert_eq!(xattr_keyword(b"user.a=b%c"), b"user.a%3Db%25c");
     }
 
     #[test]
