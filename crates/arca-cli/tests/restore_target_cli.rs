@@ -111,3 +111,46 @@ fn an_entry_delete_cannot_remove_is_reported_as_not_deleted() {
     assert!(text.contains("deleted 1 entries"), "{text}");
     assert!(!extra.exists());
 }
+
+/// A metadata fix changes only what differs: on an append-only file whose access time alone
+/// was wrong, the restore also tried to change its owner and mode, and reported those
+/// failures too.
+#[test]
+fn a_metadata_fix_changes_only_what_differs() {
+    if !is_root() {
+        return;
+    }
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"log").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    e.ok(&["restore", "-q", "latest", "-t", target.to_str().unwrap()]);
+    let f = restored(&target, &src).join("f");
+    let set = |flag: &str| {
+        Command::new("chattr")
+            .arg(flag)
+            .arg(&f)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let t = nix::sys::time::TimeSpec::new(1_000_000_000, 0);
+    nix::sys::stat::utimensat(
+        nix::fcntl::AT_FDCWD,
+        &f,
+        &t,
+        &nix::sys::time::TimeSpec::UTIME_OMIT,
+        nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+    )
+    .unwrap();
+    if !set("+a") {
+        return; // no append-only flag on this file system
+    }
+    let o = e.run(&["restore", "-q", "latest", "-t", target.to_str().unwrap()]);
+    set("-a");
+    let err = stderr(&o);
+    assert!(!err.contains("change owner"), "{err}");
+    assert!(!err.contains("change mode"), "{err}");
+}

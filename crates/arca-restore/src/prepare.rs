@@ -133,7 +133,11 @@ impl Shared<'_> {
                 return;
             }
         } else if !meta_ok && !meta_set {
-            for err in arca_fs::apply_metadata(path, &ep.meta.node(), self.metadata, None) {
+            // What it has now, so that only what differs is changed (an append-only file
+            // whose atime alone differed got "cannot change owner/mode" errors).
+            let have = arca_fs::lstat(path).ok();
+            for err in arca_fs::apply_metadata(path, &ep.meta.node(), self.metadata, have.as_ref())
+            {
                 ok = false;
                 if self.fs_error(&err) {
                     return;
