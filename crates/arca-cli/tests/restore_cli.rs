@@ -487,7 +487,7 @@ fn the_summary_names_what_was_left_alone() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains("1 of the snapshot's files were not restored"),
+        out.contains("1 of the snapshot's files was not restored"),
         "{out}"
     );
     assert!(!out.contains("left as they are"), "{out}");

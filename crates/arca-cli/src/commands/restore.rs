@@ -449,8 +449,9 @@ fn print_summary(
     }
     if p.files_blocked > 0 {
         super::out(&format!(
-            "{} of the snapshot's files were not restored (see the errors above)",
-            p.files_blocked
+            "{} of the snapshot's files {} not restored (see the errors above)",
+            p.files_blocked,
+            if p.files_blocked == 1 { "was" } else { "were" }
         ))?;
     }
     if nothing_selected {
