@@ -412,7 +412,7 @@ fn check_does_not_call_unreadable_files_damaged() {
         names.remove(0)
     };
     for kind in ["snapshots", "index"] {
-        fs::set_permissions(first(kind), fs::Permissions::from_mode(0)).unwrap();
+        fs::set_permissions(first(kind), fs::Permissions::from_mode(0o000)).unwrap();
     }
     let o = run(&["check"]);
     let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));

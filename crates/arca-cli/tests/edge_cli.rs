@@ -336,7 +336,7 @@ fn an_unreadable_key_file_does_not_lock_out_the_others() {
     for f in fs::read_dir(e.repo.join("keys")).unwrap() {
         let f = f.unwrap();
         if f.file_name().to_str() != Some(own.as_str()) {
-            fs::set_permissions(f.path(), fs::Permissions::from_mode(0)).unwrap();
+            fs::set_permissions(f.path(), fs::Permissions::from_mode(0o000)).unwrap();
             others += 1;
         }
     }
