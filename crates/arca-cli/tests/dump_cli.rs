@@ -194,6 +194,15 @@ fn tar_of_every_kind_extracts_identically() {
         unhex(&small["pax"]["SCHILY.xattr.user.binary"]),
         [0, 1, 2, 255]
     );
+    // An ACL also as text, which `tar --acls` reads (it skips the raw attribute then).
+    let acl = xattr::get(src.join("dir/text.log"), "system.posix_acl_access");
+    if acl.is_ok_and(|a| a.is_some()) {
+        let log = by_name[&key(b"dir/text.log")];
+        assert_eq!(
+            pax(log, "SCHILY.acl.access"),
+            "user::rw-,user:1000:rw-,group::r--,mask::rw-,other::r--"
+        );
+    }
     assert_eq!(small["size"], 11);
     assert_eq!(small["mode"], 0o644);
     let links: Vec<_> = ["dir/hard-2", "dir/nested/hard-3", "hard-1"]

@@ -308,8 +308,8 @@ fn headers(e: &Entry, typeflag: u8) -> (Vec<u8>, Header) {
     record(&mut pax, b"atime", pax_time(n.atime).as_bytes());
     record(&mut pax, b"ctime", pax_time(n.ctime).as_bytes());
     for (k, v) in &n.xattrs {
-        // POSIX ACLs as star and GNU tar write them (text), which `tar --acls` reads; their
-        // raw attributes GNU tar skips on purpose.
+        // POSIX ACLs also as star and GNU tar write them (text), which `tar --acls` reads
+        // (skipping the raw attribute then); `tar --xattrs` alone sets the raw attribute.
         let acl = match &k[..] {
             b"system.posix_acl_access" => Some(&b"SCHILY.acl.access"[..]),
             b"system.posix_acl_default" => Some(&b"SCHILY.acl.default"[..]),
@@ -317,7 +317,6 @@ fn headers(e: &Entry, typeflag: u8) -> (Vec<u8>, Header) {
         };
         if let Some((key, text)) = acl.zip(acl_text(v)) {
             record(&mut pax, key, text.as_bytes());
-            continue;
         }
         let mut key = b"SCHILY.xattr.".to_vec();
         key.extend_from_slice(&xattr_keyword(k));
