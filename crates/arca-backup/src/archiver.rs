@@ -295,7 +295,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             };
             let pnode = parent.as_ref().and_then(|t| t.find(name));
             let slot = slots.len() as u32;
-            let done = if child.target {
+            let done = if child.target && !self.follows(&path, &meta, child) {
                 let within = Within {
                     dev: None,
                     nested: Some(child),
@@ -316,6 +316,22 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             slots,
             later,
         })
+    }
+
+    /// Whether backed-up path `src`, a symlink with backed-up paths below it (`link` and
+    /// `link/file`), is stored as the directory it leads to (warned): as a symlink, the paths
+    /// below it were left out without a word.
+    fn follows(&mut self, path: &Path, meta: &Metadata, src: &SourceTree) -> bool {
+        if !meta.file_type().is_symlink() || src.children.is_empty() {
+            return false;
+        }
+        let msg = format!(
+            "{}: a symlink given with paths below it; stored as the directory it leads to, \
+             holding those paths",
+            path.display()
+        );
+        self.ctx.report.warn(path, WarningKind::Followed, msg);
+        true
     }
 
     /// A directory on the way to backed-up paths (`src`, not itself one), stored as the
@@ -442,7 +458,10 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             // backed-up path; else the walk goes on, watching for the ones further down.
             let crosses = self.ctx.opts.one_file_system && meta.dev() != dev;
             let done = match nested.and_then(|n| n.children.get(&name)) {
-                Some(sub) if !sub.target && (meta.file_type().is_symlink() || crosses) => {
+                Some(sub)
+                    if (!sub.target && (meta.file_type().is_symlink() || crosses))
+                        || (sub.target && self.follows(&path, &meta, sub)) =>
+                {
                     self.on_the_way(path, &name, meta, sub, pnode)
                 }
                 Some(sub) => {

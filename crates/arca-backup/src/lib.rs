@@ -134,6 +134,10 @@ pub enum WarningKind {
     ChangedWhileRead,
     /// A directory that contains itself (bind mount loop); its contents are not stored.
     Loop,
+    /// A symlink to a directory, named as a backed-up path with others below it (`link` and
+    /// `link/file`): stored as the directory it leads to, holding those paths, not as a
+    /// symlink.
+    Followed,
 }
 
 /// A per-entry problem.

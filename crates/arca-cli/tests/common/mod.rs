@@ -114,7 +114,13 @@ impl Env {
             .spawn()
             .unwrap();
         let start = std::time::Instant::now();
-        while fs::read_dir(self.repo.join("locks")).map_or(0, |d| d.count()) == 0 {
+        // A lock file, not the temporary file it is written as first.
+        let locks = || {
+            fs::read_dir(self.repo.join("locks")).map_or(0, |d| {
+                d.flatten().filter(|f| f.file_name().len() == 64).count()
+            })
+        };
+        while locks() == 0 {
             assert!(
                 start.elapsed() < std::time::Duration::from_secs(15),
                 "no lock"
