@@ -523,6 +523,20 @@ fn run<'w>(
         walk(parent_root),
     );
     phases.done("pipeline");
+    // Ctrl-C while the last packs were uploading (the sources all read): no snapshot, as
+    // anywhere else in the backup; what was uploaded is indexed. A stage that stopped because
+    // of it reports no error of its own.
+    if opts
+        .cancel
+        .as_ref()
+        .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+    {
+        let (packs, bytes) = out
+            .saved
+            .as_ref()
+            .map_or((0, 0), |s| (s.packs, s.pack_bytes));
+        return Err(BackupError::Cancelled { packs, bytes });
+    }
     // A repository error in the pipeline is the real cause when the walk stopped early.
     let stats = out.saved?;
     let root = match out.root {

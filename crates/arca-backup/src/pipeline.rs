@@ -116,7 +116,7 @@ pub(crate) fn run(
     source: Source<'_>,
 ) -> Outcome {
     std::thread::scope(|outer| {
-        let saver = Saver::start(outer, repo, shape.saver);
+        let saver = Saver::start(outer, repo, shape.saver, opts.cancel.clone());
         let ctx = Ctx {
             repo,
             // Listings of the parent that could not be read are stored again if met.

@@ -164,6 +164,7 @@ impl<'scope> Saver<'scope> {
         scope: &'scope Scope<'scope, 'env>,
         repo: &'env Repository,
         cfg: SaverConfig,
+        cancel: Option<Arc<AtomicBool>>,
     ) -> Self {
         let workers = cfg.workers.max(1);
         let uploads = cfg.uploads.max(1);
@@ -202,8 +203,13 @@ impl<'scope> Saver<'scope> {
                 let rx = pack_rx.clone();
                 let (index, failed) = (Arc::clone(&index), Arc::clone(&failed));
                 let pools = Arc::clone(&pools);
+                let cancel = cancel.clone();
                 scope.spawn(move || {
-                    upload_stage(repo, rx, cfg.dry_run, &index, &failed, &pools.packs)
+                    let stop = Stop {
+                        failed: &failed,
+                        cancel: cancel.as_deref(),
+                    };
+                    upload_stage(repo, rx, cfg.dry_run, &index, stop, &pools.packs)
                 })
             })
             .collect();
@@ -438,19 +444,36 @@ impl Checkpoint {
     }
 }
 
+/// What stops the uploaders: another uploader's failure, or Ctrl-C (the packs being
+/// uploaded finish and are indexed; the ones after them are not sent, and the stages before
+/// stop as their hand-over fails).
+#[derive(Clone, Copy)]
+struct Stop<'a> {
+    failed: &'a AtomicBool,
+    cancel: Option<&'a AtomicBool>,
+}
+
+impl Stop<'_> {
+    fn now(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+            || self.cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+    }
+}
+
 fn upload_stage(
     repo: &Repository,
     rx: Receiver<FinishedPack>,
     dry_run: bool,
     index: &Mutex<Checkpoint>,
-    failed: &AtomicBool,
+    stop: Stop<'_>,
     packs: &Pool,
 ) -> Result<Clock, RepoError> {
+    let failed = stop.failed;
     let backend = Arc::clone(repo.backend());
     let mut clock = Clock::new();
     for mut pack in rx.iter() {
         clock.waited_in();
-        if failed.load(Ordering::Relaxed) {
+        if stop.now() {
             break;
         }
         if !dry_run {

@@ -393,3 +393,39 @@ fn a_lock_that_could_not_be_refreshed_stops_the_commit() {
     e.ok(&["prune", "--max-unused", "0"]);
     e.ok(&["check", "--read-data"]);
 }
+
+/// Ctrl-C (or SIGTERM) while a backup uploads its last packs, its sources all read, stops it
+/// without a snapshot and with exit 130: the signal was ignored once reading was over, and the
+/// backup saved its snapshot and exited 0.
+#[test]
+fn a_signal_during_the_last_uploads_stops_the_backup() {
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), random_bytes(5, 3 << 20)).unwrap();
+    e.init(&SMALL_CHUNKS);
+    // Every pack takes 3 s to upload: the reading is long over when the signal comes.
+    let child = e
+        .cmd(&["backup", "--quiet", src.to_str().unwrap()])
+        .env("ARCA_TEST_FAULTS", "write:pack:always:delay=3s")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_locks(&e, 1);
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signals a child this test started and has not waited for.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM)
+    };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert_eq!(
+        fs::read_dir(e.repo.join("snapshots")).unwrap().count(),
+        0,
+        "a snapshot was saved"
+    );
+    assert_eq!(lock_files(&e), 0);
+    e.ok(&["check"]);
+}
