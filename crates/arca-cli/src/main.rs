@@ -175,6 +175,9 @@ fn main() -> ExitCode {
 fn failure_code(e: &anyhow::Error) -> u8 {
     use arca_repo::RepoError;
     for cause in e.chain() {
+        if cause.downcast_ref::<commands::Interrupted>().is_some() {
+            return commands::INTERRUPTED;
+        }
         match cause.downcast_ref::<RepoError>() {
             Some(
                 RepoError::NoRepository { .. }

@@ -517,7 +517,15 @@ pub fn take_lock(
                     );
                     said = true;
                 }
-                std::thread::sleep(spread(pause).min(left));
+                // In slices: Ctrl-C to a backup or restore waiting here stops it (they
+                // handle signals themselves, and waited out the whole --retry-lock).
+                let until = std::time::Instant::now() + spread(pause).min(left);
+                while std::time::Instant::now() < until {
+                    if crate::commands::SIGNALLED.load(std::sync::atomic::Ordering::SeqCst) {
+                        return Err(crate::commands::Interrupted("waiting for the lock").into());
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
                 pause = (pause * 2).min(Duration::from_secs(30));
             }
             Err(arca_repo::RepoError::Locked { location, holder }) if patience.is_some() => {

@@ -429,3 +429,93 @@ fn a_signal_during_the_last_uploads_stops_the_backup() {
     assert_eq!(lock_files(&e), 0);
     e.ok(&["check"]);
 }
+
+/// A second signal to a backup that is stopping ends it at once and still removes its lock:
+/// it exited 130 leaving the lock file behind.
+#[test]
+fn a_second_signal_ends_a_backup_at_once_without_leaving_its_lock() {
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), random_bytes(6, 3 << 20)).unwrap();
+    e.init(&SMALL_CHUNKS);
+    let child = e
+        .cmd(&["backup", "--quiet", src.to_str().unwrap()])
+        .env("ARCA_TEST_FAULTS", "write:pack:always:delay=20s")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_locks(&e, 1);
+    std::thread::sleep(Duration::from_millis(500));
+    for _ in 0..2 {
+        // SAFETY: signals a child this test started and has not waited for.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM)
+        };
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert_eq!(lock_files(&e), 0, "the lock was left behind");
+}
+
+/// Ctrl-C stops a backup that waits for a lock with `--retry-lock`: it waited until the lock
+/// freed or the whole duration passed (an hour here).
+#[test]
+fn a_signal_stops_a_backup_waiting_for_a_lock() {
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), b"x").unwrap();
+    e.init(&[]);
+    // A prune holds the exclusive lock while its listing of the snapshots stalls.
+    let mut prune = e
+        .cmd(&["prune"])
+        .env("ARCA_TEST_FAULTS", "list:snapshot:always:delay=30s")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_locks(&e, 1);
+    let child = e
+        .cmd(&[
+            "--retry-lock",
+            "1h",
+            "backup",
+            "--quiet",
+            src.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signals a child this test started and has not waited for.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT)
+    };
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    prune.kill().unwrap();
+    prune.wait().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("interrupted while waiting for the lock"),
+        "{}",
+        stderr(&out)
+    );
+}

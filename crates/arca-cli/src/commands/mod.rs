@@ -71,20 +71,54 @@ pub fn run(cli: Cli) -> Result<u8> {
 /// Exit code of a command stopped by Ctrl-C (as restic and shells report SIGINT).
 pub(crate) const INTERRUPTED: u8 = 130;
 
+/// Set by the first SIGINT or SIGTERM to a command that stops on signals itself (see
+/// [`cancel_on_signals`]): waits outside its pipeline (`--retry-lock`) look at it.
+pub(crate) static SIGNALLED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// A command stopped by a signal while it waited, before its own work began.
+#[derive(Debug)]
+pub(crate) struct Interrupted(pub &'static str);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "interrupted while {}", self.0)
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
 /// A flag set by the first SIGINT or SIGTERM; a second one while the command winds down
-/// ends the process at once with `exit_code`.
+/// ends the process with `exit_code` once the locks it holds are removed (it left them
+/// behind), and a third at once.
 fn cancel_on_signals(exit_code: u8) -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
     crate::lock_signals::handled_by_command();
-    let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let last = Arc::new(AtomicBool::new(false));
+    let sigs = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM];
+    for sig in sigs {
         signal_hook::flag::register_conditional_shutdown(
             sig,
             i32::from(exit_code),
-            Arc::clone(&cancel),
+            Arc::clone(&last),
         )?;
         signal_hook::flag::register(sig, Arc::clone(&cancel))?;
     }
+    let mut signals = signal_hook::iterator::Signals::new(sigs)?;
+    std::thread::Builder::new()
+        .name("arca-cancel".into())
+        .spawn(move || {
+            for (n, _) in signals.forever().enumerate() {
+                SIGNALLED.store(true, Ordering::SeqCst);
+                if n >= 1 {
+                    last.store(true, Ordering::SeqCst);
+                    arca_repo::release_held(std::time::Duration::from_secs(5));
+                    std::process::exit(i32::from(exit_code));
+                }
+            }
+        })?;
     Ok(cancel)
 }
 
