@@ -563,7 +563,10 @@ fn lock_outcome(
     command: &str,
 ) -> Result<arca_repo::Lock> {
     // Commands that write the repository need it writable, lock or not.
-    let writes = matches!(command, "backup" | "copy" | "tag" | "rewrite" | "recover");
+    let writes = matches!(
+        command,
+        "backup" | "copy" | "tag" | "rewrite" | "recover" | "key"
+    );
     match taken {
         Ok(l) => Ok(l),
         // A repository this process cannot write (a read-only mount, another user's files)

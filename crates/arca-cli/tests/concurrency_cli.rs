@@ -519,3 +519,68 @@ fn a_signal_stops_a_backup_waiting_for_a_lock() {
         stderr(&out)
     );
 }
+
+/// Key changes take locks: `key remove` under a prune's exclusive lock is refused (exit 11),
+/// and two removals, each of the other's key, leave one key (they took no lock, and both
+/// succeeded, leaving the repository with no key at all).
+#[test]
+fn key_removals_take_a_lock_and_never_remove_every_key() {
+    let e = Env::new();
+    e.init(&[]);
+    let second = e.path("second");
+    fs::write(&second, "other password\n").unwrap();
+    e.ok(&[
+        "key",
+        "add",
+        "--new-password-file",
+        second.to_str().unwrap(),
+    ]);
+    let keys: Vec<String> = e.ok(&["list", "keys"]).lines().map(String::from).collect();
+    assert_eq!(keys.len(), 2);
+    let current = |password: &str| -> String {
+        let o = e
+            .cmd(&["key", "list", "--json"])
+            .env("ARCA_PASSWORD", password)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["current"] == true)
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (first_key, second_key) = (current("test password"), current("other password"));
+    let mut prune = e
+        .cmd(&["prune"])
+        .env("ARCA_TEST_FAULTS", "list:snapshot:always:delay=30s")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_locks(&e, 1);
+    let o = e.run(&["key", "remove", &second_key]);
+    assert_eq!(o.status.code(), Some(11), "{}", stderr(&o));
+    // Both removals wait for the prune, then run one after the other.
+    let remove = |password: &str, id: &str| {
+        e.cmd(&["--retry-lock", "1m", "key", "remove", id])
+            .env("ARCA_PASSWORD", password)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = remove("test password", &second_key);
+    let b = remove("other password", &first_key);
+    std::thread::sleep(Duration::from_millis(500));
+    prune.kill().unwrap();
+    prune.wait().unwrap();
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let ok = [&a, &b].iter().filter(|o| o.status.success()).count();
+    assert_eq!(ok, 1, "{}\n{}", stderr(&a), stderr(&b));
+    // Whichever went first, one key is left (counted as files: either password may be gone).
+    assert_eq!(fs::read_dir(e.repo.join("keys")).unwrap().count(), 1);
+}

@@ -25,6 +25,19 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
         _ => arca_repo::KeyOwner::default(),
     };
     let mut opened = util::open(g)?;
+    // As restic: adding a key takes a shared lock, removing or replacing one an exclusive
+    // one, so that two removals cannot each take away the other's key (which left the
+    // repository with none) and nothing changes keys under a prune.
+    let kind = match &a.command {
+        KeyCommand::List { .. } => None,
+        KeyCommand::Add { .. } => Some(arca_repo::LockKind::Shared),
+        KeyCommand::Remove { .. } | KeyCommand::Passwd { .. } => {
+            Some(arca_repo::LockKind::Exclusive)
+        }
+    };
+    let _lock = kind
+        .map(|k| util::take_lock(g, &opened.repo, k, "key"))
+        .transpose()?;
     let repo = &mut opened.repo;
     match &a.command {
         KeyCommand::List { json } => {
