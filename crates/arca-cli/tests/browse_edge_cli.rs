@@ -422,3 +422,42 @@ fn check_does_not_call_unreadable_files_damaged() {
     assert!(!all.contains("damaged"), "{all}");
     assert!(!all.contains("to repair"), "{all}");
 }
+
+/// `find --json` keeps its output one JSON document when a snapshot's listing cannot be read:
+/// the array was left open (exit 1), so a script's parser failed on the hits found. The other
+/// snapshots are searched, and the damaged one is named on stderr.
+#[test]
+fn find_json_stays_whole_when_a_listing_is_damaged() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("needle"), b"one").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    // The first backup's tree pack, damaged in its middle.
+    let packs = |kind: &str| -> Vec<String> {
+        e.ok(&["list", "packs"])
+            .lines()
+            .filter(|id| {
+                let v: serde_json::Value =
+                    serde_json::from_str(&e.ok(&["cat", "pack", id])).unwrap();
+                v["type"] == kind
+            })
+            .map(String::from)
+            .collect()
+    };
+    let trees = packs("tree");
+    fs::write(src.join("needle"), b"two, longer").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let path = e.repo.join("data").join(&trees[0][..2]).join(&trees[0]);
+    let mut bytes = fs::read(&path).unwrap();
+    let mid = bytes.len() / 3;
+    bytes[mid] ^= 0x55;
+    fs::write(&path, bytes).unwrap();
+    let o = e.run(&["--no-cache", "find", "--json", "needle"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&o.stdout)));
+    assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
+    assert!(stderr(&o).contains("snapshot"), "{}", stderr(&o));
+}

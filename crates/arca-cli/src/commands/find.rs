@@ -321,19 +321,27 @@ pub fn run(g: &Global, a: &FindArgs) -> Result<u8> {
         elements: 0,
     };
     let mut finder = Finder::new(repo, &index, query);
+    let mut failed = 0;
     for (id, s) in &snapshots {
         out.begin(id, s);
         let mut sink = |h: &Hit<'_>| {
             if objects { out.object(h) } else { out.entry(h) }
         };
-        finder.search(s.tree, &mut sink).map_err(|e| match e {
-            FindError::Listing { .. } => {
-                anyhow::anyhow!("snapshot {}: {e}", id.short())
+        match finder.search(s.tree, &mut sink) {
+            Ok(_) => {}
+            // A listing that cannot be read fails that snapshot, named on stderr; the others
+            // are searched, and the output stays whole (a JSON array was left open).
+            Err(e @ FindError::Listing { .. }) => {
+                failed += 1;
+                crate::progress::warn(&format!("arca: snapshot {}: {e}", id.short()));
             }
-            e => e.into(),
-        })?;
+            Err(e) => return Err(e.into()),
+        }
         out.end(objects)?;
     }
     out.finish(objects)?;
+    if failed > 0 {
+        anyhow::bail!("{failed} snapshot(s) could not be searched whole (see the errors above)");
+    }
     Ok(0)
 }
