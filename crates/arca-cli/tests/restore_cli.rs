@@ -490,6 +490,8 @@ fn the_summary_names_what_was_left_alone() {
         out.contains("1 of the snapshot's files was not restored"),
         "{out}"
     );
+    // The same failure is not counted again as an entry.
+    assert!(!out.contains("could not be restored"), "{out}");
     assert!(!out.contains("left as they are"), "{out}");
     assert!(
         stderr(&o).contains("a directory is in the way"),

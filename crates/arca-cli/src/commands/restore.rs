@@ -466,11 +466,14 @@ fn print_summary(
     // Entries, not errors: one entry may have several (an owner and attributes not set).
     let paths: std::collections::HashSet<&Path> =
         r.issues.iter().map(|i| i.path.as_path()).collect();
-    let failed = (paths.len() as u64).saturating_sub(r.verify_failures + r.deletes_failed);
+    // The files not restored (something in the way) are counted above already.
+    let failed =
+        (paths.len() as u64).saturating_sub(r.verify_failures + r.deletes_failed + p.files_blocked);
     let entries = |n: u64| if n == 1 { "entry" } else { "entries" };
     if failed > 0 {
         super::out(&format!(
-            "{failed} {} could not be restored (see the errors above)",
+            "{failed} {}{} could not be restored (see the errors above)",
+            if p.files_blocked > 0 { "more " } else { "" },
             entries(failed)
         ))?;
     }
