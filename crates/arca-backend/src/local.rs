@@ -522,7 +522,14 @@ impl Backend for LocalBackend {
             }
             f.sync_all()?;
             drop(f);
-            fs::rename(&tmp, &p)?;
+            if t == FileType::Config {
+                // Never over another config: of two inits racing in one folder, the second
+                // fails instead of replacing the first's (whose keys then opened nothing).
+                fs::hard_link(&tmp, &p)?;
+                fs::remove_file(&tmp)?;
+            } else {
+                fs::rename(&tmp, &p)?;
+            }
             sync_dir(&dir)
         })();
         if let Err(e) = res {

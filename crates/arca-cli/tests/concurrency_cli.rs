@@ -584,3 +584,41 @@ fn key_removals_take_a_lock_and_never_remove_every_key() {
     // Whichever went first, one key is left (counted as files: either password may be gone).
     assert_eq!(fs::read_dir(e.repo.join("keys")).unwrap().count(), 1);
 }
+
+/// Two `init`s of one folder at once: one wins, the other fails and leaves no key behind.
+/// Both said "created", and the second config replaced the first, so one password opened a
+/// key whose repository was gone ("authentication failed").
+#[test]
+fn racing_inits_leave_one_repository() {
+    let e = Env::new();
+    let init = |password: &str| {
+        e.cmd(&["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"])
+            .env("ARCA_PASSWORD", password)
+            .env("ARCA_TEST_FAULTS", "write:key:always:delay=1s")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (init("first"), init("second"));
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let won: Vec<&str> = [("first", &a), ("second", &b)]
+        .iter()
+        .filter(|(_, o)| o.status.success())
+        .map(|(p, _)| *p)
+        .collect();
+    assert_eq!(won.len(), 1, "{}\n{}", stderr(&a), stderr(&b));
+    let lost = if won[0] == "first" { &b } else { &a };
+    assert!(
+        stderr(lost).contains("meanwhile") || stderr(lost).contains("already"),
+        "{}",
+        stderr(lost)
+    );
+    assert_eq!(fs::read_dir(e.repo.join("keys")).unwrap().count(), 1);
+    let o = e
+        .cmd(&["snapshots"])
+        .env("ARCA_PASSWORD", won[0])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+}

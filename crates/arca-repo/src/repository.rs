@@ -129,7 +129,29 @@ impl Repository {
         repo.key_id = repo.write_key(password, opts.kdf, &KeyOwner::default())?;
         // The config is written last: its presence marks a complete repository.
         let bytes = repo.seal_file(EnvelopeKind::Config, &config.encode(), false)?;
-        repo.backend.write(FileType::Config, "config", &bytes)?;
+        if let Err(e) = repo.backend.write(FileType::Config, "config", &bytes) {
+            // Another init got there first: our key opens nothing of its repository.
+            let _ = repo.backend.delete(FileType::Key, &repo.key_id.to_hex());
+            if e.kind == arca_backend::ErrorKind::AlreadyExists {
+                return Err(arca_backend::BackendError::new(
+                    "create repository",
+                    repo.backend.location(),
+                    arca_backend::ErrorKind::AlreadyExists,
+                    "a repository was created here meanwhile (by another init)".into(),
+                )
+                .into());
+            }
+            return Err(e.into());
+        }
+        // A racing init may have taken our key for an interrupted init's leftover and removed
+        // it before our config was written: written again, the repository opens.
+        if repo
+            .backend
+            .stat(FileType::Key, &repo.key_id.to_hex())
+            .is_err_and(|e| e.is_not_found())
+        {
+            repo.key_id = repo.write_key(password, opts.kdf, &KeyOwner::default())?;
+        }
         Ok(repo)
     }
 
