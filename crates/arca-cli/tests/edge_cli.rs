@@ -708,3 +708,32 @@ fn files_a_stopped_restore_left_unfinished_are_restored_by_if_newer() {
         );
     }
 }
+
+/// `key passwd` whose new key file is damaged on the way keeps the old key: it said "password
+/// changed", removed the old key, and neither password opened the repository any more.
+#[test]
+fn a_damaged_new_key_changes_nothing() {
+    let e = Env::new();
+    e.init(&[]);
+    let new = e.path("new");
+    fs::write(&new, "new password\n").unwrap();
+    for args in [
+        &[
+            "key",
+            "passwd",
+            "--new-password-file",
+            new.to_str().unwrap(),
+        ][..],
+        &["key", "add", "--new-password-file", new.to_str().unwrap()],
+    ] {
+        let o = e
+            .cmd(args)
+            .env("ARCA_TEST_FAULTS", "write:key:always:corrupt")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("did not read back"), "{}", stderr(&o));
+        e.ok(&["snapshots"]);
+        assert_eq!(fs::read_dir(e.repo.join("keys")).unwrap().count(), 1);
+    }
+}
