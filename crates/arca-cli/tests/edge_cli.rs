@@ -737,3 +737,37 @@ fn a_damaged_new_key_changes_nothing() {
         assert_eq!(fs::read_dir(e.repo.join("keys")).unwrap().count(), 1);
     }
 }
+
+/// Commands that replace a snapshot (tag, rewrite --forget) read the replacement back before
+/// removing the original: a replacement damaged on the way cost the original, exit 0.
+#[test]
+fn a_damaged_replacement_snapshot_keeps_the_original() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"keep me").unwrap();
+    fs::write(src.join("g"), b"drop me").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let before = e.ok(&["list", "snapshots"]);
+    let exclude = src.join("g");
+    for args in [
+        &["tag", "--add", "x", "latest"][..],
+        &[
+            "rewrite",
+            "--forget",
+            "--exclude",
+            exclude.to_str().unwrap(),
+            "latest",
+        ],
+    ] {
+        let o = e
+            .cmd(args)
+            .env("ARCA_TEST_FAULTS", "write:snapshot:always:corrupt")
+            .output()
+            .unwrap();
+        assert_ne!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        assert_eq!(e.ok(&["list", "snapshots"]), before, "{args:?}");
+    }
+    e.ok(&["check"]);
+}

@@ -221,7 +221,7 @@ pub fn rewrite_snapshots(
     }
     for r in &mut rep.snapshots {
         if let Some(new) = &r.new {
-            r.new_id = Some(repo.save_snapshot(new)?);
+            r.new_id = Some(repo.save_snapshot_checked(new)?);
         }
     }
     if opts.forget {

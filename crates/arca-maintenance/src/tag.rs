@@ -139,7 +139,9 @@ pub fn retag(
         saved,
         source: Box::new(source),
     };
-    let new_id = repo.save_snapshot(&r.snapshot).map_err(|e| fail(None, e))?;
+    let new_id = repo
+        .save_snapshot_checked(&r.snapshot)
+        .map_err(|e| fail(None, e))?;
     match repo.backend().delete(FileType::Snapshot, &id.to_hex()) {
         Ok(()) => {}
         // Gone already (another tag run): the copy stands for it.

@@ -89,6 +89,20 @@ impl Repository {
         self.save_file(FileType::Snapshot, &body)
     }
 
+    /// [`Self::save_snapshot`], then reads the file back (and opens and decodes it): for a
+    /// snapshot that replaces another, whose original is removed next (tag, rewrite,
+    /// repair), so that a replacement damaged on the way never costs the original.
+    pub fn save_snapshot_checked(&self, s: &Snapshot) -> Result<Id> {
+        let id = self.save_snapshot(s)?;
+        match self.load_snapshot(&id) {
+            Ok(_) => Ok(id),
+            Err(e) => {
+                let _ = self.backend().delete(FileType::Snapshot, &id.to_hex());
+                Err(e)
+            }
+        }
+    }
+
     /// Loads one snapshot.
     pub fn load_snapshot(&self, id: &Id) -> Result<Snapshot> {
         let body = self.load_file(FileType::Snapshot, id)?;

@@ -177,7 +177,7 @@ pub fn repair_snapshots(
         })?);
     }
     for (i, new) in planned {
-        rep.damaged[i].repaired = Some(repo.save_snapshot(&new)?);
+        rep.damaged[i].repaired = Some(repo.save_snapshot_checked(&new)?);
     }
     if opts.forget {
         for d in &mut rep.damaged {
