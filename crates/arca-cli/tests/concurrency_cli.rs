@@ -622,3 +622,34 @@ fn racing_inits_leave_one_repository() {
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// `repair index` whose lock could not be refreshed deletes no index file (it went on deleting
+/// after its lock might look stale to others).
+#[test]
+fn repair_index_stops_when_its_lock_could_not_be_refreshed() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), random_bytes(7, 100_000)).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let index = || fs::read_dir(e.repo.join("index")).unwrap().count();
+    let before = index();
+    let o = e
+        .cmd(&["repair", "index", "--read-all-packs"])
+        .env("ARCA_TEST_LOCK_TIMING", "100,300")
+        .env(
+            "ARCA_TEST_FAULTS",
+            "write:lock:from=2:denied,read:pack:always:delay=800ms",
+        )
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("could not be refreshed"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(index() >= before);
+    e.ok(&["check", "--read-data"]);
+}

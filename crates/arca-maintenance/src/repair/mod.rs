@@ -66,6 +66,8 @@ fn scan_or_stop(repo: &Repository, packs: &[(Id, u64)]) -> Result<HeaderScan, Re
 
 /// Deletes a repository file; `false` when it was already gone.
 fn delete_file(repo: &Repository, t: FileType, id: &Id) -> Result<bool, RepoError> {
+    // Nothing is deleted under a lock others may take for stale (its refreshes failed).
+    arca_repo::lock::check_held()?;
     match repo.backend().delete(t, &id.to_hex()) {
         Ok(()) => Ok(true),
         Err(e) if e.is_not_found() => Ok(false),
