@@ -461,3 +461,25 @@ fn find_json_stays_whole_when_a_listing_is_damaged() {
     assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
     assert!(stderr(&o).contains("snapshot"), "{}", stderr(&o));
 }
+
+/// For a damaged snapshot file, `check` also points at `recover`: `repair snapshots --forget`
+/// then `prune` lost the listings the file led to, which `recover` could still save.
+#[test]
+fn check_points_at_recover_for_a_damaged_snapshot_file() {
+    let e = one_snapshot();
+    let snap = fs::read_dir(e.repo.join("snapshots"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut bytes = fs::read(&snap).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    fs::write(&snap, bytes).unwrap();
+    let o = e.run(&["check"]);
+    let all = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    assert!(all.contains("repair snapshots --forget"), "{all}");
+    assert!(all.contains("arca recover"), "{all}");
+}

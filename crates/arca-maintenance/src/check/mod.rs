@@ -706,6 +706,13 @@ fn proposals(f: &Findings, rep: &CheckReport) -> Vec<Proposal> {
                  found again",
             );
         }
+        if f.damaged_snapshot_files > 0 {
+            // Their listings are still there until a prune: `recover` keeps them.
+            reason.push_str(
+                "; then run `arca recover` before the next prune: it saves, as a snapshot, \
+                 the listings the removed snapshot files led to",
+            );
+        }
         out.push(Proposal {
             repair: Repair::Snapshots,
             args: vec![],
