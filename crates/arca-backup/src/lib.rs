@@ -250,6 +250,12 @@ pub enum BackupError {
     /// No paths were given.
     #[error("no paths to back up")]
     NoPaths,
+    /// Every path given is excluded by the patterns: the snapshot would be empty.
+    #[error(
+        "every path given is excluded by the exclude patterns: nothing to back up, no \
+         snapshot saved"
+    )]
+    AllExcluded,
     /// The user interrupted the backup; what was uploaded is indexed.
     #[error(
         "interrupted: no snapshot was written; {packs} packs ({bytes} bytes) were saved and \
@@ -399,6 +405,13 @@ pub fn backup_with(
     {
         return Err(e);
     }
+    // As restic ("snapshot is empty"): a snapshot holding none of the paths named would
+    // pass for a backup of them.
+    let filter = Filter::new(&opts.excludes)?;
+    if abs.iter().all(|p| filter.excludes_target(p)) {
+        return Err(BackupError::AllExcluded);
+    }
+    drop(filter);
     for w in &missing {
         observer.warning(w);
     }

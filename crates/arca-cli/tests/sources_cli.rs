@@ -61,3 +61,41 @@ fn a_path_named_through_a_named_symlink_is_stored() {
         b"named through the link"
     );
 }
+
+/// As restic: every named path excluded is refused ("snapshot is empty"), no snapshot saved;
+/// arca saved a snapshot holding none of them, exit 0.
+#[test]
+fn every_path_excluded_saves_no_snapshot() {
+    let e = Env::new();
+    e.init(&[]);
+    let a = e.path("a");
+    fs::create_dir_all(&a).unwrap();
+    fs::write(a.join("f"), b"x").unwrap();
+    let o = e.run(&[
+        "backup",
+        "-q",
+        a.to_str().unwrap(),
+        "--exclude",
+        a.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("every path given is excluded"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(fs::read_dir(e.repo.join("snapshots")).unwrap().count(), 0);
+}
+
+/// As restic: an empty `--host` is this machine's name, not an empty one.
+#[test]
+fn an_empty_host_is_this_machines_name() {
+    let e = Env::new();
+    e.init(&[]);
+    let a = e.path("a");
+    fs::create_dir_all(&a).unwrap();
+    e.ok(&["backup", "-q", "--host", "", a.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    let host = v[0]["hostname"].as_str().unwrap();
+    assert!(!host.is_empty(), "{v}");
+}

@@ -90,7 +90,9 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         skip_if_unchanged: a.skip_if_unchanged,
         tags: arca_repo::split_tags(&a.tags),
         time: a.time.as_deref().and_then(util::parse_snapshot_time),
-        hostname: a.host.clone(),
+        // As restic: an empty --host is this machine's name (an empty one could not be told
+        // apart in listings nor chosen with --host).
+        hostname: a.host.clone().filter(|h| !h.trim().is_empty()),
         parent,
         force: a.force,
         compression: a.compression,
