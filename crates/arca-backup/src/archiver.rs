@@ -279,10 +279,19 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         let parent = self.parent_tree(old);
         let mut slots = vec![];
         let mut later = vec![];
+        // As restic: a named path in a folder that an exclusion tag marks (`--exclude-caches`,
+        // `--exclude-if-present`) is left out, but the tag itself; named paths escaped it.
+        let tag = if src.children.values().any(|c| c.target) {
+            self.filter.tagged(dir).ok().flatten()
+        } else {
+            None
+        };
         for (name, child) in &src.children {
             let path = join(dir, name);
             // A folder above backed-up paths that a pattern matches excludes them all.
-            if self.filter.excludes_target(&path) {
+            if self.filter.excludes_target(&path)
+                || (child.target && tag.as_ref().is_some_and(|t| t.as_bytes() != &name[..]))
+            {
                 self.excluded += 1;
                 continue;
             }

@@ -99,3 +99,46 @@ fn an_empty_host_is_this_machines_name() {
     let host = v[0]["hostname"].as_str().unwrap();
     assert!(!host.is_empty(), "{v}");
 }
+
+/// As restic: paths named in a folder an exclusion tag marks are left out too (but the tag
+/// file itself): `find … -print0 | arca backup --files-from-raw - --exclude-caches` stored
+/// every cache.
+#[test]
+fn named_paths_in_a_tagged_folder_are_left_out() {
+    let e = Env::new();
+    e.init(&[]);
+    let cache = e.path("t/cache");
+    let other = e.path("t/other");
+    fs::create_dir_all(&cache).unwrap();
+    fs::create_dir_all(&other).unwrap();
+    fs::write(
+        cache.join("CACHEDIR.TAG"),
+        "Signature: 8a477f597d28d172789f06886806bc55\n",
+    )
+    .unwrap();
+    fs::write(cache.join("data"), b"cached").unwrap();
+    fs::write(other.join("data"), b"kept").unwrap();
+    let list = e.path("list");
+    let names = [
+        cache.join("CACHEDIR.TAG"),
+        cache.join("data"),
+        other.join("data"),
+    ];
+    let mut raw = vec![];
+    for n in &names {
+        raw.extend_from_slice(n.to_str().unwrap().as_bytes());
+        raw.push(0);
+    }
+    fs::write(&list, raw).unwrap();
+    e.ok(&[
+        "backup",
+        "-q",
+        "--exclude-caches",
+        "--files-from-raw",
+        list.to_str().unwrap(),
+    ]);
+    let ls = e.ok(&["ls", "latest"]);
+    assert!(ls.contains("other/data"), "{ls}");
+    assert!(ls.contains("CACHEDIR.TAG"), "{ls}");
+    assert!(!ls.contains("cache/data"), "{ls}");
+}
