@@ -268,6 +268,55 @@ pub fn read_path_list(path: &Path) -> io::Result<Vec<std::path::PathBuf>> {
     read_path_list_as(path, ListForm::Trimmed)
 }
 
+/// A component of a Go glob (`filepath.Match`) in globset's syntax: braces are plain
+/// characters there (globset reads `{a,b}` as either), and in a class only `^` negates (a
+/// leading `!` is a plain character, which globset reads as negation: it moves to the end of
+/// the class).
+fn go_glob(comp: &str) -> String {
+    let mut out = String::with_capacity(comp.len() + 4);
+    let mut chars = comp.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                out.push('\\');
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            }
+            '{' | '}' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '[' => {
+                out.push('[');
+                if chars.peek() == Some(&'^') {
+                    chars.next();
+                    out.push('!');
+                }
+                let bang = chars.peek() == Some(&'!');
+                if bang {
+                    chars.next();
+                }
+                // The class up to its `]` (a `]` right at the start belongs to it).
+                let mut first = true;
+                for n in chars.by_ref() {
+                    if n == ']' && !first {
+                        break;
+                    }
+                    first = false;
+                    out.push(n);
+                }
+                if bang {
+                    out.push('!');
+                }
+                out.push(']');
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// The paths a `--files-from` line names: itself when it has no wildcard (`*`, `?`, `[`),
 /// else the existing paths its glob matches, sorted, as restic's (Go's `filepath.Glob`: each
 /// wildcard within one name, dot files included; `\` escapes). A glob matching nothing
@@ -288,7 +337,7 @@ pub fn expand_glob(line: &Path) -> Vec<PathBuf> {
             let name = unescape(comp);
             next.extend(found.iter().map(|f| f.join(&name)));
         } else {
-            let Ok(glob) = globset::GlobBuilder::new(comp)
+            let Ok(glob) = globset::GlobBuilder::new(&go_glob(comp))
                 .literal_separator(true)
                 .backslash_escape(true)
                 .build()
@@ -379,7 +428,10 @@ pub fn read_path_list_as(path: &Path, form: ListForm) -> io::Result<Vec<std::pat
         .split(|&b| b == sep)
         .map(|l| match form {
             ListForm::Trimmed => l.trim_ascii(),
-            _ => l,
+            // As restic's line reading: a line's trailing CR (a list written on Windows)
+            // is not part of the name.
+            ListForm::Verbatim => l.strip_suffix(b"\r").unwrap_or(l),
+            ListForm::Raw => l,
         })
         .filter(|l| !l.is_empty() && (form != ListForm::Trimmed || !l.starts_with(b"#")))
         .map(|l| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(l)))
@@ -389,6 +441,37 @@ pub fn read_path_list_as(path: &Path, form: ListForm) -> io::Result<Vec<std::pat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_from_globs_read_as_go_reads_them() {
+        assert_eq!(go_glob("x[!a]"), "x[a!]");
+        assert_eq!(go_glob("x[^a]"), "x[!a]");
+        assert_eq!(go_glob("q*{a,b}"), "q*\\{a,b\\}");
+        assert_eq!(go_glob("[]a]*"), "[]a]*");
+        let d = tempfile::tempdir().unwrap();
+        for n in ["x!", "xa", "xb", "q{a,b}", "qa"] {
+            std::fs::write(d.path().join(n), n).unwrap();
+        }
+        let names = |pattern: &str| -> Vec<String> {
+            expand_glob(&d.path().join(pattern))
+                .iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect()
+        };
+        // Go's filepath.Match: `!` in a class is a character, braces are characters.
+        assert_eq!(names("x[!a]"), ["x!", "xa"]);
+        assert_eq!(names("x[^a]"), ["x!", "xb"]);
+        assert_eq!(names("q*{a,b}"), ["q{a,b}"]);
+    }
+
+    #[test]
+    fn verbatim_lists_drop_a_trailing_cr() {
+        let d = tempfile::tempdir().unwrap();
+        let l = d.path().join("l");
+        std::fs::write(&l, b"a\r\n b \r\n").unwrap();
+        let got = read_path_list_as(&l, ListForm::Verbatim).unwrap();
+        assert_eq!(got, [PathBuf::from("a"), PathBuf::from(" b ")]);
+    }
 
     #[test]
     fn files_from_globs_expand_as_restic_expands_them() {

@@ -322,10 +322,13 @@ fn parent_for(
             let filter = SnapshotFilter::host(host);
             let mut want = paths.to_vec();
             want.sort();
+            // As restic: none newer than this snapshot's time (`--time` in the past).
+            let limit = opts.time;
             Ok(repo
                 .list_snapshots(&filter)?
                 .into_iter()
                 .rev()
+                .filter(|(_, s)| limit.is_none_or(|t| s.time <= t))
                 .find(|(_, s)| {
                     let mut p = s.paths.clone();
                     p.sort();

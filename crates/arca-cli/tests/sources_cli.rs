@@ -142,3 +142,32 @@ fn named_paths_in_a_tagged_folder_are_left_out() {
     assert!(ls.contains("CACHEDIR.TAG"), "{ls}");
     assert!(!ls.contains("cache/data"), "{ls}");
 }
+
+/// As restic: a backup dated in the past (`--time`) takes no newer snapshot as its parent
+/// (with --skip-if-unchanged, an import identical to a newer snapshot was skipped).
+#[test]
+fn a_backdated_backup_takes_no_newer_parent() {
+    let e = Env::new();
+    e.init(&[]);
+    let a = e.path("a");
+    fs::create_dir_all(&a).unwrap();
+    fs::write(a.join("f"), b"x").unwrap();
+    e.ok(&["backup", "-q", a.to_str().unwrap()]);
+    let o = e.run(&[
+        "backup",
+        "-q",
+        "--skip-if-unchanged",
+        "--time",
+        "2000-01-01 00:00:00",
+        a.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    let snaps = v.as_array().unwrap();
+    assert_eq!(snaps.len(), 2, "{v}");
+    let old = snaps
+        .iter()
+        .find(|s| s["time"].as_str().unwrap().starts_with("2000"))
+        .unwrap();
+    assert!(old.get("parent").is_none_or(|p| p.is_null()), "{v}");
+}
