@@ -1,7 +1,9 @@
 //! restic takes `--json` and `-v` before the command's name (`restic --json snapshots`,
-//! `restic -v backup`); arca's commands each define their own. This moves such a flag written
-//! among the global options to just after the (innermost) command's name, so both spellings
-//! work.
+//! `restic -v backup`), and for every command; arca's commands each define their own. This
+//! moves such a flag written among the global options to just after the (innermost) command's
+//! name, so both spellings work; where the command has no such option, the flag is dropped,
+//! as restic ignores it there (`restic -v forget --prune` in scripts, wrappers that add
+//! `--json` to every call).
 
 use std::ffi::OsString;
 
@@ -24,8 +26,8 @@ fn long_for(token: &OsString) -> Option<&'static str> {
 }
 
 /// `args` (the program's name first) with every `--json`, `--verbose` or `-v` (`-vv`) given
-/// before the command's name moved after it, when that command takes that option; unchanged
-/// otherwise (clap then names the misplaced option).
+/// before the command's name moved after it, when that command takes that option; such flags
+/// are dropped, before or after the command's name, where the command has no such option.
 pub fn hoist_flags(args: Vec<OsString>) -> Vec<OsString> {
     let top = crate::cli::Cli::command();
     let Some(k) = scan(&top, args.get(1..).unwrap_or_default()).1 else {
@@ -37,9 +39,6 @@ pub fn hoist_flags(args: Vec<OsString>) -> Vec<OsString> {
     let hoisted: Vec<usize> = (1..cmd_at)
         .filter(|&i| long_for(&args[i]).is_some() && !is_value(&top, &args[i - 1]))
         .collect();
-    if hoisted.is_empty() {
-        return args;
-    }
     // Down to the innermost subcommand (`key list`, `repair index`).
     let mut cmd = top.clone();
     loop {
@@ -53,17 +52,37 @@ pub fn hoist_flags(args: Vec<OsString>) -> Vec<OsString> {
             None => break,
         }
     }
-    let takes = |long: &str| cmd.get_arguments().any(|a| a.get_long() == Some(long));
-    if !hoisted
+    let takes = |long: &str| {
+        cmd.get_arguments().any(|a| a.get_long() == Some(long))
+            // `-v` meaning something else to this command is left alone.
+            || (long == "verbose" && cmd.get_arguments().any(|a| a.get_short() == Some('v')))
+    };
+    let has_sub = cmd.has_subcommands();
+    // After the command's name (before a `--`): the flags it does not take, dropped.
+    let end = args
         .iter()
-        .all(|&i| long_for(&args[i]).is_some_and(takes))
-    {
+        .skip(cmd_at + 1)
+        .position(|a| a == "--")
+        .map_or(args.len(), |p| cmd_at + 1 + p);
+    let dropped: Vec<usize> = (cmd_at + 1..end)
+        .filter(|&i| {
+            !has_sub
+                && long_for(&args[i]).is_some_and(|l| !takes(l))
+                && !is_value(&cmd, &args[i - 1])
+        })
+        .collect();
+    let moved: Vec<OsString> = hoisted
+        .iter()
+        .filter(|&&i| !has_sub && long_for(&args[i]).is_some_and(takes))
+        .map(|&i| args[i].clone())
+        .collect();
+    if has_sub {
+        // No command reached (`arca --json key`): clap says what is missing.
         return args;
     }
-    let moved: Vec<OsString> = hoisted.iter().map(|&i| args[i].clone()).collect();
     let mut out: Vec<OsString> = Vec::with_capacity(args.len());
     for (i, a) in args.into_iter().enumerate() {
-        if !hoisted.contains(&i) {
+        if !hoisted.contains(&i) && !dropped.contains(&i) {
             out.push(a);
         }
         if i == cmd_at {
@@ -141,9 +160,19 @@ mod tests {
         // A value of an option is not an option.
         let value = ["arca", "--password-command", "--json", "snapshots"];
         assert_eq!(run(&value), value);
-        // A command without --json: left for clap to refuse.
-        let mount = ["arca", "--json", "mount", "/mnt"];
-        assert_eq!(run(&mount), mount);
+        // A command without --json or -v: dropped, before or after its name, as restic
+        // ignores them there; after `--` they are names.
+        assert_eq!(
+            run(&["arca", "--json", "mount", "/mnt"]),
+            ["arca", "mount", "/mnt"]
+        );
+        assert_eq!(run(&["arca", "unlock", "--json"]), ["arca", "unlock"]);
+        assert_eq!(
+            run(&["arca", "-v", "forget", "--prune"]),
+            ["arca", "forget", "--prune"]
+        );
+        let after_dashes = ["arca", "find", "--", "-v"];
+        assert_eq!(run(&after_dashes), after_dashes);
         // restic's -v, -vv and --verbose, for the commands that take them.
         assert_eq!(
             run(&["arca", "-vv", "-r", "/r", "backup", "/src"]),
@@ -153,7 +182,6 @@ mod tests {
             run(&["arca", "--verbose", "--json", "restore", "latest"]),
             ["arca", "restore", "--verbose", "--json", "latest"]
         );
-        let snapshots = ["arca", "-v", "snapshots"];
-        assert_eq!(run(&snapshots), snapshots);
+        assert_eq!(run(&["arca", "-v", "snapshots"]), ["arca", "snapshots"]);
     }
 }

@@ -483,3 +483,21 @@ fn check_points_at_recover_for_a_damaged_snapshot_file() {
     assert!(all.contains("repair snapshots --forget"), "{all}");
     assert!(all.contains("arca recover"), "{all}");
 }
+
+/// As restic, `--json` and `-v` are taken by every command, before or after its name, and
+/// ignored where it has no such output (`restic -v forget --prune` in scripts; wrappers that
+/// add `--json` to every call): they were usage errors, exit 2.
+#[test]
+fn json_and_verbose_are_accepted_by_every_command() {
+    let e = one_snapshot();
+    for args in [
+        &["unlock", "--json"][..],
+        &["--json", "list", "snapshots"],
+        &["-v", "snapshots"],
+        &["forget", "-v", "--keep-last", "1"],
+        &["-v", "check"],
+    ] {
+        let o = e.run(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+}
