@@ -527,13 +527,20 @@ fn excludes_apply_to_the_backed_up_paths_too() {
         "logs",
     ]);
     assert_eq!(listed(&e, &src), ["b.txt"]);
-    e.ok(&[
+    // Every path given excluded: as restic ("snapshot is empty"), no snapshot is saved.
+    let o = e.run(&[
         "backup",
         src.join("a.log").to_str().unwrap(),
         "--exclude",
         "*.log",
     ]);
-    assert!(listed(&e, &src).is_empty());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("every path given is excluded"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(listed(&e, &src), ["b.txt"]);
 }
 
 #[test]
