@@ -130,9 +130,9 @@ impl Repository {
         // The config is written last: its presence marks a complete repository.
         let bytes = repo.seal_file(EnvelopeKind::Config, &config.encode(), false)?;
         if let Err(e) = repo.backend.write(FileType::Config, "config", &bytes) {
-            // Another init got there first: our key opens nothing of its repository.
-            let _ = repo.backend.delete(FileType::Key, &repo.key_id.to_hex());
             if e.kind == arca_backend::ErrorKind::AlreadyExists {
+                // Another init got there first: our key opens nothing of its repository.
+                let _ = repo.backend.delete(FileType::Key, &repo.key_id.to_hex());
                 return Err(arca_backend::BackendError::new(
                     "create repository",
                     repo.backend.location(),

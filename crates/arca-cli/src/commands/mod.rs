@@ -109,6 +109,7 @@ fn cancel_on_signals(exit_code: u8) -> Result<std::sync::Arc<std::sync::atomic::
     let mut signals = signal_hook::iterator::Signals::new(sigs)?;
     std::thread::Builder::new()
         .name("arca-cancel".into())
+        .stack_size(64 << 10)
         .spawn(move || {
             for (n, _) in signals.forever().enumerate() {
                 SIGNALLED.store(true, Ordering::SeqCst);
@@ -118,6 +119,12 @@ fn cancel_on_signals(exit_code: u8) -> Result<std::sync::Arc<std::sync::atomic::
                     std::process::exit(i32::from(exit_code));
                 }
             }
+        })
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot start a thread: {e} (the system refused it: check the memory and \
+                 address-space limits, `ulimit -v` and `ulimit -u`)"
+            )
         })?;
     Ok(cancel)
 }
