@@ -501,3 +501,21 @@ fn json_and_verbose_are_accepted_by_every_command() {
         assert!(o.status.success(), "{args:?}: {}", stderr(&o));
     }
 }
+
+/// `ls --json` lines carry restic's older `struct_type` beside `message_type`, which many
+/// scripts still key on.
+#[test]
+fn ls_json_lines_carry_struct_type() {
+    let e = one_snapshot();
+    let out = e.ok(&["ls", "--json", "latest"]);
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["struct_type"], "snapshot");
+    assert!(
+        lines[1..]
+            .iter()
+            .all(|l| l["struct_type"] == "node" && l["message_type"] == "node")
+    );
+}

@@ -121,6 +121,8 @@ impl Lister<'_> {
             let mut v = node_json(n, Some(path));
             if let Some(m) = v.as_object_mut() {
                 m.insert("message_type".into(), json!("node"));
+                // restic's older name for it, which many scripts still key on.
+                m.insert("struct_type".into(), json!("node"));
                 m.remove("content");
             }
             return super::out(&v.to_string());
@@ -262,6 +264,7 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
         let mut v = serde_json::to_value(&snap)?;
         if let Some(m) = v.as_object_mut() {
             m.insert("message_type".into(), json!("snapshot"));
+            m.insert("struct_type".into(), json!("snapshot"));
             m.insert("id".into(), json!(id.to_hex()));
         }
         super::out(&v.to_string())?;
