@@ -519,3 +519,41 @@ fn ls_json_lines_carry_struct_type() {
             .all(|l| l["struct_type"] == "node" && l["message_type"] == "node")
     );
 }
+
+/// The `--json` summaries of backup and restore carry restic's field names too, for scripts
+/// written for it.
+#[test]
+fn backup_and_restore_summaries_carry_restic_names() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"hello").unwrap();
+    let b = e.json(&["backup", "--json", src.to_str().unwrap()]);
+    assert!(b["total_duration"].is_number(), "{b}");
+    assert!(
+        b["backup_start"].is_string() && b["backup_end"].is_string(),
+        "{b}"
+    );
+    let target = e.path("t");
+    let r = e.json(&[
+        "restore",
+        "--json",
+        "latest",
+        "-t",
+        target.to_str().unwrap(),
+    ]);
+    assert!(r["seconds_elapsed"].is_number(), "{r}");
+    assert_eq!(r["total_files"], 1, "{r}");
+    assert_eq!(r["total_bytes"], 5, "{r}");
+    assert_eq!(r["files_skipped"], 0, "{r}");
+    let again = e.json(&[
+        "restore",
+        "--json",
+        "latest",
+        "-t",
+        target.to_str().unwrap(),
+    ]);
+    assert_eq!(again["files_skipped"], 1, "{again}");
+    assert_eq!(again["bytes_skipped"], 5, "{again}");
+}

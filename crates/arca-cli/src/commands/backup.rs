@@ -181,6 +181,10 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
             "complete": report.snapshot.complete,
             "warnings": report.warnings.iter().map(|w| w.message.clone()).collect::<Vec<_>>(),
             "duration_seconds": report.duration_seconds,
+            // restic's names, for scripts written for it.
+            "total_duration": report.duration_seconds,
+            "backup_start": s.backup_start.map(|t| t.to_rfc3339()),
+            "backup_end": s.backup_end.map(|t| t.to_rfc3339()),
             "backend": util::stats_json(&opened.stats),
             "profile": super::stages_json(&report.profile),
             "phases": report.phases.iter()

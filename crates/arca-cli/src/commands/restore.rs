@@ -331,6 +331,23 @@ fn summary_json(
         "stalls": r.stalls,
         "backend": util::stats_json(stats),
     });
+    // restic's names, for scripts written for it: files and bytes already in place (or left
+    // as they are) are "skipped".
+    if let Some(m) = v.as_object_mut() {
+        for (k, x) in [
+            ("seconds_elapsed", json!(r.duration_seconds)),
+            ("total_files", json!(r.plan.files)),
+            (
+                "files_skipped",
+                json!(r.plan.files_unchanged + r.plan.files_skipped),
+            ),
+            ("files_deleted", json!(r.plan.deletes)),
+            ("total_bytes", json!(r.plan.bytes_total)),
+            ("bytes_skipped", json!(r.plan.bytes_in_place)),
+        ] {
+            m.insert(k.into(), x);
+        }
+    }
     v["plan"] = plan;
     v["profile"] = json!({"stages": stages, "phases": phases, "tuning": tuning});
     v
