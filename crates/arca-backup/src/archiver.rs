@@ -607,11 +607,6 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             }
             self.reading.insert(key, node.clone());
         }
-        let change = match parent {
-            Some(_) => crate::FileChange::Modified,
-            None => crate::FileChange::New,
-        };
-        self.ctx.report.file(&path, change);
         let job = FileJob {
             dir,
             slot,

@@ -141,11 +141,16 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             } = job;
             let done = match self.read_file(&path, &mut node) {
                 Ok(true) => {
-                    if changed {
+                    // Told once it is read (`-v`): one that cannot be read is not in the
+                    // snapshot, and was listed as new.
+                    let change = if changed {
                         self.summary.files_changed += 1;
+                        crate::FileChange::Modified
                     } else {
                         self.summary.files_new += 1;
-                    }
+                        crate::FileChange::New
+                    };
+                    self.ctx.report.file(&path, change);
                     Some(Box::new(node))
                 }
                 Ok(false) => None,

@@ -171,3 +171,30 @@ fn a_backdated_backup_takes_no_newer_parent() {
         .unwrap();
     assert!(old.get("parent").is_none_or(|p| p.is_null()), "{v}");
 }
+
+/// `backup -v` lists a file once it is read: one that cannot be read was listed as `new`
+/// (and as a `verbose_status` line with `--json`) though the snapshot lacks it.
+#[test]
+fn verbose_lists_only_files_that_were_stored() {
+    use std::os::unix::fs::PermissionsExt;
+    let e = Env::new();
+    let Some(nobody) = e.unprivileged() else {
+        return;
+    };
+    let init = ["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"];
+    assert!(e.run_as(Some(nobody), &init).status.success());
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("ok"), b"x").unwrap();
+    fs::write(src.join("secret"), b"y").unwrap();
+    fs::set_permissions(src.join("secret"), fs::Permissions::from_mode(0o000)).unwrap();
+    let o = e.run_as(Some(nobody), &["backup", "-v", src.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("/ok"), "{out}");
+    assert!(
+        !out.lines()
+            .any(|l| l.starts_with("new") && l.ends_with("/secret")),
+        "{out}"
+    );
+}
