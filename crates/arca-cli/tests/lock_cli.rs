@@ -167,6 +167,8 @@ fn a_lock_that_cannot_be_read_blocks_and_only_remove_all_removes_it() {
         err.contains(&name) && err.contains("cannot be read"),
         "{err}"
     );
+    // Its 64-digit name once, not once per part of the message.
+    assert_eq!(err.matches(name.as_str()).count(), 1, "{err}");
     assert!(err.contains("--remove-all"), "{err}");
     // Not also the advice for a lock of a process that is gone: plain `unlock` does nothing.
     assert!(!err.contains("if that process is gone"), "{err}");

@@ -65,6 +65,11 @@ impl FoundLock {
                     if self.stale { ", stale" } else { "" }
                 )
             }
+            // The reason names the lock file already (once is enough).
+            Err(why) if why.contains(&self.id.to_hex()) => format!(
+                "by a lock that cannot be read ({why}) and may be live; `arca unlock \
+                 --remove-all` removes it once no process holds it"
+            ),
             Err(why) => format!(
                 "by lock {}, which cannot be read ({why}) and may be live; `arca unlock \
                  --remove-all` removes it once no process holds it",

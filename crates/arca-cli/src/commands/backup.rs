@@ -231,9 +231,10 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
             super::out("nothing changed since the parent snapshot: no snapshot written")?;
         } else if s.errors > 0 {
             super::out(&format!(
-                "snapshot {} saved, INCOMPLETE: {} entries could not be read",
+                "snapshot {} saved, INCOMPLETE: {} {} could not be read",
                 report.snapshot_id.short(),
-                s.errors
+                s.errors,
+                if s.errors == 1 { "entry" } else { "entries" }
             ))?;
         } else {
             super::out(&format!("snapshot {} saved", report.snapshot_id.short()))?;
