@@ -653,3 +653,27 @@ fn repair_index_stops_when_its_lock_could_not_be_refreshed() {
     assert!(index() >= before);
     e.ok(&["check", "--read-data"]);
 }
+
+/// `rewrite --dry-run` writes nothing and takes no lock, as tag's and forget's: it ran under
+/// no exclusive lock, and failed on a read-only repository.
+#[test]
+fn rewrite_dry_run_takes_no_lock() {
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a.key"), b"x").unwrap();
+    e.init(&[]);
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let mut prune = e
+        .cmd(&["prune"])
+        .env("ARCA_TEST_FAULTS", "list:snapshot:always:delay=30s")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_locks(&e, 1);
+    let o = e.run(&["rewrite", "--dry-run", "-e", "*.key", "latest"]);
+    prune.kill().unwrap();
+    prune.wait().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+}

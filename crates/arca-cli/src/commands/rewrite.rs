@@ -85,7 +85,13 @@ pub fn run(g: &Global, a: &RewriteArgs) -> Result<u8> {
     } else {
         LockKind::Shared
     };
-    let _lock = util::lock(g, repo, kind, "rewrite")?;
+    // A dry run writes nothing: it takes no lock, as tag's and forget's (it failed on a
+    // read-only repository, saying rewrite writes to it).
+    let _lock = if a.dry_run {
+        None
+    } else {
+        util::lock(g, repo, kind, "rewrite")?
+    };
     let chosen = super::tag::select(repo, &super::filter(&a.filter), &a.snapshots)?;
     let index = repo.load_index()?;
     let opts = RewriteOptions {
