@@ -408,13 +408,6 @@ pub fn backup_with(
     {
         return Err(e);
     }
-    // As restic ("snapshot is empty"): a snapshot holding none of the paths named would
-    // pass for a backup of them.
-    let filter = Filter::new(&opts.excludes)?;
-    if abs.iter().all(|p| filter.excludes_target(p)) {
-        return Err(BackupError::AllExcluded);
-    }
-    drop(filter);
     for w in &missing {
         observer.warning(w);
     }
@@ -482,6 +475,11 @@ fn run<'w>(
     let run_start = Local::now().fixed_offset();
     let start_time = opts.time.unwrap_or(run_start);
     let filter = std::sync::Arc::new(Filter::new(&opts.excludes)?);
+    // As restic ("snapshot is empty"): a snapshot holding none of the paths named would
+    // pass for a backup of them (`warm` is empty only for `--stdin`).
+    if !warm.is_empty() && warm.iter().all(|p| filter.excludes_target(p)) {
+        return Err(BackupError::AllExcluded);
+    }
     // Metadata read-ahead starts now: the source's directories warm up while the index and
     // the parent's trees load.
     let prefetch = early.unwrap_or_else(|| {

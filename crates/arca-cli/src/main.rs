@@ -57,14 +57,11 @@ const STACK_SIZE: usize = 1 << 30;
 /// less (at least 64 MiB): the reservation alone would otherwise take what every other thread
 /// and buffer needs, and no command could start under a limit of about 1 GiB.
 fn stack_size() -> usize {
-    use nix::sys::resource::{Resource, getrlimit};
-    match getrlimit(Resource::RLIMIT_AS) {
-        Ok((soft, _)) if soft != nix::sys::resource::RLIM_INFINITY => {
-            let quarter = usize::try_from(soft / 4).unwrap_or(STACK_SIZE);
-            quarter.clamp(64 << 20, STACK_SIZE)
-        }
-        _ => STACK_SIZE,
-    }
+    malloc::address_space_limit().map_or(STACK_SIZE, |limit| {
+        usize::try_from(limit / 4)
+            .unwrap_or(STACK_SIZE)
+            .clamp(64 << 20, STACK_SIZE)
+    })
 }
 
 /// The cause in a panic message of the standard library's thread spawning ("failed to spawn
@@ -96,10 +93,7 @@ fn install_panic_hook() {
         if let Some(cause) = msg.and_then(spawn_failure) {
             #[allow(clippy::print_stderr)]
             {
-                eprintln!(
-                    "arca: cannot start a thread: {cause} (the system refused it: check the \
-                     memory and address-space limits, `ulimit -v` and `ulimit -u`)"
-                );
+                eprintln!("arca: {}", malloc::thread_refused(cause));
             }
             arca_repo::release_held(std::time::Duration::from_secs(5));
             std::process::exit(1);
@@ -147,12 +141,7 @@ fn main() -> ExitCode {
         .name("arca".into())
         .stack_size(stack_size())
         .spawn(move || commands::run(cli))
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot start the command's thread: {e} (check the memory and address-space \
-                 limits, `ulimit -v` and `ulimit -u`)"
-            )
-        })
+        .map_err(|e| anyhow::anyhow!("{}", malloc::thread_refused(e)))
         .and_then(|t| {
             // A panic has printed its message already; it exits as a panic does (101).
             t.join().unwrap_or_else(|_| std::process::exit(101))

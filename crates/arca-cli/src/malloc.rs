@@ -26,7 +26,7 @@ pub fn return_large_buffers() {
         // Under an address-space limit (`ulimit -v`), each of glibc's per-thread arenas
         // reserves 64 MiB of it, and up to eight per core would leave none for the buffers:
         // a backup of a few files failed to allocate below 1.6 GiB. Two arenas suffice there.
-        if limited_address_space() {
+        if address_space_limit().is_some() {
             // SAFETY: as above.
             #[allow(unsafe_code)]
             let _ = unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
@@ -34,8 +34,19 @@ pub fn return_large_buffers() {
     }
 }
 
-/// Whether an address-space limit (`ulimit -v`) is set.
-pub fn limited_address_space() -> bool {
+/// The address-space limit (`ulimit -v`) in bytes, if one is set.
+pub fn address_space_limit() -> Option<u64> {
     use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit};
-    matches!(getrlimit(Resource::RLIMIT_AS), Ok((soft, _)) if soft != RLIM_INFINITY)
+    match getrlimit(Resource::RLIMIT_AS) {
+        Ok((soft, _)) if soft != RLIM_INFINITY => Some(soft),
+        _ => None,
+    }
+}
+
+/// The message for a thread the system would not start.
+pub fn thread_refused(cause: impl std::fmt::Display) -> String {
+    format!(
+        "cannot start a thread: {cause} (the system refused it: check the memory and \
+         address-space limits, `ulimit -v` and `ulimit -u`)"
+    )
 }

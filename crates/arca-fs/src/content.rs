@@ -137,16 +137,18 @@ pub fn preallocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
 }
 
 /// Gives `len` bytes at `offset` of `file` back as a hole (the size stays), where the file
-/// system can: best effort, the range reads as zeros either way.
-pub fn punch_hole(file: &File, offset: u64, len: u64) {
-    if let (Ok(off), Ok(l)) = (i64::try_from(offset), i64::try_from(len)) {
-        let _ = fallocate(
-            file,
-            FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE,
-            off,
-            l,
-        );
-    }
+/// system can; false where it cannot (the range then holds what it held).
+pub fn punch_hole(file: &File, offset: u64, len: u64) -> bool {
+    let (Ok(off), Ok(l)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return false;
+    };
+    fallocate(
+        file,
+        FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE,
+        off,
+        l,
+    )
+    .is_ok()
 }
 
 /// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off` inside the kernel

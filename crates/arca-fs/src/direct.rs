@@ -112,7 +112,7 @@ pub fn write_pages_direct(
                 end += page;
             }
             if reserved {
-                crate::punch_hole(file, offset + pos as u64, (end - pos) as u64);
+                let _ = crate::punch_hole(file, offset + pos as u64, (end - pos) as u64);
             }
             pos = end;
             continue;

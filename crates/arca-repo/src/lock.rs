@@ -65,21 +65,21 @@ impl FoundLock {
                     if self.stale { ", stale" } else { "" }
                 )
             }
-            // The reason names the lock file already (once is enough).
-            Err(why) if why.contains(&self.id.to_hex()) => format!(
-                "by a lock that cannot be read ({why}) and may be live; `arca unlock \
-                 --remove-all` removes it once no process holds it"
-            ),
-            Err(why) => format!(
-                "by lock {}, which cannot be read ({why}) and may be live; `arca unlock \
-                 --remove-all` removes it once no process holds it",
-                self.id
-            ),
+            Err(why) => {
+                // Named once: the reason may name the lock file already.
+                let which = if why.contains(&self.id.to_hex()) {
+                    "a lock that".to_string()
+                } else {
+                    format!("lock {}, which", self.id)
+                };
+                format!(
+                    "by {which} cannot be read ({why}) and may be live; `arca unlock \
+                     --remove-all` removes it once no process holds it"
+                )
+            }
         }
     }
-}
 
-impl FoundLock {
     /// [`Self::describe`] and what to do about it (a lock that cannot be read already says).
     pub fn describe_with_advice(&self) -> String {
         match &self.info {

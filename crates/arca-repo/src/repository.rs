@@ -571,23 +571,21 @@ impl Repository {
         self.backend.write(FileType::Key, &id.to_hex(), &bytes)?;
         // Read back before anything relies on it (`key passwd` then removes the old key): a
         // key damaged on the way would open nothing, and with the old one gone, nothing would.
-        match self.backend.read(FileType::Key, &id.to_hex()) {
-            Ok(back) if back == bytes => Ok(id),
-            Ok(_) => {
-                let _ = self.backend.delete(FileType::Key, &id.to_hex());
-                Err(RepoError::Invalid {
-                    what: "new key file",
-                    detail: format!(
-                        "{id} did not read back as it was written (damaged on the way); it \
-                         was removed and no key was changed"
-                    ),
-                })
-            }
-            Err(e) => {
-                let _ = self.backend.delete(FileType::Key, &id.to_hex());
-                Err(e.into())
-            }
+        let read = self.backend.read(FileType::Key, &id.to_hex());
+        if read.as_ref().is_ok_and(|back| *back == bytes) {
+            return Ok(id);
         }
+        let _ = self.backend.delete(FileType::Key, &id.to_hex());
+        Err(match read {
+            Err(e) => e.into(),
+            Ok(_) => RepoError::Invalid {
+                what: "new key file",
+                detail: format!(
+                    "{id} did not read back as it was written (damaged on the way); it was \
+                     removed and no key was changed"
+                ),
+            },
+        })
     }
 
     /// Adds a key file for another password, made by this user on this host.

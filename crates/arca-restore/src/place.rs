@@ -14,7 +14,6 @@ use arca_fs::FsError;
 use arca_repo::blob::BlobOpener;
 use arca_repo::{PackRef, Repository};
 use crossbeam_channel::{Receiver, Sender};
-use nix::fcntl::{FallocateFlags, fallocate};
 
 use crate::ctx::Shared;
 use crate::direct::{DirectJob, DirectQueue};
@@ -332,13 +331,7 @@ impl<'a, 's> Worker<'a, 's> {
         let sh = self.sh;
         let res = file(sh, &mut self.open, t.file).and_then(|file| {
             let path = &sh.plan.file_path(t.file);
-            let punched = fallocate(
-                file,
-                FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE,
-                t.offset as i64,
-                len as i64,
-            );
-            if punched.is_ok() {
+            if arca_fs::punch_hole(file, t.offset, len) {
                 return Ok(());
             }
             let zeros = vec![0u8; len.min(1 << 20) as usize];

@@ -120,12 +120,7 @@ fn cancel_on_signals(exit_code: u8) -> Result<std::sync::Arc<std::sync::atomic::
                 }
             }
         })
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot start a thread: {e} (the system refused it: check the memory and \
-                 address-space limits, `ulimit -v` and `ulimit -u`)"
-            )
-        })?;
+        .map_err(|e| anyhow::anyhow!("{}", crate::malloc::thread_refused(e)))?;
     Ok(cancel)
 }
 

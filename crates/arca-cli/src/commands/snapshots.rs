@@ -82,10 +82,13 @@ pub fn run(g: &Global, a: &SnapshotsArgs) -> Result<u8> {
             }
         }
     }
-    let shown = groups.as_ref().map_or(list.clone(), |g| {
-        g.iter().flat_map(|g| g.snapshots.iter().cloned()).collect()
-    });
-    if shown.iter().any(|(_, s)| !s.complete) {
+    let incomplete =
+        |l: &[(arca_format::Id, arca_format::Snapshot)]| l.iter().any(|(_, s)| !s.complete);
+    let any_incomplete = match &groups {
+        Some(groups) => groups.iter().any(|g| incomplete(&g.snapshots)),
+        None => incomplete(&list),
+    };
+    if any_incomplete {
         super::out("! = incomplete: some entries could not be read during the backup")?;
     }
     Ok(0)

@@ -355,9 +355,7 @@ pub fn check_with_progress(
                 Ok(t) => t,
                 // The server did not answer, or access was denied: nothing is known of the
                 // tree, and nothing may be called lost (no repair is proposed for it).
-                Err(RepoError::Backend(b))
-                    if !matches!(b.kind, ErrorKind::NotFound | ErrorKind::ShortRead) =>
-                {
+                Err(RepoError::Backend(b)) if unreadable(&b) => {
                     rep.errors.push(format!(
                         "snapshot {}: tree {tid}: not verified, it could not be read ({b}); \
                          run check again once the repository can be read",
@@ -879,7 +877,7 @@ fn check_pack(repo: &Repository, p: &IndexPack) -> PackResult {
         Ok(b) => b,
         // A pack that is gone or shorter than the index says is damage; a server that does
         // not answer is not, and must not send anyone to repair a healthy pack.
-        Err(e) if !matches!(e.kind, ErrorKind::NotFound | ErrorKind::ShortRead) => {
+        Err(e) if unreadable(&e) => {
             r.outage = e.is_transient();
             r.unreadable = Some(e.to_string());
             return r;
