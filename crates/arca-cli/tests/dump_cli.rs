@@ -393,7 +393,9 @@ fn a_large_file_streams_in_bounded_memory() {
     let e = Env::new();
     let src = e.path("src");
     fs::create_dir_all(&src).unwrap();
-    const SIZE: usize = 40 << 20;
+    // Large enough that a bound well under its size leaves room for the process's own
+    // footprint (a 40 MiB file against a 32 MiB bound measured 32 MiB once, under load).
+    const SIZE: usize = 96 << 20;
     let content = text_bytes(11, SIZE);
     fs::write(src.join("big.txt"), &content).unwrap();
     e.init(&SMALL_CHUNKS);
@@ -424,7 +426,7 @@ fn a_large_file_streams_in_bounded_memory() {
     assert!(got == content, "dumped bytes differ ({} bytes)", got.len());
     eprintln!("peak memory of the dump: {} KiB", peak >> 10);
     assert!(
-        peak > 0 && peak < 32 << 20,
+        peak > 0 && peak < 48 << 20,
         "peak memory {} MiB for a {} MiB file",
         peak >> 20,
         SIZE >> 20
