@@ -596,14 +596,19 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             return (Slot::Ready(node), None);
         }
         if node.nlink > 1 {
+            // A further name of a file already seen: counted and told (`-v`) as a name of
+            // its own, new or modified by what the parent snapshot had there, as restic
+            // counts every name.
             if let Some(seen) = self.linked.get(&key).filter(|s| unchanged(s, &node)) {
                 node.content = seen.content.clone();
                 self.ctx.progress.add(1, node.size, 0);
+                let change = count_name(&mut self.summary, parent.is_some());
+                self.ctx.report.file(&path, change);
                 return (Slot::Ready(node), None);
             }
             if self.reading.get(&key).is_some_and(|s| unchanged(s, &node)) {
                 self.ctx.progress.add(1, node.size, 0);
-                return (Slot::Link(node, key, path), None);
+                return (Slot::Link(node, key, path, parent.is_some()), None);
             }
             self.reading.insert(key, node.clone());
         }
@@ -696,6 +701,18 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             old: None,
             slots,
         })
+    }
+}
+
+/// Counts a file name whose content was read (or taken from another name of the same file):
+/// modified when the parent snapshot had an entry there, else new.
+pub(crate) fn count_name(summary: &mut SnapshotSummary, changed: bool) -> crate::FileChange {
+    if changed {
+        summary.files_changed += 1;
+        crate::FileChange::Modified
+    } else {
+        summary.files_new += 1;
+        crate::FileChange::New
     }
 }
 

@@ -24,7 +24,8 @@ pub(crate) enum Slot {
     /// A file a reader is reading.
     Reading,
     /// A further name of a hard-linked file being read elsewhere: waits for that content.
-    Link(Node, (u64, u64), PathBuf),
+    /// The flag says whether the parent snapshot had a (different) entry at this name.
+    Link(Node, (u64, u64), PathBuf, bool),
     /// A directory: waits for its tree id.
     Dir(Node),
 }
@@ -136,7 +137,7 @@ impl Assembler<'_, '_, '_> {
         for (i, s) in slots.into_iter().enumerate() {
             match &s {
                 Slot::Ready(_) => {}
-                Slot::Link(_, key, _) => {
+                Slot::Link(_, key, _, _) => {
                     waiting += 1;
                     links.push((i as u32, *key));
                 }
@@ -182,7 +183,7 @@ impl Assembler<'_, '_, '_> {
     }
 
     fn fill_link(&mut self, dir: DirId, slot: u32, read: Option<(Vec<ContentRef>, u64)>) {
-        let Some(Slot::Link(mut node, _, path)) = self
+        let Some(Slot::Link(mut node, _, path, changed)) = self
             .dirs
             .get_mut(&dir)
             .and_then(|d| d.slots.get_mut(slot as usize))
@@ -194,6 +195,9 @@ impl Assembler<'_, '_, '_> {
             Some((content, size)) => {
                 node.content = content;
                 node.size = size;
+                // Counted and told (`-v`) as every name is, once its content is known.
+                let change = crate::archiver::count_name(&mut self.summary, changed);
+                self.ctx.report.file(&path, change);
                 Some(node)
             }
             None => None,

@@ -143,13 +143,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                 Ok(true) => {
                     // Told once it is read (`-v`): one that cannot be read is not in the
                     // snapshot, and was listed as new.
-                    let change = if changed {
-                        self.summary.files_changed += 1;
-                        crate::FileChange::Modified
-                    } else {
-                        self.summary.files_new += 1;
-                        crate::FileChange::New
-                    };
+                    let change = crate::archiver::count_name(&mut self.summary, changed);
                     self.ctx.report.file(&path, change);
                     Some(Box::new(node))
                 }

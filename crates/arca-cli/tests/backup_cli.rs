@@ -945,9 +945,10 @@ fn no_scan_backs_up_without_totals() {
         summary["total_files_processed"],
         again["total_files_processed"]
     );
-    // Not `data_added`: it counts the trees too, whose size varies with the two samples'
-    // timestamps.
-    assert_eq!(summary["data_blobs"], again["data_blobs"]);
+    // Not `data_added` nor `data_blobs`: the trees' size varies with the two samples'
+    // timestamps, and the two repositories' chunkers (keyed per repository) cut the 900 kB
+    // file into one or two blocks (5 against 6 blobs in about one run of five).
+    assert_eq!(summary["files_new"], again["files_new"]);
     assert_eq!(
         summary["total_bytes_processed"],
         again["total_bytes_processed"]

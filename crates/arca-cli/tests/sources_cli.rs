@@ -198,3 +198,34 @@ fn verbose_lists_only_files_that_were_stored() {
         "{out}"
     );
 }
+
+/// Every name of a hard-linked file is counted and listed (`-v`) as a file of its own, new or
+/// modified, as restic counts them; the further names were missing from both ("Files: 1 new"
+/// beside "Processed: 3 files").
+#[test]
+fn every_name_of_a_hard_linked_file_is_counted() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    // Many links, so that both ways a further name takes its content are met: the content
+    // already read, and still being read.
+    fs::write(src.join("a"), vec![7u8; 300_000]).unwrap();
+    for k in 0..20 {
+        fs::hard_link(src.join("a"), src.join(format!("l{k:02}"))).unwrap();
+    }
+    let listed = |out: &str, word: &str| {
+        out.lines()
+            .filter(|l| l.starts_with(word) && l.contains(src.to_str().unwrap()))
+            .count()
+    };
+    let out = e.ok(&["backup", "-v", src.to_str().unwrap()]);
+    assert!(out.contains("Files:       21 new, 0 changed"), "{out}");
+    assert_eq!(listed(&out, "new "), 21, "{out}");
+    fs::write(src.join("a"), vec![8u8; 300_001]).unwrap();
+    let out = e.ok(&["backup", "-v", src.to_str().unwrap()]);
+    assert!(out.contains("Files:       0 new, 21 changed"), "{out}");
+    assert_eq!(listed(&out, "modified "), 21, "{out}");
+    let out = e.ok(&["backup", "-v", src.to_str().unwrap()]);
+    assert!(out.contains("0 new, 0 changed, 21 unmodified"), "{out}");
+}
