@@ -60,6 +60,25 @@ pub fn repair_index(
     let mut rep = RepairIndexReport::default();
     let old = repo.load_index_files()?;
     rep.old_index_files = old.len();
+    // An index file that cannot be read now (access denied, an outage beyond the retries)
+    // may be the only record of a pack whose header is damaged: rebuilding without it would
+    // delete it, and with it what it knew. Such a file is not damaged; stop before changing
+    // anything. A file gone since the listing holds nothing to keep.
+    if let Some((id, e)) = old.iter().find_map(|(id, f)| {
+        f.as_ref()
+            .err()
+            .filter(|e| !e.is_corruption() && !is_gone(e))
+            .map(|e| (id, e))
+    }) {
+        return Err(RepoError::Invalid {
+            what: "repair index",
+            detail: format!(
+                "{} cannot be read, which is not damage: it is kept, and nothing was changed; \
+                 make it readable and run again",
+                unreadable_index(id, e)
+            ),
+        });
+    }
     let on_disk = repo.list_ids(FileType::Pack)?;
     rep.packs_found = on_disk.len();
     let sizes: HashMap<Id, u64> = on_disk.iter().copied().collect();
@@ -139,4 +158,17 @@ pub fn repair_index(
         }
     }
     Ok(rep)
+}
+
+/// Whether the error says the file is no longer there.
+fn is_gone(e: &RepoError) -> bool {
+    matches!(e, RepoError::Backend(b) if b.kind == arca_backend::ErrorKind::NotFound)
+}
+
+/// `index file LOCATION (CAUSE)` for an index file that could not be read, naming it once.
+pub(super) fn unreadable_index(id: &Id, e: &RepoError) -> String {
+    match e {
+        RepoError::Backend(b) => format!("index file {} ({})", b.location, b.source),
+        e => format!("index file {id} ({})", e.cause()),
+    }
 }

@@ -79,9 +79,16 @@ pub fn repair_packs(
     for (id, f) in old {
         match f {
             Ok(f) => files.push((id, f)),
-            Err(e) => {
+            Err(e) if e.is_corruption() => {
                 return Err(refuse(format!(
                     "index file {id} is damaged ({e}): run `arca repair index` first"
+                )));
+            }
+            // Not damage (access denied, an outage): `repair index` would not help.
+            Err(e) => {
+                return Err(refuse(format!(
+                    "{} cannot be read: make it readable and run again",
+                    super::index::unreadable_index(&id, &e)
                 )));
             }
         }

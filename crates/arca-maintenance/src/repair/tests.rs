@@ -527,3 +527,38 @@ fn a_listing_giving_a_blob_another_length_is_damage_check_names_and_repair_cuts(
     // The original snapshot of the fixture is untouched.
     assert!(r.damaged.iter().all(|d| d.original != fx.snapshot));
 }
+
+/// An index file that cannot be read (access denied) is not damage: `repair index` stops
+/// before changing anything. It deleted the file, the only record of a pack whose header is
+/// damaged, whose blobs were then lost; `repair packs` sent the user there.
+#[test]
+fn an_index_file_that_cannot_be_read_stops_repair_index_and_is_kept() {
+    use arca_backend::{Fault, FaultBackend, Op, Rule, Trigger};
+    use arca_repo::Repository;
+    use std::sync::Arc;
+    let fx = build();
+    let size = fx.data1.size as usize;
+    fx.flip(FileType::Pack, &fx.data1.id, size - 20);
+    let before = fx.ids(FileType::Index);
+    let fault = Arc::new(FaultBackend::new(fx.backend.clone()));
+    fault.add(Rule {
+        op: Some(Op::Read),
+        file_type: Some(FileType::Index),
+        trigger: Trigger::Always,
+        fault: Fault::Fail(std::io::ErrorKind::PermissionDenied),
+    });
+    let denied = Repository::open(fault.clone(), b"pw").unwrap();
+    let e = repair_index(&denied, RepairIndexOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("cannot be read"), "{e}");
+    assert!(e.to_string().contains("nothing was changed"), "{e}");
+    let e = repair_packs(&denied, &[fx.data1.id], RepairPacksOptions::default()).unwrap_err();
+    assert!(!e.to_string().contains("repair index"), "{e}");
+    assert!(e.to_string().contains("cannot be read"), "{e}");
+    assert_eq!(fx.ids(FileType::Index), before, "no index file deleted");
+    assert_eq!(fx.ids(FileType::Pack).len(), 4);
+    // Readable again, the repair the damage calls for saves every blob.
+    let r = repair_packs(&fx.repo, &[fx.data1.id], RepairPacksOptions::default()).unwrap();
+    assert!(r.lost.is_empty(), "{:?}", r.lost);
+    clean(&check(&fx.repo, read_data()).unwrap());
+    all_blobs_read(&fx);
+}
