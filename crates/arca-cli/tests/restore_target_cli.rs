@@ -1,6 +1,7 @@
 //! Restoring into a target that holds more than the snapshot: attributes and ACL entries the
-//! snapshot lacks are removed (they would keep granting access), and an extra entry that
-//! `--delete` cannot remove is reported as not deleted.
+//! snapshot lacks are removed (they would keep granting access), an extra entry that
+//! `--delete` cannot remove is reported as not deleted, and a symlinked folder above the
+//! backed-up paths (`/lib -> usr/lib`) is restored through.
 
 #![allow(clippy::unwrap_used)]
 
@@ -153,4 +154,55 @@ fn a_metadata_fix_changes_only_what_differs() {
     let err = stderr(&o);
     assert!(!err.contains("change owner"), "{err}");
     assert!(!err.contains("change mode"), "{err}");
+}
+
+/// A folder above the backed-up paths that the target has as a symlink to a folder inside it
+/// (`/lib -> usr/lib` of a merged-/usr system, for a backup of `/lib/os-release`) is restored
+/// through, as restic does, and the link stays; the restore replaced it with a folder holding
+/// only the snapshot's file, which with `--target /` breaks the system. A link leading out
+/// of the target is not followed: nothing is written outside.
+#[test]
+fn a_symlinked_folder_above_the_backup_is_restored_through() {
+    let e = Env::new();
+    let base = e.path("m");
+    fs::create_dir_all(base.join("usr/lib")).unwrap();
+    fs::write(base.join("usr/lib/os-release"), b"ID=arca").unwrap();
+    std::os::unix::fs::symlink("usr/lib", base.join("lib")).unwrap();
+    e.init(&[]);
+    let file = base.join("lib/os-release");
+    e.ok(&["backup", "-q", file.to_str().unwrap()]);
+
+    // The target mirrors the machine: the link, and more in the folder it leads to.
+    let target = e.path("t");
+    let root = restored(&target, &base);
+    fs::create_dir_all(root.join("usr/lib")).unwrap();
+    fs::write(root.join("usr/lib/libc.so"), b"elf").unwrap();
+    std::os::unix::fs::symlink("usr/lib", root.join("lib")).unwrap();
+    let t = target.to_str().unwrap();
+    let dry = e.ok(&["restore", "latest", "--target", t, "--dry-run", "-v"]);
+    assert!(!dry.contains("would restore dir"), "{dry}");
+    e.ok(&["restore", "latest", "--target", t]);
+    assert!(fs::symlink_metadata(root.join("lib")).unwrap().is_symlink());
+    assert_eq!(
+        fs::read(root.join("usr/lib/os-release")).unwrap(),
+        b"ID=arca"
+    );
+    assert_eq!(fs::read(root.join("usr/lib/libc.so")).unwrap(), b"elf");
+    // Again: nothing to do, the link kept.
+    let out = e.ok(&["restore", "latest", "--target", t]);
+    assert!(out.contains("1 unchanged"), "{out}");
+    assert!(fs::symlink_metadata(root.join("lib")).unwrap().is_symlink());
+
+    // A link leading out of the target is replaced by the folder; outside stays as it was.
+    let outside = e.path("outside");
+    fs::create_dir_all(&outside).unwrap();
+    fs::remove_file(root.join("lib")).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("lib")).unwrap();
+    e.ok(&["restore", "latest", "--target", t]);
+    assert!(
+        fs::read_dir(&outside).unwrap().next().is_none(),
+        "written outside"
+    );
+    assert!(fs::symlink_metadata(root.join("lib")).unwrap().is_dir());
+    assert_eq!(fs::read(root.join("lib/os-release")).unwrap(), b"ID=arca");
 }

@@ -118,6 +118,16 @@ impl DirHandle {
         crate::io_on_long_path(path, |p| Self::open_at(nix::fcntl::AT_FDCWD, p.as_os_str()))
     }
 
+    /// Opens directory `path`, following a symlink in its last component too.
+    pub fn open_following(path: &Path) -> io::Result<Self> {
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        crate::io_on_long_path(path, |p| {
+            nix::fcntl::openat(nix::fcntl::AT_FDCWD, p.as_os_str(), flags, Mode::empty())
+                .map(Self)
+                .map_err(errno)
+        })
+    }
+
     /// Opens directory `name` inside this one, not following a symlink.
     pub fn open_dir(&self, name: &[u8]) -> io::Result<Self> {
         Self::open_at(self.0.as_fd(), OsStr::from_bytes(name))

@@ -221,7 +221,12 @@ impl Shared<'_> {
         let dp = &self.plan.dirs[d as usize];
         let Some(meta) = &dp.meta else { return };
         let node = &meta.node();
-        if matches!(self.scan.dirs[d as usize], DirAction::Blocked(_)) || self.stopped() {
+        // A folder restored through a symlink of the target is not the snapshot's to date.
+        if matches!(
+            self.scan.dirs[d as usize],
+            DirAction::Blocked(_) | DirAction::Followed
+        ) || self.stopped()
+        {
             return;
         }
         let have = (self.scan.dirs[d as usize] == DirAction::Exists)

@@ -16,6 +16,9 @@ const KEPT: usize = 8;
 /// A few open directories of the plan, the most recently used last.
 pub(crate) struct DirCache<'p> {
     plan: &'p Plan,
+    /// Directories the target has as a symlink that the restore follows (sorted; see
+    /// [`crate::scan::followed_links`]): opened through it.
+    follow: &'p [u32],
     open: Vec<(u32, DirHandle)>,
 }
 
@@ -24,10 +27,21 @@ fn is_absent(e: &io::Error) -> bool {
 }
 
 impl<'p> DirCache<'p> {
-    pub fn new(plan: &'p Plan) -> Self {
+    pub fn new(plan: &'p Plan, follow: &'p [u32]) -> Self {
         Self {
             plan,
+            follow,
             open: Vec::with_capacity(KEPT),
+        }
+    }
+
+    /// Opens directory `d` by its path.
+    fn open_path(&self, d: u32) -> io::Result<DirHandle> {
+        let path = &self.plan.dirs[d as usize].path;
+        if self.follow.binary_search(&d).is_ok() {
+            DirHandle::open_following(path)
+        } else {
+            DirHandle::open(path)
         }
     }
 
@@ -59,7 +73,8 @@ impl<'p> DirCache<'p> {
             if above.is_none() {
                 // Nothing at hand within reach: the topmost is opened by its path.
                 let top = chain.pop().unwrap_or(d);
-                self.keep(top, DirHandle::open(&self.plan.dirs[top as usize].path)?);
+                let h = self.open_path(top)?;
+                self.keep(top, h);
                 at = Some(top);
             }
             for &sub in chain.iter().rev() {
@@ -69,8 +84,9 @@ impl<'p> DirCache<'p> {
                     .file_name()
                     .map_or(&[][..], |n| n.as_bytes());
                 let h = match self.open.iter().rposition(|(x, _)| *x == parent) {
+                    Some(_) if self.follow.binary_search(&sub).is_ok() => self.open_path(sub)?,
                     Some(k) => self.open[k].1.open_dir(name)?,
-                    None => DirHandle::open(&self.plan.dirs[sub as usize].path)?,
+                    None => self.open_path(sub)?,
                 };
                 self.keep(sub, h);
                 at = Some(sub);

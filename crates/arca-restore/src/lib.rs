@@ -383,8 +383,10 @@ pub fn restore(
     };
     let roots: Vec<PathBuf> = snapshot.paths.iter().map(PathBuf::from).collect();
     let warmed = warmer.map_or(0, warm::Warmer::finish);
+    let follow = scan::followed_links(&plan, &roots);
     let scanner = scan::Scanner {
         plan: &plan,
+        follow: &follow,
         overwrite: opts.overwrite,
         delete: opts.delete,
         metadata: opts.metadata,

@@ -90,7 +90,7 @@ impl Shared<'_> {
     fn make_dir(&self, d: u32) {
         let dp = &self.plan.dirs[d as usize];
         let res = match &self.scan.dirs[d as usize] {
-            DirAction::Exists => return,
+            DirAction::Exists | DirAction::Followed => return,
             DirAction::Blocked(msg) => {
                 if crate::scan::reported(msg) {
                     self.issue(&dp.path, msg.clone());

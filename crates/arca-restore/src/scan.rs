@@ -44,6 +44,10 @@ pub(crate) enum DirAction {
     Replace,
     /// Already there.
     Exists,
+    /// A folder above the backed-up paths that the target has as a symlink to a folder
+    /// inside the target: restored through, its metadata left alone (see
+    /// [`followed_links`]).
+    Followed,
     /// Cannot be restored (the reason); its whole subtree is left alone.
     Blocked(String),
 }
@@ -143,6 +147,8 @@ pub(crate) struct Scanner<'a> {
     /// The snapshot's backed-up paths: `--delete` acts only at or below them, never in the
     /// folders above them (their other entries were never part of the backup).
     pub roots: &'a [PathBuf],
+    /// The folders restored through a symlink of the target ([`followed_links`]), sorted.
+    pub follow: &'a [u32],
     pub checker: &'a BlockChecker<'a>,
     /// Threads looking at entries and hashing the files that cannot be trusted: mostly
     /// waiting for inodes and blocks to be read, so many of them keep the disk's queue full.
@@ -153,6 +159,43 @@ pub(crate) struct Scanner<'a> {
     /// meanwhile), so that the restore moves the content of the others at the same time.
     pub defer: bool,
     pub stop: &'a AtomicBool,
+}
+
+/// The folders above the backed-up paths (`/lib` for a backup of `/lib/os-release`) that the
+/// target has as a symlink to a folder inside the target (`lib -> usr/lib` of a merged-/usr
+/// system), sorted: the restore goes through them, as restic does, and leaves their metadata
+/// alone. Replacing such a link with a folder of the snapshot's few entries broke the system
+/// it was restored to (`--target /`). A backed-up folder that is a symlink in the target is
+/// still replaced (the snapshot says what it is), and a link leading out of the target is
+/// not followed: the restore writes only inside its target.
+pub(crate) fn followed_links(plan: &Plan, roots: &[PathBuf]) -> Vec<u32> {
+    let under_root = |d: usize| roots.iter().any(|r| plan.dirs[d].snap_path.starts_with(r));
+    let Some(top) = plan.dirs.first() else {
+        return vec![];
+    };
+    if under_root(0) {
+        return vec![];
+    }
+    let Ok(top) = fs::canonicalize(&top.path) else {
+        return vec![];
+    };
+    // Parents come before their folders: only those of a folder above are looked at.
+    let mut above = vec![false; plan.dirs.len()];
+    above[0] = true;
+    let mut out = vec![];
+    for d in 1..plan.dirs.len() {
+        let dp = &plan.dirs[d];
+        if !above[dp.parent as usize] || under_root(d) {
+            continue;
+        }
+        above[d] = true;
+        if arca_fs::lstat(&dp.path).is_ok_and(|m| m.is_symlink())
+            && fs::canonicalize(&dp.path).is_ok_and(|p| p.starts_with(&top) && p.is_dir())
+        {
+            out.push(d as u32);
+        }
+    }
+    out
 }
 
 fn is_empty_dir(p: &Path) -> bool {
@@ -195,13 +238,13 @@ impl Scanner<'_> {
                 level.len(),
                 self.threads,
                 self.stop,
-                || DirCache::new(plan),
+                || DirCache::new(plan, self.follow),
                 |at, i| {
                     let d = level[i];
                     match &dirs[plan.dirs[d].parent as usize] {
                         DirAction::Blocked(_) => (DirAction::Blocked(PARENT_BLOCKED.into()), false),
                         DirAction::Create | DirAction::Replace => (DirAction::Create, false),
-                        DirAction::Exists => self.dir_action(at, d),
+                        DirAction::Exists | DirAction::Followed => self.dir_action(at, d),
                     }
                 },
             );
@@ -219,10 +262,10 @@ impl Scanner<'_> {
             &mut scan.entries,
             self.threads,
             self.stop,
-            || DirCache::new(plan),
+            || DirCache::new(plan, self.follow),
             |at, e, slot| {
                 let looked = match &dirs[plan.entries[e].parent as usize] {
-                    DirAction::Exists => self.entry_action(at, e),
+                    DirAction::Exists | DirAction::Followed => self.entry_action(at, e),
                     DirAction::Blocked(_) => {
                         Ok(Decided::Done(EntryAction::Blocked(PARENT_BLOCKED.into())))
                     }
@@ -279,6 +322,7 @@ impl Scanner<'_> {
         hash_small(
             self.checker,
             small,
+            self.follow,
             self.stop,
             |h, read| settled(h, self.settle(h, read)),
             |_, ()| {},
@@ -297,6 +341,9 @@ impl Scanner<'_> {
     /// metadata than the snapshot's.
     fn dir_action(&self, at: &mut DirCache<'_>, d: usize) -> (DirAction, bool) {
         let dp = &self.plan.dirs[d];
+        if self.follow.binary_search(&(d as u32)).is_ok() {
+            return (DirAction::Followed, false);
+        }
         let name = dp.path.file_name().map_or(&[][..], |n| n.as_bytes());
         let action = match at.stat(dp.parent, name) {
             Ok(None) => DirAction::Create,

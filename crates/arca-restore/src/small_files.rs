@@ -53,6 +53,7 @@ pub(crate) struct SmallFile {
 pub(crate) fn hash_small<T: Send>(
     checker: &BlockChecker<'_>,
     items: &[SmallFile],
+    follow: &[u32],
     stop: &AtomicBool,
     settle: impl Fn(&SmallFile, io::Result<(Vec<bool>, File)>) -> T + Sync,
     store: impl FnMut(&SmallFile, T) + Send,
@@ -95,7 +96,7 @@ pub(crate) fn hash_small<T: Send>(
             s.spawn(|| {
                 let taken = readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
                 let mut reader = taken.unwrap_or_else(|| BatchReader::new(batch_files));
-                let mut at = DirCache::new(plan);
+                let mut at = DirCache::new(plan, follow);
                 let mut done = Vec::with_capacity(batch_files);
                 while !stop.load(Ordering::Relaxed) {
                     let Some(batch) = batches.get(next.fetch_add(1, Ordering::Relaxed)) else {

@@ -157,7 +157,7 @@ pub(crate) fn summarize(
             DirAction::Create | DirAction::Replace => Action::Restore,
             DirAction::Blocked(_) => Action::Blocked,
             DirAction::Exists if scan.dir_meta_wrong.get(d).is_some_and(|&w| w) => Action::Metadata,
-            DirAction::Exists => continue,
+            DirAction::Exists | DirAction::Followed => continue,
         };
         match action {
             Action::Restore => s.dirs_new += 1,
