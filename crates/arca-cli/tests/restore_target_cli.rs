@@ -206,3 +206,45 @@ fn a_symlinked_folder_above_the_backup_is_restored_through() {
     assert!(fs::symlink_metadata(root.join("lib")).unwrap().is_dir());
     assert_eq!(fs::read(root.join("lib/os-release")).unwrap(), b"ID=arca");
 }
+
+/// A hard link of the snapshot whose first name the restore leaves as it is (`--overwrite
+/// never` keeps a symlink there) is not linked to it: the missing second name became that
+/// symlink (to a file outside the target), exit 0. It is reported, exit 3.
+#[test]
+fn a_hard_link_is_not_made_to_a_kept_symlink() {
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), b"hello").unwrap();
+    fs::hard_link(src.join("a"), src.join("b")).unwrap();
+    e.init(&[]);
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+    let root = restored(&target, &src);
+    fs::create_dir_all(&root).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", root.join("a")).unwrap();
+    for mode in ["never", "if-newer"] {
+        let _ = fs::remove_file(root.join("b"));
+        let o = e.run(&["restore", "latest", "--target", t, "--overwrite", mode]);
+        assert_eq!(o.status.code(), Some(3), "{mode}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("is a symlink, left as it was"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(
+            fs::symlink_metadata(root.join("b")).is_err(),
+            "{mode}: b made"
+        );
+        assert!(fs::symlink_metadata(root.join("a")).unwrap().is_symlink());
+    }
+    // The default mode replaces the symlink, and links both names again.
+    e.ok(&["restore", "latest", "--target", t]);
+    assert_eq!(fs::read(root.join("b")).unwrap(), b"hello");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        fs::metadata(root.join("a")).unwrap().ino(),
+        fs::metadata(root.join("b")).unwrap().ino()
+    );
+}

@@ -247,9 +247,28 @@ impl Shared<'_> {
 }
 
 /// Makes `path` a hard link to `first`, unless it already is one; replaces a different
-/// non-directory entry in the way.
+/// non-directory entry in the way. Refuses when `first` is not a regular file.
 fn link(first: &std::path::Path, path: &std::path::Path) -> Result<(), FsError> {
     let target = arca_fs::lstat(first).map_err(|e| FsError::new("stat", first, e))?;
+    // The first name left as it was (`--overwrite never` or `if-newer` kept a symlink, a
+    // FIFO or a folder there): linking to it made this name that symlink or FIFO.
+    if !target.is_file() {
+        let what = if target.is_dir() {
+            "a directory"
+        } else if target.is_symlink() {
+            "a symlink"
+        } else {
+            "not a regular file"
+        };
+        return Err(FsError::new(
+            "link",
+            path,
+            std::io::Error::other(format!(
+                "not linked: {} is {what}, left as it was",
+                first.display()
+            )),
+        ));
+    }
     match arca_fs::lstat(path) {
         Ok(m) if m.dev() == target.dev() && m.ino() == target.ino() => return Ok(()),
         Ok(m) if m.is_dir() => {
