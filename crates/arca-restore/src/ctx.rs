@@ -39,6 +39,8 @@ pub(crate) struct Counters {
     pub fetched_useful: AtomicU64,
     /// Blocks decoded (decrypted, decompressed, verified).
     pub decoded: AtomicU64,
+    /// Blocks taken from another copy because the one read was damaged or missing.
+    pub other_copies: AtomicU64,
     /// File bytes placed by writes from memory.
     pub written: AtomicU64,
     /// File bytes actually handed to `write` (zero blocks skipped as holes).

@@ -77,6 +77,15 @@ pub(crate) fn fetcher(
                 let outage = e.is_transient();
                 if outage {
                     sh.fail(crate::RestoreError::Repo(arca_repo::RepoError::Backend(e)));
+                } else {
+                    // The pack is missing or cut short: the workers take each blob from
+                    // another copy where the index knows one, or fail its files.
+                    job.failed = Some(why);
+                    job.buf.clear();
+                    if work.send(Work::Fetched(job)).is_err() {
+                        break;
+                    }
+                    continue;
                 }
                 let mut d = Done {
                     job: job.id,

@@ -46,6 +46,9 @@ pub(crate) struct FetchJob {
     pub buf: Vec<u8>,
     /// Where the read's bytes start in `buf`.
     pub at: usize,
+    /// The read failed (not an outage: the pack is missing or cut short), with this cause:
+    /// the workers take each blob from another copy, or fail its files.
+    pub failed: Option<String>,
 }
 
 /// Placing a block without fetching it.

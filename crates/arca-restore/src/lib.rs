@@ -189,6 +189,9 @@ pub struct RestoreReport {
     pub evictions: u64,
     /// Blocks decoded from repository reads.
     pub blocks_decoded: u64,
+    /// Blocks taken from another copy in the repository because the one read was damaged
+    /// or missing (`arca check --read-data` names the damage).
+    pub other_copies: u64,
     /// Blocks and bytes copied from the target instead of fetched.
     pub blocks_copied: u64,
     /// Bytes copied from the target instead of fetched.
@@ -544,6 +547,7 @@ pub fn restore(
     report.requests = c.requests.load(Ordering::Relaxed);
     report.retries += c.retries.load(Ordering::Relaxed);
     report.blocks_decoded = c.decoded.load(Ordering::Relaxed);
+    report.other_copies = c.other_copies.load(Ordering::Relaxed);
     report.blocks_copied = c.copied_blocks.load(Ordering::Relaxed);
     report.bytes_copied = c.copied.load(Ordering::Relaxed);
     report.blocks_reused = c.reused_blocks.load(Ordering::Relaxed);

@@ -71,7 +71,7 @@ pub(crate) fn run(
                 let direct = direct_tx.clone();
                 s.spawn(move || {
                     guarded(sh, "worker", || {
-                        Worker::new(sh, repo, packs, direct).run(rx, done, post)
+                        Worker::new(sh, repo, index, direct).run(rx, done, post)
                     })
                 })
             })

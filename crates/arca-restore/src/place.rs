@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use arca_format::BlobKind;
 use arca_fs::FsError;
 use arca_repo::blob::BlobOpener;
-use arca_repo::{PackRef, Repository};
+use arca_repo::{Index, PackRef, Repository};
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::ctx::Shared;
@@ -26,6 +26,7 @@ use crate::scan::EntryAction;
 pub(crate) struct Worker<'a, 's> {
     sh: &'a Shared<'s>,
     repo: &'a Repository,
+    index: &'a Index,
     packs: &'a [PackRef],
     opener: BlobOpener,
     /// Files open for the current job (closed at its end, or earlier past `max_open`).
@@ -43,13 +44,14 @@ impl<'a, 's> Worker<'a, 's> {
     pub fn new(
         sh: &'a Shared<'s>,
         repo: &'a Repository,
-        packs: &'a [PackRef],
+        index: &'a Index,
         direct: Option<Sender<DirectJob>>,
     ) -> Self {
         Self {
             sh,
             repo,
-            packs,
+            index,
+            packs: index.packs(),
             opener: BlobOpener::new(),
             open: HashMap::new(),
             max_open: max_open_files(),
@@ -148,30 +150,44 @@ impl<'a, 's> Worker<'a, 's> {
             let bp = &sh.plan.blobs[jb.blob as usize];
             let len = u64::from(bp.raw_len);
             let start = job.at + jb.rel as usize;
-            let Some(sealed) = buf.get_mut(start..start + bp.length as usize) else {
-                d.failed.push((jb.blob, "read came back short".into()));
-                continue;
+            let opened = match (&job.failed, buf.get_mut(start..start + bp.length as usize)) {
+                (Some(why), _) => Err(why.clone()),
+                (None, None) => Err("read came back short".into()),
+                (None, Some(sealed)) => self
+                    .opener
+                    .open(
+                        self.repo.key(),
+                        self.repo.sealer(),
+                        BlobKind::Data,
+                        bp.id,
+                        pack,
+                        sealed,
+                        bp.raw_len,
+                    )
+                    .map_err(|e| e.to_string()),
             };
-            let plain = match self.opener.open(
-                self.repo.key(),
-                self.repo.sealer(),
-                BlobKind::Data,
-                bp.id,
-                pack,
-                sealed,
-                bp.raw_len,
-            ) {
+            // A blob stored twice (two backups of the same new data at once, `backup --cap`)
+            // is taken from its other copy: the file failed on the damaged one while the
+            // intact one sat in another pack.
+            let copy;
+            let plain = match opened {
                 Ok(p) => p,
-                Err(e) => {
-                    let why = e.to_string();
-                    for &t in &jb.targets {
-                        sh.fail_file(t.file, || lost(sh, t, &why));
-                        sh.op_done(t.file, self.open.get(&t.file));
-                        d.settled += len;
+                Err(why) => match other_copy(self.repo, self.index, bp.id) {
+                    Some(c) => {
+                        copy = c;
+                        sh.counters.other_copies.fetch_add(1, Ordering::Relaxed);
+                        &copy
                     }
-                    d.failed.push((jb.blob, why));
-                    continue;
-                }
+                    None => {
+                        for &t in &jb.targets {
+                            sh.fail_file(t.file, || lost(sh, t, &why));
+                            sh.op_done(t.file, self.open.get(&t.file));
+                            d.settled += len;
+                        }
+                        d.failed.push((jb.blob, why));
+                        continue;
+                    }
+                },
             };
             sh.counters.decoded.fetch_add(1, Ordering::Relaxed);
             sh.counters
@@ -391,6 +407,14 @@ pub(crate) fn file<'m>(
 }
 
 /// Files one worker keeps open: a sixteenth of what the process may open, 8 to 256.
+/// Blob `id` read and verified from another of its copies, when the index knows more than
+/// one (the one the plan chose failed). A read on the worker's thread: rare, and bounded by
+/// the backend's retries.
+fn other_copy(repo: &Repository, index: &Index, id: arca_format::Id) -> Option<Vec<u8>> {
+    index.locations(BlobKind::Data, &id).nth(1)?;
+    repo.read_blob(index, BlobKind::Data, &id).ok()
+}
+
 fn max_open_files() -> usize {
     usize::try_from(arca_fs::open_files_allowed() / 16)
         .unwrap_or(usize::MAX)

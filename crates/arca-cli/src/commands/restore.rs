@@ -315,6 +315,7 @@ fn summary_json(
         "cache_hits": r.cache_hits,
         "evictions": r.evictions,
         "blocks_decoded": r.blocks_decoded,
+        "blocks_from_other_copies": r.other_copies,
         "blocks_copied": r.blocks_copied,
         "bytes_copied": r.bytes_copied,
         "blocks_reused": r.blocks_reused,
@@ -479,6 +480,18 @@ fn print_summary(
     }
     if a.verify {
         super::out(&format!("verified {} files", r.files_verified))?;
+    }
+    if r.other_copies > 0 {
+        eprintln!(
+            "warning: {} {} read from another copy in the repository: the one read first was \
+             damaged or missing (run `arca check --read-data`)",
+            r.other_copies,
+            if r.other_copies == 1 {
+                "block was"
+            } else {
+                "blocks were"
+            }
+        );
     }
     // Entries, not errors: one entry may have several (an owner and attributes not set).
     let paths: std::collections::HashSet<&Path> =

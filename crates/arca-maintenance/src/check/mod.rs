@@ -490,7 +490,20 @@ pub fn check_with_progress(
     }
     // Which snapshots and files are hit.
     progress.set_phase(CheckPhase::Tracing);
-    let bad: HashSet<(BlobKind, Id)> = dmg.blobs.union(&missing_blobs).copied().collect();
+    // A blob is lost when none of its copies can be had: one stored twice (`backup --cap`,
+    // two backups of the same new data at once) and damaged in one pack only is not, and
+    // readers take the intact copy.
+    let bad: HashSet<(BlobKind, Id)> = dmg
+        .blobs
+        .iter()
+        .filter(|(kind, id)| {
+            index
+                .locations(*kind, id)
+                .all(|l| dmg.in_pack.contains(&(l.pack.id, *kind, *id)))
+        })
+        .chain(&missing_blobs)
+        .copied()
+        .collect();
     if !bad.is_empty() || wrong_lengths {
         for (sid, s) in &snapshots {
             let mut paths = vec![];
@@ -735,6 +748,9 @@ fn proposals(f: &Findings, rep: &CheckReport) -> Vec<Proposal> {
 struct Damage {
     packs: HashMap<Id, DamagedPack>,
     blobs: HashSet<(BlobKind, Id)>,
+    /// Each damaged blob with the pack it is damaged in (a blob stored twice may be damaged
+    /// in one pack only).
+    in_pack: HashSet<(Id, BlobKind, Id)>,
 }
 
 impl Damage {
@@ -753,7 +769,8 @@ impl Damage {
         });
         d.problems.push(problem);
         for b in blobs {
-            if self.blobs.insert(b) {
+            self.blobs.insert(b);
+            if self.in_pack.insert((*pack, b.0, b.1)) {
                 d.bad_blobs.push(b.1);
             }
         }

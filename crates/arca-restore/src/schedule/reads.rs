@@ -236,6 +236,7 @@ impl Scheduler<'_, '_> {
             blobs,
             buf,
             at: 0,
+            failed: None,
         };
         clock.busy();
         if links.fetch.send(job).is_err() {
