@@ -1,6 +1,7 @@
 //! `arca ui` through the binary: the printed address with its token, the token checked, Ctrl-C
-//! stopping it with exit 0, the refusal to listen beyond loopback without TLS, and HTTPS with
-//! a certificate (when openssl and curl are there to make and use one).
+//! stopping it with exit 0, connections that send no request dropped, the refusal to listen
+//! beyond loopback without TLS, and HTTPS with a certificate (when openssl and curl are there
+//! to make and use one).
 
 #![allow(clippy::unwrap_used)]
 
@@ -15,7 +16,13 @@ use common::*;
 
 /// Starts `arca ui` with `args`; returns the child and the URL it printed.
 fn start(e: &Env, args: &[&str]) -> (Child, String) {
+    start_env(e, args, &[])
+}
+
+/// [`start`] with more environment variables.
+fn start_env(e: &Env, args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
     let mut c = e.cmd(&[&["ui", "--no-open"], args].concat());
+    c.envs(env.iter().copied());
     c.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
     let out = child.stdout.take().unwrap();
@@ -212,4 +219,43 @@ fn https_with_a_certificate() {
         err.contains("WARNING: arca ui is listening on 0.0.0.0:"),
         "{err}"
     );
+}
+
+/// A connection that sends nothing, or half a request, is dropped once the time for a
+/// request's head is over (30 s; half a second here): they stayed open for good, and anyone
+/// on the machine could use up the server's sockets and memory without the token.
+#[test]
+fn connections_that_send_no_whole_request_are_dropped() {
+    let e = Env::new();
+    e.init(&[]);
+    let (child, url) = start_env(&e, &[], &[("ARCA_TEST_UI_HEADER_TIMEOUT_MS", "500")]);
+    let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
+    let (port, token) = rest.split_once("/?token=").unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let silent = TcpStream::connect(&addr).unwrap();
+    let mut half = TcpStream::connect(&addr).unwrap();
+    write!(half, "GET /api/status HTTP/1.1\r\nHost: {addr}\r\n").unwrap();
+    for mut s in [silent, half] {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = vec![];
+        match s.read_to_end(&mut buf) {
+            Ok(_) => {}
+            Err(err) => assert!(
+                !matches!(
+                    err.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ),
+                "still open after 10 s: {err}"
+            ),
+        }
+    }
+    // Whole requests are served as before.
+    let r = http(
+        &addr,
+        "/api/status",
+        &format!("Authorization: Bearer {token}\r\n"),
+    );
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    let (code, err) = stop(child);
+    assert_eq!(code, 0, "{err}");
 }

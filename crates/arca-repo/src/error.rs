@@ -127,6 +127,9 @@ pub enum RepoError {
     /// No snapshot matches a name.
     #[error("no snapshot matches {0:?}")]
     NoSuchSnapshot(String),
+    /// A long operation (check) was stopped on request before it finished.
+    #[error("{0} cancelled before it finished")]
+    Cancelled(&'static str),
     /// No snapshot passes the filters `latest` was asked with.
     #[error("no snapshot matches {spec:?} with {filter}")]
     NoSnapshotPasses {

@@ -202,7 +202,12 @@ async fn profiles_list(State(app): State<Arc<App>>) -> Response {
 
 /// `GET /api/forget/preview?keep_last=..`.
 async fn forget_preview(State(app): State<Arc<App>>, q: RawQuery) -> Response {
-    if let Err(e) = PolicyFields::refuse_unknown(q.0.iter().map(|(k, _)| k.as_str())) {
+    // The access token may come in the query, as for every request.
+    let fields =
+        q.0.iter()
+            .map(|(k, _)| k.as_str())
+            .filter(|k| *k != "token");
+    if let Err(e) = PolicyFields::refuse_unknown(fields) {
         return json_result::<Value>(Err(e));
     }
     let fields = PolicyFields::from_query(&q);

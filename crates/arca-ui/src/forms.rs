@@ -71,7 +71,7 @@ fn restore_body(s: &SnapshotRow, paths: &[String]) -> String {
         "<h1>Restore from snapshot {short}</h1>\
          <p class=\"muted\">{time} · {host} · {spaths}</p>\
          <h2>What</h2><ul>{chosen}</ul>\
-         <form class=\"stack\" data-api=\"/api/restore\">\
+         <form method=\"post\" class=\"stack\" data-api=\"/api/restore\">\
          <div class=\"form-error alert\" role=\"alert\"></div>{fields}\
          <div class=\"field\"><label for=\"target\">Target folder</label>\
          <input id=\"target\" name=\"target\" type=\"text\" value=\"{target}\" required aria-describedby=\"target-help\">\
@@ -129,7 +129,7 @@ pub async fn backup_page(State(app): State<Arc<App>>) -> Response {
         let run = match &p.problem {
             Some(why) => format!("<span class=\"bad\">{}</span>", esc(why)),
             None => format!(
-                "<form class=\"inline\" data-api=\"/api/backup\" aria-label=\"Back up {n}\">{h}\
+                "<form method=\"post\" class=\"inline\" data-api=\"/api/backup\" aria-label=\"Back up {n}\">{h}\
                  <button type=\"submit\" name=\"dry_run\" value=\"false\">Back up now</button>\
                  <button type=\"submit\" name=\"dry_run\" value=\"true\" class=\"secondary\">Dry run</button></form>",
                 n = esc(&p.name),
@@ -157,7 +157,7 @@ pub async fn check_page(State(app): State<Arc<App>>) -> Response {
     let last = app.last_check.lock().map(|c| c.clone()).unwrap_or(None);
     let mut b = String::from(
         "<h1>Check the repository</h1>\
-         <form class=\"stack\" data-api=\"/api/check\"><div class=\"form-error alert\" role=\"alert\"></div>\
+         <form method=\"post\" class=\"stack\" data-api=\"/api/check\"><div class=\"form-error alert\" role=\"alert\"></div>\
          <fieldset><legend>What to verify</legend>\
          <label class=\"check\"><input type=\"checkbox\" name=\"read_data\"> Read and verify all data (slow: reads every pack)</label>\
          <div class=\"field\"><label for=\"subset\">Or read only a part of the packs</label>\
@@ -282,7 +282,7 @@ pub async fn forget_page(State(app): State<Arc<App>>, q: RawQuery) -> Response {
         esc(&q.text("host").unwrap_or_default()),
     );
     let prune_form = "<h2>Prune</h2><p>Prune deletes the data no snapshot uses any more.</p>\
-         <form class=\"inline\" data-api=\"/api/prune\"><div class=\"form-error alert\" role=\"alert\"></div>\
+         <form method=\"post\" class=\"inline\" data-api=\"/api/prune\"><div class=\"form-error alert\" role=\"alert\"></div>\
          <button type=\"submit\" name=\"dry_run\" value=\"true\" class=\"secondary\">Prune dry run</button>\
          <button type=\"submit\" name=\"dry_run\" value=\"false\">Prune now</button></form>";
     if !asked {
@@ -443,7 +443,7 @@ fn preview_body(v: &Value, fields: &PolicyFields) -> String {
     }
     let _ = write!(
         b,
-        "<form class=\"stack\" data-api=\"/api/forget\"><div class=\"form-error alert\" role=\"alert\"></div>{hidden_fields}\
+        "<form method=\"post\" class=\"stack\" data-api=\"/api/forget\"><div class=\"form-error alert\" role=\"alert\"></div>{hidden_fields}\
          <label class=\"check\"><input type=\"checkbox\" name=\"prune\" checked> Then prune (delete the data only these snapshots used)</label>\
          <div class=\"actions\"><button type=\"submit\" class=\"danger\">Remove {} snapshots</button></div></form>",
         ids.len()
@@ -707,7 +707,7 @@ fn restore_result(r: &Value, params: &Value) -> String {
     }
     let _ = write!(
         b,
-        "<form class=\"stack\" data-api=\"/api/restore\"><div class=\"form-error alert\" role=\"alert\"></div>{fields}\
+        "<form method=\"post\" class=\"stack\" data-api=\"/api/restore\"><div class=\"form-error alert\" role=\"alert\"></div>{fields}\
          <div class=\"actions\"><button type=\"submit\" name=\"dry_run\" value=\"false\">Restore now</button></div></form>"
     );
     b

@@ -1,5 +1,6 @@
 //! Listening: the `--listen` address, the random token, TLS (rustls) and the accept loop that
-//! hands connections to axum, with handshakes on their own tasks so a slow client delays nobody.
+//! hands connections to the router, with handshakes on their own tasks so a slow client delays
+//! nobody, a time limit on each request's head and a bound on the connections open at once.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
@@ -148,6 +149,26 @@ async fn tls_accept_loop(
     }
 }
 
+/// A connection must send its request's head (line and headers) within this long, from
+/// when it opens or its previous response went out: a client that sends nothing, or half a
+/// request, is dropped instead of holding a socket and memory for ever.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// [`HEADER_TIMEOUT`], or the milliseconds of `ARCA_TEST_UI_HEADER_TIMEOUT_MS` (tests).
+fn header_timeout() -> Duration {
+    std::env::var("ARCA_TEST_UI_HEADER_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(HEADER_TIMEOUT, Duration::from_millis)
+}
+
+/// Connections served at once, at most; more wait to be accepted. Bounds what idle
+/// connections cost (about 40 KB each) whoever opens them.
+const MAX_CONNECTIONS: usize = 512;
+
+/// Connections still open when the server stops get this long to finish their request.
+const DRAIN: Duration = Duration::from_secs(10);
+
 /// Serves `router` until `stop` fires.
 pub async fn serve(
     tcp: TcpListener,
@@ -155,15 +176,8 @@ pub async fn serve(
     router: Router,
     stop: tokio::sync::oneshot::Receiver<()>,
 ) {
-    let shutdown = async {
-        let _ = stop.await;
-    };
     match tls {
-        None => {
-            let _ = axum::serve(tcp, router)
-                .with_graceful_shutdown(shutdown)
-                .await;
-        }
+        None => serve_on(tcp, router, stop).await,
         Some(acceptor) => {
             let local = match tcp.local_addr() {
                 Ok(a) => a,
@@ -171,13 +185,45 @@ pub async fn serve(
             };
             let (tx, rx) = mpsc::channel(16);
             let accept = tokio::spawn(tls_accept_loop(tcp, acceptor, tx));
-            let listener = TlsListener { local, ready: rx };
-            let _ = axum::serve(listener, router)
-                .with_graceful_shutdown(shutdown)
-                .await;
+            serve_on(TlsListener { local, ready: rx }, router, stop).await;
             accept.abort();
         }
     }
+}
+
+/// The HTTP/1 connections of `listener`, each on its own task with [`HEADER_TIMEOUT`], at
+/// most [`MAX_CONNECTIONS`] at once, until `stop` fires; then the open ones get [`DRAIN`]
+/// to finish.
+async fn serve_on<L>(mut listener: L, router: Router, stop: tokio::sync::oneshot::Receiver<()>)
+where
+    L: Listener,
+{
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    tokio::pin!(stop);
+    loop {
+        let slot = tokio::select! {
+            s = Arc::clone(&slots).acquire_owned() => s,
+            _ = &mut stop => break,
+        };
+        let Ok(slot) = slot else { break };
+        let io = tokio::select! {
+            (io, _) = listener.accept() => io,
+            _ = &mut stop => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout())
+            .serve_connection(TokioIo::new(io), service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(slot);
+        });
+    }
+    let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
 }
 
 #[cfg(test)]

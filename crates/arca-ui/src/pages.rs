@@ -202,7 +202,7 @@ pub async fn open_page(State(app): State<Arc<App>>) -> Response {
     };
     let body = format!(
         "<h1>Open the repository</h1><p>Repository <span class=\"mono\">{}</span>.</p>{}\
-         <form class=\"stack\" data-api=\"/api/open\" data-then=\"/\">\
+         <form method=\"post\" class=\"stack\" data-api=\"/api/open\" data-then=\"/\">\
          <div class=\"form-error alert\" role=\"alert\"></div>\
          <div class=\"field\"><label for=\"password\">Password</label>\
          <input id=\"password\" name=\"password\" type=\"password\" autocomplete=\"current-password\" required autofocus></div>\

@@ -452,6 +452,20 @@ fn a_chosen_path_restores_that_entry_alone_and_a_missing_one_is_refused() {
         &json!({"snapshot": "deadbeef", "target": target}),
     );
     assert_eq!(r.status, 404, "{}", r.text());
+    // A target no path can be is refused before any job starts (the job failed later).
+    let r = post(
+        &s,
+        "/api/restore",
+        &json!({"snapshot": "latest", "target": "/tmp/a\u{0}b"}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("NUL"), "{}", r.text());
+    // Without scripts, the forms post (a form sent by GET put the password in the URL).
+    let page = get(&s, "/restore?snapshot=latest").text();
+    assert!(
+        page.contains("<form method=\"post\" class=\"stack\" data-api=\"/api/restore\""),
+        "{page}"
+    );
 }
 
 #[test]
@@ -559,6 +573,13 @@ fn restore_backup_forget_and_prune_jobs() {
     );
     // Forget: the preview, a refusal when the snapshots changed since, then removal + prune.
     let p = get(&s, "/api/forget/preview?keep_last=1").json();
+    // The token in the query is no policy field (it was refused as one).
+    let with_token = get(
+        &s,
+        &format!("/api/forget/preview?keep_last=1&token={TOKEN}"),
+    );
+    assert_eq!(with_token.status, 200, "{}", with_token.text());
+    assert_eq!(with_token.json()["remove"], p["remove"]);
     let remove = p["remove"].as_array().unwrap().clone();
     assert_eq!(remove.len(), 2, "{p}");
     assert_eq!(

@@ -13,8 +13,8 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use arca_backend::{ErrorKind, FileType};
 use arca_format::{BlobKind, Id, IndexFile, IndexPack, Snapshot, Tree};
@@ -187,9 +187,28 @@ pub struct CheckProgress {
     pub packs_to_read: AtomicU64,
     /// Packs read.
     pub packs_read: AtomicU64,
+    /// Set to stop (see [`Self::with_cancel`]).
+    cancelled: Arc<AtomicBool>,
 }
 
 impl CheckProgress {
+    /// A progress whose check stops, with [`RepoError::Cancelled`], once `flag` is set
+    /// (between trees and between packs read).
+    pub fn with_cancel(flag: Arc<AtomicBool>) -> Self {
+        Self {
+            cancelled: flag,
+            ..Self::default()
+        }
+    }
+
+    fn go_on(&self) -> Result<(), RepoError> {
+        if self.cancelled.load(Ordering::Relaxed) {
+            Err(RepoError::Cancelled("check"))
+        } else {
+            Ok(())
+        }
+    }
+
     /// The current phase.
     pub fn phase(&self) -> CheckPhase {
         match self.phase.load(Ordering::Relaxed) {
@@ -347,6 +366,7 @@ pub fn check_with_progress(
     for (sid, s) in &snapshots {
         let mut stack = vec![s.tree];
         while let Some(tid) = stack.pop() {
+            progress.go_on()?;
             if !seen_trees.insert(tid) {
                 continue;
             }
@@ -448,14 +468,9 @@ pub fn check_with_progress(
             .filter(|id| !sized_but_read.contains(id))
             .copied()
             .collect();
-        let (results, skipped) = read_all_packs(
-            repo,
-            &chosen,
-            &on_disk,
-            &skip,
-            opts.workers,
-            &progress.packs_read,
-        );
+        let (results, skipped) =
+            read_all_packs(repo, &chosen, &on_disk, &skip, opts.workers, progress);
+        progress.go_on()?;
         rep.packs_read = results.len();
         if skipped > 0 {
             rep.errors.push(format!(
@@ -839,8 +854,9 @@ fn read_all_packs(
     on_disk: &HashMap<Id, u64>,
     already: &HashSet<Id>,
     workers: usize,
-    done: &AtomicU64,
+    progress: &CheckProgress,
 ) -> (Vec<PackResult>, usize) {
+    let done = &progress.packs_read;
     let packs: Vec<&IndexPack> = packs
         .iter()
         .copied()
@@ -861,7 +877,7 @@ fn read_all_packs(
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| {
-                while !halt.load(Ordering::Relaxed) {
+                while !halt.load(Ordering::Relaxed) && progress.go_on().is_ok() {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(p) = packs.get(i) else { break };
                     let r = check_pack(repo, p);

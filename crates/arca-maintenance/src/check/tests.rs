@@ -231,3 +231,22 @@ fn a_pack_of_the_wrong_size_loses_only_the_blobs_that_fail() {
     );
     assert!(!d.bad_blobs.contains(&fx.data1.blobs[0].id));
 }
+
+/// A check whose cancel flag is set stops with `Cancelled` (the UI's Cancel button did
+/// nothing: the check read every pack and ended "done").
+#[test]
+fn a_cancelled_check_stops() {
+    let fx = build();
+    let flag = Arc::new(AtomicBool::new(true));
+    let opts = CheckOptions {
+        read_data: true,
+        workers: 0,
+    };
+    let progress = CheckProgress::with_cancel(flag.clone());
+    let e = check_with_progress(&fx.repo, opts, None, &progress).unwrap_err();
+    assert!(matches!(e, RepoError::Cancelled(_)), "{e}");
+    assert_eq!(progress.packs_read.load(Ordering::Relaxed), 0);
+    flag.store(false, Ordering::Relaxed);
+    let rep = check_with_progress(&fx.repo, opts, None, &progress).unwrap();
+    assert!(rep.is_ok(), "{:?}", rep.errors);
+}

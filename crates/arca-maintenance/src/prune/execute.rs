@@ -39,12 +39,17 @@ pub fn execute(
     progress: &Progress,
 ) -> Result<PruneReport, PruneError> {
     let mut report = PruneReport::default();
+    progress.go_on()?;
     if plan.rewrite_index {
         progress.set_phase(Phase::Repacking);
         let new_packs = repack(repo, plan, progress, &mut report)?;
+        // Cancelled: the new packs are in no index, and the next prune deletes them.
+        progress.go_on()?;
         progress.set_phase(Phase::WritingIndex);
         report.index_files_written = write_index(repo, plan, new_packs, progress)?;
     }
+    // Cancelled: old and new index files both list what they list; the next prune tidies.
+    progress.go_on()?;
     progress.set_phase(Phase::Deleting);
     // Nothing is deleted under a lock others may take for stale (its refreshes failed).
     arca_repo::lock::check_held()?;
@@ -282,6 +287,7 @@ fn repack_some(
         out: Repacked::default(),
     };
     while !stop.load(Ordering::Relaxed) {
+        progress.go_on()?;
         let Some(&i) = todo.get(next.fetch_add(1, Ordering::Relaxed)) else {
             break;
         };

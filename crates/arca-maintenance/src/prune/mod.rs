@@ -287,6 +287,9 @@ pub enum PruneError {
     },
     /// The repository changed between planning and executing.
     Changed(String),
+    /// Stopped on request ([`Progress::cancel`]) at a point where nothing is lost: what was
+    /// written is left for the next prune, nothing more is deleted.
+    Cancelled,
     /// An index file is damaged: the packs it lists would look unused.
     DamagedIndex {
         /// The index file.
@@ -357,6 +360,11 @@ impl fmt::Display for PruneError {
                 f,
                 "the repository changed while prune ran ({what}); {NOTHING}. Run prune again"
             ),
+            PruneError::Cancelled => write!(
+                f,
+                "prune cancelled before it deleted anything more; the next prune tidies what \
+                 it wrote"
+            ),
             PruneError::DamagedIndex { id, why } => write!(
                 f,
                 "index file {} is damaged ({why}); prune changed nothing: run `arca repair \
@@ -421,6 +429,8 @@ pub struct Progress {
     pub files_deleted: AtomicU64,
     /// Files to delete, in all.
     pub files_to_delete: AtomicU64,
+    /// Set to stop ([`Self::cancel`], or by its other holder: [`Self::with_cancel`]).
+    cancelled: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Progress {
@@ -437,6 +447,29 @@ impl Progress {
 
     fn set_phase(&self, p: Phase) {
         self.phase.store(p as u8, Ordering::Relaxed);
+    }
+
+    /// A progress whose prune stops once `flag` is set (see [`Self::cancel`]).
+    pub fn with_cancel(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Self {
+        Self {
+            cancelled: flag,
+            ..Self::default()
+        }
+    }
+
+    /// Asks the prune to stop at its next safe point (between trees walked, packs repacked,
+    /// and before the deletions): it then fails with [`PruneError::Cancelled`].
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Relaxed);
+    }
+
+    /// [`PruneError::Cancelled`] once [`Self::cancel`] was called.
+    fn go_on(&self) -> Result<(), PruneError> {
+        if self.cancelled.load(Ordering::Relaxed) {
+            Err(PruneError::Cancelled)
+        } else {
+            Ok(())
+        }
     }
 
     fn bump(counter: &AtomicU64, n: u64) {
@@ -488,6 +521,7 @@ pub fn plan_with_progress(
     let packs = decide::PackState::of(index, &listed);
     let marks = walk::Marks::new(index.len());
     let walked = walk::mark_used(repo, index, &packs.usable, &marks, opts.threads, progress)?;
+    progress.go_on()?;
     let mut plan = decide::decide(
         index,
         &marks,

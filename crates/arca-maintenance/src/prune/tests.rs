@@ -520,3 +520,29 @@ fn planning_at_scale() {
     let (m, d) = scale(n);
     eprintln!("{n} blobs: marking {m:.2} s, deciding {d:.2} s");
 }
+
+/// A prune whose cancel flag is set stops while planning, or before its deletions, with
+/// nothing lost; the next prune finishes (the UI's Cancel button did nothing: the prune
+/// deleted its packs and ended "done").
+#[test]
+fn a_cancelled_prune_deletes_nothing_and_the_next_one_finishes() {
+    let t = two(Arc::new(MemoryBackend::new()));
+    let f = &t.f;
+    f.forget(t.old);
+    let clean = f.verify();
+    let packs_before = f.packs();
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let index = f.repo.load_index().unwrap();
+    let progress = Progress::with_cancel(flag.clone());
+    let e = plan_with_progress(&f.repo, &index, &thorough(), &progress).unwrap_err();
+    assert!(matches!(e, PruneError::Cancelled), "{e}");
+    let planned = plan(&f.repo, &index, &thorough()).unwrap();
+    assert!(planned.stats.delete.packs + planned.stats.repack.packs > 0);
+    let e = execute(&f.repo, &planned, &progress).unwrap_err();
+    assert!(matches!(e, PruneError::Cancelled), "{e}");
+    assert_eq!(f.packs(), packs_before, "nothing deleted");
+    assert_eq!(f.verify(), clean);
+    let (_, r) = f.prune(&thorough()).unwrap();
+    assert!(r.packs_deleted > 0);
+    assert_eq!(f.verify(), clean);
+}

@@ -187,6 +187,7 @@ impl Walker<'_> {
                 }
             }
             Progress::bump(&self.progress.trees, 1);
+            self.progress.go_on()?;
         }
         Ok(())
     }

@@ -85,7 +85,7 @@ pub fn start_check(app: &Arc<App>, r: CheckRequest) -> Result<Arc<Job>, ApiError
     spawn(app, "check", title, params, move |app, ctx| {
         let repo = app.repo_uncached().map_err(|e| e.message)?;
         let _lock = app.lock(&repo, LockKind::Shared, "check")?;
-        let progress = Arc::new(CheckProgress::default());
+        let progress = Arc::new(CheckProgress::with_cancel(ctx.cancel_flag()));
         let p = Arc::clone(&progress);
         ctx.progress(move |_| check_progress(&p));
         let opts = CheckOptions {
@@ -456,7 +456,7 @@ fn run_prune(repo: &Repository, ctx: &JobCtx) -> Result<Value, String> {
 }
 
 fn prune_with(repo: &Repository, ctx: &JobCtx, dry_run: bool) -> Result<Value, String> {
-    let progress = Arc::new(PruneProgress::default());
+    let progress = Arc::new(PruneProgress::with_cancel(ctx.cancel_flag()));
     let p = Arc::clone(&progress);
     ctx.progress(move |el| prune_progress(&p, el));
     let plan = prune::plan_repository(repo, &PruneOptions::default(), &progress)

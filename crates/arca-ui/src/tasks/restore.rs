@@ -81,6 +81,12 @@ pub fn start_restore(app: &Arc<App>, r: RestoreRequest) -> Result<Arc<Job>, ApiE
         .unwrap_or("if-changed")
         .parse()
         .map_err(ApiError::bad)?;
+    if r.target.contains('\0') {
+        return Err(ApiError::bad(format!(
+            "the target folder {:?} contains a NUL byte, which no path can hold",
+            r.target
+        )));
+    }
     let target = PathBuf::from(r.target.trim());
     if !target.is_absolute() {
         return Err(ApiError::bad(format!(
@@ -147,8 +153,16 @@ pub fn start_restore(app: &Arc<App>, r: RestoreRequest) -> Result<Arc<Job>, ApiE
                     ..Default::default()
                 };
             }
+            if dry_run {
+                // A dry run restores nothing: "0 of 3 files" beside 100% read wrong.
+                return crate::jobs::Progress {
+                    phase: "planned".into(),
+                    text: format!("{files_total} files, {} to restore", bytes(total)),
+                    ..Default::default()
+                };
+            }
             rated(
-                if dry_run { "planned" } else { "restoring" },
+                "restoring",
                 done,
                 total,
                 el.as_secs_f64(),
