@@ -434,6 +434,11 @@ fn drain<S: Sink>(
                         reason: match e.node.kind() {
                             NodeKind::Socket => "a socket has no archive entry",
                             NodeKind::Fifo => "a zip archive cannot hold a FIFO",
+                            NodeKind::Dir => {
+                                "a zip folder entry cannot hold a name that is not UTF-8 (its \
+                                 files, stored with their names' bytes, make the folder; its \
+                                 mode and time are not kept)"
+                            }
                             _ => "a zip archive cannot hold a device node",
                         },
                     });

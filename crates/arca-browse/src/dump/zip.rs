@@ -2,7 +2,7 @@
 //! data descriptor, so stdout works): unix modes in the external attributes, mtimes as local
 //! DOS times plus the extended-timestamp field (UTC seconds), symlinks as unix symlink
 //! entries, file content deflated (zip64 for files from 4 GiB). Names are stored as they are
-//! (flagged UTF-8 when they are), but folder names that are not UTF-8 are stored lossily (the
+//! (flagged UTF-8 when they are), but a folder whose path is not UTF-8 gets no entry (the
 //! zip crate takes folder names as text). Zip has no hard links (each name holds the
 //! content), FIFOs or device nodes (left out, reported).
 
@@ -132,8 +132,13 @@ impl<W: Write> Sink for ZipSink<W> {
         }
         if n.kind() == NodeKind::Dir {
             // A folder entry written as a file would need seeking back to fix its header;
-            // `add_directory` writes it whole, but takes the name as text.
-            zip.add_directory(String::from_utf8_lossy(&name), opts)
+            // `add_directory` writes it whole, but takes the name as text. A name that is not
+            // text gets no folder entry: a lossy one split the folder in two on extraction
+            // (the entry's, empty, and the one its files' byte names make).
+            let Ok(name) = String::from_utf8(name) else {
+                return Ok(false);
+            };
+            zip.add_directory(name, opts)
                 .map_err(|err| zip_err(e, err))?;
             return Ok(true);
         }
