@@ -506,6 +506,42 @@ fn a_damaged_snapshot_file_is_left_out_of_the_mount() {
     assert_eq!(m.wait_exit().code(), Some(0), "{}", m.stderr());
 }
 
+/// A file whose data cannot be read gives EIO, and the mount's message names the blob and the
+/// file, once however often the kernel retries (it named neither, for every retry).
+#[test]
+fn a_lost_pack_is_reported_once_with_its_blob_and_file() {
+    require_fuse!();
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("lost.bin"), random_bytes(5, 300_000)).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    // The largest pack holds the file's data.
+    let mut packs: Vec<PathBuf> = fs::read_dir(e.repo.join("data"))
+        .unwrap()
+        .flat_map(|d| fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|f| f.unwrap().path())
+        .collect();
+    packs.sort_by_key(|p| fs::metadata(p).unwrap().len());
+    fs::remove_file(packs.last().unwrap()).unwrap();
+    let mnt = mountpoint(&e);
+    let mut m = Mount::start(&e, &mnt, &[]);
+    let file = mnt
+        .join("snapshots/latest")
+        .join(src.strip_prefix("/").unwrap())
+        .join("lost.bin");
+    for _ in 0..3 {
+        assert_eq!(errno(fs::read(&file)), Some(libc::EIO));
+    }
+    m.wait_stderr("lost.bin");
+    let err = m.stderr();
+    assert!(err.contains("reading data blob "), "{err}");
+    assert_eq!(err.matches("lost.bin").count(), 1, "{err}");
+    kill(m.pid(), Signal::SIGINT).unwrap();
+    assert_eq!(m.wait_exit().code(), Some(0), "{}", m.stderr());
+}
+
 #[test]
 fn a_mountpoint_reached_through_a_symlink_is_named_as_mounted() {
     require_fuse!();

@@ -40,7 +40,8 @@ pub(crate) struct DirItem {
 /// An open file or folder.
 #[derive(Debug, Clone)]
 pub(crate) enum Handle {
-    File(Arc<FileMap>),
+    /// A file's blocks, and its node (for its name in messages).
+    File(Arc<FileMap>, Arc<Node>),
     Dir(Arc<Vec<DirItem>>),
 }
 
@@ -75,7 +76,12 @@ pub(crate) struct State {
     trees: Cache<Id, Arc<Tree>>,
     pub(crate) owner: Owner,
     report: Report,
+    /// Messages already reported (at most [`TOLD_MAX`]).
+    told: Mutex<std::collections::HashSet<String>>,
 }
+
+/// Distinct messages a mount reports, at most.
+const TOLD_MAX: usize = 10_000;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -192,6 +198,7 @@ impl State {
             repo,
             filter,
             report,
+            told: Mutex::new(std::collections::HashSet::new()),
         })
     }
 
@@ -205,8 +212,15 @@ impl State {
     }
 
     /// Reports a failure and gives the kernel EIO.
+    /// Reports `e` (once: the kernel retries a failed read, and every retry failed the same
+    /// way) and gives the error the kernel passes on.
     fn fail(&self, e: &MountError) -> Errno {
-        (self.report)(&e.to_string());
+        let msg = e.to_string();
+        let mut told = lock(&self.told);
+        if told.len() < TOLD_MAX && told.insert(msg.clone()) {
+            drop(told);
+            (self.report)(&msg);
+        }
         Errno::EIO
     }
 
@@ -271,14 +285,21 @@ impl State {
             .map_err(|e| self.fail(&e))
     }
 
-    /// One data blob, from the block cache or the repository.
-    fn blob(&self, c: &ContentRef) -> Result<Arc<Vec<u8>>, MountError> {
+    /// One data blob of the file named `name`, from the block cache or the repository.
+    fn blob(&self, c: &ContentRef, name: &[u8]) -> Result<Arc<Vec<u8>>, MountError> {
         self.blocks.get_or_load(&c.id, || {
             let index = read(&self.index);
             let b = self
                 .repo
                 .read_blob(&index, BlobKind::Data, &c.id)
-                .map_err(|e| MountError::repo("reading a file's data", e))?;
+                .map_err(|e| {
+                    let op = format!(
+                        "reading data blob {} of file {:?}",
+                        c.id.short(),
+                        String::from_utf8_lossy(name)
+                    );
+                    MountError::repo(op, e)
+                })?;
             let w = b.len() as u64;
             Ok((Arc::new(b), w))
         })
@@ -467,15 +488,15 @@ impl State {
             _ => return Err(Errno::EINVAL),
         }
         let map = FileMap::new(&e.node.content);
-        Ok(self.add_handle(Handle::File(Arc::new(map))))
+        Ok(self.add_handle(Handle::File(Arc::new(map), e.node)))
     }
 
     /// Reads from an open file.
     pub(crate) fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
-        let Some(Handle::File(map)) = self.handle(fh) else {
+        let Some(Handle::File(map, node)) = self.handle(fh) else {
             return Err(Errno::EBADF);
         };
-        map.read(offset, size, |c| self.blob(c))
+        map.read(offset, size, |c| self.blob(c, &node.name))
             .map_err(|e| self.fail(&e))
     }
 
