@@ -4,6 +4,29 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// Parses the command line. An environment variable that is set but empty counts as unset, as
+/// restic and systemd's `Environment=ARCA_PASSWORD_FILE=` expect: it was a usage error naming
+/// a flag nobody typed, even for `arca version`.
+pub fn parse(args: Vec<std::ffi::OsString>) -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = unset_empty_env(Cli::command()).get_matches_from(args);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+fn unset_empty_env(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        let empty = a
+            .get_env()
+            .is_some_and(|n| std::env::var_os(n).is_some_and(|v| v.is_empty()));
+        if empty {
+            a.env(clap::builder::Resettable::Reset)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(unset_empty_env)
+}
+
 /// arca: deduplicating, encrypted, incremental backups with fast restores.
 #[derive(Debug, Parser)]
 #[command(name = "arca", version, about, propagate_version = true)]

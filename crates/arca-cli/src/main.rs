@@ -12,8 +12,6 @@ mod util;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
@@ -120,7 +118,7 @@ fn main() -> ExitCode {
         a == b"-" || a == b"--stdin" || (a.starts_with(b"--") && a.ends_with(b"=-"))
     });
     util::STDIN_IS_DATA.store(stdin_data, std::sync::atomic::Ordering::Relaxed);
-    let cli = cli::Cli::parse_from(hoist::hoist_flags(args));
+    let cli = cli::parse(hoist::hoist_flags(args));
     raise_open_files_limit();
     // A server that fails is retried for up to a minute: say so, or it looks like a hang.
     arca_backend::on_retry(|n| {

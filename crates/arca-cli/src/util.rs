@@ -212,10 +212,17 @@ pub fn password_from_command(cmd: &str) -> Result<Zeroizing<String>> {
         .stderr(std::process::Stdio::inherit())
         .output()
         .with_context(|| format!("cannot run password command {cmd:?}"))?;
-    let text = Zeroizing::new(String::from_utf8_lossy(&out.stdout).into_owned());
     if !out.status.success() {
         bail!("password command {cmd:?} failed ({})", out.status);
     }
+    // Taken as text, as a password file or ARCA_PASSWORD: bytes that are not UTF-8 were
+    // replaced by U+FFFD, so that different passwords opened the same repository.
+    let text = Zeroizing::new(String::from_utf8(out.stdout).map_err(|_| {
+        anyhow!(
+            "password command {cmd:?} printed bytes that are not UTF-8: passwords are text \
+             (encode binary secrets, e.g. with base64)"
+        )
+    })?);
     let first = Zeroizing::new(text.lines().next().unwrap_or("").to_string());
     if first.is_empty() {
         bail!("password command {cmd:?} printed no password");
@@ -245,18 +252,32 @@ pub fn password(g: &Global) -> Result<Zeroizing<String>> {
     if let Some(c) = &g.password_command {
         return password_from_command(c);
     }
-    if let Ok(p) = std::env::var("ARCA_PASSWORD") {
-        return Ok(Zeroizing::new(p));
+    if let Some(p) = env_password("ARCA_PASSWORD")? {
+        return Ok(p);
     }
     ask_password("enter password for repository: ", GIVE_PASSWORD)
+}
+
+/// The password in environment variable `name`: none when it is unset or empty (as every
+/// `ARCA_*` variable), an error when it is not UTF-8 (it was ignored, and the error then said
+/// no password was given).
+pub fn env_password(name: &str) -> Result<Option<Zeroizing<String>>> {
+    match std::env::var(name) {
+        Ok(p) if p.is_empty() => Ok(None),
+        Ok(p) => Ok(Some(Zeroizing::new(p))),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            bail!("{name} holds bytes that are not UTF-8: passwords are text")
+        }
+    }
 }
 
 /// A new password: from `file`, `ARCA_NEW_PASSWORD`, or prompted twice.
 pub fn new_password(file: Option<&Path>, env_var: &str, what: &str) -> Result<Zeroizing<String>> {
     let p = if let Some(f) = file {
         read_password_file(f)?
-    } else if let Ok(p) = std::env::var(env_var) {
-        Zeroizing::new(p)
+    } else if let Some(p) = env_password(env_var)? {
+        p
     } else {
         let missing = if env_var == "ARCA_PASSWORD" {
             GIVE_PASSWORD.replace("no password", &format!("no {what}"))

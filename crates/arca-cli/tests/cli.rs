@@ -952,7 +952,13 @@ fn key_add_list_remove_and_passwd() {
         .env("ARCA_NEW_PASSWORD", "")
         .output()
         .unwrap();
-    assert!(stderr(&o).contains("empty password"), "{}", stderr(&o));
+    // Empty counts as unset (as every ARCA_* variable): no new password is given.
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("no new password given"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

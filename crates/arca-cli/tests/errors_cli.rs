@@ -161,3 +161,46 @@ fn damage_is_named_once() {
     let err = stderr(&e.run(&["check"]));
     each_line_once(&err, &first);
 }
+
+/// An environment variable set but empty counts as unset, as restic's: an empty
+/// `ARCA_PASSWORD_FILE` or `ARCA_CACHE_DIR` was a usage error (exit 2) naming a flag nobody
+/// typed, even for `version`. Passwords are text: a password command printing bytes that are
+/// not UTF-8 is refused (they became U+FFFD, and different passwords opened the repository),
+/// and so is such an `ARCA_PASSWORD` (it was ignored, and the error said none was given).
+#[test]
+fn empty_variables_are_unset_and_passwords_are_text() {
+    use std::os::unix::ffi::OsStrExt;
+    let e = Env::new();
+    e.init(&[]);
+    let o = e
+        .cmd(&["version"])
+        .env("ARCA_PASSWORD_FILE", "")
+        .env("ARCA_CACHE_DIR", "")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = e
+        .cmd(&["snapshots"])
+        .env("ARCA_PASSWORD_FILE", "")
+        .env("ARCA_PASSWORD_COMMAND", "")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = e
+        .cmd(&["snapshots", "--password-command", "printf '\\377\\376\\n'"])
+        .env_remove("ARCA_PASSWORD")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    once(&stderr(&o), "not UTF-8");
+    let o = e
+        .cmd(&["snapshots"])
+        .env(
+            "ARCA_PASSWORD",
+            std::ffi::OsStr::from_bytes(b"test password\xff"),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    once(&stderr(&o), "ARCA_PASSWORD holds bytes that are not UTF-8");
+}

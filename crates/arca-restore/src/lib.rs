@@ -288,9 +288,23 @@ pub fn restore(
     let opts = match fs::symlink_metadata(&opts.target) {
         Ok(m) if m.file_type().is_symlink() => {
             resolved = RestoreOptions {
-                target: fs::canonicalize(&opts.target).map_err(|source| RestoreError::Target {
-                    path: opts.target.clone(),
-                    source,
+                target: fs::canonicalize(&opts.target).map_err(|source| {
+                    // A link to nothing: say so, and where it leads.
+                    let source = match (source.kind(), fs::read_link(&opts.target)) {
+                        (io::ErrorKind::NotFound, Ok(to)) => io::Error::new(
+                            io::ErrorKind::NotFound,
+                            format!(
+                                "a symlink to {}, which does not exist (or leads through \
+                                 something that does not)",
+                                to.display()
+                            ),
+                        ),
+                        _ => source,
+                    };
+                    RestoreError::Target {
+                        path: opts.target.clone(),
+                        source,
+                    }
                 })?,
                 ..opts.clone()
             };

@@ -75,8 +75,8 @@ fn source_password(from: &FromRepoArgs) -> Result<Zeroizing<String>> {
     if let Some(c) = &from.from_password_command {
         return util::password_from_command(c);
     }
-    if let Ok(p) = std::env::var("ARCA_FROM_PASSWORD") {
-        return Ok(Zeroizing::new(p));
+    if let Some(p) = util::env_password("ARCA_FROM_PASSWORD")? {
+        return Ok(p);
     }
     util::ask_password(
         "enter password for source repository: ",
