@@ -777,3 +777,32 @@ fn a_target_that_is_a_device_fifo_or_symlink_is_written_through() {
         .collect();
     assert!(!names.iter().any(|n| n.contains("arca-dump")), "{names:?}");
 }
+
+/// `--target` takes any name the file system takes: the temporary file beside it
+/// (`.NAME.arca-dump-PID`) went over 255 bytes for a NAME of 239 or more, and was refused.
+#[test]
+fn a_target_with_a_name_of_255_bytes_is_written() {
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"long-named copy").unwrap();
+    e.init(&[]);
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let dir = e.path("out");
+    fs::create_dir_all(&dir).unwrap();
+    let target = dir.join("n".repeat(255));
+    let file = src.join("f");
+    e.ok(&[
+        "dump",
+        "latest",
+        file.to_str().unwrap(),
+        "--target",
+        target.to_str().unwrap(),
+    ]);
+    assert_eq!(fs::read(&target).unwrap(), b"long-named copy");
+    assert_eq!(
+        fs::read_dir(&dir).unwrap().count(),
+        1,
+        "a temporary file is left"
+    );
+}

@@ -248,3 +248,47 @@ fn a_hard_link_is_not_made_to_a_kept_symlink() {
         fs::metadata(root.join("b")).unwrap().ino()
     );
 }
+
+/// A restore that repairs a block of a sparse file in place keeps the block's zero pages as
+/// holes, as a first restore does: the repaired chunk's zeros were written as data (3 MiB
+/// allocated where 1 MiB was needed).
+#[test]
+fn a_repair_in_place_keeps_a_sparse_file_sparse() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    let f = fs::File::create(src.join("sparse")).unwrap();
+    f.set_len(100 << 20).unwrap();
+    f.write_all_at(&arca_testkit::random_bytes(3, 1 << 20), 50 << 20)
+        .unwrap();
+    drop(f);
+    e.init(&[]);
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "-q", "latest", "--target", t]);
+    let file = restored(&target, &src).join("sparse");
+    let first = fs::metadata(&file).unwrap().blocks();
+    if first * 512 > 4 << 20 {
+        eprintln!("no holes on this file system: skipped");
+        return;
+    }
+    // A page of the data goes bad; the restore puts it right.
+    let g = fs::OpenOptions::new().write(true).open(&file).unwrap();
+    g.write_all_at(&[0x55; 4096], (50 << 20) + 5 * 4096)
+        .unwrap();
+    g.sync_all().unwrap();
+    drop(g);
+    let out = e.ok(&["restore", "latest", "--target", t]);
+    assert!(out.contains("1 updated"), "{out}");
+    assert!(
+        fs::read(&file).unwrap() == fs::read(src.join("sparse")).unwrap(),
+        "repaired wrong"
+    );
+    let after = fs::metadata(&file).unwrap().blocks();
+    assert!(
+        after <= first + 8,
+        "the repair allocated zeros: {first} blocks before, {after} after"
+    );
+}

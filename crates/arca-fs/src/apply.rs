@@ -137,7 +137,11 @@ fn apply_metadata_short(
                 if is_link && e.raw_os_error() == Some(libc::EPERM) {
                     continue;
                 }
+                let full = no_room(&e);
                 errs.push(FsError::xattr("set xattr on", path, k, e));
+                if full {
+                    break;
+                }
             }
         }
     }
@@ -207,7 +211,11 @@ pub fn apply_file_metadata(
         );
         for (k, v) in &node.xattrs {
             if let Err(e) = file.set_xattr(OsStr::from_bytes(k), v) {
+                let full = no_room(&e);
                 errs.push(FsError::xattr("set xattr on", path, k, e));
+                if full {
+                    break;
+                }
             }
         }
     }
@@ -270,6 +278,17 @@ pub fn xattrs_match(path: &Path, node: &Node, opts: MetadataOptions) -> bool {
             .flatten()
             .is_some_and(|have| &have == v)
     })
+}
+
+/// Whether setting an attribute failed for want of room (the value is larger than the file
+/// system takes, or the file's room for attributes is full): the file's further attributes
+/// are not tried, as restic does (a file of 3,000 attributes printed an error for each of
+/// the 2,900 that did not fit).
+fn no_room(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSPC | libc::E2BIG | libc::ERANGE)
+    )
 }
 
 /// Attributes a restore leaves on an entry although the snapshot lacks them: the security

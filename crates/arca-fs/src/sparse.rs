@@ -16,7 +16,7 @@ pub fn is_zero(b: &[u8]) -> bool {
 /// The target range must read as zeros already (a freshly sized file). Returns the bytes
 /// actually written.
 pub fn write_sparse(file: &File, offset: u64, data: &[u8]) -> io::Result<u64> {
-    write_sparse_with(file, offset, data, false)
+    write_sparse_with(file, offset, data, Punch::No)
 }
 
 /// [`write_sparse`] into a file whose space was reserved ([`crate::preallocate`]): the
@@ -24,22 +24,53 @@ pub fn write_sparse(file: &File, offset: u64, data: &[u8]) -> io::Result<u64> {
 /// and not allocated zeros. (Where the file system cannot punch holes they stay reserved
 /// zeros, which read the same.)
 pub fn write_sparse_reserved(file: &File, offset: u64, data: &[u8]) -> io::Result<u64> {
-    write_sparse_with(file, offset, data, true)
+    write_sparse_with(file, offset, data, Punch::BestEffort)
 }
 
-fn write_sparse_with(file: &File, offset: u64, data: &[u8], punch: bool) -> io::Result<u64> {
+/// [`write_sparse`] over any existing content (a file being repaired in place): the aligned
+/// zero blocks are punched out, and written as zeros where the file system cannot punch
+/// holes (what was there must not stay). Writing them all as data allocated the zeros of a
+/// sparse file's repaired blocks.
+pub fn write_sparse_over(file: &File, offset: u64, data: &[u8]) -> io::Result<u64> {
+    write_sparse_with(file, offset, data, Punch::OrWrite)
+}
+
+/// What becomes of the aligned zero blocks [`write_sparse_with`] skips.
+#[derive(Clone, Copy, PartialEq)]
+enum Punch {
+    /// Nothing: they are holes already.
+    No,
+    /// Punched out where the file system can; they read as zeros either way.
+    BestEffort,
+    /// Punched out, or else written as zeros.
+    OrWrite,
+}
+
+fn write_sparse_with(file: &File, offset: u64, data: &[u8], punch: Punch) -> io::Result<u64> {
     let mut written = 0u64;
     let mut pos = 0usize;
     let mut run_start: Option<usize> = None;
     // The whole aligned zero blocks skipped since the last data, for `punch`.
     let mut hole: Option<(u64, u64)> = None;
-    let punch_hole = |h: &mut Option<(u64, u64)>| {
-        if let Some((from, to)) = h.take()
-            && punch
-        {
-            // Best effort: a range not punched stays reserved zeros, which read the same.
-            let _ = crate::punch_hole(file, from, to - from);
+    let punch_hole = |h: &mut Option<(u64, u64)>, written: &mut u64| -> io::Result<()> {
+        if let Some((from, to)) = h.take() {
+            match punch {
+                Punch::No => {}
+                // A range not punched stays reserved zeros, which read the same.
+                Punch::BestEffort => {
+                    let _ = crate::punch_hole(file, from, to - from);
+                }
+                Punch::OrWrite => {
+                    if !crate::punch_hole(file, from, to - from) {
+                        let s = (from - offset) as usize;
+                        let e = (to - offset) as usize;
+                        file.write_all_at(&data[s..e], from)?;
+                        *written += to - from;
+                    }
+                }
+            }
         }
+        Ok(())
     };
     while pos < data.len() {
         let abs = offset + pos as u64;
@@ -50,7 +81,7 @@ fn write_sparse_with(file: &File, offset: u64, data: &[u8], punch: bool) -> io::
             let to = offset + end as u64;
             hole = Some(hole.map_or((abs, to), |(from, _)| (from, to)));
         } else if !zero {
-            punch_hole(&mut hole);
+            punch_hole(&mut hole, &mut written)?;
         }
         match (zero, run_start) {
             (true, Some(s)) => {
@@ -63,7 +94,7 @@ fn write_sparse_with(file: &File, offset: u64, data: &[u8], punch: bool) -> io::
         }
         pos = end;
     }
-    punch_hole(&mut hole);
+    punch_hole(&mut hole, &mut written)?;
     if let Some(s) = run_start {
         file.write_all_at(&data[s..], offset + s as u64)?;
         written += (data.len() - s) as u64;
@@ -99,6 +130,36 @@ mod tests {
             m.blocks()
         );
         assert!(is_zero(&[0; 13]) && !is_zero(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 1]));
+    }
+
+    /// Over old content, zero blocks are punched out (or written, where holes cannot be
+    /// made): nothing of what was there stays, and the zeros take no space.
+    #[test]
+    fn zero_blocks_written_over_old_content_are_punched() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        let f = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&p)
+            .unwrap();
+        let old = vec![0xAAu8; 4 << 20];
+        f.write_all_at(&old, 0).unwrap();
+        f.sync_all().unwrap();
+        let mut data = vec![0u8; 3 << 20];
+        data[(1 << 20) + 5] = 7;
+        let w = write_sparse_over(&f, 4096 * 10, &data).unwrap();
+        f.sync_all().unwrap();
+        let back = std::fs::read(&p).unwrap();
+        assert_eq!(&back[4096 * 10..4096 * 10 + data.len()], &data[..]);
+        assert!(back[..4096 * 10].iter().all(|&b| b == 0xAA));
+        let blocks = std::fs::metadata(&p).unwrap().blocks() * 512;
+        if w <= HOLE_BLOCK {
+            // Punched: about 1 MiB of old content and one block are left allocated.
+            assert!(blocks < 2 << 20, "{blocks} bytes allocated");
+        }
     }
 
     #[test]

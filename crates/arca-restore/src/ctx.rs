@@ -266,7 +266,10 @@ impl<'a> Shared<'a> {
 fn entry_error(e: &FsError) -> String {
     match e.source.raw_os_error() {
         Some(libc::ENOSPC | libc::E2BIG | libc::ERANGE) if e.is_xattr() => {
-            format!("{e} (the attribute is probably larger than this file system allows)")
+            format!(
+                "{e} (the attribute is larger than this file system allows, or the file's room \
+                 for attributes is full; its further attributes were not set)"
+            )
         }
         _ => e.to_string(),
     }

@@ -451,10 +451,8 @@ fn land(
                 Ok(head.map_err(failed)? + tail.map_err(failed)?)
             }
             None if fresh => sh.write_fresh(t.file, file, t.offset, data).map_err(failed),
-            None => file
-                .write_all_at(data, t.offset)
-                .map(|()| data.len() as u64)
-                .map_err(failed),
+            // Into an existing file (a repair in place): zero pages become holes here too.
+            None => arca_fs::write_sparse_over(file, t.offset, data).map_err(failed),
         }
     });
     let mut len = data.len() as u64;

@@ -111,9 +111,15 @@ impl Pending {
             }
         };
         let real_name = real.file_name().unwrap_or(name);
-        let mut tmp_name = OsString::from(".");
-        tmp_name.push(real_name);
-        tmp_name.push(format!(".arca-dump-{}", std::process::id()));
+        let suffix = format!(".arca-dump-{}", std::process::id());
+        // A name near the file system's limit (255 bytes) leaves no room for the suffix:
+        // then the temporary file is named by the suffix alone (a 240-byte NAME was refused).
+        let mut tmp_name = OsString::new();
+        if real_name.len() + 1 + suffix.len() <= 255 {
+            tmp_name.push(".");
+            tmp_name.push(real_name);
+        }
+        tmp_name.push(&suffix);
         let tmp = real.with_file_name(tmp_name);
         let f = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
         let pending = Pending {
