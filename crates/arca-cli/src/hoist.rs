@@ -17,11 +17,29 @@ fn long_for(token: &OsString) -> Option<&'static str> {
     if t == "--json" {
         Some("json")
     } else if t == "--verbose"
+        || verbose_level(&t).is_some()
         || (t.len() >= 2 && t.starts_with('-') && t[1..].bytes().all(|b| b == b'v'))
     {
         Some("verbose")
     } else {
         None
+    }
+}
+
+/// The level of restic's `--verbose=N`.
+fn verbose_level(t: &str) -> Option<usize> {
+    t.strip_prefix("--verbose=")?.parse().ok()
+}
+
+/// How many times `token` (one of [`long_for`]'s `verbose` spellings) says verbose.
+fn verbose_count(token: &OsString) -> usize {
+    let t = token.to_string_lossy();
+    if t == "--verbose" {
+        1
+    } else if let Some(n) = verbose_level(&t) {
+        n
+    } else {
+        t.len() - 1
     }
 }
 
@@ -81,14 +99,61 @@ pub fn hoist_flags(args: Vec<OsString>) -> Vec<OsString> {
         return args;
     }
     let mut out: Vec<OsString> = Vec::with_capacity(args.len());
+    let mut first: Option<usize> = None;
+    let mut json = false;
+    let mut verbose = 0;
     for (i, a) in args.into_iter().enumerate() {
-        if !hoisted.contains(&i) && !dropped.contains(&i) {
-            out.push(a);
+        // The command's own --json and -v, with those moved after its name, are merged
+        // into one of each (restic takes `--json … --json`, `-vv` and `--verbose=2` for
+        // every command): the first one's place takes them all.
+        let merged = i > cmd_at
+            && i < end
+            && !hoisted.contains(&i)
+            && !dropped.contains(&i)
+            && !is_value(&cmd, &out[out.len() - 1]);
+        match long_for(&a).filter(|_| merged) {
+            Some("json") => {
+                json = true;
+                first.get_or_insert(out.len());
+            }
+            Some(_) => {
+                verbose += verbose_count(&a);
+                first.get_or_insert(out.len());
+            }
+            None => {
+                if !hoisted.contains(&i) && !dropped.contains(&i) {
+                    out.push(a);
+                }
+            }
         }
         if i == cmd_at {
-            out.extend(moved.iter().cloned());
+            for m in &moved {
+                match long_for(m) {
+                    Some("json") => json = true,
+                    _ => verbose += verbose_count(m),
+                }
+            }
+            first = Some(out.len());
         }
     }
+    let Some(at) = first else { return out };
+    let mut flags = vec![];
+    if verbose > 0 {
+        // A command counting -v takes the level; one with a plain switch, the switch.
+        let counts = cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some("verbose"))
+            .is_some_and(|a| matches!(a.get_action(), clap::ArgAction::Count));
+        flags.push(if counts {
+            OsString::from(format!("-{}", "v".repeat(verbose.min(255))))
+        } else {
+            OsString::from("--verbose")
+        });
+    }
+    if json {
+        flags.push(OsString::from("--json"));
+    }
+    out.splice(at..at, flags);
     out
 }
 
@@ -183,5 +248,26 @@ mod tests {
             ["arca", "restore", "--verbose", "--json", "latest"]
         );
         assert_eq!(run(&["arca", "-v", "snapshots"]), ["arca", "snapshots"]);
+        // Repeated, and restic's other spellings: one of each, as the command takes it (they
+        // were usage errors, exit 2).
+        assert_eq!(
+            run(&["arca", "--json", "snapshots", "--json"]),
+            ["arca", "snapshots", "--json"]
+        );
+        assert_eq!(
+            run(&["arca", "-vv", "restore", "latest", "-v"]),
+            ["arca", "restore", "--verbose", "latest"]
+        );
+        assert_eq!(
+            run(&["arca", "--verbose=2", "backup", "/src", "-v"]),
+            ["arca", "backup", "-vvv", "/src"]
+        );
+        assert_eq!(
+            run(&["arca", "backup", "--verbose=2", "--json", "/src", "--json"]),
+            ["arca", "backup", "-vv", "--json", "/src"]
+        );
+        // A value stays a value.
+        let value = ["arca", "backup", "--tag", "--json", "/src"];
+        assert_eq!(run(&value), value);
     }
 }
