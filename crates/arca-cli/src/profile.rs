@@ -219,10 +219,9 @@ fn section_args(
                     .find(|a| a.get_id().as_str() == key.replace('-', "_"))
             });
         let Some(arg) = arg else {
-            bail!(
-                "{where_}: unknown option {key:?} for `arca {}`",
-                cmd.get_name()
-            );
+            // The section names the command (`[repair.index]`); `cmd`'s own name is the
+            // innermost one only (`index`), or `arca` for `[global]`.
+            bail!("{where_}: unknown option {key:?}");
         };
         let values: Vec<&Value> = match value {
             Value::Array(a) => a.iter().collect(),
@@ -260,7 +259,25 @@ fn section_args(
                     bail!("{}: takes one value", at());
                 }
                 for v in values {
-                    out.push(OsString::from(format!("--{long}={}", scalar(v, &at)?)));
+                    let v = scalar(v, &at)?;
+                    // Checked here, so that a bad value names the profile, not a flag the
+                    // user never typed.
+                    let alone = clap::Command::new("arca")
+                        .no_binary_name(true)
+                        .arg(
+                            Arg::new("value")
+                                .long("value")
+                                .value_parser(arg.get_value_parser().clone()),
+                        )
+                        .try_get_matches_from([format!("--value={v}")]);
+                    if let Err(e) = alone {
+                        // "error: invalid value 'x' for '--value <value>': CAUSE".
+                        let e = e.to_string();
+                        let first = e.lines().next().unwrap_or_default();
+                        let cause = first.rsplit_once("': ").map_or(first, |(_, c)| c);
+                        bail!("{}: invalid value {v:?} for --{long}: {cause}", at());
+                    }
+                    out.push(OsString::from(format!("--{long}={v}")));
                 }
             }
         }

@@ -240,3 +240,30 @@ fn completions_and_man_pages_cover_every_command() {
         "backup page lacks its options"
     );
 }
+
+/// A value a profile gives that the option refuses names the profile, its section and key;
+/// it was reported as if the user had typed the flag. An unknown key names the section alone
+/// (it said "for `arca index`" for `[repair.index]`).
+#[test]
+fn a_bad_profile_value_names_the_profile() {
+    let e = Env::new();
+    e.init(&[]);
+    let p = e.path("p.toml");
+    fs::write(&p, "[snapshots]\nlatest = \"two\"\n").unwrap();
+    let q = e.path("q.toml");
+    fs::write(&q, "[repair.index]\nbogus = 1\n").unwrap();
+    let o = e.run(&["-P", p.to_str().unwrap(), "snapshots"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("[snapshots] key \"latest\": invalid value \"two\" for --latest"),
+        "{err}"
+    );
+    let o = e.run(&["-P", q.to_str().unwrap(), "repair", "index"]);
+    let err = stderr(&o);
+    assert!(
+        err.contains("[repair.index]: unknown option \"bogus\""),
+        "{err}"
+    );
+    assert!(!err.contains("arca index"), "{err}");
+}
