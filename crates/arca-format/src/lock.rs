@@ -5,7 +5,7 @@ use crate::FormatError;
 use crate::codec::{Reader, Writer};
 
 const MAGIC: [u8; 4] = *b"ALCK";
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
 
 /// The decrypted body of a lock file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +22,11 @@ pub struct LockInfo {
     pub username: String,
     /// What the holder is doing (`backup`, `prune`, ...).
     pub command: String,
+    /// The holder's process-id space: its machine's boot id and its pid namespace
+    /// (`BOOT_ID pid:[INODE]`), empty when unknown (version 1). Only a lock of this very
+    /// space can be judged by whether its process exists: two machines, or containers,
+    /// may share a host name and not their process ids.
+    pub process_space: String,
 }
 
 impl LockInfo {
@@ -35,13 +40,14 @@ impl LockInfo {
         w.var_bytes(self.hostname.as_bytes())?;
         w.var_bytes(self.username.as_bytes())?;
         w.var_bytes(self.command.as_bytes())?;
+        w.var_bytes(self.process_space.as_bytes())?;
         Ok(w.finish())
     }
 
     /// Decodes a body.
     pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
         let mut r = Reader::new(b, "lock");
-        r.magic(&MAGIC, VERSION)?;
+        let version = r.magic(&MAGIC, VERSION)?;
         let time_ns = r.i64()?;
         let exclusive = match r.u8()? {
             0 => false,
@@ -60,6 +66,11 @@ impl LockInfo {
         let hostname = text(&mut r)?;
         let username = text(&mut r)?;
         let command = text(&mut r)?;
+        let process_space = if version >= 2 {
+            text(&mut r)?
+        } else {
+            String::new()
+        };
         r.finish()?;
         Ok(Self {
             time_ns,
@@ -68,6 +79,7 @@ impl LockInfo {
             hostname,
             username,
             command,
+            process_space,
         })
     }
 }
@@ -80,14 +92,36 @@ mod tests {
     proptest! {
         #[test]
         fn round_trip(time_ns in any::<i64>(), exclusive in any::<bool>(), pid in any::<u32>(),
-                      hostname in ".{0,40}", username in ".{0,20}", command in "[a-z]{0,10}") {
-            let l = LockInfo { time_ns, exclusive, pid, hostname, username, command };
+                      hostname in ".{0,40}", username in ".{0,20}", command in "[a-z]{0,10}",
+                      process_space in ".{0,60}") {
+            let l = LockInfo { time_ns, exclusive, pid, hostname, username, command, process_space };
             let bytes = l.encode().unwrap();
             prop_assert_eq!(LockInfo::decode(&bytes).unwrap(), l);
             for cut in 0..bytes.len() {
                 prop_assert!(LockInfo::decode(&bytes[..cut]).is_err());
             }
         }
+    }
+
+    /// A version 1 lock (no process space) still reads, with the space unknown.
+    #[test]
+    fn version_1_reads_without_a_process_space() {
+        let l = LockInfo {
+            time_ns: 5,
+            exclusive: false,
+            pid: 9,
+            hostname: "h".into(),
+            username: "u".into(),
+            command: "backup".into(),
+            process_space: "boot pid:[1]".into(),
+        };
+        let mut b = l.encode().unwrap();
+        // Version 1: the same fields without the last.
+        b[4] = 1;
+        b.truncate(b.len() - 4 - "boot pid:[1]".len());
+        let back = LockInfo::decode(&b).unwrap();
+        assert_eq!(back.process_space, "");
+        assert_eq!((back.pid, back.command.as_str()), (9, "backup"));
     }
 
     #[test]
@@ -99,6 +133,7 @@ mod tests {
             hostname: "h".into(),
             username: "u".into(),
             command: "prune".into(),
+            process_space: String::new(),
         };
         let mut b = l.encode().unwrap();
         b[14] = 9;

@@ -40,3 +40,15 @@ pub fn ids() -> (u32, u32) {
 pub fn now_ns() -> i64 {
     chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
 }
+
+/// This process's process-id space: the machine's boot id and the pid namespace
+/// (`BOOT_ID pid:[INODE]`), empty when either cannot be read. Process ids mean something only
+/// within one such space: two machines, or containers, may share a host name.
+pub fn process_space() -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id");
+    let ns = std::fs::read_link("/proc/self/ns/pid");
+    match (boot, ns) {
+        (Ok(b), Ok(n)) if !b.trim().is_empty() => format!("{} {}", b.trim(), n.display()),
+        _ => String::new(),
+    }
+}

@@ -83,6 +83,19 @@ impl FoundLock {
     /// [`Self::describe`] and what to do about it (a lock that cannot be read already says).
     pub fn describe_with_advice(&self) -> String {
         match &self.info {
+            // `unlock` removes only what is stale: a lock of another host (or container) it
+            // cannot tell dead until it expires.
+            Ok(l)
+                if l.hostname != crate::host::hostname()
+                    || l.process_space != crate::host::process_space() =>
+            {
+                format!(
+                    "{}; wait for it to finish; if that process is gone, the lock is stale 30 \
+                     minutes after its last refresh, or `arca unlock --remove-all` removes it \
+                     now (make sure nothing else uses the repository)",
+                    self.describe()
+                )
+            }
             Ok(_) => format!(
                 "{}; wait for it to finish, or run `arca unlock` if that process is gone",
                 self.describe()
@@ -169,12 +182,17 @@ fn process_alive(pid: u32) -> bool {
     }
 }
 
-fn is_stale(l: &LockInfo, now_ns: i64, host: &str) -> bool {
+/// Whether lock `l` is stale: not refreshed for [`STALE_AFTER`], or taken in this very
+/// process-id space (same host, machine boot and pid namespace) by a process that is gone.
+/// The host name alone was taken for the space, so a prune in one container (or on another
+/// machine of the same name) took a live backup's lock in another for stale, and deleted the
+/// packs it was writing.
+fn is_stale(l: &LockInfo, now_ns: i64, host: &str, space: &str) -> bool {
     let age = now_ns.saturating_sub(l.time_ns);
     if age > STALE_AFTER.as_nanos() as i64 {
         return true;
     }
-    l.hostname == host && !process_alive(l.pid)
+    l.hostname == host && !space.is_empty() && l.process_space == space && !process_alive(l.pid)
 }
 
 impl Repository {
@@ -187,6 +205,7 @@ impl Repository {
     fn locks_but(&self, ours: Option<&Id>) -> Result<Vec<FoundLock>> {
         let now = now_ns();
         let host = hostname();
+        let space = crate::host::process_space();
         let mut out = vec![];
         for (id, _) in self.list_ids(FileType::Lock)? {
             if Some(&id) == ours {
@@ -203,7 +222,7 @@ impl Repository {
             // A lock that cannot be read (another user's, unreadable to this one; or damaged)
             // may be live, and exclusive: it is never taken for stale, so that no backup runs
             // under a prune it cannot see; `unlock --remove-all` removes it.
-            let stale = info.as_ref().is_ok_and(|l| is_stale(l, now, &host));
+            let stale = info.as_ref().is_ok_and(|l| is_stale(l, now, &host, &space));
             out.push(FoundLock { id, info, stale });
         }
         Ok(out)
@@ -229,6 +248,7 @@ impl Repository {
             hostname: hostname(),
             username: username(),
             command: command.to_string(),
+            process_space: crate::host::process_space(),
         };
         let body = info
             .encode()

@@ -39,6 +39,25 @@ fn shared_locks_coexist_and_exclude_an_exclusive_one() {
 
 /// Writes a lock as another process would have.
 fn foreign(repo: &Repository, time_ns: i64, pid: u32, host: &str, exclusive: bool) -> Id {
+    foreign_in(
+        repo,
+        time_ns,
+        pid,
+        host,
+        exclusive,
+        &crate::host::process_space(),
+    )
+}
+
+/// [`foreign`] from the process-id space `space`.
+fn foreign_in(
+    repo: &Repository,
+    time_ns: i64,
+    pid: u32,
+    host: &str,
+    exclusive: bool,
+    space: &str,
+) -> Id {
     let l = LockInfo {
         time_ns,
         exclusive,
@@ -46,6 +65,7 @@ fn foreign(repo: &Repository, time_ns: i64, pid: u32, host: &str, exclusive: boo
         hostname: host.into(),
         username: "someone".into(),
         command: "backup".into(),
+        process_space: space.into(),
     };
     repo.save_file(FileType::Lock, &l.encode().unwrap())
         .unwrap()
@@ -169,4 +189,35 @@ fn a_held_lock_is_registered_and_released_from_another_thread() {
     drop(lock);
     assert_eq!(locks(&repo), 0);
     repo.lock_for(LockKind::Exclusive, "forget").unwrap();
+}
+
+/// A lock of this host name but another process-id space (another container, or another
+/// machine of the same name), or of an unknown one (version 1), is not judged by whether its
+/// process exists here: a prune took a live backup's lock in another container for stale and
+/// deleted the packs it was writing. It goes stale when not refreshed for 30 minutes.
+#[test]
+fn a_lock_of_another_process_space_is_not_judged_by_its_pid() {
+    if crate::host::process_space().is_empty() {
+        return;
+    }
+    let repo = testing::repo(Arc::new(MemoryBackend::new()));
+    let now = now_ns();
+    let gone = (1 << 22) + 17;
+    foreign_in(
+        &repo,
+        now,
+        gone,
+        &hostname(),
+        false,
+        "another-boot pid:[4026531836]",
+    );
+    foreign_in(&repo, now, gone, &hostname(), false, "");
+    let found = repo.list_locks().unwrap();
+    assert!(found.iter().all(|l| !l.stale), "{found:?}");
+    let e = repo.lock_for(LockKind::Exclusive, "prune").unwrap_err();
+    assert!(e.to_string().contains("--remove-all"), "{e}");
+    let old = now - 2 * STALE_AFTER.as_nanos() as i64;
+    let repo = testing::repo(Arc::new(MemoryBackend::new()));
+    foreign_in(&repo, old, gone, &hostname(), false, "another-boot pid:[1]");
+    assert!(repo.list_locks().unwrap()[0].stale);
 }
