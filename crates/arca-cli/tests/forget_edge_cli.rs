@@ -211,3 +211,32 @@ fn a_profile_policy_yields_to_snapshot_ids() {
     assert_eq!(left.lines().count(), 1);
     assert!(!left.contains(&first));
 }
+
+/// `forget --prune` takes prune's options, as restic's does (they were usage errors).
+#[test]
+fn forget_prune_takes_the_prune_options() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    std::fs::create_dir_all(&src).unwrap();
+    for k in 0..3 {
+        std::fs::write(src.join("f"), arca_testkit::random_bytes(k, 200_000)).unwrap();
+        e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    }
+    let v = e.json(&[
+        "forget",
+        "--keep-last",
+        "1",
+        "--prune",
+        "--max-unused",
+        "0",
+        "--max-repack-size",
+        "1GiB",
+        "--repack-small",
+        "--json",
+    ]);
+    assert!(v.to_string().contains("freed"), "{v}");
+    e.ok(&["check", "--read-data"]);
+    let o = e.run(&["forget", "--keep-last", "1", "--max-unused", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -81,6 +81,15 @@ pub struct ForgetArgs {
     /// Run prune after removing snapshots, to delete the data only they used
     #[arg(long)]
     pub prune: bool,
+    /// With --prune: unused space to tolerate, as `prune --max-unused` [default: 5%]
+    #[arg(long, value_name = "PERCENT|SIZE", value_parser = super::prune::max_unused_arg, requires = "prune")]
+    pub max_unused: Option<String>,
+    /// With --prune: repack at most this many bytes, as `prune --max-repack-size`
+    #[arg(long, value_name = "SIZE", value_parser = crate::util::size_arg, requires = "prune")]
+    pub max_repack_size: Option<String>,
+    /// With --prune: also repack small packs, as `prune --repack-small`
+    #[arg(long, requires = "prune")]
+    pub repack_small: bool,
     /// Allow a policy to remove every snapshot of a group (refused otherwise: a misspelt
     /// --keep-tag would remove them all); without a policy, remove every snapshot that
     /// --host, --tag or --path selects
@@ -284,6 +293,9 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
         say("running prune".into())?;
         let prune = super::prune::PruneArgs {
             json: a.json,
+            max_unused: a.max_unused.clone(),
+            max_repack_size: a.max_repack_size.clone(),
+            repack_small: a.repack_small,
             ..Default::default()
         };
         let v = super::prune::run_quiet_json(g, &opened, &prune)?;
