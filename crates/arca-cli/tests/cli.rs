@@ -904,7 +904,11 @@ fn key_add_list_remove_and_passwd() {
         .to_string();
     let o = e.run(&["key", "remove", ""]);
     assert!(stderr(&o).contains("no key id given"), "{}", stderr(&o));
-    // The key in use cannot be removed; with the other password it can.
+    // The key in use cannot be removed (named in capitals too, as other ids); with the
+    // other password it can.
+    let o = e.run(&["key", "remove", &first[..8].to_ascii_uppercase()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("refusing"), "{}", stderr(&o));
     let o = e.run(&["key", "remove", &first[..8]]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("refusing"));

@@ -629,9 +629,11 @@ impl Repository {
             ));
         }
         let keys = self.list_ids(FileType::Key)?;
+        // Hex in either case, as the other ids are taken.
+        let lower = prefix.to_ascii_lowercase();
         let m: Vec<_> = keys
             .iter()
-            .filter(|(id, _)| id.to_hex().starts_with(prefix))
+            .filter(|(id, _)| id.to_hex().starts_with(&lower))
             .collect();
         match m.as_slice() {
             [(id, _)] => Ok(*id),
