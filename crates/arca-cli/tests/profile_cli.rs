@@ -234,6 +234,15 @@ fn completions_and_man_pages_cover_every_command() {
         let text = fs::read_to_string(dir.join(p)).unwrap();
         assert!(text.contains(".TH"), "{p}");
     }
+    // A file given as the folder is named as one.
+    let file = dir.join("arca.1");
+    let o = e.run(&["man", "--dir", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("is a file, not a folder"),
+        "{}",
+        stderr(&o)
+    );
     let backup = fs::read_to_string(dir.join("arca-backup.1")).unwrap();
     assert!(
         backup.contains("exclude\\-caches"),

@@ -45,6 +45,9 @@ pub fn man(a: &ManArgs) -> Result<u8> {
             write_stdout(&buf)?;
         }
         Some(dir) => {
+            if std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
+                anyhow::bail!("{} is a file, not a folder", dir.display());
+            }
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create folder {}", dir.display()))?;
             let n = write_pages(&cmd, "arca", dir)?;
