@@ -593,12 +593,13 @@ fn lock_outcome(
         // A repository this process cannot write (a read-only mount, another user's files)
         // can still be read without a lock.
         Err(arca_repo::RepoError::Backend(b))
-            if kind == arca_repo::LockKind::Shared
-                && b.op == "write"
+            if b.op == "write"
                 && (b.kind == arca_backend::ErrorKind::PermissionDenied
                     || b.source.raw_os_error() == Some(libc::EROFS)) =>
         {
-            Err(if writes {
+            // An exclusive lock is for a command that changes the repository (forget,
+            // prune, repair): it said only "Read-only file system".
+            Err(if writes || kind == arca_repo::LockKind::Exclusive {
                 anyhow!("{b} (the repository cannot be written, and {command} writes to it)")
             } else {
                 anyhow!("{b} (cannot take a lock: to only read the repository, run with --no-lock)")

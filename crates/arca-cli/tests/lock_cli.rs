@@ -181,3 +181,57 @@ fn a_lock_that_cannot_be_read_blocks_and_only_remove_all_removes_it() {
     assert!(out.contains("removed 1 lock"), "{out}");
     e.ok(&["backup", "--quiet", s]);
 }
+
+/// On a read-only repository, a command that changes it (an exclusive lock: forget, prune)
+/// says so; it printed only "Read-only file system". A reading command still points at
+/// `--no-lock`.
+#[test]
+fn a_read_only_repository_says_which_commands_cannot_run() {
+    let e = Env::new();
+    if !arca_testkit::is_root() {
+        return;
+    }
+    // The repository's own folder is a tmpfs, remounted read-only once it holds a snapshot.
+    fs::create_dir_all(&e.repo).unwrap();
+    if nix::mount::mount(
+        Some("tmpfs"),
+        &e.repo,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        Some("size=16m"),
+    )
+    .is_err()
+    {
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+    let _unmount = Unmount(e.repo.clone());
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"x").unwrap();
+    e.init(&[]);
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    nix::mount::mount(
+        None::<&str>,
+        &e.repo,
+        None::<&str>,
+        nix::mount::MsFlags::MS_REMOUNT | nix::mount::MsFlags::MS_RDONLY,
+        None::<&str>,
+    )
+    .unwrap();
+    let o = e.run(&["forget", "--keep-last", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("cannot be written, and forget"),
+        "{}",
+        stderr(&o)
+    );
+    let o = e.run(&["check"]);
+    assert!(stderr(&o).contains("--no-lock"), "{}", stderr(&o));
+    e.ok(&["check", "--no-lock"]);
+}
