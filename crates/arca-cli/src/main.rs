@@ -8,6 +8,7 @@ mod lock_signals;
 mod malloc;
 mod profile;
 mod progress;
+mod prompt;
 mod util;
 
 use std::process::ExitCode;

@@ -194,7 +194,7 @@ pub fn ask_password(question: &str, missing: &str) -> Result<Zeroizing<String>> 
     if !stdin.is_terminal() && !Path::new("/dev/tty").exists() {
         bail!("{missing}; standard input holds the data to back up");
     }
-    rpassword::prompt_password(question)
+    crate::prompt::password(question)
         .map(Zeroizing::new)
         .map_err(|e| anyhow!("{missing}; cannot prompt: {e}"))
 }

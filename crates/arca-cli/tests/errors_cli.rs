@@ -204,3 +204,45 @@ fn empty_variables_are_unset_and_passwords_are_text() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     once(&stderr(&o), "ARCA_PASSWORD holds bytes that are not UTF-8");
 }
+
+/// Ctrl-C at the password prompt puts the terminal back (echo on) and exits with 130, as
+/// restic does; the prompt left echo off for whatever ran next. Run on a pseudo-terminal
+/// made by `script` (util-linux), when it is there.
+#[test]
+fn ctrl_c_at_the_password_prompt_leaves_echo_on() {
+    let has_script = std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_script {
+        eprintln!("no script(1) here: skipped");
+        return;
+    }
+    let e = Env::new();
+    e.init(&[]);
+    let inner = e.path("inner.sh");
+    fs::write(
+        &inner,
+        format!(
+            "env -u ARCA_PASSWORD {} -r {} snapshots; echo rc=$?; stty -a | tr ' ;' '\\n\\n' | grep -x -e echo -e -echo\n",
+            common::BIN,
+            e.repo.display()
+        ),
+    )
+    .unwrap();
+    let outer = format!(
+        "(sleep 1; printf '\\003'; sleep 2) | script -qec 'sh {}' /dev/null",
+        inner.display()
+    );
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&outer)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("rc=130"), "{out}");
+    assert!(
+        out.lines().any(|l| l.trim() == "echo"),
+        "echo left off: {out}"
+    );
+}
