@@ -6,13 +6,30 @@
 mod common;
 
 use std::fs;
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use arca_testkit::random_bytes;
 use common::*;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 
 /// Lock files in the repository.
+/// Sends `sig` to a child this test started and has not waited for.
+fn signal(child: &Child, sig: Signal) {
+    let _ = kill(Pid::from_raw(child.id() as i32), sig);
+}
+
+/// Starts `arca ARGS` with the test faults `faults` (`ARCA_TEST_FAULTS`), its output captured.
+fn with_faults(e: &Env, args: &[&str], faults: &str) -> Child {
+    e.cmd(args)
+        .env("ARCA_TEST_FAULTS", faults)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn lock_files(e: &Env) -> usize {
     fs::read_dir(e.repo.join("locks"))
         .map(|d| d.flatten().filter(|f| f.file_name().len() == 64).count())
@@ -44,13 +61,11 @@ fn a_backup_finishing_during_check_is_not_reported_as_damage() {
     // repository) writes its index file and then its snapshot meanwhile. Check read the
     // index first and the snapshots second: it found the new snapshot's trees in no index,
     // called the snapshot damaged and proposed `repair snapshots --forget`.
-    let check = e
-        .cmd(&["check", "--json"])
-        .env("ARCA_TEST_FAULTS", "list:snapshot:always:delay=1500ms")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let check = with_faults(
+        &e,
+        &["check", "--json"],
+        "list:snapshot:always:delay=1500ms",
+    );
     wait_locks(&e, 1);
     // Past the check's loading of the index (a few requests to a local folder).
     std::thread::sleep(Duration::from_millis(300));
@@ -247,27 +262,17 @@ fn a_signal_to_a_locking_command_removes_its_lock() {
     e.ok(&["backup", "--quiet", src.to_str().unwrap()]);
     let snaps = e.json(&["snapshots", "--json"]);
     let id = snaps[0]["id"].as_str().unwrap().to_string();
-    let cases: [(&[&str], i32); 3] = [
+    let cases: [(&[&str], Signal); 3] = [
         // Shared: the listing of the snapshots stalls.
-        (&["check"], libc::SIGTERM),
+        (&["check"], Signal::SIGTERM),
         // Exclusive.
-        (&["forget", "--keep-last", "1"], libc::SIGINT),
-        (&["tag", "--add", "x", &id], libc::SIGTERM),
+        (&["forget", "--keep-last", "1"], Signal::SIGINT),
+        (&["tag", "--add", "x", &id], Signal::SIGTERM),
     ];
     for (args, sig) in cases {
-        let child = e
-            .cmd(args)
-            .env("ARCA_TEST_FAULTS", "list:snapshot:always:delay=5s")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = with_faults(&e, args, "list:snapshot:always:delay=5s");
         wait_locks(&e, 1);
-        // SAFETY: signals a child this test started and has not waited for.
-        #[allow(unsafe_code)]
-        unsafe {
-            libc::kill(child.id() as i32, sig)
-        };
+        signal(&child, sig);
         let started = Instant::now();
         let out = child.wait_with_output().unwrap();
         assert!(
@@ -303,19 +308,13 @@ fn a_signal_to_a_mount_still_loading_removes_its_lock() {
     let mnt = e.path("mnt");
     fs::create_dir_all(&mnt).unwrap();
     // The listing of the snapshots stalls: the mount is loading for 20 s.
-    let child = e
-        .cmd(&["mount", mnt.to_str().unwrap()])
-        .env("ARCA_TEST_FAULTS", "list:snapshot:always:delay=20s")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = with_faults(
+        &e,
+        &["mount", mnt.to_str().unwrap()],
+        "list:snapshot:always:delay=20s",
+    );
     wait_locks(&e, 1);
-    // SAFETY: signals a child this test started and has not waited for.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM)
-    };
+    signal(&child, Signal::SIGTERM);
     let started = Instant::now();
     let out = child.wait_with_output().unwrap();
     assert!(
@@ -405,20 +404,14 @@ fn a_signal_during_the_last_uploads_stops_the_backup() {
     fs::write(src.join("a"), random_bytes(5, 3 << 20)).unwrap();
     e.init(&SMALL_CHUNKS);
     // Every pack takes 3 s to upload: the reading is long over when the signal comes.
-    let child = e
-        .cmd(&["backup", "--quiet", src.to_str().unwrap()])
-        .env("ARCA_TEST_FAULTS", "write:pack:always:delay=3s")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = with_faults(
+        &e,
+        &["backup", "--quiet", src.to_str().unwrap()],
+        "write:pack:always:delay=3s",
+    );
     wait_locks(&e, 1);
     std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: signals a child this test started and has not waited for.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM)
-    };
+    signal(&child, Signal::SIGTERM);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     assert_eq!(
@@ -439,21 +432,15 @@ fn a_second_signal_ends_a_backup_at_once_without_leaving_its_lock() {
     fs::create_dir_all(&src).unwrap();
     fs::write(src.join("a"), random_bytes(6, 3 << 20)).unwrap();
     e.init(&SMALL_CHUNKS);
-    let child = e
-        .cmd(&["backup", "--quiet", src.to_str().unwrap()])
-        .env("ARCA_TEST_FAULTS", "write:pack:always:delay=20s")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = with_faults(
+        &e,
+        &["backup", "--quiet", src.to_str().unwrap()],
+        "write:pack:always:delay=20s",
+    );
     wait_locks(&e, 1);
     std::thread::sleep(Duration::from_millis(500));
     for _ in 0..2 {
-        // SAFETY: signals a child this test started and has not waited for.
-        #[allow(unsafe_code)]
-        unsafe {
-            libc::kill(child.id() as i32, libc::SIGTERM)
-        };
+        signal(&child, Signal::SIGTERM);
         std::thread::sleep(Duration::from_millis(200));
     }
     let started = Instant::now();
@@ -498,11 +485,7 @@ fn a_signal_stops_a_backup_waiting_for_a_lock() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: signals a child this test started and has not waited for.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT)
-    };
+    signal(&child, Signal::SIGINT);
     let started = Instant::now();
     let out = child.wait_with_output().unwrap();
     prune.kill().unwrap();

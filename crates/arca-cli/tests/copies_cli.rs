@@ -64,10 +64,9 @@ fn a_damaged_copy_of_a_blob_gives_way_to_the_intact_one() {
     let e = Env::new();
     let (one, twice) = twice_stored(&e);
     let data = fs::read(one.join("x")).unwrap();
-    let mut warned = false;
-    for (k, (pack, offset, len)) in twice.iter().enumerate() {
-        flip(pack, offset + len / 2);
-        let t = e.path(&format!("t{k}"));
+    // Restores the first snapshot into folder `name`; its outcome and where `x` lands.
+    let restore = |name: &str| {
+        let t = e.path(name);
         let o = e.run(&[
             "restore",
             "latest",
@@ -76,9 +75,14 @@ fn a_damaged_copy_of_a_blob_gives_way_to_the_intact_one() {
             "--target",
             t.to_str().unwrap(),
         ]);
+        (o, t.join(one.strip_prefix("/").unwrap()).join("x"))
+    };
+    let mut warned = false;
+    for (k, (pack, offset, len)) in twice.iter().enumerate() {
+        flip(pack, offset + len / 2);
+        let (o, back) = restore(&format!("t{k}"));
         assert!(o.status.success(), "copy {k}: {}", stderr(&o));
         warned |= stderr(&o).contains("read from another copy");
-        let back = t.join(one.strip_prefix("/").unwrap()).join("x");
         assert!(fs::read(back).unwrap() == data, "copy {k}: restored wrong");
         let o = e.run(&["check", "--read-data"]);
         let err = stderr(&o);
@@ -95,17 +99,8 @@ fn a_damaged_copy_of_a_blob_gives_way_to_the_intact_one() {
     let (pack, _, _) = &twice[0];
     let kept = fs::read(pack).unwrap();
     fs::remove_file(pack).unwrap();
-    let t = e.path("gone");
-    let o = e.run(&[
-        "restore",
-        "latest",
-        "--path",
-        one.to_str().unwrap(),
-        "--target",
-        t.to_str().unwrap(),
-    ]);
+    let (o, back) = restore("gone");
     fs::write(pack, kept).unwrap();
-    let back = t.join(one.strip_prefix("/").unwrap()).join("x");
     if o.status.success() {
         assert!(fs::read(back).unwrap() == data);
     } else {

@@ -44,11 +44,15 @@ pub fn now_ns() -> i64 {
 /// This process's process-id space: the machine's boot id and the pid namespace
 /// (`BOOT_ID pid:[INODE]`), empty when either cannot be read. Process ids mean something only
 /// within one such space: two machines, or containers, may share a host name.
-pub fn process_space() -> String {
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id");
-    let ns = std::fs::read_link("/proc/self/ns/pid");
-    match (boot, ns) {
-        (Ok(b), Ok(n)) if !b.trim().is_empty() => format!("{} {}", b.trim(), n.display()),
-        _ => String::new(),
-    }
+pub fn process_space() -> &'static str {
+    // It does not change while the process runs: read once.
+    static SPACE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SPACE.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id");
+        let ns = std::fs::read_link("/proc/self/ns/pid");
+        match (boot, ns) {
+            (Ok(b), Ok(n)) if !b.trim().is_empty() => format!("{} {}", b.trim(), n.display()),
+            _ => String::new(),
+        }
+    })
 }

@@ -222,7 +222,7 @@ impl Repository {
             // A lock that cannot be read (another user's, unreadable to this one; or damaged)
             // may be live, and exclusive: it is never taken for stale, so that no backup runs
             // under a prune it cannot see; `unlock --remove-all` removes it.
-            let stale = info.as_ref().is_ok_and(|l| is_stale(l, now, &host, &space));
+            let stale = info.as_ref().is_ok_and(|l| is_stale(l, now, &host, space));
             out.push(FoundLock { id, info, stale });
         }
         Ok(out)
@@ -248,7 +248,7 @@ impl Repository {
             hostname: hostname(),
             username: username(),
             command: command.to_string(),
-            process_space: crate::host::process_space(),
+            process_space: crate::host::process_space().to_string(),
         };
         let body = info
             .encode()

@@ -406,7 +406,6 @@ pub(crate) fn file<'m>(
     }
 }
 
-/// Files one worker keeps open: a sixteenth of what the process may open, 8 to 256.
 /// Blob `id` read and verified from another of its copies, when the index knows more than
 /// one (the one the plan chose failed). A read on the worker's thread: rare, and bounded by
 /// the backend's retries.
@@ -415,6 +414,7 @@ fn other_copy(repo: &Repository, index: &Index, id: arca_format::Id) -> Option<V
     repo.read_blob(index, BlobKind::Data, &id).ok()
 }
 
+/// Files one worker keeps open: a sixteenth of what the process may open, 8 to 256.
 fn max_open_files() -> usize {
     usize::try_from(arca_fs::open_files_allowed() / 16)
         .unwrap_or(usize::MAX)

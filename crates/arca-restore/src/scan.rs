@@ -169,7 +169,7 @@ pub(crate) struct Scanner<'a> {
 /// still replaced (the snapshot says what it is), and a link leading out of the target is
 /// not followed: the restore writes only inside its target.
 pub(crate) fn followed_links(plan: &Plan, roots: &[PathBuf]) -> Vec<u32> {
-    let under_root = |d: usize| roots.iter().any(|r| plan.dirs[d].snap_path.starts_with(r));
+    let under_root = |d: usize| backed_up(roots, &plan.dirs[d].snap_path);
     let Some(top) = plan.dirs.first() else {
         return vec![];
     };
@@ -196,6 +196,12 @@ pub(crate) fn followed_links(plan: &Plan, roots: &[PathBuf]) -> Vec<u32> {
         }
     }
     out
+}
+
+/// Whether snapshot path `p` is at or below one of the backed-up `roots` (not one of the
+/// folders above them, which hold only the way down).
+fn backed_up(roots: &[PathBuf], p: &Path) -> bool {
+    roots.iter().any(|r| p.starts_with(r))
 }
 
 fn is_empty_dir(p: &Path) -> bool {
@@ -515,7 +521,7 @@ impl Scanner<'_> {
             // Above the backed-up folders (`/`, `/home` for a backup of `/home/you`), the
             // target's other entries were never backed up: they are not the snapshot's to
             // delete (restoring to `/` with --delete must not empty the system).
-            if !self.roots.iter().any(|r| dp.snap_path.starts_with(r)) {
+            if !backed_up(self.roots, &dp.snap_path) {
                 return vec![];
             }
             // Without a listing (it could not be read) nothing is known to be extra.

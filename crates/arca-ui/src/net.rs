@@ -200,6 +200,7 @@ where
 {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let head_within = header_timeout();
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::pin!(stop);
     loop {
@@ -215,7 +216,7 @@ where
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
-            .header_read_timeout(header_timeout())
+            .header_read_timeout(head_within)
             .serve_connection(TokioIo::new(io), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {

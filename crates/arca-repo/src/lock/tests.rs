@@ -45,7 +45,7 @@ fn foreign(repo: &Repository, time_ns: i64, pid: u32, host: &str, exclusive: boo
         pid,
         host,
         exclusive,
-        &crate::host::process_space(),
+        crate::host::process_space(),
     )
 }
 
