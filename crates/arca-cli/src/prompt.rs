@@ -4,8 +4,75 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
 
+use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::termios::{self, LocalFlags, SetArg, SpecialCharacterIndices, Termios};
+
+/// The terminal being prompted on and its settings before the prompt, for the handler of
+/// SIGTERM and SIGHUP (-1 and null outside a prompt).
+static PROMPT_TTY: AtomicI32 = AtomicI32::new(-1);
+static PROMPT_SAVED: AtomicPtr<libc::termios> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The signals that end a process at its prompt from outside (ISIG is off, so the keyboard
+/// sends none): their handler puts the terminal back, then dies of the signal as before.
+const ENDING: [Signal; 2] = [Signal::SIGTERM, Signal::SIGHUP];
+
+extern "C" fn restore_and_die(sig: libc::c_int) {
+    let fd = PROMPT_TTY.load(Ordering::SeqCst);
+    let saved = PROMPT_SAVED.load(Ordering::SeqCst);
+    // SAFETY: tcsetattr, signal and raise are async-signal-safe; `saved` points to a leaked
+    // termios that is never freed.
+    #[allow(unsafe_code)]
+    unsafe {
+        if fd >= 0 && !saved.is_null() {
+            libc::tcsetattr(fd, libc::TCSANOW, saved);
+        }
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}
+
+/// While alive, SIGTERM and SIGHUP put the terminal back before they end the process; on
+/// drop, their earlier actions are back.
+struct EndingSignals {
+    previous: Vec<(Signal, SigAction)>,
+}
+
+impl EndingSignals {
+    fn install(tty: &File, saved: &Termios) -> EndingSignals {
+        // One small leak per prompt: the handler may read it at any moment.
+        let saved: &'static mut libc::termios = Box::leak(Box::new(saved.clone().into()));
+        PROMPT_SAVED.store(saved, Ordering::SeqCst);
+        PROMPT_TTY.store(tty.as_raw_fd(), Ordering::SeqCst);
+        let action = SigAction::new(
+            SigHandler::Handler(restore_and_die),
+            SaFlags::SA_RESTART,
+            SigSet::empty(),
+        );
+        let mut previous = Vec::new();
+        for sig in ENDING {
+            // SAFETY: the handler only calls async-signal-safe functions.
+            #[allow(unsafe_code)]
+            if let Ok(old) = unsafe { signal::sigaction(sig, &action) } {
+                previous.push((sig, old));
+            }
+        }
+        EndingSignals { previous }
+    }
+}
+
+impl Drop for EndingSignals {
+    fn drop(&mut self) {
+        for (sig, old) in &self.previous {
+            // SAFETY: puts back the action that was there before `install`.
+            #[allow(unsafe_code)]
+            let _ = unsafe { signal::sigaction(*sig, old) };
+        }
+        PROMPT_TTY.store(-1, Ordering::SeqCst);
+    }
+}
 
 /// Puts the terminal's settings back when dropped.
 struct Restore<'a> {
@@ -28,7 +95,8 @@ enum Ended {
 
 /// Prints `question` on the terminal and reads a line without echoing it. Ctrl-C puts the
 /// terminal back and exits with code 130, as restic does; Ctrl-D on an empty line is an
-/// error. Backspace and Ctrl-U edit the line.
+/// error. Backspace and Ctrl-U edit the line. SIGTERM and SIGHUP also put the terminal back
+/// before they end the process.
 pub fn password(question: &str) -> io::Result<String> {
     let mut tty = OpenOptions::new().read(true).write(true).open("/dev/tty")?;
     let saved = termios::tcgetattr(&tty).map_err(io::Error::from)?;
@@ -41,6 +109,7 @@ pub fn password(question: &str) -> io::Result<String> {
     tty.write_all(question.as_bytes())?;
     tty.flush()?;
     let ended = {
+        let _signals = EndingSignals::install(&tty, &saved);
         termios::tcsetattr(&tty, SetArg::TCSANOW, &quiet).map_err(io::Error::from)?;
         let _restore = Restore {
             tty: &tty,

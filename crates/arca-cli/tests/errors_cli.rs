@@ -205,33 +205,21 @@ fn empty_variables_are_unset_and_passwords_are_text() {
     once(&stderr(&o), "ARCA_PASSWORD holds bytes that are not UTF-8");
 }
 
-/// Ctrl-C at the password prompt puts the terminal back (echo on) and exits with 130, as
-/// restic does; the prompt left echo off for whatever ran next. Run on a pseudo-terminal
-/// made by `script` (util-linux), when it is there.
-#[test]
-fn ctrl_c_at_the_password_prompt_leaves_echo_on() {
+/// Runs `script` (a shell script) on a pseudo-terminal made by script(1), feeding it `keys`,
+/// and returns what it printed; None where script(1) is missing or cannot make one.
+fn on_a_terminal(e: &Env, script: &str, keys: &str) -> Option<String> {
     let has_script = std::process::Command::new("script")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_script {
         eprintln!("no script(1) here: skipped");
-        return;
+        return None;
     }
-    let e = Env::new();
-    e.init(&[]);
     let inner = e.path("inner.sh");
-    fs::write(
-        &inner,
-        format!(
-            "env -u ARCA_PASSWORD {} -r {} snapshots; echo rc=$?; stty -a | tr ' ;' '\\n\\n' | grep -x -e echo -e -echo\n",
-            common::BIN,
-            e.repo.display()
-        ),
-    )
-    .unwrap();
+    fs::write(&inner, script).unwrap();
     let outer = format!(
-        "(sleep 1; printf '\\003'; sleep 2) | script -qec 'sh {}' /dev/null",
+        "(sleep 1; printf '{keys}'; sleep 2) | script -qec 'sh {}' /dev/null",
         inner.display()
     );
     let o = std::process::Command::new("sh")
@@ -239,15 +227,61 @@ fn ctrl_c_at_the_password_prompt_leaves_echo_on() {
         .arg(&outer)
         .output()
         .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
     if !out.contains("rc=") {
         // script(1) could not make a pseudo-terminal here (the command did not run).
         eprintln!("script(1) ran nothing: skipped: {out} {}", stderr(&o));
-        return;
+        return None;
     }
+    Some(out)
+}
+
+/// The shell lines that print the terminal's echo setting after the command.
+const ECHO_SETTING: &str = "stty -a | tr ' ;' '\\n\\n' | grep -x -e echo -e -echo\n";
+
+/// Ctrl-C at the password prompt puts the terminal back (echo on) and exits with 130, as
+/// restic does; the prompt left echo off for whatever ran next. Run on a pseudo-terminal
+/// made by `script` (util-linux), when it is there.
+#[test]
+fn ctrl_c_at_the_password_prompt_leaves_echo_on() {
+    let e = Env::new();
+    e.init(&[]);
+    let script = format!(
+        "env -u ARCA_PASSWORD {} -r {} snapshots; echo rc=$?; {ECHO_SETTING}",
+        common::BIN,
+        e.repo.display()
+    );
+    let Some(out) = on_a_terminal(&e, &script, "\\003") else {
+        return;
+    };
     assert!(out.contains("rc=130"), "{out}");
     assert!(
         out.lines().any(|l| l.trim() == "echo"),
         "echo left off: {out}"
     );
+}
+
+/// SIGTERM and SIGHUP at the password prompt end the process by that signal, as before, but
+/// put the terminal back first: they left echo off. (A background command's standard input
+/// is /dev/null in sh, hence the redirection.)
+#[test]
+fn sigterm_at_the_password_prompt_leaves_echo_on() {
+    let e = Env::new();
+    e.init(&[]);
+    for (sig, code) in [("TERM", 143), ("HUP", 129)] {
+        let script = format!(
+            "env -u ARCA_PASSWORD {} -r {} snapshots </dev/tty & pid=$!; sleep 1; kill -{sig} $pid; \
+             wait $pid; echo rc=$?; {ECHO_SETTING}",
+            common::BIN,
+            e.repo.display()
+        );
+        let Some(out) = on_a_terminal(&e, &script, "") else {
+            return;
+        };
+        assert!(out.contains(&format!("rc={code}")), "{sig}: {out}");
+        assert!(
+            out.lines().any(|l| l.trim() == "echo"),
+            "{sig}: echo left off: {out}"
+        );
+    }
 }
