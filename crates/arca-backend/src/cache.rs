@@ -203,7 +203,14 @@ impl CachedBackend {
                 .open(&tmp)?;
             f.write_all(data)?;
             drop(f);
-            fs::rename(&tmp, &path)
+            match fs::rename(&tmp, &path) {
+                // Something that is not a file stands in the way (a folder): it goes.
+                Err(_) if path.symlink_metadata().is_ok_and(|m| m.is_dir()) => {
+                    fs::remove_dir_all(&path)?;
+                    fs::rename(&tmp, &path)
+                }
+                r => r,
+            }
         })();
         if res.is_err() {
             let _ = fs::remove_file(&tmp);
@@ -224,7 +231,10 @@ impl CachedBackend {
     }
 
     fn drop_copy(&self, t: FileType, name: &str) {
-        let _ = fs::remove_file(self.path(t, name));
+        let path = self.path(t, name);
+        if fs::remove_file(&path).is_err() && path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+            let _ = fs::remove_dir_all(&path);
+        }
     }
 
     /// After `name` was deleted from the repository: its cached copy goes too.

@@ -110,7 +110,15 @@ fn damaged_copy_is_removed_and_refetched() {
     fs::write(&path, &data[..10]).unwrap();
     assert_eq!(c.read(FileType::Snapshot, &snap).unwrap(), data);
     fs::remove_file(&path).unwrap();
-    fs::create_dir(&path).unwrap();
+    fs::create_dir_all(path.join("inside")).unwrap();
+    assert_eq!(c.read(FileType::Snapshot, &snap).unwrap(), data);
+    assert_eq!(requests(&inner), before + 3);
+    // The folder in the way is replaced by the copy: it stayed, and every run warned.
+    assert_eq!(
+        fs::read(&path).unwrap(),
+        data,
+        "the copy replaced the folder"
+    );
     assert_eq!(c.read(FileType::Snapshot, &snap).unwrap(), data);
     assert_eq!(requests(&inner), before + 3);
 }
