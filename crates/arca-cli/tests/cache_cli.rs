@@ -322,4 +322,12 @@ fn cache_lists_the_caches_and_cleanup_removes_the_old_ones() {
     assert_eq!(snapshot_ids(&e, &cache).len(), 1);
     let none = e.run(&["cache", "--cache-dir", e.path("nowhere").to_str().unwrap()]);
     assert!(none.status.success(), "{}", stderr(&none));
+    // With the cache turned off, that is the reason given (it said no folder was known).
+    let off = e.run(&["cache", "--cache-dir", dir, "--no-cache"]);
+    assert_eq!(off.status.code(), Some(1));
+    assert!(
+        stderr(&off).contains("the cache is off (--no-cache)"),
+        "{}",
+        stderr(&off)
+    );
 }

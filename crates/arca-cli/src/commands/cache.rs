@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use arca_repo::cache::{CacheFolder, cache_folders};
 use clap::Args;
 use serde_json::json;
@@ -65,6 +65,9 @@ fn ago(t: SystemTime) -> String {
 
 /// Runs `cache`.
 pub fn run(g: &Global, a: &CacheArgs) -> Result<u8> {
+    if g.no_cache {
+        bail!("the cache is off (--no-cache): there are no caches to list or clean up");
+    }
     let root = util::cache_mode(g).root().ok_or_else(|| {
         anyhow!("no cache folder is known: set --cache-dir, XDG_CACHE_HOME or HOME")
     })?;
