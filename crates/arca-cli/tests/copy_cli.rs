@@ -383,6 +383,17 @@ fn errors_name_the_source() {
     let o = from_cmd(&dst, &dst, &["copy"]).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("same repository"), "{}", stderr(&o));
+    // Also by another spelling of its path.
+    let mut other_spelling = dst.repo.join("..");
+    other_spelling.push(dst.repo.file_name().unwrap());
+    let o = dst
+        .cmd(&["copy"])
+        .env("ARCA_FROM_REPOSITORY", &other_spelling)
+        .env("ARCA_FROM_PASSWORD", "test password")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("same repository"), "{}", stderr(&o));
     // init --from-repo without --copy-chunker-params says the source is not used.
     let plain = Env::new();
     let o = from_cmd(
@@ -527,4 +538,40 @@ fn snapshots_alike_but_for_their_content_are_both_copied() {
     let third = copy_json(&dst, &src, &[]);
     assert_eq!(third["snapshots_copied"], 0, "{third}");
     assert_clean(&dst);
+}
+
+/// A repository copied with `cp -a` has the same id, but it is another repository: copy takes
+/// its new snapshots, as restic does (it was refused as "the same repository").
+#[test]
+fn a_cp_a_clone_is_another_repository() {
+    let orig = Env::new();
+    orig.init(&[]);
+    let dir = orig.path("d");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("f"), "first").unwrap();
+    backup(&orig, &[dir.to_str().unwrap()]);
+    let clone = Env::new();
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(&orig.repo)
+        .arg(&clone.repo)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    fs::write(dir.join("f"), random_bytes(3, 300_000)).unwrap();
+    let b = backup(&clone, &[dir.to_str().unwrap()]);
+    let copied = copy_json(&orig, &clone, &[]);
+    assert_eq!(copied["snapshots_copied"], 1, "{copied}");
+    assert_eq!(snapshots(&orig).len(), 2);
+    let id = snapshots(&orig)
+        .into_iter()
+        .find(|s| s["original"] == b["snapshot_id"])
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let f = format!("{}/f", dir.display());
+    let got = orig.cmd(&["dump", &id, &f]).output().unwrap();
+    assert_eq!(got.stdout, random_bytes(3, 300_000));
+    assert_clean(&orig);
 }

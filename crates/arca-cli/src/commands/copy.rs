@@ -103,6 +103,17 @@ pub fn open_source(g: &Global, from: &FromRepoArgs) -> Result<(Repository, Strin
     Ok((repo, location.to_string()))
 }
 
+/// Whether two repositories are stored in the same place: the same location, after
+/// resolving symlinks and `..` for local folders.
+fn same_place(a: &Repository, b: &Repository) -> bool {
+    let place = |r: &Repository| {
+        let loc = r.backend().location();
+        let local = loc.strip_prefix("local:").unwrap_or(&loc);
+        std::fs::canonicalize(local).map_or_else(|_| loc.clone().into(), |p| p.into_os_string())
+    };
+    place(a) == place(b)
+}
+
 /// The source snapshots to copy, oldest first.
 fn chosen(src: &Repository, location: &str, a: &CopyArgs) -> Result<Vec<(Id, Snapshot)>> {
     let filter: SnapshotFilter = super::filter(&a.filter);
@@ -167,7 +178,9 @@ pub fn run(g: &Global, a: &CopyArgs) -> Result<u8> {
     let opened = util::open(g).context("cannot open the target repository")?;
     let dst = &opened.repo;
     let (src, src_location) = open_source(g, &a.from)?;
-    if src.config().repo_id == dst.config().repo_id {
+    // A copy made with `cp -a` has the same id and is still another repository: only the same
+    // place is refused.
+    if src.config().repo_id == dst.config().repo_id && same_place(&src, dst) {
         bail!("the source {src_location} and the target are the same repository");
     }
     let _dst_lock = util::lock(g, dst, LockKind::Shared, "copy")?;
