@@ -575,3 +575,35 @@ fn a_cp_a_clone_is_another_repository() {
     assert_eq!(got.stdout, random_bytes(3, 300_000));
     assert_clean(&orig);
 }
+
+/// A snapshot rewritten with `--forget` keeps its original, time and tags: between
+/// repositories that identify blobs differently (trees cannot be compared), copy took it for
+/// the copy it already had and skipped it, so the target kept the files the rewrite dropped.
+#[test]
+fn a_rewritten_snapshot_is_copied_again() {
+    let src = Env::new();
+    src.init(&[]);
+    let dir = src.path("d");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("keep"), "kept").unwrap();
+    fs::write(dir.join("secret.bin"), "secret").unwrap();
+    let d = dir.to_str().unwrap();
+    backup(&src, &[d]);
+    let dst = Env::new();
+    dst.init(&[]);
+    assert_eq!(copy_json(&dst, &src, &[])["snapshots_copied"], 1);
+    src.ok(&["rewrite", "--forget", "--exclude", "*.bin", "latest"]);
+    let again = copy_json(&dst, &src, &[]);
+    assert_eq!(again["snapshots_copied"], 1, "{again}");
+    let newest = snapshots(&dst)
+        .into_iter()
+        .max_by_key(|s| s["summary"]["total_files_processed"].as_u64() == Some(1))
+        .unwrap();
+    let listing = dst.ok(&["ls", newest["id"].as_str().unwrap()]);
+    assert!(
+        listing.contains("keep") && !listing.contains("secret.bin"),
+        "{listing}"
+    );
+    // And once copied, it is recognised.
+    assert_eq!(copy_json(&dst, &src, &[])["snapshots_copied"], 0);
+}

@@ -189,7 +189,9 @@ pub fn same_ids(a: &Repository, b: &Repository) -> bool {
 
 /// Whether `copy` is a copy of source snapshot `id` (`original`): the same time, host, user,
 /// uid, gid, paths and tags (as sets), and, when the repositories identify blobs alike
-/// (`same_tree`), the same root tree. A copy that names its original (all that `copy` made
+/// (`same_tree`), the same root tree; otherwise the same totals of files and bytes (what
+/// `rewrite` changes: a rewritten snapshot keeps its original, time and tags, and was
+/// taken for a copy of the snapshot it was made from). A copy that names its original (all that `copy` made
 /// since the field exists) must name this one's: two snapshots alike in all the rest (two
 /// imports with the same `--time`) are told apart, as restic tells them. The parent is not
 /// compared (a copy has none).
@@ -208,7 +210,12 @@ pub fn same_snapshot(copy: &Snapshot, (id, original): (&Id, &Snapshot), same_tre
         && as_set(&copy.paths) == as_set(&original.paths)
         && copy.tags.len() == original.tags.len()
         && as_set(&copy.tags) == as_set(&original.tags)
-        && (!same_tree || copy.tree == original.tree)
+        && if same_tree {
+            copy.tree == original.tree
+        } else {
+            copy.summary.total_files_processed == original.summary.total_files_processed
+                && copy.summary.total_bytes_processed == original.summary.total_bytes_processed
+        }
 }
 
 /// Copies snapshots from one repository into another; remembers, for the run, what it has
