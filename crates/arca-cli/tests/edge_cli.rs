@@ -791,3 +791,37 @@ fn a_damaged_replacement_snapshot_keeps_the_original() {
     }
     e.ok(&["check"]);
 }
+
+/// `key add`, `key passwd` and `key remove` print nothing with `-q`, as restic's.
+#[test]
+fn key_commands_are_quiet_with_q() {
+    let e = Env::new();
+    e.init(&[]);
+    let new = e.path("new");
+    fs::write(&new, "new password\n").unwrap();
+    let n = new.to_str().unwrap();
+    let added = e
+        .cmd(&["key", "add", "-q", "--new-password-file", n])
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{}", stderr(&added));
+    assert_eq!(String::from_utf8_lossy(&added.stdout), "");
+    let keys = e.json(&["key", "list", "--json"]);
+    let other = keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["current"] != true)
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for args in [
+        &["key", "remove", "-q", &other][..],
+        &["key", "passwd", "-q", "--new-password-file", n],
+    ] {
+        let o = e.cmd(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "", "{args:?}");
+    }
+}

@@ -95,12 +95,16 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
         } => {
             let pw = new_key_password(new_password_file.as_deref())?;
             let id = repo.add_key_for(pw.as_bytes(), util::kdf(kdf), &owner)?;
-            super::out(&format!("saved new key {}", id.short()))?;
+            if !g.quiet {
+                super::out(&format!("saved new key {}", id.short()))?;
+            }
         }
         KeyCommand::Remove { id } => {
             let id = repo.find_key(id)?;
             repo.remove_key(&id)?;
-            super::out(&format!("removed key {}", id.short()))?;
+            if !g.quiet {
+                super::out(&format!("removed key {}", id.short()))?;
+            }
         }
         KeyCommand::Passwd {
             new_password_file,
@@ -109,7 +113,9 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
         } => {
             let pw = new_key_password(new_password_file.as_deref())?;
             let id = repo.change_password_for(pw.as_bytes(), util::kdf(kdf), &owner)?;
-            super::out(&format!("password changed; new key {}", id.short()))?;
+            if !g.quiet {
+                super::out(&format!("password changed; new key {}", id.short()))?;
+            }
         }
     }
     Ok(0)
