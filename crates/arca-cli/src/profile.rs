@@ -42,7 +42,7 @@ pub fn expand(args: Vec<OsString>) -> Result<Vec<OsString>> {
 
 /// The names given with `-P NAME`, `-PNAME`, `--use-profile NAME` or `--use-profile=NAME`,
 /// before any `--`.
-fn profile_names(args: &[OsString]) -> Vec<String> {
+pub fn profile_names(args: &[OsString]) -> Vec<String> {
     let mut names = Vec::new();
     let mut it = args.iter().skip(1);
     while let Some(a) = it.next() {

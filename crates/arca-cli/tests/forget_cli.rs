@@ -165,6 +165,21 @@ fn ids_and_prefixes() {
     let o = e.run(&["forget", &s1, "--keep-last", "1"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("not both"), "{}", stderr(&o));
+    // Also with the short options (they were dropped, and the id removed).
+    for short in [&["-l", "1"][..], &["-d", "5", "-w", "1"], &["-H1"]] {
+        let o = e.run(&[&["forget", &s1][..], short].concat());
+        assert_eq!(o.status.code(), Some(1), "{short:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("not both"), "{}", stderr(&o));
+        assert_eq!(ids(&e).len(), 4);
+    }
+    // Filters with ids: said to choose only `latest`, as restic says it ignores them.
+    let o = e.run(&["forget", "--dry-run", &s2, "--host", "elsewhere"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("only choose which snapshot `latest` is"),
+        "{}",
+        stderr(&o)
+    );
 
     // A prefix, a full id and a repeated one.
     let out = e.ok(&["forget", &s1[..10], &s3, &s3[..8]]);

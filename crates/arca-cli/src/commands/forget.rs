@@ -145,14 +145,32 @@ type GroupReport = forget::GroupPlan;
 /// Damaged snapshot files named for removal, each with why.
 type Damaged = Vec<(Id, String)>;
 
+/// Whether the command line itself, before any profile's options were added, gives a
+/// policy (long or short options: `-l 1` was missed when only `--keep-` was looked for).
+fn policy_typed() -> bool {
+    let typed: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if crate::profile::profile_names(&typed).is_empty() {
+        return true;
+    }
+    use clap::Parser;
+    match crate::cli::Cli::try_parse_from(crate::hoist::hoist_flags(typed.clone())) {
+        Ok(crate::cli::Cli {
+            command: crate::cli::Command::Forget(f),
+            ..
+        }) => f.policy().is_ok_and(|p| !p.is_empty()),
+        _ => typed
+            .iter()
+            .any(|x| x.as_encoded_bytes().starts_with(b"--keep-")),
+    }
+}
+
 /// Runs `forget`.
 pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
     let mut policy = a.policy()?;
     if !a.snapshots.is_empty() && !policy.is_empty() {
         // A policy typed with ids is refused; one that comes from a profile (`-P`, whose
         // repeatable --keep-tag cannot be cleared) yields to the ids, as restic's does.
-        let typed = std::env::args_os().any(|x| x.as_encoded_bytes().starts_with(b"--keep-"));
-        if typed {
+        if policy_typed() {
             bail!("give snapshot ids or a policy (--keep-*), not both");
         }
         eprintln!("snapshot ids given: the profile's policy ({policy}) is not applied");
@@ -212,6 +230,15 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
     } else if a.snapshots.is_empty() {
         (by_policy(&opened, &filter, &policy, a.group_by)?, vec![])
     } else {
+        let filtered =
+            !(filter.hosts.is_empty() && filter.tags.is_empty() && filter.paths.is_empty());
+        if filtered && a.snapshots.iter().any(|s| s != "latest") {
+            // As restic: the ids are removed whatever the filters say.
+            eprintln!(
+                "snapshot ids given: --host, --tag and --path only choose which snapshot \
+                 `latest` is; the ids are removed whatever they say"
+            );
+        }
         by_ids(&opened, &filter, &a.snapshots, a.group_by)?
     };
 
