@@ -209,6 +209,21 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
         // One fstat: the entry is still the file we listed, and whether it has holes.
         let sparse = match file.metadata() {
             Ok(m) if m.is_file() && m.ino() == node.inode => m.blocks() * 512 < m.len(),
+            // Replaced by another file since it was listed (a program saving by writing a new
+            // file and renaming it over the old one): the file now there is stored, with its
+            // own metadata, as restic does. Not for hard links, whose names are grouped by
+            // inode.
+            Ok(m) if m.is_file() && node.nlink <= 1 && m.nlink() == 1 => {
+                let mut names = arca_fs::NameCache::new();
+                match arca_fs::read_node(path, &node.name, &m, &mut names) {
+                    Ok(now) => *node = now,
+                    Err(e) => {
+                        report.warn(path, WarningKind::Vanished, e.to_string());
+                        return Ok(false);
+                    }
+                }
+                m.blocks() * 512 < m.len()
+            }
             Ok(_) => {
                 let msg = format!("{}: replaced during backup, skipped", path.display());
                 report.warn(path, WarningKind::Vanished, msg);

@@ -1,11 +1,13 @@
 //! Files that vanish or change while the backup reads them: warned about, the vanished one
-//! skipped and the snapshot marked incomplete; the changed one stored as read.
+//! skipped and the snapshot marked incomplete; the changed one stored as read; one replaced
+//! by another file (saved by rename) stored as the new file, without a warning.
 
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -20,10 +22,18 @@ fn vanished_and_changed_files_are_reported() {
     fs::write(src.join("stays"), b"stable content").unwrap();
     fs::write(src.join("vanishes"), b"about to be deleted").unwrap();
     fs::write(src.join("grows"), b"short").unwrap();
+    fs::write(src.join("replaced"), b"the old version").unwrap();
     let repo = init(local(&tmp.path().join("repo")));
     let hook = Arc::new(|p: &Path| match p.file_name().and_then(|n| n.to_str()) {
         Some("vanishes") => fs::remove_file(p).unwrap(),
         Some("grows") => fs::write(p, b"much longer than it was when listed").unwrap(),
+        Some("replaced") => {
+            // What an editor's save does: a new file renamed over the old one.
+            let new = p.with_file_name("replaced.new");
+            fs::write(&new, b"the new version, saved by rename").unwrap();
+            fs::set_permissions(&new, fs::Permissions::from_mode(0o604)).unwrap();
+            fs::rename(&new, p).unwrap();
+        }
         _ => {}
     });
     let opts = BackupOptions {
@@ -56,6 +66,8 @@ fn vanished_and_changed_files_are_reported() {
         kinds.contains(&("grows".into(), WarningKind::ChangedWhileRead)),
         "{kinds:?}"
     );
+    // It was skipped, with a warning, though a whole file stood there all along.
+    assert!(!kinds.iter().any(|(n, _)| n == "replaced"), "{kinds:?}");
     assert_eq!(
         seen.lock().unwrap().len(),
         r.warnings.len(),
@@ -72,4 +84,13 @@ fn vanished_and_changed_files_are_reported() {
         fs::read(out.join("grows")).unwrap(),
         b"much longer than it was when listed"
     );
+    assert_eq!(
+        fs::read(out.join("replaced")).unwrap(),
+        b"the new version, saved by rename"
+    );
+    let mode = fs::metadata(out.join("replaced"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o604, "the new file's metadata");
 }
