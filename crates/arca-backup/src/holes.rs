@@ -47,8 +47,12 @@ impl<'f> HoleSkippingReader<'f> {
                     .map(|h| h as u64)
                     .unwrap_or(self.size);
             }
-            // ENXIO: no data after pos, the rest is a hole (up to the size we stat'ed).
+            // ENXIO: no data after pos, the rest is a hole up to the file's size now, or pos
+            // is at or past its end: a file truncated while it is read ends where it ends
+            // (the size stat'ed before would pad it with zeros it never held).
             Err(nix::errno::Errno::ENXIO) => {
+                let now = self.file.metadata().map_or(self.size, |m| m.len());
+                self.size = now.max(self.pos);
                 self.hole_end = self.size;
                 self.data_end = self.pos;
             }
@@ -96,6 +100,39 @@ impl Read for HoleSkippingReader<'_> {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+
+    /// A sparse file truncated while it is read gives what it held, not zeros up to the
+    /// size it had when the read began.
+    #[test]
+    fn a_file_truncated_while_read_ends_where_it_ends() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s");
+        let f = File::create(&p).unwrap();
+        f.set_len(8 << 20).unwrap();
+        f.write_all_at(&[9u8; 1 << 20], 0).unwrap();
+        let sparse = f.metadata().unwrap().blocks() * 512 < 8 << 20;
+        for cut in [1 << 20, 0] {
+            f.set_len(8 << 20).unwrap();
+            f.write_all_at(&[9u8; 1 << 20], 0).unwrap();
+            let r_file = File::open(&p).unwrap();
+            let mut r = HoleSkippingReader::new(&r_file, 8 << 20, sparse);
+            let mut buf = vec![0u8; 1 << 20];
+            let mut total = 0;
+            while total < 1 << 20 {
+                total += r.read(&mut buf).unwrap();
+            }
+            f.set_len(cut).unwrap();
+            loop {
+                let n = r.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                total += n;
+            }
+            assert_eq!(total, 1 << 20, "cut to {cut}");
+        }
+    }
 
     #[test]
     fn reads_sparse_and_dense_files_identically() {
