@@ -40,20 +40,23 @@ impl TagFile {
         })
     }
 
-    /// Whether `dir` holds this tag (a regular file, starting with the header if one is set).
+    /// Whether `dir` holds this tag: an entry of that name of any kind, as restic has it, or
+    /// when a header is set, a file (or a symlink to one) starting with it.
     fn marks(&self, dir: &Path) -> io::Result<bool> {
         let path = dir.join(std::ffi::OsStr::from_bytes(&self.name));
-        let meta = match arca_fs::lstat(&path) {
-            Ok(m) => m,
+        match arca_fs::lstat(&path) {
+            Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(e),
         };
-        if !meta.is_file() {
-            return Ok(false);
-        }
         let Some(header) = &self.header else {
             return Ok(true);
         };
+        // Only a regular file is opened (a FIFO would block the open).
+        match arca_fs::io_on_long_path(&path, |p| std::fs::metadata(p)) {
+            Ok(m) if m.is_file() => {}
+            _ => return Ok(false),
+        }
         let mut got = Vec::with_capacity(header.len());
         arca_fs::io_on_long_path(&path, |p| File::open(p))?
             .take(header.len() as u64)
@@ -606,11 +609,27 @@ mod tests {
         std::fs::write(p.join(CACHEDIR_TAG), format!("{CACHEDIR_SIGNATURE}\n# x")).unwrap();
         assert_eq!(f.tagged(p).unwrap().as_deref(), Some(CACHEDIR_TAG));
         std::fs::remove_file(p.join(CACHEDIR_TAG)).unwrap();
+        // Without a header, an entry of any kind is the tag, as restic has it.
         std::fs::create_dir(p.join(".nobackup")).unwrap();
-        assert_eq!(f.tagged(p).unwrap(), None, "a directory is not a tag file");
+        assert_eq!(f.tagged(p).unwrap().as_deref(), Some(".nobackup"));
         std::fs::remove_dir(p.join(".nobackup")).unwrap();
+        std::os::unix::fs::symlink("nowhere", p.join(".nobackup")).unwrap();
+        assert_eq!(f.tagged(p).unwrap().as_deref(), Some(".nobackup"));
+        std::fs::remove_file(p.join(".nobackup")).unwrap();
         std::fs::write(p.join(".nobackup"), b"").unwrap();
         assert_eq!(f.tagged(p).unwrap().as_deref(), Some(".nobackup"));
+        std::fs::remove_file(p.join(".nobackup")).unwrap();
+        // With a header: a file, or a symlink to one, that starts with it; not a folder, and
+        // a FIFO is not opened (that would block).
+        std::fs::create_dir(p.join(CACHEDIR_TAG)).unwrap();
+        assert_eq!(f.tagged(p).unwrap(), None);
+        std::fs::remove_dir(p.join(CACHEDIR_TAG)).unwrap();
+        nix::unistd::mkfifo(&p.join(CACHEDIR_TAG), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(f.tagged(p).unwrap(), None);
+        std::fs::remove_file(p.join(CACHEDIR_TAG)).unwrap();
+        std::fs::write(p.join("real-tag"), CACHEDIR_SIGNATURE).unwrap();
+        std::os::unix::fs::symlink("real-tag", p.join(CACHEDIR_TAG)).unwrap();
+        assert_eq!(f.tagged(p).unwrap().as_deref(), Some(CACHEDIR_TAG));
         assert!(f.excludes_path(Path::new("/a/b/c.tmp")));
         assert!(f.excludes_path(Path::new("/a/b/c.Tmp")));
         assert!(!f.excludes_path(Path::new("/a/b/c.tmpx")));

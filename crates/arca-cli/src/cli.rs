@@ -261,8 +261,8 @@ pub struct BackupArgs {
     /// Store directories holding a CACHEDIR.TAG (with its signature) with that file alone
     #[arg(long)]
     pub exclude_caches: bool,
-    /// Store directories holding file NAME with that file alone; NAME:HEADER also needs the
-    /// file to start with HEADER (repeatable)
+    /// Store directories holding an entry NAME (of any kind, as restic) with that entry alone;
+    /// NAME:HEADER needs a file starting with HEADER (repeatable)
     #[arg(long = "exclude-if-present", value_name = "NAME[:HEADER]")]
     pub exclude_if_present: Vec<String>,
     /// Leave out files larger than this (e.g. 2GiB)
