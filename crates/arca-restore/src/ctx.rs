@@ -77,6 +77,10 @@ pub(crate) struct Shared<'a> {
     /// The target's file system shares extents: later uses of a block are copied (reflinks)
     /// rather than written again.
     pub reflink: bool,
+    /// Files not to reserve space for although they are large: where extents are shared,
+    /// those with a block some other use shares (their space comes from reflinks, and a
+    /// reservation of their whole size made a restore that fits fail for want of space).
+    pub unreserved: Vec<bool>,
     pub file_pending: Vec<AtomicU32>,
     pub file_flags: Vec<AtomicU8>,
     pub dir_pending: Vec<AtomicU32>,
@@ -99,16 +103,22 @@ impl<'a> Shared<'a> {
         observer: &'a dyn Observer,
         cancel: Option<&'a AtomicBool>,
     ) -> Self {
+        let reflink = plan
+            .dirs
+            .first()
+            .is_some_and(|d| arca_fs::shares_extents(&d.path));
         Self {
             plan,
             scan,
             metadata,
             preallocate: tuning.preallocate,
             direct: AtomicBool::new(tuning.direct_writes > 0),
-            reflink: plan
-                .dirs
-                .first()
-                .is_some_and(|d| arca_fs::shares_extents(&d.path)),
+            reflink,
+            unreserved: if reflink && tuning.preallocate {
+                sharing_files(plan)
+            } else {
+                vec![]
+            },
             file_pending: plan.files.iter().map(|_| AtomicU32::new(0)).collect(),
             file_flags: plan.files.iter().map(|_| AtomicU8::new(0)).collect(),
             dir_pending: plan
@@ -273,4 +283,16 @@ fn entry_error(e: &FsError) -> String {
         }
         _ => e.to_string(),
     }
+}
+
+/// For every file of `plan`, whether one of its blocks has another use (in it or elsewhere).
+fn sharing_files(plan: &Plan) -> Vec<bool> {
+    let mut uses = vec![0u8; plan.blobs.len()];
+    for u in &plan.uses {
+        let n = &mut uses[u.blob as usize];
+        *n = n.saturating_add(1);
+    }
+    (0..plan.files.len() as u32)
+        .map(|f| plan.file_uses(f).iter().any(|u| uses[u.blob as usize] > 1))
+        .collect()
 }

@@ -49,6 +49,7 @@ impl Shared<'_> {
             if fresh
                 && self.preallocate
                 && fp.size >= PREALLOCATE_MIN
+                && !self.unreserved.get(f as usize).is_some_and(|&u| u)
                 && !plan
                     .file_uses(f)
                     .iter()
