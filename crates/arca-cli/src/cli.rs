@@ -295,7 +295,8 @@ pub struct BackupArgs {
     /// Use this snapshot as parent instead of the latest with the same paths
     #[arg(long, value_name = "SNAPSHOT")]
     pub parent: Option<String>,
-    /// Read all files, ignoring the parent snapshot
+    /// Read all files instead of trusting the parent snapshot's metadata (the parent is still
+    /// recorded, and files read again count as changed, not new, unlike restic)
     #[arg(long)]
     pub force: bool,
     /// zstd level for this backup (overrides the repository default; -7 to 22, 0 = off)
