@@ -235,6 +235,7 @@ impl<'a> Shared<'a> {
                 self.fail(RestoreError::NoSpace {
                     path: e.path.clone(),
                     source: io::Error::from_raw_os_error(libc::ENOSPC),
+                    unfinished: 0,
                 });
                 true
             }

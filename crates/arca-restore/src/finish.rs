@@ -68,12 +68,15 @@ impl Shared<'_> {
     /// stopped: disk full, Ctrl-C) the modification time 0 (1970). Such a file has its full
     /// size and the time of the write, so a rerun with `--overwrite if-newer` took it for
     /// newer than the snapshot and kept it, wrong; now every mode looks at it again. Best
-    /// effort: a file that cannot be dated is looked at by size and mtime as before.
-    pub fn date_unfinished(&self) {
+    /// effort: a file that cannot be dated is looked at by size and mtime as before. Returns
+    /// how many files were unfinished.
+    pub fn date_unfinished(&self) -> u64 {
         let epoch = nix::sys::time::TimeSpec::new(0, 0);
+        let mut n = 0;
         for (f, flags) in self.file_flags.iter().enumerate() {
             let flags = flags.load(Ordering::Acquire);
             if flags & TOUCHED != 0 && flags & DONE == 0 {
+                n += 1;
                 let path = self.plan.file_path(f as u32);
                 let _ = arca_fs::io_on_long_path(&path, |p| {
                     nix::sys::stat::utimensat(
@@ -87,6 +90,7 @@ impl Shared<'_> {
                 });
             }
         }
+        n
     }
 
     /// One unit of work on file `f` is over (done or failed). The last one finishes the file;

@@ -122,12 +122,23 @@ pub enum RestoreError {
         source: io::Error,
     },
     /// The disk holding the target is full.
-    #[error("cannot write {}: {source}", path.display())]
+    #[error(
+        "cannot write {}: {source}; the restore stopped{}",
+        path.display(),
+        match unfinished {
+            0 => String::new(),
+            1 => ", 1 file unfinished: free some space and run it again to finish it".into(),
+            n => format!(", {n} files unfinished: free some space and run it again to finish them"),
+        }
+    )]
     NoSpace {
         /// File being written.
         path: PathBuf,
         /// The error.
         source: io::Error,
+        /// Files written into but not finished when it stopped (dated 1970, so that any rerun
+        /// looks at them again).
+        unfinished: u64,
     },
     /// A pattern is invalid.
     #[error(transparent)]
@@ -534,8 +545,11 @@ pub fn restore(
         // Not a phase of its own: the files to hash were hashed during the content phase.
         phases.push(("hashing (during content)", secs));
     }
-    sh.date_unfinished();
-    if let Some(e) = sh.take_fatal() {
+    let unfinished = sh.date_unfinished();
+    if let Some(mut e) = sh.take_fatal() {
+        if let RestoreError::NoSpace { unfinished: n, .. } = &mut e {
+            *n = unfinished;
+        }
         return Err(e);
     }
     let after = after.map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()));
