@@ -605,6 +605,19 @@ fn lock_outcome(
                 anyhow!("{b} (cannot take a lock: to only read the repository, run with --no-lock)")
             })
         }
+        // A full disk: reading still works without a lock; writing needs room first.
+        Err(arca_repo::RepoError::Backend(b))
+            if b.op == "write" && b.kind == arca_backend::ErrorKind::NoSpace =>
+        {
+            Err(if writes || kind == arca_repo::LockKind::Exclusive {
+                anyhow!("{b} (the repository's disk is full: free some space first)")
+            } else {
+                anyhow!(
+                    "{b} (the repository's disk is full: free some space, or run with \
+                     --no-lock to only read the repository)"
+                )
+            })
+        }
         Err(e) => Err(e.into()),
     }
 }

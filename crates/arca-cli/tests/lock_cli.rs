@@ -235,3 +235,31 @@ fn a_read_only_repository_says_which_commands_cannot_run() {
     assert!(stderr(&o).contains("--no-lock"), "{}", stderr(&o));
     e.ok(&["check", "--no-lock"]);
 }
+
+/// A lock that cannot be written for a full disk: the message says the disk is full, and a
+/// reading command is pointed at --no-lock, as for a read-only repository.
+#[test]
+fn a_full_repository_disk_is_named_when_locking() {
+    let e = Env::new();
+    e.init(&[]);
+    let full = |args: &[&str]| {
+        e.cmd(args)
+            .env("ARCA_TEST_FAULTS", "write:lock:always:nospace")
+            .output()
+            .unwrap()
+    };
+    let o = full(&["check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("disk is full: free some space, or run with --no-lock"),
+        "{}",
+        stderr(&o)
+    );
+    let o = full(&["forget", "--keep-last", "1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("disk is full: free some space first"),
+        "{}",
+        stderr(&o)
+    );
+}
