@@ -271,83 +271,32 @@ pub fn read_path_list(path: &Path) -> io::Result<Vec<std::path::PathBuf>> {
     read_path_list_as(path, ListForm::Trimmed)
 }
 
-/// A component of a Go glob (`filepath.Match`) in globset's syntax: braces are plain
-/// characters there (globset reads `{a,b}` as either), and in a class only `^` negates (a
-/// leading `!` is a plain character, which globset reads as negation: it moves to the end of
-/// the class).
-fn go_glob(comp: &str) -> String {
-    let mut out = String::with_capacity(comp.len() + 4);
-    let mut chars = comp.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                out.push('\\');
-                if let Some(n) = chars.next() {
-                    out.push(n);
-                }
-            }
-            '{' | '}' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '[' => {
-                out.push('[');
-                if chars.peek() == Some(&'^') {
-                    chars.next();
-                    out.push('!');
-                }
-                let bang = chars.peek() == Some(&'!');
-                if bang {
-                    chars.next();
-                }
-                // The class up to its `]` (a `]` right at the start belongs to it).
-                let mut first = true;
-                for n in chars.by_ref() {
-                    if n == ']' && !first {
-                        break;
-                    }
-                    first = false;
-                    out.push(n);
-                }
-                if bang {
-                    out.push('!');
-                }
-                out.push(']');
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// The paths a `--files-from` line names: itself when it has no wildcard (`*`, `?`, `[`),
 /// else the existing paths its glob matches, sorted, as restic's (Go's `filepath.Glob`: each
 /// wildcard within one name, dot files included; `\` escapes). A glob matching nothing
 /// gives itself back, so that the backup reports it missing.
 pub fn expand_glob(line: &Path) -> Vec<PathBuf> {
+    use crate::gomatch::{Glob, has_wildcard, unescape};
+    use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
-    let Some(text) = line.to_str().filter(|t| has_wildcard(t)) else {
+    let text = line.as_os_str().as_bytes();
+    if !has_wildcard(text) {
         return vec![line.to_path_buf()];
-    };
-    let mut found = vec![if text.starts_with('/') {
+    }
+    let mut found = vec![if text.starts_with(b"/") {
         PathBuf::from("/")
     } else {
         PathBuf::new()
     }];
-    for comp in text.split('/').filter(|c| !c.is_empty()) {
+    for comp in text.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
         let mut next = vec![];
         if !has_wildcard(comp) {
             let name = unescape(comp);
-            next.extend(found.iter().map(|f| f.join(&name)));
+            next.extend(found.iter().map(|f| f.join(OsStr::from_bytes(&name))));
         } else {
-            let Ok(glob) = globset::GlobBuilder::new(&go_glob(comp))
-                .literal_separator(true)
-                .backslash_escape(true)
-                .build()
-            else {
+            let Some(glob) = Glob::new(comp) else {
                 return vec![line.to_path_buf()];
             };
-            let glob = glob.compile_matcher();
             for dir in &found {
                 let list = if dir.as_os_str().is_empty() {
                     Path::new(".")
@@ -359,8 +308,8 @@ pub fn expand_glob(line: &Path) -> Vec<PathBuf> {
                 };
                 names.sort();
                 for n in names {
-                    if glob.is_match(std::ffi::OsStr::from_bytes(&n)) {
-                        next.push(dir.join(std::ffi::OsStr::from_bytes(&n)));
+                    if glob.matches(&n) {
+                        next.push(dir.join(OsStr::from_bytes(&n)));
                     }
                 }
             }
@@ -372,34 +321,6 @@ pub fn expand_glob(line: &Path) -> Vec<PathBuf> {
         return vec![line.to_path_buf()];
     }
     found
-}
-
-/// Whether `s` has a wildcard or class not escaped.
-fn has_wildcard(s: &str) -> bool {
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                chars.next();
-            }
-            '*' | '?' | '[' => return true,
-            _ => {}
-        }
-    }
-    false
-}
-
-/// `s` with its escapes (`\x`) removed.
-fn unescape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => out.extend(chars.next().or(Some('\\'))),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// How a list of paths is written.
@@ -447,10 +368,6 @@ mod tests {
 
     #[test]
     fn files_from_globs_read_as_go_reads_them() {
-        assert_eq!(go_glob("x[!a]"), "x[a!]");
-        assert_eq!(go_glob("x[^a]"), "x[!a]");
-        assert_eq!(go_glob("q*{a,b}"), "q*\\{a,b\\}");
-        assert_eq!(go_glob("[]a]*"), "[]a]*");
         let d = tempfile::tempdir().unwrap();
         for n in ["x!", "xa", "xb", "q{a,b}", "qa"] {
             std::fs::write(d.path().join(n), n).unwrap();
@@ -500,6 +417,14 @@ mod tests {
         assert_eq!(g("s?\\*r"), [r.join("st*r")]);
         // Matching nothing: the line itself, which the backup reports missing.
         assert_eq!(g("*.none"), [r.join("*.none")]);
+        // A line that is not UTF-8 is expanded too (it was taken literally, and missing).
+        use std::os::unix::ffi::OsStrExt;
+        let odd = r.join(std::ffi::OsStr::from_bytes(b"caf\xe9.txt"));
+        std::fs::write(&odd, b"x").unwrap();
+        assert_eq!(
+            expand_glob(&r.join(std::ffi::OsStr::from_bytes(b"caf\xe9*"))),
+            [odd]
+        );
     }
 
     #[test]

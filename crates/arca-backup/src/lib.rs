@@ -11,6 +11,7 @@ mod assemble;
 mod dedup;
 pub mod estimate;
 pub mod filter;
+mod gomatch;
 mod holes;
 mod pipeline;
 mod pool;
