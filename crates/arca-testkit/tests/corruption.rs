@@ -156,6 +156,18 @@ fn truncated_pack_is_caught_by_check_and_restore() {
     )
     .unwrap();
     assert!(!rep.is_ok());
+    // Said once for its size and once for the blobs lost; not also for its id and header,
+    // which a cut pack cannot match (four errors for one cut).
+    let about: Vec<&String> = rep
+        .errors
+        .iter()
+        .filter(|e| e.contains(&pack.to_hex()))
+        .collect();
+    assert_eq!(about.len(), 2, "{about:?}");
+    assert!(
+        about.iter().any(|e| e.contains("blobs damaged")),
+        "{about:?}"
+    );
     let r = do_restore(&s.repo, "latest", &s.target).unwrap();
     assert!(!r.issues.is_empty());
     // Everything outside the damaged pack is restored.
