@@ -111,6 +111,34 @@ fn an_entry_delete_cannot_remove_is_reported_as_not_deleted() {
     let text = String::from_utf8_lossy(&text.stdout).into_owned();
     assert!(text.contains("deleted 1 entries"), "{text}");
     assert!(!extra.exists());
+
+    // Inside a folder to delete: the error names the file (it named the folder), and what
+    // could go went.
+    let folder = restored(&target, &src).join("extra-folder");
+    fs::create_dir_all(folder.join("sub")).unwrap();
+    fs::write(folder.join("sub/free"), b"x").unwrap();
+    let locked = folder.join("sub/locked");
+    fs::write(&locked, b"x").unwrap();
+    assert!(
+        Command::new("chattr")
+            .arg("+i")
+            .arg(&locked)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let o = e.run(&["restore", "latest", "--target", t, "--delete"]);
+    let _ = Command::new("chattr").arg("-i").arg(&locked).status();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "delete {}: Operation not permitted",
+            locked.display()
+        )),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!folder.join("sub/free").exists());
 }
 
 /// A metadata fix changes only what differs: on an append-only file whose access time alone

@@ -26,8 +26,16 @@ fn remove(path: &Path, dirs: bool, why: &'static str) -> Result<(), FsError> {
                 let msg = format!("{} is a mount point; nothing removed", mount.display());
                 return Err(FsError::new(why, path, io::Error::other(msg)));
             }
-            arca_fs::io_on_long_path(path, |p| fs::remove_dir_all(p))
-                .map_err(|e| FsError::new(why, path, e))
+            match arca_fs::io_on_long_path(path, |p| fs::remove_dir_all(p)) {
+                Ok(()) => Ok(()),
+                // remove_dir_all does not say which entry it could not remove (an immutable
+                // file deep inside was reported as its top folder): a second pass finds it.
+                Err(e) => match first_blocker(path) {
+                    Some((at, e)) => Err(FsError::new(why, &at, e)),
+                    None if arca_fs::lstat(path).is_err() => Ok(()),
+                    None => Err(FsError::new(why, path, e)),
+                },
+            }
         }
         Ok(m) if m.is_dir() => Err(FsError::new(
             why,
@@ -39,6 +47,34 @@ fn remove(path: &Path, dirs: bool, why: &'static str) -> Result<(), FsError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(FsError::new("stat", path, e)),
     }
+}
+
+/// Removes what it can of the tree at `dir`, depth first, and returns the first entry that
+/// cannot be removed, with why (the folders holding it stay).
+fn first_blocker(dir: &Path) -> Option<(std::path::PathBuf, io::Error)> {
+    use std::os::unix::ffi::OsStrExt;
+    let names = match arca_fs::list_dir_names(dir) {
+        Ok(n) => n,
+        Err(e) => return Some((dir.to_path_buf(), e)),
+    };
+    let mut first = None;
+    for name in names {
+        let p = dir.join(std::ffi::OsStr::from_bytes(&name));
+        let blocked = match arca_fs::lstat(&p) {
+            Ok(m) if m.is_dir() => first_blocker(&p),
+            Ok(_) => arca_fs::io_on_long_path(&p, |q| fs::remove_file(q))
+                .err()
+                .map(|e| (p, e)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => Some((p, e)),
+        };
+        first = first.or(blocked);
+    }
+    first.or_else(|| {
+        arca_fs::io_on_long_path(dir, |q| fs::remove_dir(q))
+            .err()
+            .map(|e| (dir.to_path_buf(), e))
+    })
 }
 
 impl Shared<'_> {
