@@ -161,6 +161,50 @@ fn restore_delete_leaves_mounted_file_systems_alone() {
     assert!(err.contains("mnt is a mount point"), "{err}");
 }
 
+/// A mount point where the snapshot has a file, with `--delete`: one error naming it once
+/// (it was three: delete, replace, and create "Is a directory"), and the file counted as not
+/// restored.
+#[test]
+fn a_mount_point_in_place_of_a_file_is_one_error() {
+    if !arca_testkit::is_root() {
+        return;
+    }
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("x"), b"file").unwrap();
+    fs::write(src.join("y"), b"other").unwrap();
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let outside = e.path("outside");
+    fs::create_dir_all(&outside).unwrap();
+    let target = e.path("target");
+    let x = restored(&target, &src).join("x");
+    let Some(_mount) = BindMount::new(&outside, &x) else {
+        return;
+    };
+    let t = target.to_str().unwrap();
+    let o = e.run(&["restore", "latest", "--target", t, "--delete"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("error")).count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "delete {}: it is a mount point; nothing removed",
+            x.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read(restored(&target, &src).join("y")).unwrap(),
+        b"other"
+    );
+}
+
 /// Runs `cmd` with the soft and hard `resource` limit set to `value`.
 fn run_limited(
     mut cmd: std::process::Command,

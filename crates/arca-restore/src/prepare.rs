@@ -23,7 +23,11 @@ fn remove(path: &Path, dirs: bool, why: &'static str) -> Result<(), FsError> {
     match arca_fs::lstat(path) {
         Ok(m) if m.is_dir() && dirs => {
             if let Some(mount) = arca_fs::mount_point_within(path) {
-                let msg = format!("{} is a mount point; nothing removed", mount.display());
+                let msg = if mount == path {
+                    "it is a mount point; nothing removed".to_string()
+                } else {
+                    format!("{} is a mount point; nothing removed", mount.display())
+                };
                 return Err(FsError::new(why, path, io::Error::other(msg)));
             }
             match arca_fs::io_on_long_path(path, |p| fs::remove_dir_all(p)) {
@@ -83,11 +87,14 @@ impl Shared<'_> {
         let plan = self.plan;
         let scan = self.scan;
         let stop = self.stop_flag();
-        // What --delete removes.
+        // What --delete removes. A folder that could not go, where the snapshot has another
+        // entry, is not tried again as that entry's replacement (one error, not three).
+        let mut undeleted = std::collections::HashSet::new();
         for d in &scan.deletes {
             if let Err(e) = remove(&d.path, true, "delete") {
                 self.counters.deletes_failed.fetch_add(1, Ordering::Relaxed);
                 self.fs_error(&e);
+                undeleted.insert(d.path.as_path());
             }
         }
         // Directories, parents before children: one level at a time, in parallel.
@@ -108,7 +115,7 @@ impl Shared<'_> {
         }
         // Entries without content to fetch.
         parallel_map(plan.entries.len(), threads, stop, |e| {
-            self.settle_entry(e as u32)
+            self.settle_entry(e as u32, &undeleted)
         });
         // Directories with nothing inside are complete now.
         for d in 1..plan.dirs.len() {
@@ -207,16 +214,22 @@ impl Shared<'_> {
 
     /// Settles entry `e` if it needs no content from the repository; removes what is in the
     /// way of files that do.
-    fn settle_entry(&self, e: u32) {
+    /// `undeleted`: the folders `--delete` failed to remove (already reported).
+    fn settle_entry(&self, e: u32, undeleted: &std::collections::HashSet<&Path>) {
         let ep = &self.plan.entries[e as usize];
         let path = &self.plan.entry_path(e);
         let action = &self.scan.entries[e as usize];
+        let reported = undeleted.contains(path.as_path());
         match (ep.kind, action) {
             // Made when the entry it links to is done.
             (EntryKind::Link(_), _) => {}
-            (EntryKind::File(_), EntryAction::Replace) => {
+            // The file fails (its writes would meet the folder still there), once.
+            (EntryKind::File(f), EntryAction::Replace) if reported => {
+                self.file_flags[f as usize].fetch_or(crate::ctx::FAILED, Ordering::AcqRel);
+            }
+            (EntryKind::File(f), EntryAction::Replace) => {
                 if let Err(err) = remove(path, true, "replace") {
-                    self.fs_error(&err);
+                    self.file_fs_error(f, &err);
                 }
             }
             (EntryKind::File(_), EntryAction::Create | EntryAction::Patch) => {}
@@ -234,6 +247,11 @@ impl Shared<'_> {
             (_, EntryAction::Keep { meta_ok, meta_set }) => self.keep_entry(e, *meta_ok, *meta_set),
             (_, EntryAction::Create | EntryAction::Replace | EntryAction::Patch) => {
                 let res = (if *action == EntryAction::Replace {
+                    if reported {
+                        self.make_links(e, false);
+                        self.entry_done(e);
+                        return;
+                    }
                     remove(path, true, "replace")
                 } else {
                     Ok(())
