@@ -320,3 +320,45 @@ fn a_repair_in_place_keeps_a_sparse_file_sparse() {
         "the repair allocated zeros: {first} blocks before, {after} after"
     );
 }
+
+/// A `!` include takes back part of a folder an earlier include selected, as restic's does:
+/// that part is neither restored over nor emptied by `--delete` (arca overwrote `mine/notes`
+/// and deleted `mine/draft`, exit 0).
+#[test]
+fn a_negated_include_protects_what_it_takes_back() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("keep")).unwrap();
+    fs::create_dir_all(src.join("mine")).unwrap();
+    fs::write(src.join("keep/f"), b"data").unwrap();
+    fs::write(src.join("mine/notes"), b"snap").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "-q", "latest", "--target", t]);
+    let out = restored(&target, &src);
+    fs::write(out.join("mine/notes"), b"my newer notes").unwrap();
+    fs::write(out.join("mine/draft"), b"my draft").unwrap();
+    fs::write(out.join("keep/f"), b"changed").unwrap();
+    let s = src.to_str().unwrap();
+    let mine = format!("!{s}/mine");
+    e.ok(&[
+        "restore",
+        "latest",
+        "--target",
+        t,
+        "--include",
+        s,
+        "--include",
+        &mine,
+        "--delete",
+    ]);
+    assert_eq!(fs::read(out.join("mine/notes")).unwrap(), b"my newer notes");
+    assert_eq!(fs::read(out.join("mine/draft")).unwrap(), b"my draft");
+    assert_eq!(
+        fs::read(out.join("keep/f")).unwrap(),
+        b"data",
+        "the rest is restored"
+    );
+}

@@ -46,8 +46,15 @@ impl Selection {
             }
             return (is_dir && self.only.iter().any(|o| o.starts_with(path))).then_some(false);
         }
-        let selected = parent_selected
-            || self.includes.is_empty()
+        // Below a selected folder an entry is selected too, unless a `!` include takes it
+        // back: then its own match decides (it was selected all the same, so `--include dir
+        // --include '!dir/mine'` overwrote `mine`, and `--delete` emptied it).
+        let taken_back = || {
+            path.parent()
+                .is_some_and(|p| self.includes.iter().any(|m| m.takes_back_below(p)))
+        };
+        let selected = self.includes.is_empty()
+            || (parent_selected && !taken_back())
             || self.includes.iter().any(|m| m.matches(path));
         if selected {
             return Some(true);
