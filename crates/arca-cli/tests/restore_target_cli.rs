@@ -362,3 +362,27 @@ fn a_negated_include_protects_what_it_takes_back() {
         "the rest is restored"
     );
 }
+
+/// `--delete` inside a backed-up folder whose name is not UTF-8: the snapshot lists the path
+/// with the bytes replaced, and nothing inside was found to be backed up (a stale file stayed,
+/// "deleted 0 entries", exit 0).
+#[test]
+fn delete_works_below_a_backed_up_path_that_is_not_utf8() {
+    use std::os::unix::ffi::OsStrExt;
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src").join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"1").unwrap();
+    let o = e.cmd(&["backup", "-q"]).arg(&src).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "-q", "latest", "--target", t]);
+    let stale = restored(&target, &src).join("stale");
+    fs::write(&stale, b"x").unwrap();
+    let out = e.ok(&["restore", "latest", "--target", t, "--delete"]);
+    assert!(out.contains("deleted 1 entries"), "{out}");
+    assert!(!stale.exists());
+    assert_eq!(fs::read(restored(&target, &src).join("f")).unwrap(), b"1");
+}

@@ -38,6 +38,7 @@ mod watchdog;
 
 use std::fs;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -409,7 +410,7 @@ pub fn restore(
         large: hashing::Slots::new(t.workers * 2),
         zero_ids: Default::default(),
     };
-    let roots: Vec<PathBuf> = snapshot.paths.iter().map(PathBuf::from).collect();
+    let roots = exact_roots(&plan, &snapshot.paths);
     let warmed = warmer.map_or(0, warm::Warmer::finish);
     let follow = scan::followed_links(&plan, &roots);
     let scanner = scan::Scanner {
@@ -635,4 +636,32 @@ pub fn restore(
 /// Where `path`, an absolute path of the snapshot, lands under `target`.
 pub fn target_path(target: &Path, path: &Path) -> PathBuf {
     target.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// The backed-up paths as the snapshot's trees spell them. The snapshot lists them with bytes
+/// that are not UTF-8 replaced (U+FFFD): such a path is matched, as so replaced, against the
+/// plan's folders and entries (`--delete` never found a folder inside one to be backed up).
+fn exact_roots(plan: &plan::Plan, paths: &[String]) -> Vec<PathBuf> {
+    let mut roots = Vec::with_capacity(paths.len());
+    for p in paths {
+        if !p.contains(char::REPLACEMENT_CHARACTER) {
+            roots.push(PathBuf::from(p));
+            continue;
+        }
+        let lossy = |q: &Path| q.to_string_lossy() == p.as_str();
+        roots.extend(
+            plan.dirs
+                .iter()
+                .map(|d| &d.snap_path)
+                .filter(|q| lossy(q))
+                .cloned(),
+        );
+        roots.extend(plan.entries.iter().filter_map(|e| {
+            let q = plan.dirs[e.parent as usize]
+                .snap_path
+                .join(std::ffi::OsStr::from_bytes(&e.name));
+            lossy(&q).then_some(q)
+        }));
+    }
+    roots
 }
