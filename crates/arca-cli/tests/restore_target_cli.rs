@@ -385,4 +385,27 @@ fn delete_works_below_a_backed_up_path_that_is_not_utf8() {
     assert!(out.contains("deleted 1 entries"), "{out}");
     assert!(!stale.exists());
     assert_eq!(fs::read(restored(&target, &src).join("f")).unwrap(), b"1");
+    // And with the folder named as SNAPSHOT:FOLDER.
+    let inner = e.path("inner");
+    let mut spec = std::ffi::OsString::from("latest:");
+    spec.push(&src);
+    let o = e
+        .cmd(&["restore", "-q", "--target", inner.to_str().unwrap()])
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    fs::write(inner.join("stale"), b"x").unwrap();
+    let o = e
+        .cmd(&["restore", "--delete", "--target", inner.to_str().unwrap()])
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !inner.join("stale").exists(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert_eq!(fs::read(inner.join("f")).unwrap(), b"1");
 }

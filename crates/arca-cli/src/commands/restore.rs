@@ -196,7 +196,10 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
 /// root, and the backed-up paths are seen from it, so `--delete` acts where it would have in the
 /// whole snapshot (the folder itself when it lies inside a backed-up path).
 fn folder_as_snapshot(mut snap: Snapshot, path: &[u8], node: &Node) -> Snapshot {
-    let folder = Path::new(OsStr::from_bytes(path));
+    // The snapshot's paths have bytes that are not UTF-8 replaced: compare them so (the
+    // restore finds them in the trees again).
+    let lossy = OsStr::from_bytes(path).to_string_lossy();
+    let folder = Path::new(&*lossy);
     let mut paths = Vec::new();
     for p in &snap.paths {
         let p = Path::new(p);
