@@ -283,12 +283,20 @@ impl Repository {
             match unwrapped {
                 Ok(key) => {
                     // The config is always XChaCha20-Poly1305; it names the cipher of the rest.
-                    let body = open_sealed(
+                    // A key that the password opens but the config does not (one copied in
+                    // from another repository) must not hide the repository's own key.
+                    let body = match open_sealed(
                         &key.cipher(),
                         &header,
                         &raw_config,
                         &format!("{location}/config"),
-                    )?;
+                    ) {
+                        Ok(b) => b,
+                        Err(e) => {
+                            last_err = Some(e);
+                            continue;
+                        }
+                    };
                     let config = Config::decode(&body)
                         .map_err(|e| RepoError::format(format!("{location}/config"), e))?;
                     let sealer = key.sealer(config.cipher);
@@ -298,7 +306,9 @@ impl Repository {
                         key,
                         sealer,
                         config,
-                        key_id: file_id(&bytes),
+                        // Named as `key list` and `key remove` name it, also when the name
+                        // is not its hash (a renamed file): the key in use must be known.
+                        key_id: Id::from_hex(&k.name).unwrap_or_else(|_| file_id(&bytes)),
                     };
                     return Ok((repo, fetched, keys));
                 }

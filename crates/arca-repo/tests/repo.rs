@@ -272,3 +272,37 @@ fn a_damaged_key_file_is_named() {
     assert!(e.to_string().contains(&name), "{e}");
     Repository::open(b, b"other").unwrap();
 }
+
+/// A key file renamed (its content intact, its name no longer its hash) still opens the
+/// repository, and is the key in use: `remove_key` refuses it. It was known by its hash, so
+/// removing it by its name was allowed, and the password then opened nothing.
+#[test]
+fn a_renamed_key_file_is_still_the_key_in_use() {
+    let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let r = Repository::init(b.clone(), b"pw", &opts()).unwrap();
+    r.add_key(b"other", opts().kdf).unwrap();
+    let name = r.key_id().to_hex();
+    let bytes = b.read(FileType::Key, &name).unwrap();
+    let renamed = "0".repeat(64);
+    b.write(FileType::Key, &renamed, &bytes).unwrap();
+    b.delete(FileType::Key, &name).unwrap();
+    let opened = Repository::open(b.clone(), b"pw").unwrap();
+    assert_eq!(opened.key_id().to_hex(), renamed);
+    assert!(opened.remove_key(&opened.key_id()).is_err());
+}
+
+/// A key that the password opens but the config does not (a key file copied in from another
+/// repository) does not hide the repository's own key, whichever sorts first.
+#[test]
+fn a_foreign_key_with_the_same_password_is_passed_over() {
+    let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let r = Repository::init(b.clone(), b"pw", &opts()).unwrap();
+    let other: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let o = Repository::init(other.clone(), b"pw", &opts()).unwrap();
+    let foreign = other.read(FileType::Key, &o.key_id().to_hex()).unwrap();
+    // Under a name that sorts before the repository's own.
+    b.write(FileType::Key, &"0".repeat(64), &foreign).unwrap();
+    let opened = Repository::open(b.clone(), b"pw").unwrap();
+    assert_eq!(opened.key_id(), r.key_id());
+    assert_eq!(opened.config(), r.config());
+}
