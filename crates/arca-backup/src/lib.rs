@@ -269,12 +269,19 @@ pub enum BackupError {
         bytes: u64,
     },
     /// `--memory` leaves too little for the packs in flight.
-    #[error("memory budget of {budget} bytes is too small: at least {needed} bytes are needed")]
+    #[error(
+        "--memory {budget} bytes is too small for this repository (packs of {pack_size} bytes, \
+         chunks of up to {chunk_max}): at least {needed} bytes are needed"
+    )]
     Memory {
         /// The budget given.
         budget: u64,
         /// The least that works with this repository's pack size and upload queue.
         needed: u64,
+        /// The repository's pack size.
+        pack_size: u32,
+        /// Its largest chunk.
+        chunk_max: u64,
     },
 }
 
@@ -652,11 +659,6 @@ fn shape(repo: &Repository, opts: &BackupOptions) -> Result<Shape, BackupError> 
     let uploads = or(opts.upload_queue, if local { 1 } else { DEFAULT_UPLOADS });
     let readers = or(opts.read_concurrency, DEFAULT_READERS);
     let medium_reads = readers.min(MEDIUM_READS);
-    let budget = if opts.memory == 0 {
-        DEFAULT_MEMORY
-    } else {
-        opts.memory
-    };
     // Packs being filled (data and tree), queued and uploading are outside the blob budget;
     // a medium buffer and the large file's holds up to two maximal chunks, a reader's own
     // buffer a small file.
@@ -666,8 +668,20 @@ fn shape(repo: &Repository, opts: &BackupOptions) -> Result<Shape, BackupError> 
         + chunk * 2 * (medium_reads as u64 + 1)
         + reader::SMALL_FILE * 2 * readers as u64;
     let needed = fixed + chunk * 2;
+    // The default grows with the repository's pack and chunk sizes (with packs of 64 MiB or
+    // chunks of 16 MiB every backup failed for want of memory unless --memory was raised).
+    let budget = if opts.memory == 0 {
+        DEFAULT_MEMORY.max(fixed + chunk * 8)
+    } else {
+        opts.memory
+    };
     if budget < needed {
-        return Err(BackupError::Memory { budget, needed });
+        return Err(BackupError::Memory {
+            budget,
+            needed,
+            pack_size: repo.config().pack_size,
+            chunk_max: chunk,
+        });
     }
     Ok(Shape {
         saver: SaverConfig {

@@ -314,7 +314,8 @@ pub struct BackupArgs {
     /// Compression and sealing threads [default: one per core]
     #[arg(long, value_name = "N", value_parser = crate::util::thread_count)]
     pub workers: Option<usize>,
-    /// Memory for data in flight between reading and uploading, e.g. 512MiB [default: 256MiB]
+    /// Memory for data in flight between reading and uploading, e.g. 512MiB [default: 256MiB,
+    /// more for repositories of larger packs or chunks]
     #[arg(long, value_name = "SIZE", value_parser = crate::util::size_arg)]
     pub memory: Option<String>,
     /// Capping: within each ~20 MiB segment, reference at most N packs of earlier backups and

@@ -207,7 +207,13 @@ fn memory_budget_is_checked_and_small_budgets_work() {
     let s = src.to_str().unwrap();
     let o = e.run(&["backup", "--memory", "1MiB", s]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("memory budget"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "--memory 1048576 bytes is too small for this repository (packs of 1048576 bytes"
+        ),
+        "{}",
+        stderr(&o)
+    );
     let o = e.run(&["backup", "--memory", "lots", s]);
     assert!(stderr(&o).contains("--memory"), "{}", stderr(&o));
     for opt in ["--read-concurrency", "--upload-queue", "--workers"] {
@@ -218,6 +224,11 @@ fn memory_budget_is_checked_and_small_budgets_work() {
     let b = e.json(&["backup", "--json", "--memory", "64MiB", s]);
     assert_eq!(b["complete"], true, "{b}");
     e.ok(&["check", "--read-data"]);
+    // Without --memory, large packs and chunks raise the default: every backup failed.
+    let big = Env::new();
+    big.init(&["--pack-size", "64MiB", "--chunk-max", "32MiB"]);
+    let b = big.json(&["backup", "--json", s]);
+    assert_eq!(b["complete"], true, "{b}");
 }
 
 #[test]
