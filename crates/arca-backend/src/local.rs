@@ -337,6 +337,9 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// How old the files of an interrupted `init` must be before another init removes them.
+const INIT_SETTLES: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl Backend for LocalBackend {
     fn location(&self) -> String {
         Self::shown(&self.root)
@@ -365,6 +368,26 @@ impl Backend for LocalBackend {
                             "directory is not empty".into(),
                         ));
                     };
+                    // Files written moments ago are another init's, which is about to write
+                    // its config: removing its key left a repository no password opens.
+                    let fresh = files.iter().any(|f| {
+                        fs::symlink_metadata(f)
+                            .and_then(|m| m.modified())
+                            .is_ok_and(|t| t.elapsed().map_or(true, |a| a < INIT_SETTLES))
+                    });
+                    if fresh {
+                        return Err(BackendError::new(
+                            "create repository",
+                            loc,
+                            ErrorKind::AlreadyExists,
+                            format!(
+                                "another init is creating a repository here (its files are \
+                                 less than {} s old); if none is running, run init again in a \
+                                 minute",
+                                INIT_SETTLES.as_secs()
+                            ),
+                        ));
+                    }
                     for f in files {
                         fs::remove_file(&f).map_err(|e| {
                             BackendError::io("create repository", Self::shown(&f), e)

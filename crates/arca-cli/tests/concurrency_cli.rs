@@ -93,6 +93,34 @@ fn a_backup_finishing_during_check_is_not_reported_as_damage() {
 /// `init` options for a cheap key.
 const CHEAP_KEY: [&str; 5] = ["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"];
 
+/// Dates every file under `dir` two minutes back, as the leftovers of an init interrupted
+/// that long ago are.
+fn age_files(dir: &std::path::Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let then = nix::sys::time::TimeSpec::new(now.as_secs() as i64 - 120, 0);
+    for e in entries.flatten() {
+        match e.file_type() {
+            Ok(t) if t.is_dir() => age_files(&e.path()),
+            // Key files are read-only: their times are set by name.
+            Ok(_) => {
+                let _ = nix::sys::stat::utimensat(
+                    nix::fcntl::AT_FDCWD,
+                    &e.path(),
+                    &then,
+                    &then,
+                    nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+                );
+            }
+            Err(_) => {}
+        }
+    }
+}
+
 #[test]
 fn init_runs_again_where_an_interrupted_init_stopped() {
     let e = Env::new();
@@ -105,7 +133,18 @@ fn init_runs_again_where_an_interrupted_init_stopped() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_eq!(fs::read_dir(e.repo.join("keys")).unwrap().count(), 1);
-    // Running init again made nothing: "directory is not empty".
+    // At once, its key may be another init's about to write its config (removing it left a
+    // repository no password opens): refused, the key kept.
+    let o = e.run(&CHEAP_KEY);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("another init is creating a repository here"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(fs::read_dir(e.repo.join("keys")).unwrap().count(), 1);
+    // A minute on, init again clears it (it made nothing: "directory is not empty").
+    age_files(&e.repo);
     e.ok(&CHEAP_KEY);
     assert_eq!(
         e.ok(&["list", "keys"]).lines().count(),
@@ -124,6 +163,7 @@ fn init_runs_again_where_an_interrupted_init_stopped() {
         std::thread::sleep(Duration::from_millis(ms));
         let _ = child.kill();
         child.wait().unwrap();
+        age_files(&k.repo);
         let o = k.run(&CHEAP_KEY);
         let err = stderr(&o);
         assert!(
