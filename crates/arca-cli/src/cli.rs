@@ -200,7 +200,7 @@ pub struct InitArgs {
     pub cipher: CipherArg,
     /// Chunk (and identify blobs) exactly as the repository of --from-repo does, so that
     /// `copy` between the two deduplicates
-    #[arg(long, requires = "from_repo")]
+    #[arg(long, requires = "from_repo", conflicts_with_all = ["chunk_min", "chunk_avg", "chunk_max"])]
     pub copy_chunker_params: bool,
     #[command(flatten)]
     pub from: crate::commands::copy::FromRepoArgs,

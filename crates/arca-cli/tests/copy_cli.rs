@@ -394,6 +394,16 @@ fn errors_name_the_source() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("same repository"), "{}", stderr(&o));
+    // Chunk sizes with --copy-chunker-params are refused (they were ignored silently).
+    let o = from_cmd(
+        &Env::new(),
+        &src,
+        &["init", "--copy-chunker-params", "--chunk-max", "8MiB"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--chunk-max"), "{}", stderr(&o));
     // init --from-repo without --copy-chunker-params says the source is not used.
     let plain = Env::new();
     let o = from_cmd(
