@@ -62,7 +62,7 @@ impl PathMatcher {
             };
             let trimmed = clean(body);
             let trimmed = if ignore_case {
-                trimmed.to_lowercase()
+                go_lower(&trimmed)
             } else {
                 trimmed
             };
@@ -147,7 +147,7 @@ impl PathMatcher {
             return Cow::Borrowed(path);
         }
         Cow::Owned(match path.to_str() {
-            Some(s) => s.to_lowercase().into(),
+            Some(s) => go_lower(s).into(),
             None => OsStr::from_bytes(&path.as_os_str().as_bytes().to_ascii_lowercase()).into(),
         })
     }
@@ -181,6 +181,24 @@ impl PathMatcher {
         let dir = &*self.key(dir);
         self.patterns.iter().any(|p| pattern_may_reach(p, dir))
     }
+}
+
+/// `s` in lower case as Go's `strings.ToLower` (restic's `--iexclude`) makes it: one character
+/// for one, so `İ` is `i` (Rust's full mapping makes it `i` and a combining dot, and a pattern
+/// `istanbul` then missed `İstanbul`).
+fn go_lower(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '\u{130}' => 'i',
+            c => {
+                let mut l = c.to_lowercase();
+                match (l.next(), l.next()) {
+                    (Some(one), None) => one,
+                    _ => c,
+                }
+            }
+        })
+        .collect()
 }
 
 /// Whether pattern `p` (cleaned) could match something below directory `dir`: true unless it
@@ -356,6 +374,10 @@ mod tests {
         assert!(x.matches(Path::new(OsStr::from_bytes(b"/HOME/\xff.Log"))));
         assert!(x.may_match_below(Path::new("/HOME")));
         assert!(!m(&["été.txt"]).matches(Path::new("/d/ÉTÉ.txt")));
+        // One character for one, as Go folds: `İ` is `i`, a final `Σ` is `σ`.
+        let g = PathMatcher::with_case(&["/src/istanbul".into(), "/ΟΔΟΣ".into()], true).unwrap();
+        assert!(g.matches(Path::new("/src/İstanbul")));
+        assert!(g.matches(Path::new("/οδοσ")) && g.matches(Path::new("/Οδοσ")));
     }
 
     #[test]
