@@ -409,3 +409,33 @@ fn delete_works_below_a_backed_up_path_that_is_not_utf8() {
     );
     assert_eq!(fs::read(inner.join("f")).unwrap(), b"1");
 }
+
+/// A hard link already in place is left, and said so: a dry run said "would restore
+/// hardlink" for it after a full restore, and `-v` "restore hardlink".
+#[test]
+fn a_hard_link_in_place_is_left() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("x")).unwrap();
+    fs::create_dir_all(src.join("y")).unwrap();
+    fs::write(src.join("x/h1"), b"hl").unwrap();
+    fs::hard_link(src.join("x/h1"), src.join("y/h2")).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "-q", "latest", "--target", t]);
+    let dry = e.ok(&["restore", "latest", "--target", t, "--dry-run"]);
+    assert!(dry.contains("leave hardlink"), "{dry}");
+    assert!(!dry.contains("restore hardlink"), "{dry}");
+    // A name that is another file is linked again.
+    let h2 = restored(&target, &src).join("y/h2");
+    fs::remove_file(&h2).unwrap();
+    fs::write(&h2, b"hl").unwrap();
+    let dry = e.ok(&["restore", "latest", "--target", t, "--dry-run"]);
+    assert!(dry.contains("restore hardlink"), "{dry}");
+    e.ok(&["restore", "-q", "latest", "--target", t]);
+    use std::os::unix::fs::MetadataExt;
+    let ino = |p: &Path| fs::metadata(p).unwrap().ino();
+    assert_eq!(ino(&h2), ino(&restored(&target, &src).join("x/h1")));
+}

@@ -300,6 +300,7 @@ impl Scanner<'_> {
                 scan.deferred_entry[h.entry as usize] = true;
             }
             scan.deferred = to_hash;
+            self.settle_links(&mut scan);
             return scan;
         }
         let scan = std::sync::Mutex::new(scan);
@@ -310,7 +311,34 @@ impl Scanner<'_> {
         });
         let mut scan = scan.into_inner().unwrap_or_else(|p| p.into_inner());
         scan.bytes_hashed = self.checker.bytes_read.load(Ordering::Relaxed);
+        self.settle_links(&mut scan);
         scan
+    }
+
+    /// Hard links already in place are left: a further name that is the same inode as the
+    /// first, which stays as it is, needs nothing (dry runs and `-v` said "restore hardlink"
+    /// for each such name).
+    fn settle_links(&self, scan: &mut Scan) {
+        use std::os::unix::fs::MetadataExt;
+        for (&first, links) in &self.plan.links {
+            if !matches!(
+                scan.entries[first as usize],
+                EntryAction::Skip | EntryAction::Keep { .. }
+            ) {
+                continue;
+            }
+            let Ok(f) = arca_fs::lstat(&self.plan.entry_path(first)) else {
+                continue;
+            };
+            for &l in links {
+                if scan.entries[l as usize] == EntryAction::Create
+                    && arca_fs::lstat(&self.plan.entry_path(l))
+                        .is_ok_and(|m| m.ino() == f.ino() && m.dev() == f.dev())
+                {
+                    scan.entries[l as usize] = EntryAction::Skip;
+                }
+            }
+        }
     }
 
     /// Hashes the files that could not be trusted and hands each one's outcome to `settled`
