@@ -250,19 +250,33 @@ fn expand_env(line: &str) -> String {
 
 /// The lines of a list file, blank lines and `#` comments skipped, trimmed.
 fn read_lines(path: &Path) -> io::Result<Vec<String>> {
-    let text = if path == Path::new("-") {
-        let mut s = String::new();
-        io::stdin().read_to_string(&mut s)?;
-        s
+    let bytes = if path == Path::new("-") {
+        let mut b = Vec::new();
+        io::stdin().read_to_end(&mut b)?;
+        b
     } else {
-        std::fs::read_to_string(path)?
+        std::fs::read(path)?
     };
-    Ok(text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_string)
-        .collect())
+    let mut out = Vec::new();
+    for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        // Patterns are text: the line that is not is named.
+        let line = std::str::from_utf8(line).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "line {} is not UTF-8 ({:?}): a pattern must be text; match such a name \
+                     with a wildcard in place of its other bytes",
+                    n + 1,
+                    String::from_utf8_lossy(line).trim()
+                ),
+            )
+        })?;
+        let line = line.trim();
+        if !line.is_empty() && !line.starts_with('#') {
+            out.push(line.to_string());
+        }
+    }
+    Ok(out)
 }
 
 /// Reads a `--files-from` list as [`read_list`] does, but as bytes: a path need not be

@@ -334,10 +334,10 @@ pub struct BackupArgs {
 #[derive(Debug, Args, Clone, Default)]
 pub struct ExcludeArgs {
     /// Exclude paths matching a pattern (repeatable)
-    #[arg(short = 'e', long = "exclude", value_name = "PATTERN")]
+    #[arg(short = 'e', long = "exclude", value_name = "PATTERN", value_parser = crate::util::TextPattern)]
     pub excludes: Vec<String>,
     /// Exclude paths matching a pattern, ignoring case (repeatable)
-    #[arg(long = "iexclude", value_name = "PATTERN")]
+    #[arg(long = "iexclude", value_name = "PATTERN", value_parser = crate::util::TextPattern)]
     pub iexcludes: Vec<String>,
     /// Read exclude patterns from a file, one per line ('#' comments)
     #[arg(long = "exclude-file", value_name = "FILE")]
@@ -415,16 +415,16 @@ pub struct RestoreArgs {
     #[arg(short, long, value_name = "DIR")]
     pub target: PathBuf,
     /// Restore only paths matching a pattern (repeatable)
-    #[arg(short = 'i', long = "include", value_name = "PATTERN")]
+    #[arg(short = 'i', long = "include", value_name = "PATTERN", value_parser = crate::util::TextPattern)]
     pub includes: Vec<String>,
     /// Skip paths matching a pattern (repeatable)
-    #[arg(short = 'e', long = "exclude", value_name = "PATTERN")]
+    #[arg(short = 'e', long = "exclude", value_name = "PATTERN", value_parser = crate::util::TextPattern)]
     pub excludes: Vec<String>,
     /// Like --include, regardless of case (repeatable)
-    #[arg(long = "iinclude", value_name = "PATTERN")]
+    #[arg(long = "iinclude", value_name = "PATTERN", value_parser = crate::util::TextPattern)]
     pub iincludes: Vec<String>,
     /// Like --exclude, regardless of case (repeatable)
-    #[arg(long = "iexclude", value_name = "PATTERN")]
+    #[arg(long = "iexclude", value_name = "PATTERN", value_parser = crate::util::TextPattern)]
     pub iexcludes: Vec<String>,
     /// Read --include patterns from a file, one per line (repeatable)
     #[arg(long = "include-file", value_name = "FILE")]

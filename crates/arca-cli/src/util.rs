@@ -702,3 +702,33 @@ mod tests {
         );
     }
 }
+
+/// A pattern option's value: text. A value that is not UTF-8 is refused naming the option and
+/// the value (clap said only "invalid UTF-8 was detected in one or more arguments").
+#[derive(Clone, Copy, Debug)]
+pub struct TextPattern;
+
+impl clap::builder::TypedValueParser for TextPattern {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        value.to_str().map(str::to_string).ok_or_else(|| {
+            let option = arg
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| "a pattern".into());
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidUtf8,
+                format!(
+                    "{option} {:?}: a pattern must be text (UTF-8); match a name that is not \
+                     with a wildcard in place of its other bytes (e.g. `caf*`)\n",
+                    value.to_string_lossy()
+                ),
+            )
+        })
+    }
+}

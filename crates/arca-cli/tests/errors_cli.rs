@@ -285,3 +285,39 @@ fn sigterm_at_the_password_prompt_leaves_echo_on() {
         );
     }
 }
+
+/// A pattern that is not UTF-8 is refused naming the option and the value, or the pattern
+/// file's line (clap said "invalid UTF-8 was detected in one or more arguments", and a
+/// pattern file "stream did not contain valid UTF-8").
+#[test]
+fn a_pattern_that_is_not_text_is_named() {
+    use std::os::unix::ffi::OsStrExt;
+    let e = Env::new();
+    e.init(&[]);
+    let bad = std::ffi::OsStr::from_bytes(b"/x/caf\xe9");
+    let o = e
+        .cmd(&["restore", "latest", "--target", "/nonexistent", "--include"])
+        .arg(bad)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    once(
+        &stderr(&o),
+        "--include <PATTERN> \"/x/caf\u{fffd}\": a pattern must be text",
+    );
+    let o = e
+        .cmd(&["backup", "/tmp", "--exclude"])
+        .arg(bad)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    once(&stderr(&o), "--exclude <PATTERN>");
+    let list = e.path("patterns");
+    fs::write(&list, b"# ok\n/fine\n/x/caf\xe9\n").unwrap();
+    let o = e
+        .cmd(&["backup", "/tmp", "--exclude-file", list.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    once(&stderr(&o), "line 3 is not UTF-8");
+}
