@@ -1,6 +1,6 @@
 //! The `sftp.*` options and the ssh command line they make: the user's words, or
 //! `ssh [-p PORT] [-l USER] [sftp.args...] -o ServerAliveInterval=60 -o ConnectTimeout=30
-//! HOST -s sftp`.
+//! HOST -s sftp` (the two `-o` only where the user's ssh configuration does not set them).
 
 use arca_backend::Result;
 
@@ -68,19 +68,68 @@ impl SftpOptions {
             v.extend(["-l".to_string(), u.clone()]);
         }
         v.extend(self.args.iter().cloned());
-        // After the user's arguments: for ssh the first value of an option wins. A server
-        // that stops answering ends the session in about three minutes instead of hanging
-        // every request (ssh's default keeps waiting). A server that accepts the connection
-        // but never says hello (or an address that swallows packets) is given up on after
-        // ConnectTimeout instead of hanging forever.
-        v.extend(["-o".to_string(), "ServerAliveInterval=60".to_string()]);
-        v.extend(["-o".to_string(), CONNECT_TIMEOUT.to_string()]);
+        // Unless the user's ssh configuration (or arguments) sets them: a server that stops
+        // answering ends the session in about three minutes instead of hanging every
+        // request (ssh's default keeps waiting). A server that accepts the connection but
+        // never says hello (or an address that swallows packets) is given up on after
+        // ConnectTimeout instead of hanging forever. (Given on the command line, they beat
+        // the user's ~/.ssh/config: a keepalive of 5 s there made a cut link fail after
+        // four minutes instead of seconds.)
+        let (alive, timeout) = user_settings(&v, &loc.host);
+        if !alive {
+            v.extend(["-o".to_string(), "ServerAliveInterval=60".to_string()]);
+        }
+        if !timeout {
+            v.extend(["-o".to_string(), CONNECT_TIMEOUT.to_string()]);
+        }
         if session::non_interactive() {
             v.extend(["-o".to_string(), "BatchMode=yes".to_string()]);
         }
         v.extend([loc.host.clone(), "-s".to_string(), "sftp".to_string()]);
         v
     }
+}
+
+/// Whether ssh, started as `argv` for `host`, already has a ServerAliveInterval and a
+/// ConnectTimeout of its own (from the user's configuration or arguments), as `ssh -G` tells.
+/// Asked once per command line; (false, false) when ssh cannot tell.
+fn user_settings(argv: &[String], host: &str) -> (bool, bool) {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static SEEN: OnceLock<Mutex<HashMap<Vec<String>, (bool, bool)>>> = OnceLock::new();
+    let key: Vec<String> = argv.iter().cloned().chain([host.to_string()]).collect();
+    let seen = SEEN.get_or_init(Default::default);
+    if let Some(&known) = seen.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return known;
+    }
+    let Some((program, args)) = argv.split_first() else {
+        return (false, false);
+    };
+    let out = std::process::Command::new(program)
+        .args(args)
+        .arg("-G")
+        .arg(host)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    let found = match out {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let value = |name: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ').map(str::trim))
+            };
+            (
+                value("serveraliveinterval").is_some_and(|v| v != "0"),
+                value("connecttimeout").is_some_and(|v| v != "none"),
+            )
+        }
+        _ => (false, false),
+    };
+    seen.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, found);
+    found
 }
 
 #[cfg(test)]
@@ -95,6 +144,55 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         })
+    }
+
+    fn has_ssh() -> bool {
+        std::process::Command::new("ssh")
+            .args(["-G", "localhost"])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+
+    /// The user's ssh configuration decides the keepalive and the connect timeout when it
+    /// sets them; arca's defaults came after, on the command line, and beat it.
+    #[test]
+    fn the_users_ssh_config_wins() {
+        if !has_ssh() {
+            eprintln!("no ssh here: skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = dir.path().join("config");
+        std::fs::write(
+            &cfg,
+            "Host *\n  ServerAliveInterval 5\n  ConnectTimeout 7\n",
+        )
+        .expect("write");
+        let args = format!("-F {}", cfg.display());
+        let argv = opts(&[("sftp.args", args.as_str())])
+            .expect("args")
+            .argv(&loc(None, "nas", None));
+        assert!(
+            !argv.iter().any(|a| a.starts_with("ServerAliveInterval=")),
+            "{argv:?}"
+        );
+        assert!(
+            !argv.iter().any(|a| a.starts_with("ConnectTimeout=")),
+            "{argv:?}"
+        );
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "").expect("write");
+        let args = format!("-F {}", empty.display());
+        let argv = opts(&[("sftp.args", args.as_str())])
+            .expect("args")
+            .argv(&loc(None, "nas", None));
+        assert!(
+            argv.iter().any(|a| a == "ServerAliveInterval=60"),
+            "{argv:?}"
+        );
+        assert!(argv.iter().any(|a| a == CONNECT_TIMEOUT), "{argv:?}");
     }
 
     fn loc(user: Option<&str>, host: &str, port: Option<u16>) -> SftpLocation {
@@ -146,10 +244,18 @@ mod tests {
             "ConnectTimeout=5",
             "-o",
             "ServerAliveInterval=60",
-            "-o",
-            CONNECT_TIMEOUT,
         ]
         .into_iter()
+        // The user's ConnectTimeout stands alone where ssh says it is set.
+        .chain(
+            if has_ssh() {
+                &[][..]
+            } else {
+                &["-o", CONNECT_TIMEOUT][..]
+            }
+            .iter()
+            .copied(),
+        )
         .chain(batch.iter().copied())
         .chain(["::1", "-s", "sftp"])
         .collect();
