@@ -267,6 +267,17 @@ fn explain_start_failure(
             ),
         );
     }
+    // The first four bytes of text printed on the session were read as the length of the
+    // server's hello (`nologin`'s "This account..." as 1416128883): say it was text.
+    if let Some(text) = printed_text(client_error) {
+        return (
+            ErrorKind::Other,
+            format!(
+                "the server printed text where SFTP should start (\"{text}...\"; {ssh}): the \
+                 account's login shell refuses logins (nologin), or a login script prints text"
+            ),
+        );
+    }
     if status.is_none_or(|s| s.success()) && said.is_empty() {
         return (
             ErrorKind::Other,
@@ -282,9 +293,38 @@ fn explain_start_failure(
     )
 }
 
+/// The text whose first four bytes the SFTP client took for a hello's length, when the
+/// error says so and they are printable.
+fn printed_text(client_error: &str) -> Option<String> {
+    let after = client_error.split("hello message of length ").nth(1)?;
+    let n: u32 = after
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    let b = n.to_be_bytes();
+    b.iter()
+        .all(|c| c.is_ascii_graphic() || *c == b' ')
+        .then(|| String::from_utf8_lossy(&b).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_taken_for_a_hello_is_named() {
+        let e =
+            "sftp server returned hello message of length 1416128883, which is longer than 4096.";
+        let (k, msg) = explain_start_failure("", None, e, false);
+        assert_eq!(k, ErrorKind::Other);
+        assert!(
+            msg.contains("printed text where SFTP should start (\"This...\""),
+            "{msg}"
+        );
+        assert!(msg.contains("nologin"), "{msg}");
+        assert_eq!(printed_text("hello message of length 5000"), None);
+    }
 
     #[test]
     fn tail_keeps_the_last_bytes_and_meaningful_lines() {
