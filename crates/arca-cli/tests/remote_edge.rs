@@ -141,3 +141,22 @@ fn credentials_in_an_s3_location_are_refused() {
     assert!(err.contains("AWS_SECRET_ACCESS_KEY"), "{err}");
     assert!(start.elapsed() < Duration::from_secs(10));
 }
+
+/// A session where the SFTP server never says hello (a login script waiting for input, a
+/// stuck sftp-server) is given up on when nobody can type into ssh; it hung for good. The
+/// test shortens the wait from 120 s.
+#[test]
+fn an_sftp_server_that_never_says_hello_is_given_up_on() {
+    let remote = Env::remote("sftp://nas//srv/repo".into(), vec![]);
+    let mut cmd = remote.cmd(&["-o", "sftp.command=sleep 30", "snapshots"]);
+    cmd.env("ARCA_TEST_SFTP_HELLO_MS", "1500");
+    let start = Instant::now();
+    let (err, code, ended) = run_bounded(cmd, Duration::from_secs(25));
+    assert!(
+        ended,
+        "arca still waited after {:?}: {err}",
+        start.elapsed()
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("did not start SFTP within 1.5 s"), "{err}");
+}

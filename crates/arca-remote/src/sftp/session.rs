@@ -19,6 +19,11 @@ const TAIL: usize = 4096;
 /// How long a failed start waits for ssh to exit and finish writing its stderr.
 const EXIT_WAIT: Duration = Duration::from_secs(3);
 
+/// How long a session that nobody can type into (no terminal) may take from ssh's start to
+/// the SFTP server's hello: a login script that waits for input, or a stuck `sftp-server`,
+/// made every command hang for good. With a terminal, a password may be being typed.
+const HELLO_WAIT: Duration = Duration::from_secs(120);
+
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -131,7 +136,33 @@ impl Session {
         };
         let tail = Arc::new(Tail::default());
         let reader = tokio::spawn(capture(stderr, tail.clone()));
-        match Sftp::new(stdin, stdout, ClientOptions::new()).await {
+        let hello = Sftp::new(stdin, stdout, ClientOptions::new());
+        let started = if non_interactive() {
+            match tokio::time::timeout(hello_wait(), hello).await {
+                Ok(r) => r,
+                Err(_) => {
+                    let _ = child.start_kill();
+                    let _ = tokio::time::timeout(EXIT_WAIT, reader).await;
+                    let said = tail.last_lines(3);
+                    let said = if said.is_empty() {
+                        "ssh said nothing".to_string()
+                    } else {
+                        format!("ssh: {said}")
+                    };
+                    return Err(err(
+                        ErrorKind::Other,
+                        format!(
+                            "the server did not start SFTP within {} s ({said}): a login \
+                             script that waits for input, or a stuck sftp-server",
+                            hello_wait().as_secs_f64()
+                        ),
+                    ));
+                }
+            }
+        } else {
+            hello.await
+        };
+        match started {
             Ok(sftp) => Ok(Session {
                 sftp,
                 child: Mutex::new(child),
@@ -291,6 +322,14 @@ fn explain_start_failure(
         kind,
         format!("the SFTP session did not start ({ssh}; {client_error})"),
     )
+}
+
+/// [`HELLO_WAIT`], or what `ARCA_TEST_SFTP_HELLO_MS` says (tests).
+fn hello_wait() -> Duration {
+    std::env::var("ARCA_TEST_SFTP_HELLO_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(HELLO_WAIT, Duration::from_millis)
 }
 
 /// The text whose first four bytes the SFTP client took for a hello's length, when the
