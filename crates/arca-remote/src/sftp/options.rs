@@ -96,7 +96,8 @@ impl SftpOptions {
 fn user_settings(argv: &[String], host: &str) -> (bool, bool) {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    static SEEN: OnceLock<Mutex<HashMap<Vec<String>, (bool, bool)>>> = OnceLock::new();
+    type Answers = HashMap<Vec<String>, (bool, bool)>;
+    static SEEN: OnceLock<Mutex<Answers>> = OnceLock::new();
     let key: Vec<String> = argv.iter().cloned().chain([host.to_string()]).collect();
     let seen = SEEN.get_or_init(Default::default);
     if let Some(&known) = seen.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {

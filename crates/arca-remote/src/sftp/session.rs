@@ -341,7 +341,9 @@ fn printed_text(client_error: &str) -> Option<String> {
         .next()?
         .parse()
         .ok()?;
-    let b = n.to_be_bytes();
+    // The length was read from the wire most significant byte first.
+    let mut b = n.to_le_bytes();
+    b.reverse();
     b.iter()
         .all(|c| c.is_ascii_graphic() || *c == b' ')
         .then(|| String::from_utf8_lossy(&b).into_owned())
