@@ -182,6 +182,9 @@ fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// How many times [`Repository::locks_but`] lists the locks while some vanish under it.
+const RELIST_TRIES: u32 = 5;
+
 /// Whether lock `l` is stale: not refreshed for [`STALE_AFTER`], or taken in this very
 /// process-id space (same host, machine boot and pid namespace) by a process that is gone.
 /// The host name alone was taken for the space, so a prune in one container (or on another
@@ -201,20 +204,40 @@ impl Repository {
         self.locks_but(None)
     }
 
-    /// Every lock but `ours` (which is not read: it is known).
+    /// Every lock but `ours` (which is not read: it is known). A lock removed between the
+    /// listing and its read may have been refreshed (a refresh writes the new file, then
+    /// removes the old one), so the locks are listed again until none vanishes (a few
+    /// times at most): taking it for released let a prune take its exclusive lock beside a
+    /// running backup and delete the packs the backup was writing.
     fn locks_but(&self, ours: Option<&Id>) -> Result<Vec<FoundLock>> {
+        let mut tries = 0;
+        loop {
+            let (found, vanished) = self.locks_once(ours)?;
+            tries += 1;
+            if !vanished || tries >= RELIST_TRIES {
+                return Ok(found);
+            }
+        }
+    }
+
+    /// One listing of [`Self::locks_but`], and whether a listed lock was gone when read.
+    fn locks_once(&self, ours: Option<&Id>) -> Result<(Vec<FoundLock>, bool)> {
         let now = now_ns();
         let host = hostname();
         let space = crate::host::process_space();
         let mut out = vec![];
+        let mut vanished = false;
         for (id, _) in self.list_ids(FileType::Lock)? {
             if Some(&id) == ours {
                 continue;
             }
             let info = match self.load_file(FileType::Lock, &id) {
                 Ok(body) => LockInfo::decode(&body).map_err(|e| e.to_string()),
-                // Removed between the listing and the read: released.
-                Err(RepoError::Backend(e)) if e.is_not_found() => continue,
+                // Removed between the listing and the read: released, or refreshed.
+                Err(RepoError::Backend(e)) if e.is_not_found() => {
+                    vanished = true;
+                    continue;
+                }
                 // The server failing says nothing of the lock: the command stops.
                 Err(RepoError::Backend(e)) if e.is_transient() => return Err(e.into()),
                 Err(e) => Err(e.to_string()),
@@ -225,7 +248,7 @@ impl Repository {
             let stale = info.as_ref().is_ok_and(|l| is_stale(l, now, &host, space));
             out.push(FoundLock { id, info, stale });
         }
-        Ok(out)
+        Ok((out, vanished))
     }
 
     /// The first live lock conflicting with `kind`, ignoring `ours`.

@@ -221,3 +221,80 @@ fn a_lock_of_another_process_space_is_not_judged_by_its_pid() {
     foreign_in(&repo, old, gone, &hostname(), false, "another-boot pid:[1]");
     assert!(repo.list_locks().unwrap()[0].stale);
 }
+
+/// A backend over memory on which the first read of lock `from` finds it refreshed at that
+/// very moment: `to` is written (with `body`), `from` removed, and the read misses.
+#[derive(Debug)]
+struct RefreshedOnRead {
+    inner: MemoryBackend,
+    armed: std::sync::Mutex<Option<(String, String, Vec<u8>)>>,
+}
+
+impl Backend for RefreshedOnRead {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    fn create(&self) -> arca_backend::Result<()> {
+        self.inner.create()
+    }
+    fn list(&self, t: FileType) -> arca_backend::Result<Vec<arca_backend::FileInfo>> {
+        self.inner.list(t)
+    }
+    fn read(&self, t: FileType, name: &str) -> arca_backend::Result<Vec<u8>> {
+        if t == FileType::Lock {
+            let mut armed = self.armed.lock().unwrap();
+            if armed.as_ref().is_some_and(|(from, _, _)| from == name) {
+                let (from, to, body) = armed.take().unwrap();
+                self.inner.write(FileType::Lock, &to, &body)?;
+                self.inner.delete(FileType::Lock, &from)?;
+            }
+        }
+        self.inner.read(t, name)
+    }
+    fn read_range(
+        &self,
+        t: FileType,
+        name: &str,
+        offset: u64,
+        len: u64,
+    ) -> arca_backend::Result<Vec<u8>> {
+        self.inner.read_range(t, name, offset, len)
+    }
+    fn write(&self, t: FileType, name: &str, data: &[u8]) -> arca_backend::Result<()> {
+        self.inner.write(t, name, data)
+    }
+    fn delete(&self, t: FileType, name: &str) -> arca_backend::Result<()> {
+        self.inner.delete(t, name)
+    }
+    fn stat(&self, t: FileType, name: &str) -> arca_backend::Result<arca_backend::FileInfo> {
+        self.inner.stat(t, name)
+    }
+}
+
+/// A backup's lock refreshed between a prune's listing of the locks and its read of that lock
+/// still holds the prune off: the vanished lock was taken for released, the prune took its
+/// exclusive lock, and deleted the packs the backup was writing (hunt 8's soak).
+#[test]
+fn a_lock_refreshed_while_it_is_read_still_counts() {
+    let backend = Arc::new(RefreshedOnRead {
+        inner: MemoryBackend::new(),
+        armed: std::sync::Mutex::new(None),
+    });
+    let repo = testing::repo(backend.clone());
+    let held = repo.lock_for(LockKind::Shared, "backup").unwrap();
+    let from = held.id().unwrap().to_hex();
+    // The file the refresh will write, made now and set aside.
+    let next = repo
+        .write_lock(LockKind::Shared, "backup")
+        .unwrap()
+        .to_hex();
+    let body = backend.inner.read(FileType::Lock, &next).unwrap();
+    backend.inner.delete(FileType::Lock, &next).unwrap();
+    *backend.armed.lock().unwrap() = Some((from, next, body));
+    let e = repo.lock_for(LockKind::Exclusive, "prune").unwrap_err();
+    assert!(matches!(e, RepoError::Locked { .. }), "{e}");
+    assert!(
+        backend.armed.lock().unwrap().is_none(),
+        "the refresh happened"
+    );
+}
