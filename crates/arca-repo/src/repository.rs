@@ -62,6 +62,9 @@ pub struct Repository {
     sealer: Sealer,
     config: Config,
     key_id: Id,
+    /// The key file that opened it was found under a name that is not its content's hash
+    /// (renamed), as opposed to damaged since.
+    key_misnamed: bool,
 }
 
 impl std::fmt::Debug for Repository {
@@ -125,6 +128,7 @@ impl Repository {
             sealer,
             config: config.clone(),
             key_id: Id::default(),
+            key_misnamed: false,
         };
         repo.key_id = repo.write_key(password, opts.kdf, &KeyOwner::default())?;
         // The config is written last: its presence marks a complete repository.
@@ -309,6 +313,7 @@ impl Repository {
                         // Named as `key list` and `key remove` name it, also when the name
                         // is not its hash (a renamed file): the key in use must be known.
                         key_id: Id::from_hex(&k.name).unwrap_or_else(|_| file_id(&bytes)),
+                        key_misnamed: file_id(&bytes).to_hex() != k.name,
                     };
                     return Ok((repo, fetched, keys));
                 }
@@ -347,6 +352,13 @@ impl Repository {
     pub fn key_id(&self) -> Id {
         self.key_id
     }
+
+    /// Whether the key file that opened the repository was, when read, intact under a name
+    /// that is not its hash (a renamed file).
+    pub fn key_misnamed(&self) -> bool {
+        self.key_misnamed
+    }
+
     /// A chunker keyed for this repository.
     pub fn chunker(&self) -> Chunker {
         Chunker::new(self.key.chunker_key(), self.config.chunker)
@@ -690,6 +702,7 @@ impl Repository {
         let old = self.key_id;
         let new = self.write_key(new_password, kdf, owner)?;
         self.key_id = new;
+        self.key_misnamed = false;
         match self.backend.delete(FileType::Key, &old.to_hex()) {
             Ok(()) => Ok(new),
             Err(e) if e.kind == ErrorKind::NotFound => Ok(new),

@@ -306,3 +306,16 @@ fn a_foreign_key_with_the_same_password_is_passed_over() {
     assert_eq!(opened.key_id(), r.key_id());
     assert_eq!(opened.config(), r.config());
 }
+
+/// Whether the key in use was found renamed (intact) is known, for check's advice.
+#[test]
+fn a_renamed_key_in_use_is_known_as_such() {
+    let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let r = Repository::init(b.clone(), b"pw", &opts()).unwrap();
+    assert!(!Repository::open(b.clone(), b"pw").unwrap().key_misnamed());
+    let name = r.key_id().to_hex();
+    let bytes = b.read(FileType::Key, &name).unwrap();
+    b.write(FileType::Key, &"1".repeat(64), &bytes).unwrap();
+    b.delete(FileType::Key, &name).unwrap();
+    assert!(Repository::open(b, b"pw").unwrap().key_misnamed());
+}

@@ -557,7 +557,7 @@ fn check_key_files(repo: &Repository, rep: &mut CheckReport) -> Result<(), RepoE
         match repo.backend().read(FileType::Key, &hex) {
             Ok(b) if Id(*blake3::hash(&b).as_bytes()) == id => {}
             // It opened the repository: intact, under another name (a renamed file).
-            Ok(_) if id == repo.key_id() => rep.errors.push(format!(
+            Ok(_) if id == repo.key_id() && repo.key_misnamed() => rep.errors.push(format!(
                 "key file {hex}: content does not match its id (renamed?): it is the key in \
                  use and opens the repository; add a key with `arca key add`, then remove this \
                  one with `arca key remove {}` using the new key's password",

@@ -189,6 +189,27 @@ fn a_damaged_key_file_is_an_error() {
     );
 }
 
+/// A key file renamed (intact) that opens the repository is said to be the key in use, with
+/// how to replace it; check advised removing it, after which the password opened nothing.
+#[test]
+fn a_renamed_key_in_use_is_not_advised_away() {
+    let fx = build();
+    let name = fx.repo.key_id().to_hex();
+    let bytes = fx.backend.read(FileType::Key, &name).unwrap();
+    fx.backend
+        .write(FileType::Key, &"2".repeat(64), &bytes)
+        .unwrap();
+    fx.backend.delete(FileType::Key, &name).unwrap();
+    let repo = Repository::open(fx.backend.clone(), b"pw").unwrap();
+    let rep = check(&repo, CheckOptions::default()).unwrap();
+    assert_eq!(rep.errors.len(), 1, "{:?}", rep.errors);
+    assert!(
+        rep.errors[0].contains("it is the key in use"),
+        "{:?}",
+        rep.errors
+    );
+}
+
 /// A pack whose size differs from the index's is read when its data is checked, and only the
 /// blobs that fail count as damaged: a few bytes appended damage none (no file is hit), a pack
 /// cut short loses only what lay past the cut. Without reading it, all its blobs count.
