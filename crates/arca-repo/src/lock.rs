@@ -212,21 +212,33 @@ impl Repository {
     fn locks_but(&self, ours: Option<&Id>) -> Result<Vec<FoundLock>> {
         let mut tries = 0;
         loop {
-            let (found, vanished) = self.locks_once(ours)?;
+            let (mut found, vanished) = self.locks_once(ours)?;
             tries += 1;
-            if !vanished || tries >= RELIST_TRIES {
+            let Some(id) = vanished else {
+                return Ok(found);
+            };
+            // Still vanishing under every listing (refreshed faster than the backend answers):
+            // a lock that lives, as far as anyone can tell.
+            if tries >= RELIST_TRIES {
+                found.push(FoundLock {
+                    id,
+                    info: Err(
+                        "it was replaced whenever it was read (a lock being refreshed)".into(),
+                    ),
+                    stale: false,
+                });
                 return Ok(found);
             }
         }
     }
 
-    /// One listing of [`Self::locks_but`], and whether a listed lock was gone when read.
-    fn locks_once(&self, ours: Option<&Id>) -> Result<(Vec<FoundLock>, bool)> {
+    /// One listing of [`Self::locks_but`], and a listed lock that was gone when read.
+    fn locks_once(&self, ours: Option<&Id>) -> Result<(Vec<FoundLock>, Option<Id>)> {
         let now = now_ns();
         let host = hostname();
         let space = crate::host::process_space();
         let mut out = vec![];
-        let mut vanished = false;
+        let mut vanished = None;
         for (id, _) in self.list_ids(FileType::Lock)? {
             if Some(&id) == ours {
                 continue;
@@ -235,7 +247,7 @@ impl Repository {
                 Ok(body) => LockInfo::decode(&body).map_err(|e| e.to_string()),
                 // Removed between the listing and the read: released, or refreshed.
                 Err(RepoError::Backend(e)) if e.is_not_found() => {
-                    vanished = true;
+                    vanished = Some(id);
                     continue;
                 }
                 // The server failing says nothing of the lock: the command stops.

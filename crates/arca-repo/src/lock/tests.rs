@@ -224,10 +224,13 @@ fn a_lock_of_another_process_space_is_not_judged_by_its_pid() {
 
 /// A backend over memory on which the first read of lock `from` finds it refreshed at that
 /// very moment: `to` is written (with `body`), `from` removed, and the read misses.
+/// With `ghost`, lock `ghost` is listed but never found when read (refreshed under every
+/// read).
 #[derive(Debug)]
 struct RefreshedOnRead {
-    inner: MemoryBackend,
+    inner: Arc<MemoryBackend>,
     armed: std::sync::Mutex<Option<(String, String, Vec<u8>)>>,
+    ghost: Option<String>,
 }
 
 impl Backend for RefreshedOnRead {
@@ -247,6 +250,9 @@ impl Backend for RefreshedOnRead {
                 let (from, to, body) = armed.take().unwrap();
                 self.inner.write(FileType::Lock, &to, &body)?;
                 self.inner.delete(FileType::Lock, &from)?;
+            }
+            if self.ghost.as_deref() == Some(name) {
+                return self.inner.read(t, &"0".repeat(64));
             }
         }
         self.inner.read(t, name)
@@ -277,8 +283,9 @@ impl Backend for RefreshedOnRead {
 #[test]
 fn a_lock_refreshed_while_it_is_read_still_counts() {
     let backend = Arc::new(RefreshedOnRead {
-        inner: MemoryBackend::new(),
+        inner: Arc::new(MemoryBackend::new()),
         armed: std::sync::Mutex::new(None),
+        ghost: None,
     });
     let repo = testing::repo(backend.clone());
     let held = repo.lock_for(LockKind::Shared, "backup").unwrap();
@@ -297,4 +304,26 @@ fn a_lock_refreshed_while_it_is_read_still_counts() {
         backend.armed.lock().unwrap().is_none(),
         "the refresh happened"
     );
+}
+
+/// A lock that vanishes under every read (refreshed faster than the backend answers) is a
+/// live lock: after a few listings the prune gives up, locked (with a 10 ms refresh and
+/// 300 ms requests, the listings ran out and the prune went ahead).
+#[test]
+fn a_lock_that_always_vanishes_counts_as_held() {
+    let inner = Arc::new(MemoryBackend::new());
+    let repo = testing::repo(inner.clone());
+    let held = repo
+        .write_lock(LockKind::Shared, "backup")
+        .unwrap()
+        .to_hex();
+    let backend = Arc::new(RefreshedOnRead {
+        inner,
+        armed: std::sync::Mutex::new(None),
+        ghost: Some(held),
+    });
+    let repo = Repository::open(backend, b"pw").unwrap();
+    let e = repo.lock_for(LockKind::Exclusive, "prune").unwrap_err();
+    assert!(matches!(e, RepoError::Locked { .. }), "{e}");
+    assert!(e.to_string().contains("being refreshed"), "{e}");
 }
