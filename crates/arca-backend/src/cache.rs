@@ -204,11 +204,8 @@ impl CachedBackend {
             f.write_all(data)?;
             drop(f);
             match fs::rename(&tmp, &path) {
-                // Something that is not a file stands in the way (a folder): it goes.
-                Err(_) if path.symlink_metadata().is_ok_and(|m| m.is_dir()) => {
-                    fs::remove_dir_all(&path)?;
-                    fs::rename(&tmp, &path)
-                }
+                // A folder stands in the way: it goes.
+                Err(_) if remove_folder(&path) => fs::rename(&tmp, &path),
                 r => r,
             }
         })();
@@ -232,8 +229,8 @@ impl CachedBackend {
 
     fn drop_copy(&self, t: FileType, name: &str) {
         let path = self.path(t, name);
-        if fs::remove_file(&path).is_err() && path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-            let _ = fs::remove_dir_all(&path);
+        if fs::remove_file(&path).is_err() {
+            remove_folder(&path);
         }
     }
 
@@ -565,6 +562,12 @@ impl Backend for CachedBackend {
     fn remove_stale_temp(&self, older_than: std::time::Duration, remove: bool) -> Result<u64> {
         self.inner.remove_stale_temp(older_than, remove)
     }
+}
+
+/// Removes the folder at `path` (one standing where a cached copy belongs); whether there was
+/// one and it went.
+fn remove_folder(path: &Path) -> bool {
+    path.symlink_metadata().is_ok_and(|m| m.is_dir()) && fs::remove_dir_all(path).is_ok()
 }
 
 #[cfg(test)]

@@ -643,6 +643,36 @@ pub fn interactive(g: &Global, json: bool) -> bool {
 
 pub use arca_format::text::mode_string;
 
+/// A pattern option's value: text. A value that is not UTF-8 is refused naming the option and
+/// the value (clap said only "invalid UTF-8 was detected in one or more arguments").
+#[derive(Clone, Copy, Debug)]
+pub struct TextPattern;
+
+impl clap::builder::TypedValueParser for TextPattern {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        value.to_str().map(str::to_string).ok_or_else(|| {
+            let option = arg
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| "a pattern".into());
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidUtf8,
+                format!(
+                    "{option} {:?}: a pattern must be text (UTF-8); match a name that is not \
+                     with a wildcard in place of its other bytes (e.g. `caf*`)\n",
+                    value.to_string_lossy()
+                ),
+            )
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -700,35 +730,5 @@ mod tests {
             mode_string(arca_format::NodeKind::File, 0o4755),
             "-rwsr-xr-x"
         );
-    }
-}
-
-/// A pattern option's value: text. A value that is not UTF-8 is refused naming the option and
-/// the value (clap said only "invalid UTF-8 was detected in one or more arguments").
-#[derive(Clone, Copy, Debug)]
-pub struct TextPattern;
-
-impl clap::builder::TypedValueParser for TextPattern {
-    type Value = String;
-
-    fn parse_ref(
-        &self,
-        _cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &std::ffi::OsStr,
-    ) -> Result<String, clap::Error> {
-        value.to_str().map(str::to_string).ok_or_else(|| {
-            let option = arg
-                .map(|a| a.to_string())
-                .unwrap_or_else(|| "a pattern".into());
-            clap::Error::raw(
-                clap::error::ErrorKind::InvalidUtf8,
-                format!(
-                    "{option} {:?}: a pattern must be text (UTF-8); match a name that is not \
-                     with a wildcard in place of its other bytes (e.g. `caf*`)\n",
-                    value.to_string_lossy()
-                ),
-            )
-        })
     }
 }

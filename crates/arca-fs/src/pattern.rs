@@ -166,13 +166,15 @@ impl PathMatcher {
     /// Whether a `!` pattern could take back something below directory `dir`: a walk must
     /// then enter `dir` even though it matches, and ask about each entry.
     pub fn takes_back_below(&self, dir: &Path) -> bool {
+        // Asked for every entry below an included folder: nothing to fold without a `!`.
+        if !self.negates() {
+            return false;
+        }
         let dir = &*self.key(dir);
-        self.negates()
-            && self
-                .patterns
-                .iter()
-                .zip(&self.negated)
-                .any(|(p, &neg)| neg && pattern_may_reach(p, dir))
+        self.patterns
+            .iter()
+            .zip(&self.negated)
+            .any(|(p, &neg)| neg && pattern_may_reach(p, dir))
     }
 
     /// Whether a match could lie below directory `dir` (used to prune restore walks): true

@@ -190,11 +190,11 @@ pub fn same_ids(a: &Repository, b: &Repository) -> bool {
 /// Whether `copy` is a copy of source snapshot `id` (`original`): the same time, host, user,
 /// uid, gid, paths and tags (as sets), and, when the repositories identify blobs alike
 /// (`same_tree`), the same root tree; otherwise the same totals of files and bytes (what
-/// `rewrite` changes: a rewritten snapshot keeps its original, time and tags, and was
-/// taken for a copy of the snapshot it was made from). A copy that names its original (all that `copy` made
-/// since the field exists) must name this one's: two snapshots alike in all the rest (two
-/// imports with the same `--time`) are told apart, as restic tells them. The parent is not
-/// compared (a copy has none).
+/// `rewrite` changes: a rewritten snapshot keeps its original, time and tags, and was taken
+/// for a copy of the snapshot it was made from). A copy that names its original (all that
+/// `copy` made since the field exists) must name this one's: two snapshots alike in all the
+/// rest (two imports with the same `--time`) are told apart, as restic tells them. The parent
+/// is not compared (a copy has none).
 pub fn same_snapshot(copy: &Snapshot, (id, original): (&Id, &Snapshot), same_tree: bool) -> bool {
     fn as_set(v: &[String]) -> HashSet<&String> {
         v.iter().collect()

@@ -268,7 +268,9 @@ impl Repository {
                     }
                 },
             };
-            if file_id(&bytes).to_hex() != k.name {
+            let content_id = file_id(&bytes);
+            let misnamed = content_id.to_hex() != k.name;
+            if misnamed {
                 damaged.push(k.name.clone());
             }
             let file = match KeyFile::decode(&bytes) {
@@ -312,8 +314,8 @@ impl Repository {
                         config,
                         // Named as `key list` and `key remove` name it, also when the name
                         // is not its hash (a renamed file): the key in use must be known.
-                        key_id: Id::from_hex(&k.name).unwrap_or_else(|_| file_id(&bytes)),
-                        key_misnamed: file_id(&bytes).to_hex() != k.name,
+                        key_id: Id::from_hex(&k.name).unwrap_or(content_id),
+                        key_misnamed: misnamed,
                     };
                     return Ok((repo, fetched, keys));
                 }

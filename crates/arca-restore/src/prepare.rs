@@ -219,12 +219,13 @@ impl Shared<'_> {
         let ep = &self.plan.entries[e as usize];
         let path = &self.plan.entry_path(e);
         let action = &self.scan.entries[e as usize];
-        let reported = undeleted.contains(path.as_path());
+        // Looked up only for entries to replace (most entries are not).
+        let reported = || undeleted.contains(path.as_path());
         match (ep.kind, action) {
             // Made when the entry it links to is done.
             (EntryKind::Link(_), _) => {}
             // The file fails (its writes would meet the folder still there), once.
-            (EntryKind::File(f), EntryAction::Replace) if reported => {
+            (EntryKind::File(f), EntryAction::Replace) if reported() => {
                 self.file_flags[f as usize].fetch_or(crate::ctx::FAILED, Ordering::AcqRel);
             }
             (EntryKind::File(f), EntryAction::Replace) => {
@@ -247,7 +248,7 @@ impl Shared<'_> {
             (_, EntryAction::Keep { meta_ok, meta_set }) => self.keep_entry(e, *meta_ok, *meta_set),
             (_, EntryAction::Create | EntryAction::Replace | EntryAction::Patch) => {
                 let res = (if *action == EntryAction::Replace {
-                    if reported {
+                    if reported() {
                         self.make_links(e, false);
                         self.entry_done(e);
                         return;
