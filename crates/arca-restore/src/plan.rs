@@ -2,7 +2,7 @@
 //! read: every directory and entry with its target path, every file's blocks with their
 //! offsets, and every distinct blob with its pack and byte range (the FAST'13 "recipe").
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -11,7 +11,7 @@ use arca_format::{BlobKind, ContentRef, Id, Node, NodeKind, NodeRef, Timespec, T
 use arca_repo::Index;
 
 use crate::RestoreIssue;
-use crate::trees::{Selection, Trees};
+use crate::trees::{Selection, Trees, uses};
 
 /// No parent (the target directory itself).
 pub(crate) const NO_PARENT: u32 = u32::MAX;
@@ -243,7 +243,10 @@ struct Walk {
     plan: Plan,
     trees: Trees,
     /// How many more times each listing will be entered.
-    refs: HashMap<Id, u32>,
+    /// How many more times each listing is entered (see [`uses`]).
+    refs: HashMap<Id, u64>,
+    /// Listings dropped after their last use: met again, they were counted wrong.
+    dropped: HashSet<Id>,
     blob_ids: HashMap<Id, u32>,
     /// Per (device, inode) of a hard-linked entry: the first entry, and its size and content
     /// (only entries alike are linked to it).
@@ -274,23 +277,19 @@ impl Planner<'_> {
     /// Walks the trees depth first, in name order (the order backups write data in, so the
     /// plan's file order follows the packs).
     pub fn build(&self, trees: Trees, root: Id) -> Plan {
-        let mut refs: HashMap<Id, u32> = HashMap::new();
-        *refs.entry(root).or_default() += 1;
-        // Sizes of the plan, to allocate it once (an upper bound: shared listings count once,
+        // Sizes of the plan, to allocate it once (an estimate: shared listings count once,
         // left-out entries count too).
         let (mut dirs, mut entries, mut blocks) = (1usize, 0usize, 0usize);
         for plain in trees.values().flatten() {
             let _ = Tree::visit(plain, |n| match n.subtree {
-                Some(sub) => {
-                    *refs.entry(sub).or_default() += 1;
-                    dirs += 1;
-                }
+                Some(_) => dirs += 1,
                 None => {
                     entries += 1;
                     blocks += n.blocks();
                 }
             });
         }
+        let refs = uses(&trees, root);
         let mut w = Walk {
             plan: Plan {
                 dirs: Vec::with_capacity(dirs),
@@ -302,6 +301,7 @@ impl Planner<'_> {
             },
             trees,
             refs,
+            dropped: HashSet::new(),
             blob_ids: HashMap::new(),
             link_first: HashMap::new(),
             needed: vec![true],
@@ -425,8 +425,8 @@ impl Planner<'_> {
             Some(Err(e)) => Some(Err(e.clone())),
             None => None,
         };
-        if last {
-            w.trees.remove(&tree_id);
+        if last && w.trees.remove(&tree_id).is_some() {
+            w.dropped.insert(tree_id);
         }
         match tree {
             Some(Ok((nodes, content))) => {
@@ -437,6 +437,12 @@ impl Planner<'_> {
                 stack.push((d, nodes.into_iter(), content));
             }
             Some(Err(e)) => self.lost_listing(w, d, &e),
+            // Never silently: a directory left empty would pass for restored.
+            None if w.dropped.contains(&tree_id) => self.lost_listing(
+                w,
+                d,
+                "dropped before its last use (a bug: please report it)",
+            ),
             None => {} // not loaded: the load was stopped
         }
     }
@@ -664,6 +670,61 @@ pub(crate) mod tests {
             subtree: Some(Id([sub; 32])),
             ..Node::default()
         }
+    }
+
+    /// One listing at two paths (a bind mount backed up beside its source), with a folder
+    /// inside: that folder's listing is entered twice, and its files are planned under both
+    /// paths. It was dropped after the first, and the second path's folder came back empty.
+    #[test]
+    fn a_listing_nested_in_one_met_twice_is_walked_twice() {
+        let enc = |nodes| Ok(Tree { nodes }.encode().unwrap());
+        let mut trees = Trees::new();
+        // root: alias/ and real/ share listing 101, which holds sub/ (102), deep/ (103).
+        trees.insert(
+            Id([100; 32]),
+            enc(vec![dir("alias", 101), dir("real", 101)]),
+        );
+        trees.insert(Id([101; 32]), enc(vec![dir("sub", 102)]));
+        trees.insert(
+            Id([102; 32]),
+            enc(vec![dir("deep", 103), file("f", &[], 1, 1)]),
+        );
+        trees.insert(Id([103; 32]), enc(vec![file("g", &[], 2, 1)]));
+        let uses = uses(&trees, Id([100; 32]));
+        assert_eq!(
+            [100, 101, 102, 103].map(|i| uses[&Id([i; 32])]),
+            [1, 2, 2, 2]
+        );
+        let index = Index::from_files([&IndexFile {
+            supersedes: vec![],
+            packs: vec![],
+        }]);
+        let sel = Selection {
+            includes: vec![],
+            excludes: vec![],
+            only: vec![],
+        };
+        let p = Planner {
+            index: &index,
+            sel: &sel,
+            target: Path::new("/t"),
+            keep_names: false,
+            zero_id: Id([0; 32]),
+        }
+        .build(trees, Id([100; 32]));
+        assert!(p.issues.is_empty(), "{:?}", p.issues);
+        let mut files: Vec<PathBuf> = p.files.iter().map(|f| p.entry_path(f.entry)).collect();
+        files.sort();
+        assert_eq!(
+            files,
+            [
+                "/t/alias/sub/deep/g",
+                "/t/alias/sub/f",
+                "/t/real/sub/deep/g",
+                "/t/real/sub/f"
+            ]
+            .map(PathBuf::from)
+        );
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! merged into one ranged read, several reads at once), with [`Selection::decide`] as its
 //! `keep`.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use arca_format::{Id, Tree};
 use arca_fs::pattern::PathMatcher;
 
 /// The include and exclude patterns (or the one entry restored), and what they make of one
@@ -67,3 +69,47 @@ impl Selection {
 /// memory; the plan decodes each listing again when it walks it); a listing that could not be
 /// read holds the reason.
 pub(crate) type Trees = arca_repo::trees::Listings;
+
+/// How many times the walk from `root` enters each loaded listing: one per path it lies at.
+/// A listing found at two paths (a bind mount backed up twice, two copies of a folder)
+/// passes that count on to every listing inside it, so counting its parents' listings, each
+/// once, fell short, and the plan dropped a nested listing after its first use: the second
+/// path's folders came back empty, exit 0. Counted parents first (Kahn's order); counts
+/// saturate, and a listing at more paths than that is simply never dropped.
+pub(crate) fn uses(trees: &Trees, root: Id) -> HashMap<Id, u64> {
+    // The listings the walk can reach, their subdirectories' listings, and how many
+    // references each gets from them.
+    let mut kids: HashMap<Id, Vec<Id>> = HashMap::new();
+    let mut parents: HashMap<Id, u64> = HashMap::from([(root, 0)]);
+    let mut todo = vec![root];
+    while let Some(id) = todo.pop() {
+        let mut v = vec![];
+        if let Some(Ok(plain)) = trees.get(&id) {
+            let _ = Tree::visit(plain, |n| v.extend(n.subtree));
+        }
+        for &c in &v {
+            let n = parents.entry(c).or_insert(0);
+            if *n == 0 && c != root {
+                todo.push(c);
+            }
+            *n += 1;
+        }
+        kids.insert(id, v);
+    }
+    let mut uses: HashMap<Id, u64> = HashMap::from([(root, 1)]);
+    let mut ready = vec![root];
+    while let Some(id) = ready.pop() {
+        let mine = uses.get(&id).copied().unwrap_or(0);
+        for c in kids.remove(&id).unwrap_or_default() {
+            let u = uses.entry(c).or_insert(0);
+            *u = u.saturating_add(mine);
+            if let Some(n) = parents.get_mut(&c) {
+                *n -= 1;
+                if *n == 0 {
+                    ready.push(c);
+                }
+            }
+        }
+    }
+    uses
+}
