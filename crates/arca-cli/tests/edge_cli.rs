@@ -715,21 +715,24 @@ fn root_stores_the_attributes_a_user_could_not_see() {
     );
 }
 
-/// A restore stopped by a full disk leaves its unfinished files dated 1970, so that a rerun
-/// with `--overwrite if-newer` restores them again: they had their full size and the time of
-/// the write, newer than the snapshot, and were kept wrong with exit 0.
+/// A restore stopped by a full disk leaves its unfinished files dated before their snapshot
+/// time, so that a rerun with `--overwrite if-newer` restores them again: they had their full
+/// size and the time of the write, newer than the snapshot, and were kept wrong with exit 0.
+/// Files dated 1970 or earlier in the snapshot too: 1970 was not older than they are.
 #[test]
-fn files_a_stopped_restore_left_unfinished_are_restored_by_if_newer() {
+fn files_a_stopped_restore_left_unfinished_are_restored_by_a_rerun() {
     let e = Env::new();
     e.init(&[]);
     let src = e.path("src");
     fs::create_dir_all(&src).unwrap();
-    for i in 0..4 {
-        fs::write(
-            src.join(format!("f{i}")),
-            arca_testkit::random_bytes(i, 3 << 20),
-        )
-        .unwrap();
+    // Dated 1960, 1970 (a reproducible build's 0), and now.
+    let times = [-315_619_200, 0, -1, i64::MAX];
+    for (i, &t) in times.iter().enumerate() {
+        let f = src.join(format!("f{i}"));
+        fs::write(&f, arca_testkit::random_bytes(i as u64, 3 << 20)).unwrap();
+        if t != i64::MAX {
+            arca_testkit::generate::set_times(&f, (t, 0), (t, 0)).unwrap();
+        }
     }
     e.ok(&["backup", "-q", src.to_str().unwrap()]);
     let target = e.path("target");
@@ -758,18 +761,26 @@ fn files_a_stopped_restore_left_unfinished_are_restored_by_if_newer() {
             mode,
         ])
     };
-    let o = restore("if-newer");
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("No space left"), "{}", stderr(&o));
-    mount("size=64m", nix::mount::MsFlags::MS_REMOUNT).unwrap();
-    let o = restore("if-newer");
-    assert!(o.status.success(), "{}", stderr(&o));
-    for i in 0..4 {
-        let n = format!("f{i}");
-        assert!(
-            fs::read(restored(&target, &src).join(&n)).unwrap() == fs::read(src.join(&n)).unwrap(),
-            "{n} is wrong"
-        );
+    // The default mode trusted a file whose size and mtime match: an unfinished file dated
+    // 1970 matched a snapshot file dated 1970.
+    for mode in ["if-newer", "if-changed"] {
+        let o = restore(mode);
+        assert_eq!(o.status.code(), Some(1), "{mode}: {}", stderr(&o));
+        assert!(stderr(&o).contains("No space left"), "{}", stderr(&o));
+        mount("size=64m", nix::mount::MsFlags::MS_REMOUNT).unwrap();
+        let o = restore(mode);
+        assert!(o.status.success(), "{mode}: {}", stderr(&o));
+        for i in 0..4 {
+            let n = format!("f{i}");
+            assert!(
+                fs::read(restored(&target, &src).join(&n)).unwrap()
+                    == fs::read(src.join(&n)).unwrap(),
+                "{mode}: {n} is wrong"
+            );
+        }
+        let top = src.strip_prefix("/").unwrap().components().next().unwrap();
+        fs::remove_dir_all(target.join(top)).unwrap();
+        mount("size=7m", nix::mount::MsFlags::MS_REMOUNT).unwrap();
     }
 }
 

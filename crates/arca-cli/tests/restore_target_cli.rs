@@ -439,3 +439,68 @@ fn a_hard_link_in_place_is_left() {
     let ino = |p: &Path| fs::metadata(p).unwrap().ino();
     assert_eq!(ino(&h2), ino(&restored(&target, &src).join("x/h1")));
 }
+
+/// A target whose file system takes no attributes (ramfs): the file's content is whole, so it
+/// keeps its other hard-link names and its mtime, and the refused attributes are one error per
+/// entry. The second name was never made ("not linked: … was not restored"), the file was
+/// dated 1970 as if unfinished, and each of its 40 attributes printed its own error.
+#[test]
+fn attributes_the_target_refuses_fail_neither_the_content_nor_the_links() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), b"content").unwrap();
+    fs::hard_link(src.join("a"), src.join("b")).unwrap();
+    for i in 0..40 {
+        if xattr::set(src.join("a"), format!("user.k{i}"), b"v").is_err() {
+            eprintln!("no user xattrs here: skipped");
+            return;
+        }
+    }
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    fs::create_dir_all(&target).unwrap();
+    if !is_root()
+        || nix::mount::mount(
+            Some("ramfs"),
+            &target,
+            Some("ramfs"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        )
+        .is_err()
+    {
+        eprintln!("cannot mount a ramfs here: skipped");
+        return;
+    }
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = nix::mount::umount2(self.0, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+    let _unmount = Unmount(&target);
+    let t = target.to_str().unwrap();
+    for pass in 0..2 {
+        let o = e.run(&["restore", "-q", "latest", "-t", t]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(3), "pass {pass}: {err}");
+        assert_eq!(err.matches("set xattr").count(), 1, "pass {pass}: {err}");
+        assert!(!err.contains("not linked"), "pass {pass}: {err}");
+        let back = restored(&target, &src);
+        let (a, b) = (
+            fs::metadata(back.join("a")).unwrap(),
+            fs::metadata(back.join("b")).unwrap(),
+        );
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!((a.ino(), a.nlink()), (b.ino(), 2), "pass {pass}");
+        assert_eq!(fs::read(back.join("b")).unwrap(), b"content");
+        let orig = fs::metadata(src.join("a")).unwrap();
+        assert_eq!(
+            (a.mtime(), a.mtime_nsec()),
+            (orig.mtime(), orig.mtime_nsec()),
+            "pass {pass}"
+        );
+    }
+}

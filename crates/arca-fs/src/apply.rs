@@ -131,19 +131,13 @@ fn apply_metadata_short(
             |n| xattr::remove(path, n),
             &mut errs,
         );
-        for (k, v) in &node.xattrs {
-            if let Err(e) = xattr::set(path, OsStr::from_bytes(k), v) {
-                // Symlinks cannot carry user.* attributes on Linux; nothing to restore.
-                if is_link && e.raw_os_error() == Some(libc::EPERM) {
-                    continue;
-                }
-                let full = no_room(&e);
-                errs.push(FsError::xattr("set xattr on", path, k, e));
-                if full {
-                    break;
-                }
-            }
-        }
+        set_xattrs(
+            path,
+            node,
+            is_link,
+            |k, v| xattr::set(path, k, v),
+            &mut errs,
+        );
     }
     if !is_link
         && !mode_ok
@@ -209,15 +203,7 @@ pub fn apply_file_metadata(
             |n| file.remove_xattr(n),
             &mut errs,
         );
-        for (k, v) in &node.xattrs {
-            if let Err(e) = file.set_xattr(OsStr::from_bytes(k), v) {
-                let full = no_room(&e);
-                errs.push(FsError::xattr("set xattr on", path, k, e));
-                if full {
-                    break;
-                }
-            }
-        }
+        set_xattrs(path, node, false, |k, v| file.set_xattr(k, v), &mut errs);
     }
     if !mode_ok && let Err(e) = file.set_permissions(fs::Permissions::from_mode(node.mode & 0o7777))
     {
@@ -289,6 +275,62 @@ fn no_room(e: &std::io::Error) -> bool {
         e.raw_os_error(),
         Some(libc::ENOSPC | libc::E2BIG | libc::ERANGE)
     )
+}
+
+/// Sets the node's attributes on the entry at `path` with `set`, adding what fails to `errs`.
+/// An attribute refused for its whole namespace ([`refuses_namespace`]) is one error, naming
+/// every attribute of that namespace, which are not tried further; once the entry has no
+/// room left, the rest are not tried either ([`no_room`]).
+fn set_xattrs(
+    path: &Path,
+    node: &Node,
+    is_link: bool,
+    mut set: impl FnMut(&OsStr, &[u8]) -> std::io::Result<()>,
+    errs: &mut Vec<FsError>,
+) {
+    /// A refused namespace, the names refused in it, and why.
+    type Refused<'a> = (&'a [u8], Vec<&'a [u8]>, std::io::Error);
+    let mut refused: Vec<Refused> = vec![];
+    for (k, v) in &node.xattrs {
+        if let Some((_, names, _)) = refused.iter_mut().find(|r| r.0 == namespace(k)) {
+            names.push(k);
+            continue;
+        }
+        if let Err(e) = set(OsStr::from_bytes(k), v) {
+            // Symlinks cannot carry user.* attributes on Linux; nothing to restore.
+            if is_link && e.raw_os_error() == Some(libc::EPERM) && namespace(k) == b"user" {
+                continue;
+            }
+            if refuses_namespace(&e) {
+                refused.push((namespace(k), vec![k], e));
+                continue;
+            }
+            let full = no_room(&e);
+            errs.push(FsError::xattr("set xattr on", path, k, e));
+            if full {
+                break;
+            }
+        }
+    }
+    for (_, names, e) in refused {
+        errs.push(FsError::xattrs("set xattr on", path, &names, e));
+    }
+}
+
+/// Whether setting an attribute failed for a reason that holds for its whole namespace (the
+/// file system has no `user.*` attributes, or only root may set `trusted.*`): the entry's
+/// further attributes of that namespace are not tried (40 attributes on a file system
+/// without any printed 40 errors).
+fn refuses_namespace(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOTSUP | libc::EPERM | libc::EACCES)
+    )
+}
+
+/// An attribute name's namespace: what comes before its first dot (`user`, `trusted`).
+fn namespace(name: &[u8]) -> &[u8] {
+    name.split(|&b| b == b'.').next().unwrap_or(name)
 }
 
 /// Attributes a restore leaves on an entry although the snapshot lacks them: the security

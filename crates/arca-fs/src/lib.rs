@@ -69,9 +69,29 @@ impl FsError {
             ..Self::new(op, path, source)
         }
     }
-    /// Whether this is an error about one extended attribute ([`Self::xattr`]).
+    /// As [`Self::xattr`], for several attributes failing alike (a few named, the rest
+    /// counted).
+    pub fn xattrs(op: &'static str, path: &Path, names: &[&[u8]], source: io::Error) -> Self {
+        const NAMED: usize = 4;
+        if let [name] = names {
+            return Self::xattr(op, path, name, source);
+        }
+        let mut list: Vec<String> = names
+            .iter()
+            .take(NAMED)
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .collect();
+        if names.len() > NAMED {
+            list.push(format!("{} more", names.len() - NAMED));
+        }
+        Self {
+            detail: format!(" (attributes {})", list.join(", ")),
+            ..Self::new(op, path, source)
+        }
+    }
+    /// Whether this is an error about extended attributes ([`Self::xattr`], [`Self::xattrs`]).
     pub fn is_xattr(&self) -> bool {
-        self.detail.starts_with(" (attribute ")
+        self.detail.starts_with(" (attribute")
     }
     /// Whether the entry no longer exists.
     pub fn is_not_found(&self) -> bool {

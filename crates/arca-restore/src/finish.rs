@@ -64,30 +64,43 @@ impl Shared<'_> {
         Ok(file)
     }
 
-    /// Gives every file this restore wrote into but did not finish (it failed, or the restore
-    /// stopped: disk full, Ctrl-C) the modification time 0 (1970). Such a file has its full
-    /// size and the time of the write, so a rerun with `--overwrite if-newer` took it for
-    /// newer than the snapshot and kept it, wrong; now every mode looks at it again. Best
-    /// effort: a file that cannot be dated is looked at by size and mtime as before. Returns
-    /// how many files were unfinished.
+    /// Dates every file this restore wrote into but did not finish (it failed, or the restore
+    /// stopped: disk full, Ctrl-C) before its snapshot time: 1970, or a second before the
+    /// snapshot's mtime when that is 1970 or earlier. Such a file has its full size and the
+    /// time of the write, so a rerun with `--overwrite if-newer` took it for newer than the
+    /// snapshot and kept it, wrong; now every mode looks at it again. A file that cannot be
+    /// dated so (the file system cannot go that far back) is removed, so the rerun writes it
+    /// anew. Best effort. Returns how many files were unfinished.
     pub fn date_unfinished(&self) -> u64 {
-        let epoch = nix::sys::time::TimeSpec::new(0, 0);
         let mut n = 0;
         for (f, flags) in self.file_flags.iter().enumerate() {
             let flags = flags.load(Ordering::Acquire);
             if flags & TOUCHED != 0 && flags & DONE == 0 {
                 n += 1;
                 let path = self.plan.file_path(f as u32);
-                let _ = arca_fs::io_on_long_path(&path, |p| {
+                let e = self.plan.files[f].entry;
+                let snap = self.plan.entries[e as usize].meta.mtime;
+                let mark = unfinished_mark(snap);
+                let dated = arca_fs::io_on_long_path(&path, |p| {
                     nix::sys::stat::utimensat(
                         nix::fcntl::AT_FDCWD,
                         p,
                         &nix::sys::time::TimeSpec::UTIME_OMIT,
-                        &epoch,
+                        &nix::sys::time::TimeSpec::new(mark as libc::time_t, 0),
                         nix::sys::stat::UtimensatFlags::NoFollowSymlink,
                     )
-                    .map_err(std::io::Error::from)
+                    .map_err(std::io::Error::from)?;
+                    fs::symlink_metadata(p)
                 });
+                // Not dated, or not before the snapshot's time (clamped by the file system):
+                // if-newer would keep it.
+                let kept = match &dated {
+                    Ok(m) => (m.mtime(), m.mtime_nsec()) >= (snap.sec, i64::from(snap.nsec)),
+                    Err(_) => true,
+                };
+                if kept {
+                    let _ = arca_fs::io_on_long_path(&path, |p| fs::remove_file(p));
+                }
             }
         }
         n
@@ -104,7 +117,8 @@ impl Shared<'_> {
 
     /// Finishes file `f`: creates and sizes it if nothing was written, applies its metadata
     /// (not for a failed file, whose mtime then tells the next restore to look again), makes
-    /// its hard links and counts down its directory.
+    /// its hard links and counts down its directory. A metadata error is reported; it does not
+    /// fail the file.
     fn finish_file(&self, f: u32, fd: Option<&File>) {
         let e = self.plan.files[f as usize].entry;
         let path = &self.plan.entry_path(e);
@@ -131,6 +145,9 @@ impl Shared<'_> {
                         Some(m) if m.len() == size => Ok(()),
                         _ => file.set_len(size),
                     };
+                    // Metadata that cannot be set (an attribute the file system refuses) is
+                    // reported, but the content is whole: the file counts as restored, keeps
+                    // the times set after the failure, and gets its other names.
                     let errs = match resized {
                         Ok(()) => arca_fs::apply_file_metadata(
                             file,
@@ -139,10 +156,12 @@ impl Shared<'_> {
                             self.metadata,
                             have.as_ref(),
                         ),
-                        Err(err) => vec![FsError::new("set size of", path, err)],
+                        Err(err) => {
+                            ok = false;
+                            vec![FsError::new("set size of", path, err)]
+                        }
                     };
                     for err in errs {
-                        ok = false;
                         if self.fs_error(&err) {
                             return;
                         }
@@ -296,4 +315,14 @@ fn link(first: &std::path::Path, path: &std::path::Path) -> Result<(), FsError> 
         _ => fs::hard_link(first, p),
     });
     linked.map_err(|e| FsError::new("link", path, e))
+}
+
+/// The modification time an unfinished file gets: 1970, or a second before the snapshot's
+/// mtime when that is not after 1970 (a file dated 1960, or 0 by a reproducible build).
+fn unfinished_mark(snap: arca_format::Timespec) -> i64 {
+    if snap.sec > 0 {
+        0
+    } else {
+        snap.sec.saturating_sub(1)
+    }
 }

@@ -167,7 +167,6 @@ impl Shared<'_> {
     pub fn keep_entry(&self, e: u32, meta_ok: bool, meta_set: bool) {
         let ep = &self.plan.entries[e as usize];
         let path = &self.plan.entry_path(e);
-        let mut ok = true;
         if meta_ok && ep.kind == EntryKind::Symlink {
             // The scan read the link, which moved its access time back to now.
             if let Err(err) = arca_fs::set_times(path, &ep.meta.node())
@@ -179,19 +178,19 @@ impl Shared<'_> {
             // What it has now, so that only what differs is changed (an append-only file
             // whose atime alone differed got "cannot change owner/mode" errors).
             let have = arca_fs::lstat(path).ok();
+            // Reported; the entry is in place all the same, and its other names are made.
             for err in arca_fs::apply_metadata(path, &ep.meta.node(), self.metadata, have.as_ref())
             {
-                ok = false;
                 if self.fs_error(&err) {
                     return;
                 }
             }
         }
-        if matches!(ep.kind, EntryKind::File(_)) && ok {
+        if matches!(ep.kind, EntryKind::File(_)) {
             self.counters.files_done.fetch_add(1, Ordering::Relaxed);
             self.progress.files.fetch_add(1, Ordering::Relaxed);
         }
-        self.make_links(e, ok);
+        self.make_links(e, true);
         self.entry_done(e);
     }
 
