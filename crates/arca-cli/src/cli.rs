@@ -442,9 +442,10 @@ pub struct RestoreArgs {
     pub filter: FilterArgs,
     /// What to do with files already in the target: if-changed (trust size and mtime, else
     /// hash block by block and replace only wrong blocks), always (hash every file), if-newer,
-    /// never (files a stopped or failed restore left unfinished are dated 1970, so every mode
-    /// but never looks at them again; after a restore killed outright, by SIGKILL or a power
-    /// cut, which dates nothing, rerun with if-changed or always)
+    /// never (files a stopped or failed restore left unfinished are dated before their
+    /// snapshot time, so every mode but never looks at them again; after a restore killed
+    /// outright, by SIGKILL or a power cut, which dates nothing, rerun with if-changed or
+    /// always)
     #[arg(long, value_name = "MODE", default_value = "if-changed")]
     pub overwrite: arca_restore::Overwrite,
     /// Remove entries that the snapshot does not have from the restored backup folders (not

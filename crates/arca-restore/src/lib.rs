@@ -137,7 +137,7 @@ pub enum RestoreError {
         path: PathBuf,
         /// The error.
         source: io::Error,
-        /// Files written into but not finished when it stopped (dated 1970, so that any rerun
+        /// Files written into but not finished when it stopped (dated before their snapshot time, so that any rerun
         /// looks at them again).
         unfinished: u64,
     },
