@@ -5,7 +5,9 @@ use arca_format::Id;
 use arca_repo::Index;
 
 use super::walk::Marks;
-use super::{Count, KeepBlob, MaxUnused, PackAction, PackPlan, PlanStats, PruneOptions, PrunePlan};
+use super::{
+    Count, KeepBlob, MaxUnused, PackAction, PackPlan, PlanStats, PruneOptions, PrunePlan, SoleCopy,
+};
 
 /// With `repack_small`, packs below this share of the target pack size are small.
 const SMALL_PERCENT: u64 = 80;
@@ -69,9 +71,14 @@ fn by_share(c: &[Counts], a: usize, b: usize) -> std::cmp::Ordering {
     lhs.cmp(&rhs).then(b.cmp(&a))
 }
 
+/// A kept copy of a used blob stored more than once (its index position), and the packs of
+/// the copies dropped in its favour.
+type Kept = (usize, Vec<u32>);
+
 /// Counts per pack, and one copy kept of each used blob stored more than once: the copy in
-/// the pack with the largest used share, the others' marks cleared. Returns the extra copies.
-fn count(index: &Index, marks: &Marks, counts: &mut [Counts]) -> u64 {
+/// the pack with the largest used share, the others' marks cleared. Returns the extra copies
+/// and the kept ones.
+fn count(index: &Index, marks: &Marks, counts: &mut [Counts]) -> (u64, Vec<Kept>) {
     for pos in 0..index.len() {
         let Some((_, loc)) = index.at(pos) else { break };
         let c = &mut counts[loc.pack_index as usize];
@@ -84,11 +91,12 @@ fn count(index: &Index, marks: &Marks, counts: &mut [Counts]) -> u64 {
         }
     }
     if !index.has_copies() {
-        return 0;
+        return (0, vec![]);
     }
     // The locations of one id prefix have consecutive positions; copies are rare, so a
     // group is a handful of locations.
     let mut extra = 0;
+    let mut kept = vec![];
     let mut pos = 0;
     let mut group = vec![];
     while let Some((key, _)) = index.at(pos) {
@@ -118,6 +126,15 @@ fn count(index: &Index, marks: &Marks, counts: &mut [Counts]) -> u64 {
                     })
                 })
                 .collect();
+            for (&(keep_pos, keep_loc), _) in group.iter().zip(&keeper).filter(|(_, k)| **k) {
+                let dropped = group
+                    .iter()
+                    .zip(&keeper)
+                    .filter(|((_, l), k)| !**k && l.pack.kind == keep_loc.pack.kind)
+                    .map(|((_, l), _)| l.pack_index)
+                    .collect();
+                kept.push((keep_pos, dropped));
+            }
             for (&(p, loc), keep) in group.iter().zip(keeper) {
                 if !keep {
                     marks.clear(p);
@@ -132,7 +149,7 @@ fn count(index: &Index, marks: &Marks, counts: &mut [Counts]) -> u64 {
         }
         pos = end;
     }
-    extra
+    (extra, kept)
 }
 
 /// Decides every pack's fate from the marks (see the module documentation of `prune`).
@@ -145,7 +162,7 @@ pub(super) fn decide(
 ) -> PrunePlan {
     let packs = index.packs();
     let mut counts = vec![Counts::default(); packs.len()];
-    let duplicate_blobs = count(index, marks, &mut counts);
+    let (duplicate_blobs, kept) = count(index, marks, &mut counts);
     let mut actions: Vec<PackAction> = (0..packs.len())
         .map(|i| {
             if !state.present[i] {
@@ -215,7 +232,7 @@ pub(super) fn decide(
             }
         }
     }
-    finish(
+    let mut plan = finish(
         index,
         marks,
         state,
@@ -223,7 +240,30 @@ pub(super) fn decide(
         actions,
         duplicate_blobs,
         pack_size,
-    )
+    );
+    // The copies that become the only ones: a dropped copy's pack is deleted or repacked
+    // without it.
+    let gone = |p: &u32| {
+        matches!(
+            plan.packs[*p as usize].action,
+            PackAction::Delete | PackAction::Repack
+        )
+    };
+    plan.sole_copies = kept
+        .into_iter()
+        .filter_map(|(pos, dropped)| {
+            let other = *dropped.iter().find(|p| gone(p))?;
+            let (key, loc) = index.at(pos)?;
+            Some(SoleCopy {
+                pack: loc.pack_index,
+                offset: loc.offset,
+                key,
+                other,
+            })
+        })
+        .collect();
+    plan.sole_copies.sort_unstable();
+    plan
 }
 
 /// The plan from the decisions: packs, statistics and the blobs to copy.

@@ -41,6 +41,9 @@ pub fn execute(
     let mut report = PruneReport::default();
     progress.go_on()?;
     if plan.rewrite_index {
+        verify_sole_copies(repo, plan, progress)?;
+    }
+    if plan.rewrite_index {
         progress.set_phase(Phase::Repacking);
         let new_packs = repack(repo, plan, progress, &mut report)?;
         // Cancelled: the new packs are in no index, and the next prune deletes them.
@@ -386,6 +389,77 @@ fn copy_pack(
                 .map_err(|e| bad(e.cause()))?;
             filler.append(p.kind, id, raw_len, sealed)?;
             filler.ship_if_full(p.kind)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads and authenticates the kept copies of blobs whose other copy goes away
+/// ([`PrunePlan::sole_copies`]), a pack at a time: the index alone chose them, and a damaged
+/// one would leave the blob with no intact copy. Fails, before anything is written, naming
+/// the damaged copy and the one that would have gone.
+fn verify_sole_copies(
+    repo: &Repository,
+    plan: &PrunePlan,
+    progress: &Progress,
+) -> Result<(), PruneError> {
+    if plan.sole_copies.is_empty() {
+        return Ok(());
+    }
+    let backend: &dyn Backend = repo.backend().as_ref();
+    let stop = AtomicBool::new(false);
+    let (gap, max_read) = {
+        let empty = Index::default();
+        let l = TreeLoader::new(repo, &empty, &stop);
+        (l.read_gap, l.max_read)
+    };
+    let mut buf = vec![];
+    for group in plan.sole_copies.chunk_by(|a, b| a.pack == b.pack) {
+        progress.go_on()?;
+        let p = &plan.packs[group[0].pack as usize];
+        let damaged = |c: &super::SoleCopy, blob: Option<Id>, error: String| {
+            let mut prefix = [0; 32];
+            prefix[..16].copy_from_slice(&c.key);
+            PruneError::DamagedCopy {
+                pack: p.id,
+                blob: blob.unwrap_or(Id(prefix)),
+                other: plan.packs[c.other as usize].id,
+                error,
+            }
+        };
+        let header = match read_pack_header(backend, repo.sealer(), &p.id, p.size) {
+            Ok(h) => h,
+            Err(e) if e.is_corruption() => {
+                let why = format!("unreadable: its pack's header is damaged: {}", e.cause());
+                return Err(damaged(&group[0], None, why));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut spans = Vec::with_capacity(group.len());
+        for c in group {
+            let Some(e) = find_entry(&header, c.offset).filter(|e| e.id.prefix16() == c.key) else {
+                let why = format!(
+                    "missing: its pack's header has no blob at offset {}",
+                    c.offset
+                );
+                return Err(damaged(c, None, why));
+            };
+            spans.push(Span {
+                pack: c.pack,
+                offset: u64::from(e.offset),
+                len: u64::from(e.length),
+                item: (c, e.id),
+            });
+        }
+        for r in coalesce(spans, gap, max_read) {
+            let (at, _) = read_with_retry(backend, &p.id, r.offset, r.len, &mut buf, &stop)?;
+            for s in &r.items {
+                let (c, id) = s.item;
+                let start = at + (s.offset - r.offset) as usize;
+                let sealed = buf.get(start..start + s.len as usize).unwrap_or_default();
+                authenticate_blob(repo.sealer(), p.kind, id, p.id, sealed)
+                    .map_err(|e| damaged(c, Some(id), e.blob_cause()))?;
+            }
         }
     }
     Ok(())

@@ -199,6 +199,9 @@ pub struct PrunePlan {
     pub stats: PlanStats,
     /// The used blobs of the packs to repack, by pack position and offset.
     keep: Vec<KeepBlob>,
+    /// Kept copies of blobs stored more than once whose other copy goes away, by pack
+    /// position and offset: verified before anything is written.
+    sole_copies: Vec<SoleCopy>,
 }
 
 impl PrunePlan {
@@ -216,6 +219,18 @@ struct KeepBlob {
     pack: u32,
     offset: u32,
     key: [u8; 16],
+}
+
+/// The copy of a used blob that prune keeps while it drops another copy (in pack position
+/// `other`): where it is and its id prefix. Chosen from the index alone, it is read and
+/// authenticated first: a damaged kept copy would make the other, deleted, copy the only
+/// intact one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct SoleCopy {
+    pack: u32,
+    offset: u32,
+    key: [u8; 16],
+    other: u32,
 }
 
 /// What [`execute`] did.
@@ -284,6 +299,17 @@ pub enum PruneError {
         error: String,
         /// Whether its bytes are damaged (else its header and the index disagree).
         damaged: bool,
+    },
+    /// The copy prune keeps of a blob stored twice is damaged, and the other copy would go.
+    DamagedCopy {
+        /// The pack holding the damaged copy.
+        pack: Id,
+        /// The blob.
+        blob: Id,
+        /// The pack holding the other copy.
+        other: Id,
+        /// What is wrong with it ("damaged: …", "unreadable: …").
+        error: String,
     },
     /// The repository changed between planning and executing.
     Changed(String),
@@ -355,6 +381,20 @@ impl fmt::Display for PruneError {
                 f,
                 "pack {id} cannot be repacked: {error}; {NOTHING}. Run `arca repair index \
                  --read-all-packs` (it indexes the pack as its header says), then prune again"
+            ),
+            PruneError::DamagedCopy {
+                pack,
+                blob,
+                other,
+                error,
+            } => write!(
+                f,
+                "blob {blob} is stored twice: the copy prune would keep, in pack {}, is \
+                 {error}, and the other, in pack {}, would be deleted; {NOTHING}. Run `arca \
+                 repair packs {}` (it keeps the blobs that verify), then prune again",
+                pack.short(),
+                other.short(),
+                pack.short()
             ),
             PruneError::Changed(what) => write!(
                 f,

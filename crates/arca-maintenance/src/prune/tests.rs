@@ -274,6 +274,54 @@ fn a_blob_stored_twice_keeps_one_copy() {
     f.verify();
 }
 
+/// The copy prune keeps of a blob stored twice is chosen from the index alone; with a
+/// flipped byte in it, prune deleted the pack of the only intact copy (exit 0), and the data
+/// was lost. The kept copy is now read first: the prune fails naming both packs, and
+/// nothing is written or deleted.
+#[test]
+fn a_damaged_kept_copy_stops_the_prune_before_the_other_goes() {
+    let mut f = Fixture::new(Arc::new(MemoryBackend::new()));
+    let a = f.data(1, 3000);
+    let b = f.data(2, 3000);
+    f.cut();
+    let plain = f.contents[&a.id].clone();
+    f.add(BlobKind::Data, &plain);
+    f.cut();
+    let root = f.tree(vec![Fixture::file("f", vec![a, b])]);
+    f.snapshot(root);
+    let index = f.repo.load_index().unwrap();
+    let p = plan(&f.repo, &index, &thorough()).unwrap();
+    let [kept] = p.sole_copies[..] else {
+        panic!("{:?}", p.sole_copies)
+    };
+    let (pack, other) = (
+        p.packs[kept.pack as usize].id,
+        p.packs[kept.other as usize].id,
+    );
+    let name = pack.to_hex();
+    let mut bytes = f.repo.backend().read(FileType::Pack, &name).unwrap();
+    bytes[kept.offset as usize + 100] ^= 0x01;
+    f.repo
+        .backend()
+        .write(FileType::Pack, &name, &bytes)
+        .unwrap();
+    let (packs, index_files) = (f.packs(), f.repo.list_ids(FileType::Index).unwrap());
+    let e = f.prune(&thorough()).unwrap_err();
+    assert!(
+        matches!(e, PruneError::DamagedCopy { pack: p, blob, other: o, .. }
+            if p == pack && o == other && blob == a.id),
+        "{e}"
+    );
+    assert!(e.to_string().contains("repair packs"), "{e}");
+    assert_eq!(f.packs(), packs);
+    assert_eq!(f.repo.list_ids(FileType::Index).unwrap(), index_files);
+    // The intact copy still reads.
+    assert_eq!(
+        f.repo.read_blob(&index, BlobKind::Data, &a.id).unwrap(),
+        plain
+    );
+}
+
 #[test]
 fn unreferenced_and_missing_packs() {
     let mut f = Fixture::new(Arc::new(MemoryBackend::new()));
