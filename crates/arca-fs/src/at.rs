@@ -173,6 +173,21 @@ impl DirHandle {
             .map(|t| t.into_vec())
             .map_err(errno)
     }
+
+    /// The target of symlink `name`, leaving its access time at `atime` (seconds and
+    /// nanoseconds: what it was before), which reading a link moves: for looking without
+    /// changing anything (a dry run).
+    pub fn read_link_keeping_atime(&self, name: &[u8], atime: (i64, i64)) -> io::Result<Vec<u8>> {
+        let target = self.read_link(name)?;
+        let _ = nix::sys::stat::utimensat(
+            &self.0,
+            OsStr::from_bytes(name),
+            &nix::sys::time::TimeSpec::new(atime.0 as libc::time_t, atime.1 as libc::c_long),
+            &nix::sys::time::TimeSpec::UTIME_OMIT,
+            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+        );
+        Ok(target)
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use arca_fs::{FsError, MetadataOptions};
 
 use crate::options::Resolved;
-use crate::plan::Plan;
+use crate::plan::{NO_PARENT, Plan};
 use crate::scan::Scan;
 use crate::{Observer, Progress, RestoreError, RestoreIssue};
 
@@ -84,6 +84,8 @@ pub(crate) struct Shared<'a> {
     pub file_pending: Vec<AtomicU32>,
     pub file_flags: Vec<AtomicU8>,
     pub dir_pending: Vec<AtomicU32>,
+    /// Directories that could not be made (reported once): what lies inside fails silently.
+    pub dir_failed: Vec<AtomicBool>,
     pub counters: Counters,
     pub progress: &'a Progress,
     observer: &'a dyn Observer,
@@ -126,6 +128,7 @@ impl<'a> Shared<'a> {
                 .iter()
                 .map(|d| AtomicU32::new(d.children))
                 .collect(),
+            dir_failed: plan.dirs.iter().map(|_| AtomicBool::new(false)).collect(),
             counters: Counters::default(),
             progress,
             observer,
@@ -262,6 +265,11 @@ impl<'a> Shared<'a> {
             }
             _ => false,
         }
+    }
+
+    /// Whether directory `d` could not be made (nor, then, anything inside it).
+    pub fn dir_failed(&self, d: u32) -> bool {
+        d != NO_PARENT && self.dir_failed[d as usize].load(Ordering::Acquire)
     }
 
     /// Marks file `f` as failed, reporting `message` the first time.

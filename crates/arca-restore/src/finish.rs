@@ -195,6 +195,8 @@ impl Shared<'_> {
             let lpath = self.plan.entry_path(l);
             match &self.scan.entries[l as usize] {
                 EntryAction::Skip => {}
+                // Its directory could not be made (reported).
+                _ if self.dir_failed(self.plan.entries[l as usize].parent) => {}
                 EntryAction::Blocked(msg) if crate::scan::reported(msg) => {
                     self.issue(&lpath, msg.clone());
                 }
@@ -249,7 +251,8 @@ impl Shared<'_> {
         if matches!(
             self.scan.dirs[d as usize],
             DirAction::Blocked(_) | DirAction::Followed
-        ) || self.stopped()
+        ) || self.dir_failed(d)
+            || self.stopped()
         {
             return;
         }

@@ -133,4 +133,11 @@ impl<'p> DirCache<'p> {
         let ep = &self.plan.entries[e as usize];
         self.dir(ep.parent)?.read_link(&ep.name)
     }
+
+    /// As [`Self::read_link`], putting the link's access time back to `atime` after.
+    pub fn read_link_keeping_atime(&mut self, e: u32, atime: (i64, i64)) -> io::Result<Vec<u8>> {
+        let ep = &self.plan.entries[e as usize];
+        self.dir(ep.parent)?
+            .read_link_keeping_atime(&ep.name, atime)
+    }
 }

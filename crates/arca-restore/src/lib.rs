@@ -597,11 +597,29 @@ pub fn restore(
             report.bytes += fp.size;
         }
     }
-    report.hardlinks = plan.links.values().map(|v| v.len() as u64).sum();
+    // What lies in a directory that could not be made is not counted.
+    let made = |e: &plan::EntryPlan| !sh.dir_failed(e.parent);
+    report.dirs -= sh
+        .dir_failed
+        .iter()
+        .filter(|f| f.load(Ordering::Relaxed))
+        .count() as u64;
+    report.hardlinks = plan
+        .links
+        .iter()
+        .filter(|(first, _)| match plan.entries[**first as usize].kind {
+            plan::EntryKind::File(f) => !failed(f),
+            _ => true,
+        })
+        .flat_map(|(_, links)| links)
+        .filter(|&&l| made(&plan.entries[l as usize]))
+        .count() as u64;
     report.others = plan
         .entries
         .iter()
-        .filter(|e| matches!(e.kind, plan::EntryKind::Symlink | plan::EntryKind::Special))
+        .filter(|e| {
+            matches!(e.kind, plan::EntryKind::Symlink | plan::EntryKind::Special) && made(e)
+        })
         .count() as u64;
     report.issues.extend(sh.take_issues());
     if opts.verify {

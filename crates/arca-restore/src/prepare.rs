@@ -132,6 +132,11 @@ impl Shared<'_> {
 
     fn make_dir(&self, d: u32) {
         let dp = &self.plan.dirs[d as usize];
+        // Inside a directory that could not be made: that one error says it.
+        if self.dir_failed(dp.parent) {
+            self.dir_failed[d as usize].store(true, Ordering::Release);
+            return;
+        }
         let res = match &self.scan.dirs[d as usize] {
             DirAction::Exists | DirAction::Followed => return,
             DirAction::Blocked(msg) => {
@@ -157,6 +162,7 @@ impl Shared<'_> {
                 self.progress.entries.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
+                self.dir_failed[d as usize].store(true, Ordering::Release);
                 self.fs_error(&e);
             }
         }
@@ -220,6 +226,20 @@ impl Shared<'_> {
         let action = &self.scan.entries[e as usize];
         // Looked up only for entries to replace (most entries are not).
         let reported = || undeleted.contains(path.as_path());
+        if self.dir_failed(ep.parent) {
+            // Its directory's error says it: a file fails silently (its writes find no
+            // directory), anything else is given up.
+            match ep.kind {
+                EntryKind::File(f) => {
+                    self.file_flags[f as usize].fetch_or(crate::ctx::FAILED, Ordering::AcqRel);
+                }
+                EntryKind::Link(_) => return,
+                _ => {
+                    self.entry_done(e);
+                    return;
+                }
+            }
+        }
         match (ep.kind, action) {
             // Made when the entry it links to is done.
             (EntryKind::Link(_), _) => {}

@@ -452,7 +452,15 @@ impl Scanner<'_> {
             // Decided when the link is made: right inode, or replaced.
             EntryKind::Link(_) => EntryAction::Create,
             EntryKind::Symlink => {
-                match m.is_symlink().then(|| at.read_link(e as u32)).transpose()? {
+                // A dry run changes nothing, not even the link's access time.
+                let read = |at: &mut DirCache<'_>| {
+                    if self.fix_metadata {
+                        at.read_link(e as u32)
+                    } else {
+                        at.read_link_keeping_atime(e as u32, m.atime)
+                    }
+                };
+                match m.is_symlink().then(|| read(at)).transpose()? {
                     Some(t) if t == ep.meta.link_target() => keep(),
                     _ => EntryAction::Replace,
                 }

@@ -115,6 +115,22 @@ fn kind_name(k: EntryKind, kind: arca_format::NodeKind) -> &'static str {
     }
 }
 
+/// What an entry to delete is, as entries are named (a symlink was called a file).
+fn deleted_kind(path: &std::path::Path, is_dir: bool) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if is_dir {
+        return "dir";
+    }
+    match arca_fs::lstat(path).map(|m| m.file_type()) {
+        Ok(t) if t.is_symlink() => "symlink",
+        Ok(t) if t.is_fifo() => "fifo",
+        Ok(t) if t.is_char_device() => "chardev",
+        Ok(t) if t.is_block_device() => "blockdev",
+        Ok(t) if t.is_socket() => "socket",
+        _ => "file",
+    }
+}
+
 /// Which entries the observer hears about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tell {
@@ -147,7 +163,7 @@ pub(crate) fn summarize(
     for d in scan.deletes.iter().filter(|_| told(None)) {
         observer.planned(&PlannedEntry {
             path: &d.path,
-            kind: if d.is_dir { "dir" } else { "file" },
+            kind: deleted_kind(&d.path, d.is_dir),
             action: Action::Delete,
             bytes: 0,
         });
