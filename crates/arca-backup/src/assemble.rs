@@ -69,6 +69,9 @@ pub(crate) struct Assembled {
     /// The root tree, unless the walk stopped before finishing.
     pub root: Option<Id>,
     pub summary: SnapshotSummary,
+    /// Names of hard-linked files that could not be read (counted as processed by the walk),
+    /// and their bytes.
+    pub skipped: (u64, u64),
     pub clock: Clock,
     pub error: Option<RepoError>,
 }
@@ -79,6 +82,7 @@ struct Assembler<'c, 'a, 's> {
     links: HashMap<(u64, u64), LinkState>,
     root: Option<Id>,
     summary: SnapshotSummary,
+    skipped: (u64, u64),
     /// The saver stopped: keep draining so that no sender blocks, store nothing more.
     stopped: bool,
     error: Option<RepoError>,
@@ -92,6 +96,7 @@ pub(crate) fn run(ctx: &Ctx<'_, '_>, rx: Receiver<Msg>) -> Assembled {
         links: HashMap::new(),
         root: None,
         summary: SnapshotSummary::default(),
+        skipped: (0, 0),
         stopped: false,
         error: None,
     };
@@ -124,6 +129,7 @@ pub(crate) fn run(ctx: &Ctx<'_, '_>, rx: Receiver<Msg>) -> Assembled {
     Assembled {
         root: a.root,
         summary: a.summary,
+        skipped: a.skipped,
         clock,
         error: a.error,
     }
@@ -191,6 +197,7 @@ impl Assembler<'_, '_, '_> {
         else {
             return;
         };
+        let size_listed = node.size;
         let node = match read {
             Some((content, size)) => {
                 node.content = content;
@@ -203,6 +210,8 @@ impl Assembler<'_, '_, '_> {
             None => None,
         };
         if node.is_none() {
+            self.skipped.0 += 1;
+            self.skipped.1 += size_listed;
             let msg = format!(
                 "{}: hard link to a file that could not be read; skipped",
                 path.display()

@@ -160,7 +160,7 @@ pub(crate) fn run(
             let reads: Vec<_> = reader_handles
                 .into_iter()
                 .filter_map(|h| h.join().ok())
-                .map(|r| (r.summary, r.times, r.copied))
+                .map(|r| (r.summary, r.times, r.copied, r.skipped))
                 .collect();
             let assembled = assembler.join().ok();
             ((root, summary, excluded, clock), reads, assembled)
@@ -168,16 +168,21 @@ pub(crate) fn run(
         let (root, mut summary, excluded, walk_clock) = walked;
         let mut times: Vec<ReadTimes> = vec![];
         let mut capped = (0, 0);
-        for (s, t, c) in &reads {
+        // Files the walk counted as processed but that could not be read are not in the
+        // snapshot (a file that vanished was counted among 31 processed, 30 stored).
+        let mut skipped = (0, 0);
+        for (s, t, c, k) in &reads {
             add_summary(&mut summary, s);
             times.push(*t);
             capped = (capped.0 + c.0, capped.1 + c.1);
+            skipped = (skipped.0 + k.0, skipped.1 + k.1);
         }
         let mut profile = vec![stage("walk", std::slice::from_ref(&walk_clock))];
         profile.extend(ReadTimes::stages(&times));
         let root = match assembled {
             Some(a) => {
                 add_summary(&mut summary, &a.summary);
+                skipped = (skipped.0 + a.skipped.0, skipped.1 + a.skipped.1);
                 profile.push(stage("assemble", std::slice::from_ref(&a.clock)));
                 match (root, a.error, a.root) {
                     (Err(Fatal::Stopped), None, _) if ctx.cancelled() => Err(Fatal::Cancelled),
@@ -194,6 +199,8 @@ pub(crate) fn run(
                 detail: "tree assembler thread panicked".into(),
             })),
         };
+        summary.total_files_processed = summary.total_files_processed.saturating_sub(skipped.0);
+        summary.total_bytes_processed = summary.total_bytes_processed.saturating_sub(skipped.1);
         let warnings = ctx.report.into_list();
         let saved = saver.finish();
         if let Ok(s) = &saved {

@@ -102,6 +102,9 @@ pub(crate) struct FileReader<'c, 'a, 's> {
     pub times: ReadTimes,
     /// Blobs (and their bytes) stored again because their pack was beyond the cap.
     pub copied: (u64, u64),
+    /// Files skipped (vanished, replaced, unreadable: counted as processed by the walk), and
+    /// their listed bytes.
+    pub skipped: (u64, u64),
 }
 
 /// A reader stopped early: the saver stopped (its error is reported by the pipeline) or the
@@ -118,6 +121,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             summary: SnapshotSummary::default(),
             times: ReadTimes::default(),
             copied: (0, 0),
+            skipped: (0, 0),
         }
     }
 
@@ -139,6 +143,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                 changed,
                 link,
             } = job;
+            let listed = node.size;
             let done = match self.read_file(&path, &mut node) {
                 Ok(true) => {
                     // Told once it is read (`-v`): one that cannot be read is not in the
@@ -147,7 +152,11 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                     self.ctx.report.file(&path, change);
                     Some(Box::new(node))
                 }
-                Ok(false) => None,
+                Ok(false) => {
+                    self.skipped.0 += 1;
+                    self.skipped.1 += listed;
+                    None
+                }
                 // Cancelled: keep taking (and dropping) jobs until the walk stops.
                 Err(Halt) if self.ctx.cancelled() => {
                     mark = Instant::now();

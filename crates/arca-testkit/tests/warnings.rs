@@ -21,6 +21,8 @@ fn vanished_and_changed_files_are_reported() {
     fs::create_dir_all(&src).unwrap();
     fs::write(src.join("stays"), b"stable content").unwrap();
     fs::write(src.join("vanishes"), b"about to be deleted").unwrap();
+    // A second name, which waits for the first's content and is skipped with it.
+    fs::hard_link(src.join("vanishes"), src.join("vanishes-link")).unwrap();
     fs::write(src.join("grows"), b"short").unwrap();
     fs::write(src.join("replaced"), b"the old version").unwrap();
     let repo = init(local(&tmp.path().join("repo")));
@@ -74,7 +76,20 @@ fn vanished_and_changed_files_are_reported() {
         "observer saw every warning"
     );
     assert!(!r.snapshot.complete);
-    assert_eq!(r.snapshot.summary.errors, 1);
+    assert_eq!(
+        r.snapshot.summary.errors, 2,
+        "the vanished file and its other name"
+    );
+    // The vanished file and its other name are not among those processed (it was: 5
+    // processed, 3 stored).
+    let s = &r.snapshot.summary;
+    assert_eq!(
+        (
+            s.total_files_processed,
+            s.files_new + s.files_changed + s.files_unmodified
+        ),
+        (3, 3)
+    );
     let target = tmp.path().join("t");
     do_restore(&repo, "latest", &target).unwrap();
     let out = restored(&target, &src);
