@@ -47,6 +47,18 @@ fn cat_blob_unknown_id_names_no_kind() {
         "{err}"
     );
     assert!(!err.contains("tree blob"), "{err}");
+    // The start of a real blob's id, another end: not in the index either (the index,
+    // keyed by the first 16 bytes, found the real blob, and it was called damaged).
+    let blobs = e.ok(&["list", "blobs"]);
+    let real = blobs.lines().find_map(|l| l.strip_prefix("data ")).unwrap();
+    let id = format!("{}{}", &real[..32], "0".repeat(32));
+    let o = e.run(&["cat", "blob", &id]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("blob {id} is not in the index")),
+        "{err}"
+    );
 }
 
 #[test]

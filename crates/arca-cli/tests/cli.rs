@@ -99,6 +99,9 @@ fn end_to_end_with_json_listing_and_cat() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines[0]["message_type"], "snapshot");
+    // restic's snapshot line has both ids.
+    let full = lines[0]["id"].as_str().unwrap();
+    assert_eq!(lines[0]["short_id"].as_str().unwrap(), &full[..8]);
     assert!(lines.iter().any(|n| n["path"] == format!("{s}/docs/b.txt")
         && n["size"] == 70_000
         && n["type"] == "file"));

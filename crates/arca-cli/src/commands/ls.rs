@@ -266,6 +266,7 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
             m.insert("message_type".into(), json!("snapshot"));
             m.insert("struct_type".into(), json!("snapshot"));
             m.insert("id".into(), json!(id.to_hex()));
+            m.insert("short_id".into(), json!(id.short()));
         }
         super::out(&v.to_string())?;
     }
