@@ -138,40 +138,57 @@ impl<'a> TreeLoader<'a> {
     /// Fetches and verifies the listings `ids`, several ranged reads at once. A listing
     /// whose copy cannot be had (a damaged blob, a missing pack) is read from its next copy
     /// when the index knows another (a backup stores a listing again when it finds the
-    /// stored one damaged); it fails only when every copy does.
+    /// stored one damaged); it fails only when every copy does. The first copy is read twice
+    /// before that: a fault on the way (a flipped byte in transit) fails no listing.
     fn fetch(&self, ids: &[Id]) -> Vec<(Id, Listing)> {
         let mut out = vec![];
         let mut first_error: HashMap<Id, String> = HashMap::new();
-        let mut todo = ids.to_vec();
-        let mut copy = 0;
+        // Each listing with the copy to read next; read again once, those that came in
+        // damaged.
+        let mut todo: Vec<(Id, usize)> = ids.iter().map(|&id| (id, 0)).collect();
+        let mut reread: std::collections::HashSet<Id> = std::collections::HashSet::new();
         while !todo.is_empty() {
-            let mut retry = vec![];
-            for (id, got) in self.fetch_copy(&todo, copy) {
-                let Err(why) = got else {
-                    out.push((id, got));
-                    continue;
-                };
-                let another = self.index.locations(BlobKind::Tree, &id).nth(copy + 1);
-                if another.is_some() && !self.stop.load(Ordering::Relaxed) {
-                    first_error.entry(id).or_insert(why);
-                    retry.push(id);
-                } else {
-                    let why = match first_error.remove(&id) {
-                        Some(first) => format!("{first}; its other copies: {why}"),
-                        None => why,
+            let mut by_copy: std::collections::BTreeMap<usize, Vec<Id>> = Default::default();
+            for (id, copy) in todo.drain(..) {
+                by_copy.entry(copy).or_default().push(id);
+            }
+            for (copy, ids) in by_copy {
+                for (id, got, damaged) in self.fetch_copy(&ids, copy) {
+                    let Err(why) = got else {
+                        out.push((id, got));
+                        continue;
                     };
-                    out.push((id, Err(why)));
+                    let next = if damaged && reread.insert(id) {
+                        copy
+                    } else {
+                        copy + 1
+                    };
+                    let another = next == copy
+                        || self
+                            .index
+                            .locations(BlobKind::Tree, &id)
+                            .nth(next)
+                            .is_some();
+                    if another && !self.stop.load(Ordering::Relaxed) {
+                        first_error.entry(id).or_insert(why);
+                        todo.push((id, next));
+                    } else {
+                        let why = match first_error.remove(&id) {
+                            Some(first) if copy == 0 => format!("{first}; read again: {why}"),
+                            Some(first) => format!("{first}; its other copies: {why}"),
+                            None => why,
+                        };
+                        out.push((id, Err(why)));
+                    }
                 }
             }
-            todo = retry;
-            copy += 1;
         }
         out
     }
 
     /// Fetches and verifies copy number `copy` (0 = the first the index names) of each
-    /// listing of `ids`.
-    fn fetch_copy(&self, ids: &[Id], copy: usize) -> Vec<(Id, Listing)> {
+    /// listing of `ids`; with each, whether it came but did not verify.
+    fn fetch_copy(&self, ids: &[Id], copy: usize) -> Vec<(Id, Listing, bool)> {
         let mut out = vec![];
         let mut spans = vec![];
         for id in ids {
@@ -182,7 +199,7 @@ impl<'a> TreeLoader<'a> {
                     len: u64::from(loc.length),
                     item: (*id, loc.raw_length),
                 }),
-                None => out.push((*id, Err("not in the index".to_string()))),
+                None => out.push((*id, Err("not in the index".to_string()), false)),
             }
         }
         let reads = coalesce(spans, self.read_gap, self.max_read);
@@ -202,7 +219,7 @@ impl<'a> TreeLoader<'a> {
                 None => out.extend(
                     r.items
                         .iter()
-                        .map(|s| (s.item.0, Err("the reader thread failed".to_string()))),
+                        .map(|s| (s.item.0, Err("the reader thread failed".to_string()), false)),
                 ),
             }
         }
@@ -214,7 +231,7 @@ impl<'a> TreeLoader<'a> {
         r: &Read<(Id, u32)>,
         buf: &mut Vec<u8>,
         opener: &mut BlobOpener,
-        got: &mut Vec<(Id, Listing)>,
+        got: &mut Vec<(Id, Listing, bool)>,
     ) {
         let pack = self.index.packs()[r.pack as usize].id;
         self.requests.fetch_add(1, Ordering::Relaxed);
@@ -232,7 +249,11 @@ impl<'a> TreeLoader<'a> {
                 at
             }
             Err(e) => {
-                got.extend(r.items.iter().map(|s| (s.item.0, Err(e.to_string()))));
+                got.extend(
+                    r.items
+                        .iter()
+                        .map(|s| (s.item.0, Err(e.to_string()), false)),
+                );
                 return;
             }
         };
@@ -241,9 +262,10 @@ impl<'a> TreeLoader<'a> {
             let (id, raw_len) = s.item;
             let start = at + (s.offset - r.offset) as usize;
             let Some(sealed) = buf.get_mut(start..start + s.len as usize) else {
-                got.push((id, Err("the read came back short".into())));
+                got.push((id, Err("the read came back short".into()), false));
                 continue;
             };
+            let mut damaged = false;
             let res = opener
                 .open(
                     self.repo.key(),
@@ -254,14 +276,17 @@ impl<'a> TreeLoader<'a> {
                     sealed,
                     raw_len,
                 )
-                .map_err(|e| e.to_string())
+                .map_err(|e| {
+                    damaged = true;
+                    e.to_string()
+                })
                 .and_then(|plain| {
                     // Checked here so that a bad listing is reported as one.
                     Tree::visit(plain, |_| {})
                         .map(|_| plain.to_vec())
                         .map_err(|e| format!("tree {id}: {e}"))
                 });
-            got.push((id, res));
+            got.push((id, res, damaged));
         }
     }
 }

@@ -169,13 +169,20 @@ impl<'a, 's> Worker<'a, 's> {
             // A blob stored twice (two backups of the same new data at once, `backup --cap`)
             // is taken from its other copy: the file failed on the damaged one while the
             // intact one sat in another pack.
+            // One that came in damaged is read once more: a fault on the way (restic
+            // rereads too) fails no file.
             let copy;
             let plain = match opened {
                 Ok(p) => p,
-                Err(why) => match other_copy(self.repo, self.index, bp.id) {
-                    Some(c) => {
+                Err(why) => match other_copy(self.repo, self.index, bp.id, job.failed.is_none()) {
+                    Some((c, other)) => {
                         copy = c;
-                        sh.counters.other_copies.fetch_add(1, Ordering::Relaxed);
+                        let counter = if other {
+                            &sh.counters.other_copies
+                        } else {
+                            &sh.counters.retries
+                        };
+                        counter.fetch_add(1, Ordering::Relaxed);
                         &copy
                     }
                     None => {
@@ -407,11 +414,20 @@ pub(crate) fn file<'m>(
 }
 
 /// Blob `id` read and verified from another of its copies, when the index knows more than
-/// one (the one the plan chose failed). A read on the worker's thread: rare, and bounded by
-/// the backend's retries.
-fn other_copy(repo: &Repository, index: &Index, id: arca_format::Id) -> Option<Vec<u8>> {
-    index.locations(BlobKind::Data, &id).nth(1)?;
-    repo.read_blob(index, BlobKind::Data, &id).ok()
+/// one (the one the plan chose failed), or, with `reread` (its bytes came but did not
+/// verify), from the same one read again; with whether there was another copy. A read on the
+/// worker's thread: rare, and bounded by the backend's retries.
+fn other_copy(
+    repo: &Repository,
+    index: &Index,
+    id: arca_format::Id,
+    reread: bool,
+) -> Option<(Vec<u8>, bool)> {
+    let other = index.locations(BlobKind::Data, &id).nth(1).is_some();
+    if !other && !reread {
+        return None;
+    }
+    Some((repo.read_blob(index, BlobKind::Data, &id).ok()?, other))
 }
 
 /// Files one worker keeps open: a sixteenth of what the process may open, 8 to 256.
