@@ -257,6 +257,12 @@ pub enum BackupError {
          snapshot saved"
     )]
     AllExcluded,
+    /// `--stdin` read nothing: the program feeding it most likely failed.
+    #[error(
+        "no data read from standard input: no snapshot saved (did the program feeding it \
+         fail?)"
+    )]
+    EmptyStdin,
     /// The user interrupted the backup; what was uploaded is indexed.
     #[error(
         "interrupted: no snapshot was written; {packs} packs ({bytes} bytes) were saved and \
@@ -322,6 +328,7 @@ fn parent_for(
     opts: &BackupOptions,
     host: &str,
     paths: &[String],
+    limit: DateTime<FixedOffset>,
 ) -> Result<Option<(Id, Snapshot)>, RepoError> {
     match &opts.parent {
         ParentMode::None => Ok(None),
@@ -330,13 +337,14 @@ fn parent_for(
             let filter = SnapshotFilter::host(host);
             let mut want = paths.to_vec();
             want.sort();
-            // As restic: none newer than this snapshot's time (`--time` in the past).
-            let limit = opts.time;
+            // As restic: none newer than this snapshot's time (`--time` in the past, or
+            // now: a snapshot dated in the future, by a clock ahead or `--time`, stayed the
+            // parent until that date).
             Ok(repo
                 .list_snapshots(&filter)?
                 .into_iter()
                 .rev()
-                .filter(|(_, s)| limit.is_none_or(|t| s.time <= t))
+                .filter(|(_, s)| s.time <= limit)
                 .find(|(_, s)| {
                     let mut p = s.paths.clone();
                     p.sort();
@@ -506,7 +514,7 @@ fn run<'w>(
     let (index, listed, parent) = std::thread::scope(|s| {
         let listing =
             (!opts.dry_run).then(|| s.spawn(|| repo.list_ids(arca_backend::FileType::Pack)));
-        let parent = s.spawn(|| parent_for(repo, opts, &hostname, &shown));
+        let parent = s.spawn(|| parent_for(repo, opts, &hostname, &shown, start_time));
         let index = repo.load_index();
         let listed = listing.map(|h| h.join().unwrap_or_else(|_| Err(thread_failed("listing"))));
         let parent = parent
@@ -579,6 +587,11 @@ fn run<'w>(
         }
     };
     let (mut summary, excluded) = (out.summary, out.excluded);
+    // As restic: `false | arca backup --stdin` saved an empty file, exit 0, and a failed
+    // dump went unnoticed until the restore (`warm` is empty only for `--stdin`).
+    if warm.is_empty() && summary.total_bytes_processed == 0 {
+        return Err(BackupError::EmptyStdin);
+    }
     let mut warnings = missing;
     warnings.extend(out.warnings);
     summary.data_added_packed = stats.blob_bytes;

@@ -292,7 +292,8 @@ pub struct BackupArgs {
     /// older backups)
     #[arg(long, value_name = "TIME", value_parser = crate::util::snapshot_time_arg)]
     pub time: Option<String>,
-    /// Use this snapshot as parent instead of the latest with the same paths
+    /// Use this snapshot as parent instead of the latest of this host with the same paths
+    /// and not newer than the backup (`latest` means that one)
     #[arg(long, value_name = "SNAPSHOT")]
     pub parent: Option<String>,
     /// Read all files instead of trusting the parent snapshot's metadata (the parent is still

@@ -229,3 +229,62 @@ fn every_name_of_a_hard_linked_file_is_counted() {
     let out = e.ok(&["backup", "-v", src.to_str().unwrap()]);
     assert!(out.contains("0 new, 0 changed, 21 unmodified"), "{out}");
 }
+
+/// `--stdin` that reads nothing (the program feeding it failed: `false | arca backup
+/// --stdin`) saves no snapshot and fails, as restic's "no data read": an empty file was
+/// saved, exit 0, and a failed dump went unnoticed until the restore.
+#[test]
+fn empty_stdin_saves_no_snapshot() {
+    let e = Env::new();
+    e.init(&[]);
+    let o = e.run(&["backup", "--stdin", "--stdin-filename", "db.sql"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no data read from standard input"),
+        "{}",
+        stderr(&o)
+    );
+    let snaps: serde_json::Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    assert_eq!(snaps.as_array().unwrap().len(), 0);
+}
+
+/// The parent a backup reads against: `--parent latest` is the newest snapshot of this host
+/// with the same paths, as without the option (it was the newest of any host and paths),
+/// and a snapshot dated after the backup (a clock ahead, `--time` in the future) is never
+/// the parent (it stayed the parent until its date).
+#[test]
+fn the_parent_is_of_these_paths_and_not_from_the_future() {
+    let e = Env::new();
+    e.init(&[]);
+    let (a, b) = (e.path("a"), e.path("b"));
+    for d in [&a, &b] {
+        fs::create_dir_all(d).unwrap();
+        fs::write(d.join("f"), b"data").unwrap();
+    }
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = e.ok(args);
+        serde_json::from_str(out.lines().last().unwrap()).unwrap()
+    };
+    let first_a = json(&["backup", "--json", a.to_str().unwrap()]);
+    json(&["backup", "--json", b.to_str().unwrap()]);
+    let again = json(&[
+        "backup",
+        "--json",
+        "--parent",
+        "latest",
+        a.to_str().unwrap(),
+    ]);
+    assert_eq!(again["parent"], first_a["snapshot_id"], "{again}");
+    assert_eq!(again["files_unmodified"], 1, "{again}");
+    // A snapshot of a dated in 2099 is not taken as the parent now.
+    let future = json(&[
+        "backup",
+        "--json",
+        "--time",
+        "2099-01-01 00:00:00",
+        a.to_str().unwrap(),
+    ]);
+    let now = json(&["backup", "--json", a.to_str().unwrap()]);
+    assert_ne!(now["parent"], future["snapshot_id"], "{now}");
+    assert_eq!(now["parent"], again["snapshot_id"], "{now}");
+}

@@ -80,6 +80,9 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
     let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "backup")?;
     let repo = &opened.repo;
     let parent = match &a.parent {
+        // As restic: the newest of this host with the same paths, as without --parent (it
+        // was the newest snapshot of any host and paths).
+        Some(p) if p == "latest" => ParentMode::Auto,
         Some(p) => ParentMode::Id(repo.find_snapshot(p, &SnapshotFilter::default())?.0),
         None => ParentMode::Auto,
     };
