@@ -373,6 +373,27 @@ fn zip_dump_to_a_full_disk_reports_once() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!err.contains("ZipWriter"), "{err}");
+    // With --target, the file written is named (it was "writing the zip archive: No space
+    // left on device").
+    for archive in ["zip", "tar"] {
+        let o = e.run(&[
+            "dump",
+            "--archive",
+            archive,
+            "latest",
+            "/",
+            "--target",
+            "/dev/full",
+        ]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!(
+                "writing the {archive} archive /dev/full: No space"
+            )),
+            "{err}"
+        );
+    }
 }
 
 /// A root listing that cannot be read (permissions, an I/O error) is not called an invalid

@@ -594,3 +594,70 @@ fn a_dry_run_leaves_symlink_times_alone_and_names_what_it_would_delete() {
         "{o}"
     );
 }
+
+/// A read-only mount inside the target fails what lies on it, each named; the rest of the
+/// target is restored. It stopped the whole restore (exit 1, "target …/ro/new: Read-only
+/// file system"), leaving files elsewhere unwritten.
+#[test]
+fn a_read_only_mount_inside_the_target_fails_only_what_is_on_it() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    for d in ["ro", "rw"] {
+        fs::create_dir_all(src.join(d)).unwrap();
+    }
+    fs::write(src.join("ro/new"), b"cannot land").unwrap();
+    fs::write(src.join("rw/x"), b"lands").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let back = restored(&target, &src);
+    let ro = back.join("ro");
+    fs::create_dir_all(&ro).unwrap();
+    let bind = |flags| {
+        nix::mount::mount(
+            Some(&ro),
+            &ro,
+            None::<&str>,
+            nix::mount::MsFlags::MS_BIND | flags,
+            None::<&str>,
+        )
+    };
+    if !is_root() || bind(nix::mount::MsFlags::empty()).is_err() {
+        eprintln!("cannot bind-mount here: skipped");
+        return;
+    }
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = nix::mount::umount2(self.0, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+    let _unmount = Unmount(&ro);
+    bind(nix::mount::MsFlags::MS_REMOUNT | nix::mount::MsFlags::MS_RDONLY).unwrap();
+    let o = e.run(&["restore", "latest", "-t", target.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(&format!("{}", ro.join("new").display())),
+        "{err}"
+    );
+    assert_eq!(fs::read(back.join("rw/x")).unwrap(), b"lands");
+    // A target that is read-only as a whole still stops the restore at once, naming it.
+    fs::remove_file(back.join("rw/x")).unwrap();
+    for flags in [
+        nix::mount::MsFlags::MS_BIND,
+        nix::mount::MsFlags::MS_BIND
+            | nix::mount::MsFlags::MS_REMOUNT
+            | nix::mount::MsFlags::MS_RDONLY,
+    ] {
+        nix::mount::mount(Some(&target), &target, None::<&str>, flags, None::<&str>).unwrap();
+    }
+    let _unmount_target = Unmount(&target);
+    let o = e.run(&["restore", "latest", "-t", target.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("target {}: Read-only", target.display())),
+        "{err}"
+    );
+}

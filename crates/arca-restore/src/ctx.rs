@@ -242,9 +242,12 @@ impl<'a> Shared<'a> {
                 });
                 true
             }
-            Some(libc::EROFS) => {
+            // The target's file system is read-only: nothing can be restored. A read-only
+            // mount inside the target fails only what lies on it (it stopped the restore,
+            // leaving the rest of the target unwritten).
+            Some(libc::EROFS) if target_read_only(&self.plan.dirs[0].path) => {
                 self.fail(RestoreError::Target {
-                    path: e.path.clone(),
+                    path: self.plan.dirs[0].path.clone(),
                     source: io::Error::from_raw_os_error(libc::EROFS),
                 });
                 true
@@ -279,6 +282,14 @@ impl<'a> Shared<'a> {
             self.issue(&self.plan.file_path(f), message());
         }
     }
+}
+
+/// Whether the file system holding `target` is mounted read-only (an error to stat it counts
+/// as read-only: the target is in trouble).
+fn target_read_only(target: &std::path::Path) -> bool {
+    nix::sys::statvfs::statvfs(target).map_or(true, |s| {
+        s.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY)
+    })
 }
 
 /// The message of an entry's file-system error, with a hint where the error misleads.

@@ -218,7 +218,13 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
         Some(t) => {
             let (pending, file) = Pending::create(t)?;
             let mut w = BufWriter::with_capacity(1 << 20, file);
-            let report = dump.write(&target, archive, &mut w)?;
+            // A write that fails names the file written (stdout needs no name).
+            let report = dump.write(&target, archive, &mut w).map_err(|e| match e {
+                arca_browse::dump::DumpError::Write { what, source } => {
+                    anyhow::anyhow!("writing the {what} {}: {source}", t.display())
+                }
+                e => e.into(),
+            })?;
             let file = w
                 .into_inner()
                 .map_err(|e| e.into_error())
