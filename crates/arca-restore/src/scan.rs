@@ -571,7 +571,9 @@ impl Scanner<'_> {
             known.sort_unstable();
             let mut out = vec![];
             for (name, is_dir) in listing {
-                if known.binary_search(&name.as_slice()).is_ok() {
+                if known.binary_search(&name.as_slice()).is_ok()
+                    || alias_of_known(&dp.path, &name, &dp.names)
+                {
                     continue;
                 }
                 let name = std::ffi::OsStr::from_bytes(&name);
@@ -600,6 +602,30 @@ impl Scanner<'_> {
     }
 }
 
+/// Whether the extra entry `name` of folder `dir` is one of the snapshot's `names` under
+/// another case: on a case-insensitive file system (vfat, exFAT, a casefolded folder), the
+/// snapshot's `Report.txt` is the target's `report.txt`, which the scan found and kept, and
+/// `--delete` removed it as extra (exit 0, the file lost). Told by a name equal but for case
+/// that leads to the same inode.
+fn alias_of_known(dir: &std::path::Path, name: &[u8], names: &[Vec<u8>]) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let fold = |n: &[u8]| String::from_utf8_lossy(n).to_lowercase();
+    let folded = fold(name);
+    let twins: Vec<&Vec<u8>> = names.iter().filter(|n| fold(n) == folded).collect();
+    if twins.is_empty() {
+        return false;
+    }
+    let ino = |n: &[u8]| {
+        arca_fs::lstat(&dir.join(std::ffi::OsStr::from_bytes(n)))
+            .ok()
+            .map(|m| (m.dev(), m.ino()))
+    };
+    let Some(mine) = ino(name) else {
+        return false;
+    };
+    twins.into_iter().any(|t| ino(t) == Some(mine))
+}
+
 fn same_special(m: &arca_fs::Stat, node: &Node) -> bool {
     match node.kind() {
         NodeKind::Fifo => m.is_fifo(),
@@ -607,5 +633,30 @@ fn same_special(m: &arca_fs::Stat, node: &Node) -> bool {
         NodeKind::CharDev => m.is_char_device() && m.rdev == node.rdev,
         NodeKind::BlockDev => m.is_block_device() && m.rdev == node.rdev,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A case-insensitive file system gives two names one entry: the same inode. A hard link
+    /// stands in for it here (this kernel mounts no vfat or casefolded ext4 in tests).
+    #[test]
+    fn an_extra_name_is_a_known_one_under_another_case_only_on_the_same_inode() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        fs::write(d.join("Report.txt"), b"kept").unwrap();
+        fs::hard_link(d.join("Report.txt"), d.join("report.txt")).unwrap();
+        fs::hard_link(d.join("Report.txt"), d.join("copy.txt")).unwrap();
+        fs::write(d.join("NOTES"), b"another file").unwrap();
+        fs::write(d.join("notes"), b"its own").unwrap();
+        let names = vec![b"Report.txt".to_vec(), b"NOTES".to_vec()];
+        assert!(alias_of_known(d, b"report.txt", &names));
+        // Another name of the same file, not a case variant: extra.
+        assert!(!alias_of_known(d, b"copy.txt", &names));
+        // A case variant that is a file of its own (a case-sensitive file system): extra.
+        assert!(!alias_of_known(d, b"notes", &names));
     }
 }
