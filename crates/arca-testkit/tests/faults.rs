@@ -211,7 +211,14 @@ fn read_faults_during_restore_and_check_are_reported_not_panicked() {
                 assert!(diffs.is_empty(), "{diffs:?}");
             }
             (Fault::Fail(_), Err(e)) => panic!("transient faults must be retried: {e}"),
-            (_, Ok(r)) => assert!(!r.issues.is_empty() || fb.fired() == 0),
+            // A read that comes back damaged is read once more: a fault that strikes 30% of
+            // the reads at random leaves the restore either exact or with its losses listed.
+            (_, Ok(r)) => {
+                if r.issues.is_empty() {
+                    let diffs = arca_testkit::compare::diff_trees(&src, &restored(&target, &src));
+                    assert!(diffs.is_empty(), "{diffs:?}");
+                }
+            }
             (_, Err(e)) => assert!(!e.to_string().is_empty()),
         }
         let rep = check(
