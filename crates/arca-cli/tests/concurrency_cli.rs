@@ -677,6 +677,38 @@ fn repair_index_stops_when_its_lock_could_not_be_refreshed() {
     e.ok(&["check", "--read-data"]);
 }
 
+/// A backup whose lock could not be refreshed writes no index file either: it refused to save
+/// its snapshot, but had indexed packs that a prune, taking the lock for stale, could have
+/// deleted, and the rerun it advised took them for stored and saved a damaged snapshot.
+#[test]
+fn a_backup_that_lost_its_lock_writes_no_index() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), random_bytes(8, 2_000_000)).unwrap();
+    let index = || fs::read_dir(e.repo.join("index")).unwrap().count();
+    let before = index();
+    let o = e
+        .cmd(&["backup", src.to_str().unwrap()])
+        .env("ARCA_TEST_LOCK_TIMING", "100,300")
+        .env(
+            "ARCA_TEST_FAULTS",
+            "write:lock:from=2:denied,write:pack:always:delay=800ms",
+        )
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("could not be refreshed"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(index(), before);
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    e.ok(&["check", "--read-data"]);
+}
+
 /// `rewrite --dry-run` writes nothing and takes no lock, as tag's and forget's: it ran under
 /// no exclusive lock, and failed on a read-only repository.
 #[test]

@@ -56,6 +56,19 @@ pub enum RepoError {
         /// Minutes since the lock was last written.
         minutes: i64,
     },
+    /// A lock this process holds was removed by another process, which took it for stale
+    /// (this one was stopped, or its clock runs behind theirs): the command stopped before
+    /// committing anything more.
+    #[error(
+        "the lock on repository {location} was removed by another process, which took it for \
+         stale (this process was stopped for a while, or the clocks of the machines differ): \
+         a prune may have removed data this command needs, so nothing more was committed; \
+         run the command again"
+    )]
+    LockRemoved {
+        /// Repository.
+        location: String,
+    },
     /// No key file opens with the given password.
     #[error("wrong password or no key found for repository {location}")]
     WrongPassword {

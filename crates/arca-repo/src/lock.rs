@@ -121,6 +121,12 @@ struct Held {
     /// When the lock file was last written (ns since the epoch, wall clock, as other hosts
     /// judge staleness by it).
     written_ns: std::sync::atomic::AtomicI64,
+    /// The longest time between two writes of the lock file that went over the lost limit
+    /// (ns; 0: none): the process was stopped, or the refresher starved. A lock once lost
+    /// stays lost, whatever later refreshes write.
+    lost_ns: std::sync::atomic::AtomicI64,
+    /// The lock file was found removed by another process (which took it for stale).
+    removed: AtomicBool,
 }
 
 /// The refresh period and how long after the last successful write a held lock counts as
@@ -150,23 +156,52 @@ fn timing() -> (Duration, Duration) {
 /// Fails when a lock this process holds could not be refreshed for [`LOST_AFTER`]: other
 /// processes may soon take it for stale (a prune could delete what this command is about to
 /// reference). Commands call it before they commit: a snapshot saved, files deleted.
+///
+/// Also fails, for good, when the lock was once not rewritten for that long (a process
+/// stopped with SIGSTOP, or suspended, resumed and refreshed its lock: others had taken it
+/// for stale meanwhile), and when its file is gone (another process removed it as stale: a
+/// clock ahead of ours, or the same pause); the file is looked for each time (one request).
 pub fn check_held() -> Result<()> {
-    let lost_after = timing().1;
-    let now = now_ns();
+    let lost_after = i64::try_from(timing().1.as_nanos()).unwrap_or(i64::MAX);
     let held = HELD.lock().unwrap_or_else(|p| p.into_inner());
     for h in held.iter().filter_map(Weak::upgrade) {
-        if h.stop.load(Ordering::SeqCst) {
-            continue;
+        h.check(lost_after, now_ns())?;
+    }
+    Ok(())
+}
+
+impl Held {
+    /// [`check_held`] for this lock: `lost_after` in ns, `now` the wall clock in ns.
+    fn check(&self, lost_after: i64, now: i64) -> Result<()> {
+        if self.stop.load(Ordering::SeqCst) {
+            return Ok(());
         }
-        let age = now.saturating_sub(h.written_ns.load(Ordering::SeqCst));
-        if age > i64::try_from(lost_after.as_nanos()).unwrap_or(i64::MAX) {
+        let removed = || RepoError::LockRemoved {
+            location: self.backend.location(),
+        };
+        if self.removed.load(Ordering::SeqCst) {
+            return Err(removed());
+        }
+        let age = now.saturating_sub(self.written_ns.load(Ordering::SeqCst));
+        let age = age.max(self.lost_ns.load(Ordering::SeqCst));
+        if age > lost_after {
             return Err(RepoError::LockLost {
-                location: h.backend.location(),
+                location: self.backend.location(),
                 minutes: age / 60_000_000_000,
             });
         }
+        // Under the refresher's mutex: the file named is the one on the backend.
+        let current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if self
+            .backend
+            .stat(FileType::Lock, &current.to_hex())
+            .is_err_and(|e| e.is_not_found())
+        {
+            self.removed.store(true, Ordering::SeqCst);
+            return Err(removed());
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Whether process `pid` exists on this host.
@@ -327,6 +362,8 @@ impl Repository {
             stop: AtomicBool::new(false),
             wake: Condvar::new(),
             written_ns: std::sync::atomic::AtomicI64::new(now_ns()),
+            lost_ns: std::sync::atomic::AtomicI64::new(0),
+            removed: AtomicBool::new(false),
         });
         {
             let mut all = HELD.lock().unwrap_or_else(|p| p.into_inner());
@@ -384,10 +421,23 @@ fn refresh(repo: &Repository, held: &Held, kind: LockKind, command: &str) {
         // A failed refresh is tried again soon; after LOST_AFTER without one the command
         // stops before it commits (check_held), as others may take the lock for stale.
         let written = now_ns();
+        // Resumed after a pause longer than the lost limit (SIGSTOP, a suspended machine):
+        // others may have taken the lock for stale meanwhile; a new file does not undo that.
+        let gap = written.saturating_sub(held.written_ns.load(Ordering::SeqCst));
+        if gap > i64::try_from(timing().1.as_nanos()).unwrap_or(i64::MAX) {
+            held.lost_ns.fetch_max(gap, Ordering::SeqCst);
+        }
         match repo.write_lock(kind, command) {
             Ok(new) => {
                 held.written_ns.store(written, Ordering::SeqCst);
-                let _ = held.backend.remove(FileType::Lock, &current.to_hex());
+                // Gone already: another process removed it, taking it for stale.
+                if held
+                    .backend
+                    .delete(FileType::Lock, &current.to_hex())
+                    .is_err_and(|e| e.is_not_found())
+                {
+                    held.removed.store(true, Ordering::SeqCst);
+                }
                 *current = new;
                 wait = timing().0;
             }

@@ -436,6 +436,9 @@ impl Repository {
 
     /// Writes an index file.
     pub fn save_index(&self, f: &IndexFile) -> Result<Id> {
+        // An index file is a commit too: written by a command whose lock was lost, it named
+        // packs a prune had deleted meanwhile, and the rerun took them for stored.
+        crate::lock::check_held()?;
         let body = f.encode().map_err(|e| RepoError::format("index", e))?;
         self.save_file(FileType::Index, &body)
     }

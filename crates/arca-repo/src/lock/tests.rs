@@ -130,12 +130,14 @@ fn refreshing_replaces_the_file_and_keeps_one() {
     let lock = repo.lock_for(LockKind::Shared, "backup").unwrap();
     let first = lock.id().unwrap();
     let held = lock.shared.as_ref().unwrap();
-    // What the refresher does each period.
+    // What the refresher does each period, under the mutex (as check_held looks).
+    let mut current = held.current.lock().unwrap();
     let new = repo.write_lock(LockKind::Shared, "backup").unwrap();
     held.backend
         .delete(FileType::Lock, &first.to_hex())
         .unwrap();
-    *held.current.lock().unwrap() = new;
+    *current = new;
+    drop(current);
     assert_eq!(locks(&repo), 1);
     drop(lock);
     assert_eq!(locks(&repo), 0);
@@ -326,4 +328,44 @@ fn a_lock_that_always_vanishes_counts_as_held() {
     let e = repo.lock_for(LockKind::Exclusive, "prune").unwrap_err();
     assert!(matches!(e, RepoError::Locked { .. }), "{e}");
     assert!(e.to_string().contains("being refreshed"), "{e}");
+}
+
+/// A held lock whose file another process removed (taking it for stale: this process was
+/// stopped, or its clock runs behind) commits nothing more; nor one that was once not
+/// rewritten for longer than the lost limit, whatever it wrote since (a process resumed after
+/// SIGSTOP refreshed its lock and saved a snapshot whose packs a prune had deleted). Checked
+/// on the lock itself: `check_held` looks at every lock of the process, other tests' too.
+#[test]
+fn a_lock_removed_or_paused_too_long_is_lost_for_good() {
+    let repo = testing::repo(Arc::new(MemoryBackend::new()));
+    let lost_after = 60_000_000_000;
+    // Not registered (lock_for would): the lock removed below would fail the commits of the
+    // other tests of this process.
+    let held = |id| Held {
+        backend: Arc::clone(repo.backend()),
+        current: Mutex::new(id),
+        stop: AtomicBool::new(false),
+        wake: Condvar::new(),
+        written_ns: std::sync::atomic::AtomicI64::new(now_ns()),
+        lost_ns: std::sync::atomic::AtomicI64::new(0),
+        removed: AtomicBool::new(false),
+    };
+    let id = repo.write_lock(LockKind::Shared, "backup").unwrap();
+    let h = held(id);
+    assert!(h.check(lost_after, now_ns()).is_ok());
+    // Another host's prune removes it as stale.
+    repo.backend().delete(FileType::Lock, &id.to_hex()).unwrap();
+    let e = h.check(lost_after, now_ns()).unwrap_err();
+    assert!(matches!(e, RepoError::LockRemoved { .. }), "{e}");
+    assert!(e.to_string().contains("removed by another process"), "{e}");
+
+    let h = held(repo.write_lock(LockKind::Shared, "backup").unwrap());
+    // A refresh after a pause of two minutes (what the refresher records), then a fresh
+    // write: still lost.
+    h.lost_ns.fetch_max(2 * lost_after, Ordering::SeqCst);
+    h.written_ns.store(now_ns(), Ordering::SeqCst);
+    let e = h.check(lost_after, now_ns()).unwrap_err();
+    assert!(matches!(e, RepoError::LockLost { minutes: 2, .. }), "{e}");
+    h.release();
+    assert_eq!(locks(&repo), 0);
 }
