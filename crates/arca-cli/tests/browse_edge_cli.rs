@@ -414,6 +414,19 @@ fn an_unreadable_root_listing_is_not_an_invalid_snapshot() {
         "{err}"
     );
     assert!(!err.contains("invalid"), "{err}");
+    // Listings below the root damaged at every read are lost (exit 3): the target is not
+    // said to hold the snapshot's content, and the cause is said once.
+    let o = e
+        .cmd(&["restore", "latest", "-t", target.to_str().unwrap()])
+        .env("ARCA_TEST_FAULTS", "read:pack:from=2:corrupt")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(!out.contains("already holds"), "{out}");
+    assert!(err.contains("(read twice)"), "{err}");
+    assert!(!err.contains("read again"), "{err}");
 }
 
 /// `check` does not call a snapshot or index file it cannot read damaged, nor propose a

@@ -174,6 +174,9 @@ impl<'a> TreeLoader<'a> {
                         todo.push((id, next));
                     } else {
                         let why = match first_error.remove(&id) {
+                            Some(first) if copy == 0 && first == why => {
+                                format!("{first} (read twice)")
+                            }
                             Some(first) if copy == 0 => format!("{first}; read again: {why}"),
                             Some(first) => format!("{first}; its other copies: {why}"),
                             None => why,

@@ -457,7 +457,8 @@ fn print_summary(
             human_bytes(p.bytes_in_place),
             p.deletes
         ))?;
-    } else if p.files_skipped + p.files_blocked > 0 || nothing_selected {
+    } else if p.files_skipped + p.files_blocked > 0 || nothing_selected || !r.issues.is_empty() {
+        // With listings lost, what the target holds is not known to be the snapshot's.
         super::out("nothing to fetch")?;
     } else {
         super::out("nothing to fetch: the target already holds the snapshot's content")?;
