@@ -554,12 +554,6 @@ fn an_attribute_too_large_for_the_target_fails_only_its_file() {
     {
         return;
     }
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = nix::mount::umount2(self.0, nix::mount::MntFlags::MNT_DETACH);
-        }
-    }
     let _unmount = Unmount(&src);
     let big = vec![b'x'; 8000];
     fs::write(src.join("a"), b"with a large attribute").unwrap();
@@ -742,12 +736,6 @@ fn files_a_stopped_restore_left_unfinished_are_restored_by_a_rerun() {
     };
     if !arca_testkit::is_root() || mount("size=7m", nix::mount::MsFlags::empty()).is_err() {
         return;
-    }
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = nix::mount::umount2(self.0, nix::mount::MntFlags::MNT_DETACH);
-        }
     }
     let _unmount = Unmount(&target);
     let restore = |mode: &str| {

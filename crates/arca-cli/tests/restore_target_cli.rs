@@ -474,12 +474,6 @@ fn attributes_the_target_refuses_fail_neither_the_content_nor_the_links() {
         eprintln!("cannot mount a ramfs here: skipped");
         return;
     }
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = nix::mount::umount2(self.0, nix::mount::MntFlags::MNT_DETACH);
-        }
-    }
     let _unmount = Unmount(&target);
     let t = target.to_str().unwrap();
     for pass in 0..2 {
@@ -625,12 +619,6 @@ fn a_read_only_mount_inside_the_target_fails_only_what_is_on_it() {
     if !is_root() || bind(nix::mount::MsFlags::empty()).is_err() {
         eprintln!("cannot bind-mount here: skipped");
         return;
-    }
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = nix::mount::umount2(self.0, nix::mount::MntFlags::MNT_DETACH);
-        }
     }
     let _unmount = Unmount(&ro);
     bind(nix::mount::MsFlags::MS_REMOUNT | nix::mount::MsFlags::MS_RDONLY).unwrap();

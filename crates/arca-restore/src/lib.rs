@@ -137,8 +137,8 @@ pub enum RestoreError {
         path: PathBuf,
         /// The error.
         source: io::Error,
-        /// Files written into but not finished when it stopped (dated before their snapshot time, so that any rerun
-        /// looks at them again).
+        /// Files written into but not finished when it stopped (dated before their snapshot
+        /// time, so that any rerun looks at them again).
         unfinished: u64,
     },
     /// A pattern is invalid.

@@ -136,6 +136,15 @@ impl Env {
     }
 }
 
+/// Unmounts (lazily) what a test mounted at its path, when dropped.
+pub struct Unmount<'a>(pub &'a Path);
+
+impl Drop for Unmount<'_> {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(self.0, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }

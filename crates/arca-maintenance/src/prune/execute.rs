@@ -139,11 +139,8 @@ fn repack(
     }
     Progress::bump(&progress.packs_to_read, todo.len() as u64);
     let stop = AtomicBool::new(false);
-    let (gap, max_read, threads) = {
-        let empty = Index::default();
-        let l = TreeLoader::new(repo, &empty, &stop);
-        (l.read_gap, l.max_read, l.threads.clamp(1, MAX_READERS))
-    };
+    let (gap, max_read, threads) = read_shape(repo, &stop);
+    let threads = threads.clamp(1, MAX_READERS);
     // Each thread holds a pack being filled (memory), and waits for the backend while it
     // uploads one (a local pack is synced to disk): one thread more than the cores keeps them
     // busy; a remote backend's latency wants the loader's count.
@@ -394,6 +391,14 @@ fn copy_pack(
     Ok(())
 }
 
+/// The gap below which two ranges of a pack are read as one, the largest read, and the reads
+/// in flight, as the restore's loader chooses them for this backend.
+fn read_shape(repo: &Repository, stop: &AtomicBool) -> (u64, u64, usize) {
+    let empty = Index::default();
+    let l = TreeLoader::new(repo, &empty, stop);
+    (l.read_gap, l.max_read, l.threads)
+}
+
 /// Reads and authenticates the kept copies of blobs whose other copy goes away
 /// ([`PrunePlan::sole_copies`]), a pack at a time: the index alone chose them, and a damaged
 /// one would leave the blob with no intact copy. Fails, before anything is written, naming
@@ -408,11 +413,7 @@ fn verify_sole_copies(
     }
     let backend: &dyn Backend = repo.backend().as_ref();
     let stop = AtomicBool::new(false);
-    let (gap, max_read) = {
-        let empty = Index::default();
-        let l = TreeLoader::new(repo, &empty, &stop);
-        (l.read_gap, l.max_read)
-    };
+    let (gap, max_read, _) = read_shape(repo, &stop);
     let mut buf = vec![];
     for group in plan.sole_copies.chunk_by(|a, b| a.pack == b.pack) {
         progress.go_on()?;
