@@ -511,6 +511,9 @@ impl Backend for CachedBackend {
     fn hints(&self) -> BackendHints {
         self.inner.hints()
     }
+    fn local_folder(&self) -> Option<std::path::PathBuf> {
+        self.inner.local_folder()
+    }
     fn note_tree_packs(&self, names: &[String]) {
         {
             let mut packs = lock(&self.packs);

@@ -292,6 +292,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn warm(&self, types: &[FileType]) {
         let _ = types;
     }
+    /// The repository's folder when it lies on this machine's file system (a restore must
+    /// never write into it, nor delete it); none for remote backends (the default).
+    /// Decorators pass it on.
+    fn local_folder(&self) -> Option<std::path::PathBuf> {
+        None
+    }
     /// Tells the backend that these packs hold tree blobs (directory listings), read again by
     /// every backup and listing: a caching layer may keep whole local copies of them. Other
     /// backends ignore it (the default); decorators pass it on.
@@ -385,6 +391,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     fn warm(&self, types: &[FileType]) {
         (**self).warm(types)
+    }
+    fn local_folder(&self) -> Option<std::path::PathBuf> {
+        (**self).local_folder()
     }
     fn prefetch(&self, t: FileType, name: &str, offset: u64, len: u64) {
         (**self).prefetch(t, name, offset, len)

@@ -516,6 +516,10 @@ impl Backend for LocalBackend {
         });
     }
 
+    fn local_folder(&self) -> Option<PathBuf> {
+        Some(self.root.clone())
+    }
+
     fn hints(&self) -> BackendHints {
         BackendHints {
             local: true,

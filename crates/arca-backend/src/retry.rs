@@ -465,6 +465,9 @@ impl<B: Backend> Backend for RetryBackend<B> {
     fn warm(&self, types: &[FileType]) {
         self.inner.warm(types)
     }
+    fn local_folder(&self) -> Option<std::path::PathBuf> {
+        self.inner.local_folder()
+    }
     fn prefetch(&self, t: FileType, name: &str, offset: u64, len: u64) {
         self.inner.prefetch(t, name, offset, len)
     }

@@ -649,3 +649,65 @@ fn a_read_only_mount_inside_the_target_fails_only_what_is_on_it() {
         "{err}"
     );
 }
+
+/// The repository inside the folder a restore rolls back (hunt 11): `--delete` deleted it when
+/// it was excluded from the backup (exit 0), or deleted the snapshot being restored when it
+/// was backed up with the folder (its copy in the snapshot predates that snapshot's files), and
+/// a target inside the repository had the repository's files deleted. It is now left alone, and
+/// a target inside it is refused before anything is touched.
+#[test]
+fn a_restore_never_writes_into_nor_deletes_its_own_repository() {
+    let mut e = Env::new();
+    e.repo = e.path("data/repo");
+    let data = e.path("data");
+    fs::create_dir_all(&data).unwrap();
+    fs::write(data.join("a"), b"one").unwrap();
+    e.init(&[]);
+    let d = data.to_str().unwrap();
+    let folder = format!("latest:{d}");
+    let snapshots = |e: &Env| e.json(&["snapshots", "--json"]).as_array().unwrap().len();
+    // Excluded from the backup: the snapshot lacks it, so --delete took it for extra.
+    e.ok(&["backup", "-q", d, "--exclude", e.repo.to_str().unwrap()]);
+    fs::write(data.join("a"), b"changed").unwrap();
+    let out = e.ok(&["restore", &folder, "--target", d, "--delete"]);
+    assert!(out.contains("deleted 0 entries"), "{out}");
+    assert_eq!(fs::read(data.join("a")).unwrap(), b"one");
+    assert_eq!(snapshots(&e), 1);
+    // Backed up with the folder: the snapshot's copy of the repository lacks the files the
+    // backup wrote after listing it, its own snapshot among them.
+    e.ok(&["backup", "-q", d]);
+    fs::write(data.join("a"), b"changed again").unwrap();
+    let o = e.run(&["restore", &folder, "--target", d, "--delete"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the repository this restore reads from; left as it is"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(fs::read(data.join("a")).unwrap(), b"one");
+    assert_eq!(snapshots(&e), 2);
+    e.ok(&["check", "--read-data"]);
+    // A target that is the repository, or lies inside it, is refused.
+    for t in [
+        e.repo.clone(),
+        e.repo.join("data"),
+        e.repo.join("new/folder"),
+    ] {
+        let o = e.run(&[
+            "restore",
+            &folder,
+            "--target",
+            t.to_str().unwrap(),
+            "--delete",
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("inside the repository"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    assert!(!e.repo.join("new").exists());
+    assert_eq!(snapshots(&e), 2);
+    e.ok(&["check", "--read-data"]);
+}

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use arca_fs::{FsError, MetadataOptions};
 
+use crate::aliases::Aliases;
 use crate::options::Resolved;
 use crate::plan::{NO_PARENT, Plan};
 use crate::scan::Scan;
@@ -69,6 +70,8 @@ pub(crate) struct Counters {
 pub(crate) struct Shared<'a> {
     pub plan: &'a Plan,
     pub scan: &'a Scan,
+    /// Files whose names a case-insensitive target takes for one (set after `new`).
+    pub aliases: Aliases,
     pub metadata: MetadataOptions,
     pub preallocate: bool,
     /// Large blocks of new files are written with `O_DIRECT` (cleared when the target's file
@@ -112,6 +115,7 @@ impl<'a> Shared<'a> {
         Self {
             plan,
             scan,
+            aliases: Aliases::default(),
             metadata,
             preallocate: tuning.preallocate,
             direct: AtomicBool::new(tuning.direct_writes > 0),

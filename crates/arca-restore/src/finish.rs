@@ -26,6 +26,11 @@ impl Shared<'_> {
         let mode = plan.entries[fp.entry as usize].meta.mode;
         let file =
             arca_fs::open_for_restore(path, mode).map_err(|e| FsError::new("create", path, e))?;
+        // Before anything is written, and before the file counts as touched (an unfinished
+        // file is dated or removed): the file may be another's under a case-insensitive name.
+        self.aliases
+            .claim(plan, f, &file)
+            .map_err(|e| FsError::new("create", path, e))?;
         if self.file_flags[f as usize].load(Ordering::Acquire) & CREATED == 0 {
             self.file_flags[f as usize].fetch_or(TOUCHED, Ordering::AcqRel);
             let fresh = self.scan.entries[fp.entry as usize] != EntryAction::Patch;

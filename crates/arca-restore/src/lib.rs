@@ -10,12 +10,14 @@
 //! A failing entry is reported and the rest restored; a full disk, an unusable target or
 //! Ctrl-C stops every stage.
 
+mod aliases;
 mod cache;
 mod ctx;
 mod direct;
 mod fetch;
 mod finish;
 mod footprint;
+mod guard;
 mod handles;
 mod hashing;
 mod jobs;
@@ -121,6 +123,19 @@ pub enum RestoreError {
         path: PathBuf,
         /// Why.
         source: io::Error,
+    },
+    /// The target is the repository the restore reads from, or lies inside it.
+    #[error(
+        "target {}: inside the repository {} this restore reads from (restoring there would \
+         overwrite its files, and --delete delete them); choose another target",
+        target.display(),
+        repository.display()
+    )]
+    TargetInRepository {
+        /// The target.
+        target: PathBuf,
+        /// The repository's folder.
+        repository: PathBuf,
     },
     /// The disk holding the target is full.
     #[error(
@@ -324,6 +339,10 @@ pub fn restore(
         }
         _ => opts,
     };
+    let repository = match repo.backend().local_folder() {
+        Some(folder) => guard::repository_in_target(&opts.target, &folder)?,
+        None => None,
+    };
     let existed = match fs::symlink_metadata(&opts.target) {
         Ok(m) if !m.is_dir() => {
             return Err(RestoreError::Target {
@@ -415,6 +434,7 @@ pub fn restore(
     let follow = scan::followed_links(&plan, &roots);
     let scanner = scan::Scanner {
         plan: &plan,
+        repository: repository.as_deref(),
         follow: &follow,
         overwrite: opts.overwrite,
         delete: opts.delete,
@@ -430,6 +450,7 @@ pub fn restore(
         stop: opts.cancel.as_deref().unwrap_or(&stop),
     };
     let mut scan = scanner.scan();
+    let aliases = aliases::Aliases::new(&plan, &mut scan);
     let deferred = std::mem::take(&mut scan.deferred);
     let reusable = if opts.reuse_from.is_empty() {
         reuse::Reusable::new()
@@ -497,7 +518,7 @@ pub fn restore(
         return Ok(report);
     }
 
-    let sh = ctx::Shared::new(
+    let mut sh = ctx::Shared::new(
         &plan,
         &scan,
         opts.metadata,
@@ -506,6 +527,7 @@ pub fn restore(
         observer,
         opts.cancel.as_deref(),
     );
+    sh.aliases = aliases;
     let ready = sh.prepare(io_threads);
     lap("prepare", &mut phases);
     // What hashing finds while content moves, for the summary and the report.
@@ -599,11 +621,14 @@ pub fn restore(
     }
     // What lies in a directory that could not be made is not counted.
     let made = |e: &plan::EntryPlan| !sh.dir_failed(e.parent);
-    report.dirs -= sh
+    // Nor are folders left alone (the repository read from, and what it holds).
+    let not_made = sh
         .dir_failed
         .iter()
-        .filter(|f| f.load(Ordering::Relaxed))
-        .count() as u64;
+        .zip(&scan.dirs)
+        .skip(1)
+        .filter(|(f, a)| f.load(Ordering::Relaxed) || matches!(a, scan::DirAction::Blocked(_)));
+    report.dirs = report.dirs.saturating_sub(not_made.count() as u64);
     report.hardlinks = plan
         .links
         .iter()

@@ -663,7 +663,7 @@ pub(crate) mod tests {
         }
     }
 
-    fn dir(name: &str, sub: u8) -> Node {
+    pub(crate) fn dir(name: &str, sub: u8) -> Node {
         Node {
             name: name.as_bytes().to_vec(),
             kind: Some(NodeKind::Dir),

@@ -112,6 +112,17 @@ pub(crate) struct Scan {
 }
 
 impl Scan {
+    /// What an empty target needs: everything created.
+    pub fn empty(plan: &Plan) -> Self {
+        Scan {
+            dirs: vec![DirAction::Create; plan.dirs.len()],
+            entries: vec![EntryAction::Create; plan.entries.len()],
+            in_place: vec![false; plan.uses.len()],
+            dir_meta_wrong: vec![false; plan.dirs.len()],
+            ..Scan::default()
+        }
+    }
+
     /// Whether entry `e` waits for its hashing.
     pub fn is_deferred(&self, e: u32) -> bool {
         self.deferred_entry.get(e as usize).is_some_and(|&d| d)
@@ -159,6 +170,9 @@ pub(crate) struct Scanner<'a> {
     /// meanwhile), so that the restore moves the content of the others at the same time.
     pub defer: bool,
     pub stop: &'a AtomicBool,
+    /// Where the repository read from lies in the target, when it does ([`crate::guard`]):
+    /// never restored over, never deleted.
+    pub repository: Option<&'a Path>,
 }
 
 /// The folders above the backed-up paths (`/lib` for a backup of `/lib/os-release`) that the
@@ -215,13 +229,7 @@ impl Scanner<'_> {
     /// Decides every entry's action. An empty or missing target is recognised at once.
     pub fn scan(&self) -> Scan {
         let plan = self.plan;
-        let mut scan = Scan {
-            dirs: vec![DirAction::Create; plan.dirs.len()],
-            entries: vec![EntryAction::Create; plan.entries.len()],
-            in_place: vec![false; plan.uses.len()],
-            dir_meta_wrong: vec![false; plan.dirs.len()],
-            ..Scan::default()
-        };
+        let mut scan = Scan::empty(plan);
         if is_empty_dir(&plan.dirs[0].path) {
             return scan;
         }
@@ -247,6 +255,10 @@ impl Scanner<'_> {
                 || DirCache::new(plan, self.follow),
                 |at, i| {
                     let d = level[i];
+                    if self.repository == Some(plan.dirs[d].path.as_path()) {
+                        let why = crate::guard::reason(&plan.dirs[d].path);
+                        return (DirAction::Blocked(why), false);
+                    }
                     match &dirs[plan.dirs[d].parent as usize] {
                         DirAction::Blocked(_) => (DirAction::Blocked(PARENT_BLOCKED.into()), false),
                         DirAction::Create | DirAction::Replace => (DirAction::Create, false),
@@ -292,6 +304,9 @@ impl Scanner<'_> {
         );
         if self.delete {
             self.find_deletions(&mut scan);
+        }
+        if let Some(repo) = self.repository {
+            self.spare_repository(&mut scan, repo);
         }
         if self.defer && !to_hash.is_empty() {
             scan.deferred_entry = vec![false; plan.entries.len()];
@@ -546,9 +561,26 @@ impl Scanner<'_> {
         }
     }
 
+    /// Leaves the repository read from alone where the target holds it: `--delete` deletes
+    /// neither it nor a folder holding it, and a file of the snapshot does not replace such a
+    /// folder. (Restoring a folder over a live repository inside it, `--delete` removed the
+    /// repository, or the snapshot being restored.)
+    fn spare_repository(&self, scan: &mut Scan, repo: &Path) {
+        scan.deletes.retain(|d| !repo.starts_with(&d.path));
+        for (e, a) in scan.entries.iter_mut().enumerate() {
+            if *a == EntryAction::Replace {
+                let path = self.plan.entry_path(e as u32);
+                if repo.starts_with(&path) {
+                    *a = EntryAction::Blocked(crate::guard::reason(&path));
+                }
+            }
+        }
+    }
+
     /// Entries of existing directories that the snapshot lacks and the selection covers.
     fn find_deletions(&self, scan: &mut Scan) {
         let plan = self.plan;
+        let merged = crate::aliases::merged_names(plan, &scan.dirs);
         let found = parallel_map(plan.dirs.len(), self.threads, self.stop, |d| {
             let dp = &plan.dirs[d];
             if scan.dirs[d] != DirAction::Exists {
@@ -567,12 +599,15 @@ impl Scanner<'_> {
             let Ok(listing) = arca_fs::list_dir_noatime(&dp.path) else {
                 return vec![];
             };
-            let mut known: Vec<&[u8]> = dp.names.iter().map(Vec::as_slice).collect();
+            // Folders that the target's file system merges (`Docs` and `docs` on a
+            // case-insensitive one) hold the names of them all.
+            let names = merged.get(&d).unwrap_or(&dp.names);
+            let mut known: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
             known.sort_unstable();
             let mut out = vec![];
             for (name, is_dir) in listing {
                 if known.binary_search(&name.as_slice()).is_ok()
-                    || alias_of_known(&dp.path, &name, &dp.names)
+                    || alias_of_known(&dp.path, &name, names)
                 {
                     continue;
                 }

@@ -1,0 +1,369 @@
+//! Names a case-insensitive file system (vfat, exFAT, casefolded ext4) takes for one: the
+//! snapshot may hold `Report.txt` and `report.txt`; restored there, both would land in one file.
+//! The entries whose path could so alias another are found from the plan; on the target, the
+//! first of them keeps the file and the others fail, named, instead of writing into it.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::plan::{EntryKind, Plan};
+use crate::scan::{DirAction, EntryAction, Scan};
+
+/// The entries that may alias another, and which file of the restore holds each inode they
+/// opened.
+#[derive(Debug, Default)]
+pub(crate) struct Aliases {
+    /// Per file: whether its path may alias another entry's (empty when none may, the rule).
+    risky: Vec<bool>,
+    /// (device, inode) of each file a risky file opened, and that file.
+    owners: Mutex<HashMap<(u64, u64), u32>>,
+}
+
+/// A name folded as a case-insensitive file system compares it (hashed: an equal hash of two
+/// different names only costs a needless check).
+fn folded(name: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    match std::str::from_utf8(name) {
+        Ok(s) => s.to_lowercase().hash(&mut h),
+        Err(_) => name.to_ascii_lowercase().hash(&mut h),
+    }
+    h.finish()
+}
+
+/// Per directory and per entry of the plan: whether its path may alias another's, that is,
+/// its name or the name of a folder above it equals a sibling's once folded.
+fn risky_paths(plan: &Plan) -> (Vec<bool>, Vec<bool>) {
+    // (parent, folded name, whether a directory, index).
+    let mut names: Vec<(u32, u64, bool, u32)> =
+        Vec::with_capacity(plan.dirs.len() + plan.entries.len());
+    for (d, dp) in plan.dirs.iter().enumerate().skip(1) {
+        let name = dp.path.file_name().map_or(&[][..], |n| n.as_bytes());
+        names.push((dp.parent, folded(name), true, d as u32));
+    }
+    for (e, ep) in plan.entries.iter().enumerate() {
+        names.push((ep.parent, folded(&ep.name), false, e as u32));
+    }
+    names.sort_unstable();
+    let mut dirs = vec![false; plan.dirs.len()];
+    let mut entries = vec![false; plan.entries.len()];
+    for group in names.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+        if group.len() > 1 {
+            for &(_, _, is_dir, i) in group {
+                if is_dir {
+                    dirs[i as usize] = true;
+                } else {
+                    entries[i as usize] = true;
+                }
+            }
+        }
+    }
+    // Parents come before their subdirectories in the plan.
+    for d in 1..plan.dirs.len() {
+        let p = plan.dirs[d].parent as usize;
+        if p < d && dirs[p] {
+            dirs[d] = true;
+        }
+    }
+    for (e, ep) in plan.entries.iter().enumerate() {
+        if dirs[ep.parent as usize] {
+            entries[e] = true;
+        }
+    }
+    (dirs, entries)
+}
+
+/// For each existing folder of the plan that is one folder of the target with another (a
+/// case-insensitive file system merges `Docs` and `docs`), the names the snapshot has in all
+/// of them: `--delete` must not take `docs/y` for an extra entry of `Docs`.
+pub(crate) fn merged_names(plan: &Plan, dirs: &[DirAction]) -> HashMap<usize, Vec<Vec<u8>>> {
+    let (risky, _) = risky_paths(plan);
+    let mut by_inode: HashMap<(u64, u64), Vec<usize>> = HashMap::new();
+    for (d, dp) in plan.dirs.iter().enumerate() {
+        if risky[d]
+            && dirs[d] == DirAction::Exists
+            && let Ok(m) = arca_fs::lstat(&dp.path)
+        {
+            by_inode.entry((m.dev(), m.ino())).or_default().push(d);
+        }
+    }
+    let mut out = HashMap::new();
+    for group in by_inode.into_values().filter(|g| g.len() > 1) {
+        let mut names: Vec<Vec<u8>> = group
+            .iter()
+            .flat_map(|&d| plan.dirs[d].names.iter().cloned())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        for d in group {
+            out.insert(d, names.clone());
+        }
+    }
+    out
+}
+
+/// Why an entry is not restored: `other` holds its name on the target.
+fn reason(path: &Path, other: &Path) -> String {
+    format!(
+        "{}: the target's file system takes this name for {}, which the snapshot also has \
+         (names that differ only in case); not restored",
+        path.display(),
+        other.display()
+    )
+}
+
+impl Aliases {
+    /// Finds the entries whose path may alias another's. On the existing part of the target,
+    /// entries found to be one inode there (a case-insensitive file system, restored onto
+    /// before) are settled now: the first keeps its action, the others are not restored
+    /// (otherwise writing one would change the other, or replacing one would delete it).
+    pub fn new(plan: &Plan, scan: &mut Scan) -> Self {
+        let (_, risky_entries) = risky_paths(plan);
+        if !risky_entries.iter().any(|&r| r) {
+            return Self::default();
+        }
+        let mut seen: HashMap<(u64, u64), u32> = HashMap::new();
+        for (e, ep) in plan.entries.iter().enumerate() {
+            let exists = matches!(
+                scan.dirs[ep.parent as usize],
+                DirAction::Exists | DirAction::Followed
+            );
+            if !risky_entries[e] || !exists || matches!(ep.kind, EntryKind::Link(_)) {
+                continue;
+            }
+            let path = plan.entry_path(e as u32);
+            // Hard links are names of one inode too, on any file system; aliases of one name
+            // are one link.
+            let Ok(m) = arca_fs::lstat(&path) else {
+                continue;
+            };
+            if m.nlink() != 1 {
+                continue;
+            }
+            match seen.entry((m.dev(), m.ino())) {
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(e as u32);
+                }
+                std::collections::hash_map::Entry::Occupied(o) => {
+                    let why = reason(&path, &plan.entry_path(*o.get()));
+                    scan.entries[e] = EntryAction::Blocked(why);
+                    if let Some(d) = scan.deferred_entry.get_mut(e) {
+                        *d = false;
+                    }
+                    scan.deferred.retain(|h| h.entry as usize != e);
+                }
+            }
+        }
+        let risky = plan
+            .files
+            .iter()
+            .map(|fp| risky_entries[fp.entry as usize])
+            .collect();
+        Self {
+            risky,
+            owners: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Checks that `file`, just opened for file `f`, is no other file of this restore (a
+    /// case-insensitive target opens `report.txt` for `Report.txt`): the first file to open
+    /// an inode keeps it. The error says which file holds it.
+    pub fn claim(&self, plan: &Plan, f: u32, file: &File) -> io::Result<()> {
+        if !self.risky.get(f as usize).is_some_and(|&r| r) {
+            return Ok(());
+        }
+        let m = file.metadata()?;
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        let owner = *owners.entry((m.dev(), m.ino())).or_insert(f);
+        if owner == f {
+            return Ok(());
+        }
+        let other: PathBuf = plan.file_path(owner);
+        Err(io::Error::other(format!(
+            "the file system takes this name for {}, which the snapshot also has (names that \
+             differ only in case)",
+            other.display()
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use arca_format::{Id, IndexFile, Tree};
+    use arca_repo::Index;
+
+    use super::{Aliases, folded, risky_paths};
+    use crate::plan::tests::{dir, file};
+    use crate::plan::{EntryKind, Plan, Planner};
+    use crate::trees::{Selection, Trees};
+
+    #[test]
+    fn names_fold_as_a_case_insensitive_file_system_compares_them() {
+        assert_eq!(folded(b"Report.TXT"), folded(b"report.txt"));
+        assert_eq!(folded("ÉTÉ".as_bytes()), folded("été".as_bytes()));
+        assert_eq!(folded(b"A\xff"), folded(b"a\xff"));
+        assert_ne!(folded(b"report.txt"), folded(b"report.txt2"));
+    }
+
+    /// root: Docs/ (x), docs/ (x, y), Report.txt, report.txt, other.
+    fn plan(target: &Path) -> Plan {
+        let enc = |nodes| Ok(Tree { nodes }.encode().unwrap());
+        let mut trees = Trees::new();
+        trees.insert(
+            Id([100; 32]),
+            enc(vec![
+                dir("Docs", 101),
+                file("Report.txt", &[], 1, 1),
+                dir("docs", 102),
+                file("other", &[], 2, 1),
+                file("report.txt", &[], 3, 1),
+            ]),
+        );
+        trees.insert(Id([101; 32]), enc(vec![file("x", &[], 4, 1)]));
+        trees.insert(
+            Id([102; 32]),
+            enc(vec![file("x", &[], 5, 1), file("y", &[], 6, 1)]),
+        );
+        let index = Index::from_files([&IndexFile {
+            supersedes: vec![],
+            packs: vec![],
+        }]);
+        let sel = Selection {
+            includes: vec![],
+            excludes: vec![],
+            only: vec![],
+        };
+        Planner {
+            index: &index,
+            sel: &sel,
+            target,
+            keep_names: true,
+            zero_id: Id([0; 32]),
+        }
+        .build(trees, Id([100; 32]))
+    }
+
+    fn file_named(p: &Plan, path: &str) -> u32 {
+        (0..p.files.len() as u32)
+            .find(|&f| p.file_path(f) == Path::new(path))
+            .unwrap()
+    }
+
+    #[test]
+    fn paths_that_differ_only_in_case_are_risky_down_the_tree() {
+        let p = plan(Path::new("/t"));
+        let (_, entries) = risky_paths(&p);
+        let mut risky: Vec<String> = (0..p.entries.len())
+            .filter(|&e| entries[e])
+            .map(|e| p.entry_path(e as u32).display().to_string())
+            .collect();
+        risky.sort();
+        // y has no twin, but its folder merges with Docs/ on such a file system.
+        assert_eq!(
+            risky,
+            [
+                "/t/Docs/x",
+                "/t/Report.txt",
+                "/t/docs/x",
+                "/t/docs/y",
+                "/t/report.txt"
+            ]
+        );
+        assert!(
+            p.entries
+                .iter()
+                .all(|e| matches!(e.kind, EntryKind::File(_)))
+        );
+    }
+
+    /// Two names opening one inode (as `report.txt` opens `Report.txt` on a case-insensitive
+    /// target; a hard link stands in for it here): the first file to open it keeps it, the
+    /// other is refused, naming the first; a file whose name has no twin is never checked.
+    #[test]
+    fn the_first_file_to_open_an_inode_keeps_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = plan(tmp.path());
+        let mut scan = crate::scan::Scan::empty(&p);
+        let aliases = Aliases::new(&p, &mut scan);
+        std::fs::write(tmp.path().join("Report.txt"), b"one").unwrap();
+        std::fs::hard_link(tmp.path().join("Report.txt"), tmp.path().join("report.txt")).unwrap();
+        std::fs::hard_link(tmp.path().join("Report.txt"), tmp.path().join("other")).unwrap();
+        let open = |n: &str| std::fs::File::open(tmp.path().join(n)).unwrap();
+        let upper = file_named(&p, &tmp.path().join("Report.txt").display().to_string());
+        let lower = file_named(&p, &tmp.path().join("report.txt").display().to_string());
+        let other = file_named(&p, &tmp.path().join("other").display().to_string());
+        aliases.claim(&p, lower, &open("report.txt")).unwrap();
+        aliases.claim(&p, lower, &open("report.txt")).unwrap();
+        let err = aliases
+            .claim(&p, upper, &open("Report.txt"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("report.txt, which the snapshot also has"),
+            "{err}"
+        );
+        aliases.claim(&p, other, &open("other")).unwrap();
+    }
+
+    /// Folders the target merges (a bind mount stands in for a case-insensitive file system,
+    /// so this needs root) hold each other's names, so `--delete` keeps `docs/y` in `Docs`.
+    #[test]
+    fn merged_folders_hold_each_others_names() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root for a bind mount");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let p = plan(tmp.path());
+        for d in ["Docs", "docs"] {
+            std::fs::create_dir(tmp.path().join(d)).unwrap();
+        }
+        let (docs_upper, docs_lower) = (tmp.path().join("Docs"), tmp.path().join("docs"));
+        let mounted = std::process::Command::new("mount")
+            .arg("--bind")
+            .args([&docs_upper, &docs_lower])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("skipped: bind mount refused");
+            return;
+        }
+        let dirs = vec![crate::scan::DirAction::Exists; p.dirs.len()];
+        let merged = super::merged_names(&p, &dirs);
+        let _ = std::process::Command::new("umount")
+            .arg(&docs_lower)
+            .status();
+        let index = |path: &Path| p.dirs.iter().position(|d| d.path == path).unwrap();
+        let both = vec![b"x".to_vec(), b"y".to_vec()];
+        assert_eq!(merged.len(), 2, "{merged:?}");
+        assert_eq!(merged[&index(&docs_upper)], both);
+        assert_eq!(merged[&index(&docs_lower)], both);
+    }
+
+    /// On the existing target, two names of one inode that are hard links (any file system
+    /// has them) are not taken for case aliases: both are restored.
+    #[test]
+    fn hard_links_on_the_target_are_not_aliases() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = plan(tmp.path());
+        std::fs::write(tmp.path().join("Report.txt"), b"one").unwrap();
+        std::fs::hard_link(tmp.path().join("Report.txt"), tmp.path().join("report.txt")).unwrap();
+        let mut scan = crate::scan::Scan::empty(&p);
+        scan.dirs[0] = crate::scan::DirAction::Exists;
+        Aliases::new(&p, &mut scan);
+        assert!(
+            scan.entries
+                .iter()
+                .all(|a| *a == crate::scan::EntryAction::Create),
+            "{:?}",
+            scan.entries
+        );
+    }
+}
