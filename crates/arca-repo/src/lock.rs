@@ -118,8 +118,7 @@ struct Held {
     current: Mutex<Id>,
     stop: AtomicBool,
     wake: Condvar,
-    /// When the lock file was last written (ns since the epoch, wall clock, as other hosts
-    /// judge staleness by it).
+    /// When the lock file was last written, on [`held_clock_ns`]'s clock.
     written_ns: std::sync::atomic::AtomicI64,
     /// The longest time between two writes of the lock file that went over the lost limit
     /// (ns; 0: none): the process was stopped, or the refresher starved. A lock once lost
@@ -165,13 +164,13 @@ pub fn check_held() -> Result<()> {
     let lost_after = i64::try_from(timing().1.as_nanos()).unwrap_or(i64::MAX);
     let held = HELD.lock().unwrap_or_else(|p| p.into_inner());
     for h in held.iter().filter_map(Weak::upgrade) {
-        h.check(lost_after, now_ns())?;
+        h.check(lost_after, held_clock_ns())?;
     }
     Ok(())
 }
 
 impl Held {
-    /// [`check_held`] for this lock: `lost_after` in ns, `now` the wall clock in ns.
+    /// [`check_held`] for this lock: `lost_after` in ns, `now` on [`held_clock_ns`]'s clock.
     fn check(&self, lost_after: i64, now: i64) -> Result<()> {
         if self.stop.load(Ordering::SeqCst) {
             return Ok(());
@@ -361,7 +360,7 @@ impl Repository {
             current: Mutex::new(id),
             stop: AtomicBool::new(false),
             wake: Condvar::new(),
-            written_ns: std::sync::atomic::AtomicI64::new(now_ns()),
+            written_ns: std::sync::atomic::AtomicI64::new(held_clock_ns()),
             lost_ns: std::sync::atomic::AtomicI64::new(0),
             removed: AtomicBool::new(false),
         });
@@ -399,6 +398,21 @@ impl Repository {
     }
 }
 
+/// Now, in ns, on the clock a held lock's age is measured by: time since boot, which counts
+/// the time the process was stopped and the machine suspended, and which setting the wall
+/// clock does not move (a wall clock stepped forward by half an hour made a running backup
+/// refuse its snapshot, its lock "not refreshed for 60 minutes"). Other processes judge a
+/// lock file by the wall-clock time written in it; that is unchanged.
+pub(crate) fn held_clock_ns() -> i64 {
+    use nix::time::{ClockId, clock_gettime};
+    clock_gettime(ClockId::CLOCK_BOOTTIME)
+        .or_else(|_| clock_gettime(ClockId::CLOCK_MONOTONIC))
+        .map_or_else(
+            |_| now_ns(),
+            |t| t.tv_sec().saturating_mul(1_000_000_000) + t.tv_nsec(),
+        )
+}
+
 /// Rewrites the lock every [`REFRESH_EVERY`] (new file first, then the old one removed, so the
 /// repository always shows the lock).
 fn refresh(repo: &Repository, held: &Held, kind: LockKind, command: &str) {
@@ -420,7 +434,7 @@ fn refresh(repo: &Repository, held: &Held, kind: LockKind, command: &str) {
         }
         // A failed refresh is tried again soon; after LOST_AFTER without one the command
         // stops before it commits (check_held), as others may take the lock for stale.
-        let written = now_ns();
+        let written = held_clock_ns();
         // Resumed after a pause longer than the lost limit (SIGSTOP, a suspended machine):
         // others may have taken the lock for stale meanwhile; a new file does not undo that.
         let gap = written.saturating_sub(held.written_ns.load(Ordering::SeqCst));

@@ -346,16 +346,16 @@ fn a_lock_removed_or_paused_too_long_is_lost_for_good() {
         current: Mutex::new(id),
         stop: AtomicBool::new(false),
         wake: Condvar::new(),
-        written_ns: std::sync::atomic::AtomicI64::new(now_ns()),
+        written_ns: std::sync::atomic::AtomicI64::new(held_clock_ns()),
         lost_ns: std::sync::atomic::AtomicI64::new(0),
         removed: AtomicBool::new(false),
     };
     let id = repo.write_lock(LockKind::Shared, "backup").unwrap();
     let h = held(id);
-    assert!(h.check(lost_after, now_ns()).is_ok());
+    assert!(h.check(lost_after, held_clock_ns()).is_ok());
     // Another host's prune removes it as stale.
     repo.backend().delete(FileType::Lock, &id.to_hex()).unwrap();
-    let e = h.check(lost_after, now_ns()).unwrap_err();
+    let e = h.check(lost_after, held_clock_ns()).unwrap_err();
     assert!(matches!(e, RepoError::LockRemoved { .. }), "{e}");
     assert!(e.to_string().contains("removed by another process"), "{e}");
 
@@ -363,9 +363,20 @@ fn a_lock_removed_or_paused_too_long_is_lost_for_good() {
     // A refresh after a pause of two minutes (what the refresher records), then a fresh
     // write: still lost.
     h.lost_ns.fetch_max(2 * lost_after, Ordering::SeqCst);
-    h.written_ns.store(now_ns(), Ordering::SeqCst);
-    let e = h.check(lost_after, now_ns()).unwrap_err();
+    h.written_ns.store(held_clock_ns(), Ordering::SeqCst);
+    let e = h.check(lost_after, held_clock_ns()).unwrap_err();
     assert!(matches!(e, RepoError::LockLost { minutes: 2, .. }), "{e}");
     h.release();
     assert_eq!(locks(&repo), 0);
+}
+
+/// A held lock's age is measured since boot, not on the wall clock, which an administrator or
+/// NTP may step by hours while a backup runs.
+#[test]
+fn a_held_locks_age_is_not_measured_on_the_wall_clock() {
+    let boot = held_clock_ns();
+    let wall = now_ns();
+    // Since boot: far less than the 56 years since the epoch the wall clock counts.
+    assert!(boot > 0 && boot < wall / 2, "{boot} {wall}");
+    assert!(held_clock_ns() >= boot);
 }
