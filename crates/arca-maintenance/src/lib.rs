@@ -21,3 +21,14 @@ pub use forget::{
 pub use prune::{
     MaxUnused, PackAction, PackPlan, PlanStats, PruneError, PruneOptions, PrunePlan, PruneReport,
 };
+
+/// The snapshot among `saved` (the repository's) equal to `new` in every field: the copy that
+/// an earlier run of `tag` or `rewrite`, stopped before it removed the original, saved. A
+/// rerun takes it and removes the original, instead of saving one more copy that nothing
+/// tells apart from the first.
+pub(crate) fn saved_copy(
+    saved: &[(arca_format::Id, arca_format::Snapshot)],
+    new: &arca_format::Snapshot,
+) -> Option<arca_format::Id> {
+    saved.iter().find(|(_, s)| s == new).map(|(id, _)| *id)
+}

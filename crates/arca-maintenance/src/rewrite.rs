@@ -9,8 +9,9 @@
 //! nothing to drop is left alone.
 //!
 //! Write order, as every command that adds data: the new packs, one index file naming them,
-//! the new snapshots, and only then (with `forget`) the deletion of the originals, so a crash
-//! leaves each original or its rewritten copy, never neither. Call [`rewrite_snapshots`] with
+//! then per snapshot its copy and only then (with `forget`) the deletion of its original, so a
+//! crash leaves each original or its rewritten copy, never neither, and both for at most one
+//! snapshot; a rerun takes that copy instead of saving another. Call [`rewrite_snapshots`] with
 //! the repository locked: shared is enough when nothing is forgotten (only new files are
 //! written, as a backup does), exclusive with `forget`.
 
@@ -219,13 +220,23 @@ pub fn rewrite_snapshots(
             packs: std::mem::take(&mut walker.out.packs),
         })?);
     }
+    // A copy a stopped run saved (its original not yet removed) is taken, not saved again;
+    // each original goes right after its copy is saved, so a stop leaves at most one pair.
+    let saved = if rep.snapshots.iter().any(|r| r.new.is_some()) {
+        repo.list_snapshots_report(&arca_repo::SnapshotFilter::default())?
+            .0
+    } else {
+        vec![]
+    };
     for r in &mut rep.snapshots {
-        if let Some(new) = &r.new {
-            r.new_id = Some(repo.save_snapshot_checked(new)?);
-        }
-    }
-    if opts.forget {
-        for r in rep.snapshots.iter_mut().filter(|r| r.new_id.is_some()) {
+        let Some(new) = &r.new else {
+            continue;
+        };
+        r.new_id = Some(match crate::saved_copy(&saved, new) {
+            Some(copy) => copy,
+            None => repo.save_snapshot_checked(new)?,
+        });
+        if opts.forget {
             match repo
                 .backend()
                 .delete(FileType::Snapshot, &r.original.to_hex())

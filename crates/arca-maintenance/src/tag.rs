@@ -111,12 +111,14 @@ impl std::error::Error for TagError {
 
 /// Applies `change` to snapshot `id`: `Ok(None)` when its tags stay as they are (nothing is
 /// written); otherwise the copy with the new tags is saved, then the original deleted (only
-/// computed with `dry_run`).
+/// computed with `dry_run`). `saved` are the repository's snapshots: a copy that a stopped
+/// run saved among them is taken instead of saving another.
 pub fn retag(
     repo: &Repository,
     id: Id,
     snapshot: &Snapshot,
     change: &TagChange,
+    saved: &[(Id, Snapshot)],
     dry_run: bool,
 ) -> Result<Option<Retagged>, TagError> {
     let Some(tags) = change.apply(&snapshot.tags) else {
@@ -139,9 +141,12 @@ pub fn retag(
         saved,
         source: Box::new(source),
     };
-    let new_id = repo
-        .save_snapshot_checked(&r.snapshot)
-        .map_err(|e| fail(None, e))?;
+    let new_id = match crate::saved_copy(saved, &r.snapshot) {
+        Some(copy) => copy,
+        None => repo
+            .save_snapshot_checked(&r.snapshot)
+            .map_err(|e| fail(None, e))?,
+    };
     match repo.backend().delete(FileType::Snapshot, &id.to_hex()) {
         Ok(()) => {}
         // Gone already (another tag run): the copy stands for it.
@@ -211,7 +216,7 @@ mod tests {
         let old = fx.repo.load_snapshot(&fx.snapshot).unwrap();
         let c = change(None, &["kept"], &["daily"]);
 
-        let dry = retag(&fx.repo, fx.snapshot, &old, &c, true)
+        let dry = retag(&fx.repo, fx.snapshot, &old, &c, &[], true)
             .unwrap()
             .unwrap();
         assert_eq!(dry.new_id, None);
@@ -222,7 +227,7 @@ mod tests {
             "a dry run writes nothing"
         );
 
-        let r = retag(&fx.repo, fx.snapshot, &old, &c, false)
+        let r = retag(&fx.repo, fx.snapshot, &old, &c, &[], false)
             .unwrap()
             .unwrap();
         let new_id = r.new_id.unwrap();
@@ -234,11 +239,36 @@ mod tests {
         want.original = Some(fx.snapshot);
         assert_eq!(new, want, "only the tags change, and it names its original");
 
-        assert!(retag(&fx.repo, new_id, &new, &c, false).unwrap().is_none());
+        assert!(
+            retag(&fx.repo, new_id, &new, &c, &[], false)
+                .unwrap()
+                .is_none()
+        );
         assert_eq!(
             fx.ids(FileType::Snapshot),
             vec![new_id],
             "unchanged: left alone"
         );
+    }
+
+    /// A run stopped between saving the copy and removing the original left both; the rerun
+    /// tagged the original again and saved a second copy, equal to the first. It now takes
+    /// the first and removes the original.
+    #[test]
+    fn a_rerun_after_a_stop_takes_the_copy_already_saved() {
+        let fx = build();
+        let old = fx.repo.load_snapshot(&fx.snapshot).unwrap();
+        let c = change(None, &["kept"], &[]);
+        let mut copy = old.clone();
+        copy.tags.push("kept".into());
+        copy.original = Some(fx.snapshot);
+        let copy_id = fx.repo.save_snapshot_checked(&copy).unwrap();
+        let saved = fx.repo.list_snapshots(&Default::default()).unwrap();
+        assert_eq!(saved.len(), 2);
+        let r = retag(&fx.repo, fx.snapshot, &old, &c, &saved, false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.new_id, Some(copy_id));
+        assert_eq!(fx.ids(FileType::Snapshot), vec![copy_id]);
     }
 }

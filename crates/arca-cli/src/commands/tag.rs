@@ -103,9 +103,15 @@ pub fn run(g: &Global, a: &TagArgs) -> Result<u8> {
             super::out(line)
         }
     };
+    // Copies a stopped run saved are taken, not saved again.
+    let saved = if a.dry_run {
+        vec![]
+    } else {
+        repo.list_snapshots_report(&SnapshotFilter::default())?.0
+    };
     let mut changed = 0usize;
     for (id, s) in &chosen {
-        let Some(r) = retag(repo, *id, s, &change, a.dry_run)? else {
+        let Some(r) = retag(repo, *id, s, &change, &saved, a.dry_run)? else {
             continue;
         };
         changed += 1;

@@ -326,3 +326,28 @@ fn a_dropped_directory_may_be_unreadable() {
     assert!(root.find(b"sub").is_none());
     assert!(root.find(b"a").is_some() && root.find(b"b").is_some());
 }
+
+/// A `rewrite --forget` stopped after saving a copy, before removing its original, left both;
+/// the rerun rewrote the original again and saved a second, equal copy (the hunter counted 43
+/// snapshots instead of 40). The rerun now takes the copy and removes the original.
+#[test]
+fn a_rerun_after_a_stop_takes_the_copy_already_saved() {
+    let fx = build();
+    let name = fx.snapshot.to_hex();
+    let original = fx.backend.read(FileType::Snapshot, &name).unwrap();
+    let forget = RewriteOptions {
+        forget: true,
+        dry_run: false,
+    };
+    let first = run(&fx, &only(&["/b"]), &forget);
+    let copy = first.snapshots[0].new_id.unwrap();
+    // As if stopped before the original went.
+    fx.backend
+        .write(FileType::Snapshot, &name, &original)
+        .unwrap();
+    assert_eq!(fx.ids(FileType::Snapshot).len(), 2);
+    let rerun = run(&fx, &only(&["/b"]), &forget);
+    let redone: Vec<_> = rerun.snapshots.iter().filter_map(|r| r.new_id).collect();
+    assert_eq!(redone, [copy]);
+    assert_eq!(fx.ids(FileType::Snapshot), [copy]);
+}
