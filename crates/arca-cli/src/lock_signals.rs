@@ -1,4 +1,4 @@
-//! Locks removed on Ctrl-C and SIGTERM: a command that does not stop gently on a signal (all
+//! Locks removed on Ctrl-C, SIGTERM and SIGHUP: a command that does not stop gently on a signal (all
 //! but backup, restore and mount, which do) removes the locks it holds and ends at once, so
 //! that no other host waits half an hour for them to go stale.
 
@@ -7,7 +7,31 @@ use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+
+/// The signals that stop a command: Ctrl-C, SIGTERM, and the hang-up of its terminal (an ssh
+/// session dropped: the command ended without removing its locks, and a mount stayed
+/// behind) unless the command was started to ignore it (`nohup`), which it keeps doing.
+pub fn stop_signals() -> Vec<i32> {
+    let mut sigs = vec![SIGINT, SIGTERM];
+    if !ignored_at_start(SIGHUP) {
+        sigs.push(SIGHUP);
+    }
+    sigs
+}
+
+/// Whether signal `sig` is ignored by this process (as `nohup` leaves SIGHUP), read from
+/// `/proc/self/status` (no unsafe `sigaction` query); not when that cannot be read.
+fn ignored_at_start(sig: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| sig >= 1 && mask & (1 << (sig - 1)) != 0)
+}
 
 /// Set by a command that handles the signals itself (and releases its locks as it stops):
 /// before arming, nothing is installed; after (`mount`, once mounted), the signal thread lets
@@ -38,7 +62,8 @@ fn install(code: u8) {
     let ending = Arc::new(AtomicBool::new(false));
     // Registered before the iterator: a signal's actions run in that order, so the first
     // signal finds the flag still down even when the thread that raises it wakes at once.
-    for sig in [SIGINT, SIGTERM] {
+    let sigs = stop_signals();
+    for &sig in &sigs {
         // A second signal while the locks are being removed (a slow remote) ends it at once.
         let registered = signal_hook::flag::register_conditional_shutdown(
             sig,
@@ -51,7 +76,7 @@ fn install(code: u8) {
             return;
         }
     }
-    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+    let Ok(mut signals) = signal_hook::iterator::Signals::new(&sigs) else {
         ending.store(true, Ordering::SeqCst);
         return;
     };
@@ -75,5 +100,17 @@ fn install(code: u8) {
     if spawned.is_err() {
         // Nobody would end the process on a signal: let the next one do it.
         ending.store(true, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hang_up_stops_a_command_unless_it_was_started_to_ignore_it() {
+        // The test runner does not ignore SIGHUP; `nohup` would.
+        assert!(!ignored_at_start(SIGHUP));
+        assert!(stop_signals().contains(&SIGHUP));
     }
 }

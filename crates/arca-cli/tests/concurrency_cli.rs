@@ -289,9 +289,9 @@ fn restore_and_diff_of_latest_while_a_backup_finishes() {
     assert!(target.join("new1").exists());
 }
 
-/// Ctrl-C or SIGTERM to a command holding a lock (other than backup, restore and mount,
-/// which stop gently on their own) removes the lock before the process ends: a lock left
-/// behind kept other hosts waiting half an hour for it to go stale.
+/// Ctrl-C, SIGTERM or SIGHUP (an ssh session dropped) to a command holding a lock (other than
+/// backup, restore and mount, which stop gently on their own) removes the lock before the
+/// process ends: a lock left behind kept other hosts waiting half an hour for it to go stale.
 #[test]
 fn a_signal_to_a_locking_command_removes_its_lock() {
     let e = Env::new();
@@ -302,9 +302,10 @@ fn a_signal_to_a_locking_command_removes_its_lock() {
     e.ok(&["backup", "--quiet", src.to_str().unwrap()]);
     let snaps = e.json(&["snapshots", "--json"]);
     let id = snaps[0]["id"].as_str().unwrap().to_string();
-    let cases: [(&[&str], Signal); 3] = [
+    let cases: [(&[&str], Signal); 4] = [
         // Shared: the listing of the snapshots stalls.
         (&["check"], Signal::SIGTERM),
+        (&["check"], Signal::SIGHUP),
         // Exclusive.
         (&["forget", "--keep-last", "1"], Signal::SIGINT),
         (&["tag", "--add", "x", &id], Signal::SIGTERM),

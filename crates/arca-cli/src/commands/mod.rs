@@ -97,8 +97,8 @@ fn cancel_on_signals(exit_code: u8) -> Result<std::sync::Arc<std::sync::atomic::
     crate::lock_signals::handled_by_command();
     let cancel = Arc::new(AtomicBool::new(false));
     let last = Arc::new(AtomicBool::new(false));
-    let sigs = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM];
-    for sig in sigs {
+    let sigs = crate::lock_signals::stop_signals();
+    for &sig in &sigs {
         signal_hook::flag::register_conditional_shutdown(
             sig,
             i32::from(exit_code),
@@ -106,7 +106,7 @@ fn cancel_on_signals(exit_code: u8) -> Result<std::sync::Arc<std::sync::atomic::
         )?;
         signal_hook::flag::register(sig, Arc::clone(&cancel))?;
     }
-    let mut signals = signal_hook::iterator::Signals::new(sigs)?;
+    let mut signals = signal_hook::iterator::Signals::new(&sigs)?;
     std::thread::Builder::new()
         .name("arca-cancel".into())
         .stack_size(64 << 10)

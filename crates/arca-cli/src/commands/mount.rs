@@ -68,13 +68,10 @@ pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
         mounted.snapshots()
     ));
 
-    // The first SIGINT/SIGTERM unmounts (the session then ends and we exit 0); another one
-    // while a busy mount waits for its last user ends the process at once.
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-    ])
-    .context("cannot handle signals")?;
+    // The first SIGINT/SIGTERM/SIGHUP unmounts (the session then ends and we exit 0); another
+    // one while a busy mount waits for its last user ends the process at once.
+    let mut signals = signal_hook::iterator::Signals::new(crate::lock_signals::stop_signals())
+        .context("cannot handle signals")?;
     crate::lock_signals::handled_by_command();
     let signal_handle = signals.handle();
     let watcher = std::thread::spawn(move || {
