@@ -2,9 +2,10 @@
 //! but backup, restore and mount, which do) removes the locks it holds and ends at once, so
 //! that no other host waits half an hour for them to go stale.
 
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -42,6 +43,34 @@ static INSTALLED: Once = Once::new();
 /// How long the signal thread waits for a lock being taken (a slow remote) before it ends
 /// the process anyway; a second signal ends it at once.
 const TAKING_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Partial output files (`dump --target`'s) that a signal ending the process removes.
+static PARTIAL: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// From now on, until [`keep_on_signal`], a signal that ends the process removes `path` (a
+/// partial output file: `exit` runs no destructors, and Ctrl-C left it behind); arms the
+/// signals with exit code `code`.
+pub fn remove_on_signal(path: &Path, code: u8) {
+    PARTIAL
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(path.to_path_buf());
+    arm(code);
+}
+
+/// `path` is complete, or removed already: a signal leaves it.
+pub fn keep_on_signal(path: &Path) {
+    PARTIAL
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|p| p != path);
+}
+
+fn remove_partial() {
+    for p in PARTIAL.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        let _ = std::fs::remove_file(p);
+    }
+}
 
 /// This command stops on a signal itself from now on: locks it takes are left to its own
 /// unwinding (`mount` calls it once mounted, having been armed for the time before).
@@ -89,6 +118,7 @@ fn install(code: u8) {
                     continue;
                 }
                 flag.store(true, Ordering::SeqCst);
+                remove_partial();
                 if arca_repo::release_held(TAKING_PATIENCE) == 0 {
                     eprintln!("interrupted");
                 } else {

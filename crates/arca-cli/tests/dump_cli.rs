@@ -526,6 +526,33 @@ fn bad_paths_and_snapshots_fail_with_one_line() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_eq!(fs::read_dir(&out).unwrap().count(), 0);
+    // Nor does one stopped by Ctrl-C (with or without a lock): the process ends without
+    // destructors, and left its partial file (hunt 11).
+    for lock in [&[][..], &["--no-lock"][..]] {
+        let mut args = lock.to_vec();
+        args.extend(["dump", "latest", "/", "--target", t.to_str().unwrap()]);
+        let child = e
+            .cmd(&args)
+            .env("ARCA_TEST_FAULTS", "read:pack:always:delay=3s")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let partial = || fs::read_dir(&out).unwrap().count();
+        let began = std::time::Instant::now();
+        while partial() == 0 && began.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(partial(), 1, "no partial file appeared");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        )
+        .unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(130), "{lock:?}: {}", stderr(&o));
+        assert_eq!(partial(), 0, "{lock:?}: partial file left");
+    }
     // A folder as --target is refused before anything is read.
     let o = e
         .cmd(&["dump", "latest", "/", "--target", out.to_str().unwrap()])

@@ -121,6 +121,8 @@ impl Pending {
         }
         tmp_name.push(&suffix);
         let tmp = real.with_file_name(tmp_name);
+        // Ctrl-C ends the process without destructors: it removes the partial file itself.
+        crate::lock_signals::remove_on_signal(&tmp, super::INTERRUPTED);
         let f = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
         let pending = Pending {
             tmp: Some(tmp),
@@ -151,6 +153,7 @@ impl Pending {
                 self.target.display()
             )
         })?;
+        crate::lock_signals::keep_on_signal(tmp);
         self.done = true;
         Ok(())
     }
@@ -160,6 +163,7 @@ impl Drop for Pending {
     fn drop(&mut self) {
         if let (false, Some(tmp)) = (self.done, &self.tmp) {
             let _ = std::fs::remove_file(tmp);
+            crate::lock_signals::keep_on_signal(tmp);
         }
     }
 }
