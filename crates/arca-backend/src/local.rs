@@ -18,9 +18,10 @@ pub struct LocalBackend {
     modes: Modes,
 }
 
-/// The permissions the repository's folders and files are made with (less the umask), as
-/// restic's: private (0700, 0600), or open to the group (0770, 0660) when the repository's
-/// `config` is readable by its group, so that a repository shared by a group stays shared.
+/// The permissions the repository's folders and files are made with, as restic's: private
+/// (0700, 0600, less the umask), or open to the group (0770, 0660, whatever the umask) when
+/// the repository's `config` is readable by its group, so that a repository shared by a group
+/// stays shared (a member's backup under umask 077 locked the others out of its files).
 /// The files hold keys and sealed data: a key file readable by anyone lets anyone try
 /// passwords offline.
 #[derive(Debug, Clone, Copy)]
@@ -47,23 +48,36 @@ impl Modes {
         }
     }
 
+    /// Whether the group shares the repository: its modes are then set past the umask.
+    fn shared(self) -> bool {
+        self.file & 0o060 != 0
+    }
+
     /// Creates `dir` and the folders above it that are missing.
     fn create_dir_all(self, dir: &Path) -> io::Result<()> {
-        use std::os::unix::fs::DirBuilderExt;
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
         fs::DirBuilder::new()
             .recursive(true)
             .mode(self.dir)
-            .create(dir)
+            .create(dir)?;
+        if self.shared() {
+            fs::set_permissions(dir, fs::Permissions::from_mode(self.dir))?;
+        }
+        Ok(())
     }
 
     /// Creates the new file `path` for writing.
     fn create_new(self, path: &Path) -> io::Result<File> {
-        use std::os::unix::fs::OpenOptionsExt;
-        OpenOptions::new()
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let f = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(self.file)
-            .open(path)
+            .open(path)?;
+        if self.shared() {
+            f.set_permissions(fs::Permissions::from_mode(self.file))?;
+        }
+        Ok(f)
     }
 }
 
@@ -702,17 +716,22 @@ mod tests {
         assert_eq!(mode(&root.join("config")), 0o600);
         assert_eq!(mode(&root.join("keys/aa")), 0o600);
         assert_eq!(mode(&root.join("data/ab").join("ab".repeat(32))) & 0o077, 0);
-        // Shared with a group: new folders and files are too (as the umask allows).
+        // Shared with a group: new folders and files are too, whatever the umask of the
+        // member writing them (077 locked the group out).
         fs::set_permissions(root.join("config"), fs::Permissions::from_mode(0o640)).unwrap();
         let b = LocalBackend::new(&root);
-        b.write(FileType::Snapshot, "bb", b"s").unwrap();
         fs::remove_dir(root.join("locks")).unwrap();
-        b.write(FileType::Lock, "cc", b"l").unwrap();
-        let umask = nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+        let umask = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+        let written = (
+            b.write(FileType::Snapshot, "bb", b"s"),
+            b.write(FileType::Lock, "cc", b"l"),
+        );
         nix::sys::stat::umask(umask);
-        let want = |m: u32| m & !umask.bits();
-        assert_eq!(mode(&root.join("snapshots/bb")), want(0o660));
-        assert_eq!(mode(&root.join("locks")), want(0o770));
+        written.0.unwrap();
+        written.1.unwrap();
+        assert_eq!(mode(&root.join("snapshots/bb")), 0o660);
+        assert_eq!(mode(&root.join("locks")), 0o770);
+        assert_eq!(mode(&root.join("locks/cc")), 0o660);
     }
 
     #[test]
