@@ -234,6 +234,32 @@ fn a_read_only_repository_says_which_commands_cannot_run() {
     let o = e.run(&["check"]);
     assert!(stderr(&o).contains("--no-lock"), "{}", stderr(&o));
     e.ok(&["check", "--no-lock"]);
+    // A backup's dry run writes nothing and takes no lock (hunt 11: it said backup writes).
+    let out = e.ok(&["backup", "--dry-run", src.to_str().unwrap()]);
+    assert!(out.contains("dry run: nothing was written"), "{out}");
+    // Copying from it: told to use --no-lock (it said copy writes to it), which leaves the
+    // written target locked.
+    let dst = Env::new();
+    dst.init(&[]);
+    let copy = |extra: &[&str]| {
+        dst.cmd(&[extra, &["copy", "--from-repo", e.repo.to_str().unwrap()]].concat())
+            .env("ARCA_FROM_PASSWORD", "test password")
+            .output()
+            .unwrap()
+    };
+    let o = copy(&[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("to only read the repository, run with --no-lock"),
+        "{}",
+        stderr(&o)
+    );
+    let o = copy(&["--no-lock"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        dst.json(&["snapshots", "--json"]).as_array().unwrap().len(),
+        1
+    );
 }
 
 /// A lock that cannot be written for a full disk: the message says the disk is full, and a

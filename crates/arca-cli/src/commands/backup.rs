@@ -77,7 +77,13 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         Some(ReadAhead::start(&paths, &excludes)?)
     };
     let opened = util::open(g)?;
-    let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "backup")?;
+    // A dry run writes nothing: it takes no lock (as restic's, and tag's and forget's), so it
+    // works on a read-only repository too.
+    let _lock = if a.dry_run {
+        None
+    } else {
+        util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "backup")?
+    };
     let repo = &opened.repo;
     let parent = match &a.parent {
         // As restic: the newest of this host with the same paths, as without --parent (it

@@ -183,8 +183,15 @@ pub fn run(g: &Global, a: &CopyArgs) -> Result<u8> {
     if src.config().repo_id == dst.config().repo_id && same_place(&src, dst) {
         bail!("the source {src_location} and the target are the same repository");
     }
-    let _dst_lock = util::lock(g, dst, LockKind::Shared, "copy")?;
-    let _src_lock = util::lock(g, &src, LockKind::Shared, "copy")
+    // The target is written: it is locked even with --no-lock, which lets the source be read
+    // from read-only media (as restic's); a dry run writes nothing.
+    let _dst_lock = if a.dry_run {
+        util::lock(g, dst, LockKind::Shared, "copy")?
+    } else {
+        Some(util::take_lock(g, dst, LockKind::Shared, "copy")?)
+    };
+    // Named so that a read-only source is told to use --no-lock (copy only reads it).
+    let _src_lock = util::lock(g, &src, LockKind::Shared, "copy from")
         .context("cannot lock the source repository")?;
     let snaps = chosen(&src, &src_location, a)?;
     let by_id = same_ids(&src, dst);
