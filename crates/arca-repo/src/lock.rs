@@ -68,13 +68,16 @@ impl FoundLock {
             Err(why) => {
                 // Named once: the reason may name the lock file already.
                 let which = if why.contains(&self.id.to_hex()) {
-                    "a lock that".to_string()
+                    "its lock file".to_string()
                 } else {
-                    format!("lock {}, which", self.id)
+                    format!("lock file {}", self.id)
                 };
+                // `unlock --remove-all` removes it at once, live or not: the advice must not
+                // read as if it waited for the holder.
                 format!(
-                    "by {which} cannot be read ({why}) and may be live; `arca unlock \
-                     --remove-all` removes it once no process holds it"
+                    "by an unknown holder: {which} cannot be read ({why}), and it may be live; \
+                     once you are sure no process holds it, `arca unlock --remove-all` removes \
+                     it"
                 )
             }
         }

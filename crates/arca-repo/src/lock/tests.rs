@@ -103,6 +103,15 @@ fn stale_locks_are_ignored_and_unlock_removes_them() {
     );
     let e = repo.lock_for(LockKind::Shared, "backup").unwrap_err();
     assert!(e.to_string().contains("cannot be read"), "{e}");
+    // The advice does not read as if --remove-all waited for the holder (it removes a live
+    // lock at once), and `unlock`'s "kept lock X by ..." line reads.
+    assert!(
+        e.to_string()
+            .contains("by an unknown holder: its lock file cannot be read")
+            && e.to_string()
+                .contains("once you are sure no process holds it"),
+        "{e}"
+    );
     assert_eq!(repo.unlock(false).unwrap(), 2);
     assert_eq!(locks(&repo), 1);
     repo.backend().delete(FileType::Lock, &unreadable).unwrap();
