@@ -800,6 +800,24 @@ fn a_user_restores_again_into_folders_it_cannot_enter() {
     fs::remove_file(out.join("closed/f")).unwrap();
     fs::write(out.join("closed/sub/g"), b"changed").unwrap();
     fs::remove_file(out.join("ro/x")).unwrap();
+    // A dry run first: it cannot look inside the closed folder, which the real run opens;
+    // it said "cannot restore" for what the real run then restored (hunt 11).
+    let o = e.run_as(
+        nobody,
+        &[
+            "--no-lock",
+            "restore",
+            "latest",
+            "--target",
+            target.to_str().unwrap(),
+            "--dry-run",
+            "-v",
+        ],
+    );
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!said.contains("cannot restore"), "{said}");
+    assert!(said.contains("closed/f"), "{said}");
     restore();
     let mode = |p: &str| {
         fs::symlink_metadata(out.join(p))

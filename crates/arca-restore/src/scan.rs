@@ -292,6 +292,9 @@ impl Scanner<'_> {
                 match looked {
                     Ok(Decided::Done(a)) => *slot = a,
                     Ok(Decided::Hash(h)) => return Some(h), // stays Skip until hashed
+                    Err(err) if self.opened_by_real_run(plan.entries[e].parent, &err) => {
+                        *slot = EntryAction::Create;
+                    }
                     Err(err) => {
                         *slot = EntryAction::Blocked(format!(
                             "{}: cannot look at the existing entry: {err}",
@@ -410,9 +413,23 @@ impl Scanner<'_> {
                 dp.path.display()
             )),
             Ok(Some(_)) => DirAction::Replace,
+            Err(e) if self.opened_by_real_run(dp.parent, &e) => DirAction::Create,
             Err(e) => DirAction::Blocked(format!("{}: {e}", dp.path.display())),
         };
         (action, false)
+    }
+
+    /// In a dry run, whether failing to look inside folder `d` is the dry run's own doing: a
+    /// folder of the user's they may not enter (mode 000 or 0500), which the real run opens
+    /// to them ([`Self::open_to_owner`]) before it looks inside. What it holds is then taken
+    /// as to be written (the dry run said "cannot restore" where the real run succeeded).
+    fn opened_by_real_run(&self, d: u32, e: &io::Error) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        !self.fix_metadata
+            && !self.metadata.is_root
+            && e.kind() == io::ErrorKind::PermissionDenied
+            && arca_fs::lstat(&self.plan.dirs[d as usize].path)
+                .is_ok_and(|m| m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw())
     }
 
     /// Gives the user read, write and search rights on an existing folder of theirs that
