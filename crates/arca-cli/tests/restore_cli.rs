@@ -963,3 +963,35 @@ fn pattern_files_select_what_is_restored() {
     );
     assert!(!e.path("t3").exists(), "nothing restored");
 }
+
+/// A file repaired in place whose damage lies in zeros that fill only part of a 4 KiB block
+/// (its zero tail) is whole afterwards, in the default mode and with `--overwrite always`:
+/// those zeros were skipped as if they were a hole, the old bytes stayed, and the file was
+/// called updated (hunt 12).
+#[test]
+fn damage_in_zeros_that_fill_part_of_a_block_is_repaired() {
+    use std::os::unix::fs::FileExt;
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    let mut content = random_bytes(11, 3000);
+    content.resize(6000, 0);
+    fs::write(src.join("f"), &content).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "latest", "--target", t]);
+    let f = restored(&target, &src).join("f");
+    for mode in ["if-changed", "always"] {
+        let mtime = fs::metadata(&f).unwrap().modified().unwrap();
+        let file = fs::OpenOptions::new().write(true).open(&f).unwrap();
+        file.write_all_at(b"X", 5000).unwrap();
+        if mode == "always" {
+            file.set_modified(mtime).unwrap();
+        }
+        drop(file);
+        e.ok(&["restore", "latest", "--target", t, "--overwrite", mode]);
+        assert!(fs::read(&f).unwrap() == content, "{mode}: still damaged");
+    }
+}

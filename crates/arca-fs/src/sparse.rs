@@ -76,8 +76,12 @@ fn write_sparse_with(file: &File, offset: u64, data: &[u8], punch: Punch) -> io:
         let abs = offset + pos as u64;
         let to_boundary = (HOLE_BLOCK - abs % HOLE_BLOCK) as usize;
         let end = (pos + to_boundary).min(data.len());
-        let zero = is_zero(&data[pos..end]);
-        if zero && end - pos == HOLE_BLOCK as usize {
+        let whole = end - pos == HOLE_BLOCK as usize;
+        // Over existing content, zeros that cannot be a hole of their own (part of a block, at
+        // a chunk's edge or the file's end) are written: skipped, the old bytes under them
+        // stayed, in a file then called restored.
+        let zero = is_zero(&data[pos..end]) && (whole || punch != Punch::OrWrite);
+        if zero && whole {
             let to = offset + end as u64;
             hole = Some(hole.map_or((abs, to), |(from, _)| (from, to)));
         } else if !zero {
@@ -160,6 +164,32 @@ mod tests {
             // Punched: about 1 MiB of old content and one block are left allocated.
             assert!(blocks < 2 << 20, "{blocks} bytes allocated");
         }
+    }
+
+    /// Repairing in place: zeros in part of a block (a chunk's edge, the file's zero tail)
+    /// replace what was there; they were skipped and the old bytes stayed (hunt 12).
+    #[test]
+    fn partial_zero_blocks_written_over_old_content_replace_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("f"))
+            .unwrap();
+        f.write_all_at(&[0xAA; 6000], 0).unwrap();
+        // Data, then zeros to the end: the second block is a partial one of zeros.
+        let mut data = vec![7u8; 3000];
+        data.resize(6000, 0);
+        write_sparse_over(&f, 0, &data).unwrap();
+        // A chunk starting mid-block with zeros up to the next boundary.
+        f.write_all_at(&[0xAA; 2000], 9000).unwrap();
+        write_sparse_over(&f, 9000, &[0u8; 2000]).unwrap();
+        let mut back = vec![0u8; 11000];
+        f.read_exact_at(&mut back, 0).unwrap();
+        assert_eq!(&back[..6000], &data[..]);
+        assert!(back[9000..11000].iter().all(|&b| b == 0));
     }
 
     #[test]
