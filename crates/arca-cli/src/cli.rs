@@ -9,8 +9,34 @@ use clap::{Args, Parser, Subcommand};
 /// a flag nobody typed, even for `arca version`.
 pub fn parse(args: Vec<std::ffi::OsString>) -> Cli {
     use clap::{CommandFactory, FromArgMatches};
-    let matches = unset_empty_env(Cli::command()).get_matches_from(args);
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let matches = unset_empty_env(Cli::command())
+        .try_get_matches_from(args)
+        .unwrap_or_else(|e| exit_with(&e));
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| exit_with(&e))
+}
+
+/// Ends the process on a parse outcome: help and version text go to stdout, and a failed
+/// write of them is an error (`arca help > /dev/full` exited 0, printing nothing); usage
+/// errors as clap reports them.
+fn exit_with(e: &clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    use std::io::{IsTerminal, Write};
+    // On a terminal clap prints it, styled.
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+        && !std::io::stdout().is_terminal()
+    {
+        let text = e.render().to_string();
+        let mut out = std::io::stdout().lock();
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            Ok(()) => std::process::exit(0),
+            Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+            Err(err) => {
+                eprintln!("arca: cannot write to standard output: {err}");
+                std::process::exit(1)
+            }
+        }
+    }
+    e.exit()
 }
 
 fn unset_empty_env(cmd: clap::Command) -> clap::Command {

@@ -954,3 +954,32 @@ fn no_scan_backs_up_without_totals() {
         again["total_bytes_processed"]
     );
 }
+
+/// A report that cannot be written (stdout on a full disk) fails the backup, but the error
+/// says the snapshot was saved; it said only "cannot write to standard output" (hunt 11).
+#[test]
+fn a_report_that_cannot_be_written_still_says_the_snapshot_was_saved() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), b"x").unwrap();
+    let Ok(full) = fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return;
+    };
+    let o = e
+        .cmd(&["backup", src.to_str().unwrap()])
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("saved; its report could not be written"),
+        "{err}"
+    );
+    assert_eq!(
+        e.json(&["snapshots", "--json"]).as_array().unwrap().len(),
+        1
+    );
+}

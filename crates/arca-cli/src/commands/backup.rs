@@ -165,6 +165,29 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
             id.short()
         );
     }
+    // A report that cannot be written (stdout on a full disk) fails the command, but the
+    // snapshot is there: the error says so.
+    print_summary(g, a, &report, &opened).map_err(|e| {
+        if report.dry_run || report.skipped {
+            e
+        } else {
+            e.context(format!(
+                "snapshot {} saved; its report could not be written",
+                report.snapshot_id.short()
+            ))
+        }
+    })?;
+    let errors = report.snapshot.summary.errors;
+    Ok(if errors > 0 { 3 } else { 0 })
+}
+
+/// Prints the summary of a finished backup (text, or the JSON summary line).
+fn print_summary(
+    g: &Global,
+    a: &BackupArgs,
+    report: &arca_backup::BackupReport,
+    opened: &util::Opened,
+) -> Result<()> {
     let s = &report.snapshot.summary;
     if a.json {
         let v = json!({
@@ -253,7 +276,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
             super::print_phases(&report.phases)?;
         }
     }
-    Ok(if s.errors > 0 { 3 } else { 0 })
+    Ok(())
 }
 
 /// One reading of the backup's progress, for the terminal display and JSON status lines.
