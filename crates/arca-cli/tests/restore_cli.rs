@@ -506,7 +506,16 @@ fn the_summary_names_what_was_left_alone() {
         "{out}"
     );
     assert!(out.contains("2 files left as they are"), "{out}");
-    let o = e.run(&["restore", "latest", "--target", blocked.to_str().unwrap()]);
+    // Its dry run says so by its exit code too (it exited 0, hunt 12).
+    let b = blocked.to_str().unwrap();
+    let o = e.run(&["restore", "latest", "--target", b, "--dry-run"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("could not restore 1"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let o = e.run(&["restore", "latest", "--target", b]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
