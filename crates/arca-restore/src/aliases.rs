@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -25,15 +24,32 @@ pub(crate) struct Aliases {
     owners: Mutex<HashMap<(u64, u64), u32>>,
 }
 
-/// A name folded as a case-insensitive file system compares it (hashed: an equal hash of two
-/// different names only costs a needless check).
+/// A name folded as a case-insensitive file system compares it, hashed (an equal hash of two
+/// different names only costs a needless check). Looked at for every entry of every restore:
+/// no allocation, and ASCII characters (most names) fold without Unicode tables.
 fn folded(name: &[u8]) -> u64 {
-    let mut h = DefaultHasher::new();
+    let mix =
+        |h: u64, c: u32| (h.rotate_left(5) ^ u64::from(c)).wrapping_mul(0x517c_c1b7_2722_0a95);
+    let mut h = 0u64;
     match std::str::from_utf8(name) {
-        Ok(s) => s.to_lowercase().hash(&mut h),
-        Err(_) => name.to_ascii_lowercase().hash(&mut h),
+        Ok(s) => {
+            for c in s.chars() {
+                if c.is_ascii() {
+                    h = mix(h, u32::from(c.to_ascii_lowercase()));
+                } else {
+                    for l in c.to_lowercase() {
+                        h = mix(h, u32::from(l));
+                    }
+                }
+            }
+        }
+        Err(_) => {
+            for b in name {
+                h = mix(h, u32::from(b.to_ascii_lowercase()));
+            }
+        }
     }
-    h.finish()
+    h
 }
 
 /// Per directory and per entry of the plan: whether its path may alias another's, that is,
