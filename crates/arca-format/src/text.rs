@@ -113,11 +113,13 @@ pub fn human_duration(secs: f64) -> String {
 /// A time as restic's options take it: RFC 3339 with its own offset
 /// (`2006-01-02T15:04:05+07:00`), or local `2006-01-02 15:04:05` or `2006-01-02 15:04`, and
 /// with `date_alone` also `2006-01-02` (midnight, local).
+/// A second 60 (a leap second, which restic refuses) is refused: it was kept, and recorded a
+/// time that never was.
 pub fn parse_time(s: &str, date_alone: bool) -> Option<chrono::DateTime<chrono::FixedOffset>> {
-    use chrono::{Local, NaiveDate, NaiveDateTime};
+    use chrono::{Local, NaiveDate, NaiveDateTime, Timelike};
     let t = s.trim();
     if let Ok(d) = chrono::DateTime::parse_from_rfc3339(t) {
-        return Some(d);
+        return (d.nanosecond() < 1_000_000_000).then_some(d);
     }
     let naive = ["%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"]
         .iter()
@@ -127,45 +129,146 @@ pub fn parse_time(s: &str, date_alone: bool) -> Option<chrono::DateTime<chrono::
                 .then(|| NaiveDate::parse_from_str(t, "%Y-%m-%d").ok())
                 .flatten()
                 .and_then(|d| d.and_hms_opt(0, 0, 0))
-        })?;
+        })
+        .filter(|n| n.nanosecond() < 1_000_000_000)?;
     from_wall_clock(&Local, naive)
 }
 
-/// `naive` on the wall clock of `zone`, read as Go's `time.Date` reads it (and so restic): a
-/// time the clock shows twice (set back) is the first, one it skips (set forward) takes the
-/// offset after the change (02:30 on a night that skips from 02:00 to 03:00 is 01:30 before
-/// the change, in the offset before it). `None` out of range.
+/// `naive` on the wall clock of `zone`, read as Go's `time.Date` reads it (and so restic):
+/// the offset in force at `naive` taken as UTC, unless the instant it gives falls on the other
+/// side of a change of offset, then the offset in force there. So a time the clock skips
+/// (02:30 on a night that goes from 02:00 to 03:00) moves on by the gap in zones east of UTC
+/// (03:30) and back in zones west of it (01:30), and a time it shows twice is the later one
+/// east of UTC and the earlier one west of it, as restic records them. Shown with the offset
+/// in force at the instant. `None` out of range.
 pub fn from_wall_clock<Z: chrono::TimeZone>(
     zone: &Z,
     naive: chrono::NaiveDateTime,
 ) -> Option<chrono::DateTime<chrono::FixedOffset>> {
     use chrono::{FixedOffset, Offset, TimeDelta};
-    let day = TimeDelta::try_days(1)?;
     let offset_at = |utc: chrono::NaiveDateTime| zone.offset_from_utc_datetime(&utc).fix();
-    let before = offset_at(naive.checked_sub_signed(day)?);
-    let after = offset_at(naive.checked_add_signed(day)?);
     let utc_with = |o: FixedOffset| {
         naive.checked_sub_signed(TimeDelta::try_seconds(i64::from(o.local_minus_utc()))?)
     };
-    let mut valid: Vec<(chrono::NaiveDateTime, FixedOffset)> = [before, after]
-        .into_iter()
-        .filter_map(|o| utc_with(o).filter(|&u| offset_at(u) == o).map(|u| (u, o)))
-        .collect();
-    valid.sort_by_key(|(u, _)| *u);
-    let (utc, offset) = match valid.first() {
-        Some(&first) => first,
-        // Shown with the offset the clock had at that moment, as Go shows it.
-        None => {
-            let utc = utc_with(after)?;
-            (utc, offset_at(utc))
-        }
+    let guess = offset_at(naive);
+    let first = utc_with(guess)?;
+    let utc = match offset_at(first) {
+        o if o == guess => first,
+        o => utc_with(o)?,
     };
-    Some(chrono::DateTime::from_naive_utc_and_offset(utc, offset))
+    Some(chrono::DateTime::from_naive_utc_and_offset(
+        utc,
+        offset_at(utc),
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A zone whose offset changes once, at `at` (UTC), from `before` to `after`.
+    #[derive(Debug, Clone, Copy)]
+    struct Switch {
+        at: chrono::NaiveDateTime,
+        before: chrono::FixedOffset,
+        after: chrono::FixedOffset,
+    }
+
+    impl chrono::TimeZone for Switch {
+        type Offset = chrono::FixedOffset;
+        fn from_offset(o: &chrono::FixedOffset) -> Self {
+            Switch {
+                at: chrono::NaiveDateTime::MIN,
+                before: *o,
+                after: *o,
+            }
+        }
+        fn offset_from_local_date(
+            &self,
+            _: &chrono::NaiveDate,
+        ) -> chrono::LocalResult<chrono::FixedOffset> {
+            chrono::LocalResult::None
+        }
+        fn offset_from_local_datetime(
+            &self,
+            _: &chrono::NaiveDateTime,
+        ) -> chrono::LocalResult<chrono::FixedOffset> {
+            chrono::LocalResult::None
+        }
+        fn offset_from_utc_date(&self, d: &chrono::NaiveDate) -> chrono::FixedOffset {
+            self.offset_from_utc_datetime(&d.and_hms_opt(0, 0, 0).unwrap())
+        }
+        fn offset_from_utc_datetime(&self, t: &chrono::NaiveDateTime) -> chrono::FixedOffset {
+            if *t < self.at {
+                self.before
+            } else {
+                self.after
+            }
+        }
+    }
+
+    #[test]
+    fn a_leap_second_is_refused_as_restic_refuses_it() {
+        assert!(parse_time("2026-10-25T02:30:60Z", false).is_none());
+        assert!(parse_time("2026-10-25 02:30:60", false).is_none());
+        assert!(parse_time("2026-10-25T02:30:59Z", false).is_some());
+    }
+
+    /// Wall-clock times on nights the clock changes read as restic (Go's `time.Date`) reads
+    /// them, east and west of UTC (east of UTC arca read them as west: an hour off restic).
+    #[test]
+    fn wall_clock_times_on_clock_change_nights_read_as_restic() {
+        let at = |s: &str| chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M").unwrap();
+        let h = |n: i32| chrono::FixedOffset::east_opt(n * 1800).unwrap();
+        let berlin_spring = Switch {
+            at: at("2026-03-29 01:00"),
+            before: h(2),
+            after: h(4),
+        };
+        let berlin_autumn = Switch {
+            at: at("2026-10-25 01:00"),
+            before: h(4),
+            after: h(2),
+        };
+        let ny_spring = Switch {
+            at: at("2026-03-08 07:00"),
+            before: h(-10),
+            after: h(-8),
+        };
+        let ny_autumn = Switch {
+            at: at("2026-11-01 06:00"),
+            before: h(-8),
+            after: h(-10),
+        };
+        let lord_howe = Switch {
+            at: at("2026-04-04 15:00"),
+            before: h(22),
+            after: h(21),
+        };
+        for (zone, wall, want) in [
+            (
+                berlin_spring,
+                "2026-03-29 02:30",
+                "2026-03-29T03:30:00+02:00",
+            ),
+            (
+                berlin_autumn,
+                "2026-10-25 02:30",
+                "2026-10-25T02:30:00+01:00",
+            ),
+            (ny_spring, "2026-03-08 02:30", "2026-03-08T01:30:00-05:00"),
+            (ny_autumn, "2026-11-01 01:30", "2026-11-01T01:30:00-04:00"),
+            (lord_howe, "2026-04-05 01:45", "2026-04-05T01:45:00+10:30"),
+            (
+                berlin_spring,
+                "2026-03-29 12:00",
+                "2026-03-29T12:00:00+02:00",
+            ),
+        ] {
+            let got = from_wall_clock(&zone, at(wall)).unwrap().to_rfc3339();
+            assert_eq!(got, want, "{wall}");
+        }
+    }
 
     #[test]
     fn modes_and_sizes() {
