@@ -337,7 +337,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         let msg = format!(
             "{}: a symlink given with paths below it; stored as the directory it leads to, \
              holding those paths",
-            path.display()
+            arca_format::text::shown(&path)
         );
         self.ctx.report.warn(path, WarningKind::Followed, msg);
         true
@@ -374,7 +374,10 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             }
         };
         if node.kind() != NodeKind::Dir {
-            let msg = format!("{}: is no longer a directory, skipped", path.display());
+            let msg = format!(
+                "{}: is no longer a directory, skipped",
+                arca_format::text::shown(&path)
+            );
             self.ctx.report.warn(&path, WarningKind::Vanished, msg);
             return None;
         }
@@ -407,12 +410,15 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 // The folder's entry is already in its parent's listing: it is stored with
                 // its metadata and nothing in it, and the warning says so.
                 let (kind, msg) = if e.kind() == std::io::ErrorKind::NotFound {
-                    let m = format!("{}: vanished during backup; stored empty", dir.display());
+                    let m = format!(
+                        "{}: vanished during backup; stored empty",
+                        arca_format::text::shown(&dir)
+                    );
                     (WarningKind::Vanished, m)
                 } else {
                     let m = format!(
                         "{}: cannot list directory: {e}; stored empty",
-                        dir.display()
+                        arca_format::text::shown(&dir)
                     );
                     (WarningKind::Unreadable, m)
                 };
@@ -531,7 +537,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 if self.ancestors.contains(&key) {
                     let msg = format!(
                         "{}: directory contains itself (file-system loop), contents skipped",
-                        path.display()
+                        arca_format::text::shown(&path)
                     );
                     self.ctx.report.warn(&path, WarningKind::Loop, msg);
                     return Ok(Some((Slot::Dir(node), Some(Later::Empty(child, None)))));
@@ -545,7 +551,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                         // worse than storing a cache.
                         let msg = format!(
                             "{}: cannot read exclusion tag: {e}; directory backed up",
-                            tag.display()
+                            arca_format::text::shown(&tag)
                         );
                         self.ctx.report.warn(&tag, WarningKind::Unreadable, msg);
                         None

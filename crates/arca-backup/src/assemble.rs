@@ -214,7 +214,7 @@ impl Assembler<'_, '_, '_> {
             self.skipped.1 += size_listed;
             let msg = format!(
                 "{}: hard link to a file that could not be read; skipped",
-                path.display()
+                arca_format::text::shown(&path)
             );
             self.ctx.report.warn(&path, WarningKind::Unreadable, msg);
         }

@@ -238,7 +238,7 @@ pub enum BackupError {
     #[error(transparent)]
     Repo(#[from] RepoError),
     /// A path named for backup cannot be used.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}", arca_format::text::shown(&path))]
     Source {
         /// The path.
         path: PathBuf,
@@ -411,7 +411,7 @@ pub fn backup_with(
             Ok(_) => abs.push(a),
             Err(source) => {
                 missing.push(Warning {
-                    message: format!("{}: {source}; not backed up", a.display()),
+                    message: format!("{}: {source}; not backed up", arca_format::text::shown(&a)),
                     path: a.clone(),
                     kind: WarningKind::Unreadable,
                 });

@@ -234,7 +234,10 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                 m.blocks() * 512 < m.len()
             }
             Ok(_) => {
-                let msg = format!("{}: replaced during backup, skipped", path.display());
+                let msg = format!(
+                    "{}: replaced during backup, skipped",
+                    arca_format::text::shown(&path)
+                );
                 report.warn(path, WarningKind::Vanished, msg);
                 return Ok(false);
             }
@@ -276,7 +279,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             if after.len() != node.size || mtime != before || total != node.size {
                 let msg = format!(
                     "{}: changed while it was read; stored as read ({total} bytes)",
-                    path.display()
+                    arca_format::text::shown(&path)
                 );
                 report.warn(path, WarningKind::ChangedWhileRead, msg);
             }

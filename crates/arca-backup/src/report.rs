@@ -44,8 +44,14 @@ impl<'a> Reporter<'a> {
             WarningKind::Unreadable
         };
         let msg = match kind {
-            WarningKind::Vanished => format!("{}: vanished during backup, skipped", path.display()),
-            _ => format!("{}: cannot {what}: {e}; skipped", path.display()),
+            WarningKind::Vanished => format!(
+                "{}: vanished during backup, skipped",
+                arca_format::text::shown(&path)
+            ),
+            _ => format!(
+                "{}: cannot {what}: {e}; skipped",
+                arca_format::text::shown(&path)
+            ),
         };
         self.warn(path, kind, msg);
     }

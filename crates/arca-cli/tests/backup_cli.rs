@@ -983,3 +983,23 @@ fn a_report_that_cannot_be_written_still_says_the_snapshot_was_saved() {
         1
     );
 }
+
+/// Names that are not UTF-8 are shown with their bytes (`x\xe8y`) in backup's and restore's
+/// listings and warnings: both became `x\u{fffd}y`, so two files printed the same (hunt 11).
+#[test]
+fn names_that_are_not_utf8_are_told_apart_in_listings() {
+    use std::os::unix::ffi::OsStrExt;
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for b in [0xe8u8, 0xe9] {
+        let name = [b'x', b, b'y'];
+        fs::write(src.join(std::ffi::OsStr::from_bytes(&name)), [b]).unwrap();
+    }
+    let out = e.ok(&["backup", "-v", src.to_str().unwrap()]);
+    assert!(out.contains("x\\xe8y") && out.contains("x\\xe9y"), "{out}");
+    let t = e.path("t");
+    let out = e.ok(&["restore", "latest", "--target", t.to_str().unwrap(), "-v"]);
+    assert!(out.contains("x\\xe8y") && out.contains("x\\xe9y"), "{out}");
+}

@@ -84,6 +84,26 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(v as u64)
 }
 
+/// A path as text: as it is where it is UTF-8, each other byte shown as `\xNN`, as restic
+/// shows them (`Path::display` shows them all as U+FFFD, so two different names printed the
+/// same and a warning did not say which file it was about).
+pub fn shown(p: &std::path::Path) -> std::borrow::Cow<'_, str> {
+    use std::fmt::Write;
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = p.as_os_str().as_bytes();
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(bytes.len() + 8);
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out.into()
+}
+
 /// `1.23 GiB`-style sizes.
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -205,6 +225,15 @@ mod tests {
                 self.after
             }
         }
+    }
+
+    #[test]
+    fn paths_that_are_not_utf8_show_their_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let p = |b: &[u8]| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b));
+        assert_eq!(shown(&p(b"/src/x\xe8y")), "/src/x\\xe8y");
+        assert_eq!(shown(&p(b"/src/x\xe9y")), "/src/x\\xe9y");
+        assert_eq!(shown(&p("/src/été".as_bytes())), "/src/été");
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub use arca_format::Node;
 
 /// A file-system operation failed on a path.
 #[derive(Debug, thiserror::Error)]
-#[error("{op} {}{detail}: {source}", path.display())]
+#[error("{op} {}{detail}: {source}", arca_format::text::shown(path))]
 pub struct FsError {
     /// What was being done.
     pub op: &'static str,

@@ -384,7 +384,7 @@ impl Observer for Told<'_> {
                    "item": path.to_string_lossy()})
             .to_string()
         } else {
-            format!("{:<10}{}", change.name(), path.display())
+            format!("{:<10}{}", change.name(), arca_format::text::shown(path))
         };
         self.line.suspend(|| {
             let _ = super::out(&text);

@@ -71,7 +71,11 @@ impl arca_restore::Observer for Printer<'_> {
             } else {
                 String::new()
             };
-            format!("{verb} {} {}{size}", e.kind, e.path.display())
+            format!(
+                "{verb} {} {}{size}",
+                e.kind,
+                arca_format::text::shown(&e.path)
+            )
         };
         // Listings go to stdout, where a pipe can take them.
         self.line.suspend(|| {
