@@ -636,9 +636,16 @@ pub fn stats_json(stats: &BackendStats) -> serde_json::Value {
     })
 }
 
-/// Whether progress should be drawn.
+/// Whether progress should be drawn: on a terminal that can move its cursor (`TERM=dumb`,
+/// Emacs' shell and some CI consoles, showed the escape codes and the spinner as garbage; restic
+/// draws nothing there either).
 pub fn interactive(g: &Global, json: bool) -> bool {
-    !g.quiet && !json && io::stderr().is_terminal()
+    !g.quiet && !json && io::stderr().is_terminal() && !dumb_terminal(std::env::var_os("TERM"))
+}
+
+/// Whether `TERM` names a terminal that cannot move its cursor.
+fn dumb_terminal(term: Option<std::ffi::OsString>) -> bool {
+    term.is_some_and(|t| t == "dumb")
 }
 
 pub use arca_format::text::mode_string;
@@ -676,6 +683,13 @@ impl clap::builder::TypedValueParser for TextPattern {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_progress_is_drawn_on_a_dumb_terminal() {
+        assert!(dumb_terminal(Some("dumb".into())));
+        assert!(!dumb_terminal(Some("xterm-256color".into())));
+        assert!(!dumb_terminal(None));
+    }
 
     #[test]
     fn sizes_and_durations() {

@@ -197,6 +197,19 @@ fn unmount_message(mnt: &Path) -> String {
     format!("mounted 1 snapshots at {m}; press Ctrl-C or run `fusermount3 -u {m}` to unmount\n")
 }
 
+/// A mount ended by a signal said only that it was mounted; or, when the kernel still held a
+/// file just read and closed (seen once under a loaded machine), that it was busy and detached.
+fn assert_ended_by_signal(stderr: &str, mnt: &Path) {
+    let rest = stderr
+        .strip_prefix(unmount_message(mnt).as_str())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let busy = format!("arca mount: {} is busy", mnt.display());
+    assert!(
+        rest.is_empty() || (rest.starts_with(&busy) && rest.lines().count() == 1),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn mount_shows_snapshots_as_stored_and_ends_with_fusermount() {
     require_fuse!();
@@ -466,7 +479,7 @@ fn mount_filters_snapshots_and_ends_on_sigint() {
     let st = m.wait_exit();
     assert_eq!(st.code(), Some(0), "{}", m.stderr());
     assert!(!mounted(&mnt));
-    assert_eq!(m.stderr(), unmount_message(&mnt));
+    assert_ended_by_signal(&m.stderr(), &mnt);
 }
 
 #[test]
