@@ -337,7 +337,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         let msg = format!(
             "{}: a symlink given with paths below it; stored as the directory it leads to, \
              holding those paths",
-            arca_format::text::shown(&path)
+            arca_format::text::shown(path)
         );
         self.ctx.report.warn(path, WarningKind::Followed, msg);
         true
@@ -412,13 +412,13 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 let (kind, msg) = if e.kind() == std::io::ErrorKind::NotFound {
                     let m = format!(
                         "{}: vanished during backup; stored empty",
-                        arca_format::text::shown(&dir)
+                        arca_format::text::shown(dir)
                     );
                     (WarningKind::Vanished, m)
                 } else {
                     let m = format!(
                         "{}: cannot list directory: {e}; stored empty",
-                        arca_format::text::shown(&dir)
+                        arca_format::text::shown(dir)
                     );
                     (WarningKind::Unreadable, m)
                 };

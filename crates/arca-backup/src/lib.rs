@@ -238,7 +238,7 @@ pub enum BackupError {
     #[error(transparent)]
     Repo(#[from] RepoError),
     /// A path named for backup cannot be used.
-    #[error("{}: {source}", arca_format::text::shown(&path))]
+    #[error("{}: {source}", arca_format::text::shown(path))]
     Source {
         /// The path.
         path: PathBuf,

@@ -236,7 +236,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             Ok(_) => {
                 let msg = format!(
                     "{}: replaced during backup, skipped",
-                    arca_format::text::shown(&path)
+                    arca_format::text::shown(path)
                 );
                 report.warn(path, WarningKind::Vanished, msg);
                 return Ok(false);
@@ -279,7 +279,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             if after.len() != node.size || mtime != before || total != node.size {
                 let msg = format!(
                     "{}: changed while it was read; stored as read ({total} bytes)",
-                    arca_format::text::shown(&path)
+                    arca_format::text::shown(path)
                 );
                 report.warn(path, WarningKind::ChangedWhileRead, msg);
             }

@@ -46,11 +46,11 @@ impl<'a> Reporter<'a> {
         let msg = match kind {
             WarningKind::Vanished => format!(
                 "{}: vanished during backup, skipped",
-                arca_format::text::shown(&path)
+                arca_format::text::shown(path)
             ),
             _ => format!(
                 "{}: cannot {what}: {e}; skipped",
-                arca_format::text::shown(&path)
+                arca_format::text::shown(path)
             ),
         };
         self.warn(path, kind, msg);

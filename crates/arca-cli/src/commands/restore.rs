@@ -74,7 +74,7 @@ impl arca_restore::Observer for Printer<'_> {
             format!(
                 "{verb} {} {}{size}",
                 e.kind,
-                arca_format::text::shown(&e.path)
+                arca_format::text::shown(e.path)
             )
         };
         // Listings go to stdout, where a pipe can take them.
