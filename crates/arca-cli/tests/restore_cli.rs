@@ -1004,3 +1004,27 @@ fn damage_in_zeros_that_fill_part_of_a_block_is_repaired() {
         assert!(fs::read(&f).unwrap() == content, "{mode}: still damaged");
     }
 }
+
+/// A dry run exits 3 when the real run would, also when what it cannot restore is a folder
+/// with no file in it (hunt 13: an empty folder replaced by a file in the target, with
+/// `--overwrite never`, gave exit 0 in the dry run and 3 in the real run).
+#[test]
+fn a_dry_run_exits_as_the_real_run_for_a_blocked_folder_without_files() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("empty")).unwrap();
+    fs::write(src.join("f"), b"x").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "-q", "latest", "--target", t]);
+    let empty = restored(&target, &src).join("empty");
+    fs::remove_dir(&empty).unwrap();
+    fs::write(&empty, b"a file").unwrap();
+    let args = ["restore", "latest", "--target", t, "--overwrite", "never"];
+    let dry = e.run(&[&args[..], &["--dry-run"]].concat());
+    let real = e.run(&args);
+    assert_eq!(real.status.code(), Some(3), "{}", stderr(&real));
+    assert_eq!(dry.status.code(), Some(3), "{}", stderr(&dry));
+}

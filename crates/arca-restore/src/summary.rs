@@ -84,6 +84,10 @@ pub struct PlanSummary {
     /// Files that cannot be restored (something in the way, or their folder is not
     /// restored); the reasons are reported as issues.
     pub files_blocked: u64,
+    /// Entries and folders of any kind that cannot be restored, counting those whose own
+    /// reason a real run reports (not those inside a folder that is not restored): a real run
+    /// with any ends with exit code 3, and so does a dry run.
+    pub reported_blocked: u64,
     /// Bytes of all files.
     pub bytes_total: u64,
     /// Bytes already in place.
@@ -171,7 +175,10 @@ pub(crate) fn summarize(
     for (d, dp) in plan.dirs.iter().enumerate().skip(1) {
         let action = match &scan.dirs[d] {
             DirAction::Create | DirAction::Replace => Action::Restore,
-            DirAction::Blocked(_) => Action::Blocked,
+            DirAction::Blocked(why) => {
+                s.reported_blocked += u64::from(crate::scan::reported(why));
+                Action::Blocked
+            }
             DirAction::Exists if scan.dir_meta_wrong.get(d).is_some_and(|&w| w) => Action::Metadata,
             DirAction::Exists | DirAction::Followed => continue,
         };
@@ -224,7 +231,10 @@ pub(crate) fn summarize(
                 continue;
             }
             EntryAction::Skip => Action::Skip,
-            EntryAction::Blocked(_) => Action::Blocked,
+            EntryAction::Blocked(why) => {
+                s.reported_blocked += u64::from(crate::scan::reported(why));
+                Action::Blocked
+            }
         };
         if let EntryKind::File(f) = ep.kind {
             match shown {

@@ -186,7 +186,7 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     };
     // A dry run that finds entries it could not restore says so by its exit code, as the
     // real run would (it exited 0).
-    let errors = report.issues.len() + usize::from(a.dry_run && report.plan.files_blocked > 0);
+    let errors = report.issues.len() + usize::from(a.dry_run && report.plan.reported_blocked > 0);
     if a.json {
         super::out(&summary_json(&id, &report, &opened.stats).to_string())?;
     } else if !g.quiet {
