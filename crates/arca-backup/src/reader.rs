@@ -274,9 +274,17 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             return Ok(false);
         };
         if let Ok(after) = file.metadata() {
-            let mtime = (after.mtime(), after.mtime_nsec());
-            let before = (node.mtime.sec, i64::from(node.mtime.nsec));
-            if after.len() != node.size || mtime != before || total != node.size {
+            // ctime too: a writer that puts the old mtime back (`touch -r`, `rsync -t`,
+            // `cp -p`) left a mix of two versions stored without a word.
+            let times = (
+                (after.mtime(), after.mtime_nsec()),
+                (after.ctime(), after.ctime_nsec()),
+            );
+            let before = (
+                (node.mtime.sec, i64::from(node.mtime.nsec)),
+                (node.ctime.sec, i64::from(node.ctime.nsec)),
+            );
+            if after.len() != node.size || times != before || total != node.size {
                 let msg = format!(
                     "{}: changed while it was read; stored as read ({total} bytes)",
                     arca_format::text::shown(path)
