@@ -365,7 +365,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         } else {
             meta
         };
-        let earlier = pnode.filter(|_| self.ctx.reuse_metadata);
+        let earlier = pnode.filter(|p| self.ctx.reuse_metadata && self.ctx.settled(p));
         let node = match read_node_since(&path, name, &meta, &mut self.names, earlier) {
             Ok(n) => n,
             Err(e) => {
@@ -515,7 +515,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         parent: Option<&Node>,
         within: Within<'t>,
     ) -> Result<Option<(Slot, Option<Later<'t>>)>, Fatal> {
-        let earlier = parent.filter(|_| self.ctx.reuse_metadata);
+        let earlier = parent.filter(|p| self.ctx.reuse_metadata && self.ctx.settled(p));
         let mut node = match read_node_since(&path, name, meta, &mut self.names, earlier) {
             Ok(n) => n,
             Err(e) => {
@@ -588,6 +588,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         if !self.ctx.opts.force
             && let Some(p) = parent
             && unchanged(p, &node)
+            && self.ctx.settled(p)
             && p.content
                 .iter()
                 .all(|c| known.contains(BlobKind::Data, &c.id))

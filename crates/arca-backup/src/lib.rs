@@ -535,6 +535,12 @@ fn run<'w>(
         && parent
             .as_ref()
             .is_some_and(|(_, s)| s.uid == nix::unistd::geteuid().as_raw());
+    // Its start as it really was (its `time` may be given with --time); none recorded: every
+    // record is trusted, as before.
+    shape.settled_before = parent
+        .as_ref()
+        .and_then(|(_, s)| s.summary.backup_start)
+        .map_or(i64::MAX, |t| t.timestamp());
     let parents = parent
         .as_ref()
         .map(|(_, snap)| arca_repo::trees::load_all(repo, &index, snap.tree, 0));
@@ -708,5 +714,6 @@ fn shape(repo: &Repository, opts: &BackupOptions) -> Result<Shape, BackupError> 
         readers,
         medium_reads,
         reuse_metadata: false,
+        settled_before: i64::MAX,
     })
 }

@@ -30,6 +30,14 @@ pub(crate) struct Ctx<'a, 's> {
     pub opts: &'a BackupOptions,
     /// [`Shape::reuse_metadata`].
     pub reuse_metadata: bool,
+    /// The second the parent snapshot's backup started (`i64::MAX` without one). On a file
+    /// system that keeps whole seconds (ext3, FAT, many NFS servers: the entry's mtime and
+    /// ctime have no nanoseconds), an entry the parent recorded with an mtime or ctime in that
+    /// second or later may have changed again within the same second after it was read,
+    /// unseen: its record is not trusted (git's "racy" rule). The snapshot kept the old
+    /// content for good, and restic does the same. (Where times have nanoseconds the window
+    /// is a clock tick, or none on kernels that give every change after a stat a new time.)
+    pub settled_before: i64,
     /// The one buffer large files are read through, so that they are streamed one at a time.
     pub large: Buffers,
     /// The buffers of the other files too big for a reader's own small buffer: as many such
@@ -38,6 +46,14 @@ pub(crate) struct Ctx<'a, 's> {
 }
 
 impl Ctx<'_, '_> {
+    /// Whether the parent snapshot's record of an entry can be trusted for change detection
+    /// ([`Ctx::settled_before`]).
+    pub(crate) fn settled(&self, parent: &arca_format::Node) -> bool {
+        let whole_seconds = parent.mtime.nsec == 0 && parent.ctime.nsec == 0;
+        !whole_seconds
+            || (parent.mtime.sec < self.settled_before && parent.ctime.sec < self.settled_before)
+    }
+
     /// Whether the user asked the backup to stop.
     pub(crate) fn cancelled(&self) -> bool {
         self.opts
@@ -99,6 +115,8 @@ pub(crate) struct Shape {
     /// made by another user: a user sees fewer attributes than root (no `trusted.*`), and
     /// ctime does not change with who reads.
     pub reuse_metadata: bool,
+    /// [`Ctx::settled_before`].
+    pub settled_before: i64,
 }
 
 /// Runs the whole backup network over `source` and shuts it down.
@@ -129,6 +147,7 @@ pub(crate) fn run(
             ),
             saver: &saver,
             reuse_metadata: shape.reuse_metadata,
+            settled_before: shape.settled_before,
             progress,
             report: Reporter::new(observer),
             opts,

@@ -1003,3 +1003,78 @@ fn names_that_are_not_utf8_are_told_apart_in_listings() {
     let out = e.ok(&["restore", "latest", "--target", t.to_str().unwrap(), "-v"]);
     assert!(out.contains("x\\xe8y") && out.contains("x\\xe9y"), "{out}");
 }
+
+/// On a file system that keeps whole seconds (ext4 with 128-byte inodes here; ext3, FAT, many
+/// NFS servers), a file rewritten with its size kept in the second the previous backup read
+/// it keeps its mtime and ctime: that backup's record of it is not trusted, so the next
+/// backup reads it again. It kept the old content for good (hunt 13; restic does the same).
+#[test]
+fn a_file_changed_in_the_second_it_was_backed_up_is_read_again() {
+    use std::process::Command;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    let ok = |c: &mut Command| {
+        c.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !arca_testkit::is_root() || !ok(Command::new("mkfs.ext4").arg("-V")) {
+        eprintln!("skipped: needs root and mkfs.ext4");
+        return;
+    }
+    let e = Env::new();
+    let img = e.path("ext4.img");
+    let mnt = e.path("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    fs::File::create(&img).unwrap().set_len(32 << 20).unwrap();
+    assert!(ok(Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-I", "128"])
+        .arg(&img)));
+    if !ok(Command::new("mount")
+        .args(["-o", "loop"])
+        .arg(&img)
+        .arg(&mnt))
+    {
+        eprintln!("skipped: cannot loop-mount here");
+        return;
+    }
+    let _unmount = Unmount(&mnt);
+    e.init(&[]);
+    let src = mnt.join("src");
+    fs::create_dir_all(&src).unwrap();
+    let f = src.join("f");
+    let now = || SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    // Write, back up and rewrite within one second (tried again if a second boundary fell
+    // in between).
+    for attempt in 0..5 {
+        while now().subsec_millis() > 100 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let second = now().as_secs();
+        let (old, new) = (format!("version {attempt}a"), format!("version {attempt}b"));
+        fs::write(&f, &old).unwrap();
+        e.ok(&["backup", "-q", src.to_str().unwrap()]);
+        fs::write(&f, &new).unwrap();
+        if now().as_secs() != second {
+            continue;
+        }
+        assert_eq!(
+            fs::metadata(&f)
+                .unwrap()
+                .modified()
+                .unwrap()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos(),
+            0,
+            "whole seconds"
+        );
+        e.ok(&["backup", "-q", src.to_str().unwrap()]);
+        let t = e.path(&format!("t{attempt}"));
+        e.ok(&["restore", "-q", "latest", "--target", t.to_str().unwrap()]);
+        let got = fs::read(t.join(f.strip_prefix("/").unwrap())).unwrap();
+        assert_eq!(String::from_utf8_lossy(&got), new);
+        return;
+    }
+    eprintln!("skipped: no attempt stayed within one second");
+}
