@@ -708,6 +708,37 @@ fn a_restore_never_writes_into_nor_deletes_its_own_repository() {
         );
     }
     assert!(!e.repo.join("new").exists());
+    // However the target names it (hunt 14): through a folder the restore would create and
+    // `..` (the whole repository was deleted), or a bind mount of the folder holding it.
+    let around = e.path("data/missing/../repo");
+    let o = e.run(&[
+        "restore",
+        &folder,
+        "--target",
+        around.to_str().unwrap(),
+        "--delete",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!e.path("data/missing").exists());
+    let view = e.path("view");
+    fs::create_dir_all(&view).unwrap();
+    let bound = arca_testkit::is_root()
+        && Command::new("mount")
+            .arg("--bind")
+            .args([&data, &view])
+            .status()
+            .is_ok_and(|s| s.success());
+    if bound {
+        let _unmount = Unmount(&view);
+        let v = view.to_str().unwrap();
+        let o = e.run(&["restore", &folder, "--target", v, "--delete"]);
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("the repository this restore reads from"),
+            "{}",
+            stderr(&o)
+        );
+    }
     assert_eq!(snapshots(&e), 2);
     e.ok(&["check", "--read-data"]);
 }

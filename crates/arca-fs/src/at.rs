@@ -33,6 +33,8 @@ pub struct Stat {
     pub nlink: u64,
     /// Inode number.
     pub ino: u64,
+    /// Device of the file system holding it (with `ino`, which file it is).
+    pub dev: u64,
     /// Device number of a device node.
     pub rdev: u64,
     /// Modification time: seconds, nanoseconds.
@@ -84,6 +86,7 @@ impl From<&fs::Metadata> for Stat {
             size: m.size(),
             nlink: m.nlink(),
             ino: m.ino(),
+            dev: m.dev(),
             rdev: m.rdev(),
             mtime: (m.mtime(), m.mtime_nsec()),
             atime: (m.atime(), m.atime_nsec()),
@@ -101,6 +104,7 @@ impl From<FileStat> for Stat {
             size: u64::try_from(s.st_size).unwrap_or(0),
             nlink: s.st_nlink as u64,
             ino: s.st_ino as u64,
+            dev: s.st_dev as u64,
             rdev: s.st_rdev as u64,
             mtime: (s.st_mtime as i64, s.st_mtime_nsec as i64),
             atime: (s.st_atime as i64, s.st_atime_nsec as i64),

@@ -340,7 +340,7 @@ pub fn restore(
         _ => opts,
     };
     let repository = match repo.backend().local_folder() {
-        Some(folder) => guard::repository_in_target(&opts.target, &folder)?,
+        Some(folder) => guard::repository(&opts.target, &folder)?,
         None => None,
     };
     let existed = match fs::symlink_metadata(&opts.target) {
@@ -434,7 +434,7 @@ pub fn restore(
     let follow = scan::followed_links(&plan, &roots);
     let scanner = scan::Scanner {
         plan: &plan,
-        repository: repository.as_deref(),
+        repository: repository.as_ref(),
         follow: &follow,
         overwrite: opts.overwrite,
         delete: opts.delete,

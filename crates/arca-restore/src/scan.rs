@@ -170,9 +170,9 @@ pub(crate) struct Scanner<'a> {
     /// meanwhile), so that the restore moves the content of the others at the same time.
     pub defer: bool,
     pub stop: &'a AtomicBool,
-    /// Where the repository read from lies in the target, when it does ([`crate::guard`]):
-    /// never restored over, never deleted.
-    pub repository: Option<&'a Path>,
+    /// The local repository read from ([`crate::guard`]): its folder, wherever the target
+    /// reaches it, is never restored over nor deleted, nor is a folder holding it.
+    pub repository: Option<&'a crate::guard::Repository>,
 }
 
 /// The folders above the backed-up paths (`/lib` for a backup of `/lib/os-release`) that the
@@ -255,10 +255,6 @@ impl Scanner<'_> {
                 || DirCache::new(plan, self.follow),
                 |at, i| {
                     let d = level[i];
-                    if self.repository == Some(plan.dirs[d].path.as_path()) {
-                        let why = crate::guard::reason(&plan.dirs[d].path);
-                        return (DirAction::Blocked(why), false);
-                    }
                     match &dirs[plan.dirs[d].parent as usize] {
                         DirAction::Blocked(_) => (DirAction::Blocked(PARENT_BLOCKED.into()), false),
                         DirAction::Create | DirAction::Replace => (DirAction::Create, false),
@@ -393,12 +389,24 @@ impl Scanner<'_> {
     /// metadata than the snapshot's.
     fn dir_action(&self, at: &mut DirCache<'_>, d: usize) -> (DirAction, bool) {
         let dp = &self.plan.dirs[d];
+        let is_repository = |id: (u64, u64)| self.repository.is_some_and(|r| r.folder == id);
         if self.follow.binary_search(&(d as u32)).is_ok() {
+            // A symlink in the target leading to the repository's folder.
+            if fs::metadata(&dp.path).is_ok_and(|m| {
+                use std::os::unix::fs::MetadataExt;
+                is_repository((m.dev(), m.ino()))
+            }) {
+                return (DirAction::Blocked(crate::guard::reason(&dp.path)), false);
+            }
             return (DirAction::Followed, false);
         }
         let name = dp.path.file_name().map_or(&[][..], |n| n.as_bytes());
         let action = match at.stat(dp.parent, name) {
             Ok(None) => DirAction::Create,
+            // The repository's folder, however the target reaches it (by name, a bind mount).
+            Ok(Some(m)) if m.is_dir() && is_repository((m.dev, m.ino)) => {
+                DirAction::Blocked(crate::guard::reason(&dp.path))
+            }
             Ok(Some(m)) if m.is_dir() => {
                 let meta_wrong = dp.meta.as_ref().is_some_and(|meta| {
                     let node = meta.node();
@@ -582,13 +590,19 @@ impl Scanner<'_> {
     /// neither it nor a folder holding it, and a file of the snapshot does not replace such a
     /// folder. (Restoring a folder over a live repository inside it, `--delete` removed the
     /// repository, or the snapshot being restored.)
-    fn spare_repository(&self, scan: &mut Scan, repo: &Path) {
-        scan.deletes.retain(|d| !repo.starts_with(&d.path));
+    /// Folders are told by device and inode (a symlink or a bind mount shows them under
+    /// other names).
+    fn spare_repository(&self, scan: &mut Scan, repo: &crate::guard::Repository) {
+        use std::os::unix::fs::MetadataExt;
+        let holds = |p: &Path| {
+            arca_fs::lstat(p).is_ok_and(|m| m.is_dir() && repo.held_by((m.dev(), m.ino())))
+        };
+        scan.deletes.retain(|d| !(d.is_dir && holds(&d.path)));
         for (e, a) in scan.entries.iter_mut().enumerate() {
             if *a == EntryAction::Replace {
                 let path = self.plan.entry_path(e as u32);
-                if repo.starts_with(&path) {
-                    *a = EntryAction::Blocked(crate::guard::reason(&path));
+                if holds(&path) {
+                    *a = EntryAction::Blocked(crate::guard::holder_reason(&path));
                 }
             }
         }

@@ -175,8 +175,10 @@ pub(crate) fn summarize(
     for (d, dp) in plan.dirs.iter().enumerate().skip(1) {
         let action = match &scan.dirs[d] {
             DirAction::Create | DirAction::Replace => Action::Restore,
-            DirAction::Blocked(why) => {
-                s.reported_blocked += u64::from(crate::scan::reported(why));
+            // Inside a folder that is not restored: that folder's line says it.
+            DirAction::Blocked(why) if !crate::scan::reported(why) => continue,
+            DirAction::Blocked(_) => {
+                s.reported_blocked += 1;
                 Action::Blocked
             }
             DirAction::Exists if scan.dir_meta_wrong.get(d).is_some_and(|&w| w) => Action::Metadata,
@@ -283,7 +285,11 @@ pub(crate) fn summarize(
                 }
             }
         }
-        if !told(Some(e)) {
+        // Inside a folder that is not restored: the folder's line says it (a blocked
+        // repository listed each of its hundreds of folders and files).
+        let inside_blocked =
+            matches!(action, EntryAction::Blocked(why) if !crate::scan::reported(why));
+        if inside_blocked || !told(Some(e)) {
             continue;
         }
         observer.planned(&PlannedEntry {
