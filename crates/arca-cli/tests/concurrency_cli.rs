@@ -30,6 +30,26 @@ fn with_faults(e: &Env, args: &[&str], faults: &str) -> Child {
         .unwrap()
 }
 
+/// `args` run with the lock refreshed every 100 ms and lost after 300 ms without a refresh,
+/// and `faults` injected.
+fn with_lock_faults(e: &Env, args: &[&str], faults: &str) -> std::process::Output {
+    e.cmd(args)
+        .env("ARCA_TEST_LOCK_TIMING", "100,300")
+        .env("ARCA_TEST_FAULTS", faults)
+        .output()
+        .unwrap()
+}
+
+/// The command stopped, before it committed, because its lock could not be refreshed.
+fn assert_lock_lost(o: &std::process::Output) {
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(o));
+    assert!(
+        stderr(o).contains("could not be refreshed"),
+        "{}",
+        stderr(o)
+    );
+}
+
 fn lock_files(e: &Env) -> usize {
     fs::read_dir(e.repo.join("locks"))
         .map(|d| d.flatten().filter(|f| f.file_name().len() == 64).count())
@@ -382,24 +402,13 @@ fn a_lock_that_could_not_be_refreshed_stops_the_commit() {
     fs::write(src.join("f"), random_bytes(1, 200_000)).unwrap();
     e.ok(&["backup", "-q", src.to_str().unwrap()]);
     let snapshots = || fs::read_dir(e.repo.join("snapshots")).unwrap().count();
-    let faulty = |args: &[&str], faults: &str| {
-        e.cmd(args)
-            .env("ARCA_TEST_LOCK_TIMING", "100,300")
-            .env("ARCA_TEST_FAULTS", faults)
-            .output()
-            .unwrap()
-    };
+    let faulty = |args: &[&str], faults: &str| with_lock_faults(&e, args, faults);
     fs::write(src.join("g"), random_bytes(2, 200_000)).unwrap();
     let o = faulty(
         &["backup", "-q", src.to_str().unwrap()],
         "write:lock:from=2:denied,write:pack:always:delay=800ms",
     );
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("could not be refreshed"),
-        "{}",
-        stderr(&o)
-    );
+    assert_lock_lost(&o);
     assert_eq!(snapshots(), 1, "the backup saved its snapshot");
     // The same without the failing refreshes saves it.
     let o = faulty(
@@ -422,12 +431,7 @@ fn a_lock_that_could_not_be_refreshed_stops_the_commit() {
         &["prune", "--max-unused", "0"],
         "write:lock:from=2:denied,write:index:always:delay=800ms",
     );
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("could not be refreshed"),
-        "{}",
-        stderr(&o)
-    );
+    assert_lock_lost(&o);
     assert!(packs() >= before, "the prune deleted packs");
     e.ok(&["check", "--read-data"]);
     e.ok(&["prune", "--max-unused", "0"]);
@@ -659,21 +663,12 @@ fn repair_index_stops_when_its_lock_could_not_be_refreshed() {
     e.ok(&["backup", "-q", src.to_str().unwrap()]);
     let index = || fs::read_dir(e.repo.join("index")).unwrap().count();
     let before = index();
-    let o = e
-        .cmd(&["repair", "index", "--read-all-packs"])
-        .env("ARCA_TEST_LOCK_TIMING", "100,300")
-        .env(
-            "ARCA_TEST_FAULTS",
-            "write:lock:from=2:denied,read:pack:always:delay=800ms",
-        )
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("could not be refreshed"),
-        "{}",
-        stderr(&o)
+    let o = with_lock_faults(
+        &e,
+        &["repair", "index", "--read-all-packs"],
+        "write:lock:from=2:denied,read:pack:always:delay=800ms",
     );
+    assert_lock_lost(&o);
     assert!(index() >= before);
     e.ok(&["check", "--read-data"]);
 }
@@ -690,21 +685,12 @@ fn a_backup_that_lost_its_lock_writes_no_index() {
     fs::write(src.join("f"), random_bytes(8, 2_000_000)).unwrap();
     let index = || fs::read_dir(e.repo.join("index")).unwrap().count();
     let before = index();
-    let o = e
-        .cmd(&["backup", src.to_str().unwrap()])
-        .env("ARCA_TEST_LOCK_TIMING", "100,300")
-        .env(
-            "ARCA_TEST_FAULTS",
-            "write:lock:from=2:denied,write:pack:always:delay=800ms",
-        )
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("could not be refreshed"),
-        "{}",
-        stderr(&o)
+    let o = with_lock_faults(
+        &e,
+        &["backup", src.to_str().unwrap()],
+        "write:lock:from=2:denied,write:pack:always:delay=800ms",
     );
+    assert_lock_lost(&o);
     assert_eq!(index(), before);
     e.ok(&["backup", "-q", src.to_str().unwrap()]);
     e.ok(&["check", "--read-data"]);

@@ -24,6 +24,14 @@ pub(crate) struct Aliases {
     owners: Mutex<HashMap<(u64, u64), u32>>,
 }
 
+/// Per directory and per entry of the plan, whether its path may alias another's
+/// ([`risky_paths`]): found once per restore, for the scan (`--delete`) and for [`Aliases`].
+#[derive(Debug, Default)]
+pub(crate) struct Risky {
+    pub dirs: Vec<bool>,
+    pub entries: Vec<bool>,
+}
+
 /// A name folded as a case-insensitive file system compares it (not yet normalized: `café`
 /// written with a combining accent is missed), hashed (an equal hash of two
 /// different names only costs a needless check). Looked at for every entry of every restore:
@@ -57,7 +65,7 @@ fn folded(name: &[u8]) -> u64 {
 
 /// Per directory and per entry of the plan: whether its path may alias another's, that is,
 /// its name or the name of a folder above it equals a sibling's once folded.
-fn risky_paths(plan: &Plan) -> (Vec<bool>, Vec<bool>) {
+pub(crate) fn risky_paths(plan: &Plan) -> Risky {
     // (parent, folded name, whether a directory, index).
     let mut names: Vec<(u32, u64, bool, u32)> =
         Vec::with_capacity(plan.dirs.len() + plan.entries.len());
@@ -94,17 +102,20 @@ fn risky_paths(plan: &Plan) -> (Vec<bool>, Vec<bool>) {
             entries[e] = true;
         }
     }
-    (dirs, entries)
+    Risky { dirs, entries }
 }
 
 /// For each existing folder of the plan that is one folder of the target with another (a
 /// case-insensitive file system merges `Docs` and `docs`), the names the snapshot has in all
 /// of them: `--delete` must not take `docs/y` for an extra entry of `Docs`.
-pub(crate) fn merged_names(plan: &Plan, dirs: &[DirAction]) -> HashMap<usize, Vec<Vec<u8>>> {
-    let (risky, _) = risky_paths(plan);
+pub(crate) fn merged_names(
+    plan: &Plan,
+    risky: &Risky,
+    dirs: &[DirAction],
+) -> HashMap<usize, Vec<Vec<u8>>> {
     let mut by_inode: HashMap<(u64, u64), Vec<usize>> = HashMap::new();
     for (d, dp) in plan.dirs.iter().enumerate() {
-        if risky[d]
+        if risky.dirs[d]
             && dirs[d] == DirAction::Exists
             && let Ok(m) = arca_fs::lstat(&dp.path)
         {
@@ -141,8 +152,8 @@ impl Aliases {
     /// entries found to be one inode there (a case-insensitive file system, restored onto
     /// before) are settled now: the first keeps its action, the others are not restored
     /// (otherwise writing one would change the other, or replacing one would delete it).
-    pub fn new(plan: &Plan, scan: &mut Scan) -> Self {
-        let (_, risky_entries) = risky_paths(plan);
+    pub fn new(plan: &Plan, risky: &Risky, scan: &mut Scan) -> Self {
+        let risky_entries = &risky.entries;
         if !risky_entries.iter().any(|&r| r) {
             return Self::default();
         }
@@ -215,13 +226,12 @@ impl Aliases {
 mod tests {
     use std::path::Path;
 
-    use arca_format::{Id, IndexFile, Tree};
-    use arca_repo::Index;
+    use arca_format::{Id, Tree};
 
     use super::{Aliases, folded, risky_paths};
-    use crate::plan::tests::{dir, file};
-    use crate::plan::{EntryKind, Plan, Planner};
-    use crate::trees::{Selection, Trees};
+    use crate::plan::tests::{dir, file, planned};
+    use crate::plan::{EntryKind, Plan};
+    use crate::trees::Trees;
 
     #[test]
     fn names_fold_as_a_case_insensitive_file_system_compares_them() {
@@ -254,23 +264,7 @@ mod tests {
             Id([102; 32]),
             enc(vec![file("x", &[], 5, 1), file("y", &[], 6, 1)]),
         );
-        let index = Index::from_files([&IndexFile {
-            supersedes: vec![],
-            packs: vec![],
-        }]);
-        let sel = Selection {
-            includes: vec![],
-            excludes: vec![],
-            only: vec![],
-        };
-        Planner {
-            index: &index,
-            sel: &sel,
-            target,
-            keep_names: true,
-            zero_id: Id([0; 32]),
-        }
-        .build(trees, Id([100; 32]))
+        planned(trees, Id([100; 32]), target)
     }
 
     fn file_named(p: &Plan, path: &str) -> u32 {
@@ -282,7 +276,7 @@ mod tests {
     #[test]
     fn paths_that_differ_only_in_case_are_risky_down_the_tree() {
         let p = plan(Path::new("/t"));
-        let (_, entries) = risky_paths(&p);
+        let entries = risky_paths(&p).entries;
         let mut risky: Vec<String> = (0..p.entries.len())
             .filter(|&e| entries[e])
             .map(|e| p.entry_path(e as u32).display().to_string())
@@ -314,7 +308,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let p = plan(tmp.path());
         let mut scan = crate::scan::Scan::empty(&p);
-        let aliases = Aliases::new(&p, &mut scan);
+        let aliases = Aliases::new(&p, &risky_paths(&p), &mut scan);
         std::fs::write(tmp.path().join("Report.txt"), b"one").unwrap();
         std::fs::hard_link(tmp.path().join("Report.txt"), tmp.path().join("report.txt")).unwrap();
         std::fs::hard_link(tmp.path().join("Report.txt"), tmp.path().join("other")).unwrap();
@@ -359,7 +353,7 @@ mod tests {
             return;
         }
         let dirs = vec![crate::scan::DirAction::Exists; p.dirs.len()];
-        let merged = super::merged_names(&p, &dirs);
+        let merged = super::merged_names(&p, &risky_paths(&p), &dirs);
         let _ = std::process::Command::new("umount")
             .arg(&docs_lower)
             .status();
@@ -380,7 +374,7 @@ mod tests {
         std::fs::hard_link(tmp.path().join("Report.txt"), tmp.path().join("report.txt")).unwrap();
         let mut scan = crate::scan::Scan::empty(&p);
         scan.dirs[0] = crate::scan::DirAction::Exists;
-        Aliases::new(&p, &mut scan);
+        Aliases::new(&p, &risky_paths(&p), &mut scan);
         assert!(
             scan.entries
                 .iter()

@@ -432,8 +432,10 @@ pub fn restore(
     let roots = exact_roots(&plan, &snapshot.paths);
     let warmed = warmer.map_or(0, warm::Warmer::finish);
     let follow = scan::followed_links(&plan, &roots);
+    let risky = aliases::risky_paths(&plan);
     let scanner = scan::Scanner {
         plan: &plan,
+        risky: &risky,
         repository: repository.as_ref(),
         follow: &follow,
         overwrite: opts.overwrite,
@@ -450,7 +452,7 @@ pub fn restore(
         stop: opts.cancel.as_deref().unwrap_or(&stop),
     };
     let mut scan = scanner.scan();
-    let aliases = aliases::Aliases::new(&plan, &mut scan);
+    let aliases = aliases::Aliases::new(&plan, &risky, &mut scan);
     let deferred = std::mem::take(&mut scan.deferred);
     let reusable = if opts.reuse_from.is_empty() {
         reuse::Reusable::new()

@@ -672,6 +672,28 @@ pub(crate) mod tests {
         }
     }
 
+    /// The plan of `trees` from `root` into `target`: an empty index, nothing selected
+    /// apart, every directory's names kept.
+    pub(crate) fn planned(trees: Trees, root: Id, target: &Path) -> Plan {
+        let index = Index::from_files([&IndexFile {
+            supersedes: vec![],
+            packs: vec![],
+        }]);
+        let sel = Selection {
+            includes: vec![],
+            excludes: vec![],
+            only: vec![],
+        };
+        Planner {
+            index: &index,
+            sel: &sel,
+            target,
+            keep_names: true,
+            zero_id: Id([0; 32]),
+        }
+        .build(trees, root)
+    }
+
     /// One listing at two paths (a bind mount backed up beside its source), with a folder
     /// inside: that folder's listing is entered twice, and its files are planned under both
     /// paths. It was dropped after the first, and the second path's folder came back empty.
@@ -695,23 +717,7 @@ pub(crate) mod tests {
             [100, 101, 102, 103].map(|i| uses[&Id([i; 32])]),
             [1, 2, 2, 2]
         );
-        let index = Index::from_files([&IndexFile {
-            supersedes: vec![],
-            packs: vec![],
-        }]);
-        let sel = Selection {
-            includes: vec![],
-            excludes: vec![],
-            only: vec![],
-        };
-        let p = Planner {
-            index: &index,
-            sel: &sel,
-            target: Path::new("/t"),
-            keep_names: false,
-            zero_id: Id([0; 32]),
-        }
-        .build(trees, Id([100; 32]));
+        let p = planned(trees, Id([100; 32]), Path::new("/t"));
         assert!(p.issues.is_empty(), "{:?}", p.issues);
         let mut files: Vec<PathBuf> = p.files.iter().map(|f| p.entry_path(f.entry)).collect();
         files.sort();

@@ -173,6 +173,8 @@ pub(crate) struct Scanner<'a> {
     /// The local repository read from ([`crate::guard`]): its folder, wherever the target
     /// reaches it, is never restored over nor deleted, nor is a folder holding it.
     pub repository: Option<&'a crate::guard::Repository>,
+    /// The entries and folders whose path may alias another's on a case-insensitive target.
+    pub risky: &'a crate::aliases::Risky,
 }
 
 /// The folders above the backed-up paths (`/lib` for a backup of `/lib/os-release`) that the
@@ -392,10 +394,12 @@ impl Scanner<'_> {
         let is_repository = |id: (u64, u64)| self.repository.is_some_and(|r| r.folder == id);
         if self.follow.binary_search(&(d as u32)).is_ok() {
             // A symlink in the target leading to the repository's folder.
-            if fs::metadata(&dp.path).is_ok_and(|m| {
-                use std::os::unix::fs::MetadataExt;
-                is_repository((m.dev(), m.ino()))
-            }) {
+            if self.repository.is_some()
+                && fs::metadata(&dp.path).is_ok_and(|m| {
+                    use std::os::unix::fs::MetadataExt;
+                    is_repository((m.dev(), m.ino()))
+                })
+            {
                 return (DirAction::Blocked(crate::guard::reason(&dp.path)), false);
             }
             return (DirAction::Followed, false);
@@ -589,9 +593,8 @@ impl Scanner<'_> {
     /// Leaves the repository read from alone where the target holds it: `--delete` deletes
     /// neither it nor a folder holding it, and a file of the snapshot does not replace such a
     /// folder. (Restoring a folder over a live repository inside it, `--delete` removed the
-    /// repository, or the snapshot being restored.)
-    /// Folders are told by device and inode (a symlink or a bind mount shows them under
-    /// other names).
+    /// repository, or the snapshot being restored.) Folders are told by device and inode: a
+    /// symlink or a bind mount shows them under other names.
     fn spare_repository(&self, scan: &mut Scan, repo: &crate::guard::Repository) {
         use std::os::unix::fs::MetadataExt;
         let holds = |p: &Path| {
@@ -611,7 +614,7 @@ impl Scanner<'_> {
     /// Entries of existing directories that the snapshot lacks and the selection covers.
     fn find_deletions(&self, scan: &mut Scan) {
         let plan = self.plan;
-        let merged = crate::aliases::merged_names(plan, &scan.dirs);
+        let merged = crate::aliases::merged_names(plan, self.risky, &scan.dirs);
         let found = parallel_map(plan.dirs.len(), self.threads, self.stop, |d| {
             let dp = &plan.dirs[d];
             if scan.dirs[d] != DirAction::Exists {
