@@ -3,10 +3,10 @@
 //! The entries whose path could so alias another are found from the plan; on the target, the
 //! first of them keeps the file and the others fail, named, instead of writing into it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -20,6 +20,9 @@ use crate::scan::{DirAction, EntryAction, Scan};
 pub(crate) struct Aliases {
     /// Per file: whether its path may alias another entry's (empty when none may, the rule).
     risky: Vec<bool>,
+    /// Per entry whose name folds equal to a sibling's, that group of siblings (a hard link
+    /// or a file made under one name may be found again under the other).
+    twins: HashMap<u32, Vec<u32>>,
     /// (device, inode) of each file a risky file opened, and that file.
     owners: Mutex<HashMap<(u64, u64), u32>>,
 }
@@ -30,6 +33,8 @@ pub(crate) struct Aliases {
 pub(crate) struct Risky {
     pub dirs: Vec<bool>,
     pub entries: Vec<bool>,
+    /// The groups of sibling entries whose names fold equal (not folders).
+    pub twins: Vec<Vec<u32>>,
 }
 
 /// A name folded as a case-insensitive file system compares it (not yet normalized: `café`
@@ -79,6 +84,7 @@ pub(crate) fn risky_paths(plan: &Plan) -> Risky {
     names.sort_unstable();
     let mut dirs = vec![false; plan.dirs.len()];
     let mut entries = vec![false; plan.entries.len()];
+    let mut twins = Vec::new();
     for group in names.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
         if group.len() > 1 {
             for &(_, _, is_dir, i) in group {
@@ -87,6 +93,10 @@ pub(crate) fn risky_paths(plan: &Plan) -> Risky {
                 } else {
                     entries[i as usize] = true;
                 }
+            }
+            let files: Vec<u32> = group.iter().filter(|n| !n.2).map(|n| n.3).collect();
+            if files.len() > 1 {
+                twins.push(files);
             }
         }
     }
@@ -102,7 +112,11 @@ pub(crate) fn risky_paths(plan: &Plan) -> Risky {
             entries[e] = true;
         }
     }
-    Risky { dirs, entries }
+    Risky {
+        dirs,
+        entries,
+        twins,
+    }
 }
 
 /// For each existing folder of the plan that is one folder of the target with another (a
@@ -149,21 +163,53 @@ fn reason(path: &Path, other: &Path) -> String {
 
 impl Aliases {
     /// Finds the entries whose path may alias another's. On the existing part of the target,
-    /// entries found to be one inode there (a case-insensitive file system, restored onto
-    /// before) are settled now: the first keeps its action, the others are not restored
-    /// (otherwise writing one would change the other, or replacing one would delete it).
+    /// entries found to be one file there (a case-insensitive file system, restored onto
+    /// before) are settled now: one keeps its action, the others are not restored (otherwise
+    /// writing one would change the other, or replacing one would delete it).
     pub fn new(plan: &Plan, risky: &Risky, scan: &mut Scan) -> Self {
         let risky_entries = &risky.entries;
         if !risky_entries.iter().any(|&r| r) {
             return Self::default();
         }
+        let exists = |scan: &Scan, e: u32| {
+            matches!(
+                scan.dirs[plan.entries[e as usize].parent as usize],
+                DirAction::Exists | DirAction::Followed
+            )
+        };
+        // Names with a twin: the folder's listing tells whose name the file system kept.
+        let mut twins = HashMap::new();
+        for group in &risky.twins {
+            for &e in group {
+                twins.insert(e, group.clone());
+            }
+            if !exists(scan, group[0]) {
+                continue;
+            }
+            let dir = &plan.dirs[plan.entries[group[0] as usize].parent as usize].path;
+            let Some(listed) = listing(dir) else { continue };
+            let name = |e: u32| &plan.entries[e as usize].name[..];
+            // The one listed under its own name keeps the file, or else the first found.
+            let mut keeper = group.iter().copied().find(|&e| listed.contains(name(e)));
+            for &e in group {
+                let path = plan.entry_path(e);
+                if listed.contains(name(e)) || arca_fs::lstat(&path).is_err() {
+                    continue;
+                }
+                match keeper {
+                    None => keeper = Some(e),
+                    Some(k) => block(scan, e, reason(&path, &plan.entry_path(k))),
+                }
+            }
+        }
+        // Below folders that are one folder of the target: two names of one file there.
         let mut seen: HashMap<(u64, u64), u32> = HashMap::new();
         for (e, ep) in plan.entries.iter().enumerate() {
-            let exists = matches!(
-                scan.dirs[ep.parent as usize],
-                DirAction::Exists | DirAction::Followed
-            );
-            if !risky_entries[e] || !exists || matches!(ep.kind, EntryKind::Link(_)) {
+            if !risky_entries[e]
+                || twins.contains_key(&(e as u32))
+                || !exists(scan, e as u32)
+                || matches!(ep.kind, EntryKind::Link(_))
+            {
                 continue;
             }
             let path = plan.entry_path(e as u32);
@@ -180,12 +226,7 @@ impl Aliases {
                     v.insert(e as u32);
                 }
                 std::collections::hash_map::Entry::Occupied(o) => {
-                    let why = reason(&path, &plan.entry_path(*o.get()));
-                    scan.entries[e] = EntryAction::Blocked(why);
-                    if let Some(d) = scan.deferred_entry.get_mut(e) {
-                        *d = false;
-                    }
-                    scan.deferred.retain(|h| h.entry as usize != e);
+                    block(scan, e as u32, reason(&path, &plan.entry_path(*o.get())));
                 }
             }
         }
@@ -196,30 +237,93 @@ impl Aliases {
             .collect();
         Self {
             risky,
+            twins,
             owners: Mutex::new(HashMap::new()),
         }
     }
 
     /// Checks that `file`, just opened for file `f`, is no other file of this restore (a
-    /// case-insensitive target opens `report.txt` for `Report.txt`): the first file to open
-    /// an inode keeps it. The error says which file holds it.
+    /// case-insensitive target opens `report.txt` for `Report.txt`, or for a hard link made
+    /// under that name): the first file to open an inode keeps it. The error says which
+    /// file holds it.
     pub fn claim(&self, plan: &Plan, f: u32, file: &File) -> io::Result<()> {
         if !self.risky.get(f as usize).is_some_and(|&r| r) {
             return Ok(());
         }
         let m = file.metadata()?;
+        let entry = plan.files[f as usize].entry;
+        if let Some(group) = self.twins.get(&entry) {
+            for &s in group {
+                // A hard link of this file shares its inode by right.
+                if s == entry
+                    || matches!(plan.entries[s as usize].kind, EntryKind::Link(x) if x == entry)
+                {
+                    continue;
+                }
+                let same = arca_fs::lstat(&plan.entry_path(s))
+                    .is_ok_and(|o| (o.dev(), o.ino()) == (m.dev(), m.ino()));
+                if same && let Some(other) = self.alias(plan, entry) {
+                    return Err(taken(&other));
+                }
+            }
+        }
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         let owner = *owners.entry((m.dev(), m.ino())).or_insert(f);
         if owner == f {
             return Ok(());
         }
-        let other: PathBuf = plan.file_path(owner);
-        Err(io::Error::other(format!(
-            "the file system takes this name for {}, which the snapshot also has (names that \
-             differ only in case)",
-            other.display()
-        )))
+        Err(taken(&plan.file_path(owner)))
     }
+
+    /// For entry `e`, whose name folds equal to a sibling's and which the target seems to
+    /// hold: the name its folder lists instead of its own, when it does not list its own (a
+    /// case-insensitive file system found it under another name). Not found when the folder
+    /// cannot be read.
+    pub fn alias(&self, plan: &Plan, e: u32) -> Option<PathBuf> {
+        if !self.twins.contains_key(&e) {
+            return None;
+        }
+        let ep = &plan.entries[e as usize];
+        let dir = &plan.dirs[ep.parent as usize].path;
+        let listed = listing(dir)?;
+        if listed.contains(&ep.name[..]) {
+            return None;
+        }
+        let want = folded(&ep.name);
+        let other = listed.iter().find(|n| folded(n) == want).map_or_else(
+            || "another name".into(),
+            |n| dir.join(std::ffi::OsStr::from_bytes(n)),
+        );
+        Some(other)
+    }
+}
+
+/// The error of an entry whose name the target's file system takes for `other`'s.
+pub(crate) fn taken(other: &Path) -> io::Error {
+    io::Error::other(format!(
+        "the file system takes this name for {}, which the snapshot also has (names that \
+         differ only in case)",
+        other.display()
+    ))
+}
+
+/// Marks entry `e` not restored, for `why`.
+fn block(scan: &mut Scan, e: u32, why: String) {
+    scan.entries[e as usize] = EntryAction::Blocked(why);
+    if let Some(d) = scan.deferred_entry.get_mut(e as usize) {
+        *d = false;
+    }
+    scan.deferred.retain(|h| h.entry != e);
+}
+
+/// The names folder `dir` lists, or nothing when it cannot be read.
+fn listing(dir: &Path) -> Option<HashSet<Vec<u8>>> {
+    let names = arca_fs::io_on_long_path(dir, |d| {
+        std::fs::read_dir(d)?
+            .map(|n| n.map(|n| n.file_name().into_vec()))
+            .collect::<io::Result<HashSet<_>>>()
+    });
+    names.ok()
 }
 
 #[cfg(test)]
@@ -327,6 +431,31 @@ mod tests {
             "{err}"
         );
         aliases.claim(&p, other, &open("other")).unwrap();
+    }
+
+    /// A name whose folder lists its twin instead (a case-insensitive file system made
+    /// `report.txt` for `Report.txt`, then finds it for both) is told from one listed as it
+    /// is: only the first is another name's. Names without a twin are never looked up.
+    #[test]
+    fn a_name_listed_under_its_twin_is_an_alias() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = plan(tmp.path());
+        let mut scan = crate::scan::Scan::empty(&p);
+        let aliases = Aliases::new(&p, &risky_paths(&p), &mut scan);
+        std::fs::write(tmp.path().join("Report.txt"), b"one").unwrap();
+        std::fs::write(tmp.path().join("other"), b"two").unwrap();
+        let entry = |n: &str| {
+            (0..p.entries.len() as u32)
+                .find(|&e| p.entry_path(e) == tmp.path().join(n))
+                .unwrap()
+        };
+        assert_eq!(
+            aliases.alias(&p, entry("report.txt")),
+            Some(tmp.path().join("Report.txt"))
+        );
+        assert_eq!(aliases.alias(&p, entry("Report.txt")), None);
+        std::fs::remove_file(tmp.path().join("other")).unwrap();
+        assert_eq!(aliases.alias(&p, entry("other")), None);
     }
 
     /// Folders the target merges (a bind mount stands in for a case-insensitive file system,

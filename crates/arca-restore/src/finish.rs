@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use arca_fs::FsError;
 
 use crate::ctx::{CREATED, DONE, FAILED, RESERVED, Shared, TOUCHED};
-use crate::plan::NO_PARENT;
+use crate::plan::{EntryKind, NO_PARENT};
 use crate::scan::{DirAction, EntryAction};
 
 /// Files smaller than this are not preallocated: the file system's delayed allocation already
@@ -215,7 +215,8 @@ impl Shared<'_> {
                     ),
                 ),
                 _ => {
-                    if let Err(err) = link(first, &lpath)
+                    let kind = &self.plan.entries[e as usize].kind;
+                    if let Err(err) = link(first, kind, &lpath, || self.aliases.alias(self.plan, l))
                         && self.fs_error(&err)
                     {
                         return;
@@ -279,12 +280,24 @@ impl Shared<'_> {
 }
 
 /// Makes `path` a hard link to `first`, unless it already is one; replaces a different
-/// non-directory entry in the way. Refuses when `first` is not a regular file.
-fn link(first: &std::path::Path, path: &std::path::Path) -> Result<(), FsError> {
+/// non-directory entry in the way, unless that is another name's on a case-insensitive target
+/// (`alias` finds it). Refuses when `first` is not of its snapshot entry's `kind` (a regular
+/// file, or a symlink or FIFO, which Linux hard-links too).
+fn link(
+    first: &std::path::Path,
+    kind: &EntryKind,
+    path: &std::path::Path,
+    alias: impl FnOnce() -> Option<std::path::PathBuf>,
+) -> Result<(), FsError> {
     let target = arca_fs::lstat(first).map_err(|e| FsError::new("stat", first, e))?;
     // The first name left as it was (`--overwrite never` or `if-newer` kept a symlink, a
     // FIFO or a folder there): linking to it made this name that symlink or FIFO.
-    if !target.is_file() {
+    let fits = match kind {
+        EntryKind::Symlink => target.is_symlink(),
+        EntryKind::Special => !(target.is_file() || target.is_dir() || target.is_symlink()),
+        _ => target.is_file(),
+    };
+    if !fits {
         let what = if target.is_dir() {
             "a directory"
         } else if target.is_symlink() {
@@ -313,8 +326,13 @@ fn link(first: &std::path::Path, path: &std::path::Path) -> Result<(), FsError> 
                 ),
             ));
         }
-        Ok(_) => arca_fs::io_on_long_path(path, |p| fs::remove_file(p))
-            .map_err(|e| FsError::new("replace", path, e))?,
+        Ok(_) => {
+            if let Some(other) = alias() {
+                return Err(FsError::new("link", path, crate::aliases::taken(&other)));
+            }
+            arca_fs::io_on_long_path(path, |p| fs::remove_file(p))
+                .map_err(|e| FsError::new("replace", path, e))?;
+        }
         Err(_) => {}
     }
     // Both names may be long: the source through its short name too.
@@ -332,5 +350,59 @@ fn unfinished_mark(snap: arca_format::Timespec) -> i64 {
         0
     } else {
         snap.sec.saturating_sub(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+    use std::path::PathBuf;
+
+    use super::link;
+    use crate::plan::EntryKind;
+
+    /// A name the target's file system takes for another entry's (case-insensitive) is not
+    /// removed to make the link: that removed the other entry's file (hunt 15).
+    #[test]
+    fn a_link_never_replaces_another_names_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (first, path) = (tmp.path().join("first"), tmp.path().join("Other"));
+        std::fs::write(&first, b"first").unwrap();
+        std::fs::write(&path, b"another entry's").unwrap();
+        let err = link(&first, &EntryKind::File(0), &path, || {
+            Some(PathBuf::from("/t/other"))
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("takes this name for /t/other"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), b"another entry's");
+        // Not an alias: replaced by the link.
+        link(&first, &EntryKind::File(0), &path, || None).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"first");
+    }
+
+    /// Symlinks and FIFOs are hard-linked as Linux lets them be; a first name of another
+    /// kind than its entry's (kept by `--overwrite never`) is still refused.
+    #[test]
+    fn symlinks_and_fifos_are_linked_when_the_entry_is_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sym = tmp.path().join("sym");
+        std::os::unix::fs::symlink("nowhere", &sym).unwrap();
+        let fifo = tmp.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        for (first, kind) in [(&sym, EntryKind::Symlink), (&fifo, EntryKind::Special)] {
+            let other = tmp.path().join("second");
+            link(first, &kind, &other, || None).unwrap();
+            let (a, b) = (
+                std::fs::symlink_metadata(first).unwrap(),
+                std::fs::symlink_metadata(&other).unwrap(),
+            );
+            assert_eq!(a.ino(), b.ino());
+            std::fs::remove_file(&other).unwrap();
+        }
+        let err = link(&sym, &EntryKind::File(0), &tmp.path().join("x"), || None).unwrap_err();
+        assert!(err.to_string().contains("is a symlink"), "{err}");
     }
 }

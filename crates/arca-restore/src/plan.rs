@@ -202,11 +202,6 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    /// How many names entry `e` has in this restore: 1, or its hard-link group's size.
-    pub fn names(&self, e: u32) -> u64 {
-        1 + self.links.get(&e).map_or(0, |l| l.len() as u64)
-    }
-
     /// The blocks of file `f`.
     pub fn file_uses(&self, f: u32) -> &[BlockUse] {
         let fp = &self.files[f as usize];

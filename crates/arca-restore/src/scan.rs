@@ -7,6 +7,7 @@
 use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -335,7 +336,6 @@ impl Scanner<'_> {
     /// first, which stays as it is, needs nothing (dry runs and `-v` said "restore hardlink"
     /// for each such name).
     fn settle_links(&self, scan: &mut Scan) {
-        use std::os::unix::fs::MetadataExt;
         for (&first, links) in &self.plan.links {
             if !matches!(
                 scan.entries[first as usize],
@@ -395,10 +395,7 @@ impl Scanner<'_> {
         if self.follow.binary_search(&(d as u32)).is_ok() {
             // A symlink in the target leading to the repository's folder.
             if self.repository.is_some()
-                && fs::metadata(&dp.path).is_ok_and(|m| {
-                    use std::os::unix::fs::MetadataExt;
-                    is_repository((m.dev(), m.ino()))
-                })
+                && fs::metadata(&dp.path).is_ok_and(|m| is_repository((m.dev(), m.ino())))
             {
                 return (DirAction::Blocked(crate::guard::reason(&dp.path)), false);
             }
@@ -436,7 +433,6 @@ impl Scanner<'_> {
     /// to them ([`Self::open_to_owner`]) before it looks inside. What it holds is then taken
     /// as to be written (the dry run said "cannot restore" where the real run succeeded).
     fn opened_by_real_run(&self, d: u32, e: &io::Error) -> bool {
-        use std::os::unix::fs::MetadataExt;
         !self.fix_metadata
             && !self.metadata.is_root
             && e.kind() == io::ErrorKind::PermissionDenied
@@ -541,12 +537,30 @@ impl Scanner<'_> {
         // too (their owner, mode and attributes), as writing into it would change their
         // content.
         let action = match action {
-            EntryAction::Keep { meta_ok: false, .. } if m.nlink > self.plan.names(e as u32) => {
+            EntryAction::Keep { meta_ok: false, .. }
+                if m.nlink > self.names_here(e as u32, m.dev, m.ino) =>
+            {
                 EntryAction::Replace
             }
             a => a,
         };
         Ok(Decided::Done(action))
+    }
+
+    /// How many names of entry `e`'s hard-link group in this restore the target already
+    /// gives inode `ino`: its link count beyond them counts names that are not the restore's
+    /// (elsewhere in the target, or outside it), which a change of its metadata would change
+    /// too. (Counting the group's names instead missed a name outside when another name of
+    /// the group had been split off.)
+    fn names_here(&self, e: u32, dev: u64, ino: u64) -> u64 {
+        let plan = self.plan;
+        let Some(links) = plan.links.get(&e) else {
+            return 1;
+        };
+        let here = links.iter().filter(|&&l| {
+            arca_fs::lstat(&plan.entry_path(l)).is_ok_and(|m| m.dev() == dev && m.ino() == ino)
+        });
+        1 + here.count() as u64
     }
 
     /// Settles existing entry `h.entry`, which could not be trusted, from what hashing it
@@ -574,7 +588,11 @@ impl Scanner<'_> {
             let meta_ok = have
                 .as_ref()
                 .is_some_and(|m| arca_fs::metadata_matches(&path, m, &node, self.metadata));
-            if !meta_ok && u64::from(h.nlink) > plan.names(h.entry) {
+            if !meta_ok
+                && have
+                    .as_ref()
+                    .is_none_or(|m| u64::from(h.nlink) > self.names_here(h.entry, m.dev(), m.ino()))
+            {
                 // Its other names would take the metadata too (see entry_action).
                 return (EntryAction::Replace, Some(vec![false; held.len()]));
             }
@@ -596,7 +614,6 @@ impl Scanner<'_> {
     /// repository, or the snapshot being restored.) Folders are told by device and inode: a
     /// symlink or a bind mount shows them under other names.
     fn spare_repository(&self, scan: &mut Scan, repo: &crate::guard::Repository) {
-        use std::os::unix::fs::MetadataExt;
         let holds = |p: &Path| {
             arca_fs::lstat(p).is_ok_and(|m| m.is_dir() && repo.held_by((m.dev(), m.ino())))
         };

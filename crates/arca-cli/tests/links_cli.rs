@@ -1,0 +1,100 @@
+//! Hard links through restore: groups of symlinks and FIFOs, and groups whose target copy
+//! shares an inode with a name outside the restore.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use common::{Env, stderr};
+
+fn restored(target: &Path, src: &Path) -> PathBuf {
+    target.join(src.strip_prefix("/").unwrap())
+}
+
+/// Linux hard-links symlinks and FIFOs too (`ln sym1 sym2`). Every name is restored as one
+/// inode; the later names were refused ("sym1 is a symlink, left as it was"), exit 3, on
+/// every rerun, while the dry run said they would be made.
+#[test]
+fn hard_linked_symlinks_and_fifos_keep_every_name() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    std::os::unix::fs::symlink("somewhere", src.join("sym1")).unwrap();
+    fs::hard_link(src.join("sym1"), src.join("sym2")).unwrap();
+    nix::unistd::mkfifo(
+        &src.join("fifo1"),
+        nix::sys::stat::Mode::from_bits_truncate(0o640),
+    )
+    .unwrap();
+    fs::hard_link(src.join("fifo1"), src.join("fifo2")).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    for round in ["fresh", "rerun"] {
+        let o = e.run(&["restore", "latest", "-t", target.to_str().unwrap()]);
+        assert!(o.status.success(), "{round}: {}", stderr(&o));
+        let back = restored(&target, &src);
+        for (a, b) in [("sym1", "sym2"), ("fifo1", "fifo2")] {
+            let (ma, mb) = (
+                fs::symlink_metadata(back.join(a)).unwrap(),
+                fs::symlink_metadata(back.join(b)).unwrap(),
+            );
+            assert_eq!(ma.ino(), mb.ino(), "{round}: {a} {b}");
+            assert_eq!(ma.nlink(), 2, "{round}: {a}");
+        }
+        assert_eq!(
+            fs::read_link(back.join("sym2")).unwrap(),
+            Path::new("somewhere")
+        );
+        let m = fs::symlink_metadata(back.join("fifo2")).unwrap();
+        assert!(std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type()));
+        assert_eq!(m.mode() & 0o7777, 0o640);
+    }
+}
+
+/// A group {a, b} whose `b` the target holds as a separate copy, while `a` has another name
+/// outside the restore: `a`'s link count equals the group's size, yet one of its names is not
+/// the restore's. Fixing `a`'s metadata in place changed the outside file's mode and linked it
+/// into the group (hunt 15). `a` is replaced; the outside file stays as it was.
+#[test]
+fn a_split_group_does_not_reach_a_name_outside_the_restore() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), b"data").unwrap();
+    fs::set_permissions(src.join("a"), fs::Permissions::from_mode(0o644)).unwrap();
+    fs::hard_link(src.join("a"), src.join("b")).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    e.ok(&["restore", "-q", "latest", "-t", target.to_str().unwrap()]);
+    let back = restored(&target, &src);
+    // The group split in the target, and `a` linked to a name outside the restored tree.
+    fs::remove_file(back.join("b")).unwrap();
+    fs::copy(back.join("a"), back.join("b")).unwrap();
+    let outside = target.join("other");
+    fs::create_dir_all(&outside).unwrap();
+    fs::hard_link(back.join("a"), outside.join("z")).unwrap();
+    fs::set_permissions(back.join("a"), fs::Permissions::from_mode(0o600)).unwrap();
+    let o = e.run(&["restore", "latest", "-t", target.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let z = fs::metadata(outside.join("z")).unwrap();
+    assert_eq!(z.mode() & 0o7777, 0o600, "the outside name's mode changed");
+    assert_eq!(
+        z.nlink(),
+        1,
+        "the outside name is still linked into the group"
+    );
+    let (a, b) = (
+        fs::metadata(back.join("a")).unwrap(),
+        fs::metadata(back.join("b")).unwrap(),
+    );
+    assert_eq!(a.ino(), b.ino());
+    assert_eq!(a.nlink(), 2);
+    assert_eq!(a.mode() & 0o7777, 0o644);
+    assert_eq!(fs::read(back.join("b")).unwrap(), b"data");
+}
