@@ -336,11 +336,25 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         }
         let msg = format!(
             "{}: a symlink given with paths below it; stored as the directory it leads to, \
-             holding those paths",
+             holding only those paths (the symlink and the rest of that directory are not in \
+             the snapshot)",
             arca_format::text::shown(path)
         );
         self.ctx.report.warn(path, WarningKind::Followed, msg);
         true
+    }
+
+    /// Warns that symlink `path`, found in a backed-up directory, is stored as the directory
+    /// it leads to because a backed-up path lies below it (`backup a a/link/photos`): the
+    /// symlink is not in the snapshot (it was left out without a word).
+    fn replaced_by_way(&mut self, path: &Path) {
+        let msg = format!(
+            "{}: a symlink with a backed-up path below it; stored as the directory it leads \
+             to, holding only that path (the symlink and the rest of that directory are not in \
+             the snapshot)",
+            arca_format::text::shown(path)
+        );
+        self.ctx.report.warn(path, WarningKind::Followed, msg);
     }
 
     /// A directory on the way to backed-up paths (`src`, not itself one), stored as the
@@ -477,6 +491,9 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                     if (!sub.target && (meta.file_type().is_symlink() || crosses))
                         || (sub.target && self.follows(&path, &meta, sub)) =>
                 {
+                    if !sub.target && meta.file_type().is_symlink() {
+                        self.replaced_by_way(&path);
+                    }
                     self.on_the_way(path, &name, meta, sub, pnode)
                 }
                 Some(sub) => {

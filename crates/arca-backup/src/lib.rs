@@ -135,9 +135,9 @@ pub enum WarningKind {
     ChangedWhileRead,
     /// A directory that contains itself (bind mount loop); its contents are not stored.
     Loop,
-    /// A symlink to a directory, named as a backed-up path with others below it (`link` and
-    /// `link/file`): stored as the directory it leads to, holding those paths, not as a
-    /// symlink.
+    /// A symlink to a directory with backed-up paths below it, named itself (`link` and
+    /// `link/file`) or found in a backed-up directory (`dir` and `dir/link/file`): stored as
+    /// the directory it leads to, holding only those paths, not as a symlink.
     Followed,
 }
 

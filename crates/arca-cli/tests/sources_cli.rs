@@ -45,6 +45,20 @@ fn a_path_named_through_a_named_symlink_is_stored() {
         fs::read(restored(&target, &file)).unwrap(),
         b"named through the link"
     );
+    // Found by the walk of a named folder, with a path named below it: stored the same,
+    // warned too (hunt 15: the symlink was replaced without a word).
+    let o = e.run(&[
+        "backup",
+        "-q",
+        base.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let warned = format!(
+        "{}: a symlink with a backed-up path below it",
+        link.display()
+    );
+    assert!(stderr(&o).contains(&warned), "{}", stderr(&o));
     // Named inside a walked folder, the same.
     let o = e.run(&[
         "backup",
