@@ -518,3 +518,82 @@ fn repair_packs_names_a_lost_blob_once() {
     assert!(err.contains("is lost: damaged"), "{err}");
     each_id_once(&err);
 }
+
+/// Two data packs whose contents were swapped (a sync tool's error): every blob is intact
+/// and each file's sealed header opens. Following check's advice keeps every blob, and a
+/// second `repair packs` of the same ids says they no longer exist.
+#[test]
+fn swapped_packs_lose_nothing_when_check_is_followed() {
+    let e = Env::new();
+    let src = e.path("src");
+    source(&src, 0, 24);
+    init(&e);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let mut packs = pack_files(&e);
+    packs.sort_by_key(|p| std::cmp::Reverse(fs::metadata(p).unwrap().len()));
+    let (a, b) = (packs[0].clone(), packs[1].clone());
+    assert_ne!(
+        fs::metadata(&a).unwrap().len(),
+        fs::metadata(&b).unwrap().len()
+    );
+    let x = e.path("x");
+    fs::rename(&a, &x).unwrap();
+    fs::rename(&b, &a).unwrap();
+    fs::rename(&x, &b).unwrap();
+    let v = check_json(&e, &[]);
+    let advice = repairs(&v);
+    assert!(advice[0].starts_with("arca repair packs "), "{v}");
+    let mut args: Vec<&str> = advice[0].split(' ').skip(1).collect();
+    args.push("--json");
+    let r = e.json(&args);
+    assert!(r["lost_blobs"].as_array().unwrap().is_empty(), "{r}");
+    assert_clean(&e);
+    restore_same(&e, "latest", &src, "t");
+    // Run again: the packs are gone, and it says so (not "run repair index first").
+    let id = a.file_name().unwrap().to_str().unwrap();
+    let o = e.run(&["repair", "packs", id]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("does not exist") && err.contains(id), "{err}");
+    assert!(!err.contains("repair index"), "{err}");
+}
+
+/// A snapshot whose root listing is lost is removed by `repair snapshots --forget`, which
+/// points to `arca recover` (its listings below may still be there) rather than saying that
+/// nothing can be salvaged.
+#[test]
+fn a_lost_root_listing_points_to_recover() {
+    let e = Env::new();
+    let src = e.path("src");
+    source(&src, 0, 4);
+    init(&e);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    // The tree packs are the small ones: the data packs hold files of 150 KB.
+    for p in pack_files(&e) {
+        if fs::metadata(&p).unwrap().len() < 100_000 {
+            fs::remove_file(p).unwrap();
+        }
+    }
+    e.ok(&["repair", "index"]);
+    let o = e.run(&["repair", "snapshots", "--forget"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let all = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(all.contains("root listing is lost"), "{all}");
+    assert!(all.contains("arca recover"), "{all}");
+    assert!(!all.contains("nothing to salvage"), "{all}");
+}
+
+/// A damaged config file, with a key the password opens, is called damaged, not a wrong key.
+#[test]
+fn a_damaged_config_file_is_named_as_such() {
+    let e = Env::new();
+    init(&e);
+    let config = e.repo.join("config");
+    let size = fs::metadata(&config).unwrap().len();
+    arca_testkit::flip_byte(&config, size - 5).unwrap();
+    let o = e.run(&["snapshots"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("config is damaged"), "{err}");
+    assert!(!err.contains("wrong key"), "{err}");
+}

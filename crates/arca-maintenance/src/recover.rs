@@ -6,8 +6,15 @@
 //! the snapshot (`/recover`, one folder per recovered listing, named by its short id). A
 //! listing that cannot be read is counted and left out; what it holds is then not known to be
 //! reachable, so its subdirectories may be recovered on their own.
+//!
+//! Every listing saved resolves: a recovered listing naming a sub-listing that is lost (not in
+//! the index, or unreadable) is saved rewritten, that folder replaced by an empty one (as
+//! `repair snapshots` does), and each such folder is reported.
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 use arca_backend::FileType;
 use arca_format::{BlobKind, Id, IndexFile, Node, NodeKind, Snapshot, Timespec, Tree};
@@ -36,6 +43,9 @@ pub struct RecoverReport {
     pub unreadable: Vec<(Id, String)>,
     /// The listings no other listing and no snapshot reaches, in id order.
     pub roots: Vec<Id>,
+    /// Folders of the recovered snapshot whose listing is lost, replaced by empty ones: the
+    /// path in the snapshot and the lost listing.
+    pub emptied: Vec<(PathBuf, Id)>,
     /// The new snapshot (none in a dry run or when nothing was found).
     pub snapshot: Option<Id>,
     /// The index file naming the new listings' pack.
@@ -126,21 +136,27 @@ pub fn recover(repo: &Repository, opts: &RecoverOptions) -> Result<RecoverReport
     for id in &rep.roots {
         *short.entry(id.short()).or_default() += 1;
     }
-    let mut nodes: Vec<Node> = rep
-        .roots
-        .iter()
-        .map(|id| {
-            let name = if short[&id.short()] > 1 {
-                id.to_hex()
-            } else {
-                id.short()
-            };
-            dir(name.into_bytes(), *id)
-        })
-        .collect();
-    nodes.sort_by(|a, b| a.name.cmp(&b.name));
     let mut out = TreeWriter::new(repo, opts.dry_run);
     let have = |id: &Id| index.contains(BlobKind::Tree, id);
+    let mut fixer = Fixer {
+        repo,
+        index: &index,
+        children: &children,
+        broken: HashMap::new(),
+        memo: HashMap::new(),
+    };
+    let mut nodes = vec![];
+    for id in &rep.roots {
+        let name = if short[&id.short()] > 1 {
+            id.to_hex()
+        } else {
+            id.short()
+        };
+        let path = Path::new("/recover").join(&name);
+        let subtree = fixer.fix(*id, &path, &mut out, &mut rep.emptied)?;
+        nodes.push(dir(name.into_bytes(), subtree));
+    }
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
     let recover_dir = out.store(&Tree { nodes }, "the recovered listings", have)?;
     let root = out.store(
         &Tree {
@@ -177,4 +193,72 @@ pub fn recover(repo: &Repository, opts: &RecoverOptions) -> Result<RecoverReport
         summary: Default::default(),
     })?);
     Ok(rep)
+}
+
+/// Rewrites recovered listings so that every sub-listing they name resolves.
+struct Fixer<'a> {
+    repo: &'a Repository,
+    index: &'a Index,
+    /// Each readable listing's subdirectories; a listing not here is lost.
+    children: &'a HashMap<Id, Vec<Id>>,
+    /// Whether a listing reaches, at any depth, a lost one.
+    broken: HashMap<Id, bool>,
+    /// Listings already rewritten, by their old id.
+    memo: HashMap<Id, Id>,
+}
+
+impl Fixer<'_> {
+    /// Whether listing `id` (readable) reaches a lost listing.
+    fn broken(&mut self, id: Id) -> bool {
+        if let Some(&b) = self.broken.get(&id) {
+            return b;
+        }
+        // Set first: a listing naming itself (a damaged repository) ends the walk.
+        self.broken.insert(id, false);
+        let subs = self.children.get(&id).cloned().unwrap_or_default();
+        let b = subs
+            .iter()
+            .any(|s| !self.children.contains_key(s) || self.broken(*s));
+        self.broken.insert(id, b);
+        b
+    }
+
+    /// The id to save for readable listing `id` at `path`: itself when everything below it
+    /// resolves, else a rewritten copy whose lost sub-listings are empty folders (each one
+    /// pushed on `emptied`).
+    fn fix(
+        &mut self,
+        id: Id,
+        path: &Path,
+        out: &mut TreeWriter<'_>,
+        emptied: &mut Vec<(PathBuf, Id)>,
+    ) -> Result<Id, RepoError> {
+        if !self.broken(id) {
+            return Ok(id);
+        }
+        let mut tree = self.repo.load_tree(self.index, &id)?;
+        for node in &mut tree.nodes {
+            let Some(sub) = node.subtree else { continue };
+            let at = path.join(OsStr::from_bytes(&node.name));
+            node.subtree = Some(if !self.children.contains_key(&sub) {
+                emptied.push((at, sub));
+                self.store(out, &Tree::default())?
+            } else if let Some(&new) = self.memo.get(&sub) {
+                // The same listing elsewhere: what was emptied in it is reported once.
+                new
+            } else {
+                self.fix(sub, &at, out, emptied)?
+            });
+        }
+        let new = self.store(out, &tree)?;
+        self.memo.insert(id, new);
+        Ok(new)
+    }
+
+    fn store(&self, out: &mut TreeWriter<'_>, tree: &Tree) -> Result<Id, RepoError> {
+        let index = self.index;
+        out.store(tree, "a recovered listing", |id| {
+            index.contains(BlobKind::Tree, id)
+        })
+    }
 }

@@ -87,6 +87,21 @@ pub enum RepoError {
         /// The damaged key files' names.
         files: String,
     },
+    /// The password opened a key, but the config file does not open with it, nor with any
+    /// other key.
+    #[error(
+        "{location}/config is damaged: key {key}, which this password opens, cannot open it \
+         ({detail}); put back a copy of that file (unless the key file was copied in from \
+         another repository)"
+    )]
+    DamagedConfig {
+        /// Repository.
+        location: String,
+        /// The key file the password opened.
+        key: String,
+        /// Why the config did not open.
+        detail: String,
+    },
     /// A repository file did not decode.
     #[error("{file}: {source}")]
     Format {

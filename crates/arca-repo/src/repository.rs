@@ -298,6 +298,20 @@ impl Repository {
                         &format!("{location}/config"),
                     ) {
                         Ok(b) => b,
+                        // The key opened: what fails is the config file.
+                        Err(RepoError::Crypto { source, .. }) => {
+                            last_err = Some(RepoError::DamagedConfig {
+                                location: location.clone(),
+                                key: k.name.clone(),
+                                detail: match source {
+                                    arca_crypto::CryptoError::Auth { .. } => {
+                                        "authentication failed".into()
+                                    }
+                                    other => other.to_string(),
+                                },
+                            });
+                            continue;
+                        }
                         Err(e) => {
                             last_err = Some(e);
                             continue;

@@ -37,6 +37,9 @@ pub fn run(g: &Global, a: &RecoverArgs) -> Result<u8> {
                 "snapshots": rep.snapshots,
                 "unreadable": rep.unreadable.iter().map(|(id, why)| json!({"tree": id.to_hex(), "error": why})).collect::<Vec<_>>(),
                 "roots": rep.roots.iter().map(|id| id.to_hex()).collect::<Vec<_>>(),
+                "emptied": rep.emptied.iter().map(|(path, id)| json!({
+                    "path": path.to_string_lossy(), "lost_tree": id.to_hex(),
+                })).collect::<Vec<_>>(),
                 "snapshot_id": rep.snapshot.map(|id| id.to_hex()),
                 "index_file": rep.index_file.map(|id| id.to_hex()),
             })
@@ -47,6 +50,13 @@ pub fn run(g: &Global, a: &RecoverArgs) -> Result<u8> {
     for (id, why) in &rep.unreadable {
         crate::progress::warn(&format!(
             "warning: listing {} cannot be read: {why}",
+            id.short()
+        ));
+    }
+    for (path, id) in &rep.emptied {
+        crate::progress::warn(&format!(
+            "{}: its listing {} is lost: saved as an empty folder",
+            path.display(),
             id.short()
         ));
     }

@@ -142,6 +142,10 @@ fn packs(g: &Global, a: &RepairPacksArgs) -> Result<u8> {
                 "kind": l.kind.to_string(), "id": l.id.to_hex(), "pack": l.pack.to_hex(),
                 "error": l.why,
             })).collect::<Vec<_>>(),
+            "damaged_copies": rep.damaged_copies.iter().map(|l| json!({
+                "kind": l.kind.to_string(), "id": l.id.to_hex(), "pack": l.pack.to_hex(),
+                "error": l.why, "intact_copy": l.copy.map(|c| c.to_hex()),
+            })).collect::<Vec<_>>(),
             "new_packs": ids(&rep.new_packs),
             "index_files_written": ids(&rep.index_files_written),
             "index_files_deleted": ids(&rep.index_files_deleted),
@@ -160,14 +164,35 @@ fn packs(g: &Global, a: &RepairPacksArgs) -> Result<u8> {
             l.why
         );
     }
+    for l in &rep.damaged_copies {
+        if let Some(copy) = l.copy {
+            eprintln!(
+                "{} blob {} of pack {} cannot be used ({}), but pack {} holds an intact copy: \
+                 nothing is lost",
+                l.kind,
+                l.id.short(),
+                l.pack.short(),
+                l.why,
+                copy.short()
+            );
+        }
+    }
     if !g.quiet {
         let verb = if a.dry_run {
             "would salvage"
         } else {
             "salvaged"
         };
+        let copies = if rep.damaged_copies.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} damaged blobs have an intact copy in another pack",
+                rep.damaged_copies.len()
+            )
+        };
         super::out(&format!(
-            "{verb} {} blobs ({}) of {} packs into {} new packs; {} blobs lost",
+            "{verb} {} blobs ({}) of {} packs into {} new packs; {} blobs lost{copies}",
             rep.salvaged_blobs,
             util::human_bytes(rep.salvaged_bytes),
             rep.packs.len(),
@@ -356,7 +381,10 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
     for d in &rep.damaged {
         let short = d.original.short();
         if let Some(why) = &d.root_lost {
-            eprintln!("snapshot {short}: its root listing is lost ({why}); nothing to salvage");
+            eprintln!(
+                "snapshot {short}: its root listing is lost ({why}); the listings below it \
+                 may still be there: run `arca recover` before the next prune to save them"
+            );
         }
         for c in &d.changes {
             match &c.loss {
@@ -403,6 +431,12 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
                 ),
             };
             super::out(&line)?;
+        }
+        if !a.dry_run && rep.damaged.iter().any(|d| d.root_lost.is_some()) {
+            super::out(
+                "run `arca recover` before the next prune: it saves, as a snapshot, the \
+                 listings still found below a lost root listing",
+            )?;
         }
         if rep.damaged_files_deleted > 0 {
             super::out(&format!(

@@ -56,7 +56,8 @@ pub(crate) fn chunk(name: &str) -> Vec<u8> {
     format!("chunk {name} ").repeat(100).into_bytes()
 }
 
-fn pack(repo: &Repository, kind: BlobKind, blobs: &[Vec<u8>]) -> IndexPack {
+/// Writes a pack of `blobs` (no index file names it); returns its index entry.
+pub(crate) fn pack(repo: &Repository, kind: BlobKind, blobs: &[Vec<u8>]) -> IndexPack {
     let mut w = PackWriter::new(kind, 1 << 16);
     for b in blobs {
         let id = repo.key().blob_id(b);

@@ -9,9 +9,10 @@
 //!   is reported and left on the backend; the entries an intact index file had for it are
 //!   kept (for [`repair_packs`]); a pack the backend cannot read for another reason (a
 //!   failing connection) stops the repair before anything is written.
-//! * [`repair_packs`] salvages damaged packs (damaged header or blobs, truncated or missing):
-//!   the blobs that verify are copied into new packs, the others leave the index; the
-//!   damaged packs are deleted last.
+//! * [`repair_packs`] salvages damaged packs (damaged header or blobs, truncated or missing,
+//!   another pack's content): the blobs that verify, where the index or the pack's own header
+//!   places them, are copied into new packs, the others leave the index; the damaged packs
+//!   are deleted last.
 //! * [`repair_snapshots`] rewrites snapshots that reference lost data: a directory whose
 //!   listing is lost becomes an empty directory, a file whose content lost a blob is truncated
 //!   before the first lost blob. The new trees are written (packs, then an index file), then a

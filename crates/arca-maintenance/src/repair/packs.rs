@@ -1,8 +1,12 @@
 //! `repair packs`: salvages what damaged packs still hold (a damaged header or trailer,
-//! damaged blobs, a truncated or missing file). Every blob the index places in them is read
-//! and verified (decrypted and hashed to its id); those that verify are copied, still sealed,
-//! into new packs, the others leave the index (a later backup stores them again if their
-//! files still exist; `repair snapshots` cuts them out of the snapshots). The new packs are
+//! damaged blobs, a truncated or missing file, another pack's content under its name). Every
+//! blob the index places in them is read and verified (decrypted and hashed to its id), and
+//! so is every blob the pack's own sealed header lists when it opens (a pack whose content is
+//! not what the index says); those that verify are copied, still sealed, into new packs, one
+//! copy each. The others leave the index (a later backup stores them again if their files
+//! still exist; `repair snapshots` cuts them out of the snapshots), unless another pack holds
+//! an intact copy: then nothing is lost. A damaged pack is deleted only once every blob of it
+//! that verified is saved. The new packs are
 //! written first, then the new index (every other pack as the old index files list it, and
 //! the new packs; the last file supersedes the old ones), then the old index files and the
 //! damaged packs are deleted: a crash at any point leaves every salvaged blob indexed.
@@ -10,8 +14,8 @@
 use std::collections::{HashMap, HashSet};
 
 use arca_backend::FileType;
-use arca_format::{BlobKind, Id, IndexFile, IndexPack};
-use arca_repo::pack::PackWriter;
+use arca_format::{BlobKind, Id, IndexFile, IndexPack, PackEntry};
+use arca_repo::pack::{PackWriter, pack_header_from_bytes};
 use arca_repo::{RepoError, Repository};
 
 use super::{PACKS_PER_INDEX_FILE, delete_file};
@@ -34,6 +38,9 @@ pub struct LostBlob {
     pub pack: Id,
     /// Why it could not be had.
     pub why: String,
+    /// Another pack holding an intact copy of it (then only this damaged copy leaves the
+    /// index, and nothing is lost).
+    pub copy: Option<Id>,
 }
 
 /// What [`repair_packs`] did (or would do, in a dry run).
@@ -45,8 +52,12 @@ pub struct RepairPacksReport {
     pub salvaged_blobs: u64,
     /// Sealed bytes of the salvaged blobs.
     pub salvaged_bytes: u64,
-    /// Blobs that did not verify or were not there: they leave the index.
+    /// Blobs that did not verify or were not there, and have no intact copy elsewhere: they
+    /// leave the index.
     pub lost: Vec<LostBlob>,
+    /// Blobs that did not verify or were not there but have an intact copy in another pack
+    /// (see [`LostBlob::copy`]): only the damaged copy leaves the index.
+    pub damaged_copies: Vec<LostBlob>,
     /// New packs written.
     pub new_packs: Vec<Id>,
     /// Index files written.
@@ -67,8 +78,8 @@ fn refuse(detail: String) -> RepoError {
 
 /// Salvages the blobs of `packs` (see the module documentation). Call it with the
 /// repository locked exclusively. Refuses, before changing anything, while an index file is
-/// damaged or when a pack is in no index file (`repair index` first), and when the backend
-/// fails to read for another reason than damage.
+/// damaged, when a pack does not exist (already repaired) or is in no index file (`repair
+/// index` first), and when the backend fails to read for another reason than damage.
 pub fn repair_packs(
     repo: &Repository,
     packs: &[Id],
@@ -112,6 +123,13 @@ pub fn repair_packs(
     let mut rep = RepairPacksReport::default();
     for id in packs {
         if !described.contains_key(id) {
+            let on_disk = repo.list_ids(FileType::Pack)?;
+            if !on_disk.iter().any(|(p, _)| p == id) {
+                return Err(refuse(format!(
+                    "pack {id} does not exist (no pack file and no index entry: already \
+                     repaired, or deleted)"
+                )));
+            }
             return Err(refuse(format!(
                 "pack {id} is in no index file, so which blobs it holds is unknown: run `arca \
                  repair index` first (it reads the headers of packs no index names)"
@@ -125,6 +143,9 @@ pub fn repair_packs(
     let pack_size = repo.config().pack_size as usize;
     let mut writers: [Option<PackWriter>; 2] = [None, None];
     let mut full: Vec<PackWriter> = vec![];
+    // Blobs saved (one copy each), and why each indexed blob of a damaged pack failed there.
+    let mut saved: HashSet<(BlobKind, Id)> = HashSet::new();
+    let mut failed: HashMap<(Id, BlobKind, Id), String> = HashMap::new();
     for id in &rep.packs.clone() {
         let p = &described[id];
         let bytes = match repo.backend().read(FileType::Pack, &id.to_hex()) {
@@ -134,42 +155,64 @@ pub fn repair_packs(
                 return Err(refuse(format!("cannot read pack {id} ({e}); try again")));
             }
         };
-        for b in &p.blobs {
+        for (kind, b) in candidates(repo, id, p, &bytes) {
+            if saved.contains(&(kind, b.id)) {
+                continue;
+            }
             let (start, len) = (b.offset as usize, b.length as usize);
             let Some(sealed) = bytes.get(start..start + len) else {
-                rep.lost.push(LostBlob {
-                    kind: p.kind,
-                    id: b.id,
-                    pack: *id,
-                    why: if bytes.is_empty() {
+                failed.entry((*id, kind, b.id)).or_insert_with(|| {
+                    if bytes.is_empty() {
                         "the pack is missing".into()
                     } else {
                         format!("the pack ends at {} bytes, before it", bytes.len())
-                    },
+                    }
                 });
                 continue;
             };
-            if let Err(e) = repo.open_blob(p.kind, &b.id, id, sealed, b.raw_length) {
-                rep.lost.push(LostBlob {
-                    kind: p.kind,
-                    id: b.id,
-                    pack: *id,
-                    why: e.blob_cause(),
-                });
+            if let Err(e) = repo.open_blob(kind, &b.id, id, sealed, b.raw_length) {
+                failed
+                    .entry((*id, kind, b.id))
+                    .or_insert_with(|| e.blob_cause());
                 continue;
             }
+            saved.insert((kind, b.id));
             rep.salvaged_blobs += 1;
             rep.salvaged_bytes += len as u64;
             if opts.dry_run {
                 continue;
             }
-            let slot = &mut writers[p.kind.code() as usize & 1];
-            let w = slot.get_or_insert_with(|| PackWriter::new(p.kind, pack_size + len));
+            let slot = &mut writers[kind.code() as usize & 1];
+            let w = slot.get_or_insert_with(|| PackWriter::new(kind, pack_size + len));
             w.add_sealed(b.id, b.raw_length, sealed)?;
             if w.size() >= pack_size
                 && let Some(w) = slot.take()
             {
                 full.push(w);
+            }
+        }
+    }
+    // An indexed blob is lost when no copy of it verified in any of the damaged packs (in
+    // packs whose contents were swapped, each one's blobs are found in the other's file).
+    for id in &rep.packs {
+        let p = &described[id];
+        for b in p.blobs.iter().filter(|b| !saved.contains(&(p.kind, b.id))) {
+            let why = failed
+                .get(&(*id, p.kind, b.id))
+                .cloned()
+                .unwrap_or_else(|| "it did not verify".into());
+            let mut l = LostBlob {
+                kind: p.kind,
+                id: b.id,
+                pack: *id,
+                why,
+                copy: None,
+            };
+            l.copy = intact_copy(repo, &files, &wanted, p.kind, &b.id);
+            if l.copy.is_some() {
+                rep.damaged_copies.push(l);
+            } else {
+                rep.lost.push(l);
             }
         }
     }
@@ -230,4 +273,60 @@ pub fn repair_packs(
         }
     }
     Ok(rep)
+}
+
+/// Where blobs may lie in damaged pack `id`: where the index places them (`p`), then where
+/// the pack's own header does, when it opens with this repository's key (a pack holding
+/// another pack's content, as after two pack files were swapped).
+fn candidates(
+    repo: &Repository,
+    id: &Id,
+    p: &IndexPack,
+    bytes: &[u8],
+) -> Vec<(BlobKind, PackEntry)> {
+    let mut out: Vec<(BlobKind, PackEntry)> = p.blobs.iter().map(|b| (p.kind, *b)).collect();
+    if bytes.is_empty() {
+        return out;
+    }
+    if let Ok(h) = pack_header_from_bytes(repo.sealer(), id, bytes) {
+        for e in h.entries {
+            if !out.iter().any(|(k, b)| *k == h.kind && *b == e) {
+                out.push((h.kind, e));
+            }
+        }
+    }
+    out
+}
+
+/// Another pack (not among the damaged ones) that the index names for blob `id` and that
+/// holds it intact: read and verified. A pack that cannot be read counts as no copy.
+fn intact_copy(
+    repo: &Repository,
+    files: &[(Id, IndexFile)],
+    damaged: &HashSet<Id>,
+    kind: BlobKind,
+    id: &Id,
+) -> Option<Id> {
+    let places = files
+        .iter()
+        .flat_map(|(_, f)| &f.packs)
+        .filter(|p| p.kind == kind && !damaged.contains(&p.id))
+        .flat_map(|p| p.blobs.iter().filter(|b| b.id == *id).map(|b| (p.id, *b)));
+    for (pack, b) in places {
+        let Ok(sealed) = repo.backend().read_range(
+            FileType::Pack,
+            &pack.to_hex(),
+            u64::from(b.offset),
+            u64::from(b.length),
+        ) else {
+            continue;
+        };
+        if repo
+            .open_blob(kind, id, &pack, &sealed, b.raw_length)
+            .is_ok()
+        {
+            return Some(pack);
+        }
+    }
+    None
 }

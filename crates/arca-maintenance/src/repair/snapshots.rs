@@ -62,7 +62,8 @@ pub struct RepairedSnapshot {
     pub repaired: Option<Id>,
     /// What was cut, by path.
     pub changes: Vec<Change>,
-    /// Set when the snapshot's root listing is lost: nothing can be salvaged.
+    /// Set when the snapshot's root listing is lost: no repaired copy can be saved (the
+    /// listings below it may still be there, for `arca recover`).
     pub root_lost: Option<String>,
     /// Whether the original was deleted.
     pub forgotten: bool,

@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 
 use arca_backend::FileType;
-use arca_format::{BlobKind, Id, IndexFile};
+use arca_format::{BlobKind, Id, IndexFile, Tree};
 
-use super::fixture::{Fx, build, chunk, snapshot};
+use super::fixture::{self, Fx, build, chunk, snapshot};
 use super::*;
 use crate::check::{Repair, check};
 use crate::{CheckOptions, CheckReport};
@@ -327,9 +327,11 @@ fn repair_snapshots_keeps_what_a_pack_of_the_wrong_size_still_holds() {
 #[test]
 fn repair_packs_refuses_a_pack_no_index_names_and_a_damaged_index() {
     let fx = build();
-    let junk = Id([7; 32]);
-    let e = repair_packs(&fx.repo, &[junk], RepairPacksOptions::default()).unwrap_err();
+    // A pack file no index names: its header is to be read first.
+    let extra = fixture::pack(&fx.repo, BlobKind::Data, &[chunk("x0")]);
+    let e = repair_packs(&fx.repo, &[extra.id], RepairPacksOptions::default()).unwrap_err();
     assert!(e.to_string().contains("arca repair index"), "{e}");
+    fx.delete_pack(&extra);
     fx.flip(FileType::Index, &fx.index_file, 40);
     let e = repair_packs(&fx.repo, &[fx.data1.id], RepairPacksOptions::default()).unwrap_err();
     assert!(e.to_string().contains("repair index"), "{e}");
@@ -561,4 +563,139 @@ fn an_index_file_that_cannot_be_read_stops_repair_index_and_is_kept() {
     assert!(r.lost.is_empty(), "{:?}", r.lost);
     clean(&check(&fx.repo, read_data()).unwrap());
     all_blobs_read(&fx);
+}
+
+#[test]
+fn swapped_pack_contents_are_salvaged_from_their_own_headers() {
+    let fx = build();
+    let (one, two) = (fx.data1.id.to_hex(), fx.data2.id.to_hex());
+    let b1 = fx.backend.read(FileType::Pack, &one).unwrap();
+    let b2 = fx.backend.read(FileType::Pack, &two).unwrap();
+    fx.backend.write(FileType::Pack, &one, &b2).unwrap();
+    fx.backend.write(FileType::Pack, &two, &b1).unwrap();
+    let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+    assert_eq!(rep.repairs[0].repair, Repair::Packs, "{:?}", rep.repairs);
+    // Following check's advice loses nothing: each pack's blobs are found through the
+    // other file's sealed header.
+    let dry = repair_packs(
+        &fx.repo,
+        &[fx.data1.id, fx.data2.id],
+        RepairPacksOptions { dry_run: true },
+    )
+    .unwrap();
+    assert!(dry.lost.is_empty(), "{:?}", dry.lost);
+    let r = repair_packs(
+        &fx.repo,
+        &[fx.data1.id, fx.data2.id],
+        RepairPacksOptions::default(),
+    )
+    .unwrap();
+    assert!(r.lost.is_empty(), "{:?}", r.lost);
+    assert_eq!(r.salvaged_blobs, 5);
+    assert_eq!(
+        sorted(r.packs_deleted),
+        sorted(vec![fx.data1.id, fx.data2.id])
+    );
+    clean(&check(&fx.repo, read_data()).unwrap());
+    all_blobs_read(&fx);
+    let r = repair_snapshots(&fx.repo, &forget()).unwrap();
+    assert!(r.damaged.is_empty(), "{:?}", r.damaged);
+}
+
+#[test]
+fn repair_packs_run_again_says_the_pack_does_not_exist() {
+    let fx = build();
+    let b = fx.data1.blobs[0];
+    fx.flip(FileType::Pack, &fx.data1.id, b.offset as usize + 30);
+    repair_packs(&fx.repo, &[fx.data1.id], RepairPacksOptions::default()).unwrap();
+    let index_files = sorted(fx.ids(FileType::Index));
+    let e = repair_packs(&fx.repo, &[fx.data1.id], RepairPacksOptions::default()).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("does not exist") && msg.contains(&fx.data1.id.to_hex()),
+        "{msg}"
+    );
+    assert!(!msg.contains("repair index"), "{msg}");
+    assert_eq!(sorted(fx.ids(FileType::Index)), index_files);
+}
+
+#[test]
+fn a_damaged_blob_with_an_intact_copy_elsewhere_is_not_lost() {
+    let fx = build();
+    // b0 stored twice: in data1 and in a pack of its own.
+    let copy = fixture::pack(&fx.repo, BlobKind::Data, &[chunk("b0")]);
+    fx.repo
+        .save_index(&IndexFile {
+            supersedes: vec![],
+            packs: vec![copy.clone()],
+        })
+        .unwrap();
+    let b = fx.data1.blobs[2];
+    fx.flip(FileType::Pack, &fx.data1.id, b.offset as usize + 30);
+    let rep = check(&fx.repo, read_data()).unwrap();
+    assert!(rep.affected.is_empty(), "{:?}", rep.affected);
+    let r = repair_packs(&fx.repo, &[fx.data1.id], RepairPacksOptions::default()).unwrap();
+    assert!(r.lost.is_empty(), "{:?}", r.lost);
+    assert_eq!(r.damaged_copies.len(), 1, "{:?}", r.damaged_copies);
+    assert_eq!(r.damaged_copies[0].id, b.id);
+    assert_eq!(r.damaged_copies[0].copy, Some(copy.id));
+    assert_eq!(r.salvaged_blobs, 2);
+    clean(&check(&fx.repo, read_data()).unwrap());
+    all_blobs_read(&fx);
+}
+
+#[test]
+fn recover_saves_the_listings_below_a_lost_root_and_each_resolves() {
+    use crate::recover::{RecoverOptions, recover};
+    let fx = build();
+    // A second snapshot whose root names /sub (intact) and /gone, a listing never stored.
+    let gone = fx.repo.key().blob_id(b"a listing that was lost");
+    let sub = fx.tree(&fx.root).find(b"sub").unwrap().clone();
+    let mut gone_dir = sub.clone();
+    gone_dir.name = b"gone".to_vec();
+    gone_dir.subtree = Some(gone);
+    let mid = Tree {
+        nodes: vec![gone_dir, sub],
+    };
+    let mid_bytes = mid.encode().unwrap();
+    let mid_id = fx.repo.key().blob_id(&mid_bytes);
+    let mid_pack = fixture::pack(&fx.repo, BlobKind::Tree, &[mid_bytes]);
+    fx.repo
+        .save_index(&IndexFile {
+            supersedes: vec![],
+            packs: vec![mid_pack],
+        })
+        .unwrap();
+    let mut d = fx.tree(&fx.root).find(b"sub").unwrap().clone();
+    d.name = b"mid".to_vec();
+    d.subtree = Some(mid_id);
+    let second = fx.add_snapshot(&Tree { nodes: vec![d] });
+    // Its root listing is lost: repair snapshots removes it, and says recover may help.
+    let root2 = fx.repo.load_snapshot(&second).unwrap().tree;
+    let index = fx.repo.load_index().unwrap();
+    let root_pack = index.get(BlobKind::Tree, &root2).unwrap().pack.id;
+    fx.delete(FileType::Pack, &root_pack);
+    repair_index(&fx.repo, RepairIndexOptions::default()).unwrap();
+    let r = repair_snapshots(&fx.repo, &forget()).unwrap();
+    assert!(
+        r.damaged
+            .iter()
+            .any(|d| d.root_lost.is_some() && d.forgotten)
+    );
+    let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+    clean(&rep);
+    let prune = rep.repairs.iter().find(|p| p.repair == Repair::Prune);
+    assert!(
+        prune.is_some_and(|p| p.reason.contains("arca recover")),
+        "{:?}",
+        rep.repairs
+    );
+    // recover saves /mid's listing; its lost /gone becomes an empty folder, and check
+    // stays clean.
+    let rec = recover(&fx.repo, &RecoverOptions::default()).unwrap();
+    assert_eq!(rec.roots, vec![mid_id], "{rec:?}");
+    let want = PathBuf::from("/recover").join(mid_id.short()).join("gone");
+    assert_eq!(rec.emptied, vec![(want, gone)]);
+    let rep = check(&fx.repo, read_data()).unwrap();
+    assert!(rep.is_ok(), "{:?}", rep.errors);
 }
