@@ -288,7 +288,7 @@ pub fn read_path_list(path: &Path) -> io::Result<Vec<std::path::PathBuf>> {
 /// The paths a `--files-from` line names: itself when it has no wildcard (`*`, `?`, `[`),
 /// else the existing paths its glob matches, sorted, as restic's (Go's `filepath.Glob`: each
 /// wildcard within one name, dot files included; `\` escapes). A glob matching nothing
-/// gives itself back, so that the backup reports it missing.
+/// gives nothing: restic skips it, with a warning, and so does the backup.
 pub fn expand_glob(line: &Path) -> Vec<PathBuf> {
     use crate::gomatch::{Glob, has_wildcard, unescape};
     use std::ffi::OsStr;
@@ -331,9 +331,6 @@ pub fn expand_glob(line: &Path) -> Vec<PathBuf> {
         found = next;
     }
     found.retain(|p| arca_fs::lstat(p).is_ok());
-    if found.is_empty() {
-        return vec![line.to_path_buf()];
-    }
     found
 }
 
@@ -429,8 +426,8 @@ mod tests {
         assert_eq!(g("none"), [r.join("none")]);
         assert_eq!(g("st\\*r"), [r.join("st\\*r")]);
         assert_eq!(g("s?\\*r"), [r.join("st*r")]);
-        // Matching nothing: the line itself, which the backup reports missing.
-        assert_eq!(g("*.none"), [r.join("*.none")]);
+        // Matching nothing: nothing (the backup warns and skips it, as restic).
+        assert!(g("*.none").is_empty());
         // A line that is not UTF-8 is expanded too (it was taken literally, and missing).
         use std::os::unix::ffi::OsStrExt;
         let odd = r.join(std::ffi::OsStr::from_bytes(b"caf\xe9.txt"));

@@ -429,8 +429,13 @@ pub fn backup_with(
     }
     abs.sort();
     abs.dedup();
+    // A named path the patterns exclude is not in the snapshot: not among its paths either
+    // (it was listed, and `ls`/`restore` of it then failed). All of them excluded is refused
+    // in `run`.
+    let filter = Filter::new(&opts.excludes)?;
     let shown: Vec<String> = abs
         .iter()
+        .filter(|p| !filter.excludes_target(p))
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
     let sources = SourceTree::build(&abs);
@@ -450,20 +455,21 @@ pub fn backup_with(
 pub fn backup_reader(
     repo: &Repository,
     opts: &BackupOptions,
-    name: &str,
+    name: &[u8],
     reader: &mut dyn std::io::Read,
     progress: &Progress,
     observer: &dyn Observer,
 ) -> Result<BackupReport, BackupError> {
-    for part in name.split('/') {
-        if let Err(e) = arca_format::tree::validate_name(part.as_bytes()) {
+    for part in name.split(|&b| b == b'/') {
+        if let Err(e) = arca_format::tree::validate_name(part) {
             return Err(BackupError::Source {
-                path: PathBuf::from(name),
+                path: PathBuf::from(&*String::from_utf8_lossy(name)),
                 source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()),
             });
         }
     }
-    let shown = vec![format!("/{name}")];
+    // Recorded as paths are: a name that is not UTF-8 with U+FFFD (FORMAT.md).
+    let shown = vec![format!("/{}", String::from_utf8_lossy(name))];
     run(
         repo,
         opts,
@@ -471,7 +477,7 @@ pub fn backup_reader(
         (None, &[]),
         progress,
         observer,
-        |_| Source::Stdin(name.as_bytes(), reader),
+        |_| Source::Stdin(name, reader),
     )
 }
 

@@ -279,9 +279,9 @@ pub struct BackupArgs {
         value_name = "NAME",
         default_value = "stdin",
         requires = "stdin",
-        value_parser = crate::util::stdin_path_arg
+        value_parser = clap::builder::TypedValueParser::try_map(clap::builder::OsStringValueParser::new(), crate::util::stdin_path_arg)
     )]
-    pub stdin_filename: String,
+    pub stdin_filename: std::ffi::OsString,
     #[command(flatten)]
     pub exclude: ExcludeArgs,
     /// Store directories holding a CACHEDIR.TAG (with its signature) with that file alone
@@ -386,7 +386,7 @@ pub struct FilterArgs {
     pub tags: Vec<String>,
     /// Only snapshots including this path (repeatable)
     #[arg(long = "path", value_name = "PATH")]
-    pub paths: Vec<String>,
+    pub paths: Vec<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -54,18 +54,23 @@ pub fn subset_arg(s: &str) -> Result<String, String> {
 
 /// clap's check of `backup --stdin-filename`: a name, or names joined by `/` (restic's
 /// `db/dump.sql` stores the file in a folder `db`); given back without empty components.
-pub fn stdin_path_arg(s: &str) -> Result<String, String> {
-    let parts: Vec<&str> = s.split('/').filter(|c| !c.is_empty()).collect();
+pub fn stdin_path_arg(s: std::ffi::OsString) -> Result<std::ffi::OsString, String> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let parts: Vec<&[u8]> = s
+        .as_bytes()
+        .split(|&b| b == b'/')
+        .filter(|c| !c.is_empty())
+        .collect();
     if parts.is_empty()
         || parts
             .iter()
-            .any(|c| arca_format::tree::validate_name(c.as_bytes()).is_err())
+            .any(|c| arca_format::tree::validate_name(c).is_err())
     {
         return Err(
             "expected a file name or a path of names (`db/dump.sql`), without `.` or `..`".into(),
         );
     }
-    Ok(parts.join("/"))
+    Ok(std::ffi::OsString::from_vec(parts.join(&b'/')))
 }
 
 /// A snapshot time (`backup --time`): `2006-01-02 15:04:05` or `2006-01-02 15:04` in local

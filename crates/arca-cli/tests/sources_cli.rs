@@ -99,6 +99,20 @@ fn every_path_excluded_saves_no_snapshot() {
         stderr(&o)
     );
     assert_eq!(fs::read_dir(e.repo.join("snapshots")).unwrap().count(), 0);
+    // Some of them excluded: those are not among the snapshot's paths, which name only what
+    // it holds (hunt 15: the excluded one was listed, and `restore ID:PATH` of it failed).
+    let b = a.join("b");
+    fs::create_dir_all(&b).unwrap();
+    e.ok(&[
+        "backup",
+        "-q",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--exclude",
+        b.to_str().unwrap(),
+    ]);
+    let snaps = e.json(&["snapshots", "--json"]);
+    assert_eq!(snaps[0]["paths"], serde_json::json!([a]));
 }
 
 /// As restic: an empty `--host` is this machine's name, not an empty one.
@@ -235,6 +249,8 @@ fn every_name_of_a_hard_linked_file_is_counted() {
     };
     let out = e.ok(&["backup", "-v", src.to_str().unwrap()]);
     assert!(out.contains("Files:       21 new, 0 changed"), "{out}");
+    // Which parent was used is said, as restic says it (hunt 15).
+    assert!(out.contains("Parent:      none, every file read"), "{out}");
     assert_eq!(listed(&out, "new "), 21, "{out}");
     fs::write(src.join("a"), vec![8u8; 300_001]).unwrap();
     let out = e.ok(&["backup", "-v", src.to_str().unwrap()]);
@@ -242,6 +258,9 @@ fn every_name_of_a_hard_linked_file_is_counted() {
     assert_eq!(listed(&out, "modified "), 21, "{out}");
     let out = e.ok(&["backup", "-v", src.to_str().unwrap()]);
     assert!(out.contains("0 new, 0 changed, 21 unmodified"), "{out}");
+    let parent = e.json(&["snapshots", "--json"])[1]["short_id"].clone();
+    let parent = format!("Parent:      snapshot {}", parent.as_str().unwrap());
+    assert!(out.contains(&parent), "{out}");
 }
 
 /// `--stdin` that reads nothing (the program feeding it failed: `false | arca backup
@@ -301,4 +320,78 @@ fn the_parent_is_of_these_paths_and_not_from_the_future() {
     let now = json(&["backup", "--json", a.to_str().unwrap()]);
     assert_ne!(now["parent"], future["snapshot_id"], "{now}");
     assert_eq!(now["parent"], again["snapshot_id"], "{now}");
+}
+
+/// As restic: a `--files-from` pattern that matches nothing is skipped with a warning, and
+/// the snapshot is complete. It was taken for a missing file ("No such file or directory"),
+/// exit 3, every snapshot marked incomplete (hunt 15).
+#[test]
+fn a_files_from_pattern_matching_nothing_is_skipped() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a.conf"), b"x").unwrap();
+    let list = e.path("list");
+    let nothing = src.join("*.none");
+    fs::write(
+        &list,
+        format!("{}\n{}\n", src.join("*.conf").display(), nothing.display()),
+    )
+    .unwrap();
+    let o = e.run(&["backup", "-q", "--files-from", list.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let says = format!(
+        "{}: the pattern of {} matches no file; skipped",
+        nothing.display(),
+        list.display()
+    );
+    assert!(stderr(&o).contains(&says), "{}", stderr(&o));
+    let snaps = e.json(&["snapshots", "--json"]);
+    assert_eq!(snaps[0]["paths"], serde_json::json!([src.join("a.conf")]));
+    // Nothing at all to back up: refused, saying why.
+    fs::write(&list, format!("{}\n", nothing.display())).unwrap();
+    let o = e.run(&["backup", "-q", "--files-from", list.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("patterns match no file"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// As restic: `--stdin-filename` and `--path` take names that are not UTF-8 (clap refused
+/// them with "invalid UTF-8 was detected in one or more arguments", naming no option); the
+/// name is stored as given and the snapshot found by its path; `--parent` that matches no
+/// snapshot is named in the error (hunt 15).
+#[test]
+fn stdin_names_and_path_filters_may_be_any_bytes() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let e = Env::new();
+    e.init(&[]);
+    let name = OsStr::from_bytes(b"a\xffb");
+    let mut c = e.cmd(&["backup", "-q", "--stdin", "--stdin-filename"]);
+    c.arg(name).stdin(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"piped").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut c = e.cmd(&["dump", "latest"]);
+    c.arg(std::path::Path::new("/").join(name));
+    let o = c.output().unwrap();
+    assert_eq!(o.stdout, b"piped", "{}", stderr(&o));
+    let mut c = e.cmd(&["snapshots", "--json", "--path"]);
+    c.arg(std::path::Path::new("/").join(name));
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let listed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let o = e.run(&["backup", "--parent", "deadbeef", e.repo.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("invalid --parent \"deadbeef\""),
+        "{}",
+        stderr(&o)
+    );
 }

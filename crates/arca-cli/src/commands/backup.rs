@@ -45,13 +45,29 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
                 .with_context(|| format!("cannot read {}", f.display()))?;
             // restic globs the lines of `--files-from`; the verbatim and raw forms are names.
             match form {
-                ListForm::Trimmed => paths.extend(listed.iter().flat_map(|l| expand_glob(l))),
+                ListForm::Trimmed => {
+                    for l in &listed {
+                        let found = expand_glob(l);
+                        // As restic: a pattern that matches nothing is skipped, said so.
+                        if found.is_empty() {
+                            eprintln!(
+                                "warning: {}: the pattern of {} matches no file; skipped",
+                                arca_format::text::shown(l),
+                                f.display()
+                            );
+                        }
+                        paths.extend(found);
+                    }
+                }
                 _ => paths.extend(listed),
             }
         }
     }
     if paths.is_empty() && !a.stdin {
-        anyhow::bail!("no paths to back up (the --files-from lists are empty)");
+        anyhow::bail!(
+            "no paths to back up (the --files-from lists are empty, or their patterns match \
+             no file)"
+        );
     }
     let mut patterns = a.exclude.excludes.clone();
     patterns.extend(list(&a.exclude.exclude_files)?);
@@ -89,7 +105,11 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         // As restic: the newest of this host with the same paths, as without --parent (it
         // was the newest snapshot of any host and paths).
         Some(p) if p == "latest" => ParentMode::Auto,
-        Some(p) => ParentMode::Id(repo.find_snapshot(p, &SnapshotFilter::default())?.0),
+        Some(p) => ParentMode::Id(
+            repo.find_snapshot(p, &SnapshotFilter::default())
+                .with_context(|| format!("invalid --parent {p:?}"))?
+                .0,
+        ),
         None => ParentMode::Auto,
     };
     let opts = BackupOptions {
@@ -138,7 +158,14 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
     };
     let result = if a.stdin {
         let mut input = std::io::stdin().lock();
-        backup_reader(repo, &opts, &a.stdin_filename, &mut input, &progress, &warn)
+        backup_reader(
+            repo,
+            &opts,
+            std::os::unix::ffi::OsStrExt::as_bytes(a.stdin_filename.as_os_str()),
+            &mut input,
+            &progress,
+            &warn,
+        )
     } else {
         backup_with(repo, &opts, ahead, &progress, &warn)
     };
@@ -228,6 +255,11 @@ fn print_summary(
         });
         super::out(&v.to_string())?;
     } else if !g.quiet {
+        // As restic's "using parent snapshot": which one the unchanged files were taken from.
+        super::out(&match report.snapshot.parent {
+            Some(p) => format!("Parent:      snapshot {}", p.short()),
+            None => "Parent:      none, every file read".to_string(),
+        })?;
         super::out(&format!(
             "Files:       {} new, {} changed, {} unmodified",
             s.files_new, s.files_changed, s.files_unmodified

@@ -164,9 +164,12 @@ fn stages_json(stages: &[arca_repo::profile::StageProfile]) -> serde_json::Value
 /// The snapshot filter from `--host`, `--tag` and `--path`. A path is made absolute and
 /// normalized as `backup` stores it (`src/`, `./src` and `//x/src` name `/x/src`).
 fn filter(f: &FilterArgs) -> SnapshotFilter {
-    let path = |p: &String| {
-        arca_backup::sources::absolute(std::path::Path::new(p))
-            .map_or_else(|_| p.clone(), |a| a.to_string_lossy().into_owned())
+    // Names that are not UTF-8 are recorded with U+FFFD (FORMAT.md), and so compared.
+    let path = |p: &std::path::PathBuf| {
+        arca_backup::sources::absolute(p).map_or_else(
+            |_| p.to_string_lossy().into_owned(),
+            |a| a.to_string_lossy().into_owned(),
+        )
     };
     SnapshotFilter {
         hosts: f.hosts.clone(),
