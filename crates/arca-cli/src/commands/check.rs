@@ -91,13 +91,21 @@ fn print_text(
     }
     // Repairs of damage go to stderr with the errors; without damage (packs an interrupted
     // backup left, data no snapshot uses) they are notes.
+    let leaves = "it leaves up to --max-unused, 5% by default, in packs that also hold used \
+                  data; `--max-unused 0` removes all";
     for p in &rep.repairs {
-        if !rep.is_ok() {
+        if !rep.is_ok() && p.repair == Repair::Prune {
+            // Said as the note is: plain prune may leave them, and the line come back.
+            eprintln!(
+                "to repair: run `{}` ({}; {leaves})",
+                p.command_line(),
+                p.reason
+            );
+        } else if !rep.is_ok() {
             eprintln!("to repair: run `{}` ({})", p.command_line(), p.reason);
         } else if !g.quiet && p.repair == Repair::Prune {
             eprintln!(
-                "note: {}: run `{}` to remove them (it leaves up to --max-unused, 5% by \
-                 default, in packs that also hold used data; `--max-unused 0` removes all)",
+                "note: {}: run `{}` to remove them ({leaves})",
                 p.reason,
                 p.command_line()
             );
