@@ -98,3 +98,46 @@ fn a_split_group_does_not_reach_a_name_outside_the_restore() {
     assert_eq!(a.mode() & 0o7777, 0o644);
     assert_eq!(fs::read(back.join("b")).unwrap(), b"data");
 }
+
+/// A damaged file whose every name is its group's in the restore is patched in place, all
+/// names with it: only its wrong blocks are fetched. It was written anew (every block
+/// fetched), and `--reuse-from` the target itself promised its blocks, then found them gone
+/// (hunt 16).
+#[test]
+fn a_damaged_link_group_is_patched_in_place() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("sub")).unwrap();
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    fs::write(src.join("a"), &data).unwrap();
+    fs::hard_link(src.join("a"), src.join("sub/b")).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    e.ok(&["restore", "-q", "latest", "-t", target.to_str().unwrap()]);
+    let back = restored(&target, &src);
+    let ino = fs::metadata(back.join("a")).unwrap().ino();
+    let mut damaged = data.clone();
+    damaged[1000] ^= 0xff;
+    fs::write(back.join("a"), &damaged).unwrap();
+    let o = e.run(&[
+        "restore",
+        "--json",
+        "latest",
+        "-t",
+        target.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for n in ["a", "sub/b"] {
+        let m = fs::metadata(back.join(n)).unwrap();
+        assert_eq!(m.ino(), ino, "{n} was written anew");
+        assert_eq!(fs::read(back.join(n)).unwrap(), data, "{n}");
+    }
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let summary: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let fetched = summary["fetched_bytes"].as_u64().unwrap();
+    assert!(
+        fetched < data.len() as u64 / 2,
+        "fetched {fetched}: {summary}"
+    );
+}

@@ -742,3 +742,34 @@ fn a_restore_never_writes_into_nor_deletes_its_own_repository() {
     assert_eq!(snapshots(&e), 2);
     e.ok(&["check", "--read-data"]);
 }
+
+/// A `--reuse-from` that is missing or not a folder (a typo) is refused, naming it, before
+/// anything is read: it was taken in silence, and every block fetched (hunt 16).
+#[test]
+fn a_reuse_folder_that_is_not_one_is_refused() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"x").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    let file = src.join("f");
+    for (dir, says) in [
+        (e.path("nowhere"), "No such file or directory"),
+        (file.clone(), "not a folder"),
+    ] {
+        let o = e.run(&[
+            "restore",
+            "latest",
+            "-t",
+            target.to_str().unwrap(),
+            "--reuse-from",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let want = format!("--reuse-from {}: {says}", dir.display());
+        assert!(stderr(&o).contains(&want), "{}", stderr(&o));
+        assert!(!target.exists());
+    }
+}

@@ -568,7 +568,8 @@ impl Scanner<'_> {
     /// and the size is right (its metadata set now through the open file if it is wrong),
     /// Patch otherwise (Replace when it has other names, which writing into it would change
     /// too, or cannot be read or written, as a read-only file of the user). Returns the action
-    /// and which blocks the file holds.
+    /// and which blocks the file holds. A file whose every name is one of its hard-link
+    /// group's in this restore is patched: writing it gives them all the snapshot's content.
     fn settle(
         &self,
         h: &SmallFile,
@@ -601,7 +602,11 @@ impl Scanner<'_> {
                 && arca_fs::apply_file_metadata(&file, &path, &node, self.metadata, have.as_ref())
                     .is_empty();
             (EntryAction::Keep { meta_ok, meta_set }, Some(held))
-        } else if h.nlink > 1 || !writable(&path) {
+        } else if !writable(&path)
+            || file
+                .metadata()
+                .is_ok_and(|m| m.nlink() > self.names_here(h.entry, m.dev(), m.ino()))
+        {
             (EntryAction::Replace, Some(vec![false; held.len()]))
         } else {
             (EntryAction::Patch, Some(held))

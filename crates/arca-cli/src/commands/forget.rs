@@ -293,7 +293,15 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
         both(None)?;
     }
     if remove.is_empty() {
-        say("nothing to remove".into())?;
+        // As restic, prune runs only after a removal; a forget --prune stopped during its
+        // prune leaves data of the snapshots it removed, which a rerun removes nothing of.
+        say(if a.prune {
+            "nothing to remove, so no prune run (`arca prune` removes the data of snapshots \
+             removed earlier)"
+                .into()
+        } else {
+            "nothing to remove".into()
+        })?;
         return Ok(0);
     }
     if a.dry_run {

@@ -107,6 +107,14 @@ fn tuning(a: &RestoreArgs) -> Result<Tuning> {
 
 pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     let cancel = super::cancel_on_signals(super::INTERRUPTED)?;
+    // A folder to reuse that is not one (a typo) sent every block to the repository unsaid.
+    for dir in &a.reuse_from {
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => bail!("--reuse-from {}: not a folder", dir.display()),
+            Err(e) => bail!("--reuse-from {}: {e}", dir.display()),
+        }
+    }
     let opened = util::open(g)?;
     let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "restore")?;
     let repo = &opened.repo;
