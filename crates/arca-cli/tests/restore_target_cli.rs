@@ -773,3 +773,32 @@ fn a_reuse_folder_that_is_not_one_is_refused() {
         assert!(!target.exists());
     }
 }
+
+/// The listing names a new file with its size, holes and all, as restic does: a sparse file
+/// was listed with the bytes of its data chunks (a 20 MiB file as 12 MiB, hunt 16).
+#[test]
+fn a_sparse_file_is_listed_with_its_size() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    let f = fs::File::create(src.join("sparse")).unwrap();
+    f.set_len(8 << 20).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[7u8; 100_000], (8 << 20) - 100_000).unwrap();
+    drop(f);
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    let out = e.ok(&[
+        "restore",
+        "latest",
+        "-t",
+        target.to_str().unwrap(),
+        "--dry-run",
+        "-v",
+    ]);
+    let line = format!(
+        "would restore file {} (8.00 MiB)",
+        restored(&target, &src).join("sparse").display()
+    );
+    assert!(out.contains(&line), "{out}");
+}

@@ -50,7 +50,7 @@ pub struct PlannedEntry<'a> {
     pub kind: &'static str,
     /// What happens.
     pub action: Action,
-    /// File bytes to write (restore, update).
+    /// A new file's size (restore), or the bytes an update writes.
     pub bytes: u64,
 }
 
@@ -282,6 +282,10 @@ pub(crate) fn summarize(
                         s.bytes_to_write += len;
                         packs.insert(bp.pack);
                     }
+                }
+                // A new file is listed with its size, as restic lists it (holes and all).
+                if fresh {
+                    bytes = fp.size;
                 }
             }
         }
