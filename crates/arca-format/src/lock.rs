@@ -136,7 +136,10 @@ mod tests {
         let b = l.encode().unwrap();
         let mut r = Reader::new(&b, "lock");
         assert_eq!(r.magic(&MAGIC, 1).unwrap(), 1);
-        assert_eq!((r.i64().unwrap(), r.u8().unwrap(), r.u32().unwrap()), (5, 1, 9));
+        assert_eq!(
+            (r.i64().unwrap(), r.u8().unwrap(), r.u32().unwrap()),
+            (5, 1, 9)
+        );
         assert_eq!(r.var_bytes().unwrap(), b"h");
         assert_eq!(r.var_bytes().unwrap(), b"u");
         assert_eq!(r.var_bytes().unwrap(), b"prune\0boot pid:[1]");
