@@ -22,7 +22,10 @@ pub(crate) struct Aliases {
     risky: Vec<bool>,
     /// Per entry whose name folds equal to a sibling's, that group of siblings (a hard link
     /// or a file made under one name may be found again under the other).
-    twins: HashMap<u32, Vec<u32>>,
+    twins: HashMap<u32, Twins>,
+    /// Entries of those groups that the scan found to be another's on the target: not
+    /// restored, so their names are no one's.
+    blocked: HashSet<u32>,
     /// (device, inode) of each file a risky file opened, and that file.
     owners: Mutex<HashMap<(u64, u64), u32>>,
 }
@@ -33,8 +36,16 @@ pub(crate) struct Aliases {
 pub(crate) struct Risky {
     pub dirs: Vec<bool>,
     pub entries: Vec<bool>,
-    /// The groups of sibling entries whose names fold equal (not folders).
-    pub twins: Vec<Vec<u32>>,
+    /// The groups of siblings whose names fold equal, with at least one entry that is not a
+    /// folder: those entries, and the folders of the group.
+    pub twins: Vec<Twins>,
+}
+
+/// Siblings whose names fold equal: entries (not folders) and folders of the plan.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Twins {
+    pub entries: Vec<u32>,
+    pub dirs: Vec<u32>,
 }
 
 /// A name folded as a case-insensitive file system compares it (not yet normalized: `café`
@@ -94,9 +105,13 @@ pub(crate) fn risky_paths(plan: &Plan) -> Risky {
                     entries[i as usize] = true;
                 }
             }
-            let files: Vec<u32> = group.iter().filter(|n| !n.2).map(|n| n.3).collect();
-            if files.len() > 1 {
-                twins.push(files);
+            let (dirs, files): (Vec<&(u32, u64, bool, u32)>, Vec<_>) =
+                group.iter().partition(|n| n.2);
+            if !files.is_empty() {
+                twins.push(Twins {
+                    entries: files.iter().map(|n| n.3).collect(),
+                    dirs: dirs.iter().map(|n| n.3).collect(),
+                });
             }
         }
     }
@@ -156,9 +171,26 @@ fn reason(path: &Path, other: &Path) -> String {
     format!(
         "{}: the target's file system takes this name for {}, which the snapshot also has \
          (names that differ only in case); not restored",
-        path.display(),
-        other.display()
+        arca_format::text::shown(path),
+        arca_format::text::shown(other)
     )
+}
+
+/// The path of plan sibling `name` (an entry or a folder of `group`) other than entry `e`.
+fn member_named(plan: &Plan, group: &Twins, e: u32, name: &[u8]) -> Option<PathBuf> {
+    if let Some(&s) = group
+        .entries
+        .iter()
+        .find(|&&s| s != e && &plan.entries[s as usize].name[..] == name)
+    {
+        return Some(plan.entry_path(s));
+    }
+    group
+        .dirs
+        .iter()
+        .map(|&d| &plan.dirs[d as usize].path)
+        .find(|p| p.file_name().is_some_and(|n| n.as_bytes() == name))
+        .cloned()
 }
 
 impl Aliases {
@@ -179,34 +211,48 @@ impl Aliases {
         };
         // Names with a twin: the folder's listing tells whose name the file system kept.
         let mut twins = HashMap::new();
+        let mut blocked = HashSet::new();
         for group in &risky.twins {
-            for &e in group {
+            for &e in &group.entries {
                 twins.insert(e, group.clone());
             }
-            if !exists(scan, group[0]) {
+            let first = group.entries[0];
+            if !exists(scan, first) {
                 continue;
             }
-            let dir = &plan.dirs[plan.entries[group[0] as usize].parent as usize].path;
+            let dir = &plan.dirs[plan.entries[first as usize].parent as usize].path;
             let Some(listed) = listing(dir) else { continue };
-            let name = |e: u32| &plan.entries[e as usize].name[..];
-            // The one listed under its own name keeps the file, or else the first found.
-            let mut keeper = group.iter().copied().find(|&e| listed.contains(name(e)));
-            for &e in group {
+            // A name kept by another's file (or folder) of the snapshot is not restored; of
+            // those kept by a name the snapshot does not have, the first takes it.
+            let mut keeper = None;
+            for &e in &group.entries {
+                let name = &plan.entries[e as usize].name[..];
                 let path = plan.entry_path(e);
-                if listed.contains(name(e)) || arca_fs::lstat(&path).is_err() {
+                if listed.contains(name) || arca_fs::lstat(&path).is_err() {
                     continue;
                 }
-                match keeper {
-                    None => keeper = Some(e),
-                    Some(k) => block(scan, e, reason(&path, &plan.entry_path(k))),
-                }
+                let want = folded(name);
+                let other = listed
+                    .iter()
+                    .filter(|n| folded(n) == want)
+                    .find_map(|n| member_named(plan, group, e, n));
+                let why = match (other, keeper) {
+                    (Some(other), _) => reason(&path, &other),
+                    (None, Some(k)) => reason(&path, &plan.entry_path(k)),
+                    (None, None) => {
+                        keeper = Some(e);
+                        continue;
+                    }
+                };
+                block(scan, e, &path, why);
+                blocked.insert(e);
             }
         }
         // Below folders that are one folder of the target: two names of one file there.
         let mut seen: HashMap<(u64, u64), u32> = HashMap::new();
         for (e, ep) in plan.entries.iter().enumerate() {
             if !risky_entries[e]
-                || twins.contains_key(&(e as u32))
+                || blocked.contains(&(e as u32))
                 || !exists(scan, e as u32)
                 || matches!(ep.kind, EntryKind::Link(_))
             {
@@ -226,7 +272,12 @@ impl Aliases {
                     v.insert(e as u32);
                 }
                 std::collections::hash_map::Entry::Occupied(o) => {
-                    block(scan, e as u32, reason(&path, &plan.entry_path(*o.get())));
+                    block(
+                        scan,
+                        e as u32,
+                        &path,
+                        reason(&path, &plan.entry_path(*o.get())),
+                    );
                 }
             }
         }
@@ -238,6 +289,7 @@ impl Aliases {
         Self {
             risky,
             twins,
+            blocked,
             owners: Mutex::new(HashMap::new()),
         }
     }
@@ -253,9 +305,10 @@ impl Aliases {
         let m = file.metadata()?;
         let entry = plan.files[f as usize].entry;
         if let Some(group) = self.twins.get(&entry) {
-            for &s in group {
+            for &s in &group.entries {
                 // A hard link of this file shares its inode by right.
                 if s == entry
+                    || self.blocked.contains(&s)
                     || matches!(plan.entries[s as usize].kind, EntryKind::Link(x) if x == entry)
                 {
                     continue;
@@ -276,25 +329,23 @@ impl Aliases {
     }
 
     /// For entry `e`, whose name folds equal to a sibling's and which the target seems to
-    /// hold: the name its folder lists instead of its own, when it does not list its own (a
-    /// case-insensitive file system found it under another name). Not found when the folder
-    /// cannot be read.
+    /// hold: the other entry or folder of the snapshot whose name its folder lists instead of
+    /// its own, when it does not list its own (a case-insensitive file system found it under
+    /// that name). Not found when the folder cannot be read.
     pub fn alias(&self, plan: &Plan, e: u32) -> Option<PathBuf> {
-        if !self.twins.contains_key(&e) {
-            return None;
-        }
+        let group = self.twins.get(&e)?;
         let ep = &plan.entries[e as usize];
-        let dir = &plan.dirs[ep.parent as usize].path;
-        let listed = listing(dir)?;
+        let listed = listing(&plan.dirs[ep.parent as usize].path)?;
         if listed.contains(&ep.name[..]) {
             return None;
         }
+        // Another name of the snapshot: a name it does not have is the target's own, which
+        // this entry replaces as any restore onto such a file system does.
         let want = folded(&ep.name);
-        let other = listed.iter().find(|n| folded(n) == want).map_or_else(
-            || "another name".into(),
-            |n| dir.join(std::ffi::OsStr::from_bytes(n)),
-        );
-        Some(other)
+        listed
+            .iter()
+            .filter(|n| folded(n) == want)
+            .find_map(|n| member_named(plan, group, e, n))
     }
 }
 
@@ -303,12 +354,14 @@ pub(crate) fn taken(other: &Path) -> io::Error {
     io::Error::other(format!(
         "the file system takes this name for {}, which the snapshot also has (names that \
          differ only in case)",
-        other.display()
+        arca_format::text::shown(other)
     ))
 }
 
-/// Marks entry `e` not restored, for `why`.
-fn block(scan: &mut Scan, e: u32, why: String) {
+/// Marks entry `e`, at `path`, not restored, for `why`: nothing is replaced for it either
+/// (`--delete` took the folder its name leads to for one in its way).
+fn block(scan: &mut Scan, e: u32, path: &Path, why: String) {
+    scan.deletes.retain(|d| d.path != path);
     scan.entries[e as usize] = EntryAction::Blocked(why);
     if let Some(d) = scan.deferred_entry.get_mut(e as usize) {
         *d = false;
@@ -456,6 +509,29 @@ mod tests {
         assert_eq!(aliases.alias(&p, entry("Report.txt")), None);
         std::fs::remove_file(tmp.path().join("other")).unwrap();
         assert_eq!(aliases.alias(&p, entry("other")), None);
+    }
+
+    /// A file whose name the target's file system takes for a folder of the snapshot is
+    /// that folder's alias, named (it failed with a bare "Is a directory", and `--delete`
+    /// then replaced the folder and all it held by the file, hunt 17).
+    #[test]
+    fn a_file_listed_as_a_sibling_folder_is_an_alias() {
+        let tmp = tempfile::tempdir().unwrap();
+        let enc = |nodes| Ok(Tree { nodes }.encode().unwrap());
+        let mut trees = Trees::new();
+        trees.insert(
+            Id([100; 32]),
+            enc(vec![dir("J", 101), file("j", &[], 1, 1)]),
+        );
+        trees.insert(Id([101; 32]), enc(vec![file("in", &[], 2, 1)]));
+        let p = planned(trees, Id([100; 32]), tmp.path());
+        std::fs::create_dir(tmp.path().join("J")).unwrap();
+        let mut scan = crate::scan::Scan::empty(&p);
+        let aliases = Aliases::new(&p, &risky_paths(&p), &mut scan);
+        let j = (0..p.entries.len() as u32)
+            .find(|&e| p.entry_path(e) == tmp.path().join("j"))
+            .unwrap();
+        assert_eq!(aliases.alias(&p, j), Some(tmp.path().join("J")));
     }
 
     /// Folders the target merges (a bind mount stands in for a case-insensitive file system,

@@ -24,8 +24,13 @@ impl Shared<'_> {
         let fp = plan.files[f as usize];
         let path = &plan.entry_path(fp.entry);
         let mode = plan.entries[fp.entry as usize].meta.mode;
-        let file =
-            arca_fs::open_for_restore(path, mode).map_err(|e| FsError::new("create", path, e))?;
+        let file = arca_fs::open_for_restore(path, mode).map_err(|e| {
+            // A folder or symlink of the snapshot under another case of this name.
+            match self.aliases.alias(plan, fp.entry) {
+                Some(other) => FsError::new("create", path, crate::aliases::taken(&other)),
+                None => FsError::new("create", path, e),
+            }
+        })?;
         // Before anything is written, and before the file counts as touched (an unfinished
         // file is dated or removed): the file may be another's under a case-insensitive name.
         self.aliases
@@ -314,7 +319,15 @@ fn link(
             )),
         ));
     }
-    match arca_fs::lstat(path) {
+    let existing = arca_fs::lstat(path);
+    // The name is another entry's of the snapshot on this file system (`e` for `E`, a name
+    // of the same file there): the link is not made (it looked made, and was counted).
+    if existing.is_ok()
+        && let Some(other) = alias()
+    {
+        return Err(FsError::new("link", path, crate::aliases::taken(&other)));
+    }
+    match existing {
         Ok(m) if m.dev() == target.dev() && m.ino() == target.ino() => return Ok(()),
         Ok(m) if m.is_dir() => {
             return Err(FsError::new(
@@ -326,13 +339,8 @@ fn link(
                 ),
             ));
         }
-        Ok(_) => {
-            if let Some(other) = alias() {
-                return Err(FsError::new("link", path, crate::aliases::taken(&other)));
-            }
-            arca_fs::io_on_long_path(path, |p| fs::remove_file(p))
-                .map_err(|e| FsError::new("replace", path, e))?;
-        }
+        Ok(_) => arca_fs::io_on_long_path(path, |p| fs::remove_file(p))
+            .map_err(|e| FsError::new("replace", path, e))?,
         Err(_) => {}
     }
     // Both names may be long: the source through its short name too.
