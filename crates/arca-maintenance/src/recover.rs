@@ -146,6 +146,7 @@ pub fn recover(repo: &Repository, opts: &RecoverOptions) -> Result<RecoverReport
         memo: HashMap::new(),
     };
     let mut nodes = vec![];
+    let mut kept = vec![];
     for id in &rep.roots {
         let name = if short[&id.short()] > 1 {
             id.to_hex()
@@ -153,8 +154,20 @@ pub fn recover(repo: &Repository, opts: &RecoverOptions) -> Result<RecoverReport
             id.short()
         };
         let path = Path::new("/recover").join(&name);
-        let subtree = fixer.fix(*id, &path, &mut out, &mut rep.emptied)?;
+        let mut emptied = vec![];
+        let subtree = fixer.fix(*id, &path, &mut out, &mut emptied)?;
+        // Its rewritten copy is there already: an earlier recover saved it (and left this
+        // original unreached); saving it again made one more snapshot on every run.
+        if subtree != *id && index.contains(BlobKind::Tree, &subtree) {
+            continue;
+        }
+        kept.push(*id);
+        rep.emptied.extend(emptied);
         nodes.push(dir(name.into_bytes(), subtree));
+    }
+    rep.roots = kept;
+    if rep.roots.is_empty() {
+        return Ok(rep);
     }
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
     let recover_dir = out.store(&Tree { nodes }, "the recovered listings", have)?;

@@ -149,8 +149,6 @@ struct Findings {
     unreadable_index_files: usize,
     unused_blobs: u64,
     unused_bytes: u64,
-    /// Of the unused blobs, directory listings (`recover` can still save what they hold).
-    unused_trees: u64,
 }
 
 /// Checks the repository; with `opts.read_data`, reads every pack.
@@ -448,7 +446,6 @@ pub fn check_with_progress(
                 if !used {
                     found.unused_blobs += 1;
                     found.unused_bytes += u64::from(b.length);
-                    found.unused_trees += u64::from(p.kind == BlobKind::Tree);
                 }
             }
         }
@@ -760,32 +757,13 @@ fn proposals(f: &Findings, rep: &CheckReport) -> Vec<Proposal> {
             repair: Repair::Prune,
             args: vec![],
             reason: format!(
-                "{} ({} bytes in packs) used by no snapshot{}",
+                "{} ({} bytes in packs) used by no snapshot",
                 count(f.unused_blobs, "blob"),
-                f.unused_bytes,
-                recover_hint(f.unused_trees)
+                f.unused_bytes
             ),
         });
     }
     out
-}
-
-/// What to say of unused directory listings: those of a snapshot removed by a repair (its
-/// root listing lost) or by mistake still hold what `recover` saves, until a prune.
-fn recover_hint(trees: u64) -> String {
-    if trees == 0 {
-        return String::new();
-    }
-    let what = if trees == 1 {
-        "1 of them a directory listing".to_string()
-    } else {
-        format!("{trees} of them directory listings")
-    };
-    format!(
-        ", {what} (if a snapshot was removed by `arca repair snapshots --forget` or by \
-         mistake, run `arca recover` before the next prune: it saves what they hold as a \
-         snapshot)"
-    )
 }
 
 #[derive(Default)]
