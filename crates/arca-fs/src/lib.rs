@@ -55,10 +55,16 @@ pub struct FsError {
 impl FsError {
     /// Wraps an I/O error with its operation and path.
     pub fn new(op: &'static str, path: &Path, source: io::Error) -> Self {
+        // Refused even to root: an attribute of the entry or its folder says why.
+        let detail = if source.raw_os_error() == Some(libc::EPERM) {
+            refused_by_attribute(path).unwrap_or_default()
+        } else {
+            String::new()
+        };
         Self {
             op,
             path: path.to_path_buf(),
-            detail: String::new(),
+            detail,
             source,
         }
     }
@@ -109,4 +115,39 @@ impl FsError {
 /// Converts a nix errno into an I/O error.
 pub(crate) fn errno(e: nix::errno::Errno) -> io::Error {
     io::Error::from_raw_os_error(e as i32)
+}
+
+/// Which of `path` and its folder is immutable or append-only (`chattr +i`, `+a`), said for
+/// an operation refused with EPERM ("Operation not permitted" gave no hint of it).
+#[allow(unsafe_code)]
+fn refused_by_attribute(path: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    for p in [Some(path), path.parent()].into_iter().flatten() {
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
+        // SAFETY: a zeroed statx is a valid value for the kernel to fill.
+        let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+        // SAFETY: `c` is a NUL-terminated path and `buf` a statx the call may write.
+        let r = unsafe {
+            libc::statx(
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+                0,
+                &mut buf,
+            )
+        };
+        if r != 0 {
+            continue;
+        }
+        let attrs = buf.stx_attributes & buf.stx_attributes_mask;
+        let what = if attrs & libc::STATX_ATTR_IMMUTABLE as u64 != 0 {
+            "immutable (`chattr -i` lifts it)"
+        } else if attrs & libc::STATX_ATTR_APPEND as u64 != 0 {
+            "append-only (`chattr -a` lifts it)"
+        } else {
+            continue;
+        };
+        return Some(format!(" ({} is {what})", arca_format::text::shown(p)));
+    }
+    None
 }
