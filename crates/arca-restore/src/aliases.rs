@@ -52,7 +52,7 @@ pub(crate) struct Twins {
 /// written with a combining accent is missed), hashed (an equal hash of two
 /// different names only costs a needless check). Looked at for every entry of every restore:
 /// no allocation, and ASCII characters (most names) fold without Unicode tables.
-fn folded(name: &[u8]) -> u64 {
+pub(crate) fn folded(name: &[u8]) -> u64 {
     let mix =
         |h: u64, c: u32| (h.rotate_left(5) ^ u64::from(c)).wrapping_mul(0x517c_c1b7_2722_0a95);
     let mut h = 0u64;
