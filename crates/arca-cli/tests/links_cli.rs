@@ -141,3 +141,45 @@ fn a_damaged_link_group_is_patched_in_place() {
         "fetched {fetched}: {summary}"
     );
 }
+
+/// A group {d1/f, d2/f} whose target has `d2` as a symlink to `d1`, and `d1/f` also linked
+/// from a file outside the restore with a wrong mode: `d2/f`, reached through the symlink
+/// the restore replaces, is `d1/f` itself and not a name the restore has there. Counting it
+/// let the mode be fixed in place, reaching the outside file, and left `d2/f` out of the
+/// replaced folder (exit 0, hunt 18).
+#[test]
+fn a_name_reached_through_a_replaced_symlink_is_not_the_restores() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("d1")).unwrap();
+    fs::create_dir_all(src.join("d2")).unwrap();
+    fs::write(src.join("d1/f"), b"data").unwrap();
+    fs::set_permissions(src.join("d1/f"), fs::Permissions::from_mode(0o644)).unwrap();
+    fs::hard_link(src.join("d1/f"), src.join("d2/f")).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    e.ok(&["restore", "-q", "latest", "-t", target.to_str().unwrap()]);
+    let back = restored(&target, &src);
+    fs::remove_dir_all(back.join("d2")).unwrap();
+    std::os::unix::fs::symlink("d1", back.join("d2")).unwrap();
+    let outside = target.join("other");
+    fs::create_dir_all(&outside).unwrap();
+    fs::hard_link(back.join("d1/f"), outside.join("z")).unwrap();
+    fs::set_permissions(back.join("d1/f"), fs::Permissions::from_mode(0o600)).unwrap();
+    let o = e.run(&["restore", "latest", "-t", target.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let z = fs::metadata(outside.join("z")).unwrap();
+    assert_eq!(z.mode() & 0o7777, 0o600, "the outside file's mode changed");
+    assert_eq!(
+        z.nlink(),
+        1,
+        "the outside file is still linked into the group"
+    );
+    assert!(fs::symlink_metadata(back.join("d2")).unwrap().is_dir());
+    let (a, b) = (
+        fs::metadata(back.join("d1/f")).unwrap(),
+        fs::metadata(back.join("d2/f")).unwrap(),
+    );
+    assert_eq!((a.ino(), a.nlink(), a.mode() & 0o7777), (b.ino(), 2, 0o644));
+}

@@ -433,9 +433,11 @@ pub fn restore(
     let warmed = warmer.map_or(0, warm::Warmer::finish);
     let follow = scan::followed_links(&plan, &roots);
     let risky = aliases::risky_paths(&plan);
+    let looked = std::sync::OnceLock::new();
     let scanner = scan::Scanner {
         plan: &plan,
         risky: &risky,
+        looked: &looked,
         repository: repository.as_ref(),
         follow: &follow,
         overwrite: opts.overwrite,

@@ -176,6 +176,11 @@ pub(crate) struct Scanner<'a> {
     pub repository: Option<&'a crate::guard::Repository>,
     /// The entries and folders whose path may alias another's on a case-insensitive target.
     pub risky: &'a crate::aliases::Risky,
+    /// Per folder, once the scan has looked at folders: whether what the target holds under
+    /// its path is the restore's to look at (it exists as a folder, or is a symlink the
+    /// restore goes through). A path under a folder to be replaced or made leads elsewhere,
+    /// as through a symlink the restore will replace.
+    pub looked: &'a std::sync::OnceLock<Vec<bool>>,
 }
 
 /// The folders above the backed-up paths (`/lib` for a backup of `/lib/os-release`) that the
@@ -271,6 +276,12 @@ impl Scanner<'_> {
                 scan.dir_meta_wrong[d] = meta_wrong;
             }
         }
+        let _ = self.looked.set(
+            scan.dirs
+                .iter()
+                .map(|a| matches!(a, DirAction::Exists | DirAction::Followed))
+                .collect(),
+        );
         // Every entry is looked at first; the files that cannot be trusted are hashed after
         // ([`Self::hash`]). Stays so for entries not reached when stopped.
         scan.entries.fill(EntryAction::Skip);
@@ -332,6 +343,16 @@ impl Scanner<'_> {
         scan
     }
 
+    /// Whether entry `e`'s path in the target is the restore's to look at ([`Self::looked`]):
+    /// a name reached through a symlink the restore replaces is another file's (counting it
+    /// let a fix in place reach a file outside the restore, hunt 18).
+    fn looked_at(&self, e: u32) -> bool {
+        let parent = self.plan.entries[e as usize].parent as usize;
+        self.looked
+            .get()
+            .is_some_and(|l| l.get(parent).is_some_and(|&x| x))
+    }
+
     /// Hard links already in place are left: a further name that is the same inode as the
     /// first, which stays as it is, needs nothing (dry runs and `-v` said "restore hardlink"
     /// for each such name).
@@ -348,6 +369,7 @@ impl Scanner<'_> {
             };
             for &l in links {
                 if scan.entries[l as usize] == EntryAction::Create
+                    && self.looked_at(l)
                     && arca_fs::lstat(&self.plan.entry_path(l))
                         .is_ok_and(|m| m.ino() == f.ino() && m.dev() == f.dev())
                 {
@@ -558,7 +580,9 @@ impl Scanner<'_> {
             return 1;
         };
         let here = links.iter().filter(|&&l| {
-            arca_fs::lstat(&plan.entry_path(l)).is_ok_and(|m| m.dev() == dev && m.ino() == ino)
+            self.looked_at(l)
+                && arca_fs::lstat(&plan.entry_path(l))
+                    .is_ok_and(|m| m.dev() == dev && m.ino() == ino)
         });
         1 + here.count() as u64
     }
