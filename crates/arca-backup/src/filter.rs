@@ -294,7 +294,8 @@ pub fn expand_glob(line: &Path) -> Vec<PathBuf> {
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
     let text = line.as_os_str().as_bytes();
-    if !has_wildcard(text) {
+    // As Go's Glob, a `\` makes a pattern too: `d/\[x\]` names `d/[x]`.
+    if !has_wildcard(text) && !text.contains(&b'\\') {
         return vec![line.to_path_buf()];
     }
     let mut found = vec![if text.starts_with(b"/") {
@@ -317,9 +318,14 @@ pub fn expand_glob(line: &Path) -> Vec<PathBuf> {
                 } else {
                     dir
                 };
-                let Ok(mut names) = arca_fs::list_dir_names(list) else {
+                // Through symlinks, as Go's Glob: `link/*` lists the folder `link` leads to.
+                let Ok(read) = std::fs::read_dir(list) else {
                     continue;
                 };
+                let mut names: Vec<Vec<u8>> = read
+                    .filter_map(Result::ok)
+                    .map(|d| d.file_name().as_bytes().to_vec())
+                    .collect();
                 names.sort();
                 for n in names {
                     if glob.matches(&n) {
@@ -331,6 +337,10 @@ pub fn expand_glob(line: &Path) -> Vec<PathBuf> {
         found = next;
     }
     found.retain(|p| arca_fs::lstat(p).is_ok());
+    // `d/*/` matches folders only (a folder or a symlink to one).
+    if text.ends_with(b"/") {
+        found.retain(|p| std::fs::metadata(p).is_ok_and(|m| m.is_dir()));
+    }
     found
 }
 
@@ -424,10 +434,17 @@ mod tests {
         assert_eq!(g("[ab].conf"), [r.join("a.conf"), r.join("b.conf")]);
         // A name without wildcards is itself, there or not; an escape is the character.
         assert_eq!(g("none"), [r.join("none")]);
-        assert_eq!(g("st\\*r"), [r.join("st\\*r")]);
+        assert_eq!(g("st\\*r"), [r.join("st*r")]);
         assert_eq!(g("s?\\*r"), [r.join("st*r")]);
         // Matching nothing: nothing (the backup warns and skips it, as restic).
         assert!(g("*.none").is_empty());
+        // Through a symlinked folder, as Go's Glob (it matched nothing, hunt 18); escapes
+        // alone make a pattern; a trailing slash keeps folders only.
+        std::os::unix::fs::symlink(r.join("s"), r.join("link")).unwrap();
+        assert_eq!(g("link/*.conf"), [r.join("link/x.conf")]);
+        std::fs::write(r.join("[x]"), b"x").unwrap();
+        assert_eq!(g("\\[x\\]"), [r.join("[x]")]);
+        assert_eq!(g("*/"), [r.join("link"), r.join("s"), r.join("t")]);
         // A line that is not UTF-8 is expanded too (it was taken literally, and missing).
         use std::os::unix::ffi::OsStrExt;
         let odd = r.join(std::ffi::OsStr::from_bytes(b"caf\xe9.txt"));
