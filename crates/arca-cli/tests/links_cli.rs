@@ -120,6 +120,12 @@ fn a_damaged_link_group_is_patched_in_place() {
     let mut damaged = data.clone();
     damaged[1000] ^= 0xff;
     fs::write(back.join("a"), &damaged).unwrap();
+    // The further name, already this inode, is left, not listed as a link to make.
+    let t = target.to_str().unwrap();
+    let listed = e.ok(&["restore", "latest", "-t", t, "--dry-run", "-v"]);
+    assert!(listed.contains("would update file"), "{listed}");
+    assert!(listed.contains("leave hardlink"), "{listed}");
+    assert!(!listed.contains("restore hardlink"), "{listed}");
     let o = e.run(&[
         "restore",
         "--json",

@@ -358,10 +358,14 @@ impl Scanner<'_> {
     /// for each such name).
     fn settle_links(&self, scan: &mut Scan) {
         for (&first, links) in &self.plan.links {
-            if !matches!(
-                scan.entries[first as usize],
-                EntryAction::Skip | EntryAction::Keep { .. }
-            ) {
+            // A first name kept, or patched in place, stays this inode (not one still to be
+            // hashed: it says Patch until then, and may be replaced).
+            let stays = match scan.entries[first as usize] {
+                EntryAction::Skip | EntryAction::Keep { .. } => true,
+                EntryAction::Patch => !scan.is_deferred(first),
+                _ => false,
+            };
+            if !stays {
                 continue;
             }
             let Ok(f) = arca_fs::lstat(&self.plan.entry_path(first)) else {
