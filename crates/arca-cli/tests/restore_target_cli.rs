@@ -132,7 +132,7 @@ fn an_entry_delete_cannot_remove_is_reported_as_not_deleted() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(
         stderr(&o).contains(&format!(
-            "delete {}: Operation not permitted",
+            "delete {0} ({0} is immutable (`chattr -i` lifts it)): Operation not permitted",
             locked.display()
         )),
         "{}",
