@@ -20,9 +20,11 @@ use crate::scan::{DirAction, EntryAction, Scan};
 pub(crate) struct Aliases {
     /// Per file: whether its path may alias another entry's (empty when none may, the rule).
     risky: Vec<bool>,
-    /// Per entry whose name folds equal to a sibling's, that group of siblings (a hard link
-    /// or a file made under one name may be found again under the other).
-    twins: HashMap<u32, Twins>,
+    /// The groups of siblings whose names fold equal ([`Risky::twins`]), and per entry in
+    /// one, its group (a hard link or a file made under one name may be found again under
+    /// the other).
+    groups: Vec<Twins>,
+    twins: HashMap<u32, usize>,
     /// Entries of those groups that the scan found to be another's on the target: not
     /// restored, so their names are no one's.
     blocked: HashSet<u32>,
@@ -176,6 +178,17 @@ fn reason(path: &Path, other: &Path) -> String {
     )
 }
 
+/// The other entry or folder of `group` whose name folder listing `listed` holds for entry
+/// `e`'s: a name the snapshot does not have is the target's own, which `e` replaces as any
+/// restore onto such a file system does.
+fn listed_member(plan: &Plan, group: &Twins, e: u32, listed: &HashSet<Vec<u8>>) -> Option<PathBuf> {
+    let want = folded(&plan.entries[e as usize].name);
+    listed
+        .iter()
+        .filter(|n| folded(n) == want)
+        .find_map(|n| member_named(plan, group, e, n))
+}
+
 /// The path of plan sibling `name` (an entry or a folder of `group`) other than entry `e`.
 fn member_named(plan: &Plan, group: &Twins, e: u32, name: &[u8]) -> Option<PathBuf> {
     if let Some(&s) = group
@@ -200,6 +213,7 @@ impl Aliases {
     /// writing one would change the other, or replacing one would delete it).
     pub fn new(plan: &Plan, risky: &Risky, scan: &mut Scan) -> Self {
         let risky_entries = &risky.entries;
+        let groups = risky.twins.clone();
         if !risky_entries.iter().any(|&r| r) {
             return Self::default();
         }
@@ -212,9 +226,9 @@ impl Aliases {
         // Names with a twin: the folder's listing tells whose name the file system kept.
         let mut twins = HashMap::new();
         let mut blocked = HashSet::new();
-        for group in &risky.twins {
+        for (g, group) in risky.twins.iter().enumerate() {
             for &e in &group.entries {
-                twins.insert(e, group.clone());
+                twins.insert(e, g);
             }
             let first = group.entries[0];
             if !exists(scan, first) {
@@ -231,12 +245,7 @@ impl Aliases {
                 if listed.contains(name) || arca_fs::lstat(&path).is_err() {
                     continue;
                 }
-                let want = folded(name);
-                let other = listed
-                    .iter()
-                    .filter(|n| folded(n) == want)
-                    .find_map(|n| member_named(plan, group, e, n));
-                let why = match (other, keeper) {
+                let why = match (listed_member(plan, group, e, &listed), keeper) {
                     (Some(other), _) => reason(&path, &other),
                     (None, Some(k)) => reason(&path, &plan.entry_path(k)),
                     (None, None) => {
@@ -288,6 +297,7 @@ impl Aliases {
             .collect();
         Self {
             risky,
+            groups,
             twins,
             blocked,
             owners: Mutex::new(HashMap::new()),
@@ -304,8 +314,8 @@ impl Aliases {
         }
         let m = file.metadata()?;
         let entry = plan.files[f as usize].entry;
-        if let Some(group) = self.twins.get(&entry) {
-            for &s in &group.entries {
+        if let Some(&g) = self.twins.get(&entry) {
+            for &s in &self.groups[g].entries {
                 // A hard link of this file shares its inode by right.
                 if s == entry
                     || self.blocked.contains(&s)
@@ -333,19 +343,13 @@ impl Aliases {
     /// its own, when it does not list its own (a case-insensitive file system found it under
     /// that name). Not found when the folder cannot be read.
     pub fn alias(&self, plan: &Plan, e: u32) -> Option<PathBuf> {
-        let group = self.twins.get(&e)?;
+        let group = &self.groups[*self.twins.get(&e)?];
         let ep = &plan.entries[e as usize];
         let listed = listing(&plan.dirs[ep.parent as usize].path)?;
         if listed.contains(&ep.name[..]) {
             return None;
         }
-        // Another name of the snapshot: a name it does not have is the target's own, which
-        // this entry replaces as any restore onto such a file system does.
-        let want = folded(&ep.name);
-        listed
-            .iter()
-            .filter(|n| folded(n) == want)
-            .find_map(|n| member_named(plan, group, e, n))
+        listed_member(plan, group, e, &listed)
     }
 }
 

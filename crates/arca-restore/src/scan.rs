@@ -631,9 +631,10 @@ impl Scanner<'_> {
                     .is_empty();
             (EntryAction::Keep { meta_ok, meta_set }, Some(held))
         } else if !writable(&path)
-            || file
-                .metadata()
-                .is_ok_and(|m| m.nlink() > self.names_here(h.entry, m.dev(), m.ino()))
+            || (h.nlink > 1
+                && file
+                    .metadata()
+                    .is_ok_and(|m| m.nlink() > self.names_here(h.entry, m.dev(), m.ino())))
         {
             (EntryAction::Replace, Some(vec![false; held.len()]))
         } else {

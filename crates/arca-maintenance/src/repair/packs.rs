@@ -194,6 +194,16 @@ pub fn repair_packs(
     }
     // An indexed blob is lost when no copy of it verified in any of the damaged packs (in
     // packs whose contents were swapped, each one's blobs are found in the other's file).
+    let unsaved: HashSet<(BlobKind, Id)> = rep
+        .packs
+        .iter()
+        .flat_map(|id| {
+            let p = &described[id];
+            p.blobs.iter().map(|b| (p.kind, b.id))
+        })
+        .filter(|k| !saved.contains(k))
+        .collect();
+    let copies = other_places(&files, &wanted, &unsaved);
     for id in &rep.packs {
         let p = &described[id];
         for b in p.blobs.iter().filter(|b| !saved.contains(&(p.kind, b.id))) {
@@ -208,7 +218,8 @@ pub fn repair_packs(
                 why,
                 copy: None,
             };
-            l.copy = intact_copy(repo, &files, &wanted, p.kind, &b.id);
+            let places = copies.get(&(p.kind, b.id)).map_or(&[][..], Vec::as_slice);
+            l.copy = intact_copy(repo, places, p.kind, &b.id);
             if l.copy.is_some() {
                 rep.damaged_copies.push(l);
             } else {
@@ -298,20 +309,39 @@ fn candidates(
     out
 }
 
-/// Another pack (not among the damaged ones) that the index names for blob `id` and that
-/// holds it intact: read and verified. A pack that cannot be read counts as no copy.
-fn intact_copy(
-    repo: &Repository,
+/// Where the index files place each of `blobs` in packs other than the `damaged` ones: one
+/// pass over the index for all of them (a pass per lost blob read the whole index again).
+fn other_places(
     files: &[(Id, IndexFile)],
     damaged: &HashSet<Id>,
+    blobs: &HashSet<(BlobKind, Id)>,
+) -> HashMap<(BlobKind, Id), Vec<(Id, PackEntry)>> {
+    let mut out: HashMap<(BlobKind, Id), Vec<(Id, PackEntry)>> = HashMap::new();
+    if blobs.is_empty() {
+        return out;
+    }
+    for p in files
+        .iter()
+        .flat_map(|(_, f)| &f.packs)
+        .filter(|p| !damaged.contains(&p.id))
+    {
+        for b in &p.blobs {
+            if blobs.contains(&(p.kind, b.id)) {
+                out.entry((p.kind, b.id)).or_default().push((p.id, *b));
+            }
+        }
+    }
+    out
+}
+
+/// Of `places` (other packs the index names for blob `id`), one that holds it intact: read
+/// and verified. A pack that cannot be read counts as no copy.
+fn intact_copy(
+    repo: &Repository,
+    places: &[(Id, PackEntry)],
     kind: BlobKind,
     id: &Id,
 ) -> Option<Id> {
-    let places = files
-        .iter()
-        .flat_map(|(_, f)| &f.packs)
-        .filter(|p| p.kind == kind && !damaged.contains(&p.id))
-        .flat_map(|p| p.blobs.iter().filter(|b| b.id == *id).map(|b| (p.id, *b)));
     for (pack, b) in places {
         let Ok(sealed) = repo.backend().read_range(
             FileType::Pack,
@@ -322,10 +352,10 @@ fn intact_copy(
             continue;
         };
         if repo
-            .open_blob(kind, id, &pack, &sealed, b.raw_length)
+            .open_blob(kind, id, pack, &sealed, b.raw_length)
             .is_ok()
         {
-            return Some(pack);
+            return Some(*pack);
         }
     }
     None
