@@ -10,17 +10,50 @@ use clap::{Args, Parser, Subcommand};
 pub fn parse(args: Vec<std::ffi::OsString>) -> Cli {
     use clap::{CommandFactory, FromArgMatches};
     let matches = unset_empty_env(Cli::command())
-        .try_get_matches_from(args)
-        .unwrap_or_else(|e| exit_with(&e));
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| exit_with(&e))
+        .try_get_matches_from(args.iter())
+        .unwrap_or_else(|e| exit_with(&e, &args));
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| exit_with(&e, &args))
+}
+
+/// The message for an argument that must be text but is not UTF-8: clap's own names neither
+/// the value nor its option.
+fn non_utf8_message(args: &[std::ffi::OsString]) -> Option<String> {
+    let i = args.iter().position(|a| a.to_str().is_none())?;
+    let bytes = args[i].as_encoded_bytes();
+    let inline = bytes
+        .starts_with(b"--")
+        .then(|| bytes.iter().position(|b| *b == b'='))
+        .flatten();
+    let place = match inline {
+        Some(eq) => format!(" (given to {})", String::from_utf8_lossy(&bytes[..eq])),
+        None => i
+            .checked_sub(1)
+            .and_then(|p| args[p].to_str())
+            .filter(|p| p.starts_with('-') && !p.contains('='))
+            .map(|p| format!(" (after {p})"))
+            .unwrap_or_default(),
+    };
+    Some(format!(
+        "error: the argument {:?}{place} is not valid UTF-8: only file paths (what to back up, \
+         --files-from, --stdin-filename, --path, targets) may hold other bytes; tags, hosts, \
+         patterns and other values must be text",
+        args[i]
+    ))
 }
 
 /// Ends the process on a parse outcome: help and version text go to stdout, and a failed
 /// write of them is an error (`arca help > /dev/full` exited 0, printing nothing); usage
 /// errors as clap reports them.
-fn exit_with(e: &clap::Error) -> ! {
+fn exit_with(e: &clap::Error, args: &[std::ffi::OsString]) -> ! {
     use clap::error::ErrorKind;
     use std::io::{IsTerminal, Write};
+    // Options with their own text parser (patterns) already name the value.
+    if e.kind() == ErrorKind::InvalidUtf8 && e.to_string().contains("invalid UTF-8 was detected") {
+        if let Some(message) = non_utf8_message(args) {
+            eprintln!("{message}");
+            std::process::exit(e.exit_code())
+        }
+    }
     // On a terminal clap prints it, styled.
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
         && !std::io::stdout().is_terminal()

@@ -320,6 +320,30 @@ fn a_pattern_that_is_not_text_is_named() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
     once(&stderr(&o), "line 3 is not UTF-8");
+    let o = e.cmd(&["find"]).arg(bad).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    once(
+        &stderr(&o),
+        "<PATTERN>... \"/x/caf\u{fffd}\": a pattern must be text",
+    );
+}
+
+/// Any other text option or argument that is not UTF-8 is named with its option (clap said
+/// only "invalid UTF-8 was detected in one or more arguments").
+#[test]
+fn a_text_value_that_is_not_utf8_is_named() {
+    use std::os::unix::ffi::OsStrExt;
+    let e = Env::new();
+    let bad = std::ffi::OsStr::from_bytes(b"caf\xe9");
+    let o = e.cmd(&["snapshots", "--host"]).arg(bad).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    once(&err, "\"caf\\xE9\" (after --host) is not valid UTF-8");
+    let mut inline = std::ffi::OsString::from("--tag=");
+    inline.push(bad);
+    let o = e.cmd(&["backup", "/tmp"]).arg(inline).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    once(&stderr(&o), "(given to --tag) is not valid UTF-8");
 }
 
 /// A pack read that comes back damaged (a fault on the way) is read once more before the

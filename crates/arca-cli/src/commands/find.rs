@@ -22,7 +22,7 @@ pub struct FindArgs {
     /// Patterns: a glob on the entry's name (`*`, `?`, `[...]`), or on its whole path when it
     /// holds a `/` (anchored at the root when it starts with `/`, `**` crosses folders). With
     /// --blob, --tree or --pack: ids (8 hex digits or more)
-    #[arg(value_name = "PATTERN", required = true)]
+    #[arg(value_name = "PATTERN", required = true, value_parser = crate::util::TextPattern)]
     pub patterns: Vec<String>,
     /// Snapshot to search: id, id prefix or "latest" (repeatable) [default: every snapshot
     /// passing --host/--tag/--path]
