@@ -235,6 +235,89 @@ fn a_symlinked_folder_above_the_backup_is_restored_through() {
     assert_eq!(fs::read(root.join("lib/os-release")).unwrap(), b"ID=arca");
 }
 
+/// Through such a link, two of the snapshot's entries would be one file (an old system's
+/// `/lib/x` and `/usr/lib/x` restored onto a merged /usr), or files would land in a backed-up
+/// folder: both were written into one inode, a mix of the two, exit 0, and `--delete`
+/// deleted what landed in the backed-up folder while calling it unchanged (hunt 19). The
+/// link is not restored through, nor replaced; its entries are reported, exit 3, and
+/// nothing else changes. Entries that do not meet still go through.
+#[test]
+fn a_symlinked_folder_that_would_merge_two_of_the_snapshots_is_not_restored_through() {
+    let e = Env::new();
+    let base = e.path("m");
+    for d in ["lib", "usr/lib", "usr/share"] {
+        fs::create_dir_all(base.join(d)).unwrap();
+    }
+    fs::write(base.join("lib/x"), b"old lib x").unwrap();
+    fs::write(base.join("lib/only"), b"only in lib").unwrap();
+    fs::write(base.join("usr/lib/x"), b"usr lib x, longer").unwrap();
+    fs::write(base.join("usr/share/s"), b"share").unwrap();
+    e.init(&[]);
+    let arg = |p: &str| base.join(p).to_str().unwrap().to_string();
+    e.ok(&["backup", "-q", &arg("lib/x"), &arg("usr/lib/x")]);
+    e.ok(&["backup", "-q", &arg("lib/only"), &arg("usr/lib/x")]);
+    e.ok(&["backup", "-q", &arg("lib/only"), &arg("usr")]);
+    let snaps: serde_json::Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    let id = |i: usize| snaps[i]["id"].as_str().unwrap().to_string();
+
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+    let root = restored(&target, &base);
+    let fresh = || {
+        let _ = fs::remove_dir_all(&target);
+        fs::create_dir_all(root.join("usr/lib")).unwrap();
+        std::os::unix::fs::symlink("usr/lib", root.join("lib")).unwrap();
+    };
+    // Same name on both sides: not through the link, the other one whole.
+    fresh();
+    let o = e.run(&["restore", &id(0), "--target", t]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("not restored through this symlink"), "{err}");
+    assert!(
+        err.contains(&format!("{}/lib/x would be the snapshot's", root.display())),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read(root.join("usr/lib/x")).unwrap(),
+        b"usr lib x, longer"
+    );
+    assert!(fs::symlink_metadata(root.join("lib")).unwrap().is_symlink());
+    let dry = e.run(&["restore", &id(0), "--target", t, "--dry-run"]);
+    assert_eq!(dry.status.code(), Some(3), "{}", stderr(&dry));
+
+    // Different names: restored through, as before, and stays so.
+    fresh();
+    e.ok(&["restore", &id(1), "--target", t]);
+    assert_eq!(fs::read(root.join("usr/lib/only")).unwrap(), b"only in lib");
+    assert_eq!(
+        fs::read(root.join("usr/lib/x")).unwrap(),
+        b"usr lib x, longer"
+    );
+    let out = e.ok(&["restore", &id(1), "--target", t, "--delete"]);
+    assert!(out.contains("2 unchanged"), "{out}");
+    assert_eq!(fs::read(root.join("usr/lib/only")).unwrap(), b"only in lib");
+
+    // Into a backed-up folder: `--delete` there never removes what came through the link.
+    fresh();
+    for _ in 0..3 {
+        let o = e.run(&["restore", &id(2), "--target", t, "--delete"]);
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("inside the snapshot's backed-up folder"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!root.join("usr/lib/only").exists());
+        assert_eq!(
+            fs::read(root.join("usr/lib/x")).unwrap(),
+            b"usr lib x, longer"
+        );
+        assert_eq!(fs::read(root.join("usr/share/s")).unwrap(), b"share");
+        assert!(fs::symlink_metadata(root.join("lib")).unwrap().is_symlink());
+    }
+}
+
 /// A hard link of the snapshot whose first name the restore leaves as it is (`--overwrite
 /// never` keeps a symlink there) is not linked to it: the missing second name became that
 /// symlink (to a file outside the target), exit 0. It is reported, exit 3.

@@ -16,6 +16,7 @@ mod ctx;
 mod direct;
 mod fetch;
 mod finish;
+mod followed;
 mod footprint;
 mod guard;
 mod handles;
@@ -431,7 +432,7 @@ pub fn restore(
     };
     let roots = exact_roots(&plan, &snapshot.paths);
     let warmed = warmer.map_or(0, warm::Warmer::finish);
-    let follow = scan::followed_links(&plan, &roots);
+    let followed = followed::followed_links(&plan, &roots);
     let risky = aliases::risky_paths(&plan);
     let looked = std::sync::OnceLock::new();
     let scanner = scan::Scanner {
@@ -439,7 +440,8 @@ pub fn restore(
         risky: &risky,
         looked: &looked,
         repository: repository.as_ref(),
-        follow: &follow,
+        follow: &followed.links,
+        clashing: &followed.clashes,
         overwrite: opts.overwrite,
         delete: opts.delete,
         metadata: opts.metadata,

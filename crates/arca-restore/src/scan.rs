@@ -47,7 +47,7 @@ pub(crate) enum DirAction {
     Exists,
     /// A folder above the backed-up paths that the target has as a symlink to a folder
     /// inside the target: restored through, its metadata left alone (see
-    /// [`followed_links`]).
+    /// [`crate::followed::followed_links`]).
     Followed,
     /// Cannot be restored (the reason); its whole subtree is left alone.
     Blocked(String),
@@ -159,8 +159,12 @@ pub(crate) struct Scanner<'a> {
     /// The snapshot's backed-up paths: `--delete` acts only at or below them, never in the
     /// folders above them (their other entries were never part of the backup).
     pub roots: &'a [PathBuf],
-    /// The folders restored through a symlink of the target ([`followed_links`]), sorted.
+    /// The folders restored through a symlink of the target
+    /// ([`crate::followed::followed_links`]), sorted.
     pub follow: &'a [u32],
+    /// The symlinks of the target not restored through, as two folders of the snapshot
+    /// would be one there, with the reason; sorted.
+    pub clashing: &'a [(u32, String)],
     pub checker: &'a BlockChecker<'a>,
     /// Threads looking at entries and hashing the files that cannot be trusted: mostly
     /// waiting for inodes and blocks to be read, so many of them keep the disk's queue full.
@@ -183,46 +187,9 @@ pub(crate) struct Scanner<'a> {
     pub looked: &'a std::sync::OnceLock<Vec<bool>>,
 }
 
-/// The folders above the backed-up paths (`/lib` for a backup of `/lib/os-release`) that the
-/// target has as a symlink to a folder inside the target (`lib -> usr/lib` of a merged-/usr
-/// system), sorted: the restore goes through them, as restic does, and leaves their metadata
-/// alone. Replacing such a link with a folder of the snapshot's few entries broke the system
-/// it was restored to (`--target /`). A backed-up folder that is a symlink in the target is
-/// still replaced (the snapshot says what it is), and a link leading out of the target is
-/// not followed: the restore writes only inside its target.
-pub(crate) fn followed_links(plan: &Plan, roots: &[PathBuf]) -> Vec<u32> {
-    let under_root = |d: usize| backed_up(roots, &plan.dirs[d].snap_path);
-    let Some(top) = plan.dirs.first() else {
-        return vec![];
-    };
-    if under_root(0) {
-        return vec![];
-    }
-    let Ok(top) = fs::canonicalize(&top.path) else {
-        return vec![];
-    };
-    // Parents come before their folders: only those of a folder above are looked at.
-    let mut above = vec![false; plan.dirs.len()];
-    above[0] = true;
-    let mut out = vec![];
-    for d in 1..plan.dirs.len() {
-        let dp = &plan.dirs[d];
-        if !above[dp.parent as usize] || under_root(d) {
-            continue;
-        }
-        above[d] = true;
-        if arca_fs::lstat(&dp.path).is_ok_and(|m| m.is_symlink())
-            && fs::canonicalize(&dp.path).is_ok_and(|p| p.starts_with(&top) && p.is_dir())
-        {
-            out.push(d as u32);
-        }
-    }
-    out
-}
-
 /// Whether snapshot path `p` is at or below one of the backed-up `roots` (not one of the
 /// folders above them, which hold only the way down).
-fn backed_up(roots: &[PathBuf], p: &Path) -> bool {
+pub(crate) fn backed_up(roots: &[PathBuf], p: &Path) -> bool {
     roots.iter().any(|r| p.starts_with(r))
 }
 
@@ -418,6 +385,9 @@ impl Scanner<'_> {
     fn dir_action(&self, at: &mut DirCache<'_>, d: usize) -> (DirAction, bool) {
         let dp = &self.plan.dirs[d];
         let is_repository = |id: (u64, u64)| self.repository.is_some_and(|r| r.folder == id);
+        if let Ok(i) = self.clashing.binary_search_by_key(&(d as u32), |c| c.0) {
+            return (DirAction::Blocked(self.clashing[i].1.clone()), false);
+        }
         if self.follow.binary_search(&(d as u32)).is_ok() {
             // A symlink in the target leading to the repository's folder.
             if self.repository.is_some()
