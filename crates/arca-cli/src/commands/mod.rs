@@ -29,6 +29,8 @@ pub mod tag;
 pub mod ui;
 pub mod version;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use anyhow::{Context, Result};
 use arca_repo::SnapshotFilter;
 
@@ -37,6 +39,9 @@ use crate::cli::{Cli, Command, FilterArgs};
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<u8> {
     let g = &cli.global;
+    if changes_something(&cli.command) {
+        FINISH_WITHOUT_STDOUT.store(true, Ordering::Relaxed);
+    }
     match &cli.command {
         Command::Init(a) => init::run(g, a),
         Command::Backup(a) => backup::run(g, a),
@@ -195,27 +200,70 @@ fn stdout_error(e: std::io::Error) -> std::io::Error {
 
 impl std::io::Write for Stdout {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.write(buf).map_err(stdout_error)
+        write_stdout(&mut self.0, &[buf], false).map_err(stdout_error)?;
+        Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush().map_err(stdout_error)
+        write_stdout(&mut self.0, &[], true).map_err(stdout_error)
     }
 }
 
-/// Writes a line to stdout, surfacing a closed pipe as an error the caller maps to exit 0.
+/// Whether the command changes the repository or a target: once standard output is closed
+/// (`| head -1`, `| grep -q`), it finishes its work and drops what it would print. Stopping
+/// at the first line left `forget` having removed nothing, `forget --prune` without its
+/// prune, and `tag` and `copy` half done, with exit 0 (restic dies by SIGPIPE, exit 141).
+/// Commands that only read stop, exit 0.
+static FINISH_WITHOUT_STDOUT: AtomicBool = AtomicBool::new(false);
+/// Standard output was found closed by a command that finishes without it.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+fn changes_something(c: &Command) -> bool {
+    !matches!(
+        c,
+        Command::Snapshots(_)
+            | Command::Ls(_)
+            | Command::Check(_)
+            | Command::Cat(_)
+            | Command::List(_)
+            | Command::Find(_)
+            | Command::Diff(_)
+            | Command::Dump(_)
+            | Command::Stats(_)
+            | Command::Version(_)
+            | Command::Completions(_)
+            | Command::Man(_)
+    )
+}
+
+/// Writes to stdout unless it was found closed by a command that finishes without it
+/// ([`FINISH_WITHOUT_STDOUT`]); a closed pipe is otherwise an error the caller maps to exit 0.
+fn write_stdout(o: &mut impl std::io::Write, parts: &[&[u8]], flush: bool) -> std::io::Result<()> {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let wrote = parts
+        .iter()
+        .try_for_each(|p| o.write_all(p))
+        .and_then(|()| if flush { o.flush() } else { Ok(()) });
+    match wrote {
+        Err(e)
+            if e.kind() == std::io::ErrorKind::BrokenPipe
+                && FINISH_WITHOUT_STDOUT.load(Ordering::Relaxed) =>
+        {
+            STDOUT_CLOSED.store(true, Ordering::Relaxed);
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// Writes a line to stdout (see [`write_stdout`]).
 fn out(line: &str) -> Result<()> {
-    use std::io::Write;
-    let mut o = std::io::stdout().lock();
-    o.write_all(line.as_bytes())
-        .and_then(|()| o.write_all(b"\n"))
-        .context("cannot write to standard output")
+    out_bytes(line.as_bytes())
 }
 
 /// Writes raw bytes and a newline to stdout (paths that are not UTF-8).
 fn out_bytes(line: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let mut o = std::io::stdout().lock();
-    o.write_all(line)
-        .and_then(|()| o.write_all(b"\n"))
+    write_stdout(&mut std::io::stdout().lock(), &[line, b"\n"], false)
         .context("cannot write to standard output")
 }

@@ -1,0 +1,110 @@
+//! What commands print on standard output when a script reads it: a reader that stops early
+//! does not leave the work half done, and `-q --json` prints the summary alone.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+use std::process::Output;
+
+use common::*;
+
+/// Runs `args` with standard output a pipe whose reader is already gone (`| true`).
+fn closed_stdout(e: &Env, args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    e.cmd(args).stdout(writer).output().unwrap()
+}
+
+fn snapshot_count(e: &Env) -> usize {
+    e.json(&["snapshots", "--json"]).as_array().unwrap().len()
+}
+
+/// A reader that goes away (`| head -1`, `| true`) made `forget` remove nothing, `forget
+/// --prune` skip its prune, and `tag` and `copy` stop halfway, all with exit 0 (hunt 19).
+/// Commands that change something now finish and drop what they would print.
+#[test]
+fn a_closed_stdout_does_not_stop_a_command_halfway() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for n in 0..4 {
+        fs::write(src.join("f"), arca_testkit::random_bytes(n, 200_000)).unwrap();
+        e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    }
+    let o = closed_stdout(&e, &["tag", "--add", "T", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let snaps = e.json(&["snapshots", "--json"]);
+    for s in snaps.as_array().unwrap() {
+        assert_eq!(s["tags"], serde_json::json!(["T"]), "{snaps}");
+    }
+
+    let other = e.path("other");
+    let o = e
+        .cmd(&["init", "-q"])
+        .args(["-r", other.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = e
+        .cmd(&["copy", "--from-repo", e.path("repo").to_str().unwrap()])
+        .args(["-r", other.to_str().unwrap()])
+        .env("ARCA_FROM_PASSWORD", "test password")
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let copied = e
+        .cmd(&["snapshots", "--json"])
+        .args(["-r", other.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let copied: serde_json::Value = serde_json::from_slice(&copied.stdout).unwrap();
+    assert_eq!(copied.as_array().unwrap().len(), 4, "{copied}");
+
+    let o = closed_stdout(&e, &["forget", "--keep-last", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(snapshot_count(&e), 2);
+    let o = closed_stdout(&e, &["forget", "--keep-last", "1", "--prune", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(snapshot_count(&e), 1);
+    // The prune ran: nothing is left for another one to delete.
+    let dry = e.json(&["prune", "--dry-run", "--json"]);
+    assert_eq!(dry["unused_blobs"], 0, "{dry}");
+
+    // A command that only reads still stops at once, exit 0.
+    let o = closed_stdout(&e, &["ls", "latest"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// `restore -q --json` prints the summary alone, as restic and `backup -q --json` do: its
+/// status lines (one a second) made stdout more than one document when the restore was slow.
+#[test]
+fn a_quiet_json_restore_prints_the_summary_alone() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), arca_testkit::random_bytes(7, 300_000)).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    // About 3 s behind a slow link: status lines would come every second.
+    let out = e.ok(&[
+        "--backend-bandwidth",
+        "100KB",
+        "restore",
+        "latest",
+        "--target",
+        target.to_str().unwrap(),
+        "-q",
+        "--json",
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(v["message_type"], "summary", "{out}");
+}
