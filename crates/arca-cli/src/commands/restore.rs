@@ -164,7 +164,8 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     let progress = Arc::new(Progress::default());
     let p = Arc::clone(&progress);
     let line = ProgressLine::start(util::interactive(g, a.json), move |el| render(&p, el));
-    let ticker = a.json.then(|| {
+    // As restic (and backup): `--quiet` leaves only the summary, also in JSON.
+    let ticker = (a.json && !g.quiet).then(|| {
         let p = Arc::clone(&progress);
         Ticker::start(Duration::from_secs(1), move |el| {
             let _ = super::out(&status_json(&p, el).to_string());
