@@ -122,6 +122,7 @@ async fn status(State(app): State<Arc<App>>) -> Response {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct OpenRequest {
     password: String,
 }

@@ -446,6 +446,24 @@ fn a_chosen_path_restores_that_entry_alone_and_a_missing_one_is_refused() {
         "{}",
         r.text()
     );
+    // An unknown field is refused: a misspelt `"dry-run": true` ran a real restore that
+    // deleted in the target (hunt 19).
+    let r = post(
+        &s,
+        "/api/restore",
+        &json!({"snapshot": "latest", "paths": [q(&odd)], "target": target, "delete": true, "dry-run": true}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("unknown field `dry-run`"), "{}", r.text());
+    assert_eq!(std::fs::read(mine.join("extra")).unwrap(), b"extra");
+    for (url, body) in [
+        ("/api/check", json!({"read_data": true, "subset": "1/5"})),
+        ("/api/backup", json!({"profile": "home", "dryrun": true})),
+    ] {
+        let r = post(&s, url, &body);
+        assert_eq!(r.status, 400, "{url}: {}", r.text());
+        assert!(r.text().contains("unknown field"), "{}", r.text());
+    }
     let r = post(
         &s,
         "/api/restore",
@@ -647,6 +665,21 @@ fn restore_backup_forget_and_prune_jobs() {
         "{}",
         r.text()
     );
+    // A misspelt or missing dry_run is refused, never read as a real prune (hunt 19).
+    let jobs_before = get(&s, "/api/jobs").json()["jobs"]
+        .as_array()
+        .unwrap()
+        .len();
+    for body in [json!({}), json!({"dry-run": true}), json!({"dryrun": true})] {
+        let r = post(&s, "/api/prune", &body);
+        assert_eq!(r.status, 400, "{body}: {}", r.text());
+        assert!(r.text().contains("dry"), "{}", r.text());
+    }
+    let jobs_after = get(&s, "/api/jobs").json()["jobs"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(jobs_before, jobs_after);
     let j = wait_job(
         &s,
         post(&s, "/api/prune", &json!({"dry_run": true})).json()["job"]["id"]

@@ -18,6 +18,7 @@ use crate::state::{ApiError, App};
 
 /// `POST /api/backup`.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BackupRequest {
     /// The profile's name (its file is `NAME.toml` in the profiles folder).
     pub profile: String,

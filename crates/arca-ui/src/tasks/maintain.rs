@@ -22,6 +22,7 @@ use crate::state::{ApiError, App};
 
 /// `POST /api/check`.
 #[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CheckRequest {
     /// Read and verify every pack.
     #[serde(default)]
@@ -408,11 +409,12 @@ pub fn start_forget(app: &Arc<App>, r: ForgetRequest) -> Result<Arc<Job>, ApiErr
     })
 }
 
-/// `POST /api/prune`.
+/// `POST /api/prune`: unknown fields are refused, and `dry_run` must be given (an empty body
+/// or a misspelt `"dry-run"` ran a real prune).
 #[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PruneRequest {
     /// Plan only.
-    #[serde(default)]
     pub dry_run: bool,
 }
 

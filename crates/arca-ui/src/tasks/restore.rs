@@ -23,8 +23,10 @@ use crate::state::{ApiError, App};
 /// Entries a dry run lists at most.
 const PLANNED_LIMIT: usize = 1000;
 
-/// `POST /api/restore`.
+/// `POST /api/restore`: unknown fields are refused (a misspelt `"dry-run": true` ran a real
+/// restore, with `--delete` if asked).
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RestoreRequest {
     /// Snapshot id, prefix or `latest`.
     pub snapshot: String,
