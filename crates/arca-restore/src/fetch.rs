@@ -80,6 +80,7 @@ pub(crate) fn fetcher(
                 } else {
                     // The pack is missing or cut short: the workers take each blob from
                     // another copy where the index knows one, or fail its files.
+                    job.short = e.kind == arca_backend::ErrorKind::ShortRead && job.blobs.len() > 1;
                     job.failed = Some(why);
                     job.buf.clear();
                     if work.send(Work::Fetched(job)).is_err() {

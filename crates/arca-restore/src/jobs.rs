@@ -49,6 +49,9 @@ pub(crate) struct FetchJob {
     /// The read failed (not an outage: the pack is missing or cut short), with this cause:
     /// the workers take each blob from another copy, or fail its files.
     pub failed: Option<String>,
+    /// The pack was there but shorter than the read: the blobs before its end may be whole,
+    /// and are read one by one (a cut pack failed every file with a block in the read).
+    pub short: bool,
 }
 
 /// Placing a block without fetching it.

@@ -174,7 +174,12 @@ impl<'a, 's> Worker<'a, 's> {
             let copy;
             let plain = match opened {
                 Ok(p) => p,
-                Err(why) => match other_copy(self.repo, self.index, bp.id, job.failed.is_none()) {
+                Err(why) => match other_copy(
+                    self.repo,
+                    self.index,
+                    bp.id,
+                    job.failed.is_none() || job.short,
+                ) {
                     Some((c, other)) => {
                         copy = c;
                         let counter = if other {

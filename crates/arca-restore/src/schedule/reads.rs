@@ -237,6 +237,7 @@ impl Scheduler<'_, '_> {
             buf,
             at: 0,
             failed: None,
+            short: false,
         };
         clock.busy();
         if links.fetch.send(job).is_err() {
