@@ -145,7 +145,7 @@ fn dry_run_json_profile_and_bad_flags() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert!(objs.iter().any(|o| o["message_type"] == "verbose_status"
-        && o["action"] == "delete"
+        && o["action"] == "deleted"
         && o["item"].as_str().unwrap().ends_with("/extra")));
     let sum = objs.last().unwrap();
     assert_eq!(

@@ -193,7 +193,7 @@ fn json_lines_name_old_and_new_ids() {
         assert_eq!(
             *line,
             serde_json::json!({
-                "message_type": "changed_snapshot",
+                "message_type": "changed",
                 "old_snapshot_id": old,
                 "new_snapshot_id": new,
                 "old_tags": old_tags,

@@ -49,7 +49,16 @@ impl arca_restore::Observer for Printer<'_> {
             return;
         }
         let line = if self.json {
-            json!({"message_type": "verbose_status", "action": e.action.name(),
+            // restic's names for what happened to an entry.
+            let action = match e.action {
+                Action::Restore => "restored",
+                Action::Update | Action::Metadata => "updated",
+                Action::Delete => "deleted",
+                Action::Skip => "unchanged",
+                Action::Blocked => "blocked",
+            };
+            json!({"message_type": "verbose_status", "action": action,
+                "metadata_only": e.action == Action::Metadata,
                 "item": e.path.to_string_lossy(), "type": e.kind, "size": e.bytes,
                 "dry_run": self.dry_run})
             .to_string()

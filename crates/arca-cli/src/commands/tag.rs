@@ -118,7 +118,7 @@ pub fn run(g: &Global, a: &TagArgs) -> Result<u8> {
         if a.json {
             super::out(
                 &json!({
-                    "message_type": "changed_snapshot",
+                    "message_type": "changed",
                     "old_snapshot_id": id.to_hex(),
                     "new_snapshot_id": r.new_id.map(|n| n.to_hex()),
                     "old_tags": r.old_tags,
