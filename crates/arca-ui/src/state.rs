@@ -210,14 +210,16 @@ impl App {
         Ok(idx)
     }
 
-    /// Takes a lock of `kind` for `command` unless `--no-lock` was given.
+    /// Takes a lock of `kind` for `command`. `--no-lock` skips shared locks only, as on the
+    /// CLI: forget and prune always lock exclusively (a prune job under `arca --no-lock ui`
+    /// deleted the packs of a running backup), except a prune's dry run, which changes nothing.
     pub fn lock(
         &self,
         repo: &Repository,
         kind: LockKind,
         command: &str,
     ) -> Result<Option<arca_repo::Lock>, String> {
-        if self.no_lock {
+        if self.no_lock && (kind == LockKind::Shared || command == "prune --dry-run") {
             return Ok(None);
         }
         repo.lock_for(kind, command)

@@ -828,3 +828,39 @@ fn listening_beyond_loopback_needs_tls() {
     assert!(arca_ui::Server::start(o).is_err());
     let _ = Path::new("/");
 }
+
+/// Under `arca --no-lock ui`, forget and prune still lock exclusively, as on the CLI: a prune
+/// job took no lock and deleted the packs of a backup running meanwhile (hunt 20). A prune dry
+/// run changes nothing and still skips it.
+#[test]
+fn no_lock_never_lets_prune_or_forget_run_beside_a_backup() {
+    let f = Fixture::new();
+    let s = arca_ui::Server::start(arca_ui::UiOptions {
+        no_lock: true,
+        ..f.options(Some(PASSWORD))
+    })
+    .unwrap();
+    let repo = arca_repo::Repository::open(
+        std::sync::Arc::new(arca_backend::LocalBackend::new(&f.repo)),
+        PASSWORD.as_bytes(),
+    )
+    .unwrap();
+    let backup = repo
+        .lock_for(arca_repo::LockKind::Shared, "backup")
+        .unwrap();
+    let job = |url: &str, body: serde_json::Value| {
+        let r = post(&s, url, &body);
+        assert_eq!(r.status, 202, "{url}: {}", r.text());
+        wait_job(&s, r.json()["job"]["id"].as_u64().unwrap())
+    };
+    let j = job("/api/prune", json!({"dry_run": false}));
+    assert_eq!(j["state"], "failed", "{j}");
+    assert!(j["error"].as_str().unwrap().contains("locked"), "{j}");
+    let j = job("/api/forget", json!({"keep_last": 1, "expect": []}));
+    assert_eq!(j["state"], "failed", "{j}");
+    assert!(j["error"].as_str().unwrap().contains("locked"), "{j}");
+    assert_eq!(get(&s, "/api/overview").json()["snapshots"], 2);
+    let j = job("/api/prune", json!({"dry_run": true}));
+    assert_eq!(j["state"], "done", "{j}");
+    drop(backup);
+}

@@ -511,7 +511,12 @@ pub fn start_prune(app: &Arc<App>, r: PruneRequest) -> Result<Arc<Job>, ApiError
         move |app, ctx| {
             let repo = app.repo_uncached().map_err(|e| e.message)?;
             ctx.phase("waiting for the exclusive lock");
-            let _lock = app.lock(&repo, LockKind::Exclusive, "prune")?;
+            let command = if r.dry_run {
+                "prune --dry-run"
+            } else {
+                "prune"
+            };
+            let _lock = app.lock(&repo, LockKind::Exclusive, command)?;
             prune_with(&repo, ctx, r.dry_run)
         },
     )
