@@ -344,8 +344,11 @@ impl<'a, 's> Worker<'a, 's> {
                         d.settled += len;
                     }
                     self.scratch = data;
-                    if let Some(t) = landed {
-                        d.placed.push((blob, t));
+                    match landed {
+                        Some(t) => d.placed.push((blob, t)),
+                        // Every write failed: later uses must not wait for, or copy from, here
+                        // (as for a fetched block).
+                        None => d.retry.push((blob, vec![])),
                     }
                 }
             }
