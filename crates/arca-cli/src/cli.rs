@@ -48,11 +48,12 @@ fn exit_with(e: &clap::Error, args: &[std::ffi::OsString]) -> ! {
     use clap::error::ErrorKind;
     use std::io::{IsTerminal, Write};
     // Options with their own text parser (patterns) already name the value.
-    if e.kind() == ErrorKind::InvalidUtf8 && e.to_string().contains("invalid UTF-8 was detected") {
-        if let Some(message) = non_utf8_message(args) {
-            eprintln!("{message}");
-            std::process::exit(e.exit_code())
-        }
+    if e.kind() == ErrorKind::InvalidUtf8
+        && e.to_string().contains("invalid UTF-8 was detected")
+        && let Some(message) = non_utf8_message(args)
+    {
+        eprintln!("{message}");
+        std::process::exit(e.exit_code())
     }
     // On a terminal clap prints it, styled.
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)

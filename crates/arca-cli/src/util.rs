@@ -38,7 +38,14 @@ pub fn parse_size(s: &str) -> Result<u64> {
 pub fn size_arg(s: &str) -> Result<String, String> {
     arca_format::text::parse_size(s)
         .map(|_| s.to_string())
-        .map_err(|_| "expected a size such as 4096, 512KiB, 64MiB or 2G".into())
+        .map_err(|e| {
+            // A size too large is a size: say so (it was told sizes look like 4096).
+            if e.ends_with("out of range") {
+                "out of range: a size must stay below 1.8e19 bytes (18000000TB)".into()
+            } else {
+                "expected a size such as 4096, 512KiB, 64MiB or 2G".into()
+            }
+        })
 }
 
 /// clap's check of `check --read-data-subset`, as [`size_arg`].
@@ -168,6 +175,19 @@ fn strip_newline(mut s: String) -> String {
     s
 }
 
+/// The error for a password file whose first line is empty, naming it.
+fn empty_password_file(f: &Path) -> anyhow::Error {
+    let blank = std::fs::read(f).is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace));
+    if blank {
+        anyhow!("password file {} is empty", f.display())
+    } else {
+        anyhow!(
+            "password file {}: its first line is empty (the password is the first line)",
+            f.display()
+        )
+    }
+}
+
 fn read_password_file(p: &Path) -> Result<Zeroizing<String>> {
     let s = std::fs::read_to_string(p)
         .with_context(|| format!("cannot read password file {}", p.display()))?;
@@ -243,14 +263,7 @@ pub fn password(g: &Global) -> Result<Zeroizing<String>> {
         let p = read_password_file(f)?;
         // No key has an empty password (init and key add refuse one).
         if p.is_empty() {
-            let blank = std::fs::read(f).is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace));
-            if blank {
-                bail!("password file {} is empty", f.display());
-            }
-            bail!(
-                "password file {}: its first line is empty (the password is the first line)",
-                f.display()
-            );
+            return Err(empty_password_file(f));
         }
         return Ok(p);
     }
@@ -280,7 +293,11 @@ pub fn env_password(name: &str) -> Result<Option<Zeroizing<String>>> {
 /// A new password: from `file`, `ARCA_NEW_PASSWORD`, or prompted twice.
 pub fn new_password(file: Option<&Path>, env_var: &str, what: &str) -> Result<Zeroizing<String>> {
     let p = if let Some(f) = file {
-        read_password_file(f)?
+        let p = read_password_file(f)?;
+        if p.is_empty() {
+            return Err(empty_password_file(f));
+        }
+        p
     } else if let Some(p) = env_password(env_var)? {
         p
     } else {
@@ -525,7 +542,8 @@ pub fn take_lock(
     let patience = g.retry_lock.as_deref().map(parse_duration).transpose()?;
     let started = std::time::Instant::now();
     let mut pause = Duration::from_secs(1);
-    let mut said = false;
+    // The holder the waiting line named, if it was printed.
+    let mut said: Option<String> = None;
     loop {
         crate::lock_signals::arm(crate::commands::INTERRUPTED);
         match repo.lock_for(kind, command) {
@@ -535,13 +553,13 @@ pub fn take_lock(
                 let left = patience
                     .unwrap_or_default()
                     .saturating_sub(started.elapsed());
-                if !said && !g.quiet {
+                if said.is_none() && !g.quiet {
                     eprintln!(
                         "repository {location} is locked {holder}; trying again for up to {} \
                          (--retry-lock)",
                         g.retry_lock.as_deref().unwrap_or_default()
                     );
-                    said = true;
+                    said = Some(holder);
                 }
                 // In slices: Ctrl-C to a backup or restore waiting here stops it (they
                 // handle signals themselves, and waited out the whole --retry-lock).
@@ -555,10 +573,18 @@ pub fn take_lock(
                 pause = (pause * 2).min(Duration::from_secs(30));
             }
             Err(arca_repo::RepoError::Locked { location, holder }) if patience.is_some() => {
+                // The holder the waiting line named (and what to do about it) is not said
+                // again; a new one is.
+                let who = match &said {
+                    Some(first) if same_holder(first, &holder) => {
+                        "by the holder named above".to_string()
+                    }
+                    _ => holder,
+                };
                 return Err(arca_repo::RepoError::Locked {
                     location,
                     holder: format!(
-                        "{holder}, still after trying again for {} (--retry-lock)",
+                        "{who}, still after trying again for {} (--retry-lock)",
                         g.retry_lock.as_deref().unwrap_or_default()
                     ),
                 }
@@ -567,6 +593,13 @@ pub fn take_lock(
             other => return lock_outcome(other, kind, command),
         }
     }
+}
+
+/// Whether two descriptions of the lock in the way name the same holder: they differ in the
+/// time it was last refreshed, which a live holder renews while others wait.
+fn same_holder(a: &str, b: &str) -> bool {
+    let who = |h: &str| h.split(", refreshed ").next().unwrap_or(h).to_string();
+    who(a) == who(b)
 }
 
 /// `pause` spread at random over [pause/2, 3 pause/2): two processes that took their locks
@@ -655,8 +688,9 @@ fn dumb_terminal(term: Option<std::ffi::OsString>) -> bool {
 
 pub use arca_format::text::mode_string;
 
-/// A pattern option's value: text. A value that is not UTF-8 is refused naming the option and
-/// the value (clap said only "invalid UTF-8 was detected in one or more arguments").
+/// A pattern option's value: text, and a glob. A value that is not UTF-8 is refused naming the
+/// option and the value (clap said only "invalid UTF-8 was detected in one or more
+/// arguments").
 #[derive(Clone, Copy, Debug)]
 pub struct TextPattern;
 
@@ -669,7 +703,7 @@ impl clap::builder::TypedValueParser for TextPattern {
         arg: Option<&clap::Arg>,
         value: &std::ffi::OsStr,
     ) -> Result<String, clap::Error> {
-        value.to_str().map(str::to_string).ok_or_else(|| {
+        let text = value.to_str().map(str::to_string).ok_or_else(|| {
             let option = arg
                 .map(|a| a.to_string())
                 .unwrap_or_else(|| "a pattern".into());
@@ -681,7 +715,18 @@ impl clap::builder::TypedValueParser for TextPattern {
                     value.to_string_lossy()
                 ),
             )
-        })
+        })?;
+        // A pattern that is not a glob is a bad value, exit 2 as the others (it was 1).
+        match arca_fs::pattern::PathMatcher::new(std::slice::from_ref(&text)) {
+            Ok(_) => Ok(text),
+            Err(e) => {
+                let option = arg.map(|a| a.to_string()).unwrap_or_default();
+                Err(clap::Error::raw(
+                    clap::error::ErrorKind::ValueValidation,
+                    format!("{option}: {e}\n"),
+                ))
+            }
+        }
     }
 }
 

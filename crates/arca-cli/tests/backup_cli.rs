@@ -118,7 +118,7 @@ fn bad_exclusion_arguments_are_named() {
             "/nonexistent/paths",
             1,
         ),
-        (vec!["--iexclude", "[z-a"], "[z-a", 1),
+        (vec!["--iexclude", "[z-a"], "[z-a", 2),
     ] {
         let mut a = vec!["backup", s];
         a.extend(args.iter());

@@ -5,6 +5,7 @@
 mod common;
 
 use std::fs;
+use std::process::Command;
 
 use common::*;
 
@@ -377,4 +378,290 @@ fn a_blob_damaged_on_the_way_is_read_again() {
         }
     }
     assert!(clean >= 2, "{clean}");
+}
+
+/// The packs of `e`'s repository holding blobs of `kind` ("tree" or "data"), as `cat pack`
+/// describes them.
+fn packs_of(e: &Env, kind: &str) -> Vec<serde_json::Value> {
+    e.ok(&["list", "packs"])
+        .lines()
+        .map(|p| serde_json::from_str::<serde_json::Value>(&e.ok(&["cat", "pack", p])).unwrap())
+        .filter(|p| p["type"] == kind)
+        .collect()
+}
+
+fn pack_file(e: &Env, id: &str) -> std::path::PathBuf {
+    e.repo.join("data").join(&id[..2]).join(id)
+}
+
+/// A damaged listing or index file is named once in each message of find, prune, rewrite and
+/// the repairs: the inner error named the tree or index file again (`(tree ID): tree blob ID
+/// in pack …`), and the repairs' messages began with an internal `invalid index:`. Prune's
+/// advice names repairs that exist (it said `arca repair`, which is no command), and
+/// following it leaves a repository that checks clean.
+#[test]
+fn a_damaged_listing_or_index_file_is_named_once() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("sub")).unwrap();
+    fs::write(src.join("f1"), arca_testkit::random_bytes(1, 30_000)).unwrap();
+    fs::write(src.join("sub/a"), b"hi").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let index = arca_testkit::files_under(&e.repo.join("index")).remove(0);
+    let index_name = index.file_name().unwrap().to_string_lossy().into_owned();
+    let index_bytes = fs::read(&index).unwrap();
+
+    // Every listing damaged.
+    let pack = packs_of(&e, "tree").remove(0);
+    let pack_id = pack["id"].as_str().unwrap().to_string();
+    let trees: Vec<String> = pack["blobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap().to_string())
+        .collect();
+    for b in pack["blobs"].as_array().unwrap() {
+        arca_testkit::flip_byte(&pack_file(&e, &pack_id), b["offset"].as_u64().unwrap() + 20)
+            .unwrap();
+    }
+    let each_once = |err: &str| {
+        for l in err.lines() {
+            for t in &trees {
+                if l.contains(&t[..8]) {
+                    once(l, &t[..8]);
+                }
+            }
+            if l.contains(&pack_id) {
+                once(l, &pack_id);
+            }
+        }
+    };
+    for args in [
+        &["find", "f1"][..],
+        &["prune", "--dry-run"],
+        &["rewrite", "--exclude", "f1", "latest"],
+    ] {
+        let o = e.run(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = stderr(&o);
+        assert!(err.contains("damaged"), "{args:?}: {err}");
+        each_once(&err);
+    }
+    let err = stderr(&e.run(&["prune", "--dry-run"]));
+    assert!(!err.contains("`arca repair`"), "{err}");
+    let repair = format!("`arca repair packs {}`", &pack_id[..8]);
+    assert!(err.contains(&repair), "{err}");
+    assert!(err.contains("`arca repair snapshots --forget`"), "{err}");
+
+    // A damaged index file, met by prune and the repairs that refuse to run over it.
+    arca_testkit::flip_byte(&index, 20).unwrap();
+    for args in [
+        &["prune", "--dry-run"][..],
+        &["repair", "snapshots", "--dry-run"],
+        &["repair", "packs", &pack_id[..8]],
+    ] {
+        let o = e.run(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = stderr(&o);
+        once(&err, &index_name[..10]);
+        once(&err, "`arca repair index`");
+        assert!(!err.contains("invalid"), "{args:?}: {err}");
+    }
+    fs::write(&index, &index_bytes).unwrap();
+
+    // Prune's advice for the damaged listings, followed.
+    e.ok(&["repair", "packs", &pack_id[..8]]);
+    e.ok(&["repair", "snapshots", "--forget"]);
+    e.ok(&["check", "--read-data"]);
+    e.ok(&["prune"]);
+}
+
+/// A pack that cannot be read (access denied) is not damage: prune and the repairs say to
+/// make the repository readable. Prune proposed `arca check --read-data`, then `arca repair`
+/// (no command), and `repair packs` to "try again", which fails the same way.
+#[test]
+fn an_unreadable_pack_asks_for_a_readable_repository() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f1"), arca_testkit::random_bytes(2, 30_000)).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let pack = packs_of(&e, "tree").remove(0);
+    let pack_id = pack["id"].as_str().unwrap().to_string();
+    let denied = |args: &[&str]| {
+        let o = e
+            .cmd(args)
+            .env("ARCA_TEST_FAULTS", "read:pack:always:denied")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        stderr(&o)
+    };
+    let err = denied(&["prune", "--dry-run"]);
+    once(&err, "Make the repository readable");
+    once(&err, "nothing was deleted");
+    assert!(!err.contains("repair"), "{err}");
+    let err = denied(&["repair", "packs", &pack_id[..8]]);
+    once(&err, &pack_id);
+    once(&err, "make it readable");
+    once(&err, "nothing was changed");
+    assert!(
+        !err.contains("try again") && !err.contains("invalid"),
+        "{err}"
+    );
+    let err = denied(&["repair", "index", "--read-all-packs"]);
+    once(&err, "make the repository readable");
+    once(&err, "nothing was changed");
+    assert!(
+        !err.contains("try again") && !err.contains("invalid"),
+        "{err}"
+    );
+    // Nothing was taken for damage.
+    e.ok(&["check", "--read-data"]);
+}
+
+/// Errors name the path the user gave: dump's `--target` (not the temporary file beside it),
+/// standard output, and an empty password file given to init or key add.
+#[test]
+fn the_path_given_is_named() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f1"), b"hello").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+
+    let target = e.path("nonexistent/x.tar");
+    let o = e.run(&["dump", "latest", "/", "-t", target.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    once(&err, &format!("cannot create {}", target.display()));
+    once(&err, "No such file or directory");
+    assert!(!err.contains("arca-dump"), "{err}");
+
+    let file = src.join("f1");
+    let o = e
+        .cmd(&["dump", "latest", file.to_str().unwrap()])
+        .stdout(fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    once(&err, "standard output");
+    once(&err, "No space left on device");
+
+    let empty = e.path("empty");
+    fs::write(&empty, b"").unwrap();
+    let named = format!("password file {} is empty", empty.display());
+    let o = e.run(&["key", "add", "--new-password-file", empty.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    once(&stderr(&o), &named);
+    let o = Command::new(common::BIN)
+        .args(["-r", e.path("repo2").to_str().unwrap()])
+        .args(["--password-file", empty.to_str().unwrap(), "init"])
+        .env_remove("ARCA_PASSWORD")
+        .env_remove("ARCA_REPOSITORY")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    once(&stderr(&o), &named);
+}
+
+/// A pattern that does not compile is named as it was given, with the cause: the message
+/// showed the glob it is rewritten to as well (`error parsing glob '**/[abc'`).
+#[test]
+fn a_bad_pattern_is_named_as_given() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f1"), b"hello").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let t = e.path("t");
+    for args in [
+        &["find", "[abc"][..],
+        &[
+            "restore",
+            "latest",
+            "-t",
+            t.to_str().unwrap(),
+            "--include",
+            "[abc",
+        ],
+        &["rewrite", "latest", "--exclude", "[abc"],
+    ] {
+        let o = e.run(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = stderr(&o);
+        once(&err, "[abc");
+        once(&err, "unclosed character class");
+        assert!(!err.contains("**/"), "{args:?}: {err}");
+    }
+}
+
+/// Check's last line counts what it listed, in words that agree with the number: it said
+/// `check found 1 errors` after listing an error and the snapshots it damages.
+#[test]
+fn check_counts_what_it_lists() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f1"), arca_testkit::random_bytes(3, 30_000)).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let pack = packs_of(&e, "data").remove(0);
+    fs::remove_file(pack_file(&e, pack["id"].as_str().unwrap())).unwrap();
+    let o = e.run(&["check"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert_eq!(err.lines().filter(|l| l.starts_with("error: ")).count(), 1);
+    once(&err, "is damaged: 1 path affected");
+    once(&err, "arca: check found 1 error and 1 damaged snapshot\n");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("checked 1 snapshot, "), "{out}");
+}
+
+/// A bad value is a usage error, exit 2, whichever command takes it (the README's table):
+/// a counting mode, a find time, a listen address and a glob exited 1, and a size too large
+/// was told what sizes look like.
+#[test]
+fn bad_values_are_usage_errors() {
+    let e = Env::new();
+    for (args, says) in [
+        (
+            &["stats", "--mode", "bogus"][..],
+            "[possible values: restore-size",
+        ),
+        (
+            &["find", "-N", "notatime", "x"],
+            "'--newest <TIME>': expected YYYY-MM-DD",
+        ),
+        (
+            &["ui", "--listen", "nonsense"],
+            "'--listen <ADDR>': expected ADDRESS:PORT",
+        ),
+        (
+            &["backup", "/tmp", "--exclude", "["],
+            "--exclude <PATTERN>: invalid pattern \"[\"",
+        ),
+        (&["rewrite", "--exclude", "[x"], "invalid pattern \"[x\""),
+        (
+            &[
+                "restore",
+                "latest",
+                "-t",
+                "/tmp/x",
+                "--memory",
+                "18446744073709551615",
+            ],
+            "out of range",
+        ),
+    ] {
+        let o = e.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        once(&stderr(&o), says);
+    }
 }

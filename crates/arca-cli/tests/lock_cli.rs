@@ -105,6 +105,11 @@ fn retry_lock_waits_for_the_holder_and_gives_up_with_exit_11() {
         err.contains("still after trying again for 1s (--retry-lock)"),
         "{err}"
     );
+    // The holder, and what to do about it, are said once: the final error points back to
+    // the line that named them (it repeated it whole).
+    assert_eq!(err.matches("locked by backup").count(), 1, "{err}");
+    assert_eq!(err.matches("arca unlock").count(), 1, "{err}");
+    assert!(err.contains("by the holder named above"), "{err}");
     assert!(t.elapsed() >= Duration::from_secs(1), "it did not wait");
     assert!(backup.wait().unwrap().success());
     // Enough patience: prune waits for the backup and then runs.

@@ -97,7 +97,7 @@ impl PathMatcher {
         }
         let set = b.build().map_err(|e| PatternError {
             pattern: patterns.join(" "),
-            detail: e.to_string(),
+            detail: glob_error(&e),
         })?;
         Ok(Self {
             set,
@@ -291,6 +291,12 @@ fn clean(p: &str) -> String {
     }
 }
 
+/// What is wrong with a pattern, without the glob it was rewritten to (`**/NAME` for a
+/// pattern that matches at any depth): the error names the pattern as it was given.
+pub fn glob_error(e: &globset::Error) -> String {
+    e.kind().to_string()
+}
+
 fn glob(full: &str, original: &str) -> Result<globset::Glob, PatternError> {
     GlobBuilder::new(&classes_within_names(full))
         .literal_separator(true)
@@ -298,7 +304,7 @@ fn glob(full: &str, original: &str) -> Result<globset::Glob, PatternError> {
         .build()
         .map_err(|e| PatternError {
             pattern: original.to_string(),
-            detail: e.to_string(),
+            detail: glob_error(&e),
         })
 }
 

@@ -20,6 +20,7 @@ pub use forget::{
 };
 pub use prune::{
     MaxUnused, PackAction, PackPlan, PlanStats, PruneError, PruneOptions, PrunePlan, PruneReport,
+    TreeFault,
 };
 
 /// The snapshot among `saved` (the repository's) equal to `new` in every field: the copy that

@@ -177,6 +177,10 @@ pub enum RepoError {
     /// A key operation that would lock the user out.
     #[error("{0}")]
     KeyRefused(String),
+    /// An operation refused to start, before it changed anything: the text names what is in
+    /// the way, why, and what to do about it.
+    #[error("{0}")]
+    Refused(String),
     /// A parameter is out of range.
     #[error("invalid {what}: {detail}")]
     Invalid {

@@ -23,7 +23,8 @@ use crate::blob::BlobOpener;
 use crate::{Index, Repository};
 use ranges::{Read, Span, coalesce, read_with_retry};
 
-/// One listing's verified plaintext, or why it could not be read.
+/// One listing's verified plaintext, or why it could not be read (naming the pack, not the
+/// listing: the caller names the listing, by its tree id or its path).
 pub type Listing = Result<Vec<u8>, String>;
 
 /// Directory listings by tree id (see [`Listing`]).
@@ -281,17 +282,23 @@ impl<'a> TreeLoader<'a> {
                 )
                 .map_err(|e| {
                     damaged = true;
-                    e.to_string()
+                    copy_damaged(&pack, &e)
                 })
                 .and_then(|plain| {
                     // Checked here so that a bad listing is reported as one.
                     Tree::visit(plain, |_| {})
                         .map(|_| plain.to_vec())
-                        .map_err(|e| format!("tree {id}: {e}"))
+                        .map_err(|e| format!("not a valid listing: {e}"))
                 });
             got.push((id, res, damaged));
         }
     }
+}
+
+/// Why the copy of a listing in `pack` did not open, without the listing's id: every caller
+/// names the listing (its tree id, or its path) itself.
+fn copy_damaged(pack: &Id, e: &crate::RepoError) -> String {
+    format!("the copy in pack {pack} is {}", e.blob_cause())
 }
 
 /// Every directory listing of a snapshot (a backup's parent), as verified plaintext by tree
@@ -600,6 +607,8 @@ mod tests {
         for (id, why) in got.failed() {
             assert!(bad.contains(id), "{id}: {why}");
             assert!(why.contains(&victim.id.to_hex()), "{why}");
+            // The listing's id is for the caller to name, once.
+            assert!(!why.contains(&id.to_hex()), "{why}");
         }
     }
 

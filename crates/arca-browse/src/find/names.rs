@@ -46,7 +46,7 @@ fn component_glob(c: &str, pattern: &str, ignore_case: bool) -> Result<GlobMatch
         .map_err(|e| {
             FindError::Pattern(PatternError {
                 pattern: pattern.to_string(),
-                detail: e.to_string(),
+                detail: arca_fs::pattern::glob_error(&e),
             })
         })
 }

@@ -78,9 +78,9 @@ fn print_text(
     }
     for a in &rep.affected {
         eprintln!(
-            "snapshot {} is damaged: {} paths affected",
+            "snapshot {} is damaged: {} affected",
             a.snapshot.short(),
-            a.paths.len()
+            plural(a.paths.len(), "path", "paths")
         );
         for p in a.paths.iter().take(50) {
             eprintln!("  {}", p.display());
@@ -137,8 +137,10 @@ fn print_text(
             None => String::new(),
         };
         super::out(&format!(
-            "checked {} snapshots, {} trees, {} packs{read}",
-            rep.snapshots, rep.trees, rep.packs,
+            "checked {}, {}, {}{read}",
+            plural(rep.snapshots, "snapshot", "snapshots"),
+            plural(rep.trees, "tree", "trees"),
+            plural(rep.packs, "pack", "packs"),
         ))?;
     }
     if rep.is_ok() {
@@ -146,7 +148,25 @@ fn print_text(
             super::out("no errors were found")?;
         }
     } else {
-        eprintln!("arca: check found {} errors", rep.errors.len());
+        eprintln!("arca: check found {}", found(rep));
     }
     Ok(())
+}
+
+/// What the summary line counts: the `error:` lines, and the `snapshot … is damaged` lines
+/// when there are any (they are listed too, and were left out of the count).
+fn found(rep: &CheckReport) -> String {
+    let errors = plural(rep.errors.len(), "error", "errors");
+    match rep.affected.len() {
+        0 => errors,
+        d => format!(
+            "{errors} and {}",
+            plural(d, "damaged snapshot", "damaged snapshots")
+        ),
+    }
+}
+
+/// `1 path`, `2 paths`.
+fn plural(count: usize, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
 }

@@ -60,6 +60,8 @@ pub struct DumpArgs {
 struct Pending {
     tmp: Option<PathBuf>,
     target: PathBuf,
+    /// The target as given, which errors name (the temporary file is an internal name).
+    shown: PathBuf,
     done: bool,
 }
 
@@ -85,6 +87,7 @@ impl Pending {
             let p = Pending {
                 tmp: None,
                 target: target.to_path_buf(),
+                shown: target.to_path_buf(),
                 done: false,
             };
             Ok((p, f))
@@ -123,16 +126,19 @@ impl Pending {
         let tmp = real.with_file_name(tmp_name);
         // Ctrl-C ends the process without destructors: it removes the partial file itself.
         crate::lock_signals::remove_on_signal(&tmp, super::INTERRUPTED);
-        let f = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        // Named as given: the temporary file beside it fails for the same reason.
+        let f =
+            File::create(&tmp).with_context(|| format!("cannot create {}", target.display()))?;
         let pending = Pending {
             tmp: Some(tmp),
             target: real,
+            shown: target.to_path_buf(),
             done: false,
         };
         // The file replaced keeps its permissions.
-        if let (Some(mode), Some(tmp)) = (mode, &pending.tmp) {
+        if let Some(mode) = mode {
             f.set_permissions(mode)
-                .with_context(|| format!("cannot set the permissions of {}", tmp.display()))?;
+                .with_context(|| format!("cannot set the permissions of {}", target.display()))?;
         }
         Ok((pending, f))
     }
@@ -144,13 +150,12 @@ impl Pending {
             return Ok(());
         };
         f.sync_all()
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
+            .with_context(|| format!("cannot write {}", self.shown.display()))?;
         drop(f);
         std::fs::rename(tmp, &self.target).with_context(|| {
             format!(
-                "cannot rename {} to {}",
-                tmp.display(),
-                self.target.display()
+                "cannot put {} in place (renaming the finished dump onto it)",
+                self.shown.display()
             )
         })?;
         crate::lock_signals::keep_on_signal(tmp);
@@ -252,8 +257,15 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
                 .try_clone_to_owned()
                 .context("cannot use stdout")?;
             let mut w = BufWriter::with_capacity(1 << 20, File::from(fd));
-            let report = dump.write(&target, archive, &mut w)?;
-            w.flush()?;
+            // A write that fails says it was standard output's (the error is kept whole, so a
+            // closed pipe is still recognised).
+            let report = dump.write(&target, archive, &mut w).map_err(|e| match e {
+                DumpError::Write { what, source } => anyhow::Error::new(source)
+                    .context(format!("cannot write the {what} to standard output")),
+                e => e.into(),
+            })?;
+            w.flush()
+                .context("cannot write the dump to standard output")?;
             report
         }
     };

@@ -32,10 +32,10 @@ pub struct FindArgs {
     pub filter: FilterArgs,
     /// Only entries modified at TIME or later: YYYY-MM-DD, YYYY-MM-DD HH:MM[:SS] (local time)
     /// or RFC 3339
-    #[arg(short = 'O', long, value_name = "TIME", conflicts_with_all = ["blob", "tree", "pack"])]
+    #[arg(short = 'O', long, value_name = "TIME", conflicts_with_all = ["blob", "tree", "pack"], value_parser = time_arg)]
     pub oldest: Option<String>,
     /// Only entries modified at TIME or earlier (same forms as --oldest)
-    #[arg(short = 'N', long, value_name = "TIME", conflicts_with_all = ["blob", "tree", "pack"])]
+    #[arg(short = 'N', long, value_name = "TIME", conflicts_with_all = ["blob", "tree", "pack"], value_parser = time_arg)]
     pub newest: Option<String>,
     /// Match patterns regardless of case
     #[arg(short = 'i', long, conflicts_with_all = ["blob", "tree", "pack"])]
@@ -248,6 +248,13 @@ impl Output<'_> {
         }
         self.w.flush()
     }
+}
+
+/// clap's check of `--oldest`/`--newest`: a bad time is a usage error (exit 2), as elsewhere.
+fn time_arg(s: &str) -> Result<String, String> {
+    parse_time(s).map(|_| s.to_string()).map_err(|_| {
+        "expected YYYY-MM-DD, YYYY-MM-DD HH:MM, YYYY-MM-DD HH:MM:SS or RFC 3339".into()
+    })
 }
 
 /// The snapshots to search, newest first (oldest first with `--reverse`).

@@ -21,7 +21,7 @@ pub struct StatsArgs {
     pub snapshots: Vec<String>,
     /// Counting mode: restore-size (bytes a restore writes), files-by-contents (distinct
     /// files), raw-data (distinct blobs as stored, compression, dedup), blobs-per-file
-    #[arg(long, default_value = "restore-size", value_name = "MODE")]
+    #[arg(long, default_value = "restore-size", value_name = "MODE", value_parser = ["restore-size", "files-by-contents", "raw-data", "blobs-per-file"])]
     pub mode: String,
     #[command(flatten)]
     pub filter: FilterArgs,

@@ -12,12 +12,22 @@ use clap::Args;
 use crate::cli::Global;
 use crate::util;
 
+/// clap's check of `--listen`: a bad address is a usage error (exit 2), as elsewhere.
+fn listen_arg(s: &str) -> Result<String, String> {
+    arca_ui::parse_listen(s)
+        .map(|_| s.to_string())
+        .map_err(|e| match e {
+            arca_ui::UiError::BadListen { detail, .. } => detail,
+            other => other.to_string(),
+        })
+}
+
 /// Options of `arca ui`.
 #[derive(Debug, Args)]
 pub struct UiArgs {
     /// Address to listen on, e.g. 127.0.0.1:8000 [default: 127.0.0.1 on a free port]; an
     /// address beyond this machine needs --tls-cert and --tls-key
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = listen_arg)]
     pub listen: Option<String>,
     /// Do not open a browser
     #[arg(long)]

@@ -261,6 +261,21 @@ impl PruneReport {
     }
 }
 
+/// Why prune could not read a tree ([`PruneError::UnreadableTree`]), for the advice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TreeFault {
+    /// Its copy in this pack is damaged (or does not decode): `repair packs` salvages the
+    /// rest of the pack.
+    Damaged {
+        /// The pack holding it.
+        pack: Id,
+    },
+    /// The pack holding it is gone.
+    Missing,
+    /// It could not be read (access denied, an outage): nothing is known to be damaged.
+    Unreadable,
+}
+
 /// Why prune stopped. Nothing was deleted unless the step that failed came after the new
 /// index was written (see the module documentation).
 #[derive(Debug)]
@@ -281,8 +296,10 @@ pub enum PruneError {
     UnreadableTree {
         /// Tree id.
         id: Id,
-        /// Why.
+        /// Why, naming neither the tree nor, when damaged, its pack.
         error: String,
+        /// Whether the tree is damaged or could not be read at all.
+        fault: TreeFault,
     },
     /// A snapshot could not be read.
     UnreadableSnapshot {
@@ -353,10 +370,36 @@ impl fmt::Display for PruneError {
                      what is lost"
                 )
             }
-            PruneError::UnreadableTree { id, error } => write!(
+            PruneError::UnreadableTree {
+                id,
+                error,
+                fault: TreeFault::Damaged { pack },
+            } => write!(
                 f,
-                "tree {id} cannot be read ({error}), so the data it uses is unknown; {NOTHING}. \
-                 Run `arca check --read-data`, then `arca repair`"
+                "tree {id} in pack {pack} is {error}, so the data it uses is unknown; \
+                 {NOTHING}. Run `arca repair packs {}` (it keeps the blobs that verify), then \
+                 `arca repair snapshots --forget` for what is lost",
+                pack.short()
+            ),
+            PruneError::UnreadableTree {
+                id,
+                error,
+                fault: TreeFault::Missing,
+            } => write!(
+                f,
+                "tree {id} cannot be read ({error}), so the data it uses is unknown; \
+                 {NOTHING}. Run `arca check` to see what is affected and the repairs to run"
+            ),
+            // Not damage: the tree may well be whole.
+            PruneError::UnreadableTree {
+                id,
+                error,
+                fault: TreeFault::Unreadable,
+            } => write!(
+                f,
+                "tree {id} cannot be read ({error}), so the data it uses is unknown; \
+                 {NOTHING}. Make the repository readable (the file's permissions, the \
+                 connection) and run prune again"
             ),
             // The error names the snapshot file already.
             PruneError::UnreadableSnapshot { id, error } if error.is_corruption() => write!(
@@ -536,9 +579,10 @@ pub fn plan_repository(
 ) -> Result<PrunePlan, PruneError> {
     let (index, damaged) = repo.load_index_report()?;
     if let Some((id, why)) = damaged.first() {
+        // The cause alone: the error names the file too.
         return Err(PruneError::DamagedIndex {
             id: *id,
-            why: why.to_string(),
+            why: why.cause(),
         });
     }
     plan_with_progress(repo, &index, opts, progress)

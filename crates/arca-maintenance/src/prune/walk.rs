@@ -4,14 +4,14 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use arca_backend::FileType;
+use arca_backend::{ErrorKind, FileType};
 use arca_format::{BlobKind, Id, Tree};
 use arca_repo::blob::BlobOpener;
 use arca_repo::trees::TreeLoader;
 use arca_repo::trees::ranges::{Read, Span, coalesce, read_with_retry};
 use arca_repo::{BlobLocation, Index, Repository};
 
-use super::{Progress, PruneError};
+use super::{Progress, PruneError, TreeFault};
 
 /// Missing blobs named in the error.
 const EXAMPLES: usize = 5;
@@ -147,7 +147,12 @@ impl Walker<'_> {
         next: &mut Vec<Pending>,
     ) -> Result<(), PruneError> {
         let pack = self.index.packs()[r.pack as usize].id;
-        let unreadable = |id: Id, error: String| PruneError::UnreadableTree { id, error };
+        // The messages name the tree and, when damaged, its pack: the causes name neither.
+        let damaged = |id: Id, error: String| PruneError::UnreadableTree {
+            id,
+            error,
+            fault: TreeFault::Damaged { pack },
+        };
         let first = r.items.first().map(|s| s.item.0).unwrap_or_default();
         let (at, _) = read_with_retry(
             self.repo.backend().as_ref(),
@@ -157,13 +162,25 @@ impl Walker<'_> {
             buf,
             stop,
         )
-        .map_err(|e| unreadable(first, e.to_string()))?;
+        .map_err(|e| match e.kind {
+            // The pack ends before the tree: damaged, as a flipped byte is.
+            ErrorKind::ShortRead => damaged(first, format!("cut short ({})", e.source)),
+            kind => PruneError::UnreadableTree {
+                id: first,
+                error: e.to_string(),
+                fault: if kind == ErrorKind::NotFound {
+                    TreeFault::Missing
+                } else {
+                    TreeFault::Unreadable
+                },
+            },
+        })?;
         for s in &r.items {
             let (id, raw_len) = s.item;
             let start = at + (s.offset - r.offset) as usize;
             let sealed = buf
                 .get_mut(start..start + s.len as usize)
-                .ok_or_else(|| unreadable(id, "the read came back short".into()))?;
+                .ok_or_else(|| damaged(id, "cut short".into()))?;
             let plain = opener
                 .open(
                     self.repo.key(),
@@ -174,8 +191,9 @@ impl Walker<'_> {
                     sealed,
                     raw_len,
                 )
-                .map_err(|e| unreadable(id, e.to_string()))?;
-            let tree = Tree::decode(plain).map_err(|e| unreadable(id, e.to_string()))?;
+                .map_err(|e| damaged(id, e.blob_cause()))?;
+            let tree = Tree::decode(plain)
+                .map_err(|e| damaged(id, format!("damaged: not a valid listing: {e}")))?;
             for node in &tree.nodes {
                 for c in &node.content {
                     self.claim(BlobKind::Data, &c.id);
@@ -296,6 +314,7 @@ fn read_level(
                     Err(PruneError::UnreadableTree {
                         id: Id::default(),
                         error: "a tree reader thread failed".into(),
+                        fault: TreeFault::Unreadable,
                     })
                 })
             })

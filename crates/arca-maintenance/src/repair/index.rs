@@ -70,14 +70,11 @@ pub fn repair_index(
             .filter(|e| !e.is_corruption() && !is_gone(e))
             .map(|e| (id, e))
     }) {
-        return Err(RepoError::Invalid {
-            what: "repair index",
-            detail: format!(
-                "{} cannot be read, which is not damage: it is kept, and nothing was changed; \
-                 make it readable and run again",
-                unreadable_index(id, e)
-            ),
-        });
+        return Err(RepoError::Refused(format!(
+            "{} cannot be read, which is not damage: it is kept, and nothing was changed; \
+             make it readable and run again",
+            unreadable_index(id, e)
+        )));
     }
     let on_disk = repo.list_ids(FileType::Pack)?;
     rep.packs_found = on_disk.len();

@@ -54,13 +54,17 @@ pub const REPAIRED_TAG: &str = "repaired";
 fn scan_or_stop(repo: &Repository, packs: &[(Id, u64)]) -> Result<HeaderScan, RepoError> {
     let scan = scan_headers(repo, packs);
     if let Some(u) = scan.unreadable.iter().find(|u| !u.damaged) {
-        return Err(RepoError::Invalid {
-            what: "repair",
-            detail: format!(
-                "cannot read pack {} ({}); nothing was changed, try again",
-                u.id, u.error
-            ),
-        });
+        // The error names the pack's file when it comes from the backend.
+        let what = if u.error.contains(&u.id.to_hex()) {
+            u.error.clone()
+        } else {
+            format!("pack {}: {}", u.id, u.error)
+        };
+        return Err(RepoError::Refused(format!(
+            "{what}: its header cannot be read, which is not damage, so nothing was changed; \
+             make the repository readable (the file's permissions, the connection) and run \
+             the repair again"
+        )));
     }
     Ok(scan)
 }

@@ -70,10 +70,7 @@ pub struct RepairPacksReport {
 
 /// The error for a repair that cannot start; nothing was changed.
 fn refuse(detail: String) -> RepoError {
-    RepoError::Invalid {
-        what: "repair packs",
-        detail: format!("{detail}; nothing was changed"),
-    }
+    RepoError::Refused(format!("{detail}; nothing was changed"))
 }
 
 /// Salvages the blobs of `packs` (see the module documentation). Call it with the
@@ -91,8 +88,10 @@ pub fn repair_packs(
         match f {
             Ok(f) => files.push((id, f)),
             Err(e) if e.is_corruption() => {
+                // The cause alone: the error names the file too.
                 return Err(refuse(format!(
-                    "index file {id} is damaged ({e}): run `arca repair index` first"
+                    "index file {id} is damaged ({}): run `arca repair index` first",
+                    e.cause()
                 )));
             }
             // Not damage (access denied, an outage): `repair index` would not help.
@@ -151,8 +150,14 @@ pub fn repair_packs(
         let bytes = match repo.backend().read(FileType::Pack, &id.to_hex()) {
             Ok(b) => b,
             Err(e) if e.is_not_found() => vec![],
+            // Not damage: the pack may be whole, and is kept. The error names its file.
             Err(e) => {
-                return Err(refuse(format!("cannot read pack {id} ({e}); try again")));
+                let advice = if e.kind == arca_backend::ErrorKind::PermissionDenied {
+                    "make it readable (its permissions) and run the repair again"
+                } else {
+                    "run the repair again once the repository can be read"
+                };
+                return Err(refuse(format!("{e} (not damage): {advice}")));
             }
         };
         for (kind, b) in candidates(repo, id, p, &bytes) {

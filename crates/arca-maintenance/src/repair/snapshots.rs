@@ -208,12 +208,12 @@ fn usable_index(
         match f {
             Ok(f) => files.push(f),
             Err(e) if e.is_corruption() => {
-                return Err(RepoError::Invalid {
-                    what: "index",
-                    detail: format!(
-                        "index file {id} is damaged ({e}): run `arca repair index` first"
-                    ),
-                });
+                // The cause alone: the error names the file too.
+                return Err(RepoError::Refused(format!(
+                    "index file {id} is damaged ({}): nothing was changed; run `arca repair \
+                     index` first",
+                    e.cause()
+                )));
             }
             Err(e) => return Err(e),
         }
