@@ -33,12 +33,16 @@ pub(crate) struct Known<'a> {
     /// Directory listings whose stored copies could not be read (damaged, their pack gone):
     /// stored again when met, rather than referenced.
     distrusted: HashSet<Id>,
+    /// Packs the index names that the repository does not hold: a blob only they hold is
+    /// stored again (a backup after a pack was lost referenced the lost data, exit 0).
+    gone: HashSet<u32>,
 }
 
 impl<'a> Known<'a> {
     /// Knows what `index` holds, except the listings of `distrusted`, whose stored copies
-    /// could not be read: this run stores those again when it meets them.
-    pub(crate) fn new(index: &'a Index, distrusted: HashSet<Id>) -> Self {
+    /// could not be read, and the blobs held only by the `gone` packs: this run stores those
+    /// again when it meets them.
+    pub(crate) fn new(index: &'a Index, distrusted: HashSet<Id>, gone: HashSet<u32>) -> Self {
         let shards = || (0..SHARDS).map(|_| Mutex::new(HashSet::new())).collect();
         Self {
             index,
@@ -46,12 +50,20 @@ impl<'a> Known<'a> {
             copied: Mutex::new(HashSet::new()),
             segment: Mutex::new(Segment::default()),
             distrusted,
+            gone,
         }
     }
 
     /// Whether the repository holds a copy of the blob that can be used.
     fn stored(&self, kind: BlobKind, id: &Id) -> bool {
-        self.index.contains(kind, id) && !(kind == BlobKind::Tree && self.distrusted.contains(id))
+        let held = if self.gone.is_empty() {
+            self.index.contains(kind, id)
+        } else {
+            self.index
+                .locations(kind, id)
+                .any(|l| !self.gone.contains(&l.pack_index))
+        };
+        held && !(kind == BlobKind::Tree && self.distrusted.contains(id))
     }
 
     fn shard(&self, kind: BlobKind, id: &Id) -> &Mutex<HashSet<Id>> {

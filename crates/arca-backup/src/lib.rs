@@ -530,13 +530,24 @@ fn run<'w>(
     });
     let mut index = index?;
     phases.done("index");
+    let mut gone_packs = std::collections::HashSet::new();
     if let Some(listed) = listed {
+        let listed = listed?;
+        let held: std::collections::HashSet<Id> = listed.iter().map(|(id, _)| *id).collect();
         // Index the packs an interrupted backup uploaded, so their blobs are not sent again.
-        arca_repo::recover::adopt_listed(repo, &mut index, listed?)?;
+        arca_repo::recover::adopt_listed(repo, &mut index, listed)?;
+        // The packs the index names that are not there (lost, deleted by hand): what only
+        // they hold is stored again, so this snapshot is whole (restic references it).
+        gone_packs = (0u32..)
+            .zip(index.packs())
+            .filter(|(_, p)| !held.contains(&p.id))
+            .map(|(i, _)| i)
+            .collect();
         phases.done("packs");
     }
     let parent = parent?;
     let mut shape = shape(repo, opts)?;
+    shape.gone_packs = gone_packs;
     shape.reuse_metadata = !opts.force
         && parent
             .as_ref()
@@ -721,5 +732,6 @@ fn shape(repo: &Repository, opts: &BackupOptions) -> Result<Shape, BackupError> 
         medium_reads,
         reuse_metadata: false,
         settled_before: i64::MAX,
+        gone_packs: Default::default(),
     })
 }

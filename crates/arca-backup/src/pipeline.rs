@@ -117,6 +117,9 @@ pub(crate) struct Shape {
     pub reuse_metadata: bool,
     /// [`Ctx::settled_before`].
     pub settled_before: i64,
+    /// Packs the index names that the repository does not hold ([`Index::packs`]
+    /// positions): their blobs are stored again when met, not referenced.
+    pub gone_packs: std::collections::HashSet<u32>,
 }
 
 /// Runs the whole backup network over `source` and shuts it down.
@@ -144,6 +147,7 @@ pub(crate) fn run(
                     .iter()
                     .flat_map(|p| p.failed().iter().map(|(id, _)| *id))
                     .collect(),
+                shape.gone_packs.clone(),
             ),
             saver: &saver,
             reuse_metadata: shape.reuse_metadata,

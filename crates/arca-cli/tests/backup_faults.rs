@@ -124,3 +124,36 @@ fn a_full_disk_fails_the_backup_cleanly() {
     e.ok(&["check", "--read-data"]);
     restored_equal(&e, &src);
 }
+
+/// A pack the index names that is gone from the repository (lost, deleted by hand): the next
+/// backup stores its blobs again, so the new snapshot is whole. It referenced the lost data,
+/// exit 0, and its restore failed (restic does the same; hunt 20's review).
+#[test]
+fn a_backup_after_a_pack_is_lost_stores_its_data_again() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    let data = random_bytes(11, 3 << 20);
+    fs::write(src.join("f"), &data).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let mut biggest = None::<(u64, std::path::PathBuf)>;
+    for d in fs::read_dir(e.path("repo/data")).unwrap() {
+        for f in fs::read_dir(d.unwrap().path()).unwrap() {
+            let f = f.unwrap();
+            let len = f.metadata().unwrap().len();
+            if biggest.as_ref().is_none_or(|(l, _)| len > *l) {
+                biggest = Some((len, f.path()));
+            }
+        }
+    }
+    fs::remove_file(biggest.unwrap().1).unwrap();
+    // Unchanged since the parent, and under a new name: both stored again.
+    fs::write(src.join("g"), &data).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    let root = target.join(src.strip_prefix("/").unwrap());
+    assert!(fs::read(root.join("f")).unwrap() == data);
+    assert!(fs::read(root.join("g")).unwrap() == data);
+}
