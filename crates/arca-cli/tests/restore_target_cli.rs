@@ -304,7 +304,7 @@ fn a_symlinked_folder_that_would_merge_two_of_the_snapshots_is_not_restored_thro
         let o = e.run(&["restore", &id(2), "--target", t, "--delete"]);
         assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
         assert!(
-            stderr(&o).contains("inside the snapshot's backed-up folder"),
+            stderr(&o).contains("inside the snapshot's backed-up "),
             "{}",
             stderr(&o)
         );
@@ -316,6 +316,48 @@ fn a_symlinked_folder_that_would_merge_two_of_the_snapshots_is_not_restored_thro
         assert_eq!(fs::read(root.join("usr/share/s")).unwrap(), b"share");
         assert!(fs::symlink_metadata(root.join("lib")).unwrap().is_symlink());
     }
+
+    // Into a backed-up file the target has as a folder: `--delete` replaced that folder,
+    // and with it the snapshot's file the restore had put there through the link, exit 0
+    // for it (hunt 21).
+    e.ok(&["backup", "-q", &arg("usr/share/s"), &arg("lib/only")]);
+    let snaps: serde_json::Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    let last = snaps[3]["id"].as_str().unwrap().to_string();
+    let _ = fs::remove_dir_all(&target);
+    fs::create_dir_all(root.join("usr/share/s")).unwrap();
+    std::os::unix::fs::symlink("usr/share/s", root.join("lib")).unwrap();
+    let o = e.run(&["restore", &last, "--target", t, "--delete"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("not restored through this symlink"), "{err}");
+    assert!(err.contains("would be the snapshot's backed-up "), "{err}");
+    // The folder became the snapshot's file; the link, now to a file, is replaced by the
+    // snapshot's folder on the next run.
+    e.ok(&["restore", &last, "--target", t, "--delete"]);
+    assert_eq!(fs::read(root.join("lib/only")).unwrap(), b"only in lib");
+    assert_eq!(fs::read(root.join("usr/share/s")).unwrap(), b"share");
+
+    // A folder of one name on both sides is no clash by itself: its files differ (hunt 21).
+    for (d, f) in [("lib/sub", "f1"), ("usr/lib/sub", "f2")] {
+        fs::create_dir_all(base.join(d)).unwrap();
+        fs::write(base.join(d).join(f), f.as_bytes()).unwrap();
+    }
+    let v: serde_json::Value = serde_json::from_str(&e.ok(&[
+        "backup",
+        "-q",
+        "--json",
+        &arg("lib/only"),
+        &arg("lib/sub/f1"),
+        &arg("usr/lib/sub/f2"),
+    ]))
+    .unwrap();
+    let sub = v["snapshot_id"].as_str().unwrap().to_string();
+    fresh();
+    e.ok(&["restore", &sub, "--target", t]);
+    assert_eq!(fs::read(root.join("usr/lib/only")).unwrap(), b"only in lib");
+    assert_eq!(fs::read(root.join("usr/lib/sub/f1")).unwrap(), b"f1");
+    assert_eq!(fs::read(root.join("usr/lib/sub/f2")).unwrap(), b"f2");
+    assert!(fs::symlink_metadata(root.join("lib")).unwrap().is_symlink());
 }
 
 /// A hard link of the snapshot whose first name the restore leaves as it is (`--overwrite

@@ -125,26 +125,31 @@ fn clashes(plan: &Plan, above: &[bool], links: &[u32], top: &Path) -> Vec<(u32, 
         .filter(|g| g.len() > 1 && g.iter().any(|&d| via[d].is_some()))
         .collect();
     if !shared.is_empty() {
-        let mut names: HashMap<usize, Vec<&[u8]>> =
+        // Per folder, its entries' names, and whether each is a folder above the backed-up
+        // paths: two of those of one name are one place too, their own group (`lib/sub` and
+        // `usr/lib/sub` may hold different files), not a clash by themselves.
+        let mut names: HashMap<usize, Vec<(&[u8], bool)>> =
             shared.iter().flatten().map(|&d| (d, Vec::new())).collect();
-        for dp in &plan.dirs[1..] {
+        for (d, dp) in plan.dirs.iter().enumerate().skip(1) {
             if let Some(v) = names.get_mut(&(dp.parent as usize)) {
-                v.push(name(&dp.path).as_bytes());
+                v.push((name(&dp.path).as_bytes(), above[d]));
             }
         }
         for e in &plan.entries {
             if let Some(v) = names.get_mut(&(e.parent as usize)) {
-                v.push(&e.name);
+                v.push((&e.name, false));
             }
         }
         for group in &shared {
             for &d in group {
                 let Some(link) = via[d] else { continue };
                 let other = group.iter().filter(|&&o| o != d).find_map(|&o| {
-                    names[&d]
-                        .iter()
-                        .find(|x| names[&o].contains(x))
-                        .map(|x| (o, *x))
+                    names[&d].iter().find_map(|&(x, way)| {
+                        names[&o]
+                            .iter()
+                            .any(|&(y, their_way)| x == y && !(way && their_way))
+                            .then_some((o, x))
+                    })
                 });
                 if let Some((o, x)) = other {
                     let x = OsStr::from_bytes(x);
@@ -159,11 +164,9 @@ fn clashes(plan: &Plan, above: &[bool], links: &[u32], top: &Path) -> Vec<(u32, 
         }
     }
 
-    // Anything landing at or inside a backed-up folder other than itself.
-    let roots: HashMap<&Path, usize> = (1..n)
-        .filter(|&d| !above[d])
-        .filter_map(|d| place[d].as_deref().map(|p| (p, d)))
-        .collect();
+    // Anything landing at or inside a backed-up path other than itself: a backed-up folder
+    // (whose `--delete` would remove it), or a backed-up file the target has as a folder
+    // (replaced, with what landed in it).
     let entries = plan.entries.iter().filter_map(|e| {
         let p = e.parent as usize;
         let at = place[p].as_ref().filter(|_| above[p])?;
@@ -171,22 +174,31 @@ fn clashes(plan: &Plan, above: &[bool], links: &[u32], top: &Path) -> Vec<(u32, 
             at.join(OsStr::from_bytes(&e.name)),
             plan.dirs[p].path.join(OsStr::from_bytes(&e.name)),
             via[p],
+            true,
         ))
     });
     let folders = (1..n).filter_map(|d| {
         let at = place[d].clone()?;
-        Some((at, plan.dirs[d].path.clone(), via[d]))
+        Some((at, plan.dirs[d].path.clone(), via[d], !above[d]))
     });
-    for (at, path, link) in folders.chain(entries).collect::<Vec<_>>() {
+    let landing: Vec<_> = folders.chain(entries).collect();
+    // The backed-up paths by where they land: their path in the target and link.
+    let roots: HashMap<&Path, (&Path, Option<u32>)> = landing
+        .iter()
+        .filter(|x| x.3)
+        .map(|(at, path, link, _)| (at.as_path(), (path.as_path(), *link)))
+        .collect();
+    for (at, path, link, _) in &landing {
         for a in at.ancestors() {
-            let Some(&r) = roots.get(a) else { continue };
-            let rp = &plan.dirs[r].path;
-            if *rp == path || via[r] == link {
+            let Some(&(rp, rlink)) = roots.get(a) else {
+                continue;
+            };
+            if rp == path || rlink == *link {
                 continue;
             }
-            if let Some(l) = link.or(via[r]) {
+            if let Some(l) = link.or(rlink) {
                 let how = if a == at { "" } else { "inside " };
-                let theirs = format!("{how}the snapshot's backed-up folder {}", rp.display());
+                let theirs = format!("{how}the snapshot's backed-up {}", rp.display());
                 clash(l, path.clone(), theirs);
             }
         }
