@@ -18,7 +18,16 @@ pub fn parse(args: Vec<std::ffi::OsString>) -> Cli {
 /// The message for an argument that must be text but is not UTF-8: clap's own names neither
 /// the value nor its option.
 fn non_utf8_message(args: &[std::ffi::OsString]) -> Option<String> {
-    let i = args.iter().position(|a| a.to_str().is_none())?;
+    let Some(i) = args.iter().position(|a| a.to_str().is_none()) else {
+        // A variable clap reads (ARCA_REPOSITORY...).
+        let (name, value) = std::env::vars_os().find(|(n, v)| {
+            n.to_str().is_some_and(|n| n.starts_with("ARCA_")) && v.to_str().is_none()
+        })?;
+        return Some(format!(
+            "error: {} {value:?} is not valid UTF-8: arca reads its variables as text only",
+            name.to_string_lossy()
+        ));
+    };
     let bytes = args[i].as_encoded_bytes();
     let inline = bytes
         .starts_with(b"--")

@@ -345,6 +345,21 @@ fn a_text_value_that_is_not_utf8_is_named() {
     let o = e.cmd(&["backup", "/tmp"]).arg(inline).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     once(&stderr(&o), "(given to --tag) is not valid UTF-8");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_arca"))
+        .arg("snapshots")
+        .env_clear()
+        .env("ARCA_PASSWORD", "x")
+        .env(
+            "ARCA_REPOSITORY",
+            std::ffi::OsStr::from_bytes(b"/tmp/caf\xe9"),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    once(
+        &stderr(&o),
+        "ARCA_REPOSITORY \"/tmp/caf\\xE9\" is not valid UTF-8",
+    );
 }
 
 /// A pack read that comes back damaged (a fault on the way) is read once more before the
@@ -594,7 +609,8 @@ fn a_bad_pattern_is_named_as_given() {
         &["rewrite", "latest", "--exclude", "[abc"],
     ] {
         let o = e.run(args);
-        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        // A bad value: a usage error.
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
         let err = stderr(&o);
         once(&err, "[abc");
         once(&err, "unclosed character class");
