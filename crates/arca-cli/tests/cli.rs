@@ -874,7 +874,7 @@ fn include_and_exclude_on_restore_and_backup() {
         "--include",
         "[oops",
     ]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("invalid pattern"), "{}", stderr(&o));
 }
 

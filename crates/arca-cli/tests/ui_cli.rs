@@ -116,9 +116,9 @@ fn listening_beyond_loopback_needs_tls() {
         stderr(&o)
     );
     let o = e.run(&["ui", "--no-open", "--listen", "nowhere"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("invalid --listen \"nowhere\""),
+        stderr(&o).contains("invalid value 'nowhere' for '--listen <ADDR>'"),
         "{}",
         stderr(&o)
     );
