@@ -454,10 +454,15 @@ fn errors_name_the_value() {
         e.contains("no tree in the index matches \"ffffffffffffffff\""),
         "{e}"
     );
-    let e = fx.fails(&["find", "["]);
-    assert!(e.contains("\"[\""), "{e}");
-    let e = fx.fails(&["find", "--oldest", "yesterday", "x"]);
-    assert!(e.contains("\"yesterday\""), "{e}");
+    // A bad pattern or time is a usage error.
+    for (args, needle) in [
+        (&["find", "["][..], "\"[\""),
+        (&["find", "--oldest", "yesterday", "x"], "'yesterday'"),
+    ] {
+        let o = fx.e.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{}", stderr(&o));
+    }
     let e = fx.fails(&[
         "find",
         "--oldest",

@@ -326,19 +326,29 @@ fn bad_input_fails_naming_it_and_changes_nothing() {
     let (e, _src, id) = setup();
     let files = repo_files(&e);
     let missing = e.path("no-such-list");
-    for (args, needle) in [
-        (vec!["rewrite", "-e", "[", &id], "\"[\""),
-        (vec!["rewrite", "--iexclude", "a[", &id], "a["),
-        (vec!["rewrite", "-e", "*.key", "cafebabe00"], "cafebabe00"),
-        (vec!["rewrite", "-e", "*.key", "latest", "nosuch"], "nosuch"),
-        (vec!["rewrite", &id], "nothing to do"),
+    // A bad pattern is a usage error (2); the others fail when used (1).
+    for (args, needle, code) in [
+        (vec!["rewrite", "-e", "[", &id], "\"[\"", 2),
+        (vec!["rewrite", "--iexclude", "a[", &id], "a[", 2),
+        (
+            vec!["rewrite", "-e", "*.key", "cafebabe00"],
+            "cafebabe00",
+            1,
+        ),
+        (
+            vec!["rewrite", "-e", "*.key", "latest", "nosuch"],
+            "nosuch",
+            1,
+        ),
+        (vec!["rewrite", &id], "nothing to do", 1),
         (
             vec!["rewrite", "--exclude-file", missing.to_str().unwrap(), &id],
             "no-such-list",
+            1,
         ),
     ] {
         let o = e.run(&args);
-        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert_eq!(o.status.code(), Some(code), "{args:?}");
         let err = stderr(&o);
         assert!(err.contains(needle), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{err}");
