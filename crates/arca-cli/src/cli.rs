@@ -56,9 +56,8 @@ fn non_utf8_message(args: &[std::ffi::OsString]) -> Option<String> {
 fn exit_with(e: &clap::Error, args: &[std::ffi::OsString]) -> ! {
     use clap::error::ErrorKind;
     use std::io::{IsTerminal, Write};
-    // Options with their own text parser (patterns) already name the value.
+    // Only clap's own: options with their own text parser (patterns) name the value.
     if e.kind() == ErrorKind::InvalidUtf8
-        && e.to_string().contains("invalid UTF-8 was detected")
         && let Some(message) = non_utf8_message(args)
     {
         eprintln!("{message}");

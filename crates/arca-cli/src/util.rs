@@ -707,8 +707,9 @@ impl clap::builder::TypedValueParser for TextPattern {
             let option = arg
                 .map(|a| a.to_string())
                 .unwrap_or_else(|| "a pattern".into());
+            // Not InvalidUtf8: that kind is clap's own unnamed error, which `cli` rewrites.
             clap::Error::raw(
-                clap::error::ErrorKind::InvalidUtf8,
+                clap::error::ErrorKind::ValueValidation,
                 format!(
                     "{option} {:?}: a pattern must be text (UTF-8); match a name that is not \
                      with a wildcard in place of its other bytes (e.g. `caf*`)\n",
