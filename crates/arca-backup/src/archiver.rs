@@ -630,9 +630,11 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 self.ctx.report.file(&path, change);
                 return (Slot::Ready(node), None);
             }
-            if self.reading.get(&key).is_some_and(|s| unchanged(s, &node)) {
+            if self.reading.get(&key).is_some_and(|s| unchanged(s, &node))
+                && let Some(link) = self.ctx.links.follow(key, &path)
+            {
                 self.ctx.progress.add(1, node.size, 0);
-                return (Slot::Link(node, key, path, parent.is_some()), None);
+                return (Slot::Link(node, link, path, parent.is_some()), None);
             }
             self.reading.insert(key, node.clone());
         }
@@ -641,7 +643,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             slot,
             path,
             changed: parent.is_some(),
-            link: (node.nlink > 1).then_some(key),
+            link: (node.nlink > 1).then(|| self.ctx.links.lead(key)),
             node,
         };
         (Slot::Reading, Some(Later::Read(Box::new(job))))

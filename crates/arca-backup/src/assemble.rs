@@ -12,7 +12,11 @@ use arca_repo::profile::Clock;
 use crossbeam_channel::Receiver;
 
 use crate::WarningKind;
+use crate::links::LinkKey;
 use crate::pipeline::Ctx;
+
+/// A file's content and size.
+pub(crate) type Content = (Vec<ContentRef>, u64);
 
 /// A directory of the walk, numbered in the order the walk met it.
 pub(crate) type DirId = u64;
@@ -25,7 +29,7 @@ pub(crate) enum Slot {
     Reading,
     /// A further name of a hard-linked file being read elsewhere: waits for that content.
     /// The flag says whether the parent snapshot had a (different) entry at this name.
-    Link(Node, (u64, u64), PathBuf, bool),
+    Link(Node, LinkKey, PathBuf, bool),
     /// A directory: waits for its tree id.
     Dir(Node),
 }
@@ -41,12 +45,14 @@ pub(crate) enum Msg {
         old: Option<Id>,
         slots: Vec<Slot>,
     },
-    /// A file read (or skipped: `None`).
+    /// A file read (or skipped: `None`). For a hard-linked file, also its content and size
+    /// for the other names, which may be known though this name was skipped (read by
+    /// another name).
     File {
         dir: DirId,
         slot: u32,
         node: Option<Box<Node>>,
-        link: Option<(u64, u64)>,
+        link: Option<(LinkKey, Option<Content>)>,
     },
 }
 
@@ -61,7 +67,7 @@ enum LinkState {
     /// Names waiting for the content.
     Waiting(Vec<(DirId, u32)>),
     /// The content and size read, or `None` when the file could not be read.
-    Read(Option<(Vec<ContentRef>, u64)>),
+    Read(Option<Content>),
 }
 
 /// What the assembler produced.
@@ -79,7 +85,7 @@ pub(crate) struct Assembled {
 struct Assembler<'c, 'a, 's> {
     ctx: &'c Ctx<'a, 's>,
     dirs: HashMap<DirId, Pending>,
-    links: HashMap<(u64, u64), LinkState>,
+    links: HashMap<LinkKey, LinkState>,
     root: Option<Id>,
     summary: SnapshotSummary,
     skipped: (u64, u64),
@@ -116,11 +122,10 @@ pub(crate) fn run(ctx: &Ctx<'_, '_>, rx: Receiver<Msg>) -> Assembled {
                 node,
                 link,
             } => {
-                let node = node.map(|n| *n);
-                if let Some(key) = link {
-                    a.link_read(key, node.as_ref());
+                if let Some((key, read)) = link {
+                    a.link_read(key, read);
                 }
-                a.fill(dir, slot, node);
+                a.fill(dir, slot, node.map(|n| *n));
             }
         }
         clock.busy();
@@ -178,8 +183,7 @@ impl Assembler<'_, '_, '_> {
     }
 
     /// The first name of a hard-linked file was read: its other names take its content.
-    fn link_read(&mut self, key: (u64, u64), node: Option<&Node>) {
-        let read = node.map(|n| (n.content.clone(), n.size));
+    fn link_read(&mut self, key: LinkKey, read: Option<Content>) {
         let prev = self.links.insert(key, LinkState::Read(read.clone()));
         if let Some(LinkState::Waiting(names)) = prev {
             for (dir, slot) in names {
@@ -188,7 +192,7 @@ impl Assembler<'_, '_, '_> {
         }
     }
 
-    fn fill_link(&mut self, dir: DirId, slot: u32, read: Option<(Vec<ContentRef>, u64)>) {
+    fn fill_link(&mut self, dir: DirId, slot: u32, read: Option<Content>) {
         let Some(Slot::Link(mut node, _, path, changed)) = self
             .dirs
             .get_mut(&dir)

@@ -13,6 +13,7 @@ pub mod estimate;
 pub mod filter;
 mod gomatch;
 mod holes;
+mod links;
 mod pipeline;
 mod pool;
 mod prefetch;

@@ -13,6 +13,7 @@ use crate::archiver::{Fatal, Walker};
 use crate::assemble::{self, Msg};
 use crate::dedup::Known;
 use crate::filter::Filter;
+use crate::links::Links;
 use crate::pool::Buffers;
 use crate::prefetch::Prefetcher;
 use crate::reader::{FileJob, FileReader, ReadTimes};
@@ -43,6 +44,8 @@ pub(crate) struct Ctx<'a, 's> {
     /// The buffers of the other files too big for a reader's own small buffer: as many such
     /// files are read at once as there are buffers, whatever the number of readers.
     pub medium: Buffers,
+    /// The names of hard-linked files being read, shared by the walk and the readers.
+    pub links: Links,
 }
 
 impl Ctx<'_, '_> {
@@ -157,6 +160,7 @@ pub(crate) fn run(
             opts,
             large: Buffers::new(1),
             medium: Buffers::new(shape.medium_reads),
+            links: Links::default(),
         };
         let readers = shape.readers.max(1);
         let (job_tx, job_rx) = bounded::<FileJob>(readers * 4);

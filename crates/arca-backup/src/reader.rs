@@ -15,8 +15,9 @@ use arca_repo::profile::StageProfile;
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::WarningKind;
-use crate::assemble::{DirId, Msg};
+use crate::assemble::{Content, DirId, Msg};
 use crate::holes::HoleSkippingReader;
+use crate::links::LinkKey;
 use crate::pipeline::Ctx;
 
 /// Files at least this large are streamed one at a time, so that the disk reads them in
@@ -37,8 +38,8 @@ pub(crate) struct FileJob {
     pub node: Node,
     /// The parent snapshot has this entry (the file changed rather than appeared).
     pub changed: bool,
-    /// (device, inode) of a hard-linked file whose other names wait for its content.
-    pub link: Option<(u64, u64)>,
+    /// A hard-linked file whose other names wait for its content.
+    pub link: Option<LinkKey>,
 }
 
 /// Where one reader's time went.
@@ -105,6 +106,10 @@ pub(crate) struct FileReader<'c, 'a, 's> {
     /// Files skipped (vanished, replaced, unreadable: counted as processed by the walk), and
     /// their listed bytes.
     pub skipped: (u64, u64),
+    /// Reading another name of a hard-linked file ([`Self::read_other_name`]): a failure is
+    /// not warned here, and the ctime to check the read against is taken at the open (taking
+    /// away the first name changed it).
+    other_name: bool,
 }
 
 /// A reader stopped early: the saver stopped (its error is reported by the pipeline) or the
@@ -122,6 +127,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             times: ReadTimes::default(),
             copied: (0, 0),
             skipped: (0, 0),
+            other_name: false,
         }
     }
 
@@ -144,6 +150,8 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                 link,
             } = job;
             let listed = node.size;
+            // Kept for reading another name of a hard-linked file when this one fails.
+            let spare = link.map(|_| node.clone());
             let done = match self.read_file(&path, &mut node) {
                 Ok(true) => {
                     // Told once it is read (`-v`): one that cannot be read is not in the
@@ -164,6 +172,20 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                 }
                 Err(Halt) => break,
             };
+            let link = match (link, spare) {
+                (Some(key), Some(spare)) => match &done {
+                    Some(n) => Some((key, Some((n.content.clone(), n.size)))),
+                    None => match self.read_other_name(key, spare) {
+                        Ok(read) => Some((key, read)),
+                        Err(Halt) if self.ctx.cancelled() => Some((key, None)),
+                        Err(Halt) => break,
+                    },
+                },
+                _ => None,
+            };
+            if let Some((key, Some(_))) = &link {
+                self.ctx.links.read(*key);
+            }
             let t = Instant::now();
             let sent = out.send(Msg::File {
                 dir,
@@ -178,6 +200,23 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             mark = Instant::now();
         }
         self
+    }
+
+    /// The first name of a hard-linked file could not be read (deleted or renamed over since
+    /// the walk listed it): reads the file by one of its other names, so that they are not
+    /// lost with it. Their failures are not warned here: each such name is warned as
+    /// skipped when its content is not found.
+    fn read_other_name(&mut self, key: LinkKey, listed: Node) -> Result<Option<Content>, Halt> {
+        while let Some(other) = self.ctx.links.next_other(key) {
+            let mut node = listed.clone();
+            self.other_name = true;
+            let r = self.read_file(&other, &mut node);
+            self.other_name = false;
+            if r? {
+                return Ok(Some((node.content, node.size)));
+            }
+        }
+        Ok(None)
     }
 
     fn open(path: &Path) -> io::Result<File> {
@@ -208,16 +247,37 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             h(path);
         }
         let report = &self.ctx.report;
+        // Why a file is skipped; not told for another name of a hard-linked file
+        // ([`Self::other_name`]).
+        let quiet = self.other_name;
+        let skip = |kind, msg| {
+            if !quiet {
+                report.warn(path, kind, msg);
+            }
+        };
+        let skip_io = |what, e: &io::Error| {
+            if !quiet {
+                report.warn_io(path, what, e);
+            }
+        };
         let file = match Self::open(path) {
             Ok(f) => f,
             Err(e) => {
-                report.warn_io(path, "open", &e);
+                skip_io("open", &e);
                 return Ok(false);
             }
         };
         // One fstat: the entry is still the file we listed, and whether it has holes.
         let sparse = match file.metadata() {
-            Ok(m) if m.is_file() && m.ino() == node.inode => m.blocks() * 512 < m.len(),
+            Ok(m) if m.is_file() && m.ino() == node.inode => {
+                if quiet {
+                    node.ctime = arca_format::Timespec {
+                        sec: m.ctime(),
+                        nsec: u32::try_from(m.ctime_nsec()).unwrap_or(0),
+                    };
+                }
+                m.blocks() * 512 < m.len()
+            }
             // Replaced by another file since it was listed (a program saving by writing a new
             // file and renaming it over the old one): the file now there is stored, with its
             // own metadata, as restic does. Not for hard links, whose names are grouped by
@@ -227,7 +287,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                 match arca_fs::read_node(path, &node.name, &m, &mut names) {
                     Ok(now) => *node = now,
                     Err(e) => {
-                        report.warn(path, WarningKind::Vanished, e.to_string());
+                        skip(WarningKind::Vanished, e.to_string());
                         return Ok(false);
                     }
                 }
@@ -238,11 +298,11 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                     "{}: replaced during backup, skipped",
                     arca_format::text::shown(path)
                 );
-                report.warn(path, WarningKind::Vanished, msg);
+                skip(WarningKind::Vanished, msg);
                 return Ok(false);
             }
             Err(e) => {
-                report.warn_io(path, "stat", &e);
+                skip_io("stat", &e);
                 return Ok(false);
             }
         };
@@ -347,6 +407,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
         let mut content = vec![];
         let mut total = 0u64;
         let ctx = self.ctx;
+        let quiet = self.other_name;
         let mut cut_time = Duration::ZERO;
         let mut chunk = ctx.saver.buffer();
         let result = loop {
@@ -387,7 +448,9 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                 }
                 Ok(false) => break Ok(true),
                 Err(e) => {
-                    ctx.report.warn_io(path, "read", &e);
+                    if !quiet {
+                        ctx.report.warn_io(path, "read", &e);
+                    }
                     break Ok(false);
                 }
             }
