@@ -565,6 +565,9 @@ impl Backend for CachedBackend {
     fn remove_stale_temp(&self, older_than: std::time::Duration, remove: bool) -> Result<u64> {
         self.inner.remove_stale_temp(older_than, remove)
     }
+    fn sync_removals(&self) -> Result<()> {
+        self.inner.sync_removals()
+    }
 }
 
 /// Removes the folder at `path` (one standing where a cached copy belongs); whether there was

@@ -257,6 +257,9 @@ impl<B: Backend> Backend for FaultBackend<B> {
     fn remove_stale_temp(&self, older_than: std::time::Duration, remove: bool) -> Result<u64> {
         self.inner.remove_stale_temp(older_than, remove)
     }
+    fn sync_removals(&self) -> Result<()> {
+        self.inner.sync_removals()
+    }
 }
 
 #[cfg(test)]

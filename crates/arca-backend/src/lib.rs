@@ -345,6 +345,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
         let _ = (older_than, remove);
         Ok(0)
     }
+    /// Makes the deletions done so far durable: a power cut after it cannot bring the files
+    /// back. Called between deletions whose order matters (a forgotten snapshot must not
+    /// come back once the packs only it used are gone) and after those that must hold (a key
+    /// removed because its password leaked). A local folder fsyncs the folders it deleted
+    /// from; object stores acknowledge a deletion once it is durable (the default); decorators
+    /// pass it on.
+    fn sync_removals(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 impl<B: Backend + ?Sized> Backend for Arc<B> {
@@ -415,6 +424,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     fn remove_stale_temp(&self, older_than: Duration, remove: bool) -> Result<u64> {
         (**self).remove_stale_temp(older_than, remove)
+    }
+    fn sync_removals(&self) -> Result<()> {
+        (**self).sync_removals()
     }
 }
 

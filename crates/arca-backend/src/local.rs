@@ -16,6 +16,8 @@ mod leftover;
 pub struct LocalBackend {
     root: PathBuf,
     modes: Modes,
+    /// Folders files were deleted from since the last [`Backend::sync_removals`].
+    removed_from: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<PathBuf>>>,
 }
 
 /// The permissions the repository's folders and files are made with, as restic's: private
@@ -86,7 +88,11 @@ impl LocalBackend {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         let modes = Modes::of(&root);
-        Self { root, modes }
+        Self {
+            root,
+            modes,
+            removed_from: Default::default(),
+        }
     }
 
     /// Reads `len` bytes at `offset` of a file into `buf`; `sequential` tells the kernel to
@@ -604,7 +610,30 @@ impl Backend for LocalBackend {
 
     fn delete(&self, t: FileType, name: &str) -> Result<()> {
         let p = self.file(t, name);
-        fs::remove_file(&p).map_err(|e| BackendError::io("delete", Self::shown(&p), e))
+        fs::remove_file(&p).map_err(|e| BackendError::io("delete", Self::shown(&p), e))?;
+        // Locks need not stay deleted: a lock back after a power cut is stale.
+        if t != FileType::Lock
+            && let Some(dir) = p.parent()
+        {
+            self.removed_from
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(dir.to_path_buf());
+        }
+        Ok(())
+    }
+
+    fn sync_removals(&self) -> Result<()> {
+        let dirs =
+            std::mem::take(&mut *self.removed_from.lock().unwrap_or_else(|p| p.into_inner()));
+        for dir in dirs {
+            match sync_dir(&dir) {
+                // A folder removed since (`data/xx` emptied): nothing left to come back there.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                r => r.map_err(|e| BackendError::io("sync", Self::shown(&dir), e))?,
+            }
+        }
+        Ok(())
     }
 
     fn stat(&self, t: FileType, name: &str) -> Result<FileInfo> {
@@ -693,6 +722,30 @@ mod tests {
         for e in walk(d.path()) {
             assert!(!e.contains(".tmp-"), "{e}");
         }
+    }
+
+    /// Deletions remember their folders until synced (not a lock's); a folder removed since
+    /// is no error. (That the fsync makes them durable is the kernel's part.)
+    #[test]
+    fn sync_removals_syncs_the_folders_deleted_from_once() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("repo");
+        let b = LocalBackend::new(&root);
+        b.create().unwrap();
+        let pack = "ab".repeat(32);
+        b.write(FileType::Pack, &pack, b"p").unwrap();
+        b.write(FileType::Snapshot, "aa", b"s").unwrap();
+        b.write(FileType::Lock, "bb", b"l").unwrap();
+        b.delete(FileType::Pack, &pack).unwrap();
+        b.delete(FileType::Snapshot, "aa").unwrap();
+        b.delete(FileType::Lock, "bb").unwrap();
+        let dirs = |b: &LocalBackend| b.removed_from.lock().unwrap().clone();
+        let expected: std::collections::BTreeSet<PathBuf> =
+            [root.join("data/ab"), root.join("snapshots")].into();
+        assert_eq!(dirs(&b), expected);
+        fs::remove_dir(root.join("data/ab")).unwrap();
+        b.sync_removals().unwrap();
+        assert!(dirs(&b).is_empty());
     }
 
     /// A new repository is private (as restic's: nobody else can copy its key files to try

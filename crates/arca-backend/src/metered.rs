@@ -218,6 +218,9 @@ impl<B: Backend> Backend for MeteredBackend<B> {
         self.request();
         self.inner.remove_stale_temp(older_than, remove)
     }
+    fn sync_removals(&self) -> Result<()> {
+        self.inner.sync_removals()
+    }
 }
 
 #[cfg(test)]

@@ -514,6 +514,9 @@ impl<B: Backend> Backend for RetryBackend<B> {
             || self.inner.remove_stale_temp(older_than, remove),
         )
     }
+    fn sync_removals(&self) -> Result<()> {
+        self.inner.sync_removals()
+    }
 }
 
 #[cfg(test)]

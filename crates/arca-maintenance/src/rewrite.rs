@@ -247,6 +247,10 @@ pub fn rewrite_snapshots(
             }
         }
     }
+    if opts.forget {
+        // An original back after a power cut would lack the packs a later prune removes.
+        repo.backend().sync_removals().map_err(RepoError::from)?;
+    }
     Ok(rep)
 }
 

@@ -24,8 +24,40 @@ impl Repository {
 
     /// Removes the files `ids` of type `t`, several at once; a file that is already gone
     /// counts as removed ([`arca_backend::Backend::remove`]). Every file is tried; one result
-    /// per id, in order. `done` is called after each removal (for progress).
+    /// per id, in order. `done` is called after each removal (for progress). The removals
+    /// are made durable before it returns ([`arca_backend::Backend::sync_removals`]): what
+    /// the caller deletes next may only be deleted once these are gone for good (a power cut
+    /// brought forgotten snapshots back after the packs they used were gone, on btrfs;
+    /// hunt 22). When that fails, every removal reports its error.
     pub fn remove_files(
+        &self,
+        t: FileType,
+        ids: &[Id],
+        done: &(dyn Fn() + Sync),
+    ) -> Vec<Result<(), BackendError>> {
+        let results = self.remove_files_unsynced(t, ids, done);
+        if results.iter().all(Result::is_err) {
+            return results;
+        }
+        match self.backend().sync_removals() {
+            Ok(()) => results,
+            Err(e) => results
+                .into_iter()
+                .map(|r| {
+                    r.and_then(|()| {
+                        Err(BackendError::new(
+                            e.op,
+                            e.location.clone(),
+                            e.kind,
+                            e.source.to_string(),
+                        ))
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    fn remove_files_unsynced(
         &self,
         t: FileType,
         ids: &[Id],

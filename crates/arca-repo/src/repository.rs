@@ -703,6 +703,8 @@ impl Repository {
             ));
         }
         self.backend.delete(FileType::Key, &id.to_hex())?;
+        // A key is removed because its password leaked: a power cut must not bring it back.
+        self.backend.sync_removals()?;
         Ok(())
     }
 
@@ -723,7 +725,12 @@ impl Repository {
         self.key_id = new;
         self.key_misnamed = false;
         match self.backend.delete(FileType::Key, &old.to_hex()) {
-            Ok(()) => Ok(new),
+            // The old password must not open the repository again after a power cut.
+            Ok(()) => self
+                .backend
+                .sync_removals()
+                .map(|()| new)
+                .map_err(Into::into),
             Err(e) if e.kind == ErrorKind::NotFound => Ok(new),
             Err(e) => Err(e.into()),
         }

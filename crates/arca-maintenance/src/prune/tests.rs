@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod fixture;
+mod order;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use super::*;
 use fixture::{Fixture, bytes, two};
 
 /// Every pack with an unused blob repacked (`--max-unused 0%`).
-fn thorough() -> PruneOptions {
+pub(super) fn thorough() -> PruneOptions {
     PruneOptions {
         max_unused: MaxUnused::Percent(0.0),
         ..PruneOptions::default()

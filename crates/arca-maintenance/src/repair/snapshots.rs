@@ -177,8 +177,14 @@ pub fn repair_snapshots(
             packs: std::mem::take(&mut w.out.packs),
         })?);
     }
+    // A copy an earlier run saved is taken, not saved again: `repair snapshots` then
+    // `repair snapshots --forget`, as the first run advises, or a rerun of a stopped
+    // `--forget`, left two equal repaired snapshots (hunt 22).
     for (i, new) in planned {
-        rep.damaged[i].repaired = Some(repo.save_snapshot_checked(&new)?);
+        rep.damaged[i].repaired = Some(match crate::saved_copy(&snapshots, &new) {
+            Some(copy) => copy,
+            None => repo.save_snapshot_checked(&new)?,
+        });
     }
     if opts.forget {
         for d in &mut rep.damaged {
