@@ -634,6 +634,7 @@ fn run<'w>(
         tags: opts.tags.clone(),
         parent: parent.map(|(id, _)| id),
         original: None,
+        copied_tree: None,
         program_version: format!("arca {}", env!("CARGO_PKG_VERSION")),
         complete: summary.errors == 0,
         summary,

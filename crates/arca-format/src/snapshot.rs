@@ -76,6 +76,11 @@ pub struct Snapshot {
     /// chain: a copy of a copy names the same original), as restic's `original`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original: Option<Id>,
+    /// For a copy made by `copy` between repositories that identify blobs differently (the
+    /// copy's tree ids are its own): the copied snapshot's root tree id in the repository it
+    /// came from, so that a later copy tells a rewritten source snapshot from the one copied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copied_tree: Option<Id>,
     /// Version of arca that made it.
     pub program_version: String,
     /// False when some entries could not be read and are missing.
@@ -122,7 +127,7 @@ mod tests {
             let time = DateTime::from_timestamp(secs, nanos).unwrap().fixed_offset();
             let s = Snapshot {
                 time, tree: Id(tree), paths, hostname: "h".into(), username: "u".into(), uid: 1, gid: 2, tags,
-                parent: parent.map(Id), original: None, program_version: "arca 0".into(), complete,
+                parent: parent.map(Id), original: None, copied_tree: parent.map(Id), program_version: "arca 0".into(), complete,
                 summary: SnapshotSummary { files_new: n, backup_start: Some(time), ..Default::default() },
             };
             prop_assert_eq!(Snapshot::decode(&s.encode().unwrap()).unwrap(), s);

@@ -428,6 +428,7 @@ fn snapshot() -> impl Strategy<Value = Vec<u8>> + Clone {
                 tags,
                 parent,
                 original: None,
+                copied_tree: None,
                 program_version: "arca 0.1.0".into(),
                 complete,
                 summary: arca_format::SnapshotSummary {

@@ -322,6 +322,7 @@ fn generate(a: &Args, root: &Path) -> Result<String> {
         tags: vec![],
         parent: None,
         original: None,
+        copied_tree: None,
         program_version: "index_scale".into(),
         complete: true,
         summary: Default::default(),

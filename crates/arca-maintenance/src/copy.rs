@@ -189,9 +189,11 @@ pub fn same_ids(a: &Repository, b: &Repository) -> bool {
 
 /// Whether `copy` is a copy of source snapshot `id` (`original`): the same time, host, user,
 /// uid, gid, paths and tags (as sets), and, when the repositories identify blobs alike
-/// (`same_tree`), the same root tree; otherwise the same totals of files and bytes (what
-/// `rewrite` changes: a rewritten snapshot keeps its original, time and tags, and was taken
-/// for a copy of the snapshot it was made from). A copy that names its original (all that
+/// (`same_tree`), the same root tree; otherwise the source tree the copy records
+/// ([`Snapshot::copied_tree`]), or for copies made before it was recorded, the same totals of
+/// files and bytes (what `rewrite` changes: a rewritten snapshot keeps its original, time and
+/// tags, and was taken for a copy of the snapshot it was made from; dropping only symlinks or
+/// empty folders changes no total, and such a rewrite was skipped: hunt 22). A copy that names its original (all that
 /// `copy` made since the field exists) must name this one's: two snapshots alike in all the
 /// rest (two imports with the same `--time`) are told apart, as restic tells them. The parent
 /// is not compared (a copy has none).
@@ -212,6 +214,8 @@ pub fn same_snapshot(copy: &Snapshot, (id, original): (&Id, &Snapshot), same_tre
         && as_set(&copy.tags) == as_set(&original.tags)
         && if same_tree {
             copy.tree == original.tree
+        } else if let Some(tree) = copy.copied_tree {
+            tree == original.tree
         } else {
             copy.summary.total_files_processed == original.summary.total_files_processed
                 && copy.summary.total_bytes_processed == original.summary.total_bytes_processed
@@ -330,6 +334,8 @@ impl<'a> Copier<'a> {
         let mut copy = snap.clone();
         copy.tree = tree;
         copy.parent = None;
+        // Translated, the trees cannot be compared: the source's is kept for the next run.
+        copy.copied_tree = (!self.same_ids).then_some(snap.tree);
         copy.original.get_or_insert(*src_id);
         let id = if self.opts.dry_run {
             None

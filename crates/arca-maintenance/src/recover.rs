@@ -201,6 +201,7 @@ pub fn recover(repo: &Repository, opts: &RecoverOptions) -> Result<RecoverReport
         tags: vec![RECOVERED_TAG.to_string()],
         parent: None,
         original: None,
+        copied_tree: None,
         program_version: format!("arca {}", env!("CARGO_PKG_VERSION")),
         complete: true,
         summary: Default::default(),

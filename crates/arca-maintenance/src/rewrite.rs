@@ -261,6 +261,8 @@ pub fn rewrite_snapshots(
 fn rewritten((id, s): (Id, &Snapshot), tree: Id, files: u64, bytes: u64, forget: bool) -> Snapshot {
     let mut new = s.clone();
     new.tree = tree;
+    // No longer the tree a copy was made of.
+    new.copied_tree = None;
     new.original.get_or_insert(id);
     if !forget && !new.tags.iter().any(|t| t == REWRITE_TAG) {
         new.tags.push(REWRITE_TAG.to_string());

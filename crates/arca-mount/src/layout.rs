@@ -254,6 +254,7 @@ mod tests {
             tags: tags.iter().map(|t| t.to_string()).collect(),
             parent: None,
             original: None,
+            copied_tree: None,
             program_version: String::new(),
             complete: true,
             summary: Default::default(),

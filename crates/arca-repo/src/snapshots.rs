@@ -289,6 +289,7 @@ mod tests {
             tags: vec![],
             parent: None,
             original: None,
+            copied_tree: None,
             program_version: "test".into(),
             complete: true,
             summary: Default::default(),

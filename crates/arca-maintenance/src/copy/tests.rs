@@ -112,6 +112,14 @@ fn translated_copy_rebuilds_trees_and_dedups_on_the_second_run() {
     );
     assert!(same_snapshot(&saved, (&fx.snapshot, &original), false));
     assert!(!same_snapshot(&saved, (&Id([9; 32]), &original), false));
+    // The source tree is recorded: a source snapshot rewritten to another tree with the same
+    // totals (`rewrite --forget` dropping only a symlink or an empty folder) is no longer
+    // taken for the one copied (it was skipped: hunt 22).
+    assert_eq!(saved.copied_tree, Some(fx.root));
+    let mut rewritten = original.clone();
+    rewritten.tree = Id([5; 32]);
+    rewritten.original = Some(fx.snapshot);
+    assert!(!same_snapshot(&saved, (&Id([6; 32]), &rewritten), false));
     assert_eq!(files(&dst, saved.tree), expected_files());
     clean(&dst);
 
@@ -163,6 +171,7 @@ fn copy_by_id_keeps_trees_and_reads_only_missing_data() {
     let (copies, report) = copy_all(&fx, &reopened, CopyOptions::default());
     let c = &copies[0];
     assert_eq!(c.snapshot.tree, fx.root, "by id, trees keep their ids");
+    assert_eq!(c.snapshot.copied_tree, None, "nothing to record");
     assert_eq!((c.stored.data_blobs, c.stored.tree_blobs), (5, 2));
     assert_eq!(report.data_blobs_read, 5);
     assert_eq!(files(&reopened, fx.root), expected_files());

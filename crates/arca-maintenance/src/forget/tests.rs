@@ -24,6 +24,7 @@ fn snap(time: DateTime<FixedOffset>, host: &str, paths: &[&str], tags: &[&str]) 
         tags: tags.iter().map(|t| t.to_string()).collect(),
         parent: None,
         original: None,
+        copied_tree: None,
         program_version: "arca test".into(),
         complete: true,
         summary: SnapshotSummary::default(),

@@ -145,6 +145,8 @@ pub fn repair_snapshots(
                 changes.sort_by(|a, b| a.path.cmp(&b.path));
                 let mut new = s.clone();
                 new.tree = r.id;
+                // No longer the tree a copy was made of.
+                new.copied_tree = None;
                 new.original.get_or_insert(*id);
                 if !new.tags.iter().any(|t| t == REPAIRED_TAG) {
                     new.tags.push(REPAIRED_TAG.to_string());

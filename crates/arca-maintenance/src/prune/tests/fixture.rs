@@ -158,6 +158,7 @@ impl Fixture {
                 tags: vec![],
                 parent: None,
                 original: None,
+                copied_tree: None,
                 program_version: "test".into(),
                 complete: true,
                 summary: Default::default(),
