@@ -9,8 +9,11 @@ use arca_format::{BlobKind, Id, IndexPack};
 use crate::blob::SealedBlob;
 use crate::{RepoError, Result};
 
-/// A streaming pack goes to its sink in pieces of at least this many bytes: BLAKE3 hashes
-/// large inputs several chunks at a time (SIMD), small blobs one by one would not.
+/// A streaming pack goes to its sink in whole pieces of this many bytes (the tail with the
+/// header at the end): BLAKE3 hashes large inputs several chunks at a time (SIMD), small
+/// blobs one by one would not. Whole pieces, not "what is buffered once a blob passes the
+/// mark": a `.tmp-*` file growing at blob ends told anyone watching the repository the
+/// exact size of every chunk (hunt 22).
 const STREAM_PIECE: usize = 1 << 20;
 
 /// How much of a pack's tail is read in the first request; most headers fit.
@@ -104,15 +107,18 @@ impl PackWriter {
         w
     }
 
-    /// Streaming: moves what is buffered into the sink (in memory: nothing to do).
+    /// Streaming: moves the whole [`STREAM_PIECE`]s buffered into the sink, keeping the rest
+    /// (in memory: nothing to do).
     fn drain(&mut self) -> Result<()> {
+        let whole = self.buf.len() - self.buf.len() % STREAM_PIECE;
         if let Some(s) = &mut self.stream
-            && !self.buf.is_empty()
+            && whole > 0
         {
-            s.sink.write(&self.buf)?;
-            s.hash.update(&self.buf);
-            s.written += self.buf.len() as u64;
-            self.buf.clear();
+            let piece = &self.buf[..whole];
+            s.sink.write(piece)?;
+            s.hash.update(piece);
+            s.written += whole as u64;
+            self.buf.drain(..whole);
         }
         Ok(())
     }
@@ -368,6 +374,13 @@ mod tests {
             let blob = seal_blob(r.sealer(), BlobKind::Data, id, &data, 0).unwrap();
             w.add(&blob).unwrap();
             sealed.push(blob);
+            // The file grows by whole pieces only: its size tells no chunk's end (hunt 22).
+            let tmp = std::fs::read_dir(dir.path().join("repo/data"))
+                .unwrap()
+                .map(|e| e.unwrap())
+                .find(|e| e.file_name().to_string_lossy().starts_with(".tmp-"))
+                .unwrap();
+            assert_eq!(tmp.metadata().unwrap().len() % STREAM_PIECE as u64, 0);
         }
         assert!(w.size() > 4 << 20, "the pack is written in several pieces");
         let mut p = w.finish(r.sealer()).unwrap();
