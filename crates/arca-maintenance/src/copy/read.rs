@@ -81,14 +81,26 @@ impl<'a> ReadCtx<'a> {
         opener: &mut BlobOpener,
     ) -> Result<Vec<Got>, CopyError> {
         let pack = self.src_index.packs()[r.pack as usize].id;
-        let (at, _) = read_with_retry(
+        let (at, _) = match read_with_retry(
             self.src.backend().as_ref(),
             &pack,
             r.offset,
             r.len,
             buf,
             self.stop,
-        )?;
+        ) {
+            Ok(r) => r,
+            // A pack the index names that is gone: told as the damage it is, naming a blob
+            // and the check to run, as a damaged blob is (it was the bare OS error).
+            Err(e) if e.is_not_found() => {
+                return Err(CopyError::BadBlob {
+                    id: r.items.first().map_or(pack, |s| s.item.0),
+                    pack,
+                    error: format!("the pack is missing ({} not found)", e.location),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
         let level = self.dst.config().compression;
         let mut out = Vec::with_capacity(r.items.len());
         for s in &r.items {

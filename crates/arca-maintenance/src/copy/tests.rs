@@ -185,10 +185,22 @@ fn copy_by_id_keeps_trees_and_reads_only_missing_data() {
 
 #[test]
 fn damaged_source_data_fails_naming_blob_and_pack_and_saves_no_snapshot() {
+    for missing in [false, true] {
+        damaged_source_data(missing);
+    }
+}
+
+/// A flipped byte in a source data pack, or the pack missing (its error was the bare OS
+/// error, without the blob or the check to run: hunt 22).
+fn damaged_source_data(missing: bool) {
     let fx = fixture::build();
     let (dst, _) = fixture::repo();
     let size = fx.data2.size as usize;
-    fx.flip(FileType::Pack, &fx.data2.id, size / 3);
+    if missing {
+        fx.delete(FileType::Pack, &fx.data2.id);
+    } else {
+        fx.flip(FileType::Pack, &fx.data2.id, size / 3);
+    }
     let src_index = fx.repo.load_index().unwrap();
     let dst_index = dst.load_index().unwrap();
     let mut c = Copier::new(
@@ -206,6 +218,8 @@ fn damaged_source_data_fails_naming_blob_and_pack_and_saves_no_snapshot() {
         "{msg}"
     );
     assert!(msg.contains(&fx.data2.id.to_hex()), "{msg}");
+    assert!(msg.contains("arca check"), "{msg}");
+    assert_eq!(msg.contains("the pack is missing"), missing, "{msg}");
     assert!(dst.list_ids(FileType::Snapshot).unwrap().is_empty());
 }
 
