@@ -119,6 +119,12 @@ fn main() -> ExitCode {
         a == b"-" || a == b"--stdin" || (a.starts_with(b"--") && a.ends_with(b"=-"))
     });
     util::STDIN_IS_DATA.store(stdin_data, std::sync::atomic::Ordering::Relaxed);
+    // A fatal error under `--json` is a JSON line too (restic's `exit_error`).
+    let json = args
+        .iter()
+        .skip(1)
+        .take_while(|a| a.as_encoded_bytes() != b"--")
+        .any(|a| a.as_encoded_bytes() == b"--json");
     let cli = cli::parse(hoist::hoist_flags(args));
     raise_open_files_limit();
     // A server that fails is retried for up to a minute: say so, or it looks like a hang.
@@ -149,11 +155,19 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
+            let code = failure_code(&e);
             #[allow(clippy::print_stderr)]
-            {
+            if json {
+                let line = serde_json::json!({
+                    "message_type": "exit_error",
+                    "code": code,
+                    "message": one_line(&e),
+                });
+                eprintln!("{line}");
+            } else {
                 eprintln!("arca: {}", one_line(&e));
             }
-            ExitCode::from(failure_code(&e))
+            ExitCode::from(code)
         }
     }
 }

@@ -108,3 +108,38 @@ fn a_quiet_json_restore_prints_the_summary_alone() {
     let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
     assert_eq!(v["message_type"], "summary", "{out}");
 }
+
+/// A fatal error under `--json` is one JSON line on standard error, as restic's `exit_error`,
+/// with the exit code; standard output stays empty. Without `--json` it stays plain text.
+#[test]
+fn a_fatal_error_under_json_is_an_exit_error_line() {
+    let e = Env::new();
+    e.init(&[]);
+    let o = e
+        .cmd(&["snapshots", "--json"])
+        .env("ARCA_PASSWORD", "wrong")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(12));
+    assert!(o.stdout.is_empty());
+    let line: serde_json::Value = serde_json::from_slice(&o.stderr).unwrap();
+    assert_eq!(line["message_type"], "exit_error");
+    assert_eq!(line["code"], 12);
+    assert!(
+        line["message"].as_str().unwrap().contains("password"),
+        "{line}"
+    );
+    let o = e
+        .cmd(&["snapshots"])
+        .env("ARCA_PASSWORD", "wrong")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(12));
+    assert!(stderr(&o).starts_with("arca: "), "{}", stderr(&o));
+    // A missing repository: 10.
+    let none = Env::new();
+    let o = none.cmd(&["check", "--json"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(10));
+    let line: serde_json::Value = serde_json::from_slice(&o.stderr).unwrap();
+    assert_eq!(line["code"], 10, "{line}");
+}
