@@ -97,6 +97,15 @@ fn deleted_index_files_are_rebuilt_from_the_packs() {
     let v = check_json(&e, &[]);
     assert_eq!(v["ok"], false);
     assert_eq!(repairs(&v)[0], "arca repair index", "{v}");
+    // restic's summary fields too.
+    assert_eq!(v["suggest_repair_index"], true, "{v}");
+    assert_eq!(
+        v["num_errors"],
+        v["errors"].as_array().unwrap().len(),
+        "{v}"
+    );
+    assert!(v["num_errors"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["broken_packs"].is_array(), "{v}");
     let o = e.run(&["check"]);
     assert!(
         stderr(&o).contains("to repair: run `arca repair index`"),

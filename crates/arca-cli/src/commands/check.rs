@@ -28,8 +28,15 @@ pub fn run(g: &Global, a: &CheckArgs) -> Result<u8> {
         subset,
     )?;
     if a.json {
+        let proposes =
+            |r: arca_maintenance::check::Repair| rep.repairs.iter().any(|p| p.repair == r);
         let v = json!({
             "message_type": "summary",
+            // restic's fields first: scripts written for it read these.
+            "num_errors": rep.errors.len(),
+            "broken_packs": rep.damaged_packs.iter().map(|d| d.id.to_hex()).collect::<Vec<_>>(),
+            "suggest_repair_index": proposes(arca_maintenance::check::Repair::Index),
+            "suggest_prune": proposes(arca_maintenance::check::Repair::Prune),
             "ok": rep.is_ok(),
             "errors": rep.errors,
             "notes": rep.notes,
