@@ -104,42 +104,79 @@ fn backup_skips_file_replaced_by_fifo_while_running() {
     );
 }
 
-/// A bind mount, unmounted when dropped.
-struct BindMount(std::path::PathBuf);
+/// A bind mount, unmounted when dropped. Made from a shell that went to the mount point's
+/// folder one level at a time, so that it may lie deeper than the 4096 bytes a path can
+/// have.
+struct BindMount(String);
 
 impl BindMount {
     fn new(from: &Path, at: &Path) -> Option<Self> {
-        fs::create_dir_all(at).ok()?;
-        let ok = std::process::Command::new("mount")
-            .arg("--bind")
-            .arg(from)
-            .arg(at)
+        use std::fmt::Write;
+        let quote =
+            |p: &std::ffi::OsStr| format!("'{}'", p.to_str().unwrap().replace('\'', "'\\''"));
+        let mut cd = String::from("cd /");
+        for c in at.parent()?.components().skip(1) {
+            let c = quote(c.as_os_str());
+            let _ = write!(cd, " && mkdir -p {c} && cd {c}");
+        }
+        let name = quote(at.file_name()?);
+        // bash, not dash: dash's cd fails once the path it keeps passes 4096 bytes.
+        let made = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "{cd} && mkdir -p {name} && mount --bind {} {name}",
+                quote(from.as_os_str())
+            ))
             .status()
             .ok()?
             .success();
-        ok.then(|| BindMount(at.to_path_buf()))
+        made.then(|| BindMount(format!("{cd} && umount {name}")))
     }
 }
 
 impl Drop for BindMount {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let _ = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(&self.0)
+            .status();
     }
 }
 
 /// `--delete` of a folder the snapshot lacks does not go into a mount point inside it: the
 /// mounted file system's files (here a bind mount of a folder outside the target) were
 /// deleted, then the mount point itself failed with "Device or resource busy".
+/// Also below a path longer than 4096 bytes, where the mount table could not be matched and
+/// the mounted file system was emptied (hunt 23).
 #[test]
 fn restore_delete_leaves_mounted_file_systems_alone() {
+    if delete_beside_a_mount(false) {
+        assert!(
+            delete_beside_a_mount(true),
+            "the deep bind mount could not be made"
+        );
+    }
+}
+
+/// False when the bind mount could not be made (not root, no permission).
+fn delete_beside_a_mount(deep: bool) -> bool {
     if !arca_testkit::is_root() {
-        return;
+        return false;
     }
     let e = Env::new();
     e.init(&[]);
     let src = e.path("src");
     fs::create_dir_all(&src).unwrap();
-    fs::write(src.join("f"), b"file").unwrap();
+    // The folder the mount lies in: the source itself, or 24 levels of 200-byte names below.
+    let mut inner = src.clone();
+    if deep {
+        for i in 0..24 {
+            inner.push(format!("{i:02}{}", "d".repeat(198)));
+            arca_fs::io_on_long_path(&inner, |p| fs::create_dir(p)).unwrap();
+        }
+        assert!(inner.as_os_str().len() > 4096);
+    }
+    arca_fs::io_on_long_path(&inner.join("f"), |p| fs::write(p, b"file")).unwrap();
     e.ok(&["backup", src.to_str().unwrap()]);
     let outside = e.path("outside");
     fs::create_dir_all(outside.join("sub")).unwrap();
@@ -147,10 +184,11 @@ fn restore_delete_leaves_mounted_file_systems_alone() {
     let target = e.path("target");
     let t = target.to_str().unwrap();
     e.ok(&["restore", "latest", "--target", t]);
-    let extra = restored(&target, &src).join("extra");
+    let extra = restored(&target, &inner).join("extra");
     let Some(_mount) = BindMount::new(&outside, &extra.join("mnt")) else {
-        return;
+        return false;
     };
+    assert!(outside.join("sub/precious").exists());
     let o = e.run(&["restore", "latest", "--target", t, "--delete"]);
     let err = stderr(&o);
     assert!(
@@ -159,6 +197,7 @@ fn restore_delete_leaves_mounted_file_systems_alone() {
     );
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(err.contains("mnt is a mount point"), "{err}");
+    true
 }
 
 /// A mount point where the snapshot has a file, with `--delete`: one error naming it once

@@ -7,16 +7,82 @@ use std::path::{Path, PathBuf};
 
 /// A mount point at or below directory `dir` (which is not a symlink), if there is one. A
 /// bind mount of the same file system counts, which comparing device numbers would miss.
-/// `None` when the mount table or the directory's real path cannot be read (no /proc, a
-/// path longer than the kernel takes): the caller then goes on as without mounts.
+/// From the mount table; when it or the directory's real path cannot be read (no /proc, a
+/// path longer than the kernel takes), by walking the tree's folders for a mount root
+/// (statx) or another device. (Going on as without mounts let `restore --delete` empty a
+/// file system mounted below a path longer than 4096 bytes: hunt 23.)
 pub fn mount_point_within(dir: &Path) -> Option<PathBuf> {
-    let table = fs::read("/proc/self/mountinfo").ok()?;
-    let dir = fs::canonicalize(dir).ok()?;
-    table
-        .split(|&b| b == b'\n')
-        .filter_map(|line| line.split(|&b| b == b' ').nth(4))
-        .map(|field| PathBuf::from(OsString::from_vec(unescape(field))))
-        .find(|m| m.starts_with(&dir))
+    let table = fs::read("/proc/self/mountinfo").ok();
+    let real = fs::canonicalize(dir).ok();
+    match (table, real) {
+        (Some(table), Some(real)) => table
+            .split(|&b| b == b'\n')
+            .filter_map(|line| line.split(|&b| b == b' ').nth(4))
+            .map(|field| PathBuf::from(OsString::from_vec(unescape(field))))
+            .find(|m| m.starts_with(&real)),
+        _ => mount_by_walk(dir),
+    }
+}
+
+/// [`mount_point_within`] by walking the folders below `dir`: the first that is a mount
+/// root, or on another device than `dir`. A folder that cannot be read is not looked into
+/// (nothing can be removed there either).
+fn mount_by_walk(dir: &Path) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let dev = crate::lstat(dir).ok()?.dev();
+    if is_mount_root(dir) {
+        return Some(dir.to_path_buf());
+    }
+    // An explicit stack: trees thousands of folders deep are walked without recursion.
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(names) = crate::list_dir_names(&d) else {
+            continue;
+        };
+        for name in names {
+            let p = d.join(std::ffi::OsStr::from_bytes(&name));
+            match crate::lstat(&p) {
+                Ok(m) if m.is_dir() => {
+                    if m.dev() != dev || is_mount_root(&p) {
+                        return Some(p);
+                    }
+                    todo.push(p);
+                }
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+/// Whether folder `path` (of any length) is the root of a mount, bind mounts included
+/// (statx's `STATX_ATTR_MOUNT_ROOT`, Linux 5.8; false where the kernel does not tell).
+#[allow(unsafe_code)]
+fn is_mount_root(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    crate::io_on_long_path(path, |p| {
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        // SAFETY: a zeroed statx is a valid value for the kernel to fill.
+        let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+        // SAFETY: `c` is a NUL-terminated path and `buf` a statx the call may write.
+        let r = unsafe {
+            libc::statx(
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+                0,
+                &mut buf,
+            )
+        };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let root = libc::STATX_ATTR_MOUNT_ROOT as u64;
+        Ok(buf.stx_attributes_mask & root != 0 && buf.stx_attributes & root != 0)
+    })
+    .unwrap_or(false)
 }
 
 /// A mountinfo field with its octal escapes (`\040` for a space) decoded.
@@ -61,6 +127,27 @@ mod tests {
             );
         }
         let d = tempfile::tempdir().unwrap();
+        assert_eq!(mount_point_within(d.path()), None);
+    }
+
+    /// The walk finds a mount below a folder (here /proc's own mounts, or /sys's) and none in
+    /// a plain tree, at any depth, also past 4096 bytes.
+    #[test]
+    fn the_walk_finds_mounts_at_any_depth() {
+        if Path::new("/proc/self/mountinfo").exists() {
+            assert_eq!(
+                mount_by_walk(Path::new("/proc")),
+                Some(PathBuf::from("/proc"))
+            );
+        }
+        let d = tempfile::tempdir().unwrap();
+        let mut deep = d.path().to_path_buf();
+        for _ in 0..25 {
+            deep.push("d".repeat(200));
+            crate::io_on_long_path(&deep, |p| fs::create_dir(p)).unwrap();
+        }
+        assert!(deep.as_os_str().len() > 4096);
+        assert_eq!(mount_by_walk(d.path()), None);
         assert_eq!(mount_point_within(d.path()), None);
     }
 }

@@ -26,7 +26,10 @@ fn remove(path: &Path, dirs: bool, why: &'static str) -> Result<(), FsError> {
                 let msg = if mount == path {
                     "it is a mount point; nothing removed".to_string()
                 } else {
-                    format!("{} is a mount point; nothing removed", mount.display())
+                    format!(
+                        "{} is a mount point; nothing removed",
+                        arca_format::text::shown(&mount)
+                    )
                 };
                 return Err(FsError::new(why, path, io::Error::other(msg)));
             }
