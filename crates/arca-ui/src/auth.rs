@@ -1,7 +1,7 @@
 //! The access token on every request (query once, then an HttpOnly SameSite=Strict cookie, or
 //! `Authorization: Bearer`), CSRF checks on POSTs, the Host check and the security headers.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::state::App;
+use crate::state::{ApiError, App};
 
 /// The header carrying the CSRF token of cookie-authenticated POSTs.
 pub const CSRF_HEADER: &str = "x-arca-csrf";
@@ -24,53 +24,139 @@ pub struct Security {
     pub cookie: String,
     /// Served over TLS (cookie marked Secure).
     pub tls: bool,
-    /// The Host values accepted (loopback only: defeats DNS rebinding); `None` beyond loopback.
-    pub hosts: Option<Vec<String>>,
+    /// Listening on loopback: the Host header must then name this machine by a loopback
+    /// name or address (see [`loopback_host`]), which defeats DNS rebinding.
+    pub check_host: bool,
 }
 
 impl Security {
     /// The secrets of a server bound to `addr`.
     pub fn new(token: String, addr: SocketAddr, tls: bool) -> Self {
-        let port = addr.port();
-        let hosts = addr.ip().is_loopback().then(|| {
-            let mut h = vec![
-                format!("127.0.0.1:{port}"),
-                format!("localhost:{port}"),
-                format!("[::1]:{port}"),
-            ];
-            if let SocketAddr::V4(a) = addr {
-                h.push(a.to_string());
-            }
-            h
-        });
         Security {
             token,
             csrf: crate::net::random_hex(),
-            cookie: format!("arca_ui_{port}"),
+            cookie: format!("arca_ui_{}", addr.port()),
             tls,
-            hosts,
+            check_host: addr.ip().is_loopback(),
         }
     }
 }
 
 /// Equal without leaking where the first difference is.
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+/// The values of the cookies called `name`, as bytes. The header is split as bytes, so
+/// another cookie of this host (cookies ignore ports) whose value is not ASCII, such as
+/// `prefs=café`, does not hide ours.
+fn cookie_values<'a>(headers: &'a HeaderMap, name: &'a str) -> impl Iterator<Item = &'a [u8]> {
     headers
         .get_all(header::COOKIE)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == name)
+        .flat_map(|v| v.as_bytes().split(|&b| b == b';'))
+        .filter_map(|kv| {
+            let kv = kv.trim_ascii();
+            let eq = kv.iter().position(|&b| b == b'=')?;
+            Some((&kv[..eq], &kv[eq + 1..]))
+        })
+        .filter(move |(k, _)| *k == name.as_bytes())
         .map(|(_, v)| v)
+}
+
+/// Whether a Host header names this machine by a loopback name or address (`localhost`,
+/// `127.0.0.0/8`, `[::1]`), with any port or none. A page of another site that reaches
+/// 127.0.0.1 by DNS rebinding carries its own name here, which is what this defeats; the
+/// port adds nothing (such a page uses the right one), and SSH tunnels and port forwards
+/// change it.
+fn loopback_host(host: &[u8]) -> bool {
+    let Ok(host) = std::str::from_utf8(host) else {
+        return false;
+    };
+    let port_ok = |p: Option<&str>| {
+        p.is_none_or(|p| {
+            !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok()
+        })
+    };
+    if let Some(rest) = host.strip_prefix('[') {
+        let Some((ip, after)) = rest.split_once(']') else {
+            return false;
+        };
+        let port = match after {
+            "" => None,
+            a => match a.strip_prefix(':') {
+                Some(p) => Some(p),
+                None => return false,
+            },
+        };
+        return port_ok(port)
+            && ip
+                .parse::<Ipv6Addr>()
+                .is_ok_and(|a| a.to_canonical().is_loopback());
+    }
+    let (name, port) = match host.split_once(':') {
+        Some((n, p)) => (n, Some(p)),
+        None => (host, None),
+    };
+    port_ok(port)
+        && (name.eq_ignore_ascii_case("localhost")
+            || name.parse::<Ipv4Addr>().is_ok_and(|a| a.is_loopback()))
+}
+
+/// The request's Host headers, when they are all loopback ones; else the message of the
+/// refusal, naming the value.
+fn check_host(headers: &HeaderMap) -> Result<(), String> {
+    let mut hosts = headers.get_all(header::HOST).iter().peekable();
+    if hosts.peek().is_none() {
+        return Err("the request has no Host header: open the address that arca ui printed".into());
+    }
+    for h in hosts {
+        if !loopback_host(h.as_bytes()) {
+            let shown: String = String::from_utf8_lossy(h.as_bytes())
+                .chars()
+                .take(100)
+                .collect();
+            return Err(format!(
+                "unexpected Host header {shown:?}: this server answers only to loopback names \
+                 and addresses (localhost, 127.0.0.1, [::1]; any port), so that pages of other \
+                 sites cannot reach it through their own names (DNS rebinding)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where a page opened with `?token=` is sent on: `path` with the `rest` of the query, on
+/// this server whatever the path holds. Browsers read `\` as `/` in http(s) addresses and
+/// drop tabs and line breaks, so `//evil.example/x` and `/\evil.example/x` would name another
+/// site: the leading run of slashes and backslashes becomes one slash, and a backslash,
+/// space or control character elsewhere is percent-encoded (the same byte to the router).
+fn same_site_location(path: &str, rest: &str) -> String {
+    let encode = |to: &mut String, c: char| {
+        let mut b = [0u8; 4];
+        for byte in c.encode_utf8(&mut b).bytes() {
+            to.push_str(&format!("%{byte:02X}"));
+        }
+    };
+    let mut to = String::from("/");
+    for c in path.trim_start_matches(['/', '\\']).chars() {
+        match c {
+            '\\' | ' ' => encode(&mut to, c),
+            c if c.is_control() => encode(&mut to, c),
+            c => to.push(c),
+        }
+    }
+    if !rest.is_empty() {
+        to.push('?');
+        for c in rest.chars() {
+            match c {
+                ' ' => encode(&mut to, c),
+                c if c.is_control() => encode(&mut to, c),
+                c => to.push(c),
+            }
+        }
+    }
+    to
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -93,16 +179,26 @@ fn split_token(query: &str) -> (Option<String>, String) {
     (token, rest.join("&"))
 }
 
-/// A refusal: JSON under `/api/`, else a short page.
-pub fn refuse(status: StatusCode, api: bool, message: &str) -> Response {
+/// The advice of a refused page about the token.
+const TOKEN_HINT: &str = "Open the address that <code>arca ui</code> printed when it started: \
+                          it carries the access token.";
+
+/// The advice of a page refused for its Host header.
+const HOST_HINT: &str = "Open this server by a loopback address, such as the one \
+                         <code>arca ui</code> printed when it started (<code>127.0.0.1</code>, \
+                         <code>localhost</code> or <code>[::1]</code>, with any port), not by \
+                         another name.";
+
+/// A refusal: the API's JSON error (`{"error", "needs_password"}`) under `/api/`, else a short
+/// page with `hint` (HTML) below the message.
+fn refuse(status: StatusCode, api: bool, message: &str, hint: &str) -> Response {
     if api {
-        return (status, axum::Json(serde_json::json!({ "error": message }))).into_response();
+        return ApiError::with(status, message).into_response();
     }
     let page = crate::html::bare_page(
         "arca: access refused",
         &format!(
-            "<h1>Access refused</h1><p role=\"alert\">{}</p><p>Open the address that <code>arca \
-             ui</code> printed when it started: it carries the access token.</p>",
+            "<h1>Access refused</h1><p role=\"alert\">{}</p><p>{hint}</p>",
             crate::html::esc(message)
         ),
     );
@@ -113,30 +209,28 @@ pub fn refuse(status: StatusCode, api: bool, message: &str) -> Response {
 pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     let sec = &app.sec;
     let api = req.uri().path().starts_with("/api/");
-    if let Some(hosts) = &sec.hosts {
-        let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("");
-        if !hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
-            return refuse(StatusCode::FORBIDDEN, api, "unexpected Host header");
-        }
+    if sec.check_host
+        && let Err(why) = check_host(req.headers())
+    {
+        return with_headers(refuse(StatusCode::FORBIDDEN, api, &why, HOST_HINT), sec);
     }
     let (query_token, rest) = split_token(req.uri().query().unwrap_or(""));
-    let by_bearer = bearer(req.headers()).is_some_and(|t| same(t, &sec.token));
-    let by_cookie = cookie_value(req.headers(), &sec.cookie).is_some_and(|t| same(t, &sec.token));
-    let by_query = query_token.as_deref().is_some_and(|t| same(t, &sec.token));
+    let token = sec.token.as_bytes();
+    let by_bearer = bearer(req.headers()).is_some_and(|t| same(t.as_bytes(), token));
+    let by_cookie = cookie_values(req.headers(), &sec.cookie).any(|t| same(t, token));
+    let by_query = query_token
+        .as_deref()
+        .is_some_and(|t| same(t.as_bytes(), token));
     if !(by_bearer || by_cookie || by_query) {
         let why = if query_token.is_some()
             || bearer(req.headers()).is_some()
-            || cookie_value(req.headers(), &sec.cookie).is_some()
+            || cookie_values(req.headers(), &sec.cookie).next().is_some()
         {
             "wrong access token"
         } else {
             "this page needs the access token"
         };
-        return with_headers(refuse(StatusCode::UNAUTHORIZED, api, why), sec);
+        return with_headers(refuse(StatusCode::UNAUTHORIZED, api, why, TOKEN_HINT), sec);
     }
     let cookie = format!(
         "{}={}; Path=/; HttpOnly; SameSite=Strict{}",
@@ -146,13 +240,7 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
     );
     // A page opened with ?token=: set the cookie and drop the token from the address bar.
     if by_query && !api && req.method() == Method::GET {
-        // One leading slash: `//host/x` would send the browser to another site.
-        let path = format!("/{}", req.uri().path().trim_start_matches('/'));
-        let to = if rest.is_empty() {
-            path
-        } else {
-            format!("{path}?{rest}")
-        };
+        let to = same_site_location(req.uri().path(), &rest);
         let mut r = StatusCode::SEE_OTHER.into_response();
         if let Ok(v) = HeaderValue::from_str(&to) {
             r.headers_mut().insert(header::LOCATION, v);
@@ -169,12 +257,13 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
                     StatusCode::METHOD_NOT_ALLOWED,
                     api,
                     "only GET and POST are used",
+                    TOKEN_HINT,
                 ),
                 sec,
             );
         }
         if !by_bearer && let Err(why) = check_csrf(req.headers(), sec) {
-            return with_headers(refuse(StatusCode::FORBIDDEN, api, why), sec);
+            return with_headers(refuse(StatusCode::FORBIDDEN, api, why, TOKEN_HINT), sec);
         }
     }
     let mut resp = next.run(req).await;
@@ -188,7 +277,7 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
 /// this server.
 fn check_csrf(headers: &HeaderMap, sec: &Security) -> Result<(), &'static str> {
     let token = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
-    if !token.is_some_and(|t| same(t, &sec.csrf)) {
+    if !token.is_some_and(|t| same(t.as_bytes(), sec.csrf.as_bytes())) {
         return Err("cross-site request refused: missing or wrong X-Arca-CSRF header");
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
@@ -232,9 +321,9 @@ mod tests {
 
     #[test]
     fn tokens_and_cookies() {
-        assert!(same("abc", "abc"));
-        assert!(!same("abc", "abd"));
-        assert!(!same("abc", "ab"));
+        assert!(same(b"abc", b"abc"));
+        assert!(!same(b"abc", b"abd"));
+        assert!(!same(b"abc", b"ab"));
         assert_eq!(
             split_token("a=1&token=xyz&b=2"),
             (Some("xyz".into()), "a=1&b=2".into())
@@ -245,8 +334,16 @@ mod tests {
             header::COOKIE,
             HeaderValue::from_static("x=1; arca_ui_80=tok; y=2"),
         );
-        assert_eq!(cookie_value(&h, "arca_ui_80"), Some("tok"));
-        assert_eq!(cookie_value(&h, "arca_ui_81"), None);
+        let one = |h: &HeaderMap, name: &str| cookie_values(h, name).next().map(<[u8]>::to_vec);
+        assert_eq!(one(&h, "arca_ui_80"), Some(b"tok".to_vec()));
+        assert_eq!(one(&h, "arca_ui_81"), None);
+        // Another cookie's bytes that are not ASCII hide nothing.
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_bytes(b"prefs=caf\xc3\xa9; arca_ui_80=tok")
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        assert_eq!(one(&h, "arca_ui_80"), Some(b"tok".to_vec()));
         h.insert(
             header::AUTHORIZATION,
             HeaderValue::from_static("Bearer t0k"),
@@ -259,5 +356,65 @@ mod tests {
         assert_eq!(bearer(&h), Some("t0k"));
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic t0k"));
         assert_eq!(bearer(&h), None);
+    }
+
+    #[test]
+    fn loopback_hosts_with_any_port() {
+        for ok in [
+            "127.0.0.1:8000",
+            "127.0.0.1:9000",
+            "127.0.0.2:1",
+            "localhost:65535",
+            "LOCALHOST:80",
+            "localhost",
+            "127.0.0.1",
+            "[::1]:9000",
+            "[::1]",
+            "[::ffff:127.0.0.1]:80",
+        ] {
+            assert!(loopback_host(ok.as_bytes()), "{ok}");
+        }
+        for refused in [
+            "",
+            "evil.example:8000",
+            "evil.example",
+            "localhost.:8000",
+            "localhost.evil.example:8000",
+            "127.0.0.1.evil.example:8000",
+            "10.0.0.1:8000",
+            "localhost:",
+            "localhost:99999",
+            "localhost:80:80",
+            "localhost:+80",
+            "[::1]x",
+            "[::2]:80",
+            "[::1:80",
+            "caf\u{e9}:80",
+        ] {
+            assert!(!loopback_host(refused.as_bytes()), "{refused}");
+        }
+        assert!(!loopback_host(b"localhost\xff:80"));
+    }
+
+    #[test]
+    fn redirects_stay_on_this_server() {
+        assert_eq!(
+            same_site_location("/snapshots", "sort=host"),
+            "/snapshots?sort=host"
+        );
+        assert_eq!(same_site_location("/", ""), "/");
+        assert_eq!(
+            same_site_location("//evil.example/x", ""),
+            "/evil.example/x"
+        );
+        assert_eq!(
+            same_site_location("/\\evil.example/x", ""),
+            "/evil.example/x"
+        );
+        assert_eq!(
+            same_site_location("\\/\\/evil.example", "a=1"),
+            "/evil.example?a=1"
+        );
+        assert_eq!(same_site_location("/a\\b/c\td", ""), "/a%5Cb/c%09d");
     }
 }

@@ -69,13 +69,13 @@ pub fn page(title: &str, current: &str, csrf: &str, body: &str) -> String {
     )
 }
 
-/// A minimal page without navigation (refusals).
+/// A minimal page without navigation (refusals): no stylesheet, as the request that gets it
+/// cannot fetch `/static/app.css` either, and the Content-Security-Policy blocks inline styles.
 pub fn bare_page(title: &str, body: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{}</title><style>body{{font-family:system-ui,sans-serif;max-width:40rem;\
-         margin:2rem auto;padding:0 1rem}}</style></head><body><main>{body}</main></body></html>",
+         <title>{}</title></head><body><main>{body}</main></body></html>",
         esc(title)
     )
 }

@@ -10,6 +10,7 @@
 mod api;
 mod assets;
 mod auth;
+mod browser;
 mod data;
 mod download;
 mod forms;
@@ -23,7 +24,7 @@ mod state;
 mod tasks;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,6 +32,7 @@ use arca_backend::Backend;
 use arca_repo::CacheMode;
 use zeroize::Zeroizing;
 
+pub use browser::OpenPage;
 pub use net::parse_listen;
 
 /// How to serve.
@@ -96,6 +98,14 @@ pub enum UiError {
     /// The server's runtime could not start.
     #[error("cannot start the server: {0}")]
     Runtime(std::io::Error),
+    /// The page that opens the browser could not be written.
+    #[error("cannot write the page that opens the browser, {}: {source}", path.display())]
+    OpenPage {
+        /// The folder or file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// A running server (on its own threads); stopped by [`Server::stop`] or when dropped.
@@ -107,6 +117,7 @@ pub struct Server {
     app: Arc<state::App>,
     runtime: Option<tokio::runtime::Runtime>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    open_page: Option<OpenPage>,
 }
 
 impl Server {
@@ -173,6 +184,7 @@ impl Server {
             app,
             runtime: Some(runtime),
             shutdown: Some(tx),
+            open_page: None,
         })
     }
 
@@ -189,6 +201,23 @@ impl Server {
     /// The access token.
     pub fn token(&self) -> &str {
         &self.token
+    }
+
+    /// Writes the page that opens this server in a browser ([`OpenPage`]: a file only this
+    /// user can read, under `$XDG_RUNTIME_DIR` or the system's temporary folder, that sends the
+    /// browser on to [`Server::url`]) and returns its `file://` address: hand that to the
+    /// browser, never the URL itself, whose token any local user could read in the process's
+    /// arguments. The file is removed when the server stops (a second call replaces it).
+    pub fn write_open_page(&mut self) -> Result<String, UiError> {
+        let page = OpenPage::create(&self.url)?;
+        let url = page.file_url();
+        self.open_page = Some(page);
+        Ok(url)
+    }
+
+    /// The file written by [`Server::write_open_page`], while it exists.
+    pub fn open_page(&self) -> Option<&Path> {
+        self.open_page.as_ref().map(OpenPage::path)
     }
 
     /// The loud warning to print when listening beyond loopback.
@@ -223,6 +252,8 @@ impl Server {
     }
 
     fn shutdown_now(&mut self, grace: Duration) {
+        // The page carries the token: it goes first.
+        self.open_page = None;
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }

@@ -99,9 +99,12 @@ fn the_token_is_needed_on_every_request() {
         ],
         b"",
     );
-    assert_eq!(
-        (r.status, r.json()["error"].as_str()),
-        (403, Some("unexpected Host header"))
+    assert_eq!(r.status, 403);
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("unexpected Host header")
     );
     assert_eq!(
         request(
@@ -863,4 +866,299 @@ fn no_lock_never_lets_prune_or_forget_run_beside_a_backup() {
     let j = job("/api/prune", json!({"dry_run": true}));
     assert_eq!(j["state"], "done", "{j}");
     drop(backup);
+}
+
+/// The page handed to the browser (instead of the URL, whose token would be in the
+/// arguments of `xdg-open` and of the browser) is readable by this user only, in a private
+/// folder, sends the browser on to the URL, and goes when the server stops.
+#[test]
+fn the_browser_opens_a_private_page_that_goes_when_the_server_stops() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new();
+    let mut s = f.start();
+    let page = s.write_open_page().unwrap();
+    assert!(!page.contains(TOKEN), "{page}");
+    let file = s.open_page().unwrap().to_path_buf();
+    assert_eq!(page, format!("file://{}", file.display()));
+    let dir = file.parent().unwrap().to_path_buf();
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(std::path::PathBuf::from)
+        .filter(|d| d.is_absolute() && d.is_dir())
+        .unwrap_or_else(std::env::temp_dir);
+    assert_eq!(dir.parent(), Some(base.as_path()));
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(mode(&dir), 0o700);
+    let html = std::fs::read_to_string(&file).unwrap();
+    let url = s.url().to_string();
+    assert!(
+        html.contains(&format!(
+            "<meta http-equiv=\"refresh\" content=\"0;url={url}\">"
+        )),
+        "{html}"
+    );
+    assert!(html.contains(&format!("<a href=\"{url}\">")), "{html}");
+    // The address it sends to opens the interface.
+    let path = url.split_once(&s.addr().to_string()).unwrap().1;
+    assert_eq!(request(s.addr(), "GET", path, &[], b"").status, 303);
+    s.stop(std::time::Duration::from_secs(10));
+    assert!(!file.exists() && !dir.exists(), "{}", dir.display());
+    // Dropped without stop, it goes too; a second page replaces the first.
+    let mut s = f.start();
+    s.write_open_page().unwrap();
+    let first = s.open_page().unwrap().to_path_buf();
+    s.write_open_page().unwrap();
+    let second = s.open_page().unwrap().to_path_buf();
+    assert!(!first.exists() && second.exists());
+    drop(s);
+    assert!(!second.exists());
+    // A folder that cannot take it is named.
+    let e = arca_ui::OpenPage::create_in(&f.tmp.path().join("missing"), &url).unwrap_err();
+    assert!(e.to_string().contains("missing"), "{e}");
+}
+
+/// Cookies ignore ports: another local app's cookie whose value is not ASCII (`prefs=café`)
+/// came in the same header and made the whole header unreadable, so every page answered 401.
+#[test]
+fn another_cookie_that_is_not_ascii_hides_nothing() {
+    let f = Fixture::new();
+    let s = f.start();
+    let addr = s.addr();
+    let port = addr.port();
+    for jar in [
+        format!("prefs=café; arca_ui_{port}={TOKEN}"),
+        format!("arca_ui_{port}={TOKEN}; prefs=caf\u{e9}"),
+        format!("arca_ui_{port}=stale; x=\u{1f600}; arca_ui_{port}={TOKEN}"),
+    ] {
+        let r = request(addr, "GET", "/api/status", &[("Cookie", &jar)], b"");
+        assert_eq!(r.status, 200, "{jar}: {}", r.text());
+    }
+    let jar = format!("prefs=café; arca_ui_{port}=nope");
+    let r = request(addr, "GET", "/api/status", &[("Cookie", &jar)], b"");
+    assert_eq!(
+        (r.status, r.json()["error"].as_str()),
+        (401, Some("wrong access token"))
+    );
+}
+
+/// The Host check refuses other names (DNS rebinding) but takes loopback names and
+/// addresses on any port: an SSH tunnel or port forward (`ssh -L 9000:127.0.0.1:PORT`)
+/// reaches the server with the port of its own end.
+#[test]
+fn loopback_hosts_are_taken_on_any_port() {
+    let f = Fixture::new();
+    let s = f.start();
+    let addr = s.addr();
+    let auth = format!("Bearer {TOKEN}");
+    for host in [
+        "127.0.0.1:9000",
+        "localhost:9000",
+        "LOCALHOST:80",
+        "[::1]:9000",
+        "127.0.0.1",
+        "localhost",
+        "127.0.0.2:1",
+    ] {
+        let r = request(
+            addr,
+            "GET",
+            "/api/status",
+            &[("Authorization", &auth), ("Host", host)],
+            b"",
+        );
+        assert_eq!(r.status, 200, "{host}: {}", r.text());
+    }
+    let port = addr.port();
+    for host in [
+        format!("evil.example:{port}"),
+        "evil.example:9000".to_string(),
+        format!("localhost.:{port}"),
+        format!("127.0.0.1.evil.example:{port}"),
+        format!("localhost.evil.example:{port}"),
+        "localhost:".to_string(),
+        "127.0.0.1:99999".to_string(),
+    ] {
+        let r = request(
+            addr,
+            "GET",
+            "/api/status",
+            &[("Authorization", &auth), ("Host", &host)],
+            b"",
+        );
+        assert_eq!(r.status, 403, "{host}: {}", r.text());
+    }
+    // The CSRF check's Origin follows the Host the browser used (here a forwarded port).
+    let jar = format!("arca_ui_{port}={TOKEN}");
+    let page = request(
+        addr,
+        "GET",
+        "/check",
+        &[("Cookie", &jar), ("Host", "127.0.0.1:9000")],
+        b"",
+    )
+    .text();
+    let csrf = page
+        .split("name=\"arca-csrf\" content=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_string();
+    let r = request(
+        addr,
+        "POST",
+        "/api/check",
+        &[
+            ("Cookie", &jar),
+            ("Host", "127.0.0.1:9000"),
+            ("X-Arca-CSRF", &csrf),
+            ("Origin", "http://127.0.0.1:9000"),
+        ],
+        b"{}",
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    wait_job(&s, r.json()["job"]["id"].as_u64().unwrap());
+}
+
+/// Browsers read `\` as `/` in http addresses: the `?token=` redirect of `/\evil.example/x`
+/// sent them to http://evil.example/x.
+#[test]
+fn the_token_redirect_never_leaves_this_server() {
+    let f = Fixture::new();
+    let s = f.start();
+    let addr = s.addr();
+    for (path, location) in [
+        ("/\\evil.example/x", "/evil.example/x"),
+        ("/\\\\evil.example/x", "/evil.example/x"),
+        ("/\\/evil.example/x", "/evil.example/x"),
+        ("//\\evil.example", "/evil.example"),
+        ("/snapshots/a\\b", "/snapshots/a%5Cb"),
+    ] {
+        let r = request(addr, "GET", &format!("{path}?token={TOKEN}"), &[], b"");
+        assert_eq!(r.status, 303, "{path}");
+        assert_eq!(r.header("location"), Some(location), "{path}");
+    }
+    let r = request(
+        addr,
+        "GET",
+        &format!("/\\evil.example?a=1&token={TOKEN}&b=2"),
+        &[],
+        b"",
+    );
+    assert_eq!(r.header("location"), Some("/evil.example?a=1&b=2"));
+}
+
+/// A request refused for its Host header gets the security headers of every response, a
+/// message about the Host (not the token) and the API's error shape.
+#[test]
+fn a_refused_host_gets_the_headers_a_fitting_message_and_the_error_shape() {
+    let f = Fixture::new();
+    let s = f.start();
+    let addr = s.addr();
+    let host = format!("evil.example:{}", addr.port());
+    let auth = format!("Bearer {TOKEN}");
+    let headers = [("Authorization", auth.as_str()), ("Host", host.as_str())];
+    let check_headers = |r: &Resp| {
+        assert!(
+            r.header("content-security-policy")
+                .is_some_and(|v| v.contains("frame-ancestors 'none'")),
+            "{:?}",
+            r.headers
+        );
+        assert_eq!(r.header("x-frame-options"), Some("DENY"));
+        assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(r.header("referrer-policy"), Some("no-referrer"));
+        assert_eq!(r.header("cache-control"), Some("no-store"));
+    };
+    let r = request(addr, "GET", "/api/status", &headers, b"");
+    assert_eq!(r.status, 403);
+    check_headers(&r);
+    let j = r.json();
+    assert_eq!(j["needs_password"], false, "{j}");
+    let error = j["error"].as_str().unwrap();
+    assert!(
+        error.starts_with(&format!("unexpected Host header \"{host}\": ")),
+        "{error}"
+    );
+    assert!(error.contains("loopback"), "{error}");
+    assert!(!error.contains("token"), "{error}");
+    let r = request(addr, "GET", "/", &headers, b"");
+    assert_eq!(r.status, 403);
+    check_headers(&r);
+    let page = r.text();
+    assert!(page.contains("unexpected Host header"), "{page}");
+    assert!(!page.contains("access token"), "{page}");
+    assert!(
+        !page.contains("<style"),
+        "the CSP blocks inline styles: {page}"
+    );
+    // A request without a Host header (HTTP/1.0) is refused the same way.
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    use std::io::{Read, Write};
+    write!(
+        c,
+        "GET /api/status HTTP/1.0\r\nAuthorization: {auth}\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    c.read_to_string(&mut raw).unwrap();
+    assert!(
+        raw.starts_with("HTTP/1.") && raw[..12].ends_with(" 403"),
+        "{raw}"
+    );
+    assert!(raw.contains("no Host header"), "{raw}");
+    assert!(
+        raw.to_lowercase().contains("x-frame-options: deny"),
+        "{raw}"
+    );
+    // The other refusals have the error shape too.
+    let r = request(addr, "GET", "/api/status", &[], b"");
+    assert_eq!(
+        (r.status, r.json()["needs_password"].as_bool()),
+        (401, Some(false))
+    );
+}
+
+/// The restore target is used exactly as given, as the command line's `--target`: it was
+/// trimmed, so a leading space (a relative path) was accepted and trailing spaces (part of
+/// a folder's name) were dropped, restoring somewhere else than the job's `params` said.
+#[test]
+fn the_restore_target_is_used_exactly_as_given() {
+    let f = Fixture::new();
+    let s = f.start();
+    let file = f.src.join("small.txt");
+    let spaced = format!("{} ", f.tmp.path().join("rt").display());
+    let r = post(
+        &s,
+        "/api/restore",
+        &json!({"snapshot": "latest", "paths": [q(&file)], "target": format!(" {spaced}")}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    let error = r.json()["error"].as_str().unwrap().to_string();
+    assert!(
+        error.contains(&format!("{:?}", format!(" {spaced}"))),
+        "{error}"
+    );
+    assert!(error.contains("starts with whitespace"), "{error}");
+    let r = post(
+        &s,
+        "/api/restore",
+        &json!({"snapshot": "latest", "paths": [q(&file)], "target": spaced}),
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let j = wait_job(&s, r.json()["job"]["id"].as_u64().unwrap());
+    assert_eq!(j["state"], "done", "{j}");
+    assert_eq!(j["params"]["target"], spaced.as_str());
+    assert!(
+        j["title"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("{spaced:?}")),
+        "{j}"
+    );
+    let restored = Path::new(&spaced).join(file.strip_prefix("/").unwrap());
+    assert_eq!(
+        std::fs::read(&restored).unwrap(),
+        std::fs::read(&file).unwrap()
+    );
+    assert!(!f.tmp.path().join("rt").exists());
 }

@@ -40,10 +40,17 @@ pub struct UiArgs {
     pub tls_key: Option<PathBuf>,
 }
 
-/// Opens `url` with `xdg-open` when there is one; never fails.
-fn open_browser(url: &str) -> bool {
-    let child = Command::new("xdg-open")
-        .arg(url)
+/// Opens `page`, the `file://` address of the server's redirect page
+/// ([`Server::write_open_page`]), with `opener` (`xdg-open`) when there is one; never fails.
+/// Never the server's URL itself: its token would be in the arguments of `xdg-open` and of
+/// the browser, where every local user can read it.
+fn open_browser(opener: &[&str], page: &str) -> bool {
+    let Some((program, args)) = opener.split_first() else {
+        return false;
+    };
+    let child = Command::new(program)
+        .args(args)
+        .arg(page)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -65,7 +72,7 @@ pub fn run(g: &Global, a: &UiArgs) -> Result<u8> {
     // A password from the options, the environment or the terminal; without one the page
     // asks for it (and says so when it is wrong).
     let password = util::password(g).ok();
-    let server = Server::start(UiOptions {
+    let mut server = Server::start(UiOptions {
         listen: a.listen.clone(),
         tls: a.tls_cert.clone().zip(a.tls_key.clone()),
         backend,
@@ -85,13 +92,78 @@ pub fn run(g: &Global, a: &UiArgs) -> Result<u8> {
     if !g.quiet {
         super::out("Press Ctrl-C to stop.")?;
     }
-    if !a.no_open && !open_browser(server.url()) && !g.quiet {
-        eprintln!(
-            "arca ui: no browser could be opened (xdg-open is missing): open the address above"
-        );
+    if !a.no_open {
+        match server.write_open_page() {
+            Ok(page) => {
+                if !open_browser(&["xdg-open"], &page) && !g.quiet {
+                    eprintln!(
+                        "arca ui: no browser could be opened (xdg-open is missing): open the \
+                         address above"
+                    );
+                }
+            }
+            Err(e) => eprintln!("arca ui: no browser opened: {e}; open the address above"),
+        }
     }
     server.wait_for_signal();
     eprintln!("arca ui: stopping (running jobs are asked to stop)");
     server.stop(Duration::from_secs(60));
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use super::*;
+
+    /// The browser is given the `file://` address of a page only this user can read, never
+    /// the URL with the token, which any local user could read in `ps` while `xdg-open` (and
+    /// the browser it starts) runs; the page goes when the server stops.
+    #[test]
+    fn the_browser_never_gets_the_token_in_its_arguments() {
+        let tmp = tempfile::tempdir().unwrap();
+        let token = "0123456789abcdef0123456789abcdef";
+        let mut server = Server::start(UiOptions {
+            listen: None,
+            tls: None,
+            backend: Arc::new(arca_backend::LocalBackend::new(tmp.path().join("repo"))),
+            cache: arca_repo::CacheMode::Off,
+            password: None,
+            no_lock: true,
+            profiles_dir: Some(tmp.path().to_path_buf()),
+            token: Some(token.into()),
+        })
+        .unwrap();
+        let page = server.write_open_page().unwrap();
+        // A stand-in for xdg-open that writes down its arguments.
+        let args_file = tmp.path().join("args");
+        let script = format!("printf '%s\\n' \"$@\" > '{}'", args_file.display());
+        assert!(open_browser(&["sh", "-c", &script, "xdg-open"], &page));
+        let until = Instant::now() + Duration::from_secs(20);
+        while !args_file.exists() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let args = std::fs::read_to_string(&args_file).unwrap();
+        assert!(!args.contains(token), "{args}");
+        assert_eq!(args.trim_end(), page);
+        let file = server.open_page().unwrap().to_path_buf();
+        assert_eq!(page, format!("file://{}", file.display()));
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&file), 0o600);
+        assert_eq!(mode(file.parent().unwrap()), 0o700);
+        let html = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            html.contains(&format!("content=\"0;url={}\"", server.url())),
+            "{html}"
+        );
+        server.stop(Duration::from_secs(5));
+        assert!(!file.exists());
+        assert!(!file.parent().unwrap().exists());
+    }
 }

@@ -89,10 +89,17 @@ pub fn start_restore(app: &Arc<App>, r: RestoreRequest) -> Result<Arc<Job>, ApiE
             r.target
         )));
     }
-    let target = PathBuf::from(r.target.trim());
+    // Exactly as given, as the command line's --target: trailing spaces belong to a folder's
+    // name, and a leading one makes the path relative, which is refused.
+    let target = PathBuf::from(&r.target);
     if !target.is_absolute() {
+        let why = if r.target.starts_with(char::is_whitespace) {
+            " (it starts with whitespace)"
+        } else {
+            ""
+        };
         return Err(ApiError::bad(format!(
-            "the target folder must be an absolute path, not {:?}",
+            "the target folder must be an absolute path, not {:?}{why}",
             r.target
         )));
     }
@@ -119,10 +126,15 @@ pub fn start_restore(app: &Arc<App>, r: RestoreRequest) -> Result<Arc<Job>, ApiE
     } else {
         r.snapshot.clone()
     };
+    // Quoted when it ends in whitespace, which a title would hide.
+    let into = if r.target.ends_with(char::is_whitespace) {
+        format!("{:?}", r.target)
+    } else {
+        target.display().to_string()
+    };
     let title = format!(
-        "{}restore of {shown} into {}",
+        "{}restore of {shown} into {into}",
         if r.dry_run { "dry run: " } else { "" },
-        target.display()
     );
     let params = json!({"snapshot": r.snapshot, "paths": r.paths, "target": r.target,
         "overwrite": overwrite.name(), "dry_run": r.dry_run, "delete": r.delete});
