@@ -175,24 +175,59 @@ fn strip_newline(mut s: String) -> String {
     s
 }
 
-/// The error for a password file whose first line is empty, naming it.
-fn empty_password_file(f: &Path) -> anyhow::Error {
-    let blank = std::fs::read(f).is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace));
-    if blank {
-        anyhow!("password file {} is empty", f.display())
-    } else {
-        anyhow!(
-            "password file {}: its first line is empty (the password is the first line)",
-            f.display()
-        )
+/// Reads `r` to its end into zeroizing storage. The buffer grows by copying into a larger
+/// zeroizing one, which wipes the smaller when dropped: no reallocation leaves a copy of the
+/// secret in freed memory (as `read_to_string` or `read_to_end` would).
+fn read_secret(mut r: impl io::Read) -> io::Result<Zeroizing<Vec<u8>>> {
+    let mut out = Zeroizing::new(Vec::with_capacity(256));
+    let mut chunk = Zeroizing::new([0u8; 256]);
+    loop {
+        let n = match r.read(&mut chunk[..]) {
+            Ok(0) => return Ok(out),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if out.len() + n > out.capacity() {
+            let mut bigger = Zeroizing::new(Vec::with_capacity(
+                (out.len() + n).max(out.capacity().saturating_mul(2)),
+            ));
+            bigger.extend_from_slice(&out);
+            out = bigger;
+        }
+        out.extend_from_slice(&chunk[..n]);
     }
 }
 
+/// The first line of `text` (without its `\n` or `\r\n`) in zeroizing storage.
+fn first_line(text: &str) -> Zeroizing<String> {
+    Zeroizing::new(text.lines().next().unwrap_or("").to_string())
+}
+
+/// The password in a password file: its first line, never empty. Every copy of the file's
+/// content is wiped when dropped.
 fn read_password_file(p: &Path) -> Result<Zeroizing<String>> {
-    let s = std::fs::read_to_string(p)
+    let bytes = std::fs::File::open(p)
+        .and_then(read_secret)
         .with_context(|| format!("cannot read password file {}", p.display()))?;
-    let first = s.lines().next().unwrap_or("").to_string();
-    Ok(Zeroizing::new(strip_newline(first)))
+    let text = std::str::from_utf8(&bytes).map_err(|_| {
+        anyhow!(
+            "password file {} holds bytes that are not UTF-8: passwords are text",
+            p.display()
+        )
+    })?;
+    let first = first_line(text);
+    // No key has an empty password (init and key add refuse one).
+    if first.is_empty() {
+        if text.bytes().all(|b| b.is_ascii_whitespace()) {
+            bail!("password file {} is empty", p.display());
+        }
+        bail!(
+            "password file {}: its first line is empty (the password is the first line)",
+            p.display()
+        );
+    }
+    Ok(first)
 }
 
 /// Set when standard input carries data (`backup --stdin`, a `-` file argument such as
@@ -230,25 +265,34 @@ const GIVE_PASSWORD: &str = "no password given (set ARCA_PASSWORD or ARCA_PASSWO
 
 /// The first line a shell command prints (`--password-command`); its failure names it.
 pub fn password_from_command(cmd: &str) -> Result<Zeroizing<String>> {
-    let out = std::process::Command::new("sh")
+    let mut child = std::process::Command::new("sh")
         .arg("-c")
         .arg(cmd)
         .stdin(std::process::Stdio::inherit())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
-        .output()
+        .spawn()
         .with_context(|| format!("cannot run password command {cmd:?}"))?;
-    if !out.status.success() {
-        bail!("password command {cmd:?} failed ({})", out.status);
+    // Read here rather than by `output()`, whose buffer is freed without being wiped.
+    let read = child.stdout.take().map(read_secret).transpose();
+    let status = child
+        .wait()
+        .with_context(|| format!("cannot run password command {cmd:?}"))?;
+    let stdout = read
+        .with_context(|| format!("cannot read the output of password command {cmd:?}"))?
+        .unwrap_or_default();
+    if !status.success() {
+        bail!("password command {cmd:?} failed ({status})");
     }
     // Taken as text, as a password file or ARCA_PASSWORD: bytes that are not UTF-8 were
     // replaced by U+FFFD, so that different passwords opened the same repository.
-    let text = Zeroizing::new(String::from_utf8(out.stdout).map_err(|_| {
+    let text = std::str::from_utf8(&stdout).map_err(|_| {
         anyhow!(
             "password command {cmd:?} printed bytes that are not UTF-8: passwords are text \
              (encode binary secrets, e.g. with base64)"
         )
-    })?);
-    let first = Zeroizing::new(text.lines().next().unwrap_or("").to_string());
+    })?;
+    let first = first_line(text);
     if first.is_empty() {
         bail!("password command {cmd:?} printed no password");
     }
@@ -260,12 +304,7 @@ pub fn password_from_command(cmd: &str) -> Result<Zeroizing<String>> {
 /// terminal.
 pub fn password(g: &Global) -> Result<Zeroizing<String>> {
     if let Some(f) = &g.password_file {
-        let p = read_password_file(f)?;
-        // No key has an empty password (init and key add refuse one).
-        if p.is_empty() {
-            return Err(empty_password_file(f));
-        }
-        return Ok(p);
+        return read_password_file(f);
     }
     if let Some(c) = &g.password_command {
         return password_from_command(c);
@@ -293,11 +332,7 @@ pub fn env_password(name: &str) -> Result<Option<Zeroizing<String>>> {
 /// A new password: from `file`, `ARCA_NEW_PASSWORD`, or prompted twice.
 pub fn new_password(file: Option<&Path>, env_var: &str, what: &str) -> Result<Zeroizing<String>> {
     let p = if let Some(f) = file {
-        let p = read_password_file(f)?;
-        if p.is_empty() {
-            return Err(empty_password_file(f));
-        }
-        p
+        read_password_file(f)?
     } else if let Some(p) = env_password(env_var)? {
         p
     } else {

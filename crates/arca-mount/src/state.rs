@@ -271,18 +271,69 @@ impl State {
         Ok(())
     }
 
-    fn tree(&self, id: &Id) -> Result<Arc<Tree>, Errno> {
+    /// The listing `id` of the folder `folder` (an inode, named in the message of a
+    /// failure: each folder that cannot be listed is reported once, in a line of its own).
+    fn tree(&self, id: &Id, folder: u64) -> Result<Arc<Tree>, Errno> {
         self.trees
             .get_or_load(id, || {
                 let index = read(&self.index);
-                let t = self
-                    .repo
-                    .load_tree(&index, id)
-                    .map_err(|e| MountError::repo("reading a folder's listing", e))?;
+                let t = self.repo.load_tree(&index, id)?;
                 let w = tree_weight(&t);
                 Ok((Arc::new(t), w))
             })
-            .map_err(|e| self.fail(&e))
+            .map_err(|e| {
+                let op = format!(
+                    "reading the listing of folder {:?} (tree {})",
+                    self.path(folder),
+                    id.short()
+                );
+                self.fail(&MountError::repo(op, e))
+            })
+    }
+
+    /// The path of inode `ino` in the mount, from its names as far as they are known (the
+    /// kernel holds the folders above an entry it looked up; `…` stands for one that is not
+    /// known).
+    fn path(&self, mut ino: u64) -> String {
+        let l = self.layout();
+        let entries = lock(&self.entries);
+        let mut names: Vec<Vec<u8>> = vec![];
+        // Bounded: a folder's parent chain is short, and never loops.
+        for _ in 0..4096 {
+            if ino == layout::ROOT {
+                break;
+            }
+            if let Some(e) = entries.get(&ino) {
+                names.push(e.node.name.clone());
+                ino = e.parent;
+                continue;
+            }
+            let parent = match l.nodes.get(&ino) {
+                Some(Virtual::Dir { parent, .. } | Virtual::Snapshot { parent, .. }) => *parent,
+                _ => {
+                    names.push("…".into());
+                    break;
+                }
+            };
+            let name = match l.nodes.get(&parent) {
+                Some(Virtual::Dir { entries, .. }) => entries
+                    .iter()
+                    .find(|&(_, &child)| child == ino)
+                    .map(|(name, _)| name.clone()),
+                _ => None,
+            };
+            names.push(name.unwrap_or_else(|| "…".into()));
+            ino = parent;
+        }
+        let mut path = vec![];
+        for name in names.iter().rev() {
+            path.push(b'/');
+            path.extend_from_slice(name);
+        }
+        if path.is_empty() {
+            path.push(b'/');
+        }
+        String::from_utf8_lossy(&path).into_owned()
     }
 
     /// One data blob of the file named `name`, from the block cache or the repository.
@@ -376,7 +427,7 @@ impl State {
                 root,
                 ..
             } => {
-                let t = self.tree(&tree)?;
+                let t = self.tree(&tree, parent)?;
                 let node = t.find(name).ok_or(Errno::ENOENT)?;
                 let ino = content_ino(parent, root, node);
                 let a = attr::node_attr(ino, node);
@@ -463,7 +514,7 @@ impl State {
                 root,
                 ..
             } => {
-                let t = self.tree(&tree)?;
+                let t = self.tree(&tree, ino)?;
                 for n in &t.nodes {
                     items.push(DirItem {
                         ino: content_ino(ino, root, n),
@@ -518,5 +569,145 @@ impl State {
     /// How many snapshot entries the kernel holds (for `statfs`).
     pub(crate) fn held(&self) -> u64 {
         lock(&self.entries).len() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use arca_backend::{Backend, MemoryBackend};
+    use arca_format::{IndexFile, KdfParams, Snapshot};
+    use arca_repo::blob::seal_blob;
+    use arca_repo::pack::PackWriter;
+    use arca_repo::{InitOptions, LockKind};
+
+    use super::*;
+
+    fn dir(name: &str, subtree: Id) -> Node {
+        Node {
+            name: name.into(),
+            kind: Some(NodeKind::Dir),
+            mode: 0o755,
+            subtree: Some(subtree),
+            ..Node::default()
+        }
+    }
+
+    fn file(name: &str) -> Node {
+        Node {
+            name: name.into(),
+            kind: Some(NodeKind::File),
+            mode: 0o644,
+            nlink: 1,
+            ..Node::default()
+        }
+    }
+
+    /// Writes `trees` in one pack and an index file naming it; returns the pack and the ids.
+    fn tree_pack(repo: &Repository, trees: &[Tree]) -> (Id, Vec<Id>) {
+        let mut w = PackWriter::new(BlobKind::Tree, 1 << 16);
+        let mut ids = vec![];
+        for t in trees {
+            let data = t.encode().unwrap();
+            let id = repo.key().blob_id(&data);
+            w.add(&seal_blob(repo.sealer(), BlobKind::Tree, id, &data, 0).unwrap())
+                .unwrap();
+            ids.push(id);
+        }
+        let p = w.finish(repo.sealer()).unwrap();
+        repo.backend()
+            .write(RepoFile::Pack, &p.id.to_hex(), &p.bytes)
+            .unwrap();
+        repo.save_index(&IndexFile {
+            supersedes: vec![],
+            packs: vec![p.index],
+        })
+        .unwrap();
+        (p.id, ids)
+    }
+
+    /// Two folders whose listings are lost with the same pack are each reported, by their
+    /// path in the mount and their tree id, once each.
+    #[test]
+    fn each_unreadable_folder_listing_is_reported_by_name() {
+        let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+        let opts = InitOptions {
+            kdf: KdfParams {
+                memory_kib: 64,
+                iterations: 1,
+                parallelism: 1,
+            },
+            ..InitOptions::default()
+        };
+        let repo = Repository::init(b, b"pw", &opts).unwrap();
+        let held = repo.lock(LockKind::Exclusive).unwrap();
+        let (lost_pack, subtrees) = tree_pack(
+            &repo,
+            &[
+                Tree {
+                    nodes: vec![file("x")],
+                },
+                Tree {
+                    nodes: vec![file("y")],
+                },
+            ],
+        );
+        let (_, root) = tree_pack(
+            &repo,
+            &[Tree {
+                nodes: vec![dir("a", subtrees[0]), dir("b", subtrees[1])],
+            }],
+        );
+        let snap = Snapshot {
+            time: chrono::DateTime::parse_from_rfc3339("2026-01-02T03:04:05+00:00").unwrap(),
+            tree: root[0],
+            paths: vec!["/s".into()],
+            hostname: "h".into(),
+            username: "u".into(),
+            uid: 0,
+            gid: 0,
+            tags: vec![],
+            parent: None,
+            original: None,
+            copied_tree: None,
+            program_version: String::new(),
+            complete: true,
+            summary: Default::default(),
+        };
+        repo.save_snapshot(&snap).unwrap();
+        drop(held);
+
+        let told = Arc::new(Mutex::new(vec![]));
+        let report: Report = {
+            let told = Arc::clone(&told);
+            Arc::new(move |m: &str| lock(&told).push(m.to_string()))
+        };
+        let state = State::load(
+            repo.clone(),
+            SnapshotFilter::default(),
+            &MountOptions::default(),
+            report,
+        )
+        .unwrap();
+        let time = layout::time_name(&snap);
+        let l = state.layout();
+        let snapshots = l.child(layout::ROOT, b"snapshots").unwrap();
+        let shown = l.child(snapshots, time.as_bytes()).unwrap();
+        let a = state.lookup(shown, b"a").unwrap().ino.0;
+        let b = state.lookup(shown, b"b").unwrap().ino.0;
+        repo.backend()
+            .delete(RepoFile::Pack, &lost_pack.to_hex())
+            .unwrap();
+        for ino in [a, b, a, b] {
+            assert_eq!(state.open_dir(ino).unwrap_err(), Errno::EIO);
+        }
+        let told = lock(&told).clone();
+        assert_eq!(told.len(), 2, "{told:?}");
+        for (line, name, tree) in [(&told[0], "a", subtrees[0]), (&told[1], "b", subtrees[1])] {
+            let path = format!("\"/snapshots/{time}/{name}\"");
+            assert!(line.contains(&path), "{line}");
+            assert!(line.contains(&format!("tree {}", tree.short())), "{line}");
+        }
     }
 }

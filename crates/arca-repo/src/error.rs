@@ -70,10 +70,12 @@ pub enum RepoError {
         location: String,
     },
     /// No key file opens with the given password.
-    #[error("wrong password or no key found for repository {location}")]
+    #[error("wrong password or no key found for repository {location}{skipped}")]
     WrongPassword {
         /// Repository.
         location: String,
+        /// Empty, or a note naming the key files skipped because they cannot be decoded.
+        skipped: String,
     },
     /// No key file opens with the given password, and some key files are damaged.
     #[error(

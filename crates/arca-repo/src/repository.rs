@@ -76,6 +76,38 @@ impl std::fmt::Debug for Repository {
 /// A key file's name and bytes.
 type KeyBytes = (String, Vec<u8>);
 
+/// Threads reading key files when a repository is opened.
+const KEY_READ_THREADS: usize = 8;
+
+/// Key files named by the wrong-password error as skipped; the rest are counted.
+const SKIPPED_NAMED: usize = 3;
+
+/// The Argon2 work a key file asks for (memory × passes), read from its header: key files
+/// are tried in ascending order of it.
+fn kdf_cost(kdf: &KdfParams) -> u64 {
+    u64::from(kdf.memory_kib) * u64::from(kdf.iterations)
+}
+
+/// The wrong-password error's mention of key files that could not be decoded: empty when
+/// there are none, else the first few named and the others counted.
+fn skipped_note(undecodable: &[String]) -> String {
+    if undecodable.is_empty() {
+        return String::new();
+    }
+    let mut named = undecodable[..undecodable.len().min(SKIPPED_NAMED)].join(", ");
+    if undecodable.len() > SKIPPED_NAMED {
+        named.push_str(&format!(" and {} more", undecodable.len() - SKIPPED_NAMED));
+    }
+    let s = if undecodable.len() == 1 { "" } else { "s" };
+    format!(" (skipped key file{s} that cannot be decoded: {named})")
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The key files whose key this thread derived (tried), in order.
+    static DERIVED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 fn file_id(bytes: &[u8]) -> Id {
     Id(*blake3::hash(bytes).as_bytes())
 }
@@ -211,7 +243,7 @@ impl Repository {
     fn open_keyed(
         backend: Arc<dyn Backend>,
         password: &[u8],
-        cached_key: &dyn Fn(&str) -> Option<Vec<u8>>,
+        cached_key: &(dyn Fn(&str) -> Option<Vec<u8>> + Sync),
     ) -> Result<(Self, Vec<KeyBytes>, Vec<FileInfo>)> {
         let location = backend.location();
         // The key listing does not depend on the config: on a remote repository both
@@ -245,41 +277,70 @@ impl Repository {
         })?;
         let mut keys = keys_listed.unwrap_or_else(|p| std::panic::resume_unwind(p))?;
         keys.sort();
-        let mut last_err = None;
+        // Every key file is read first (they are small, and read concurrently), so that they
+        // can be tried cheapest first: a key file with a huge Argon2 cost, planted under a
+        // name that sorts first, is then derived only after the keys that cost less, and
+        // never when one of those opens.
+        let read = crate::par::map_ordered(
+            &keys,
+            KEY_READ_THREADS,
+            || (),
+            |_, k| match cached_key(&k.name) {
+                Some(b) => Ok((b, false)),
+                None => backend
+                    .read(FileType::Key, &k.name)
+                    .map(|b| (b, true))
+                    .map_err(RepoError::from),
+            },
+        );
         let mut fetched = vec![];
         // Key files whose content does not hash to their name: tried all the same, and
         // named when no key opens (a damaged key reads as a wrong password otherwise).
         let mut damaged = vec![];
+        // Key files that cannot be decoded (garbage, truncated, an unknown KDF, parameters
+        // out of range): skipped, as restic skips them, and named in the wrong-password
+        // error, which they must not replace.
+        let mut undecodable = vec![];
+        // One key file that cannot be read (permissions, an I/O error) must not lock out the
+        // passwords of the others: skipped, its error is the one given when no key opens.
         let mut unreadable: Option<RepoError> = None;
-        for k in &keys {
-            let bytes = match cached_key(&k.name) {
-                Some(b) => b,
-                None => match backend.read(FileType::Key, &k.name) {
-                    Ok(b) => {
-                        fetched.push((k.name.clone(), b.clone()));
-                        b
-                    }
-                    // One key file that cannot be read (permissions, an I/O error) must
-                    // not lock out the passwords of the others: tried last, its error is
-                    // the one given when no key opens.
-                    Err(e) => {
-                        unreadable.get_or_insert(e.into());
-                        continue;
-                    }
-                },
+        let mut candidates = vec![];
+        for (k, r) in keys.iter().zip(read) {
+            let (bytes, fetched_now) = match r {
+                Some(Ok(read)) => read,
+                Some(Err(e)) => {
+                    unreadable.get_or_insert(e);
+                    continue;
+                }
+                None => {
+                    unreadable.get_or_insert(RepoError::Invalid {
+                        what: "key file",
+                        detail: format!("{}: the reader thread failed", k.name),
+                    });
+                    continue;
+                }
             };
             let content_id = file_id(&bytes);
+            let decoded = KeyFile::decode(&bytes);
+            if fetched_now {
+                fetched.push((k.name.clone(), bytes));
+            }
+            let Ok(file) = decoded else {
+                undecodable.push(k.name.clone());
+                continue;
+            };
             let misnamed = content_id.to_hex() != k.name;
             if misnamed {
                 damaged.push(k.name.clone());
             }
-            let file = match KeyFile::decode(&bytes) {
-                Ok(f) => f,
-                Err(e) => {
-                    last_err = Some(RepoError::format(format!("key {}", k.name), e));
-                    continue;
-                }
-            };
+            candidates.push((k.name.as_str(), file, content_id, misnamed));
+        }
+        // Cheapest first; a stable sort keeps name order among equal costs.
+        candidates.sort_by_key(|(_, file, _, _)| kdf_cost(&file.kdf));
+        let mut last_err = None;
+        for (name, file, content_id, misnamed) in candidates {
+            #[cfg(test)]
+            DERIVED.with(|d| d.borrow_mut().push(name.to_string()));
             // Deriving the key takes both cores for a tenth of a second; the files every
             // command reads next start loading meanwhile.
             let unwrapped = std::thread::scope(|s| {
@@ -302,7 +363,7 @@ impl Repository {
                         Err(RepoError::Crypto { source, .. }) => {
                             last_err = Some(RepoError::DamagedConfig {
                                 location: location.clone(),
-                                key: k.name.clone(),
+                                key: name.to_string(),
                                 detail: match source {
                                     arca_crypto::CryptoError::Auth { .. } => {
                                         "authentication failed".into()
@@ -328,13 +389,17 @@ impl Repository {
                         config,
                         // Named as `key list` and `key remove` name it, also when the name
                         // is not its hash (a renamed file): the key in use must be known.
-                        key_id: Id::from_hex(&k.name).unwrap_or(content_id),
+                        key_id: Id::from_hex(name).unwrap_or(content_id),
                         key_misnamed: misnamed,
                     };
                     return Ok((repo, fetched, keys));
                 }
                 Err(arca_crypto::CryptoError::Auth { .. }) => {}
-                Err(e) => last_err = Some(RepoError::crypto(format!("key {}", k.name), e)),
+                // Parameters refused before any work (cost above the accepted maximum, lanes
+                // out of range): a key file this version cannot use, skipped like one that
+                // does not decode.
+                Err(arca_crypto::CryptoError::Kdf { .. }) => undecodable.push(name.to_string()),
+                Err(e) => last_err = Some(RepoError::crypto(format!("key {name}"), e)),
             }
         }
         if !damaged.is_empty() {
@@ -343,9 +408,13 @@ impl Repository {
                 files: damaged.join(", "),
             });
         }
+        undecodable.sort();
         Err(unreadable
             .or(last_err)
-            .unwrap_or(RepoError::WrongPassword { location }))
+            .unwrap_or_else(|| RepoError::WrongPassword {
+                location,
+                skipped: skipped_note(&undecodable),
+            }))
     }
 
     /// The backend.
@@ -795,5 +864,75 @@ fn open_sealed(
         Ok(out)
     } else {
         Ok(payload)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use arca_backend::MemoryBackend;
+
+    use super::*;
+
+    /// The key files this thread derived since the last call.
+    fn derived() -> Vec<String> {
+        DERIVED.with(|d| std::mem::take(&mut *d.borrow_mut()))
+    }
+
+    /// A key file with a higher Argon2 cost than the real key, under a name that sorts
+    /// first, is not derived when the real key opens the repository: key files are tried
+    /// cheapest first, not in name order.
+    #[test]
+    fn key_files_are_tried_cheapest_first() {
+        let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+        let r = crate::testing::repo(Arc::clone(&b)); // 64 KiB, 1 pass
+        let real = r.key_id().to_hex();
+        let costly = KdfParams {
+            memory_kib: 128,
+            iterations: 2,
+            parallelism: 1,
+        };
+        // A name is the file's hash, which the random salt decides: one in two sorts first.
+        let planted = loop {
+            let id = r.add_key(b"planted", costly).unwrap();
+            if id.to_hex() < real {
+                break id.to_hex();
+            }
+            r.remove_key(&id).unwrap();
+        };
+        derived();
+        let opened = Repository::open(Arc::clone(&b), b"pw").unwrap();
+        assert_eq!(opened.key_id().to_hex(), real);
+        assert_eq!(
+            derived(),
+            std::slice::from_ref(&real),
+            "the costly key was derived"
+        );
+        // The costly key still opens with its own password, after the cheaper one.
+        let opened = Repository::open(Arc::clone(&b), b"planted").unwrap();
+        assert_eq!(opened.key_id().to_hex(), planted);
+        assert_eq!(derived(), [real.clone(), planted.clone()]);
+        // A wrong password tries both, cheapest first.
+        assert!(matches!(
+            Repository::open(b, b"wrong"),
+            Err(RepoError::WrongPassword { .. })
+        ));
+        assert_eq!(derived(), [real, planted]);
+    }
+
+    #[test]
+    fn skipped_key_files_are_named_briefly() {
+        assert_eq!(skipped_note(&[]), "");
+        let one = ["a".to_string()];
+        assert_eq!(
+            skipped_note(&one),
+            " (skipped key file that cannot be decoded: a)"
+        );
+        let five: Vec<String> = ["a", "b", "c", "d", "e"].map(String::from).into();
+        assert_eq!(
+            skipped_note(&five),
+            " (skipped key files that cannot be decoded: a, b, c and 2 more)"
+        );
     }
 }

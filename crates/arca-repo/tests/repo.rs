@@ -319,3 +319,56 @@ fn a_renamed_key_in_use_is_known_as_such() {
     b.delete(FileType::Key, &name).unwrap();
     assert!(Repository::open(b, b"pw").unwrap().key_misnamed());
 }
+
+/// Key files that cannot be decoded (garbage, truncated) or that ask for key derivation
+/// parameters this version refuses are skipped: a wrong password is still the wrong-password
+/// error, which names them, and the right password still opens the repository.
+#[test]
+fn undecodable_key_files_do_not_hide_a_wrong_password() {
+    let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let r = Repository::init(b.clone(), b"pw", &opts()).unwrap();
+    let real = b.read(FileType::Key, &r.key_id().to_hex()).unwrap();
+    let file = arca_format::KeyFile::decode(&real).unwrap();
+    let with_kdf = |kdf: KdfParams| {
+        arca_format::KeyFile {
+            kdf,
+            ..file.clone()
+        }
+        .encode()
+        .unwrap()
+    };
+    let planted = [
+        b"garbage".to_vec(),
+        real[..real.len() - 10].to_vec(),
+        with_kdf(KdfParams {
+            memory_kib: arca_crypto::MAX_KDF_MEMORY_KIB + 1,
+            ..file.kdf
+        }),
+        with_kdf(KdfParams {
+            iterations: arca_crypto::MAX_KDF_ITERATIONS + 1,
+            ..file.kdf
+        }),
+        with_kdf(KdfParams {
+            parallelism: 0,
+            ..file.kdf
+        }),
+    ];
+    let mut names = vec![];
+    for bytes in &planted {
+        let name = blake3::hash(bytes).to_hex().to_string();
+        b.write(FileType::Key, &name, bytes).unwrap();
+        names.push(name);
+    }
+    let e = Repository::open(b.clone(), b"wrong").unwrap_err();
+    assert!(matches!(e, RepoError::WrongPassword { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(msg.starts_with("wrong password"), "{msg}");
+    names.sort();
+    assert!(msg.contains(&names[..3].join(", ")), "{msg}");
+    assert!(msg.contains("and 2 more"), "{msg}");
+    assert_eq!(
+        Repository::open(b, b"pw").unwrap().key_id(),
+        r.key_id(),
+        "the right password opens"
+    );
+}

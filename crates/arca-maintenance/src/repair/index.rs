@@ -57,6 +57,15 @@ pub fn repair_index(
     repo: &Repository,
     opts: RepairIndexOptions,
 ) -> Result<RepairIndexReport, RepoError> {
+    repair_index_in(repo, opts, PACKS_PER_INDEX_FILE)
+}
+
+/// [`repair_index`], naming at most `packs_per_file` packs in each new index file.
+pub(super) fn repair_index_in(
+    repo: &Repository,
+    opts: RepairIndexOptions,
+    packs_per_file: usize,
+) -> Result<RepairIndexReport, RepoError> {
     let mut rep = RepairIndexReport::default();
     let old = repo.load_index_files()?;
     rep.old_index_files = old.len();
@@ -139,13 +148,17 @@ pub fn repair_index(
 
     // New files first, then the old ones go: at no moment is a readable pack unindexed.
     let old_ids: Vec<Id> = old.iter().map(|(id, _)| *id).collect();
-    let mut first = true;
-    for chunk in packs.chunks(PACKS_PER_INDEX_FILE) {
+    let chunks: Vec<&[IndexPack]> = packs.chunks(packs_per_file.max(1)).collect();
+    let last = chunks.len().saturating_sub(1);
+    for (i, chunk) in chunks.iter().enumerate() {
         let file = IndexFile {
-            supersedes: if first { old_ids.clone() } else { vec![] },
+            // The last file replaces the old ones: with it written, the new files cover
+            // every pack. On an earlier one, a crash before the rest were written would
+            // leave a reader that honours `supersedes` (recover, list blobs) without the
+            // old files while the new set is incomplete.
+            supersedes: if i == last { old_ids.clone() } else { vec![] },
             packs: chunk.to_vec(),
         };
-        first = false;
         rep.written.push(repo.save_index(&file)?);
     }
     let written: HashSet<Id> = rep.written.iter().copied().collect();

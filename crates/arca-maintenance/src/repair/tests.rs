@@ -695,3 +695,31 @@ fn recover_saves_the_listings_below_a_lost_root_and_each_resolves() {
         "{again:?}"
     );
 }
+
+/// With several new index files, only the last one written names the old files it
+/// supersedes: a crash before it leaves the old files in force for readers that honour
+/// `supersedes` (recover, list blobs), so they never see an incomplete new set alone.
+#[test]
+fn repair_index_supersedes_the_old_files_in_the_last_new_one() {
+    let fx = build();
+    let second = fx
+        .repo
+        .save_index(&IndexFile {
+            supersedes: vec![],
+            packs: vec![fx.data1.clone()],
+        })
+        .unwrap();
+    let old = sorted(vec![fx.index_file, second]);
+    let r = index::repair_index_in(&fx.repo, read_all_packs(), 1).unwrap();
+    assert_eq!(r.written.len(), 4, "one pack per new index file");
+    let (last, earlier) = r.written.split_last().unwrap();
+    for id in earlier {
+        let f = fx.repo.load_index_file(id).unwrap();
+        assert!(f.supersedes.is_empty(), "{id}: {:?}", f.supersedes);
+    }
+    let f = fx.repo.load_index_file(last).unwrap();
+    assert_eq!(sorted(f.supersedes), old);
+    assert_eq!(sorted(r.deleted.clone()), old);
+    all_blobs_read(&fx);
+    clean(&check(&fx.repo, read_data()).unwrap());
+}
