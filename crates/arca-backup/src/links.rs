@@ -3,8 +3,9 @@
 //!
 //! A group is read under one name (its leader); the walk adds every further name it meets
 //! while that read is pending. When the leader cannot be read, the reader tries those names in
-//! turn; only when none works is the group failed, and the next name the walk meets leads a
-//! new read (a new generation, so that the assembler never mixes the two).
+//! turn; only when none works is the read failed, and the next name the walk meets leads a
+//! new read (a new generation, so that the assembler never mixes the two). A name whose ctime
+//! changed also leads a new read; the older one keeps its names.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -18,8 +19,17 @@ pub(crate) type LinkKey = (u64, u64, u32);
 
 #[derive(Default)]
 struct Group {
+    /// The generation of the newest read.
     generation: u32,
-    /// Further names met while the leader's read is pending, not yet tried.
+    /// Each pending or finished read's further names and state, by generation: a new read
+    /// (the walk met a name whose ctime changed, as removing another name changes it) must
+    /// not take the names still waiting on an older one (it did: hunt 23).
+    reads: HashMap<u32, Read>,
+}
+
+#[derive(Default)]
+struct Read {
+    /// Further names met while the read is pending, not yet tried.
     others: Vec<PathBuf>,
     state: State,
 }
@@ -50,49 +60,48 @@ impl Links {
         let mut groups = self.groups();
         let g = groups.entry(inode).or_default();
         g.generation = g.generation.wrapping_add(1);
-        g.others.clear();
-        g.state = State::Pending;
+        g.reads.insert(g.generation, Read::default());
         (inode.0, inode.1, g.generation)
     }
 
-    /// A further name of a group being read: waits for that read (`Some`), or must be read
-    /// itself (`None`) because every name tried so far failed.
+    /// A further name of a group being read: waits for the newest read (`Some`), or must be
+    /// read itself (`None`) because every name tried for it failed.
     pub(crate) fn follow(&self, inode: Inode, path: &std::path::Path) -> Option<LinkKey> {
         let mut groups = self.groups();
         let g = groups.get_mut(&inode)?;
-        match g.state {
+        let key = (inode.0, inode.1, g.generation);
+        let read = g.reads.get_mut(&g.generation)?;
+        match read.state {
             State::Failed => None,
-            State::Read => Some((inode.0, inode.1, g.generation)),
+            State::Read => Some(key),
             State::Pending => {
-                g.others.push(path.to_path_buf());
-                Some((inode.0, inode.1, g.generation))
+                read.others.push(path.to_path_buf());
+                Some(key)
             }
         }
     }
 
-    /// The leader of `key` could not be read: another name to try, or `None` when none is
-    /// left (the group is then failed, unless a newer read has started).
+    /// The leader of `key` could not be read: another of its names to try, or `None` when
+    /// none is left (that read is then failed).
     pub(crate) fn next_other(&self, key: LinkKey) -> Option<PathBuf> {
         let mut groups = self.groups();
-        let g = groups.get_mut(&(key.0, key.1))?;
-        if g.generation != key.2 {
-            return None;
-        }
-        let next = g.others.pop();
+        let read = groups.get_mut(&(key.0, key.1))?.reads.get_mut(&key.2)?;
+        let next = read.others.pop();
         if next.is_none() {
-            g.state = State::Failed;
+            read.state = State::Failed;
         }
         next
     }
 
-    /// The group of `key` was read.
+    /// The read of `key` succeeded.
     pub(crate) fn read(&self, key: LinkKey) {
         let mut groups = self.groups();
-        if let Some(g) = groups.get_mut(&(key.0, key.1))
-            && g.generation == key.2
+        if let Some(read) = groups
+            .get_mut(&(key.0, key.1))
+            .and_then(|g| g.reads.get_mut(&key.2))
         {
-            g.state = State::Read;
-            g.others = Vec::new();
+            read.state = State::Read;
+            read.others = Vec::new();
         }
     }
 }
@@ -121,5 +130,18 @@ mod tests {
         links.read(again);
         assert_eq!(links.follow((1, 2), Path::new("f")), Some(again));
         assert_eq!(links.follow((9, 9), Path::new("g")), None);
+    }
+
+    /// A new read started while an older one is pending (a name whose ctime changed) leaves
+    /// the older read its waiting names (they were dropped: hunt 23).
+    #[test]
+    fn a_new_read_leaves_the_pending_one_its_names() {
+        let links = Links::default();
+        let first = links.lead((1, 2));
+        assert_eq!(links.follow((1, 2), Path::new("y_b")), Some(first));
+        let second = links.lead((1, 2));
+        assert_eq!(links.next_other(first), Some(PathBuf::from("y_b")));
+        assert_eq!(links.next_other(first), None);
+        assert_eq!(links.follow((1, 2), Path::new("z")), Some(second));
     }
 }

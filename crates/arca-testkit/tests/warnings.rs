@@ -211,3 +211,51 @@ fn a_hard_linked_file_whose_first_name_goes_away_is_stored_under_the_others() {
         assert!(!r.snapshot.complete, "{how}");
     }
 }
+
+/// A name met after another name was removed (its ctime changed) starts a read of its own;
+/// the names waiting on the first read keep waiting on it, and are read when its first name
+/// is gone (one was dropped: hunt 23). One reader, kept busy while the first name goes, so
+/// the walk meets `d2/c` after the removal.
+#[test]
+fn names_waiting_on_a_read_survive_a_second_read_of_their_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    fs::create_dir_all(src.join("d1")).unwrap();
+    fs::create_dir_all(src.join("d2")).unwrap();
+    // More files ahead of the link than the readers' queue holds: the walk waits on them.
+    for i in 0..6 {
+        fs::write(src.join(format!("d1/0{i}")), vec![i as u8; 100_000]).unwrap();
+    }
+    fs::write(src.join("d1/x_a"), b"hello").unwrap();
+    fs::hard_link(src.join("d1/x_a"), src.join("d1/y_b")).unwrap();
+    fs::hard_link(src.join("d1/x_a"), src.join("d2/c")).unwrap();
+    let repo = init(local(&tmp.path().join("repo")));
+    let first = src.join("d1/00");
+    let gone = src.join("d1/x_a");
+    let hook = Arc::new(move |p: &Path| {
+        if p == first {
+            fs::remove_file(&gone).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+    });
+    let opts = BackupOptions {
+        paths: vec![src.clone()],
+        read_concurrency: 1,
+        hooks: Hooks {
+            before_read: Some(hook),
+        },
+        ..BackupOptions::default()
+    };
+    let r = backup(&repo, &opts, &Progress::default(), &|_: &Warning| {}).unwrap();
+    let warned: Vec<String> = r
+        .warnings
+        .iter()
+        .map(|w| w.path.strip_prefix(&src).unwrap().display().to_string())
+        .collect();
+    assert_eq!(warned, ["d1/x_a"]);
+    let target = tmp.path().join("t");
+    do_restore(&repo, "latest", &target).unwrap();
+    let out = restored(&target, &src);
+    assert_eq!(fs::read(out.join("d1/y_b")).unwrap(), b"hello");
+    assert_eq!(fs::read(out.join("d2/c")).unwrap(), b"hello");
+}
