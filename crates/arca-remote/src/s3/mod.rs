@@ -170,6 +170,25 @@ impl S3Backend {
     }
 
     /// As [`Self::run`], leaving opendal's error to the caller.
+    /// The first object at the location (the bucket or prefix), if any: one request of one
+    /// key (two when the prefix's own folder entry comes first). Awaiting `list_with(..)
+    /// .limit(1)` walked the whole bucket one key per request, for minutes on a busy bucket,
+    /// and `init` then reported that the server never answered (hunt 23).
+    fn first_object(&self) -> Result<opendal::Result<Option<opendal::Entry>>> {
+        let op = self.op.clone();
+        self.run_raw(async move {
+            use futures_util::TryStreamExt;
+            let mut lister = op.lister_with("").limit(1).recursive(true).await?;
+            for _ in 0..3 {
+                match lister.try_next().await? {
+                    Some(e) if e.path() == "/" || e.path().is_empty() => continue,
+                    other => return Ok(other),
+                }
+            }
+            Ok(None)
+        })
+    }
+
     fn run_raw<T>(
         &self,
         f: impl std::future::IntoFuture<Output = opendal::Result<T>>,
@@ -467,7 +486,7 @@ impl Backend for S3Backend {
 
     fn create(&self) -> Result<()> {
         // A repository may only be created where nothing is: listing one key tells.
-        let list = || self.run_raw(self.op.list_with("").limit(1).recursive(true));
+        let list = || self.first_object();
         let first = match list()? {
             Err(e) if s3_code(e.message()).as_deref() == Some("NoSuchBucket") => {
                 self.create_bucket()?;
@@ -476,10 +495,7 @@ impl Backend for S3Backend {
             other => other,
         }
         .map_err(|e| self.error("list", "", &e))?;
-        if let Some(e) = first
-            .into_iter()
-            .find(|e| e.path() != "/" && !e.path().is_empty())
-        {
+        if let Some(e) = first {
             let what = if e.path() == "config" {
                 "a repository already exists there"
             } else {
@@ -523,7 +539,7 @@ impl Backend for S3Backend {
             // No config: say so of the bucket when it is the bucket that is missing (the
             // answer to reading an object does not tell).
             Err(e) if e.kind == ErrorKind::NotFound && t == FileType::Config => {
-                let probe = self.run_raw(self.op.list_with("").limit(1))?;
+                let probe = self.first_object()?;
                 return Err(match probe {
                     Err(pe) if s3_code(pe.message()).as_deref() == Some("NoSuchBucket") => {
                         self.error("read", &path, &pe)
