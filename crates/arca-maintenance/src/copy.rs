@@ -189,7 +189,7 @@ pub fn same_ids(a: &Repository, b: &Repository) -> bool {
 
 /// Whether `copy` is a copy of source snapshot `id` (`original`): the same time, host, user,
 /// uid, gid, paths and tags (as sets), and, when the repositories identify blobs alike
-/// (`same_tree`), the same root tree; otherwise the source tree the copy records
+/// (`same_tree`), the same root tree; otherwise the first tree of the chain either records
 /// ([`Snapshot::copied_tree`]), or for copies made before it was recorded, the same totals of
 /// files and bytes (what `rewrite` changes: a rewritten snapshot keeps its original, time and
 /// tags, and was taken for a copy of the snapshot it was made from; dropping only symlinks or
@@ -214,11 +214,16 @@ pub fn same_snapshot(copy: &Snapshot, (id, original): (&Id, &Snapshot), same_tre
         && as_set(&copy.tags) == as_set(&original.tags)
         && if same_tree {
             copy.tree == original.tree
-        } else if let Some(tree) = copy.copied_tree {
-            tree == original.tree
         } else {
-            copy.summary.total_files_processed == original.summary.total_files_processed
-                && copy.summary.total_bytes_processed == original.summary.total_bytes_processed
+            // Either may name the first tree of its chain: `copy` is a copy of `original`, or
+            // of the snapshot `original` was copied from, or (back again) its source.
+            let linked = copy.copied_tree == Some(original.tree)
+                || (copy.copied_tree.is_some() && copy.copied_tree == original.copied_tree)
+                || original.copied_tree == Some(copy.tree);
+            let totals = copy.summary.total_files_processed
+                == original.summary.total_files_processed
+                && copy.summary.total_bytes_processed == original.summary.total_bytes_processed;
+            linked || (copy.copied_tree.is_none() && totals)
         }
 }
 
@@ -334,8 +339,13 @@ impl<'a> Copier<'a> {
         let mut copy = snap.clone();
         copy.tree = tree;
         copy.parent = None;
-        // Translated, the trees cannot be compared: the source's is kept for the next run.
-        copy.copied_tree = (!self.same_ids).then_some(snap.tree);
+        // Translated, the trees cannot be compared: the tree of the chain's first snapshot
+        // is kept for later runs (a copy of a copy keeps the one its source carries, so that
+        // copies through a third repository, or back, are recognised: hunt 23). By id, the
+        // source's record stays as it is.
+        if !self.same_ids {
+            copy.copied_tree = Some(snap.copied_tree.unwrap_or(snap.tree));
+        }
         copy.original.get_or_insert(*src_id);
         let id = if self.opts.dry_run {
             None

@@ -120,6 +120,35 @@ fn translated_copy_rebuilds_trees_and_dedups_on_the_second_run() {
     rewritten.tree = Id([5; 32]);
     rewritten.original = Some(fx.snapshot);
     assert!(!same_snapshot(&saved, (&Id([6; 32]), &rewritten), false));
+    // Through a third repository and back (trees of three id spaces: 1 here, 2 and 3 in
+    // the others), every copy names the first tree: no snapshot is copied twice (hunt 23).
+    let first = snapshot(Id([1; 32]), &["daily"]);
+    let in_b = Snapshot {
+        tree: Id([2; 32]),
+        copied_tree: Some(Id([1; 32])),
+        original: Some(fx.snapshot),
+        ..first.clone()
+    };
+    let in_c = Snapshot {
+        tree: Id([3; 32]),
+        ..in_b.clone()
+    };
+    assert!(
+        same_snapshot(&in_c, (&fx.snapshot, &first), false),
+        "C from A"
+    );
+    assert!(
+        same_snapshot(&in_c, (&Id([8; 32]), &in_b), false),
+        "C from B"
+    );
+    assert!(
+        same_snapshot(&first, (&Id([8; 32]), &in_b), false),
+        "A from B"
+    );
+    assert!(
+        same_snapshot(&in_b, (&Id([9; 32]), &in_c), false),
+        "B from C"
+    );
     assert_eq!(files(&dst, saved.tree), expected_files());
     clean(&dst);
 
