@@ -182,8 +182,18 @@ pub fn repair_snapshots(
     // A copy an earlier run saved is taken, not saved again: `repair snapshots` then
     // `repair snapshots --forget`, as the first run advises, or a rerun of a stopped
     // `--forget`, left two equal repaired snapshots (hunt 22).
+    // Among all of them, not only those named (`repair snapshots ID` twice: hunt 23).
+    let all = if opts.snapshots.is_empty() || planned.is_empty() {
+        None
+    } else {
+        Some(
+            repo.list_snapshots_report(&arca_repo::SnapshotFilter::default())?
+                .0,
+        )
+    };
+    let saved = all.as_deref().unwrap_or(&snapshots);
     for (i, new) in planned {
-        rep.damaged[i].repaired = Some(match crate::saved_copy(&snapshots, &new) {
+        rep.damaged[i].repaired = Some(match crate::saved_copy(saved, &new) {
             Some(copy) => copy,
             None => repo.save_snapshot_checked(&new)?,
         });

@@ -723,3 +723,29 @@ fn repair_index_supersedes_the_old_files_in_the_last_new_one() {
     all_blobs_read(&fx);
     clean(&check(&fx.repo, read_data()).unwrap());
 }
+
+/// `repair snapshots ID`, then `repair snapshots --forget ID`: the second run takes the copy
+/// the first saved, though that copy is not among the snapshots named (a second, equal copy
+/// was saved: hunt 23).
+#[test]
+fn a_repair_of_named_snapshots_takes_the_copy_an_earlier_run_saved() {
+    let fx = build();
+    fx.delete_pack(&fx.data2);
+    let named = RepairSnapshotsOptions {
+        snapshots: vec![fx.snapshot],
+        ..Default::default()
+    };
+    let first = repair_snapshots(&fx.repo, &named).unwrap();
+    let copy = first.damaged[0].repaired.unwrap();
+    let again = repair_snapshots(
+        &fx.repo,
+        &RepairSnapshotsOptions {
+            forget: true,
+            ..named
+        },
+    )
+    .unwrap();
+    assert_eq!(again.damaged[0].repaired, Some(copy));
+    assert!(again.damaged[0].forgotten);
+    assert_eq!(fx.ids(FileType::Snapshot), vec![copy]);
+}
