@@ -210,3 +210,85 @@ fn ssh_errors_are_one_clear_line() {
         start.elapsed()
     );
 }
+
+/// A server that stops answering (a hung disk stops sftp-server while sshd still answers
+/// keepalives) fails the command after `sftp.timeout` and the retry window, naming the
+/// limit; it hung for good (hunt 23). Here the session is a local sftp-server behind a small
+/// proxy that, once told to, answers the hello (and extension queries) and nothing else.
+#[test]
+fn a_server_that_stops_answering_fails_in_bounded_time() {
+    let Some(server) = [
+        "/usr/lib/openssh/sftp-server",
+        "/usr/libexec/openssh/sftp-server",
+        "/usr/lib/sftp-server",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).exists()) else {
+        return;
+    };
+    let mut e = Env::new();
+    let stall = e.path("stall");
+    let proxy = e.path("proxy.py");
+    fs::write(
+        &proxy,
+        format!(
+            r#"import os, struct, subprocess, sys
+srv = subprocess.Popen([{server:?}], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def packet(f):
+    h = f.read(4)
+    if len(h) < 4:
+        sys.exit(0)
+    return h + f.read(struct.unpack(">I", h)[0])
+stall = os.path.exists({stall:?})
+while True:
+    p = packet(sys.stdin.buffer)
+    if stall and p[4] not in (1, 200):
+        continue
+    srv.stdin.write(p)
+    srv.stdin.flush()
+    sys.stdout.buffer.write(packet(srv.stdout))
+    sys.stdout.buffer.flush()
+"#,
+            stall = stall.display().to_string()
+        ),
+    )
+    .unwrap();
+    e.location = Some(format!("sftp:server:{}", e.path("on-server").display()));
+    let command = format!("sftp.command=python3 {}", proxy.display());
+    let args = |rest: &[&str]| {
+        let mut v = vec!["-o", &command, "-o", "sftp.timeout=2"];
+        v.extend_from_slice(rest);
+        v.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let a = args(&INIT);
+    let o = e.run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", stderr(&o));
+    fs::write(&stall, b"").unwrap();
+    let started = Instant::now();
+    let a = args(&["snapshots", "--no-cache"]);
+    let mut child = e
+        .cmd(&a.iter().map(String::as_str).collect::<Vec<_>>())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded: killed after three minutes whatever happens.
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if started.elapsed() > Duration::from_secs(180) {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let status = status.unwrap_or_else(|| panic!("still waiting after 3 minutes: {err}"));
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains("no answer from the SFTP server within"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(150), "{err}");
+}

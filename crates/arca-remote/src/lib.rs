@@ -59,6 +59,11 @@ pub const EXTENDED_OPTIONS: &[(&str, &str)] = &[
         "sftp.args",
         "extra arguments for ssh, e.g. '-i ~/.ssh/backup -o ConnectTimeout=5'",
     ),
+    (
+        "sftp.timeout",
+        "how long one request may wait for the server before the session is given up and the \
+         request retried (default 120s; once more per 2 MiB the request moves)",
+    ),
 ];
 
 impl RemoteOptions {

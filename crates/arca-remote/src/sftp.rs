@@ -32,6 +32,9 @@ use session::{Session, lock};
 /// listing holds a handle on the server).
 const DIRS: usize = 128;
 
+/// What a read of a whole file may move, for its time limit ([`SftpOptions::deadline`]).
+const WHOLE_FILE: u64 = 4 << 20;
+
 /// A repository folder on an SFTP server.
 #[derive(Debug)]
 pub struct SftpBackend {
@@ -41,6 +44,8 @@ pub struct SftpBackend {
     root: String,
     argv: Vec<String>,
     gate: Gate,
+    /// How long one operation may take ([`SftpOptions::deadline`]).
+    opts: SftpOptions,
     current: Mutex<Option<Arc<Session>>>,
     /// Held while a session starts; counts the sessions started.
     starting: tokio::sync::Mutex<u64>,
@@ -55,6 +60,7 @@ impl SftpBackend {
             root: path.to_string(),
             argv: opts.argv(loc),
             gate: Gate::new(opts.connections),
+            opts: opts.clone(),
             current: Mutex::new(None),
             starting: tokio::sync::Mutex::new(0),
         };
@@ -113,10 +119,53 @@ impl SftpBackend {
     where
         Fut: Future<Output = Result<T, Fail>>,
     {
+        self.run_moving(op, rel, 0, f)
+    }
+
+    /// [`Self::run`] for an operation moving `bytes`, which may take that much longer. An
+    /// operation the server does not finish in time gives the session up (the next one
+    /// starts another) and fails as transient, to be retried.
+    fn run_moving<T, Fut>(
+        &self,
+        op: &'static str,
+        rel: &str,
+        bytes: u64,
+        f: impl FnOnce(Arc<Session>) -> Fut,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = Result<T, Fail>>,
+    {
         let _pass = self.gate.enter();
+        let limit = self.opts.deadline(bytes);
+        let stalled = |limit: std::time::Duration| {
+            BackendError::new(
+                op,
+                self.shown(rel),
+                ErrorKind::Transient,
+                format!(
+                    "no answer from the SFTP server within {} s (a stuck server or disk; \
+                     -o sftp.timeout sets the limit)",
+                    limit.as_secs()
+                ),
+            )
+        };
         block_on(&self.location, async {
-            let s = self.session().await?;
-            f(s.clone()).await.map_err(|e| self.fail(op, rel, &s, e))
+            // A session that does not start (a command that never speaks SFTP) counts too.
+            let start = self.opts.deadline(0);
+            let s = match tokio::time::timeout(start, self.session()).await {
+                Ok(s) => s?,
+                Err(_) => return Err(stalled(start)),
+            };
+            match tokio::time::timeout(limit, f(s.clone())).await {
+                Ok(r) => r.map_err(|e| self.fail(op, rel, &s, e)),
+                Err(_) => {
+                    let mut cur = lock(&self.current);
+                    if cur.as_ref().is_some_and(|c| Arc::ptr_eq(c, &s)) {
+                        *cur = None;
+                    }
+                    Err(stalled(limit))
+                }
+            }
         })?
     }
 
@@ -160,7 +209,7 @@ impl SftpBackend {
         let rel = t.path(name);
         let path = self.remote(&rel);
         let len = out.len();
-        self.run("read", &rel, |s| async move {
+        self.run_moving("read", &rel, len as u64, |s| async move {
             let file = s.sftp.open(&path).await?;
             read_exact(&file, offset, out).await.map_err(|e| match e {
                 Fail::Short(end) => Fail::Kind(
@@ -421,7 +470,8 @@ impl Backend for SftpBackend {
     fn read(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
         let rel = t.path(name);
         let path = self.remote(&rel);
-        self.run("read", &rel, |s| async move {
+        // A whole file (config, key, snapshot, index, lock) is rarely over a few MiB.
+        self.run_moving("read", &rel, WHOLE_FILE, |s| async move {
             let file = s.sftp.open(&path).await?;
             // The size and the first chunk in one round trip: most files fit in it (a
             // second request would only learn that the file ends there).
@@ -506,7 +556,7 @@ impl Backend for SftpBackend {
             Some((d, _)) => d.to_string(),
             None => String::new(),
         };
-        self.run("write", &rel, |s| async move {
+        self.run_moving("write", &rel, data.len() as u64, |s| async move {
             Self::write_file(&s, &dir, &path, data).await
         })
     }

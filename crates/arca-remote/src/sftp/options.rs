@@ -13,6 +13,17 @@ use crate::{RemoteOptions, SftpLocation, config_error};
 /// accepts and stays silent made every command hang for good.
 const CONNECT_TIMEOUT: &str = "ConnectTimeout=30";
 
+/// `30`, `30s` or `5m`: a duration of at least a second.
+fn parse_seconds(v: &str) -> Option<std::time::Duration> {
+    let v = v.trim();
+    let (n, unit) = match v.strip_suffix('m') {
+        Some(n) => (n, 60),
+        None => (v.strip_suffix('s').unwrap_or(v), 1),
+    };
+    let secs = n.parse::<u64>().ok()?.checked_mul(unit)?;
+    (secs > 0).then(|| std::time::Duration::from_secs(secs))
+}
+
 /// How to start the SFTP session.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SftpOptions {
@@ -23,7 +34,16 @@ pub struct SftpOptions {
     pub args: Vec<String>,
     /// Requests in flight at most.
     pub connections: usize,
+    /// `sftp.timeout`: how long one operation may wait for the server, once more per 2 MiB
+    /// it moves ([`DEFAULT_TIMEOUT`] when not given).
+    pub timeout: Option<std::time::Duration>,
 }
+
+/// How long one SFTP operation may wait for the server before the session is given up (a
+/// hung disk on the server stops its sftp-server while sshd keeps answering keepalives:
+/// commands hung for good; hunt 23), once more per 2 MiB the operation moves (a slow link is
+/// not a stuck server).
+pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl SftpOptions {
     /// From `--connections` and the `sftp.*` options.
@@ -48,11 +68,27 @@ impl SftpOptions {
         if connections == 0 {
             return Err(config_error("--connections", "must be at least 1".into()));
         }
+        let timeout = match o.get("sftp.timeout") {
+            None => None,
+            Some(v) => Some(parse_seconds(v).ok_or_else(|| {
+                config_error(
+                    "sftp.timeout",
+                    format!("{v:?}: expected seconds (30, 30s, 5m) of at least 1 s"),
+                )
+            })?),
+        };
         Ok(Self {
             command,
             args,
             connections,
+            timeout,
         })
+    }
+
+    /// The time one operation moving `bytes` may take.
+    pub(super) fn deadline(&self, bytes: u64) -> std::time::Duration {
+        let per = u32::try_from(1 + bytes / (2 << 20)).unwrap_or(u32::MAX);
+        self.timeout.unwrap_or(DEFAULT_TIMEOUT).saturating_mul(per)
     }
 
     /// The command that starts the session for `loc`.
