@@ -241,12 +241,20 @@ fn explain_start_failure(
         "host key for",
         "no matching host key",
     ]) {
+        // A key never seen is not a changed one (the advice to remove the old key named a
+        // key that did not exist: hunt 23).
+        let changed = has(&["has changed", "identification has changed"]);
+        let advice = if changed {
+            "If the key legitimately changed, remove the old one with `ssh-keygen -R <host>` and \
+             connect once with ssh to check and accept the new one"
+        } else {
+            "It is not known yet: connect once with ssh to check and accept it"
+        };
         return (
             ErrorKind::PermissionDenied,
             format!(
-                "the server's host key is not trusted ({ssh}). If the key legitimately \
-                 changed, remove the old one with `ssh-keygen -R <host>` and connect once \
-                 with ssh to check and accept the new one; arca never accepts host keys itself"
+                "the server's host key is not trusted ({ssh}). {advice}; arca never accepts \
+                 host keys itself"
             ),
         );
     }
@@ -389,6 +397,12 @@ mod tests {
                  checking. / Host key verification failed.",
                 ErrorKind::PermissionDenied,
                 "host key is not trusted",
+            ),
+            (
+                "No ED25519 host key is known for [127.0.0.1]:2222 and you have requested \
+                 strict checking. / Host key verification failed.",
+                ErrorKind::PermissionDenied,
+                "not known yet: connect once with ssh",
             ),
             (
                 "root@127.0.0.1: Permission denied (publickey).",
