@@ -653,6 +653,9 @@ proptest! {
 
     #[test]
     fn more_counts_never_keep_less((times, _off) in arb_times(), p in arb_policy(), rule in 0usize..6) {
+        // An empty policy removes nothing (it keeps every snapshot): a count added to it
+        // keeps less. The property holds between policies (a rare draw failed in a run).
+        prop_assume!(!p.is_empty());
         let l = with_tags(&times);
         let mut more = p.clone();
         let c = counts_mut(&mut more);
