@@ -61,8 +61,8 @@ pub const EXTENDED_OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "sftp.timeout",
-        "how long one request may wait for the server before the session is given up and the \
-         request retried (default 120s; once more per 2 MiB the request moves)",
+        "how long the server may say nothing while a request waits before the session is given \
+         up and the request retried (default 120s)",
     ),
 ];
 

@@ -32,9 +32,6 @@ use session::{Session, lock};
 /// listing holds a handle on the server).
 const DIRS: usize = 128;
 
-/// What a read of a whole file may move, for its time limit ([`SftpOptions::deadline`]).
-const WHOLE_FILE: u64 = 4 << 20;
-
 /// A repository folder on an SFTP server.
 #[derive(Debug)]
 pub struct SftpBackend {
@@ -44,7 +41,7 @@ pub struct SftpBackend {
     root: String,
     argv: Vec<String>,
     gate: Gate,
-    /// How long one operation may take ([`SftpOptions::deadline`]).
+    /// `sftp.timeout` ([`SftpOptions::timeout`]).
     opts: SftpOptions,
     current: Mutex<Option<Arc<Session>>>,
     /// Held while a session starts; counts the sessions started.
@@ -109,7 +106,11 @@ impl SftpBackend {
         }
     }
 
-    /// Runs one operation on the session, admitted by the gate.
+    /// Runs one operation on the session, admitted by the gate. An operation waiting while
+    /// the server says nothing for `sftp.timeout` (a stuck sftp-server or disk, with sshd
+    /// still answering keepalives: commands hung for good, hunt 23) gives the session up (the
+    /// next operation starts another) and fails as transient, to be retried. A slow link that
+    /// keeps delivering is not cut, however long the transfer.
     fn run<T, Fut>(
         &self,
         op: &'static str,
@@ -119,31 +120,15 @@ impl SftpBackend {
     where
         Fut: Future<Output = Result<T, Fail>>,
     {
-        self.run_moving(op, rel, 0, f)
-    }
-
-    /// [`Self::run`] for an operation moving `bytes`, which may take that much longer. An
-    /// operation the server does not finish in time gives the session up (the next one
-    /// starts another) and fails as transient, to be retried.
-    fn run_moving<T, Fut>(
-        &self,
-        op: &'static str,
-        rel: &str,
-        bytes: u64,
-        f: impl FnOnce(Arc<Session>) -> Fut,
-    ) -> Result<T>
-    where
-        Fut: Future<Output = Result<T, Fail>>,
-    {
         let _pass = self.gate.enter();
-        let limit = self.opts.deadline(bytes);
-        let stalled = |limit: std::time::Duration| {
+        let limit = self.opts.timeout.unwrap_or(options::DEFAULT_TIMEOUT);
+        let stalled = || {
             BackendError::new(
                 op,
                 self.shown(rel),
                 ErrorKind::Transient,
                 format!(
-                    "no answer from the SFTP server within {} s (a stuck server or disk; \
+                    "the SFTP server said nothing for {} s (a stuck server or disk; \
                      -o sftp.timeout sets the limit)",
                     limit.as_secs()
                 ),
@@ -151,19 +136,25 @@ impl SftpBackend {
         };
         block_on(&self.location, async {
             // A session that does not start (a command that never speaks SFTP) counts too.
-            let start = self.opts.deadline(0);
-            let s = match tokio::time::timeout(start, self.session()).await {
+            let s = match tokio::time::timeout(limit, self.session()).await {
                 Ok(s) => s?,
-                Err(_) => return Err(stalled(start)),
+                Err(_) => return Err(stalled()),
             };
-            match tokio::time::timeout(limit, f(s.clone())).await {
-                Ok(r) => r.map_err(|e| self.fail(op, rel, &s, e)),
-                Err(_) => {
-                    let mut cur = lock(&self.current);
-                    if cur.as_ref().is_some_and(|c| Arc::ptr_eq(c, &s)) {
-                        *cur = None;
+            let started = std::time::Instant::now();
+            let tick = limit.min(std::time::Duration::from_secs(1));
+            let work = f(s.clone());
+            tokio::pin!(work);
+            loop {
+                match tokio::time::timeout(tick, &mut work).await {
+                    Ok(r) => return r.map_err(|e| self.fail(op, rel, &s, e)),
+                    Err(_) if s.silent_for().min(started.elapsed()) >= limit => {
+                        let mut cur = lock(&self.current);
+                        if cur.as_ref().is_some_and(|c| Arc::ptr_eq(c, &s)) {
+                            *cur = None;
+                        }
+                        return Err(stalled());
                     }
-                    Err(stalled(limit))
+                    Err(_) => {}
                 }
             }
         })?
@@ -209,7 +200,7 @@ impl SftpBackend {
         let rel = t.path(name);
         let path = self.remote(&rel);
         let len = out.len();
-        self.run_moving("read", &rel, len as u64, |s| async move {
+        self.run("read", &rel, |s| async move {
             let file = s.sftp.open(&path).await?;
             read_exact(&file, offset, out).await.map_err(|e| match e {
                 Fail::Short(end) => Fail::Kind(
@@ -470,8 +461,7 @@ impl Backend for SftpBackend {
     fn read(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
         let rel = t.path(name);
         let path = self.remote(&rel);
-        // A whole file (config, key, snapshot, index, lock) is rarely over a few MiB.
-        self.run_moving("read", &rel, WHOLE_FILE, |s| async move {
+        self.run("read", &rel, |s| async move {
             let file = s.sftp.open(&path).await?;
             // The size and the first chunk in one round trip: most files fit in it (a
             // second request would only learn that the file ends there).
@@ -556,7 +546,7 @@ impl Backend for SftpBackend {
             Some((d, _)) => d.to_string(),
             None => String::new(),
         };
-        self.run_moving("write", &rel, data.len() as u64, |s| async move {
+        self.run("write", &rel, |s| async move {
             Self::write_file(&s, &dir, &path, data).await
         })
     }

@@ -34,15 +34,14 @@ pub struct SftpOptions {
     pub args: Vec<String>,
     /// Requests in flight at most.
     pub connections: usize,
-    /// `sftp.timeout`: how long one operation may wait for the server, once more per 2 MiB
-    /// it moves ([`DEFAULT_TIMEOUT`] when not given).
+    /// `sftp.timeout`: how long the server may say nothing while an operation waits
+    /// ([`DEFAULT_TIMEOUT`] when not given).
     pub timeout: Option<std::time::Duration>,
 }
 
-/// How long one SFTP operation may wait for the server before the session is given up (a
-/// hung disk on the server stops its sftp-server while sshd keeps answering keepalives:
-/// commands hung for good; hunt 23), once more per 2 MiB the operation moves (a slow link is
-/// not a stuck server).
+/// How long the server may say nothing while an SFTP operation waits before the session is
+/// given up (a hung disk on the server stops its sftp-server while sshd keeps answering
+/// keepalives: commands hung for good; hunt 23).
 pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl SftpOptions {
@@ -83,12 +82,6 @@ impl SftpOptions {
             connections,
             timeout,
         })
-    }
-
-    /// The time one operation moving `bytes` may take.
-    pub(super) fn deadline(&self, bytes: u64) -> std::time::Duration {
-        let per = u32::try_from(1 + bytes / (2 << 20)).unwrap_or(u32::MAX);
-        self.timeout.unwrap_or(DEFAULT_TIMEOUT).saturating_mul(per)
     }
 
     /// The command that starts the session for `loc`.

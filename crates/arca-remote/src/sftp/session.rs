@@ -4,7 +4,7 @@
 use std::fmt;
 use std::io::IsTerminal;
 use std::process::{ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -79,9 +79,41 @@ pub(super) fn non_interactive() -> bool {
 pub(super) struct Session {
     /// The protocol client; share it freely, requests are multiplexed.
     pub(super) sftp: Sftp,
+    /// When the server last sent anything ([`Heard`]).
+    heard: Arc<AtomicU64>,
     child: Mutex<Child>,
     stderr: Arc<Tail>,
     lost: AtomicBool,
+}
+
+/// Milliseconds since the first call: a clock for [`Heard`].
+fn now_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The server's output, noting when it last said anything: a request is given up when the
+/// server stays silent for the time limit, not when a slow link takes long (a whole pack read
+/// over a slow but working link was cut: hunt 24).
+struct Heard<R> {
+    inner: R,
+    at: Arc<AtomicU64>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Heard<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.at.store(now_ms(), Ordering::Relaxed);
+        }
+        r
+    }
 }
 
 impl fmt::Debug for Session {
@@ -136,6 +168,11 @@ impl Session {
         };
         let tail = Arc::new(Tail::default());
         let reader = tokio::spawn(capture(stderr, tail.clone()));
+        let heard = Arc::new(AtomicU64::new(now_ms()));
+        let stdout = Heard {
+            inner: stdout,
+            at: heard.clone(),
+        };
         let hello = Sftp::new(stdin, stdout, ClientOptions::new());
         let started = if non_interactive() {
             match tokio::time::timeout(hello_wait(), hello).await {
@@ -165,6 +202,7 @@ impl Session {
         match started {
             Ok(sftp) => Ok(Session {
                 sftp,
+                heard,
                 child: Mutex::new(child),
                 stderr: tail,
                 lost: AtomicBool::new(false),
@@ -183,6 +221,11 @@ impl Session {
                 Err(err(kind, msg))
             }
         }
+    }
+
+    /// How long the server has said nothing.
+    pub(super) fn silent_for(&self) -> Duration {
+        Duration::from_millis(now_ms().saturating_sub(self.heard.load(Ordering::Relaxed)))
     }
 
     /// Whether the session may still serve requests.
