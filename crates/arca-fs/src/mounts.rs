@@ -24,8 +24,8 @@ pub fn mount_point_within(dir: &Path) -> Option<PathBuf> {
     }
 }
 
-/// [`mount_point_within`] by walking the folders below `dir`: the first that is a mount
-/// root, or on another device than `dir`. A folder that cannot be read is not looked into
+/// [`mount_point_within`] by walking the entries below `dir`: the first that is a mount
+/// root (a folder, or a file bind-mounted), or on another device than `dir`. A folder that cannot be read is not looked into
 /// (nothing can be removed there either).
 fn mount_by_walk(dir: &Path) -> Option<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
@@ -43,12 +43,11 @@ fn mount_by_walk(dir: &Path) -> Option<PathBuf> {
         for name in names {
             let p = d.join(std::ffi::OsStr::from_bytes(&name));
             match crate::lstat(&p) {
-                Ok(m) if m.is_dir() => {
-                    if m.dev() != dev || is_mount_root(&p) {
-                        return Some(p);
-                    }
-                    todo.push(p);
+                // A file can be a mount point too (a bind mount of a file).
+                Ok(m) if m.dev() != dev || (!m.is_symlink() && is_mount_root(&p)) => {
+                    return Some(p);
                 }
+                Ok(m) if m.is_dir() => todo.push(p),
                 _ => {}
             }
         }
