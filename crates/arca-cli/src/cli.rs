@@ -141,7 +141,7 @@ pub struct Global {
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub connections: Option<u32>,
     /// Backend option KEY=VALUE (repeatable): s3.bucket-lookup=auto|dns|path, s3.region,
-    /// s3.storage-class, s3.profile, sftp.command, sftp.args
+    /// s3.storage-class, s3.profile, sftp.command, sftp.args, sftp.timeout
     #[arg(short = 'o', long = "option", global = true, value_name = "KEY=VALUE")]
     pub options: Vec<String>,
     /// Simulated per-request latency of the backend, e.g. 20ms (benchmarks)

@@ -47,9 +47,13 @@ fn http(addr: &str, path: &str, headers: &str) -> String {
     r
 }
 
-fn stop(mut child: Child) -> (i32, String) {
+fn stop(child: Child) -> (i32, String) {
+    stop_with(child, nix::sys::signal::Signal::SIGINT)
+}
+
+fn stop_with(mut child: Child, signal: nix::sys::signal::Signal) -> (i32, String) {
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    nix::sys::signal::kill(pid, signal).unwrap();
     let status = child.wait().unwrap();
     let mut err = String::new();
     child
@@ -258,4 +262,19 @@ fn connections_that_send_no_whole_request_are_dropped() {
     assert!(r.starts_with("HTTP/1.1 200"), "{r}");
     let (code, err) = stop(child);
     assert_eq!(code, 0, "{err}");
+}
+
+/// A hang-up (the terminal closed, the ssh session dropped) stops the server in order, as
+/// Ctrl-C does: it killed it outright, leaving its jobs' locks behind (hunt 24).
+#[test]
+fn a_hang_up_stops_the_server_in_order() {
+    let e = Env::new();
+    e.init(&[]);
+    let (child, _url) = start(&e, &[]);
+    let (code, err) = stop_with(child, nix::sys::signal::Signal::SIGHUP);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        e.path("repo/locks").read_dir().unwrap().next().is_none(),
+        "a lock was left"
+    );
 }

@@ -31,6 +31,8 @@ impl OpenPage {
             .map(PathBuf::from)
             .filter(|d| d.is_absolute() && d.is_dir())
             .unwrap_or_else(std::env::temp_dir);
+        // A relative TMPDIR made a `file://` address whose first folder read as a host name.
+        let base = std::path::absolute(&base).unwrap_or(base);
         Self::create_in(&base, url)
     }
 

@@ -225,22 +225,25 @@ impl Server {
         self.warning.as_deref()
     }
 
-    /// Blocks until SIGINT or SIGTERM.
+    /// Blocks until SIGINT, SIGTERM or SIGHUP (a closed terminal or a dropped ssh session:
+    /// it killed the server outright, leaving its jobs' repository locks and the browser
+    /// page behind; hunt 24).
     pub fn wait_for_signal(&self) {
         if let Some(rt) = &self.runtime {
             rt.block_on(async {
-                let term = async {
-                    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    {
+                let on = |kind| async move {
+                    match tokio::signal::unix::signal(kind) {
                         Ok(mut s) => {
                             s.recv().await;
                         }
                         Err(_) => std::future::pending::<()>().await,
                     }
                 };
+                use tokio::signal::unix::SignalKind;
                 tokio::select! {
                     _ = tokio::signal::ctrl_c() => {}
-                    _ = term => {}
+                    _ = on(SignalKind::terminate()) => {}
+                    _ = on(SignalKind::hangup()) => {}
                 }
             });
         }

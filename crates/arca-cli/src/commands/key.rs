@@ -47,6 +47,11 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
             for (id, k) in repo.read_keys()? {
                 match k {
                     Ok(k) => keys.push(k),
+                    // One that cannot be read (permissions) may be a good key: removing it,
+                    // as the advice for a damaged one says, could lose a password (hunt 24).
+                    Err(arca_repo::RepoError::Backend(e)) => crate::progress::warn(&format!(
+                        "arca: warning: a key file cannot be read ({e}); it is left out"
+                    )),
                     Err(e) => crate::progress::warn(&format!(
                         "arca: warning: damaged key file ({e}); it is left out \
                          (`arca key remove {}` removes it)",
