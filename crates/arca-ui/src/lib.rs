@@ -118,6 +118,9 @@ pub struct Server {
     runtime: Option<tokio::runtime::Runtime>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     open_page: Option<OpenPage>,
+    /// SIGINT, SIGTERM and SIGHUP, caught from the start: a signal that came between the
+    /// address being printed and [`Server::wait_for_signal`] killed the process.
+    signals: Vec<tokio::signal::unix::Signal>,
 }
 
 impl Server {
@@ -176,6 +179,18 @@ impl Server {
                 .map_err(|source| UiError::Bind { addr, source })?
         };
         runtime.spawn(net::serve(listener, tls, router, rx));
+        let signals = {
+            use tokio::signal::unix::{SignalKind, signal};
+            let _in = runtime.enter();
+            [
+                SignalKind::interrupt(),
+                SignalKind::terminate(),
+                SignalKind::hangup(),
+            ]
+            .into_iter()
+            .filter_map(|k| signal(k).ok())
+            .collect()
+        };
         Ok(Server {
             addr: bound,
             url,
@@ -185,6 +200,7 @@ impl Server {
             runtime: Some(runtime),
             shutdown: Some(tx),
             open_page: None,
+            signals,
         })
     }
 
@@ -228,23 +244,17 @@ impl Server {
     /// Blocks until SIGINT, SIGTERM or SIGHUP (a closed terminal or a dropped ssh session:
     /// it killed the server outright, leaving its jobs' repository locks and the browser
     /// page behind; hunt 24).
-    pub fn wait_for_signal(&self) {
+    pub fn wait_for_signal(&mut self) {
+        let mut signals = std::mem::take(&mut self.signals);
         if let Some(rt) = &self.runtime {
             rt.block_on(async {
-                let on = |kind| async move {
-                    match tokio::signal::unix::signal(kind) {
-                        Ok(mut s) => {
-                            s.recv().await;
-                        }
-                        Err(_) => std::future::pending::<()>().await,
-                    }
-                };
-                use tokio::signal::unix::SignalKind;
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = on(SignalKind::terminate()) => {}
-                    _ = on(SignalKind::hangup()) => {}
+                if signals.is_empty() {
+                    // No handler could be installed: Ctrl-C alone, as before.
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
                 }
+                let any = signals.iter_mut().map(|s| Box::pin(s.recv()));
+                futures_util::future::select_all(any).await;
             });
         }
     }
