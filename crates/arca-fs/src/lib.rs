@@ -117,29 +117,38 @@ pub(crate) fn errno(e: nix::errno::Errno) -> io::Error {
     io::Error::from_raw_os_error(e as i32)
 }
 
+/// The statx attributes of `path` (not following a symlink) that the kernel reports, masked
+/// by those it supports (`STATX_ATTR_*`).
+#[allow(unsafe_code)]
+pub(crate) fn statx_attributes(path: &Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: a zeroed statx is a valid value for the kernel to fill.
+    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `buf` a statx the call may write.
+    let r = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+            0,
+            &mut buf,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(buf.stx_attributes & buf.stx_attributes_mask)
+}
+
 /// Which of `path` and its folder is immutable or append-only (`chattr +i`, `+a`), said for
 /// an operation refused with EPERM ("Operation not permitted" gave no hint of it).
-#[allow(unsafe_code)]
 fn refused_by_attribute(path: &Path) -> Option<String> {
-    use std::os::unix::ffi::OsStrExt;
     for p in [Some(path), path.parent()].into_iter().flatten() {
-        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
-        // SAFETY: a zeroed statx is a valid value for the kernel to fill.
-        let mut buf: libc::statx = unsafe { std::mem::zeroed() };
-        // SAFETY: `c` is a NUL-terminated path and `buf` a statx the call may write.
-        let r = unsafe {
-            libc::statx(
-                libc::AT_FDCWD,
-                c.as_ptr(),
-                libc::AT_SYMLINK_NOFOLLOW,
-                0,
-                &mut buf,
-            )
-        };
-        if r != 0 {
+        let Ok(attrs) = statx_attributes(p) else {
             continue;
-        }
-        let attrs = buf.stx_attributes & buf.stx_attributes_mask;
+        };
         let what = if attrs & libc::STATX_ATTR_IMMUTABLE as u64 != 0 {
             "immutable (`chattr -i` lifts it)"
         } else if attrs & libc::STATX_ATTR_APPEND as u64 != 0 {

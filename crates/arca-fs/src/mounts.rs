@@ -57,31 +57,9 @@ fn mount_by_walk(dir: &Path) -> Option<PathBuf> {
 
 /// Whether folder `path` (of any length) is the root of a mount, bind mounts included
 /// (statx's `STATX_ATTR_MOUNT_ROOT`, Linux 5.8; false where the kernel does not tell).
-#[allow(unsafe_code)]
 fn is_mount_root(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    crate::io_on_long_path(path, |p| {
-        let c = std::ffi::CString::new(p.as_os_str().as_bytes())
-            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-        // SAFETY: a zeroed statx is a valid value for the kernel to fill.
-        let mut buf: libc::statx = unsafe { std::mem::zeroed() };
-        // SAFETY: `c` is a NUL-terminated path and `buf` a statx the call may write.
-        let r = unsafe {
-            libc::statx(
-                libc::AT_FDCWD,
-                c.as_ptr(),
-                libc::AT_SYMLINK_NOFOLLOW,
-                0,
-                &mut buf,
-            )
-        };
-        if r != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let root = libc::STATX_ATTR_MOUNT_ROOT as u64;
-        Ok(buf.stx_attributes_mask & root != 0 && buf.stx_attributes & root != 0)
-    })
-    .unwrap_or(false)
+    crate::io_on_long_path(path, crate::statx_attributes)
+        .is_ok_and(|a| a & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0)
 }
 
 /// A mountinfo field with its octal escapes (`\040` for a space) decoded.
