@@ -14,6 +14,9 @@ pub mod repair;
 pub mod rewrite;
 pub mod tag;
 
+#[cfg(test)]
+mod recorder;
+
 pub use check::{Affected, CheckOptions, CheckReport, DamagedPack, check};
 pub use forget::{
     CalendarDuration, Counters, Decision, Group, GroupBy, GroupKey, Policy, apply, group,

@@ -141,6 +141,10 @@ pub fn run(g: &Global, a: &TagArgs) -> Result<u8> {
             ))?,
         }
     }
+    if changed > 0 && !a.dry_run {
+        // A power cut must not bring the originals back beside their retagged copies.
+        repo.backend().sync_removals()?;
+    }
     if a.json {
         super::out(
             &json!({

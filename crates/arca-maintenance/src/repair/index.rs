@@ -8,7 +8,7 @@ use arca_format::{Id, IndexFile, IndexPack};
 use arca_repo::recover::UnreadablePack;
 use arca_repo::{RepoError, Repository};
 
-use super::{PACKS_PER_INDEX_FILE, delete_file, scan_or_stop};
+use super::{PACKS_PER_INDEX_FILE, delete_file, scan_or_stop, sync_removals};
 
 /// Options of [`repair_index`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -167,6 +167,7 @@ pub(super) fn repair_index_in(
             rep.deleted.push(*id);
         }
     }
+    sync_removals(repo)?;
     Ok(rep)
 }
 

@@ -69,6 +69,12 @@ fn scan_or_stop(repo: &Repository, packs: &[(Id, u64)]) -> Result<HeaderScan, Re
     Ok(scan)
 }
 
+/// Makes the deletions so far durable (the local backend syncs the folders deleted from), so
+/// that a power cut cannot bring back a file the next step assumes gone.
+fn sync_removals(repo: &Repository) -> Result<(), RepoError> {
+    Ok(repo.backend().sync_removals()?)
+}
+
 /// Deletes a repository file; `false` when it was already gone.
 fn delete_file(repo: &Repository, t: FileType, id: &Id) -> Result<bool, RepoError> {
     // Nothing is deleted under a lock others may take for stale (its refreshes failed).

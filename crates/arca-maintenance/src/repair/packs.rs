@@ -18,7 +18,7 @@ use arca_format::{BlobKind, Id, IndexFile, IndexPack, PackEntry};
 use arca_repo::pack::{PackWriter, pack_header_from_bytes};
 use arca_repo::{RepoError, Repository};
 
-use super::{PACKS_PER_INDEX_FILE, delete_file};
+use super::{PACKS_PER_INDEX_FILE, delete_file, sync_removals};
 
 /// Options of [`repair_packs`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -283,6 +283,9 @@ pub fn repair_packs(
             rep.index_files_deleted.push(*id);
         }
     }
+    // The old index files must be gone for good before the packs they name are: after a
+    // power cut an old index file that came back would place blobs in a deleted pack.
+    sync_removals(repo)?;
     for id in &rep.packs {
         if delete_file(repo, FileType::Pack, id)? {
             rep.packs_deleted.push(*id);

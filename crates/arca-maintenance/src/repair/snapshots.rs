@@ -10,7 +10,7 @@ use arca_backend::FileType;
 use arca_format::{BlobKind, Id, IndexFile, NodeKind, Snapshot, Tree};
 use arca_repo::{Index, IndexBuilder, RepoError, Repository};
 
-use super::{REPAIRED_TAG, delete_file, scan_or_stop};
+use super::{REPAIRED_TAG, delete_file, scan_or_stop, sync_removals};
 use crate::rewrite::store::TreeWriter;
 
 /// Options of [`repair_snapshots`].
@@ -209,6 +209,7 @@ pub fn repair_snapshots(
             delete_file(repo, FileType::Snapshot, id)?;
             rep.damaged_files_deleted += 1;
         }
+        sync_removals(repo)?;
     }
     Ok(rep)
 }

@@ -749,3 +749,33 @@ fn a_repair_of_named_snapshots_takes_the_copy_an_earlier_run_saved() {
     assert!(again.damaged[0].forgotten);
     assert_eq!(fx.ids(FileType::Snapshot), vec![copy]);
 }
+
+/// After a power cut, an old index file that came back must not place blobs in a pack that
+/// `repair packs` deleted: the index deletions are made durable before the packs go.
+#[test]
+fn repair_makes_index_deletions_durable_before_it_deletes_packs() {
+    use std::sync::Arc;
+
+    use crate::recorder::Recorder;
+
+    let fx = build();
+    let size = fx.data1.size as usize;
+    fx.flip(FileType::Pack, &fx.data1.id, size - 20);
+    let rec = Arc::new(Recorder::new(fx.backend.clone()));
+    let repo = arca_repo::Repository::open(rec.clone(), b"pw").unwrap();
+    let r = repair_packs(&repo, &[fx.data1.id], RepairPacksOptions::default()).unwrap();
+    assert_eq!(r.packs_deleted, vec![fx.data1.id]);
+    assert_eq!(rec.log(), ["delete Index", "sync", "delete Pack"]);
+
+    let rec = Arc::new(Recorder::new(fx.backend.clone()));
+    let repo = arca_repo::Repository::open(rec.clone(), b"pw").unwrap();
+    let r = repair_index(&repo, read_all_packs()).unwrap();
+    assert!(!r.deleted.is_empty(), "{r:?}");
+    assert_eq!(rec.log(), ["delete Index", "sync"]);
+
+    fx.flip(FileType::Snapshot, &fx.snapshot, 40);
+    let rec = Arc::new(Recorder::new(fx.backend.clone()));
+    let repo = arca_repo::Repository::open(rec.clone(), b"pw").unwrap();
+    assert_eq!(repair_snapshots(&repo, &forget()).unwrap().damaged_files_deleted, 1);
+    assert_eq!(rec.log(), ["delete Snapshot", "sync"]);
+}
