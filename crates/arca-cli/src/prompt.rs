@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
 
 use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::termios::{self, LocalFlags, SetArg, SpecialCharacterIndices, Termios};
+use zeroize::Zeroizing;
 
 /// The terminal being prompted on and its settings before the prompt, for the handler of
 /// SIGTERM and SIGHUP (-1 and null outside a prompt).
@@ -130,7 +131,9 @@ pub fn password(question: &str) -> io::Result<String> {
 
 /// Reads bytes up to Enter, applying the editing keys.
 fn read_line(mut tty: &File) -> io::Result<Ended> {
-    let mut line: Vec<u8> = Vec::new();
+    // Every copy of the typed bytes is wiped: the buffer when dropped, and the smaller
+    // buffers it outgrew as it grew.
+    let mut line = Zeroizing::new(Vec::with_capacity(256));
     let mut b = [0u8; 1];
     loop {
         if tty.read(&mut b)? == 0 {
@@ -150,13 +153,21 @@ fn read_line(mut tty: &File) -> io::Result<Ended> {
                 }
             }
             0x15 => line.clear(),
-            c => line.push(c),
+            c => crate::util::extend_secret(&mut line, &[c]),
         }
     }
-    String::from_utf8(line).map(Ended::Line).map_err(|_| {
+    let not_utf8 = || {
         io::Error::new(
             io::ErrorKind::InvalidData,
             "the password typed is not UTF-8",
         )
-    })
+    };
+    // Checked on the slice first: the error of a failed conversion would hold (and drop
+    // unwiped) the bytes.
+    if std::str::from_utf8(&line).is_err() {
+        return Err(not_utf8());
+    }
+    String::from_utf8(std::mem::take(&mut *line))
+        .map(Ended::Line)
+        .map_err(|_| not_utf8())
 }

@@ -1,7 +1,7 @@
 //! Shared CLI helpers: opening the repository, passwords, size and duration parsing and
 //! human formatting.
 
-use std::io::{self, BufRead, IsTerminal};
+use std::io::{self, IsTerminal};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -165,16 +165,6 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
 
 pub use arca_format::text::{human_bytes, human_duration};
 
-fn strip_newline(mut s: String) -> String {
-    if s.ends_with('\n') {
-        s.pop();
-        if s.ends_with('\r') {
-            s.pop();
-        }
-    }
-    s
-}
-
 /// Reads `r` to its end into zeroizing storage. The buffer grows by copying into a larger
 /// zeroizing one, which wipes the smaller when dropped: no reallocation leaves a copy of the
 /// secret in freed memory (as `read_to_string` or `read_to_end` would).
@@ -188,15 +178,41 @@ fn read_secret(mut r: impl io::Read) -> io::Result<Zeroizing<Vec<u8>>> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        if out.len() + n > out.capacity() {
-            let mut bigger = Zeroizing::new(Vec::with_capacity(
-                (out.len() + n).max(out.capacity().saturating_mul(2)),
-            ));
-            bigger.extend_from_slice(&out);
-            out = bigger;
-        }
-        out.extend_from_slice(&chunk[..n]);
+        extend_secret(&mut out, &chunk[..n]);
     }
+}
+
+/// Reads `r` up to and including its first `\n` (or its end) into zeroizing storage, one byte
+/// at a time so that nothing after the line is taken.
+fn read_secret_line(mut r: impl io::Read) -> io::Result<Zeroizing<Vec<u8>>> {
+    let mut out = Zeroizing::new(Vec::with_capacity(256));
+    let mut b = [0u8; 1];
+    loop {
+        match r.read(&mut b) {
+            Ok(0) => return Ok(out),
+            Ok(_) => {
+                extend_secret(&mut out, &b);
+                if b[0] == b'\n' {
+                    return Ok(out);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Appends `more` to secret `out`; when it must grow, the bytes move to a larger zeroizing
+/// buffer and the smaller one is wiped, so no reallocation leaves a copy behind.
+pub fn extend_secret(out: &mut Zeroizing<Vec<u8>>, more: &[u8]) {
+    if out.len() + more.len() > out.capacity() {
+        let mut bigger = Zeroizing::new(Vec::with_capacity(
+            (out.len() + more.len()).max(out.capacity().saturating_mul(2)),
+        ));
+        bigger.extend_from_slice(out);
+        *out = bigger;
+    }
+    out.extend_from_slice(more);
 }
 
 /// The first line of `text` (without its `\n` or `\r\n`) in zeroizing storage.
@@ -206,7 +222,7 @@ fn first_line(text: &str) -> Zeroizing<String> {
 
 /// The password in a password file: its first line, never empty. Every copy of the file's
 /// content is wiped when dropped.
-fn read_password_file(p: &Path) -> Result<Zeroizing<String>> {
+pub fn read_password_file(p: &Path) -> Result<Zeroizing<String>> {
     let bytes = std::fs::File::open(p)
         .and_then(read_secret)
         .with_context(|| format!("cannot read password file {}", p.display()))?;
@@ -240,12 +256,11 @@ pub static STDIN_IS_DATA: std::sync::atomic::AtomicBool = std::sync::atomic::Ato
 pub fn ask_password(question: &str, missing: &str) -> Result<Zeroizing<String>> {
     let stdin = io::stdin();
     if !stdin.is_terminal() && !STDIN_IS_DATA.load(std::sync::atomic::Ordering::Relaxed) {
-        let mut line = Zeroizing::new(String::new());
-        stdin
-            .lock()
-            .read_line(&mut line)
+        let line = read_secret_line(stdin.lock())
             .map_err(|e| anyhow!("{missing}; cannot read it from standard input: {e}"))?;
-        let p = Zeroizing::new(strip_newline(std::mem::take(&mut *line)));
+        let p = first_line(std::str::from_utf8(&line).map_err(|_| {
+            anyhow!("{missing}; standard input holds bytes that are not UTF-8: passwords are text")
+        })?);
         if p.is_empty() {
             bail!("{missing}; standard input is not a terminal and gave none");
         }

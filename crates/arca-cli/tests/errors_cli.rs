@@ -206,6 +206,49 @@ fn empty_variables_are_unset_and_passwords_are_text() {
     once(&stderr(&o), "ARCA_PASSWORD holds bytes that are not UTF-8");
 }
 
+/// A password piped on standard input is its first line (read into wiped storage, byte by
+/// byte, so nothing after it is taken); bytes that are not UTF-8 are refused. The source
+/// password file of `copy` is read as the repository's: an empty one is named, not tried.
+#[test]
+fn a_piped_password_is_the_first_line_and_text() {
+    use std::io::Write;
+    let e = Env::new();
+    e.init(&[]);
+    let piped = |input: &[u8], args: &[&str]| {
+        let mut c = e.cmd(args);
+        c.env_remove("ARCA_PASSWORD")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let o = piped(b"test password\r\nmore lines\n", &["snapshots"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = piped(b"test password", &["snapshots"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = piped(b"test\xffpassword\n", &["snapshots"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    once(&stderr(&o), "not UTF-8");
+
+    let empty = e.path("empty-password");
+    fs::write(&empty, "\n").unwrap();
+    let other = Env::new();
+    other.init(&[]);
+    let o = other
+        .cmd(&["copy", "--from-password-file", empty.to_str().unwrap()])
+        .arg("--from-repo")
+        .arg(&e.repo)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    once(
+        &stderr(&o),
+        &format!("password file {} is empty", empty.display()),
+    );
+}
+
 /// Runs `script` (a shell script) on a pseudo-terminal made by script(1), feeding it `keys`,
 /// and returns what it printed; None where script(1) is missing or cannot make one.
 fn on_a_terminal(e: &Env, script: &str, keys: &str) -> Option<String> {

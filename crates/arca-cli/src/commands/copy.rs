@@ -65,12 +65,7 @@ pub struct FromRepoArgs {
 /// `ARCA_FROM_PASSWORD`, else a prompt on the terminal.
 fn source_password(from: &FromRepoArgs) -> Result<Zeroizing<String>> {
     if let Some(f) = &from.from_password_file {
-        let s = Zeroizing::new(
-            std::fs::read_to_string(f)
-                .with_context(|| format!("cannot read password file {}", f.display()))?,
-        );
-        let first = s.lines().next().unwrap_or("");
-        return Ok(Zeroizing::new(first.trim_end_matches('\r').to_string()));
+        return util::read_password_file(f);
     }
     if let Some(c) = &from.from_password_command {
         return util::password_from_command(c);
