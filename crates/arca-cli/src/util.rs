@@ -283,7 +283,16 @@ pub fn password_from_command(cmd: &str) -> Result<Zeroizing<String>> {
     let mut child = std::process::Command::new("sh")
         .arg("-c")
         .arg(cmd)
-        .stdin(std::process::Stdio::inherit())
+        // Standard input carrying the data to back up (`backup --stdin`, a `-` list) is not
+        // the command's to read: a command that read some (`ssh host cat pw` without `-n`)
+        // silently cut the start off the backup (hunt 25).
+        .stdin(
+            if STDIN_IS_DATA.load(std::sync::atomic::Ordering::Relaxed) {
+                std::process::Stdio::null()
+            } else {
+                std::process::Stdio::inherit()
+            },
+        )
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
         .spawn()

@@ -724,3 +724,36 @@ fn bad_values_are_usage_errors() {
         once(&stderr(&o), says);
     }
 }
+
+/// A password command does not get the data `backup --stdin` reads: one that read its
+/// standard input (`ssh host cat pw` without `-n`) cut the start off the backup, exit 0.
+#[test]
+fn a_password_command_does_not_read_the_data_of_a_stdin_backup() {
+    use std::io::Write;
+    let e = Env::new();
+    e.init(&[]);
+    let data: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    let mut c = e.cmd(&[
+        "backup",
+        "--stdin",
+        "--stdin-filename",
+        "data.bin",
+        "--password-command",
+        "head -c 4096 >/dev/null; echo 'test password'",
+    ]);
+    c.env_remove("ARCA_PASSWORD")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let fed = data.clone();
+    let feeder = std::thread::spawn(move || input.write_all(&fed));
+    let o = child.wait_with_output().unwrap();
+    feeder.join().unwrap().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = e.cmd(&["dump", "latest", "/data.bin"]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout.len(), data.len());
+    assert!(o.stdout == data, "the stored data differs from the input");
+}
