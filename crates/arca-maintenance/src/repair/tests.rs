@@ -776,6 +776,11 @@ fn repair_makes_index_deletions_durable_before_it_deletes_packs() {
     fx.flip(FileType::Snapshot, &fx.snapshot, 40);
     let rec = Arc::new(Recorder::new(fx.backend.clone()));
     let repo = arca_repo::Repository::open(rec.clone(), b"pw").unwrap();
-    assert_eq!(repair_snapshots(&repo, &forget()).unwrap().damaged_files_deleted, 1);
+    assert_eq!(
+        repair_snapshots(&repo, &forget())
+            .unwrap()
+            .damaged_files_deleted,
+        1
+    );
     assert_eq!(rec.log(), ["delete Snapshot", "sync"]);
 }
