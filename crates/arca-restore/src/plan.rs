@@ -195,6 +195,10 @@ pub(crate) struct Plan {
     pub blobs: Vec<BlobPlan>,
     /// For each entry that others hard-link to, the linking entries.
     pub links: HashMap<u32, Vec<u32>>,
+    /// For each entry (not a link) whose file had several names in the source, how many it
+    /// had there: names the restore leaves out (not selected, outside the backup) may still
+    /// share its inode in the target.
+    pub source_nlink: HashMap<u32, u64>,
     /// Problems found while planning (unreadable listings).
     pub issues: Vec<RestoreIssue>,
     /// Bytes of all files.
@@ -482,6 +486,7 @@ impl Planner<'_> {
                     w.link_first.insert((node.dev, node.inode), first);
                 }
             }
+            w.plan.source_nlink.insert(e, node.nlink);
         }
         let kind = match node.meta.kind {
             NodeKind::File => {

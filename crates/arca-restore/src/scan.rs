@@ -528,19 +528,43 @@ impl Scanner<'_> {
                 }
             }
         };
-        // An entry with more names than the restore gives it (hard links, maybe outside the
-        // target) whose metadata is wrong is replaced: setting it would change those names
-        // too (their owner, mode and attributes), as writing into it would change their
-        // content.
+        // An entry with more names than the restore gives it (hard links to files the
+        // snapshot keeps apart, maybe outside the target) is replaced, even when it is right:
+        // kept, it would stay one file with those names, so that writing one changed the
+        // other (hunt 25); and setting its metadata would change theirs.
         let action = match action {
-            EntryAction::Keep { meta_ok: false, .. }
-                if m.nlink > self.names_here(e as u32, m.dev, m.ino) =>
+            EntryAction::Keep { meta_ok, .. }
+                if self.foreign_names(e as u32, m.nlink, m.dev, m.ino, meta_ok) =>
             {
                 EntryAction::Replace
             }
             a => a,
         };
         Ok(Decided::Done(action))
+    }
+
+    /// Whether inode `ino` of entry `e`, with `nlink` names, has names beyond those of its
+    /// hard-link group that the target gives it: names of another file (hard links the
+    /// snapshot does not have, maybe outside the target). Kept, the two would stay one file,
+    /// so that writing one changed the other (hunt 25); written into, or given metadata, it
+    /// would change that file. `untouched` (an entry kept as it is, right in content and
+    /// metadata) also allows the names the source file had that the restore leaves out (not
+    /// selected, or outside the backup): those may be its own. Never for an inode to be
+    /// written or changed: one of them could be a file outside the target.
+    fn foreign_names(&self, e: u32, nlink: u64, dev: u64, ino: u64, untouched: bool) -> bool {
+        if nlink <= 1 {
+            return false;
+        }
+        let plan = self.plan;
+        let left_out = if untouched {
+            let in_plan = 1 + plan.links.get(&e).map_or(0, |l| l.len() as u64);
+            plan.source_nlink
+                .get(&e)
+                .map_or(0, |&n| n.saturating_sub(in_plan))
+        } else {
+            0
+        };
+        nlink > self.names_here(e, dev, ino).saturating_add(left_out)
     }
 
     /// How many names of entry `e`'s hard-link group in this restore the target already
@@ -587,12 +611,12 @@ impl Scanner<'_> {
             let meta_ok = have
                 .as_ref()
                 .is_some_and(|m| arca_fs::metadata_matches(&path, m, &node, self.metadata));
-            if !meta_ok
-                && have
-                    .as_ref()
-                    .is_none_or(|m| u64::from(h.nlink) > self.names_here(h.entry, m.dev(), m.ino()))
+            // Names beyond the restore's are split off, right or not (see entry_action).
+            if h.nlink > 1
+                && have.as_ref().is_none_or(|m| {
+                    self.foreign_names(h.entry, m.nlink(), m.dev(), m.ino(), meta_ok)
+                })
             {
-                // Its other names would take the metadata too (see entry_action).
                 return (EntryAction::Replace, Some(vec![false; held.len()]));
             }
             let meta_set = !meta_ok
@@ -604,7 +628,7 @@ impl Scanner<'_> {
             || (h.nlink > 1
                 && file
                     .metadata()
-                    .is_ok_and(|m| m.nlink() > self.names_here(h.entry, m.dev(), m.ino())))
+                    .is_ok_and(|m| self.foreign_names(h.entry, m.nlink(), m.dev(), m.ino(), false)))
         {
             (EntryAction::Replace, Some(vec![false; held.len()]))
         } else {
