@@ -514,7 +514,8 @@ pub struct RestoreArgs {
     /// never (files a stopped or failed restore left unfinished are dated before their
     /// snapshot time, so every mode but never looks at them again; after a restore killed
     /// outright, by SIGKILL or a power cut, which dates nothing, rerun with if-changed or
-    /// always)
+    /// always). A hard-linked file that if-newer or never leaves as it is stays the file of
+    /// its group: its missing names are linked to it, whatever it holds
     #[arg(long, value_name = "MODE", default_value = "if-changed")]
     pub overwrite: arca_restore::Overwrite,
     /// Remove entries that the snapshot does not have from the restored backup folders (not
