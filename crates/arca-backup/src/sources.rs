@@ -7,9 +7,16 @@ use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 
-/// `s` with a leading `~/` made the home folder (`$HOME`), as profiles write paths.
+/// `s` with a leading `~/`, or `~` alone, made the home folder (`$HOME`), as profiles write
+/// paths (`~` alone was left as is, and so backed up `$PWD/~`). `~user` is left as is.
 pub fn expand_home(s: &str) -> String {
-    match (s.strip_prefix("~/"), std::env::var_os("HOME")) {
+    let rest = if s == "~" {
+        Some("")
+    } else {
+        s.strip_prefix("~/")
+    };
+    match (rest, std::env::var_os("HOME").filter(|h| !h.is_empty())) {
+        (Some(""), Some(home)) => home.to_string_lossy().into_owned(),
         (Some(rest), Some(home)) => Path::new(&home).join(rest).to_string_lossy().into_owned(),
         _ => s.to_string(),
     }

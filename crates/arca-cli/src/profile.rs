@@ -7,8 +7,10 @@
 //! `password-command`, `cache-dir`, `connections`, `options = { "s3.region" = "eu" }`...), and one
 //! per command (`[backup]`, `[forget]`, `[restore]`...; `[repair.index]` for subcommands), whose
 //! keys are the command's long option names, or the name of its positional arguments
-//! (`paths = [...]` for backup). Options given on the command line win over the profile's;
-//! repeatable options (`exclude`, `tag`...) take both. Later profiles override earlier ones.
+//! (`paths = [...]` for backup). Options given on the command line win over the profile's,
+//! wherever they are typed; repeatable options (`exclude`, `tag`...) take both. Later profiles
+//! override earlier ones, and a command's section overrides `[global]`. Relative paths are left
+//! relative, so resolve against the current folder as on the command line.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -40,27 +42,44 @@ pub fn expand(args: Vec<OsString>) -> Result<Vec<OsString>> {
     apply(args, &profiles)
 }
 
-/// The names given with `-P NAME`, `-PNAME`, `--use-profile NAME` or `--use-profile=NAME`,
-/// before any `--`.
+/// The names given with `-P NAME`, `-PNAME`, `-P=NAME`, `--use-profile NAME` or
+/// `--use-profile=NAME`, also inside a cluster of short flags (`-qP NAME`, `-qPNAME`), before
+/// any `--`: read as clap reads the line, so that no spelling clap takes is missed (the profile
+/// was then silently not read) and a value of another option is not taken for one.
 pub fn profile_names(args: &[OsString]) -> Vec<String> {
+    let tokens = args.get(1..).unwrap_or_default();
+    // Most command lines name no profile: they need no clap command built.
+    let may_name = tokens
+        .iter()
+        .map(|t| t.to_string_lossy())
+        .take_while(|s| s != "--")
+        .any(|s| {
+            s.starts_with("--use-profile")
+                || (!s.starts_with("--") && s.starts_with('-') && s.contains('P'))
+        });
+    if !may_name {
+        return Vec::new();
+    }
+    let mut root = Cli::command();
+    // Building propagates `-P` (a global option) into every subcommand.
+    root.build();
     let mut names = Vec::new();
-    let mut it = args.iter().skip(1);
-    while let Some(a) = it.next() {
-        let s = a.to_string_lossy();
-        if s == "--" {
+    let mut cmd = &root;
+    let mut rest = tokens;
+    loop {
+        let (p, sub) = scan(cmd, rest);
+        names.extend(
+            p.values
+                .iter()
+                .filter(|(long, _)| long == "use-profile")
+                .map(|(_, v)| v.to_string_lossy().into_owned()),
+        );
+        let Some(k) = sub else { break };
+        let Some(next) = cmd.find_subcommand(&rest[k]) else {
             break;
-        }
-        if s == "-P" || s == "--use-profile" {
-            if let Some(v) = it.next() {
-                names.push(v.to_string_lossy().into_owned());
-            }
-        } else if let Some(v) = s.strip_prefix("--use-profile=") {
-            names.push(v.to_string());
-        } else if let Some(v) = s.strip_prefix("-P")
-            && !s.starts_with("--")
-        {
-            names.push(v.to_string());
-        }
+        };
+        cmd = next;
+        rest = &rest[k + 1..];
     }
     names
 }
@@ -98,11 +117,20 @@ fn locate(name: &str) -> Result<PathBuf> {
 }
 
 /// What a command-line token is for the options of one command.
+#[derive(Default)]
 pub(crate) struct Parsed {
     /// Long names of the options given.
     given: Vec<String>,
+    /// The options given a value, with it (inline or the next token), in order.
+    values: Vec<(String, OsString)>,
     /// Whether a positional argument was given.
     positional: bool,
+}
+
+impl Parsed {
+    fn has(&self, long: &str) -> bool {
+        self.given.iter().any(|g| g == long)
+    }
 }
 
 fn long_of(cmd: &clap::Command, short: char) -> Option<String> {
@@ -120,10 +148,7 @@ pub(crate) fn takes_value(cmd: &clap::Command, long: &str) -> bool {
 /// Walks `tokens` as options of `cmd` (globals included): the long names given and whether a
 /// positional was. A token that names a subcommand of `cmd` stops the walk and is returned.
 pub(crate) fn scan(cmd: &clap::Command, tokens: &[OsString]) -> (Parsed, Option<usize>) {
-    let mut p = Parsed {
-        given: Vec::new(),
-        positional: false,
-    };
+    let mut p = Parsed::default();
     let mut i = 0;
     while i < tokens.len() {
         let s = tokens[i].to_string_lossy();
@@ -133,25 +158,43 @@ pub(crate) fn scan(cmd: &clap::Command, tokens: &[OsString]) -> (Parsed, Option<
         }
         if let Some(rest) = s.strip_prefix("--") {
             let (name, inline) = match rest.split_once('=') {
-                Some((n, _)) => (n, true),
-                None => (rest, false),
+                Some((n, v)) => (n, Some(v)),
+                None => (rest, None),
             };
             p.given.push(name.to_string());
-            if !inline && takes_value(cmd, name) {
-                i += 1;
+            if takes_value(cmd, name) {
+                let value = match inline {
+                    Some(v) => Some(OsString::from(v)),
+                    None => {
+                        i += 1;
+                        tokens.get(i).cloned()
+                    }
+                };
+                if let Some(v) = value {
+                    p.values.push((name.to_string(), v));
+                }
             }
         } else if s.len() > 1 && s.starts_with('-') && !is_number(&s) {
-            // A cluster of short flags, the last of which may take a value (inline or next).
+            // A cluster of short flags, the last of which may take a value: the rest of the
+            // cluster (clap drops a `=` before it: `-P=x` is `x`), else the next token.
             let shorts: Vec<char> = s[1..].chars().collect();
             for (k, c) in shorts.iter().enumerate() {
                 let Some(long) = long_of(cmd, *c) else {
                     continue;
                 };
                 let value = takes_value(cmd, &long);
-                p.given.push(long);
+                p.given.push(long.clone());
                 if value {
-                    if k + 1 == shorts.len() {
+                    let attached: String = shorts[k + 1..].iter().collect();
+                    let value = if attached.is_empty() {
                         i += 1;
+                        tokens.get(i).cloned()
+                    } else {
+                        let v = attached.strip_prefix('=').unwrap_or(&attached);
+                        Some(OsString::from(v))
+                    };
+                    if let Some(v) = value {
+                        p.values.push((long, v));
                     }
                     break;
                 }
@@ -170,19 +213,140 @@ fn is_number(s: &str) -> bool {
     s.parse::<f64>().is_ok()
 }
 
-/// A TOML scalar as an option value (`~/` expanded to the home folder).
-fn scalar(v: &Value, at: &dyn Fn() -> String) -> Result<String> {
+/// Whether the values of `arg` name files or folders, where `~` means the home folder; other
+/// values (tags, hosts, patterns, commands) are taken as written.
+fn is_path(arg: &Arg) -> bool {
+    arg.get_value_parser().type_id() == std::any::TypeId::of::<PathBuf>()
+        // Text, for the remote forms (s3:...), but a local repository is a folder.
+        || matches!(arg.get_long(), Some("repo" | "from-repo"))
+}
+
+/// A TOML datetime as the CLI takes times: a local one as "2006-01-02 15:04:05" (TOML writes
+/// it with a `T`, which the CLI reads as RFC 3339 only, with an offset), others as TOML writes
+/// them (RFC 3339, or a date or time alone).
+fn datetime_text(d: &toml::value::Datetime) -> String {
+    match (&d.date, &d.time, &d.offset) {
+        (Some(date), Some(time), None) => format!("{date} {time}"),
+        _ => d.to_string(),
+    }
+}
+
+/// A TOML scalar as a value of `arg`: `~` and `~/` expanded to the home folder in paths, and
+/// a leading `~/` in exclude patterns (as documented); other text as written.
+fn scalar(v: &Value, arg: &Arg, at: &dyn Fn() -> String) -> Result<String> {
     Ok(match v {
-        Value::String(s) => arca_backup::sources::expand_home(s),
+        Value::String(s) if is_path(arg) => arca_backup::sources::expand_home(s),
+        Value::String(s)
+            if s.starts_with("~/") && matches!(arg.get_long(), Some("exclude" | "iexclude")) =>
+        {
+            arca_backup::sources::expand_home(s)
+        }
+        Value::String(s) => s.clone(),
         Value::Integer(i) => i.to_string(),
         Value::Float(f) => f.to_string(),
         Value::Boolean(b) => b.to_string(),
-        Value::Datetime(d) => d.to_string(),
+        Value::Datetime(d) => datetime_text(d),
         Value::Array(_) | Value::Table(_) => bail!("{}: expected a single value", at()),
     })
 }
 
-/// The options a section adds for `cmd`, given what the user already gave.
+/// A backend option's value (`options = { ... }`): a leading `~/` expanded, as before values
+/// were told apart by kind (a key file or an ssh command may be written so).
+fn option_value(v: &Value, at: &dyn Fn() -> String) -> Result<String> {
+    Ok(match v {
+        Value::String(s) if s.starts_with("~/") => arca_backup::sources::expand_home(s),
+        Value::String(s) => s.clone(),
+        Value::Integer(i) => i.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Boolean(b) => b.to_string(),
+        Value::Datetime(d) => datetime_text(d),
+        Value::Array(_) | Value::Table(_) => bail!("{}: expected a single value", at()),
+    })
+}
+
+/// Pairs of options clap refuses together (`paths` stands for backup's positional paths). One
+/// given on the command line, in its environment variable or by a later profile (or by the
+/// command's section over `[global]`) leaves out the other a profile names, as a password
+/// source given on the command line replaces the profile's; both in one section are refused,
+/// naming the profile (clap's error named flags the user never typed).
+const CONFLICTS: &[(&str, &str)] = &[
+    ("password-file", "password-command"),
+    ("from-password-file", "from-password-command"),
+    ("stdin", "files-from"),
+    ("stdin", "files-from-verbatim"),
+    ("stdin", "files-from-raw"),
+    ("stdin", "paths"),
+];
+
+/// Options that say what to back up instead of positional paths: given, the profile's paths
+/// are left out (they were added to the `--files-from` list, and broke `--stdin`).
+const INSTEAD_OF_POSITIONALS: &[&str] = &[
+    "stdin",
+    "files-from",
+    "files-from-verbatim",
+    "files-from-raw",
+];
+
+/// The options `long` cannot be given with.
+fn conflicting(long: &str) -> impl Iterator<Item = &'static str> + '_ {
+    CONFLICTS.iter().filter_map(move |(a, b)| {
+        if *a == long {
+            Some(*b)
+        } else if *b == long {
+            Some(*a)
+        } else {
+            None
+        }
+    })
+}
+
+/// Whether `long` gives way to an option it conflicts with that is given (on the command line,
+/// by a later profile or section, or in its environment variable: set but empty counts as
+/// unset, as everywhere else).
+fn replaced_by_conflicting(cmd: &clap::Command, long: &str, given: &Parsed) -> bool {
+    conflicting(long).any(|o| {
+        given.has(o)
+            || (o == "paths" && given.positional)
+            || cmd
+                .get_arguments()
+                .find(|a| a.get_long() == Some(o))
+                .and_then(Arg::get_env)
+                .is_some_and(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()))
+    })
+}
+
+/// Refuses a section that sets two options clap refuses together.
+fn check_conflicts(section: &Table, where_: &str) -> Result<()> {
+    let set = |key: &str| {
+        section
+            .iter()
+            .any(|(k, v)| k.replace('_', "-") == key && !matches!(v, Value::Boolean(false)))
+    };
+    for (a, b) in CONFLICTS {
+        if set(a) && set(b) {
+            bail!("{where_}: {a:?} and {b:?} cannot both be given: keep one");
+        }
+    }
+    Ok(())
+}
+
+/// The subcommand sections nested in `section` (`index` in `[repair]` for `[repair.index]`).
+fn subsections<'a>(cmd: &clap::Command, section: &'a Table) -> Vec<(String, &'a Table)> {
+    section
+        .iter()
+        .filter_map(|(k, v)| {
+            let name = k.replace('_', "-");
+            match v {
+                Value::Table(t) if cmd.find_subcommand(&name).is_some() => Some((name, t)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The options a section adds for `cmd`, given what the user (or a later profile or section)
+/// already gave; its positional values go to `positionals`. Nested subcommand sections are
+/// left to the caller ([`subsections`]).
 fn section_args(
     cmd: &clap::Command,
     section: &Table,
@@ -190,23 +354,30 @@ fn section_args(
     where_: &str,
     out: &mut Vec<OsString>,
     positionals: &mut Vec<OsString>,
-    nested: &mut Vec<(String, Table)>,
 ) -> Result<()> {
+    check_conflicts(section, where_)?;
     for (key, value) in section {
         let at = || format!("{where_} key {key:?}");
         let name = key.replace('_', "-");
         if let Value::Table(t) = value {
             if cmd.find_subcommand(&name).is_some() {
-                nested.push((name, t.clone()));
                 continue;
             }
             if name == "options" || name == "option" {
                 for (k, v) in t {
-                    let v = scalar(v, &at)?;
+                    let v = option_value(v, &at)?;
                     out.push(OsString::from(format!("--option={k}={v}")));
                 }
                 continue;
             }
+        }
+        if name == "use-profile" {
+            // Profiles are named on the command line only: one read from a profile would be
+            // read after the options it should have lost to, and could name itself.
+            bail!(
+                "{where_}: \"use-profile\" cannot be set in a profile (name each profile with -P \
+                 on the command line)"
+            );
         }
         let arg: Option<&Arg> = cmd
             .get_arguments()
@@ -228,19 +399,22 @@ fn section_args(
             v => vec![v],
         };
         if arg.is_positional() {
-            if !given.positional {
+            let instead = INSTEAD_OF_POSITIONALS.iter().any(|o| given.has(o));
+            if !given.positional && !instead {
                 for v in values {
-                    positionals.push(OsString::from(scalar(v, &at)?));
+                    positionals.push(OsString::from(scalar(v, arg, &at)?));
                 }
             }
             continue;
         }
         let Some(long) = arg.get_long() else { continue };
-        let repeatable = matches!(arg.get_action(), ArgAction::Append | ArgAction::Count);
-        if given.given.iter().any(|g| g == long) && !repeatable {
+        // Repeatable options take both the command line's values and the profile's; a count
+        // (`-v`) typed replaces the profile's, as any other option.
+        let repeatable = matches!(arg.get_action(), ArgAction::Append);
+        if given.has(long) && !repeatable {
             continue;
         }
-        if replaced_by_alternative(cmd, long, given) {
+        if replaced_by_conflicting(cmd, long, given) {
             continue;
         }
         match arg.get_action() {
@@ -250,7 +424,20 @@ fn section_args(
                 _ => bail!("{}: expected true or false", at()),
             },
             ArgAction::Count => {
-                if let Value::Boolean(true) = value {
+                // `verbose = 2` is -vv (it was silently ignored, as anything but true).
+                let times = match value {
+                    Value::Boolean(b) => Some(u8::from(*b)),
+                    Value::Integer(i) => u8::try_from(*i).ok(),
+                    _ => None,
+                };
+                let Some(times) = times else {
+                    bail!(
+                        "{}: expected true, false or a count from 0 to {}, not {value}",
+                        at(),
+                        u8::MAX
+                    );
+                };
+                for _ in 0..times {
                     out.push(OsString::from(format!("--{long}")));
                 }
             }
@@ -259,7 +446,7 @@ fn section_args(
                     bail!("{}: takes one value", at());
                 }
                 for v in values {
-                    let v = scalar(v, &at)?;
+                    let v = scalar(v, arg, &at)?;
                     // Checked here, so that a bad value names the profile, not a flag the
                     // user never typed.
                     let alone = clap::Command::new("arca")
@@ -285,128 +472,147 @@ fn section_args(
     Ok(())
 }
 
-/// Options of which one at most may be given: one of them on the command line, in its
-/// environment variable or in a later profile replaces the others a profile names.
-const ALTERNATIVES: &[&[&str]] = &[&["password-file", "password-command"]];
-
-/// Whether `long` gives way to another option of its [`ALTERNATIVES`] set that is given.
-fn replaced_by_alternative(cmd: &clap::Command, long: &str, given: &Parsed) -> bool {
-    let Some(set) = ALTERNATIVES.iter().find(|s| s.contains(&long)) else {
-        return false;
-    };
-    set.iter().filter(|o| **o != long).any(|o| {
-        given.given.iter().any(|g| g == o)
-            || cmd
-                .get_arguments()
-                .find(|a| a.get_long() == Some(o))
-                .and_then(Arg::get_env)
-                .is_some_and(|v| std::env::var_os(v).is_some())
-    })
+/// The command run (`["repair", "index"]`), each name with its index in `tokens`.
+fn command_path(root: &clap::Command, tokens: &[OsString]) -> Vec<(String, usize)> {
+    let mut path = Vec::new();
+    let mut cmd = root;
+    let mut from = 0;
+    while let (_, Some(k)) = scan(cmd, &tokens[from..]) {
+        let at = from + k;
+        let name = tokens[at].to_string_lossy().into_owned();
+        let Some(next) = cmd.find_subcommand(&name) else {
+            break;
+        };
+        path.push((name, at));
+        cmd = next;
+        from = at + 1;
+    }
+    path
 }
 
-/// Adds the options of `profiles` to `args`.
+/// What the user typed, anywhere on the line: before the command's name, between the names of
+/// a command and its subcommand, and after. All read with the innermost command's options,
+/// which include the global ones (built), and `-v`/`--json` that arca moves from before the
+/// command to after it ([`crate::hoist`]). A global option typed before the command counts as
+/// given for a command's section too (`-r R snapshots` lost to `[snapshots] repo`).
+fn typed(cmd: &clap::Command, tokens: &[OsString], path: &[(String, usize)]) -> Parsed {
+    let mut typed = Parsed::default();
+    let mut from = 0;
+    let ends = path.iter().map(|(_, i)| *i).chain([tokens.len()]);
+    for end in ends {
+        let (p, _) = scan(cmd, &tokens[from..end]);
+        typed.given.extend(p.given);
+        typed.values.extend(p.values);
+        typed.positional |= p.positional && end == tokens.len();
+        from = (end + 1).min(tokens.len());
+    }
+    typed
+}
+
+/// `typed` with the options of `added` (by later profiles or sections) given too.
+fn given_with(typed: &Parsed, added: &[&[OsString]]) -> Parsed {
+    let mut p = Parsed {
+        given: typed.given.clone(),
+        values: Vec::new(),
+        positional: typed.positional,
+    };
+    for a in added {
+        note_given(&mut p, a);
+    }
+    p
+}
+
+/// Adds the options of `profiles` to `args`. The command line wins over every profile, a later
+/// profile over an earlier one, and within a profile the command's section (its subcommand's
+/// for `[repair.index]`) over its parent's and over `[global]`.
 fn apply(args: Vec<OsString>, profiles: &[(PathBuf, Table)]) -> Result<Vec<OsString>> {
     let mut root = Cli::command();
     // Building propagates the global options into every subcommand.
     root.build();
     let tokens = &args[1..];
-    let (mut top_given, sub_at) = scan(&root, tokens);
-    let mut global_args = Vec::new();
-    // Later profiles win: apply them first, so their options count as given for earlier ones.
+    let path = command_path(&root, tokens);
+    let mut running = &root;
+    for (n, _) in &path {
+        running = running.find_subcommand(n).unwrap_or(running);
+    }
+    let typed = typed(running, tokens, &path);
+    let mut global_args: Vec<OsString> = Vec::new();
     let mut command_args: Vec<OsString> = Vec::new();
-    let mut positionals = Vec::new();
-    let sub = sub_at.map(|i| (i, tokens[i].to_string_lossy().into_owned()));
-    // The subcommand path (e.g. repair index) and where its own tokens start.
-    let mut path: Vec<(String, usize)> = Vec::new();
-    if let Some((i, name)) = &sub {
-        path.push((name.clone(), *i));
-        if let Some(c) = root.find_subcommand(name)
-            && let (_, Some(j)) = scan(c, &tokens[i + 1..])
-        {
-            path.push((tokens[i + 1 + j].to_string_lossy().into_owned(), i + 1 + j));
-        }
-    }
-    if let Some((name, i)) = path.last() {
-        let mut c = &root;
-        for (n, _) in &path {
-            c = c.find_subcommand(n).unwrap_or(c);
-        }
-        let _ = name;
-        let (after, _) = scan(c, &tokens[i + 1..]);
-        top_given.given.extend(after.given);
-    }
+    let mut positionals: Vec<OsString> = Vec::new();
+    // Later profiles win: apply them first, so their options count as given for earlier ones.
     for (file, table) in profiles.iter().rev() {
         let shown = file.display().to_string();
+        let mut globals = Vec::new();
         for (section, value) in table {
             let Value::Table(t) = value else {
                 bail!("profile {shown}: {section:?} must be a [section]");
             };
             if section == "global" || section == "repository" {
-                let mut nested = Vec::new();
-                let mut unused = Vec::new();
-                let before = global_args.len();
-                section_args(
-                    &root,
-                    t,
-                    &top_given,
-                    &format!("profile {shown}, [{section}]"),
-                    &mut global_args,
-                    &mut unused,
-                    &mut nested,
-                )?;
-                note_given(&mut top_given, &global_args[before..]);
+                globals.push((section, t));
                 continue;
             }
             let Some(cmd) = root.find_subcommand(section) else {
                 bail!("profile {shown}: unknown section [{section}] (no command `arca {section}`)");
             };
-            // Only the section of the command being run applies (others are still checked).
-            let running = path.first().is_some_and(|(n, _)| n == section);
-            let cmd_tokens: &[OsString] = match path.first() {
-                Some((_, i)) if running => &tokens[i + 1..],
-                _ => &[],
-            };
-            let (mut given, _) = scan(cmd, cmd_tokens);
-            note_given(&mut given, &command_args);
-            let mut nested = Vec::new();
-            let mut own = Vec::new();
-            let mut pos = Vec::new();
-            let where_ = format!("profile {shown}, [{section}]");
-            section_args(cmd, t, &given, &where_, &mut own, &mut pos, &mut nested)?;
-            let mut nested_own = Vec::new();
-            for (name, nt) in &nested {
-                let Some(sc) = cmd.find_subcommand(name) else {
+            // Only the sections of the command being run apply (others are still checked).
+            let runs = path.first().is_some_and(|(n, _)| n == section);
+            // Innermost first: `[repair.index]` wins over `[repair]`.
+            for (name, nt) in subsections(cmd, t) {
+                let Some(sc) = cmd.find_subcommand(&name) else {
                     continue;
                 };
-                let active = running && path.get(1).is_some_and(|(n, _)| n == name);
-                let sc_tokens: &[OsString] = match path.get(1) {
-                    Some((_, i)) if active => &tokens[i + 1..],
-                    _ => &[],
+                let active = runs && path.get(1).is_some_and(|(n, _)| *n == name);
+                let given = if active {
+                    given_with(&typed, &[&global_args, &command_args])
+                } else {
+                    Parsed::default()
                 };
-                let (mut g2, _) = scan(sc, sc_tokens);
-                note_given(&mut g2, &command_args);
-                let mut p2 = Vec::new();
-                let mut n2 = Vec::new();
-                let mut o2 = Vec::new();
-                let w2 = format!("profile {shown}, [{section}.{name}]");
-                section_args(sc, nt, &g2, &w2, &mut o2, &mut p2, &mut n2)?;
+                let mut own = Vec::new();
+                let mut pos = Vec::new();
+                let where_ = format!("profile {shown}, [{section}.{name}]");
+                section_args(sc, nt, &given, &where_, &mut own, &mut pos)?;
                 if active {
-                    nested_own.extend(o2);
+                    command_args.extend(own);
                     if positionals.is_empty() {
-                        positionals.extend(p2);
+                        positionals = pos;
                     }
                 }
             }
-            if running {
-                if path.len() > 1 {
-                    command_args.extend(nested_own);
-                } else {
-                    command_args.extend(own);
-                }
+            let given = if runs {
+                given_with(&typed, &[&global_args, &command_args])
+            } else {
+                Parsed::default()
+            };
+            let mut own = Vec::new();
+            let mut pos = Vec::new();
+            let where_ = format!("profile {shown}, [{section}]");
+            section_args(cmd, t, &given, &where_, &mut own, &mut pos)?;
+            if runs {
+                // A parent command (`repair`, `key`) has the global options only, which clap
+                // takes after the subcommand's name too.
+                command_args.extend(own);
                 if positionals.is_empty() && path.len() == 1 {
-                    positionals.extend(pos);
+                    positionals = pos;
                 }
             }
+        }
+        for (section, t) in globals {
+            if let Some((name, _)) = subsections(&root, t).first() {
+                bail!(
+                    "profile {shown}: [{section}.{name}] is not a section: write [{name}] for \
+                     the command's options"
+                );
+            }
+            let given = given_with(&typed, &[&global_args, &command_args]);
+            let mut unused = Vec::new();
+            section_args(
+                &root,
+                t,
+                &given,
+                &format!("profile {shown}, [{section}]"),
+                &mut global_args,
+                &mut unused,
+            )?;
         }
     }
     let mut out = Vec::with_capacity(args.len() + global_args.len() + command_args.len());
@@ -444,195 +650,4 @@ fn note_given(p: &mut Parsed, added: &[OsString]) {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use clap::Parser;
-
-    fn run(argv: &[&str], profile: &str) -> Result<Vec<String>> {
-        let args: Vec<OsString> = argv.iter().map(OsString::from).collect();
-        let table: Table = profile.parse().unwrap();
-        let out = apply(args, &[(PathBuf::from("p.toml"), table)])?;
-        Ok(out
-            .iter()
-            .map(|s| s.to_string_lossy().into_owned())
-            .collect())
-    }
-
-    const PROFILE: &str = r#"
-[global]
-repo = "/srv/repo"
-password-file = "/etc/arca.pass"
-options = { "s3.region" = "eu-west-1" }
-
-[backup]
-paths = ["/home", "/etc"]
-exclude = ["*.tmp", "cache"]
-exclude-caches = true
-one-file-system = false
-compression = -1
-tag = ["daily"]
-
-[forget]
-keep-daily = 7
-keep-weekly = 4
-prune = true
-
-[repair.index]
-"#;
-
-    #[test]
-    fn adds_globals_command_options_and_paths() {
-        let out = run(&["arca", "-P", "p", "backup"], PROFILE).unwrap();
-        assert_eq!(
-            out,
-            [
-                "arca",
-                "--option=s3.region=eu-west-1",
-                "--password-file=/etc/arca.pass",
-                "--repo=/srv/repo",
-                "-P",
-                "p",
-                "backup",
-                "--compression=-1",
-                "--exclude=*.tmp",
-                "--exclude=cache",
-                "--exclude-caches",
-                "--tag=daily",
-                "--",
-                "/home",
-                "/etc",
-            ]
-        );
-        // The result parses.
-        Cli::try_parse_from(&out).unwrap();
-    }
-
-    #[test]
-    fn command_line_wins_and_repeatables_merge() {
-        let out = run(
-            &[
-                "arca",
-                "-r",
-                "/other",
-                "-P",
-                "p",
-                "backup",
-                "--compression",
-                "5",
-                "-e",
-                "x",
-                "/data",
-            ],
-            PROFILE,
-        )
-        .unwrap();
-        assert!(!out.iter().any(|a| a == "--repo=/srv/repo"), "{out:?}");
-        assert!(!out.iter().any(|a| a == "--compression=-1"), "{out:?}");
-        assert!(out.iter().any(|a| a == "--exclude=*.tmp"), "{out:?}");
-        assert!(
-            !out.iter().any(|a| a == "/home"),
-            "user's paths replace the profile's"
-        );
-        let cli = Cli::try_parse_from(&out).unwrap();
-        let crate::cli::Command::Backup(b) = cli.command else {
-            panic!()
-        };
-        assert_eq!(b.compression, Some(5));
-        assert_eq!(b.paths, [PathBuf::from("/data")]);
-        assert_eq!(b.exclude.excludes, ["*.tmp", "cache", "x"]);
-    }
-
-    #[test]
-    fn only_the_running_command_takes_its_section() {
-        let out = run(&["arca", "-P", "p", "forget", "--keep-daily=3"], PROFILE).unwrap();
-        assert!(out.iter().any(|a| a == "--keep-weekly=4"));
-        assert!(out.iter().any(|a| a == "--prune"));
-        assert!(!out.iter().any(|a| a == "--keep-daily=7"));
-        assert!(!out.iter().any(|a| a.starts_with("--exclude")));
-        Cli::try_parse_from(&out).unwrap();
-        let out = run(&["arca", "-P", "p", "repair", "index"], PROFILE).unwrap();
-        Cli::try_parse_from(&out).unwrap();
-    }
-
-    #[test]
-    fn unknown_sections_and_keys_are_named() {
-        let e = run(&["arca", "-P", "p", "snapshots"], "[bakup]\nx = 1").unwrap_err();
-        assert!(e.to_string().contains("unknown section [bakup]"), "{e}");
-        let e = run(
-            &["arca", "-P", "p", "snapshots"],
-            "[backup]\nexclud = [\"a\"]",
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("unknown option \"exclud\""), "{e}");
-        let e = run(
-            &["arca", "-P", "p", "snapshots"],
-            "[backup]\nexclude-caches = 3",
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("expected true or false"), "{e}");
-    }
-
-    #[test]
-    fn profile_names_are_found_in_every_spelling() {
-        let args: Vec<OsString> = [
-            "arca",
-            "-P",
-            "a",
-            "-Pb",
-            "--use-profile",
-            "c",
-            "--use-profile=d",
-            "--",
-            "-P",
-            "e",
-        ]
-        .iter()
-        .map(OsString::from)
-        .collect();
-        assert_eq!(profile_names(&args), ["a", "b", "c", "d"]);
-    }
-
-    /// A password source on the command line or in a later profile replaces the profile's
-    /// other one (clap refuses both together).
-    #[test]
-    fn a_password_source_replaces_the_profiles_other_one() {
-        let given = |v: &[String]| v.iter().any(|a| a.starts_with("--password-file"));
-        let out = run(
-            &[
-                "arca",
-                "-P",
-                "p",
-                "--password-command",
-                "pass show x",
-                "snapshots",
-            ],
-            PROFILE,
-        )
-        .unwrap();
-        assert!(!given(&out), "{out:?}");
-        Cli::try_parse_from(&out).unwrap();
-        let later: Table = "[global]\npassword-command = \"echo pw\"".parse().unwrap();
-        let args: Vec<OsString> = ["arca", "-P", "p", "-P", "q", "snapshots"]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        let out: Vec<String> = apply(
-            args,
-            &[
-                (PathBuf::from("p.toml"), PROFILE.parse().unwrap()),
-                (PathBuf::from("q.toml"), later),
-            ],
-        )
-        .unwrap()
-        .iter()
-        .map(|s| s.to_string_lossy().into_owned())
-        .collect();
-        assert!(!given(&out), "{out:?}");
-        assert!(
-            out.contains(&"--password-command=echo pw".to_string()),
-            "{out:?}"
-        );
-        Cli::try_parse_from(&out).unwrap();
-    }
-}
+mod tests;

@@ -15,6 +15,16 @@ use common::*;
 /// `arca` run in `cwd` with only the profile's settings (no repository or password in the
 /// environment) and `XDG_CONFIG_HOME` set to `config`.
 fn bare(e: &Env, cwd: &std::path::Path, args: &[&str]) -> std::process::Output {
+    bare_with(e, cwd, args, &[])
+}
+
+/// [`bare`] with the variables `vars` set.
+fn bare_with(
+    e: &Env,
+    cwd: &std::path::Path,
+    args: &[&str],
+    vars: &[(&str, &str)],
+) -> std::process::Output {
     Command::new(BIN)
         .args(args)
         .current_dir(cwd)
@@ -24,6 +34,9 @@ fn bare(e: &Env, cwd: &std::path::Path, args: &[&str]) -> std::process::Output {
         .env_remove("ARCA_PASSWORD_FILE")
         .env_remove("ARCA_PASSWORD_COMMAND")
         .env_remove("ARCA_REPOSITORY")
+        .env_remove("ARCA_FROM_PASSWORD_FILE")
+        .env_remove("ARCA_FROM_PASSWORD_COMMAND")
+        .envs(vars.iter().copied())
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap()
@@ -275,4 +288,152 @@ fn a_bad_profile_value_names_the_profile() {
         "{err}"
     );
     assert!(!err.contains("arca index"), "{err}");
+}
+
+/// Command-line options win over a profile wherever they are typed and in every spelling clap
+/// takes: `-r` before the command beat `[snapshots] repo`; `-qPNAME`, `-qP NAME` and `-P=NAME`
+/// did not read the profile; an empty password variable (unset, as systemd's
+/// `Environment=ARCA_PASSWORD_COMMAND=` writes it) dropped the profile's password file.
+#[test]
+fn command_line_wins_wherever_and_however_typed() {
+    let e = Env::new();
+    e.init(&[]);
+    fs::write(e.path("pass"), "test password\n").unwrap();
+    let cwd = e.path(".");
+    fs::write(
+        e.path("p.toml"),
+        format!(
+            "[global]\nrepo = \"{}\"\npassword-file = \"{}\"\n",
+            e.repo.display(),
+            e.path("pass").display()
+        ),
+    )
+    .unwrap();
+    fs::write(
+        e.path("cmdrepo.toml"),
+        "[snapshots]\nrepo = \"/nonexistent\"\n",
+    )
+    .unwrap();
+    for spelling in [
+        &["-qPp", "snapshots"][..],
+        &["-qP", "p", "snapshots"][..],
+        &["-P=p", "snapshots"][..],
+    ] {
+        ok(&bare(&e, &cwd, spelling));
+    }
+    for var in ["ARCA_PASSWORD_COMMAND", "ARCA_PASSWORD_FILE"] {
+        ok(&bare_with(
+            &e,
+            &cwd,
+            &["-P", "p", "snapshots"],
+            &[(var, "")],
+        ));
+    }
+    let repo = e.repo.to_str().unwrap();
+    let pass = e.path("pass");
+    let pass = pass.to_str().unwrap();
+    ok(&bare(
+        &e,
+        &cwd,
+        &[
+            "-r",
+            repo,
+            "--password-file",
+            pass,
+            "-P",
+            "cmdrepo",
+            "snapshots",
+        ],
+    ));
+    // copy's source password typed replaces the profile's other source.
+    let target = e.path("target");
+    let target = target.to_str().unwrap();
+    let o = Command::new(BIN)
+        .args(["-r", target, "--password-file", pass, "init"])
+        .args(["--kdf-memory-kib", "256", "--kdf-iterations", "1"])
+        .env_remove("ARCA_PASSWORD")
+        .env_remove("ARCA_PASSWORD_COMMAND")
+        .env_remove("ARCA_REPOSITORY")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    ok(&o);
+    fs::write(
+        e.path("copy.toml"),
+        format!("[copy]\nfrom-repo = \"{repo}\"\nfrom-password-file = \"/nonexistent\"\n"),
+    )
+    .unwrap();
+    let o = bare(
+        &e,
+        &cwd,
+        &[
+            "-r",
+            target,
+            "--password-file",
+            pass,
+            "-P",
+            "copy",
+            "copy",
+            "--from-password-command",
+            "echo test password",
+            "--dry-run",
+        ],
+    );
+    ok(&o);
+}
+
+/// `~` alone is the home folder in a profile's paths, and the profile's paths stay out of a
+/// `--stdin` backup (clap refused it, naming paths the user never typed).
+#[test]
+fn profile_paths_home_and_stdin() {
+    let e = Env::new();
+    e.init(&[]);
+    let home = e.path("home");
+    sample(&home);
+    fs::write(e.path("pass"), "test password\n").unwrap();
+    fs::write(
+        e.path("p.toml"),
+        format!(
+            "[global]\nrepo = \"{}\"\npassword-file = \"{}\"\n[backup]\npaths = [\"~\"]\ntag = [\"~\"]\n",
+            e.repo.display(),
+            e.path("pass").display()
+        ),
+    )
+    .unwrap();
+    let cwd = e.path(".");
+    let home_s = home.to_str().unwrap();
+    ok(&bare_with(
+        &e,
+        &cwd,
+        &["-P", "p", "backup", "-q"],
+        &[("HOME", home_s)],
+    ));
+    let o = Command::new(BIN)
+        .args([
+            "-P",
+            "p",
+            "backup",
+            "-q",
+            "--stdin",
+            "--stdin-filename",
+            "in.txt",
+        ])
+        .current_dir(&cwd)
+        .env("HOME", home_s)
+        .env("XDG_CONFIG_HOME", e.path("config"))
+        .env("XDG_CACHE_HOME", e.path("cache"))
+        .env_remove("ARCA_PASSWORD")
+        .env_remove("ARCA_PASSWORD_COMMAND")
+        .env_remove("ARCA_REPOSITORY")
+        .stdin(fs::File::open(e.path("pass")).unwrap())
+        .output()
+        .unwrap();
+    ok(&o);
+    let v: Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    let snaps = v.as_array().unwrap();
+    assert_eq!(snaps.len(), 2, "{v}");
+    assert_eq!(snaps[0]["paths"], serde_json::json!([home_s]));
+    // A tag is not a path: `~` stays as written.
+    assert_eq!(snaps[0]["tags"], serde_json::json!(["~"]));
+    assert_eq!(snaps[1]["paths"], serde_json::json!(["/in.txt"]));
 }

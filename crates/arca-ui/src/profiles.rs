@@ -31,14 +31,39 @@ pub struct Profile {
     pub problem: Option<String>,
 }
 
+/// Text values of `key`, as written (tags, hosts, names).
 fn strings(t: &Table, key: &str) -> Result<Vec<String>, String> {
+    strings_with(t, key, str::to_string)
+}
+
+/// Path values of `key`, `~` made the home folder as the command line's profiles do.
+fn paths_of(t: &Table, key: &str) -> Result<Vec<String>, String> {
+    strings_with(t, key, expand_home)
+}
+
+/// Exclude patterns of `key`: only a leading `~/` is the home folder (a bare `~` is a name).
+fn patterns_of(t: &Table, key: &str) -> Result<Vec<String>, String> {
+    strings_with(t, key, |s| {
+        if s.starts_with("~/") {
+            expand_home(s)
+        } else {
+            s.to_string()
+        }
+    })
+}
+
+fn strings_with(
+    t: &Table,
+    key: &str,
+    text: impl Fn(&str) -> String,
+) -> Result<Vec<String>, String> {
     match t.get(key) {
         None => Ok(vec![]),
-        Some(Value::String(s)) => Ok(vec![expand_home(s)]),
+        Some(Value::String(s)) => Ok(vec![text(s)]),
         Some(Value::Array(a)) => a
             .iter()
             .map(|v| match v {
-                Value::String(s) => Ok(expand_home(s)),
+                Value::String(s) => Ok(text(s)),
                 Value::Integer(i) => Ok(i.to_string()),
                 other => Err(format!("{key}: expected text, found {}", other.type_str())),
             })
@@ -94,16 +119,16 @@ pub fn load(file: &Path, location: &str) -> Result<(Profile, BackupOptions), Str
     };
     let read = |key: &str| -> Result<Vec<String>, String> {
         let mut out = vec![];
-        for f in strings(b, key)? {
+        for f in paths_of(b, key)? {
             out.extend(read_list(Path::new(&f)).map_err(|e| format!("{key} {f}: {e}"))?);
         }
         Ok(out)
     };
-    let mut paths = strings(b, "paths")?;
+    let mut paths = paths_of(b, "paths")?;
     paths.extend(read("files-from")?);
-    let mut patterns = strings(b, "exclude")?;
+    let mut patterns = patterns_of(b, "exclude")?;
     patterns.extend(read("exclude-file")?);
-    let mut ipatterns = strings(b, "iexclude")?;
+    let mut ipatterns = patterns_of(b, "iexclude")?;
     ipatterns.extend(read("iexclude-file")?);
     let larger_than = one(b, "exclude-larger-than")?
         .map(|s| arca_format::text::parse_size(&s))
@@ -314,7 +339,7 @@ mod tests {
         std::fs::write(
             d.join("t.toml"),
             "[global]\nrepo = \"~/r\"\n[backup]\npaths = [\"~/docs\", \"/x/~/y\"]\n\
-             exclude = \"~/.cache\"\ntag = [\"a, b\", \"c\"]\n",
+             exclude = [\"~/.cache\", \"~\"]\ntag = [\"a, b\", \"c\", \"~\"]\nhost = \"~/h\"\n",
         )
         .expect("write");
         let r = h.join("r").to_string_lossy().into_owned();
@@ -323,8 +348,10 @@ mod tests {
         assert_eq!(o.paths, [h.join("docs"), PathBuf::from("/x/~/y")]);
         assert_eq!(
             o.excludes.patterns,
-            [h.join(".cache").to_string_lossy().into_owned()]
+            [h.join(".cache").to_string_lossy().into_owned(), "~".into()]
         );
-        assert_eq!(o.tags, ["a", "b", "c"]);
+        // Tags and hosts are text, not paths.
+        assert_eq!(o.tags, ["a", "b", "c", "~"]);
+        assert_eq!(o.hostname.as_deref(), Some("~/h"));
     }
 }
