@@ -258,7 +258,7 @@ fn read_lines(path: &Path) -> io::Result<Vec<String>> {
         std::fs::read(path)?
     };
     let mut out = Vec::new();
-    for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
+    for (n, line) in without_bom(&bytes).split(|&b| b == b'\n').enumerate() {
         // Patterns are text: the line that is not is named.
         let line = std::str::from_utf8(line).map_err(|_| {
             io::Error::new(
@@ -277,6 +277,13 @@ fn read_lines(path: &Path) -> io::Result<Vec<String>> {
         }
     }
     Ok(out)
+}
+
+/// A text list without its leading UTF-8 byte order mark, as restic reads one: editors on
+/// Windows (Notepad, PowerShell's `Out-File`) write it, and it was taken as part of the first
+/// line, so the first pattern matched nothing and the first path was missing.
+fn without_bom(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes)
 }
 
 /// Reads a `--files-from` list as [`read_list`] does, but as bytes: a path need not be
@@ -368,7 +375,13 @@ pub fn read_path_list_as(path: &Path, form: ListForm) -> io::Result<Vec<std::pat
     } else {
         std::fs::read(path)?
     };
-    let sep = if form == ListForm::Raw { 0 } else { b'\n' };
+    // A NUL-separated list is bytes, as `find -print0` writes them, not text: restic reads
+    // it as it is, and a name may begin with those bytes.
+    let (bytes, sep) = if form == ListForm::Raw {
+        (&bytes[..], 0)
+    } else {
+        (without_bom(&bytes), b'\n')
+    };
     Ok(bytes
         .split(|&b| b == sep)
         .map(|l| match form {
@@ -403,6 +416,36 @@ mod tests {
         assert_eq!(names("x[!a]"), ["x!", "xa"]);
         assert_eq!(names("x[^a]"), ["x!", "xb"]);
         assert_eq!(names("q*{a,b}"), ["q{a,b}"]);
+    }
+
+    /// A leading UTF-8 BOM is not part of a text list's first line (it took the first
+    /// pattern, or the first path, with it); a NUL-separated list keeps its bytes.
+    #[test]
+    fn text_lists_drop_a_leading_bom() {
+        let d = tempfile::tempdir().unwrap();
+        let l = d.path().join("l");
+        std::fs::write(&l, b"\xef\xbb\xbf*.log\n#c\nx\n").unwrap();
+        assert_eq!(read_list(&l).unwrap(), ["*.log", "x"]);
+        let want = [PathBuf::from("*.log"), PathBuf::from("x")];
+        assert_eq!(read_path_list(&l).unwrap(), want);
+        let want = [
+            PathBuf::from("*.log"),
+            PathBuf::from("#c"),
+            PathBuf::from("x"),
+        ];
+        assert_eq!(read_path_list_as(&l, ListForm::Verbatim).unwrap(), want);
+        // Only at the start: elsewhere it is part of a name.
+        std::fs::write(&l, b"a\n\xef\xbb\xbfb\n").unwrap();
+        assert_eq!(read_list(&l).unwrap(), ["a", "\u{feff}b"]);
+        std::fs::write(&l, b"\xef\xbb\xbfa\0b\0").unwrap();
+        let raw = read_path_list_as(&l, ListForm::Raw).unwrap();
+        assert_eq!(
+            raw,
+            [
+                PathBuf::from(std::ffi::OsStr::from_bytes(b"\xef\xbb\xbfa")),
+                PathBuf::from("b")
+            ]
+        );
     }
 
     #[test]

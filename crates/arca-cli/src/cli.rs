@@ -526,7 +526,8 @@ pub struct RestoreArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Take blocks from this local tree (an older restore, the original source) when the file
-    /// at the same path holds them; checked by hash before use (repeatable)
+    /// at the same path holds them at the same offsets (a file with bytes inserted before
+    /// them offers none); checked by hash before use (repeatable)
     #[arg(long = "reuse-from", value_name = "DIR")]
     pub reuse_from: Vec<PathBuf>,
     /// Read every restored file back and check it against the snapshot

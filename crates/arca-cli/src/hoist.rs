@@ -54,7 +54,7 @@ pub fn hoist_flags(args: Vec<OsString>) -> Vec<OsString> {
     // Index of the command's name in `args`.
     let mut cmd_at = k + 1;
     // The flags among the global options (not the value of an option before them).
-    let hoisted: Vec<usize> = (1..cmd_at)
+    let mut hoisted: Vec<usize> = (1..cmd_at)
         .filter(|&i| long_for(&args[i]).is_some() && !is_value(&top, &args[i - 1]))
         .collect();
     // Down to the innermost subcommand (`key list`, `repair index`).
@@ -66,7 +66,19 @@ pub fn hoist_flags(args: Vec<OsString>) -> Vec<OsString> {
         };
         cmd = sub;
         match scan(&cmd, &args[cmd_at + 1..]).1 {
-            Some(k) => cmd_at += k + 1,
+            Some(k) => {
+                let next = cmd_at + k + 1;
+                // Between a group and its subcommand (`key --json list`, `repair -v index`)
+                // as before the group: the group has no such option, so clap refused them
+                // (exit 2), while `-q` and the other global options are taken there. The
+                // group's (or a global) option taking them as its value leaves them.
+                hoisted.extend((cmd_at + 1..next).filter(|&i| {
+                    long_for(&args[i]).is_some()
+                        && !is_value(&cmd, &args[i - 1])
+                        && !is_value(&top, &args[i - 1])
+                }));
+                cmd_at = next;
+            }
             None => break,
         }
     }
@@ -231,7 +243,10 @@ mod tests {
             run(&["arca", "--json", "mount", "/mnt"]),
             ["arca", "mount", "/mnt"]
         );
-        assert_eq!(run(&["arca", "unlock", "--json"]), ["arca", "unlock"]);
+        assert_eq!(
+            run(&["arca", "mount", "/mnt", "--json"]),
+            ["arca", "mount", "/mnt"]
+        );
         assert_eq!(
             run(&["arca", "-v", "forget", "--prune"]),
             ["arca", "forget", "--prune"]
@@ -269,5 +284,35 @@ mod tests {
         // A value stays a value.
         let value = ["arca", "backup", "--tag", "--json", "/src"];
         assert_eq!(run(&value), value);
+    }
+
+    /// Between a command group and its subcommand, as before the group (`key --json list`
+    /// was a usage error, exit 2, while `-q` was taken there).
+    #[test]
+    fn flags_between_a_group_and_its_subcommand_move_after_the_subcommand() {
+        assert_eq!(
+            run(&["arca", "-r", "/r", "key", "--json", "list"]),
+            ["arca", "-r", "/r", "key", "list", "--json"]
+        );
+        assert_eq!(
+            run(&["arca", "-r", "/r", "repair", "--json", "-q", "index", "-n"]),
+            ["arca", "-r", "/r", "repair", "-q", "index", "--json", "-n"]
+        );
+        // Both places, and with the subcommand's own: one of each.
+        assert_eq!(
+            run(&["arca", "--json", "key", "--json", "list", "--json"]),
+            ["arca", "key", "list", "--json"]
+        );
+        // A global option's value stays its value.
+        let value = ["arca", "key", "--password-command", "--json", "list"];
+        assert_eq!(run(&value), value);
+        // `unlock` takes --json now (it was dropped there).
+        assert_eq!(
+            run(&["arca", "--json", "unlock"]),
+            ["arca", "unlock", "--json"]
+        );
+        // No subcommand reached: clap says what is missing.
+        let group = ["arca", "key", "--json"];
+        assert_eq!(run(&group), group);
     }
 }

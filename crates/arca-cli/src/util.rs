@@ -30,22 +30,30 @@ fn number_and_unit<'a>(s: &'a str, what: &str) -> Result<(f64, &'a str)> {
 
 /// Parses sizes like `16MiB`, `100MB`, `4096`, `1.5G`.
 pub fn parse_size(s: &str) -> Result<u64> {
-    arca_format::text::parse_size(s).map_err(|e| anyhow!(e))
+    whole_size(s).map_err(|e| anyhow!(e))
+}
+
+/// [`arca_format::text::parse_size`], which refuses what names no whole number of bytes.
+fn whole_size(s: &str) -> Result<u64, String> {
+    arca_format::text::parse_size(s)
 }
 
 /// clap's check of a SIZE option (kept as written, parsed where it is used): a bad value is
 /// a usage error naming the option, with exit code 2.
 pub fn size_arg(s: &str) -> Result<String, String> {
-    arca_format::text::parse_size(s)
-        .map(|_| s.to_string())
-        .map_err(|e| {
-            // A size too large is a size: say so (it was told sizes look like 4096).
-            if e.ends_with("out of range") {
-                "out of range: a size must stay below 1.8e19 bytes (18000000TB)".into()
-            } else {
-                "expected a size such as 4096, 512KiB, 64MiB or 2G".into()
-            }
-        })
+    whole_size(s).map(|_| s.to_string()).map_err(|e| {
+        // A size too large is a size: say so (it was told sizes look like 4096).
+        if e.ends_with("out of range") {
+            "out of range: a size must stay below 1.8e19 bytes (18000000TB)".into()
+        } else if e.ends_with(arca_format::text::NOT_WHOLE_BYTES) {
+            format!(
+                "{s:?} {}: write a whole number of bytes (4096), or a unit (1.5K, 2MiB)",
+                arca_format::text::NOT_WHOLE_BYTES
+            )
+        } else {
+            "expected a size such as 4096, 512KiB, 64MiB or 2G".into()
+        }
+    })
 }
 
 /// clap's check of `check --read-data-subset`, as [`size_arg`].
@@ -131,9 +139,11 @@ pub fn duration_arg(s: &str) -> Result<String, String> {
 }
 
 /// Parses durations like `20ms`, `1.5s`, `100us`, `2h`, and Go's sums such as `1h30m`; a
-/// bare number is seconds.
+/// bare number alone is seconds. In a sum every number has its unit, as Go's
+/// `time.ParseDuration` wants: `10ms5` was read as 10 ms and 5 s.
 pub fn parse_duration(s: &str) -> Result<Duration> {
-    let mut rest = s.trim();
+    let whole = s.trim();
+    let mut rest = whole;
     if rest.is_empty() {
         bail!("invalid duration {s:?}");
     }
@@ -145,11 +155,17 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
         let unit_len = rest[digits..]
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(rest.len() - digits);
-        let (n, unit) = number_and_unit(&rest[..digits + unit_len], "duration")?;
+        let term = &rest[..digits + unit_len];
+        let (n, unit) = number_and_unit(term, "duration")?;
         secs += n * match unit.trim() {
             "ns" => 1e-9,
             "us" | "µs" => 1e-6,
             "ms" => 1e-3,
+            // Seconds without a unit only when the number is all there is (`5`, not `1m5`,
+            // nor `5 10ms`).
+            "" if term.len() != whole.len() => {
+                bail!("invalid duration {s:?}: a number without a unit in a sum")
+            }
             "" | "s" => 1.0,
             "m" | "min" => 60.0,
             "h" => 3600.0,
@@ -799,6 +815,48 @@ mod tests {
         assert!(dumb_terminal(Some("dumb".into())));
         assert!(!dumb_terminal(Some("xterm-256color".into())));
         assert!(!dumb_terminal(None));
+    }
+
+    /// A size that names no whole number of bytes is refused (`0.5` was 0 bytes, and
+    /// `--exclude-larger-than 0.5` left out every file that is not empty); a fraction in a
+    /// larger unit is truncated to whole bytes.
+    #[test]
+    fn sizes_are_whole_numbers_of_bytes() {
+        for bad in ["0.5", "1.5B", "1.5b", "2.25", "0.0001K", "0.5 B"] {
+            let e = parse_size(bad).unwrap_err().to_string();
+            assert!(e.contains(&format!("{bad:?}")), "{bad:?}: {e}");
+            assert!(
+                size_arg(bad).unwrap_err().contains(&format!("{bad:?}")),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(parse_size("1.5K").unwrap(), 1536);
+        assert_eq!(parse_size("1.5GiB").unwrap(), 3 << 29);
+        assert_eq!(parse_size("1.1K").unwrap(), 1126);
+        assert_eq!(parse_size("1.0").unwrap(), 1);
+        assert_eq!(parse_size("0").unwrap(), 0);
+        assert_eq!(parse_size("0.0K").unwrap(), 0);
+        assert_eq!(size_arg("1.5K").unwrap(), "1.5K");
+    }
+
+    /// As Go's `time.ParseDuration`: every number of a sum has its unit (`10ms5` was 10 ms
+    /// and 5 s); a bare number alone stays seconds.
+    #[test]
+    fn durations_want_a_unit_after_each_number_of_a_sum() {
+        for bad in [
+            "10ms5", "1m5", "5 10ms", "1h-5m", "-5m", "", " ", "1h 5", ".", "1..5s", "ms", "5e3",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+            assert!(duration_arg(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(parse_duration("5").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_duration(" 5 ").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
+        assert_eq!(
+            parse_duration("1h2m3s4ms").unwrap(),
+            Duration::from_millis(3_723_004)
+        );
+        assert_eq!(parse_duration(".5s").unwrap(), Duration::from_millis(500));
     }
 
     #[test]

@@ -995,7 +995,18 @@ fn huge_sparse_file_over_4_gib_round_trips_with_its_holes() {
     let ls = e.ok(&["ls", "-l", "latest", &format!("{}/disk.img", src.display())]);
     assert!(ls.contains(&size.to_string()), "{ls}");
     let target = e.path("t");
-    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    let r = e.json(&[
+        "restore",
+        "latest",
+        "--json",
+        "--target",
+        target.to_str().unwrap(),
+    ]);
+    // The holes are counted as the dry run counts them (the zero blocks skipped were left
+    // out: 12 MiB of 4 GiB; hunt 26).
+    let holes = r["bytes_holes"].as_u64().unwrap();
+    assert!(holes > size - (16 << 20), "{r}");
+    assert!(holes <= size, "{r}");
     let out = target.join(src.strip_prefix("/").unwrap()).join("disk.img");
     let m = fs::metadata(&out).unwrap();
     assert_eq!(m.len(), size);
@@ -1232,4 +1243,71 @@ fn out_of_range_counts_and_levels_are_refused_clearly() {
         "{}",
         stderr(&o)
     );
+}
+
+/// `check --read-data-subset` reads sizes as every other size option: `500MB` is
+/// 500,000,000 bytes (it was 500 MiB), `500MiB` and `500M` binary.
+#[test]
+fn read_data_subset_sizes_are_decimal_in_kb_and_mb() {
+    let e = Env::new();
+    e.init(&[]);
+    for (size, want) in [
+        ("500MB", "500000000 bytes"),
+        ("2kb", "2000 bytes"),
+        ("500MiB", "524288000 bytes"),
+        ("500M", "524288000 bytes"),
+    ] {
+        let v = e.json(&["check", "--read-data-subset", size, "--json"]);
+        assert_eq!(v["read_data_subset"], want, "{size}: {v}");
+    }
+    let o = e.run(&["check", "--read-data-subset", "0.5"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+/// A size that is not a whole number of bytes is a usage error naming it: `0.5` was 0 bytes,
+/// and `--exclude-larger-than 0.5` left out every file that is not empty. A fraction in a
+/// larger unit (`1.5K`) is truncated to whole bytes.
+#[test]
+fn fractional_byte_sizes_are_refused() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("small"), vec![b'x'; 1000]).unwrap();
+    fs::write(src.join("large"), vec![b'y'; 2000]).unwrap();
+    let s = src.to_str().unwrap();
+    for bad in ["0.5", "1.5B", "0.0001K"] {
+        let o = e.run(&["backup", "-q", "--exclude-larger-than", bad, s]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains(&format!("'{bad}'")), "{bad}: {err}");
+        assert!(err.contains("not a whole number of bytes"), "{bad}: {err}");
+    }
+    assert!(
+        e.json(&["snapshots", "--json"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    e.ok(&["backup", "-q", "--exclude-larger-than", "1.5K", s]);
+    let listed = e.ok(&["ls", "latest"]);
+    assert!(
+        listed.contains("small") && !listed.contains("large"),
+        "{listed}"
+    );
+}
+
+/// `--json` and `-v` between a command group and its subcommand (`key --json list`,
+/// `repair --json index`), as before the group and as `-q` there: they were usage errors,
+/// exit 2.
+#[test]
+fn json_between_a_group_and_its_subcommand_is_taken() {
+    let e = Env::new();
+    e.init(&[]);
+    let keys: serde_json::Value = serde_json::from_str(&e.ok(&["key", "--json", "list"])).unwrap();
+    assert_eq!(keys.as_array().map(Vec::len), Some(1), "{keys}");
+    let v = e.json(&["repair", "--json", "index", "--dry-run"]);
+    assert_eq!(v["message_type"], "summary", "{v}");
+    let v = e.json(&["repair", "-v", "--json", "-q", "index", "--dry-run"]);
+    assert_eq!(v["message_type"], "summary", "{v}");
 }

@@ -182,9 +182,37 @@ fn a_lock_that_cannot_be_read_blocks_and_only_remove_all_removes_it() {
     let out = e.ok(&["unlock"]);
     assert!(out.contains("removed 0 lock"), "{out}");
     assert_eq!(lock_files(&e), 1);
-    let out = e.ok(&["unlock", "--remove-all"]);
-    assert!(out.contains("removed 1 lock"), "{out}");
+    // `--json` (after or before the command's name): one summary line, the lock kept named
+    // (it printed the text form).
+    for args in [&["unlock", "--json"][..], &["--json", "unlock"]] {
+        let out = e.ok(args);
+        assert_eq!(out.lines().count(), 1, "{out}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["message_type"], "summary", "{v}");
+        assert_eq!(v["removed_locks"], 0, "{v}");
+        assert_eq!(v["kept_locks"][0]["id"], name.as_str(), "{v}");
+    }
+    let v = e.json(&["unlock", "--remove-all", "--json", "-q"]);
+    assert_eq!(v["removed_locks"], 1, "{v}");
+    assert_eq!(v["kept_locks"].as_array().map(Vec::len), Some(0), "{v}");
+    assert_eq!(lock_files(&e), 0);
     e.ok(&["backup", "--quiet", s]);
+}
+
+/// A number without a unit after one with a unit is refused, as Go's `time.ParseDuration`
+/// (restic's) refuses it: `10ms5` was read as 10 ms and 5 s.
+#[test]
+fn retry_lock_wants_a_unit_after_each_number() {
+    let e = Env::new();
+    e.init(&[]);
+    for bad in ["10ms5", "1m5", "1h-5m", " "] {
+        let o = e.run(&["snapshots", "--retry-lock", bad]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {err}");
+        assert!(err.contains(&format!("'{bad}'")), "{bad:?}: {err}");
+    }
+    e.ok(&["snapshots", "--retry-lock", "1m30s"]);
+    e.ok(&["snapshots", "--retry-lock", "5"]);
 }
 
 /// On a read-only repository, a command that changes it (an exclusive lock: forget, prune)

@@ -207,12 +207,25 @@ fn user_errors_on_s3_are_one_clear_line() {
         &["AWS_SECRET_ACCESS_KEY", "s3:http://127.0.0.1"],
     );
 
+    // A missing bucket: no repository there, as a missing prefix (exit 10, restic's; it was
+    // 1), in one line naming the bucket.
     let missing = Env::remote(s3.location("no-such-bucket", "r"), s3.env());
-    // The bucket is named as what is missing (not the repository).
-    one_line_error(
-        &missing.run(&["snapshots"]),
-        &["bucket \"no-such-bucket\" does not exist"],
+    let o = missing.run(&["snapshots"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(10), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no-such-bucket") && err.contains("does not exist"),
+        "{err}"
     );
+    let prefix = Env::remote(s3.location("errs", "no-such-prefix"), s3.env());
+    let o = prefix.run(&["snapshots"]);
+    assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
+    // `init` there creates the bucket, and the repository then opens.
+    missing.init(&[]);
+    assert!(s3.root.join("no-such-bucket/r/config").is_file());
+    let o = missing.run(&["snapshots"]);
+    assert!(o.status.success(), "{}", stderr(&o));
 
     // No credentials anywhere: the message says which variables to set.
     if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() && std::env::var_os("AWS_PROFILE").is_none()

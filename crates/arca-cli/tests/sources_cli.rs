@@ -395,3 +395,39 @@ fn stdin_names_and_path_filters_may_be_any_bytes() {
         stderr(&o)
     );
 }
+
+/// As restic: a text list that starts with a UTF-8 byte order mark (Notepad, PowerShell's
+/// `Out-File`) does not carry it into its first line. The first pattern of an exclude file
+/// matched nothing (`e.log` was backed up) and the first path of `--files-from` was reported
+/// missing.
+#[test]
+fn lists_starting_with_a_bom_lose_no_line() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for n in ["e.log", "keep", "other"] {
+        fs::write(src.join(n), n).unwrap();
+    }
+    let bom = e.path("bom.txt");
+    fs::write(&bom, b"\xef\xbb\xbf*.log\n").unwrap();
+    let s = src.to_str().unwrap();
+    let o = e.run(&["backup", "-q", "--exclude-file", bom.to_str().unwrap(), s]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let listed = e.ok(&["ls", "latest"]);
+    assert!(!listed.contains("e.log"), "{listed}");
+    assert!(listed.contains("keep"), "{listed}");
+
+    let list = e.path("list.txt");
+    let mut text = b"\xef\xbb\xbf".to_vec();
+    text.extend_from_slice(format!("{}\n", src.join("keep").display()).as_bytes());
+    fs::write(&list, text).unwrap();
+    let o = e.run(&["backup", "-q", "--files-from", list.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let snaps = e.json(&["snapshots", "--json"]);
+    let want = serde_json::json!([src.join("keep")]);
+    assert!(
+        snaps.as_array().unwrap().iter().any(|s| s["paths"] == want),
+        "{snaps}"
+    );
+}

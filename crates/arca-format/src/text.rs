@@ -81,8 +81,18 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     if !(0.0..1.8e19).contains(&v) {
         return Err(format!("size {s:?} out of range"));
     }
+    // A size must name a whole number of bytes: a fraction written in bytes (`0.5`, `1.5B`)
+    // or below one byte in a larger unit (`0.0001K`) was truncated, and
+    // `--exclude-larger-than 0.5` left out every file that is not empty (hunt 25). A
+    // fraction in a larger unit (`1.5K`, `1.1GiB`) is truncated to whole bytes.
+    if (mult == 1.0 && n.fract() != 0.0) || (n > 0.0 && v < 1.0) {
+        return Err(format!("size {s:?} {NOT_WHOLE_BYTES}"));
+    }
     Ok(v as u64)
 }
+
+/// How [`parse_size`] refuses a size that is a fraction of a byte.
+pub const NOT_WHOLE_BYTES: &str = "is not a whole number of bytes";
 
 /// A path as text: as it is where it is UTF-8, each other byte shown as `\xNN`, as restic
 /// shows them (`Path::display` shows them all as U+FFFD, so two different names printed the

@@ -432,10 +432,15 @@ impl<'a, 's> Scheduler<'a, 's> {
                 let bp = &plan.blobs[b as usize];
                 if bp.zero && fresh {
                     // A hole: nothing to write, but placed all the same (the progress total
-                    // counts it).
+                    // counts it), and counted as a hole (the summary left these out, and
+                    // disagreed with the dry run by gigabytes on a sparse file; hunt 26).
                     self.sh
                         .progress
                         .bytes
+                        .fetch_add(u64::from(bp.raw_len), Ordering::Relaxed);
+                    self.sh
+                        .counters
+                        .holes
                         .fetch_add(u64::from(bp.raw_len), Ordering::Relaxed);
                     continue;
                 }

@@ -3,6 +3,7 @@
 
 use anyhow::Result;
 use clap::Args;
+use serde_json::json;
 
 use crate::cli::Global;
 use crate::util;
@@ -13,6 +14,9 @@ pub struct UnlockArgs {
     /// Remove every lock, also those of live processes
     #[arg(long)]
     pub remove_all: bool,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs `unlock`.
@@ -20,15 +24,26 @@ pub fn run(g: &Global, a: &UnlockArgs) -> Result<u8> {
     let opened = util::open_uncached(g)?;
     let locks = opened.repo.list_locks()?;
     let removed = opened.repo.unlock(a.remove_all)?;
-    if !g.quiet {
-        let kept: Vec<String> = locks
-            .iter()
-            .filter(|l| !(a.remove_all || l.stale))
-            .map(|l| format!("  kept lock {} {}", &l.id.to_hex()[..10], l.describe()))
-            .collect();
+    let kept = locks.iter().filter(|l| !(a.remove_all || l.stale));
+    if a.json {
+        // One summary line, as the other commands' `--json` (with `-q` too: a script asked
+        // for it); `unlock --json` printed the text form.
+        let v = json!({
+            "message_type": "summary",
+            "removed_locks": removed,
+            "kept_locks": kept.map(|l| json!({
+                "id": l.id.to_hex(), "description": l.describe(),
+            })).collect::<Vec<_>>(),
+        });
+        super::out(&v.to_string())?;
+    } else if !g.quiet {
         super::out(&format!("removed {removed} lock(s)"))?;
-        for k in kept {
-            super::out(&k)?;
+        for l in kept {
+            super::out(&format!(
+                "  kept lock {} {}",
+                &l.id.to_hex()[..10],
+                l.describe()
+            ))?;
         }
     }
     Ok(0)

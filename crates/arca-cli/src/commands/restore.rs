@@ -116,12 +116,19 @@ fn tuning(a: &RestoreArgs) -> Result<Tuning> {
 
 pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     let cancel = super::cancel_on_signals(super::INTERRUPTED)?;
-    // A folder to reuse that is not one (a typo) sent every block to the repository unsaid.
+    // A folder to reuse that is not one (a typo), or that cannot be read, sent every block
+    // to the repository unsaid (hunt 26: permission denied, exit 0, no word even with -v).
     for dir in &a.reuse_from {
         match std::fs::metadata(dir) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => bail!("--reuse-from {}: not a folder", dir.display()),
             Err(e) => bail!("--reuse-from {}: {e}", dir.display()),
+        }
+        if let Err(e) = std::fs::read_dir(dir) {
+            bail!(
+                "--reuse-from {}: cannot read the folder: {e}",
+                dir.display()
+            );
         }
     }
     let opened = util::open(g)?;

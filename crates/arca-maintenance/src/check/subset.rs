@@ -26,8 +26,9 @@ pub enum DataSubset {
 pub const MAX_GROUPS: u32 = 256;
 
 impl DataSubset {
-    /// Parses `n/m`, `x%` (`x.y%`) or a size (`500M`, `2G`, `1.5T`, `4096`; k, m, g, t
-    /// suffixes count in powers of 1024), with restic's limits.
+    /// Parses `n/m`, `x%` (`x.y%`) or a size as the other size options read it (`500M`, `2G`,
+    /// `1.5T`, `4096`: `K`, `M`, `G`, `T`, `KiB`, `MiB`… count in powers of 1024, as restic's;
+    /// `KB`, `MB`… are decimal), with restic's limits.
     pub fn parse(s: &str) -> Result<Self, String> {
         let s = s.trim();
         let bad = || format!("invalid --read-data-subset {s:?}: use n/m, x% or a size");
@@ -55,26 +56,22 @@ impl DataSubset {
             }
             return Ok(Self::Percent(p));
         }
-        let split = s
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(s.len());
-        let (num, unit) = s.split_at(split);
-        let v: f64 = num.parse().map_err(|_| bad())?;
-        let mult = match unit.trim().to_ascii_lowercase().as_str() {
-            "" | "b" => 1.0,
-            "k" | "kb" | "kib" => 1024.0,
-            "m" | "mb" | "mib" => 1024.0 * 1024.0,
-            "g" | "gb" | "gib" => 1024.0f64.powi(3),
-            "t" | "tb" | "tib" => 1024.0f64.powi(4),
-            _ => return Err(bad()),
-        };
-        let bytes = v * mult;
-        if !(1.0..1.8e19).contains(&bytes) {
+        // The same size reading as every other size option (`arca_format::text::parse_size`):
+        // it read `500MB` as 500 MiB, where the README and `--exclude-larger-than` read
+        // 500,000,000 bytes.
+        let bytes = arca_format::text::parse_size(s).map_err(|e| {
+            if e.ends_with(arca_format::text::NOT_WHOLE_BYTES) {
+                format!("--read-data-subset {s:?}: a size in bytes must be a whole number")
+            } else {
+                bad()
+            }
+        })?;
+        if bytes == 0 {
             return Err(format!(
                 "--read-data-subset {s:?}: the size must be above 0"
             ));
         }
-        Ok(Self::Bytes(bytes as u64))
+        Ok(Self::Bytes(bytes))
     }
 
     /// The packs (id and size) of `packs` this subset reads. Random shares use a seed drawn
@@ -149,4 +146,27 @@ fn random_share(packs: &[(Id, u64)], percent: f64, seed: u64) -> HashSet<Id> {
     }
     ids.truncate(want);
     ids.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sizes read as every other size option reads them: `KB`, `MB`… decimal (`500MB` read
+    /// 500 MiB), `K`, `MiB`… binary.
+    #[test]
+    fn subset_sizes_read_as_the_other_size_options() {
+        let bytes = |s: &str| DataSubset::parse(s);
+        assert_eq!(bytes("500MB"), Ok(DataSubset::Bytes(500_000_000)));
+        assert_eq!(bytes("1kb"), Ok(DataSubset::Bytes(1000)));
+        assert_eq!(bytes("2GB"), Ok(DataSubset::Bytes(2_000_000_000)));
+        assert_eq!(bytes("500MiB"), Ok(DataSubset::Bytes(500 << 20)));
+        assert_eq!(bytes("500M"), Ok(DataSubset::Bytes(500 << 20)));
+        assert_eq!(bytes("1.5K"), Ok(DataSubset::Bytes(1536)));
+        assert_eq!(bytes(" 4096 "), Ok(DataSubset::Bytes(4096)));
+        // A fraction of a byte is no size; below one byte neither.
+        for bad in ["0.5", "1.5B", "1.5", "0.0001K", "0B", "5XB"] {
+            assert!(bytes(bad).is_err(), "{bad:?} accepted");
+        }
+    }
 }

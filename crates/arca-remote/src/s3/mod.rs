@@ -256,6 +256,14 @@ impl S3Backend {
         })
     }
 
+    /// What a missing bucket is said to be.
+    fn no_bucket(&self) -> String {
+        format!(
+            "bucket {:?} does not exist at {} (init creates it; else check the location)",
+            self.loc.bucket, self.loc.endpoint
+        )
+    }
+
     /// The server gave no answer within `waited`: name it, and what to check.
     fn no_answer(&self, waited: Duration) -> String {
         format!(
@@ -270,14 +278,10 @@ impl S3Backend {
         let code = s3_code(e.message());
         let location = self.url(path);
         let (kind, msg) = match (e.kind(), code.as_deref()) {
-            // Not NotFound: that would read as "no repository here".
-            (_, Some("NoSuchBucket")) => (
-                ErrorKind::Other,
-                format!(
-                    "bucket {:?} does not exist at {} (create it, or check the location)",
-                    self.loc.bucket, self.loc.endpoint
-                ),
-            ),
+            // Not NotFound: a listing of a bucket gone would read as empty, a file in it as
+            // missing. Only opening a repository (reading its config) makes it NotFound, in
+            // `read`.
+            (_, Some("NoSuchBucket")) => (ErrorKind::Other, self.no_bucket()),
             _ if e.to_string().contains("failed to load signing credential") => (
                 ErrorKind::PermissionDenied,
                 "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or \
@@ -535,21 +539,28 @@ impl Backend for S3Backend {
 
     fn read(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
         let path = t.path(name);
-        let buf = match self.run("read", &path, self.op.read(&path)) {
-            // No config: say so of the bucket when it is the bucket that is missing (the
-            // answer to reading an object does not tell).
-            Err(e) if e.kind == ErrorKind::NotFound && t == FileType::Config => {
-                let probe = self.first_object()?;
-                return Err(match probe {
-                    Err(pe) if s3_code(pe.message()).as_deref() == Some("NoSuchBucket") => {
-                        self.error("read", &path, &pe)
-                    }
-                    _ => e,
-                });
-            }
-            r => r?,
+        let e = match self.run_raw(self.op.read(&path))? {
+            Ok(buf) => return Ok(buf.to_vec()),
+            Err(e) => e,
         };
-        Ok(buf.to_vec())
+        let no_bucket =
+            |e: &opendal::Error| s3_code(e.message()).as_deref() == Some("NoSuchBucket");
+        // No config because there is no bucket: no repository at the location, as a missing
+        // prefix (restic's exit code 10; it was 1), saying it is the bucket that is missing.
+        // The answer to the read may not tell (no body): a listing does.
+        if t == FileType::Config
+            && (no_bucket(&e)
+                || (e.kind() == opendal::ErrorKind::NotFound
+                    && self.first_object()?.is_err_and(|pe| no_bucket(&pe))))
+        {
+            return Err(BackendError::new(
+                "read",
+                self.url(&path),
+                ErrorKind::NotFound,
+                self.no_bucket(),
+            ));
+        }
+        Err(self.error("read", &path, &e))
     }
 
     fn read_range(&self, t: FileType, name: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
