@@ -143,6 +143,11 @@ def parse_args(argv):
     p.add_argument("--no-docs", action="store_true",
                    help="do not rewrite docs/BENCHMARKS.md and docs/bench/ (non-smoke runs)")
     p.add_argument("--keep", action="store_true", help="keep repositories and work dirs")
+    p.add_argument("--allow-warm-cache", action="store_true",
+                   help="run even when the page cache cannot be dropped (not root, or a "
+                   "container): every figure and headline is then marked warm-cache. Without "
+                   "it such a run stops before measuring (--smoke implies it: its figures are "
+                   "never published)")
     p.add_argument("--no-space-check", action="store_true",
                    help="start even when bench/out seems to have too little free space")
     p.add_argument("--timeout", type=float, help="per-command timeout in seconds")
@@ -434,6 +439,8 @@ def main(argv=None) -> int:
             remote = ArcaRemote(home_root, arca.binary, args.remote_latency, args.remote_bandwidth)
             if ok:
                 remote.ensure(log)
+                remote.built_by_harness = arca.built_by_harness
+                remote.version = arca.version  # the same binary, described the same way
             else:
                 remote.note = arca.note
             tools.append(remote)
@@ -460,8 +467,18 @@ def main(argv=None) -> int:
     setup_s = time.monotonic() - t_setup
 
     dropped = drop_caches()
-    log("page cache: " + ("dropped before each phase" if dropped else
-                          "CANNOT be dropped here (not permitted); figures are warm-cache"))
+    allow_warm = args.allow_warm_cache or args.smoke
+    if not dropped and not allow_warm:
+        log("ERROR: the page cache cannot be dropped here (writing /proc/sys/vm/drop_caches is "
+            "not permitted: run as root outside a container). Every figure would be warm-cache; "
+            "pass --allow-warm-cache to run anyway with every figure and headline marked "
+            "warm-cache")
+        return 2
+    log("page cache: " + ("dropped before each measured command" if dropped else
+                          "CANNOT be dropped here (not permitted); every figure is marked "
+                          "warm-cache (--allow-warm-cache" + (" implied by --smoke)" if
+                                                             args.smoke and not
+                                                             args.allow_warm_cache else ")")))
 
     # ---- datasets
     t_data = time.monotonic()
@@ -549,6 +566,7 @@ def main(argv=None) -> int:
             "peer_setup_seconds": peer_setup_s,
             "dataset_seconds": data_s, "seed": args.seed, "machine": machine,
             "caches_dropped": dropped if bench.caches_dropped is None else bench.caches_dropped,
+            "cache_drops": dict(bench.drops),
             "run_id": run_id, "logs": logs,
         },
         "tools": [{"name": t.name, "label": t.label, "peer": t.peer, "available": t.available,

@@ -91,6 +91,28 @@ def freed(ds: dict | None, tool: str):
     return r["bytes_after_forget"] - r["bytes_after_prune"]
 
 
+def repo_figure(ds: dict | None, tool: str, key: str):
+    """A repository size of tool's runs (bytes_before, bytes_after_forget, bytes_after_prune):
+    the median over the runs (older results kept only the last run's value)."""
+    r = ((ds or {}).get("repo") or {}).get(tool) or {}
+    if r.get(key + "_runs"):
+        return median(r[key + "_runs"])
+    return r.get(key)
+
+
+def prune_io(ds: dict | None, tool: str) -> tuple:
+    """(rchar, wchar, how) of tool's prune: medians over its runs; older results without a
+    wchar median give the first run's, and say so."""
+    c = _cell(ds, "prune", tool) or {}
+    med = c.get("median") or {}
+    if med.get("rchar") is not None and med.get("wchar") is not None:
+        return med["rchar"], med["wchar"], "median"
+    runs = c.get("runs") or []
+    if runs:
+        return runs[0].get("rchar"), runs[0].get("wchar"), "first run"
+    return None, None, None
+
+
 def target_rows(part: dict) -> list:
     """The three targets of the generations part: prune time vs the fastest peer's, space freed
     vs that same peer's and vs the peer that freed most. Peers count only when their whole
@@ -281,6 +303,7 @@ class Maintenance:
             return
         info["snapshots_before"] = len(before)
         info["bytes_before"] = dir_bytes(repo)
+        info.setdefault("bytes_before_runs", []).append(info["bytes_before"])
         # forget
         argv, cwd = t.forget_argv(repo, self.keep_last)
         m = self._measure(t, "forget", argv, cwd, run_no)
@@ -298,6 +321,7 @@ class Maintenance:
         if b._record(res, "forget", t, m, failure=failure):
             return
         info["bytes_after_forget"] = dir_bytes(repo)
+        info.setdefault("bytes_after_forget_runs", []).append(info["bytes_after_forget"])
         # planning only, then the prune
         argv, cwd = t.prune_argv(repo, dry_run=True)
         m = self._measure(t, "prune_dry_run", argv, cwd, run_no)
@@ -307,6 +331,7 @@ class Maintenance:
         argv, cwd = t.prune_argv(repo)
         m = self._measure(t, "prune", argv, cwd, run_no)
         info["bytes_after_prune"] = dir_bytes(repo)
+        info.setdefault("bytes_after_prune_runs", []).append(info["bytes_after_prune"])
         info["freed"] = info["bytes_after_forget"] - info["bytes_after_prune"]
         info.setdefault("freed_runs", []).append(info["freed"])
         if b._record(res, "prune", t, m, extra={"freed_bytes": info["freed"]}):
@@ -468,8 +493,14 @@ def render_generations(part: dict) -> list:
         peers = ", ".join(f"{labels.get(p, p)} {fmt(v)}" for p, v in row["peers"].items()) or "–"
         out.append(f"| {row['target']} | {arca} | {best} | {ratio} | {row['limit']} | {met} | "
                    f"{peers} |")
+    mixed = any(r and not r.get("bytes_after_prune_runs") for r in (ds.get("repo") or {}).values())
+    which = ("" if meta.get("runs", 1) <= 1 else
+             "; every figure the median of the runs" if not mixed else
+             "; times, CPU, RSS and bytes freed: medians of the runs; the repository sizes: "
+             "the last run's, the prune bytes read / written: the first run's")
     out += ["", "**Every step** (wall time; CPU and peak RSS for prune; repository sizes are "
-            "the apparent bytes of the repository folder, the tools' local caches apart)", "",
+            "the apparent bytes of the repository folder, the tools' local caches apart"
+            + which + ")", "",
             "| | " + " | ".join(labels[t] for t in tools) + " |",
             "|---|" + "---|" * len(tools)]
 
@@ -488,8 +519,9 @@ def render_generations(part: dict) -> list:
         return f
 
     repo = ds.get("repo") or {}
+    runs = meta.get("runs", 1)
     row(f"repository after {meta['generations']} generations",
-        lambda t: f"{_mb(repo.get(t, {}).get('bytes_before'))} "
+        lambda t: f"{_mb(repo_figure(ds, t, 'bytes_before'))} "
                   f"({repo.get(t, {}).get('snapshots_before', '?')} snapshots)")
     row(SCENARIOS["forget"], cell_fmt("forget"))
     row("snapshots left", lambda t: str(repo.get(t, {}).get("snapshots_after", "–")))
@@ -498,14 +530,17 @@ def render_generations(part: dict) -> list:
     row("prune CPU (user + sys)", cell_fmt("prune", "cpu_s"))
     row("prune peak RSS", cell_fmt("prune", "maxrss_kib",
                                    lambda v: "–" if v is None else f"{v / 1024:.0f} MiB"))
-    row("prune bytes read / written (rchar / wchar)",
+    hows = {prune_io(ds, t)[2] for t in tools} - {None}
+    io_how = "first run" if "first run" in hows else ("median" if runs > 1 else "")
+    row("prune bytes read / written (rchar / wchar" + (f"; {io_how}" if io_how else "") + ")",
         lambda t: "–" if not _cell(ds, "prune", t) else
-        f"{_mb(_first(ds, 'prune', t, 'rchar'))} / {_mb(_first(ds, 'prune', t, 'wchar'))}")
+        f"{_mb(prune_io(ds, t)[0])} / {_mb(prune_io(ds, t)[1])}")
     row("forget + prune", lambda t: _fs(_sum(ds, t, ("forget", "prune"))))
-    row("repository after prune", lambda t: _mb(repo.get(t, {}).get("bytes_after_prune")))
+    row("repository after prune", lambda t: _mb(repo_figure(ds, t, "bytes_after_prune")))
     row("**freed by prune**",
         lambda t: "–" if freed(ds, t) is None else
-        f"{_mb(freed(ds, t))} ({freed(ds, t) / max(repo[t]['bytes_after_forget'], 1) * 100:.0f}%)")
+        f"{_mb(freed(ds, t))} "
+        f"({freed(ds, t) / max(repo_figure(ds, t, 'bytes_after_forget') or 0, 1) * 100:.0f}%)")
     row(SCENARIOS["restore_after_prune"], cell_fmt("restore_after_prune"))
     row("restore verified", lambda t: _verified(ds, t))
     row(SCENARIOS["check"], lambda t: "–" if not _cell(ds, "check", t) else

@@ -6,6 +6,7 @@ import json
 import os
 
 from . import capping, maintenance, restore_targets, s3
+from .restore_targets import dead_reason, left_out_text
 from .scenarios import REFERENCES, RESTORES, SCENARIOS
 
 # Where docs/bench/ lives (the capping experiment's results).
@@ -60,6 +61,14 @@ def best_peer(results, cells: dict, key: str = "wall_s") -> tuple:
     return t, vals[t]
 
 
+def warm_cache(results) -> bool:
+    """True when some measured command ran without its page-cache drop (--allow-warm-cache)."""
+    return results["meta"].get("caches_dropped") is False
+
+
+WARM = " *(warm page cache)*"
+
+
 class Notes:
     """Numbered footnotes for failures."""
 
@@ -100,7 +109,11 @@ def _table(results, ds, key, fmt, notes, *, scenarios=None, ratio=False, per_mb=
         row = [SCENARIOS[sc]]
         for t in tools:
             cell = cells.get(t)
-            if cell is None:
+            dead = dead_reason(ds, t) if cell is None else None
+            if dead:
+                row.append("✗ not run" + notes.ref(
+                    f"{ds['name']} / {tool_label(results, t)}: not run after its {dead}"))
+            elif cell is None:
                 row.append("")
             elif not cell["ok"]:
                 row.append(_fail_text(cell, notes, f"{ds['name']} / {SCENARIOS[sc]} / {tool_label(results, t)}"))
@@ -138,19 +151,45 @@ def _dataset_section(results, ds, plots_rel, notes) -> list:
         for p in ds["plots"]:
             out.append(f"![{ds['name']}]({plots_rel}/{os.path.basename(p)})")
         out.append("")
-    out += ["**Wall time** (median; arca vs best peer = best peer's time / arca's time)", ""]
+    w = WARM if warm_cache(results) else ""
+    if w:
+        out += ["*Warm page cache: the page cache could not be dropped before (some of) the "
+                "commands of this run (`--allow-warm-cache`); every figure below may include "
+                "warm-cache effects.*", ""]
+    order = (ds.get("order") or {}).get("restores")
+    if order:
+        out += ["Tool order of the restores, per run (rotated each run): " + "; ".join(
+            f"run {i}: " + ", ".join(tool_label(results, t) for t in o)
+            for i, o in enumerate(order, 1)) + ".", ""]
+    runs_txt = "one run, not a median" if ds.get("runs") == 1 else "median"
+    out += [f"**Wall time**{w} ({runs_txt}; arca vs best peer = best peer's time / arca's "
+            "time; a peer that failed or did not run is left out of best peer)", ""]
     out += _table(results, ds, "wall_s", fmt_s, notes, ratio=True)
-    out += ["", "**CPU time** (user + sys)", ""]
+    out += ["", f"**CPU time**{w} (user + sys)", ""]
     out += _table(results, ds, "cpu_s", fmt_s, notes, ratio=True)
-    out += ["", "**Peak RSS**", ""]
+    out += ["", f"**Peak RSS**{w}", ""]
     out += _table(results, ds, "maxrss_kib", lambda v: "–" if v is None else f"{v / 1024:.0f} MiB", notes)
     restores = [s for s in SCENARIOS if s in RESTORES]
-    out += ["", "**Bytes read from the repository** (restores; per MB restored in the next table)", ""]
-    out += _table(results, ds, "repo_read_bytes", fmt_mib, notes, scenarios=restores)
-    out += ["", "**Repository bytes read per MB restored**", ""]
-    out += _table(results, ds, "repo_read_bytes",
-                  lambda v: "–" if v is None else f"{v / 1e6:.2f} MB", notes, scenarios=restores,
-                  per_mb=True)
+    if _has_key(ds, "process_read_bytes"):
+        out += ["", f"**Bytes read by the process (repository, caches and target files)**{w} "
+                "(restores; every tool measured the same way: rchar minus its startup's; per MB "
+                "restored in the next table)", ""]
+        out += _table(results, ds, "process_read_bytes", fmt_mib, notes, scenarios=restores)
+        out += ["", f"**Bytes read by the process per MB restored**{w}", ""]
+        out += _table(results, ds, "process_read_bytes",
+                      lambda v: "–" if v is None else f"{v / 1e6:.2f} MB", notes,
+                      scenarios=restores, per_mb=True)
+    else:  # results from before the harness measured every tool the same way
+        out += ["", f"**Bytes read** (restores; NOT comparable across tools: arca's column "
+                "is the repository bytes it fetched (`backend.bytes_read`), without its reads of "
+                "files already in the target; the peers' are everything the process read "
+                "(rchar minus startup): repository, local cache and the target files they "
+                "re-read in partial, no-op and metadata-only restores)", ""]
+        out += _table(results, ds, "repo_read_bytes", fmt_mib, notes, scenarios=restores)
+        out += ["", "**Bytes read per MB restored** (as above: not comparable across tools)", ""]
+        out += _table(results, ds, "repo_read_bytes",
+                      lambda v: "–" if v is None else f"{v / 1e6:.2f} MB", notes,
+                      scenarios=restores, per_mb=True)
     req_tools = [t for t in tool_order(results)
                  if any((c.get(t) or {}).get("median", {}).get("requests") is not None
                         for c in ds["scenarios"].values())]
@@ -210,7 +249,10 @@ def _dataset_section(results, ds, plots_rel, notes) -> list:
                 continue
             med = cell["median"]
             mb = (med.get("restored_bytes") or 0) / 1e6 if sc in RESTORES else None
-            req, rb = med.get("requests"), med.get("repo_read_bytes")
+            req = med.get("requests")
+            rb = med.get("backend_read_bytes")
+            if rb is None and not _has_key(ds, "process_read_bytes"):
+                rb = med.get("repo_read_bytes")  # older results: arca's backend.bytes_read
             per = (lambda v: f"{v / mb:.2f}" if (v is not None and mb) else "–")
             local = (ds["scenarios"][sc].get("arca") or {})
             rows.append(f"| {SCENARIOS[sc]} | {fmt_s(med['wall_s'])} | "
@@ -219,13 +261,18 @@ def _dataset_section(results, ds, plots_rel, notes) -> list:
                         f"{per(rb / 1e6 if rb is not None else None)} |")
         if rows:
             out += ["", f"**{tool_label(results, t)}**: arca's backend wrapped in the throttle", "",
-                    "| scenario | wall (throttled) | wall (local arca; restores: its latest snapshot) | requests | bytes read | "
+                    "| scenario | wall (throttled; restores: its first backup's snapshot, the data before the mutations, on the standard datasets) | wall (local arca; restores: its latest snapshot) | requests | repository bytes read (arca's count) | "
                     "requests per MB restored | MB read per MB restored |", "|---|---|---|---|---|---|---|"]
             out += rows
     out += _arca_backup_profile(results, ds)
     out += _arca_profile(results, ds)
     out.append("")
     return out
+
+
+def _has_key(ds, key) -> bool:
+    return any((c.get("median") or {}).get(key) is not None
+               for cells in ds["scenarios"].values() for c in cells.values())
 
 
 def _arca_backup_profile(results, ds) -> list:
@@ -310,15 +357,18 @@ def render(results: dict, plots_rel: str | None = None) -> str:
     out += ["", "## Machine", "", "| | |", "|---|---|"]
     for k, v in meta["machine"].items():
         out.append(f"| {k} | {v} |")
-    out.append(f"| page cache dropped before each phase | "
-               f"{'yes' if meta['caches_dropped'] else 'NO (not permitted: figures include warm-cache effects)'} |")
+    drops = meta.get("cache_drops") or {}
+    failed = f" ({drops.get('failed')} of {drops.get('ok', 0) + drops.get('failed', 0)} drops failed)" \
+        if drops.get("failed") else ""
+    out.append(f"| page cache dropped before each measured command | "
+               f"{'yes' if meta['caches_dropped'] else 'NO' + failed + ' (not permitted; run with --allow-warm-cache: every figure includes warm-cache effects)'} |")
     out += ["", "## Versions", "", "| tool | version | settings |", "|---|---|---|"]
     for t in results["tools"]:
         state = t["version"] if t["available"] else f"**skipped**: {t['note']}"
         settings = t["settings"] + (f"; restores {t['verify_note']}" if t.get("verify_note") else "")
         out.append(f"| {t['label']} | {state} | {settings} |")
     if results["headline"]:
-        out += ["", "## Headline", ""]
+        out += ["", "## Headline" + (WARM if warm_cache(results) else ""), ""]
         out += [f"- {h}" for h in results["headline"]]
     out += restore_targets.render(results)
     if results["failures"] or results["contract"] or results["expected_failures"]:
@@ -368,11 +418,29 @@ METHOD = [
     "reaped children). **Peak RSS**: the tool's own `ru_maxrss`, reported by GNU `time -f %M` "
     "wrapped around it (a child forked straight from the Python harness would inherit the "
     "harness's high-water mark).",
-    "- **Median of N runs**; min/max and every run are in the JSON. Tools are interleaved run by "
-    "run in the backup phases. The generations dataset's incremental backups are one sequence: "
-    "its figure is the median over the generations.",
+    "- **Median of N runs**; min/max and every run are in the JSON. Where a dataset or variant "
+    "has one run (`many` by default, the throttled arca variant), its figures are that one run, "
+    "not a median, and the headline says \"(1 run)\". The generations dataset's incremental "
+    "backups are one sequence: its figure is the median over the generations.",
+    "- **Order of the tools**: interleaved run by run, backups and restores alike, and rotated: "
+    "run i (generation i for the incremental backups) starts at tool (i - 1 + d) mod n, d being "
+    "the dataset's position in the bench run, so no tool is always the first (for instance the "
+    "first to restore onto the fresh file system). Within a run each tool does its restores in "
+    "sequence (full, partial, no-op, metadata-only; or newest, oldest), then its target is "
+    "removed. Each dataset section lists the restore order of every run; every phase's order is "
+    "in the JSON (`order`).",
     "- **Page cache**: `sync; echo 3 > /proc/sys/vm/drop_caches` before every measured command "
-    "(so every phase starts cold, source data and repository alike); recorded in each run.",
+    "(so every phase starts cold, source data and repository alike); the result of every drop is "
+    "counted. A run where the drop is not permitted stops before measuring unless "
+    "`--allow-warm-cache` is given; then the Machine table, the headline and every table are "
+    "marked warm-cache.",
+    "- **Password key derivation**: every command opens the encrypted repository, so its wall "
+    "time, CPU and peak RSS include deriving the key from the password with the tool's own "
+    "default cost: arca Argon2id with 48 MiB, 4 passes, 4 lanes (about 0.07 s on two cores by "
+    "its parameters' documentation; not measured separately here); restic and rustic scrypt "
+    "with the parameters stored at `init` (restic calibrates them there); kopia and borg their "
+    "own defaults. It is a fixed cost per command, so it dominates the sub-second figures "
+    "(no-op restore, no-change backup) and weighs little in the long ones.",
     "- **Restore targets** (and the tar/cp references) are on a journaled ext4 made with "
     "`mkfs.ext4` defaults for the run, on a loop device over a sparse file (`--target-fs ext4`; "
     "the Machine table says where they were). The reason: ext4 *without* a journal, as this "
@@ -381,13 +449,18 @@ METHOD = [
     "tool's tree was removed paid 2-3x its system time on the 100,000-file set (any parallel "
     "restorer; tar, creating files one at a time, barely). Users restore onto journaled "
     "filesystems, where that scan does not exist.",
-    "- **Bytes read from the repository**: for arca, `backend.bytes_read` from its `--json` "
-    "summary; for the peers, `rchar` from `/proc/<pid>/io` read after exit (bytes "
-    "returned by read-type syscalls, repository files read with read/pread, not mmap) minus "
-    "the `rchar` of the tool's version command (`restic version`, `rustic --version`, "
+    "- **Bytes read by the process (repository, caches and target files)**: the same measure "
+    "for every tool, arca included: `rchar` from `/proc/<pid>/io` read after exit (bytes "
+    "returned by read-type syscalls; files read with read/pread, not mmap) minus the `rchar` "
+    "of the tool's version command (`arca --version`, `restic version`, `rustic --version`, "
     "`kopia --version`, `borg --version`: interpreter and module reads, ~6 MB for borg, ~0 for "
-    "the others). It still includes the tools' own local cache and config "
-    "files. `rchar` and `read_bytes` (block device reads) of every run are in the JSON.",
+    "the others). So it is not only the repository: it includes the tool's local cache and "
+    "config, and the files already in the restore target that the tool reads back (to hash or "
+    "compare them) in partial, no-op and metadata-only restores, which is why a restore can "
+    "read more than the repository holds. arca's own count of repository bytes "
+    "(`backend.bytes_read` of its `--json` summary) is in the JSON as `backend_read_bytes` and "
+    "in the throttled variant's table. `rchar` and `read_bytes` (block device reads) of every "
+    "run are in the JSON.",
     "- **Repository size**: sum of the apparent file sizes under the repository directory, "
     "after the first backup and at the end.",
     "- **Verification**: after every restore, the restored tree is compared with the source: "
@@ -404,7 +477,16 @@ METHOD = [
     "directory does (no overwrite flags).",
     "- **Throttled backend** (arca only): `--backend-latency`/`--backend-bandwidth` wrap arca's "
     "repository backend; requests and bytes come from the JSON summary. The peers have no "
-    "equivalent latency injection, so they have no remote column.",
+    "equivalent latency injection, so they have no remote column. On the standard datasets it "
+    "backs up the data once and restores that first snapshot (before the mutations), while "
+    "local arca's full restore is of its latest snapshot, after the mutations (2% of the files "
+    "changed and 0.5% added per mutation): the headline says so next to both times.",
+    "- **Best peer** is the fastest peer whose cell succeeded. A peer that failed (a known "
+    "limitation or not), did not run after its first backup failed (its cells show ✗ not run), "
+    "or was skipped is left out, and the headline and the targets name it with the reason.",
+    "- **arca's version**: `arca --version`, the SHA-256 (first 12 hex digits) and path of the "
+    "binary measured, and the checkout's git HEAD; with `--no-build` or `$ARCA_BIN` the harness "
+    "did not build the binary, and the version says that the git HEAD is only the checkout's.",
     "- **S3 on loopback** (`bench/run --s3`): one S3 server (versitygw, Versity's S3 gateway, "
     "by default; `--s3-server s3s-fs` for the test suite's server) on 127.0.0.1, its folder on the "
     "same disk as the local repositories; arca (`-r s3:http://...`), restic (`-r s3:http://...`) "
@@ -418,7 +500,9 @@ METHOD = [
     "dataset): per tool, page cache dropped before each command, `forget --keep-last 5`, "
     "`prune --dry-run`, `prune` (rustic with `--instant-delete`, so that it deletes now as "
     "restic and arca do), a verified restore of the newest snapshot and the tool's `check`; "
-    "space freed = repository bytes after forget minus after prune. The index at scale comes "
+    "space freed = repository bytes after forget minus after prune; with several runs every "
+    "figure (times, bytes read and written, repository sizes, bytes freed) is the median of "
+    "the runs. The index at scale comes "
     "from `crates/arca-maintenance/examples/index_scale.rs` (a fresh process, RSS from "
     "`/proc/self/status`).",
     "- **References**: `tar -xpf` of a POSIX (pax, ns mtimes) uncompressed tar made beforehand, "
@@ -429,51 +513,75 @@ METHOD = [
 
 def headline(results: dict) -> list:
     """Short lines: arca's speed-up over the best peer (wall time) for the key scenarios, and the
-    throttled-backend figures."""
+    throttled-backend figures. Each line names the peers left out of "best peer" (failed, not
+    run, skipped) and why, says "(1 run)" where a figure is one run rather than a median, and
+    is marked when the page cache could not be dropped."""
     lines = []
     keys = ("backup_first", "backup_nochange", "backup_mutation", "backup_generation",
             "restore_full", "restore_partial", "restore_noop", "restore_metadata",
             "restore_newest", "restore_oldest")
+
+    def runs_text(n):
+        return f" ({n} run)" if n == 1 else ""
+
     for ds in results["datasets"]:
         parts = []
         for sc in keys:
             cells = ds["scenarios"].get(sc) or {}
             arca = cells.get("arca")
+            if not arca:
+                continue
+            out_text = left_out_text(results, ds, cells)
             peers = {t: c for t, c in cells.items() if _is_peer(results, t) and c["ok"]}
-            if not arca or not peers:
+            if not peers:
+                if out_text:
+                    parts.append(f"{SCENARIOS[sc]}: no peer succeeded{out_text}")
                 continue
             if not arca["ok"]:
                 parts.append(f"{SCENARIOS[sc]}: arca FAILED")
                 continue
             best_t, best = best_peer(results, cells)
             r = best / arca["median"]["wall_s"]
-            parts.append(f"{SCENARIOS[sc]} {r:.2f}× ({tool_label(results, best_t)})")
+            parts.append(f"{SCENARIOS[sc]} {r:.2f}× ({tool_label(results, best_t)}{out_text})")
         if parts:
-            lines.append(f"**{ds['name']}** — arca's speed-up over the best peer (wall): "
-                         + "; ".join(parts))
+            lines.append(f"**{ds['name']}**{runs_text(ds.get('runs'))} — arca's speed-up over "
+                         "the best peer (wall): " + "; ".join(parts))
+        standard = not ds.get("series") and not (ds.get("spec") or {}).get("generations")
         for t in [t["name"] for t in results["tools"] if t["name"].startswith("arca-remote")]:
-            bits = []
+            bits, n = [], []
             for sc in ("backup_first", "restore_full", "restore_newest"):
                 c = (ds["scenarios"].get(sc) or {}).get(t)
                 local = (ds["scenarios"].get(sc) or {}).get("arca")
                 if not c or not c["ok"]:
                     continue
+                n.append(c.get("n") or len(c.get("runs") or []))
                 med = c["median"]
-                b = f"{SCENARIOS[sc]} {med['wall_s']:.1f} s"
-                if local and local["ok"]:
-                    b += f" (local {local['median']['wall_s']:.1f} s)"
+                if sc == "restore_full" and standard:
+                    muts = ds.get("mutations_before_restores") or ds.get("runs")
+                    b = (f"{SCENARIOS[sc]} of its first backup's snapshot {med['wall_s']:.1f} s")
+                    if local and local["ok"]:
+                        b += (f" (local arca, restoring its latest snapshot, after {muts} "
+                              f"mutation(s) of the data: {local['median']['wall_s']:.1f} s)")
+                else:
+                    b = f"{SCENARIOS[sc]} {med['wall_s']:.1f} s"
+                    if local and local["ok"]:
+                        b += f" (local {local['median']['wall_s']:.1f} s)"
                 mb = (med.get("restored_bytes") or 0) / 1e6
                 if sc.startswith("restore") and mb and med.get("requests") is not None:
                     b += f", {med['requests'] / mb:.2f} requests/MB"
                 bits.append(b)
             if bits:
-                lines.append(f"**{ds['name']}** — {tool_label(results, t)}: " + "; ".join(bits))
+                lines.append(f"**{ds['name']}**{runs_text(max(n) if n else None)} — "
+                             f"{tool_label(results, t)}: " + "; ".join(bits))
     s3res = results.get("s3") or {}
     for row in s3.target_rows(s3res) if s3res.get("datasets") else []:
         if row["ratio"] is not None:
             sc = s3.SCENARIOS[row["scenario"]].format(lat=s3res["meta"]["latency"])
-            lines.append(f"**S3 (loopback)** — {row['dataset']}, {sc}: arca {row['arca']:.2f} s, "
+            lines.append(f"**S3 (loopback)**{runs_text((s3res.get('meta') or {}).get('runs'))} — "
+                         f"{row['dataset']}, {sc}: arca {row['arca']:.2f} s, "
                          f"{row['ratio']:.2f}× its baseline (target ≤ {row['limit']}×: "
                          f"{'met' if row['met'] else 'NOT met'})")
     lines += maintenance.headline(results.get("maintenance"))
+    if warm_cache(results):
+        lines = ["[warm page cache] " + line for line in lines]
     return lines

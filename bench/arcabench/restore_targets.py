@@ -33,6 +33,48 @@ def _label(results, name) -> str:
     return next((t["label"] for t in results["tools"] if t["name"] == name), name)
 
 
+def dead_reason(ds, tool) -> str | None:
+    """Why a tool ran nothing more on this dataset (its init or first backup failed), or None."""
+    why = (ds.get("dead") or {}).get(tool)
+    if why:
+        return why
+    cell = (ds["scenarios"].get("backup_first") or {}).get(tool)
+    if cell is not None and not cell.get("ok") and not any(
+            tool in cells for sc, cells in ds["scenarios"].items() if sc != "backup_first"):
+        return f"first backup failed: {(cell.get('failure') or '')[:200]}"
+    return None
+
+
+def left_out(results, ds, cells) -> dict:
+    """The peers left out of "best peer" in one scenario, each with why: its cell failed
+    (a known limitation or not), it did not run on the dataset after its first backup failed,
+    or it was skipped (not available)."""
+    out = {}
+    for t in results["tools"]:
+        if not t["peer"]:
+            continue
+        name = t["name"]
+        cell = cells.get(name)
+        if not t.get("available", True):
+            out[name] = "skipped (not available)"
+        elif cell is not None and not cell.get("ok"):
+            known = cell.get("expected_failure")
+            out[name] = "failed" + (f" (known limitation: {known[:80]})" if known else "")
+        elif cell is None and ds is not None:
+            dead = dead_reason(ds, name)
+            if dead:
+                out[name] = f"not run ({dead[:80]})"
+    return out
+
+
+def left_out_text(results, ds, cells) -> str:
+    """"; left out: kopia 0.23 failed (...)" or ""."""
+    lo = left_out(results, ds, cells)
+    if not lo:
+        return ""
+    return "; left out: " + ", ".join(f"{_label(results, t)} {why}" for t, why in lo.items())
+
+
 def _best_peer(results, cells) -> tuple:
     vals = {t: _wall(c) for t, c in cells.items() if t in _peers(results) and _ok(c)}
     if not vals:
@@ -70,7 +112,8 @@ def rows(results: dict) -> list:
             bt, best = _best_peer(results, full)
             if best:
                 add(name, "full restore vs the best peer",
-                    f"{arca_full:.2f} s vs {_label(results, bt)} {best:.2f} s",
+                    f"{arca_full:.2f} s vs {_label(results, bt)} {best:.2f} s"
+                    + left_out_text(results, ds, full),
                     arca_full / best, 0.5)
             tar = _wall((ds.get("references") or {}).get("tar_extract"))
             if tar:
@@ -93,18 +136,25 @@ def rows(results: dict) -> list:
         for t in [t["name"] for t in results["tools"] if t["name"].startswith("arca-remote")]:
             cell = full.get(t)
             bw = _bandwidth(results, t)
-            if _ok(cell) and bw and cell["median"].get("repo_read_bytes"):
-                link = cell["median"]["repo_read_bytes"] / bw
+            # The bytes that crossed the throttled link: arca's own count of repository reads
+            # (older results kept it as repo_read_bytes).
+            link_bytes = (cell or {}).get("median", {}).get("backend_read_bytes") \
+                if _ok(cell) else None
+            if link_bytes is None and _ok(cell) and "process_read_bytes" not in cell["median"]:
+                link_bytes = cell["median"].get("repo_read_bytes")
+            if _ok(cell) and bw and link_bytes:
+                link = link_bytes / bw
                 add(name, f"{_label(results, t)}: full restore vs its bytes at the link's rate",
                     f"{_wall(cell):.2f} s vs {link:.2f} s "
-                    f"({cell['median']['repo_read_bytes'] / 1e6:.0f} MB)",
+                    f"({link_bytes / 1e6:.0f} MB)",
                     _wall(cell) / link, 1.3)
         newest = sc.get("restore_newest") or {}
         w = _wall(newest.get("arca"))
         bt, best = _best_peer(results, newest)
         if w and best:
             add(name, "restore newest generation vs the best peer",
-                f"{w:.2f} s vs {_label(results, bt)} {best:.2f} s", w / best, 0.5)
+                f"{w:.2f} s vs {_label(results, bt)} {best:.2f} s"
+                + left_out_text(results, ds, newest), w / best, 0.5)
         if restic:
             worst = None
             for key, cells in sc.items():

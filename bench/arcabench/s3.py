@@ -460,9 +460,7 @@ class S3Bench:
         s0 = self.server.usage()
         p0 = self.proxy.stats() if behind else {}
         # As Bench._measure, with the cache drop outside the machine's CPU count.
-        dropped = drop_caches()
-        if self.bench.caches_dropped is None:
-            self.bench.caches_dropped = dropped
+        self.bench.note_drop(drop_caches())
         busy0 = machine_busy_s()
         m = run_measured(argv, env=t.env(), cwd=cwd, timeout=self.bench.timeout,
                          log_path=os.path.join(self.bench.logs, "s3", res["name"], t.name,

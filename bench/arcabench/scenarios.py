@@ -18,7 +18,12 @@ snapshot into an empty target.
 
 Every phase drops the page cache first (when permitted). Every restore is verified against the
 source tree (bytes and metadata); a wrong restore or a failing command is a failure, not a time.
-Tools are interleaved run by run for the backup phases, so slow drifts of the machine hit all.
+Tools are interleaved run by run, backups and restores alike, so slow drifts of the machine hit
+all; the order rotates: run i (generation i for the incremental backups) starts at tool
+(i - 1 + d) mod n, d being the dataset's position in the bench run, so no tool is always the
+first (e.g. the first to restore onto the fresh file system). The orders are in the results
+(`order`). Restores run tool by tool within a run: full, partial, no-op, metadata-only (or
+newest, oldest), then the target is removed.
 """
 
 from __future__ import annotations
@@ -100,6 +105,14 @@ def arca_contract_problems(summary: dict | None, restore: bool = False, kind: st
     return problems
 
 
+def rotated(items: list, start: int) -> list:
+    """items starting at index start mod len(items), wrapping round."""
+    if not items:
+        return []
+    k = start % len(items)
+    return list(items[k:]) + list(items[:k])
+
+
 # Filesystems whose freed blocks must be handed back after a removal: (mountpoint, trim).
 TRIMMED: list = []
 
@@ -118,6 +131,7 @@ def _rm(path: str) -> None:
 class Bench:
     def __init__(self, *, work, logs, timeout, seed, log, remote_runs=1, keep=False):
         self.remote_runs = remote_runs
+        self.dataset_no = 0  # position of the current dataset in this bench run (rotation)
         self.keep = keep
         self.work = work
         self.logs = logs
@@ -127,7 +141,8 @@ class Bench:
         self.failures = []  # unexpected failures: make the run exit non-zero
         self.expected_failures = []  # documented tool limitations
         self.contract = []  # arca CLI contract violations
-        self.caches_dropped = None
+        self.caches_dropped = None  # True when every measured command's drop succeeded
+        self.drops = {"ok": 0, "failed": 0}  # page-cache drops before measured commands
 
     def _note_failure(self, where: str, failure: str, known: str | None) -> None:
         """One entry per dataset/scenario/tool, counting the failed runs."""
@@ -142,9 +157,19 @@ class Bench:
     def _measure(self, ds: str, tool: str, scenario: str, run_no: int, argv, cwd=None, env=None) -> Measurement:
         log_path = os.path.join(self.logs, ds, tool, f"{scenario}-{run_no}.log")
         m = run(argv, env=env, cwd=cwd, log_path=log_path, drop=True, timeout=self.timeout)
-        if self.caches_dropped is None:
-            self.caches_dropped = m.cache_dropped
+        self.note_drop(m.cache_dropped)
         return m
+
+    def note_drop(self, dropped: bool) -> None:
+        """Track the page-cache drop of every measured command (not only the first)."""
+        self.drops["ok" if dropped else "failed"] += 1
+        self.caches_dropped = self.drops["failed"] == 0
+
+    @staticmethod
+    def _mark_dead(res, t, why: str) -> None:
+        """A tool whose first backup failed runs nothing more on this dataset: say so, so that
+        the report marks its later cells as failed rather than leaving them empty."""
+        res.setdefault("dead", {}).setdefault(t.name, why)
 
     def _cell(self, res: dict, scenario: str, tool: str) -> dict:
         return res["scenarios"].setdefault(scenario, {}).setdefault(
@@ -168,8 +193,13 @@ class Bench:
             elif not verify.ok:
                 failure += f"; tree: {verify.brief()}"
         if m is not None:
+            # One measure for every tool (arca included): the bytes the process read (rchar
+            # minus the tool's startup), repository, caches and target files alike.
             rb, how = tool_obj.repo_bytes_read(m)
-            entry["repo_read_bytes"], entry["repo_read_method"] = rb, how
+            entry["process_read_bytes"], entry["process_read_method"] = rb, how
+            backend = getattr(tool_obj, "backend_bytes_read", lambda _m: None)(m)
+            if backend is not None:
+                entry["backend_read_bytes"] = backend  # arca's own count: repository only
             entry["requests"] = tool_obj.backend_requests(m)
             kind = contract_kind(scenario)
             if tool_obj.name.startswith("arca") and failure is None and kind:
@@ -211,8 +241,8 @@ class Bench:
                 runs = cell["runs"]
                 med = {}
                 for k in ("wall_s", "cpu_s", "user_s", "sys_s", "maxrss_kib", "repo_read_bytes",
-                          "requests", "rchar", "read_bytes", "restored_bytes", "sync_s",
-                          "synced_wall_s"):
+                          "process_read_bytes", "backend_read_bytes", "requests", "rchar",
+                          "wchar", "read_bytes", "restored_bytes", "sync_s", "synced_wall_s"):
                     med[k] = median([r.get(k) for r in runs])
                 med["wall_min"] = min((r["wall_s"] for r in runs if "wall_s" in r), default=None)
                 med["wall_max"] = max((r["wall_s"] for r in runs if "wall_s" in r), default=None)
@@ -226,6 +256,7 @@ class Bench:
         failure = self._record(res, scenario, t, m, extra=extra)
         if failure and scenario in ("backup_first",):
             alive[t.name] = False
+            self._mark_dead(res, t, f"first backup failed: {failure[:200]}")
         return m, failure
 
     def _first_backup(self, res, t, repo, src, run_no, alive):
@@ -236,49 +267,73 @@ class Bench:
         except Exception as e:  # noqa: BLE001 - any init failure is reported
             self._record(res, "backup_first", t, None, failure=f"init failed: {e}")
             alive[t.name] = False
+            self._mark_dead(res, t, f"init failed: {str(e)[:200]}")
             return
         self._backup(res, "backup_first", t, repo, src, run_no, alive)
 
     # ------------------------------------------------------------------ restores
-    def _restore_series(self, res, t, repo, src, phases, runs, alive):
-        """phases: list of (scenario, snapshot-resolver, expected dir)."""
+    def _restore_run(self, res, t, repo, src, phases, run_no, alive):
+        """One run of each restore phase for one tool, in order, then the target is removed.
+        phases: list of (scenario, snapshot-resolver, expected dir); the first phase restores
+        into an empty target, the later ones start from the tree it left."""
         target = os.path.join(self.work, "restore", t.name)
         restored_root = target + os.path.abspath(src)
         for scenario, resolve, expected in phases:
-            for run_no in range(1, runs + 1):
-                if not alive.get(t.name):
-                    break
-                prep = {}
-                if scenario in ("restore_full", "restore_newest", "restore_oldest"):
-                    _rm(target)
-                    os.makedirs(target)
-                elif not os.path.isdir(restored_root):
-                    self._record(res, scenario, t, None, failure="no restored tree to start from "
-                                 "(the full restore before it failed)")
-                    break
-                elif scenario == "restore_partial":
-                    prep = ds_mod.damage(restored_root, run_no)
-                elif scenario == "restore_metadata":
-                    prep = {"touched": ds_mod.touch_all(restored_root)}
-                try:
-                    snap = resolve(t, repo)
-                except Exception as e:  # noqa: BLE001
-                    self._record(res, scenario, t, None, failure=f"cannot resolve snapshot: {e}")
-                    break
-                argv, cwd = t.restore_argv(repo, snap, target)
-                m = self._measure(res["name"], t.name, scenario, run_no, argv, cwd=cwd, env=t.env())
-                # The writeback the restore left behind (no tool syncs): the wall time plus
-                # this is the time until the restored tree is on disk.
-                t0 = time.monotonic()
-                os.sync()
-                prep["sync_s"] = round(time.monotonic() - t0, 4)
-                prep["synced_wall_s"] = round(m.wall_s + prep["sync_s"], 4)
-                v = verify_tree(expected, restored_root, mtime_tolerance_ns=t.mtime_tolerance_ns,
-                                dir_mtimes=t.verify_dir_mtimes, root_mtime=t.verify_root_mtime)
-                sync = {k: prep.pop(k) for k in ("sync_s", "synced_wall_s")}
-                self._record(res, scenario, t, m, verify=v,
-                             extra={**sync, **({"prepared": prep} if prep else {})})
+            if not alive.get(t.name):
+                break
+            prep = {}
+            if scenario in ("restore_full", "restore_newest", "restore_oldest"):
+                _rm(target)
+                os.makedirs(target)
+            elif not os.path.isdir(restored_root):
+                self._record(res, scenario, t, None, failure="no restored tree to start from "
+                             "(the full restore before it failed)")
+                continue
+            elif scenario == "restore_partial":
+                prep = ds_mod.damage(restored_root, run_no)
+            elif scenario == "restore_metadata":
+                prep = {"touched": ds_mod.touch_all(restored_root)}
+            try:
+                snap = resolve(t, repo)
+            except Exception as e:  # noqa: BLE001
+                self._record(res, scenario, t, None, failure=f"cannot resolve snapshot: {e}")
+                continue
+            argv, cwd = t.restore_argv(repo, snap, target)
+            m = self._measure(res["name"], t.name, scenario, run_no, argv, cwd=cwd, env=t.env())
+            # The writeback the restore left behind (no tool syncs): the wall time plus
+            # this is the time until the restored tree is on disk.
+            t0 = time.monotonic()
+            os.sync()
+            prep["sync_s"] = round(time.monotonic() - t0, 4)
+            prep["synced_wall_s"] = round(m.wall_s + prep["sync_s"], 4)
+            v = verify_tree(expected, restored_root, mtime_tolerance_ns=t.mtime_tolerance_ns,
+                            dir_mtimes=t.verify_dir_mtimes, root_mtime=t.verify_root_mtime)
+            sync = {k: prep.pop(k) for k in ("sync_s", "synced_wall_s")}
+            self._record(res, scenario, t, m, verify=v,
+                         extra={**sync, **({"prepared": prep} if prep else {})})
         _rm(target)
+
+    def _restore_series(self, res, t, repo, src, phases, runs, alive):
+        """`runs` runs of every phase for one tool (the throttled variant's own series)."""
+        for run_no in range(1, runs + 1):
+            self._restore_run(res, t, repo, src, phases, run_no, alive)
+
+    def _restores_rotated(self, res, tools, repos, src, phases, runs, alive, runs_of=None):
+        """The restores of all tools, run by run; run i starts at tool (i - 1 + offset) mod n
+        (offset: the dataset's position in this bench run), so that no tool is always the
+        first to restore onto the fresh file system. The order is recorded in the result."""
+        runs_of = runs_of or (lambda t: runs)
+        for run_no in range(1, runs + 1):
+            order = [t for t in rotated(tools, run_no - 1 + self.dataset_no)
+                     if run_no <= runs_of(t)]
+            if not order:
+                continue
+            res.setdefault("order", {}).setdefault("restores", []).append(
+                [t.name for t in order])
+            self.log(f"[{res['name']}] restores, run {run_no}: "
+                     + ", ".join(t.label for t in order))
+            for t in order:
+                self._restore_run(res, t, repos[t.name], src, phases, run_no, alive)
 
     # ------------------------------------------------------------------ references
     def references(self, res, src, runs):
@@ -308,6 +363,7 @@ class Bench:
                     argv = ["sh", "-c", 'find "$1" -type f -exec cat {} + > /dev/null', "sh", src]
                 m = run(argv, log_path=os.path.join(self.logs, name, "reference", f"{key}-{run_no}.log"),
                         drop=True, timeout=self.timeout)
+                self.note_drop(m.cache_dropped)
                 entry = m.to_dict()
                 failure = None if m.exit_code == 0 else f"exit {m.exit_code}: {m.stderr_tail[-200:]}"
                 if key in ("tar_extract", "cp_a"):
@@ -358,7 +414,7 @@ class Bench:
 
         self.log(f"[{spec.name}] first backup")
         for run_no in range(1, runs + 1):
-            for t in tools:
+            for t in self._order(res, "backup_first", tools, run_no):
                 if t in main or run_no <= rruns:
                     self._first_backup(res, t, repos[t.name], src, run_no, alive)
         for t in tools:
@@ -367,20 +423,23 @@ class Bench:
 
         latest = lambda tool, repo: tool.latest(repo)  # noqa: E731
         for t in remote:
+            # Its only snapshot: the first backup, of the data before any mutation (local arca
+            # restores its latest snapshot, after the mutations; the report says so).
             self.log(f"[{spec.name}] restores: {t.label}")
             self._restore_series(res, t, repos[t.name], src, [("restore_full", latest, src)],
                                  rruns, alive)
+            res.setdefault("remote_restores", {})[t.name] = "first backup (data before the mutations)"
 
         self.log(f"[{spec.name}] no-change backup")
         for run_no in range(1, runs + 1):
-            for t in main:
+            for t in self._order(res, "backup_nochange", main, run_no):
                 if alive[t.name]:
                     self._backup(res, "backup_nochange", t, repos[t.name], src, run_no, alive)
 
         self.log(f"[{spec.name}] backup after mutation")
         for run_no in range(1, runs + 1):
             change = ds_mod.mutate(src, spec, self.seed, "mut", run_no)
-            for t in main:
+            for t in self._order(res, "backup_mutation", main, run_no):
                 if alive[t.name]:
                     self._backup(res, "backup_mutation", t, repos[t.name], src, run_no, alive,
                                  extra={"mutation": change})
@@ -388,15 +447,20 @@ class Bench:
             if alive[t.name]:
                 res["repo"].setdefault(t.name, {})["final"] = dir_bytes(repos[t.name])
 
-        for t in main:
-            self.log(f"[{spec.name}] restores: {t.label}")
-            self._restore_series(res, t, repos[t.name], src,
-                                 [("restore_full", latest, src), ("restore_partial", latest, src),
-                                  ("restore_noop", latest, src), ("restore_metadata", latest, src)],
-                                 runs, alive)
-            self._drop_repo(res, t, repos)  # frees disk early (medium: ~8 GiB per repository)
+        res["mutations_before_restores"] = runs
+        self._restores_rotated(res, main, repos, src,
+                               [("restore_full", latest, src), ("restore_partial", latest, src),
+                                ("restore_noop", latest, src), ("restore_metadata", latest, src)],
+                               runs, alive)
         self._cleanup(res, tools, repos, src, t0)
         return res
+
+    def _order(self, res, phase, tools, run_no):
+        """The tools in the order of this run of a phase (rotated, see _restores_rotated),
+        recorded in the result."""
+        order = rotated(tools, run_no - 1 + self.dataset_no)
+        res.setdefault("order", {}).setdefault(phase, []).append([t.name for t in order])
+        return order
 
     def _drop_repo(self, res, t, repos):
         if "cache_bytes" not in res["repo"].setdefault(t.name, {}):
@@ -411,6 +475,7 @@ class Bench:
         if not self.keep:
             _rm(src)
         res["seconds"] = round(time.monotonic() - t0, 1)
+        self.dataset_no += 1
         self.finalize(res)
 
     def run_generations(self, spec, data_dir, manifest, runs, tools, with_refs=True,
@@ -422,7 +487,7 @@ class Bench:
         t0 = time.monotonic()
 
         self.log(f"[{spec.name}] generation 0: first backup")
-        for t in tools:
+        for t in self._order(res, "backup_first", tools, 1):
             self._first_backup(res, t, repos[t.name], src, 1, alive)
         series = res["series"]
         changes = []
@@ -430,7 +495,7 @@ class Bench:
             change = ds_mod.mutate(src, spec, self.seed, "gen", g)
             changes.append(change)
             self.log(f"[{spec.name}] generation {g}: {change}")
-            for t in tools:
+            for t in self._order(res, "backup_generation", tools, g):
                 if not alive[t.name]:
                     continue
                 m, failure = self._backup(res, "backup_generation", t, repos[t.name], src, g, alive,
@@ -449,14 +514,12 @@ class Bench:
 
         latest = lambda tool, repo: tool.latest(repo)  # noqa: E731
         oldest = lambda tool, repo: tool.snapshots(repo)[0]  # noqa: E731
+        if restores:
+            self._restores_rotated(
+                res, tools, repos, src,
+                [("restore_newest", latest, src), ("restore_oldest", oldest, data_dir)], runs,
+                alive, runs_of=lambda t: runs if t.scenarios is None else min(runs, self.remote_runs))
         for t in tools:
-            if restores:
-                self.log(f"[{spec.name}] restores: {t.label}")
-                self._restore_series(res, t, repos[t.name], src,
-                                     [("restore_newest", latest, src),
-                                      ("restore_oldest", oldest, data_dir)],
-                                     runs if t.scenarios is None else min(runs, self.remote_runs),
-                                     alive)
             if maintenance is not None and alive.get(t.name):
                 maintenance.run_tool(t, repos[t.name], src)  # takes the repository over
             self._drop_repo(res, t, repos)

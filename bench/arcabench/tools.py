@@ -250,10 +250,18 @@ class Tool:
 
     # ---- figures
     def repo_bytes_read(self, m) -> tuple[int | None, str]:
-        """Bytes read from the repository by one measured command, and how that was obtained."""
+        """Bytes read by the process of one measured command, the same measure for every tool
+        (arca included): its rchar minus the rchar of `<tool> --version` (interpreter and
+        module reads). That is the repository, the tool's local cache and config, and any file
+        of the restore target it reads back (partial, no-op and metadata-only restores)."""
         if m.rchar is None:
             return None, "unavailable"
         return max(0, m.rchar - self.startup_rchar), "rchar - startup rchar"
+
+    def backend_bytes_read(self, m) -> int | None:
+        """Bytes read from the repository as the tool itself counts them (arca's JSON summary);
+        None for tools that do not report it."""
+        return None
 
     def backend_requests(self, m) -> int | None:
         return None
@@ -643,6 +651,31 @@ class Kopia(SourceBuilt, Tool):
         return self._k("snapshot", "restore", snapshot, target + src), None
 
 
+def file_sha256(path: str) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def describe_arca_version(version: str, binary: str, rev: str, dirty: bool, built: bool) -> str:
+    """arca's recorded version: `--version`, the measured binary's SHA-256 (first 12 hex) and
+    path, and the checkout's git HEAD, said to be only that when the harness did not build
+    the binary (--no-build or $ARCA_BIN)."""
+    try:
+        digest = file_sha256(binary)[:12]
+    except OSError:
+        digest = "unreadable"
+    git = f"{rev}{'+dirty' if dirty else ''}" if rev else "unknown"
+    if built:
+        return f"{version} (git {git}, built by the harness; binary sha256 {digest}, {binary})"
+    return (f"{version} (binary sha256 {digest}, {binary}; git {git} is the git HEAD of the "
+            f"checkout, binary not built by the harness)")
+
+
 class Arca(Tool):
     name = "arca"
     label = "arca"
@@ -670,14 +703,19 @@ class Arca(Tool):
             return False
         p = run_quiet([self.binary, "--version"], check=False)
         self.version = (p.stdout.strip() or p.stderr.strip()).splitlines()[0] if p.returncode == 0 else "arca (no --version)"
+        # Built by the harness only when cargo ran and the binary measured is the one it built.
+        self.built_by_harness = bool(build) and os.path.abspath(self.binary) == os.path.abspath(
+            os.path.join(ROOT, "target", "release", "arca"))
+        rev, dirty = "", ""
         try:
             rev = run_quiet(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], check=False).stdout.strip()
             dirty = run_quiet(["git", "-C", ROOT, "status", "--porcelain", "--", "crates"],
                               check=False).stdout.strip()
-            if rev:
-                self.version += f" (git {rev}{'+dirty' if dirty else ''})"
         except OSError:
             pass
+        self.version = describe_arca_version(self.version, self.binary, rev, bool(dirty),
+                                             self.built_by_harness)
+        self.measure_startup([self.binary, "--version"])
         self.available = True
         return True
 
@@ -718,11 +756,9 @@ class Arca(Tool):
     def check_argv(self, repo):
         return [*self._base(repo), "check"], None
 
-    def repo_bytes_read(self, m):
+    def backend_bytes_read(self, m):
         backend = (m.summary or {}).get("backend") or {}
-        if isinstance(backend.get("bytes_read"), int):
-            return backend["bytes_read"], "arca JSON summary backend.bytes_read"
-        return m.rchar, "rchar (arca JSON summary lacked backend.bytes_read)"
+        return backend["bytes_read"] if isinstance(backend.get("bytes_read"), int) else None
 
     def backend_requests(self, m):
         backend = (m.summary or {}).get("backend") or {}

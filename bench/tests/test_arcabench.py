@@ -408,7 +408,9 @@ class ReportTests(unittest.TestCase):
         self.assertEqual(report.best_peer(res, cells["restore_full"]), ("kopia", 2.5))
         res["headline"] = report.headline(res)
         self.assertIn("first backup 2.00× (RESTIC-LATEST)", res["headline"][0])
-        self.assertIn("full restore (empty target) 2.50× (KOPIA)", res["headline"][0])
+        self.assertIn("full restore (empty target) 2.50× (KOPIA; left out: RESTIC-LATEST "
+                      "failed)", res["headline"][0])
+        self.assertTrue(res["headline"][0].startswith("**small** (1 run) — "))
         md = report.render(res)
         self.assertIn("| scenario | ARCA | RUSTIC | RESTIC-LATEST | RESTIC | KOPIA | BORG | "
                       "ARCA-REMOTE | arca vs best peer |", md)
@@ -501,3 +503,124 @@ class RunGuardTests(unittest.TestCase):
                 self.assertFalse(os.path.exists(os.path.join(mount, "arca")))
             finally:
                 scenarios.TRIMMED.clear()
+
+
+class HonestFiguresTests(unittest.TestCase):
+    """Review 26: comparable bytes read, peers left out of best peer named, dead peers marked,
+    arca's binary identified, warm cache marked, order rotated, single runs said."""
+
+    def test_rotation(self):
+        from arcabench.scenarios import rotated
+        self.assertEqual(rotated([1, 2, 3], 0), [1, 2, 3])
+        self.assertEqual(rotated([1, 2, 3], 1), [2, 3, 1])
+        self.assertEqual(rotated([1, 2, 3], 5), [3, 1, 2])
+        self.assertEqual(rotated([], 4), [])
+        # over n runs, every tool starts once
+        self.assertEqual({rotated(list("abcd"), i)[0] for i in range(4)}, set("abcd"))
+
+    def test_left_out_peers_are_named(self):
+        from arcabench import report
+        res = ReportTests.results()
+        cell = res["datasets"][0]["scenarios"]["restore_full"]["restic-latest"]
+        cell["expected_failure"] = "symlinks exist"
+        res["headline"] = report.headline(res)
+        self.assertIn("left out: RESTIC-LATEST failed (known limitation: symlinks exist)",
+                      res["headline"][0])
+        # first backup: every peer ran; nothing left out there
+        self.assertIn("first backup 2.00× (RESTIC-LATEST);", res["headline"][0])
+
+    def test_dead_peer_cells_marked_and_named(self):
+        from arcabench import report, restore_targets
+        res = ReportTests.results()
+        ds = res["datasets"][0]
+        ds["scenarios"]["backup_first"]["borg"]["ok"] = False
+        ds["scenarios"]["backup_first"]["borg"]["failure"] = "exit 2: nope"
+        del ds["scenarios"]["restore_full"]["borg"]
+        ds["dead"] = {"borg": "first backup failed: exit 2: nope"}
+        lo = restore_targets.left_out(res, ds, ds["scenarios"]["restore_full"])
+        self.assertIn("not run", lo["borg"])
+        md = report.render(dict(res, headline=report.headline(res)))
+        self.assertIn("✗ not run", md)
+        self.assertIn("BORG not run (first backup failed", report.headline(res)[0])
+
+    def test_warm_cache_marks_everything(self):
+        from arcabench import report
+        res = ReportTests.results()
+        res["meta"]["caches_dropped"] = False
+        res["meta"]["cache_drops"] = {"ok": 3, "failed": 2}
+        res["headline"] = report.headline(res)
+        self.assertTrue(all(h.startswith("[warm page cache] ") for h in res["headline"]))
+        md = report.render(res)
+        self.assertIn("## Headline *(warm page cache)*", md)
+        self.assertIn("**Wall time** *(warm page cache)*", md)
+        self.assertIn("NO (2 of 5 drops failed)", md)
+
+    def test_bytes_read_column_is_one_measure(self):
+        from arcabench import report
+        res = ReportTests.results()
+        for cells in res["datasets"][0]["scenarios"].values():
+            for c in cells.values():
+                c["median"]["process_read_bytes"] = 1 << 20
+        md = report.render(dict(res, headline=[]))
+        self.assertIn("**Bytes read by the process (repository, caches and target files)**", md)
+        self.assertNotIn("NOT comparable", md)
+        # older results: the mixed column is labelled as such
+        md = report.render(dict(ReportTests.results(), headline=[]))
+        self.assertIn("NOT comparable across tools", md)
+
+    def test_remote_headline_says_snapshot_and_run_count(self):
+        from arcabench import report
+        res = ReportTests.results()
+        res["datasets"][0]["mutations_before_restores"] = 3
+        res["headline"] = report.headline(res)
+        remote = [h for h in res["headline"] if "ARCA-REMOTE" in h][0]
+        self.assertTrue(remote.startswith("**small** (1 run) — "))
+        self.assertIn("of its first backup's snapshot 9.0 s", remote)
+        self.assertIn("after 3 mutation(s)", remote)
+
+    def test_arca_version_names_the_binary(self):
+        from arcabench.tools import describe_arca_version
+        with tempfile.TemporaryDirectory() as t:
+            b = os.path.join(t, "arca")
+            with open(b, "wb") as f:
+                f.write(b"binary")
+            digest = hashlib.sha256(b"binary").hexdigest()[:12]
+            v = describe_arca_version("arca 0.1.0", b, "abc1234", False, built=False)
+            self.assertIn(f"sha256 {digest}", v)
+            self.assertIn(b, v)
+            self.assertIn("git abc1234 is the git HEAD of the checkout, binary not built by the "
+                          "harness", v)
+            v = describe_arca_version("arca 0.1.0", b, "abc1234", True, built=True)
+            self.assertIn("git abc1234+dirty, built by the harness", v)
+
+    def test_every_drop_is_tracked(self):
+        from arcabench.scenarios import Bench
+        b = Bench(work="/tmp", logs="/tmp", timeout=1, seed=1, log=print)
+        b.note_drop(True)
+        self.assertTrue(b.caches_dropped)
+        b.note_drop(False)
+        b.note_drop(True)
+        self.assertFalse(b.caches_dropped)
+        self.assertEqual(b.drops, {"ok": 2, "failed": 1})
+
+    def test_refuses_warm_cache_without_the_flag(self):
+        from arcabench import cli
+        self.assertTrue(cli.parse_args(["--allow-warm-cache"]).allow_warm_cache)
+        self.assertFalse(cli.parse_args([]).allow_warm_cache)
+
+    def test_capping_render_says_cache_and_verification(self):
+        import json
+        from arcabench import capping
+        row = {"cap": 0, "repo_bytes": 1e6, "capped_bytes": 0, "packs_read": 1,
+               "packs_per_mb": 0.1, "restore_median_s": 1.0}
+        with tempfile.TemporaryDirectory() as t:
+            p = os.path.join(t, "c.json")
+            for extra, want in (({}, "whether the drop succeeded was not recorded"),
+                                ({"cold_cache": True, "verified": True}, "from a cold page cache"),
+                                ({"cold_cache": False, "verified": True}, "WARM page cache")):
+                with open(p, "w") as f:
+                    json.dump(dict({"date": "d", "git": "g", "readers": 1, "runs": 3,
+                                    "rows": [row]}, **extra), f)
+                text = "\n".join(capping.render(p))
+                self.assertIn(want, text)
+                self.assertEqual("every restore verified" in text, bool(extra))

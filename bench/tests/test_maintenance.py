@@ -454,3 +454,30 @@ class FlowTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class MedianTests(unittest.TestCase):
+    """Every figure of the maintenance table from the same statistic (review 26)."""
+
+    def test_repository_sizes_and_prune_io_are_medians(self):
+        p = part()
+        ds = p["dataset"]
+        ds["repo"]["arca"]["bytes_after_prune_runs"] = [700, 900, 800]
+        ds["repo"]["arca"]["bytes_after_prune"] = 900  # the last run's
+        self.assertEqual(mt.repo_figure(ds, "arca", "bytes_after_prune"), 800)
+        self.assertEqual(mt.repo_figure(ds, "rustic", "bytes_after_prune"), 790)  # older results
+        c = ds["scenarios"]["prune"]["arca"]
+        c["runs"] = [{"rchar": 1, "wchar": 2}, {"rchar": 5, "wchar": 6}, {"rchar": 3, "wchar": 4}]
+        c["median"].update(rchar=3, wchar=4)
+        self.assertEqual(mt.prune_io(ds, "arca"), (3, 4, "median"))
+        self.assertEqual(mt.prune_io(ds, "rustic"), (10, 5, "first run"))
+        p["meta"]["runs"] = 3
+        text = "\n".join(mt.render_generations(p))
+        self.assertIn("prune bytes read / written (rchar / wchar; first run)", text)
+        self.assertIn("the repository sizes: the last run's", text)
+        for t in ("restic-latest", "rustic"):
+            ds["repo"][t]["bytes_after_prune_runs"] = [ds["repo"][t]["bytes_after_prune"]]
+            ds["scenarios"]["prune"][t]["median"].update(rchar=10, wchar=5)
+        text = "\n".join(mt.render_generations(p))
+        self.assertIn("prune bytes read / written (rchar / wchar; median)", text)
+        self.assertIn("every figure the median of the runs", text)
