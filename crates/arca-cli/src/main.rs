@@ -125,6 +125,7 @@ fn main() -> ExitCode {
         .skip(1)
         .take_while(|a| a.as_encoded_bytes() != b"--")
         .any(|a| a.as_encoded_bytes() == b"--json");
+    util::JSON_ERRORS.store(json, std::sync::atomic::Ordering::Relaxed);
     let cli = cli::parse(hoist::hoist_flags(args));
     raise_open_files_limit();
     // A server that fails is retried for up to a minute: say so, or it looks like a hang.

@@ -262,6 +262,10 @@ pub fn read_password_file(p: &Path) -> Result<Zeroizing<String>> {
     Ok(first)
 }
 
+/// Set when `--json` is given: a fatal error is then one JSON line, all a reader parses, so
+/// it does not point back at plain-text lines printed before it.
+pub static JSON_ERRORS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Set when standard input carries data (`backup --stdin`, a `-` file argument such as
 /// `--files-from -`): a password is then never read from it.
 pub static STDIN_IS_DATA: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -649,21 +653,27 @@ pub fn take_lock(
             }
             Err(arca_repo::RepoError::Locked { location, holder }) if patience.is_some() => {
                 // The holder the waiting line named (and what to do about it) is not said
-                // again; a new one is.
+                // again; a new one is. Under --json the error line is all a reader parses:
+                // it names the holder.
                 let who = match &said {
-                    Some(first) if same_holder(first, &holder) => {
+                    Some(first)
+                        if same_holder(first, &holder)
+                            && !JSON_ERRORS.load(std::sync::atomic::Ordering::Relaxed) =>
+                    {
                         "by the holder named above".to_string()
                     }
                     _ => holder,
                 };
-                return Err(arca_repo::RepoError::Locked {
-                    location,
-                    holder: format!(
+                // `--retry-lock 0` waited not at all: nothing to add.
+                let holder = if patience.is_some_and(|p| p.is_zero()) {
+                    who
+                } else {
+                    format!(
                         "{who}, still after trying again for {} (--retry-lock)",
                         g.retry_lock.as_deref().unwrap_or_default()
-                    ),
-                }
-                .into());
+                    )
+                };
+                return Err(arca_repo::RepoError::Locked { location, holder }.into());
             }
             other => return lock_outcome(other, kind, command),
         }

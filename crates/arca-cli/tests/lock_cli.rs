@@ -322,3 +322,43 @@ fn a_full_repository_disk_is_named_when_locking() {
         stderr(&o)
     );
 }
+
+/// Under --json the error line, all a reader parses, names the lock's holder itself (it
+/// pointed back at a plain-text line); `--retry-lock 0` does not claim to have tried again.
+#[test]
+fn a_lock_error_under_json_names_the_holder() {
+    let e = Env::new();
+    let src = tree(&e, 30);
+    e.init(&[&["--pack-size", "1MiB"][..], &SMALL_CHUNKS].concat());
+    let mut backup = e
+        .cmd(&[
+            "backup",
+            "--quiet",
+            "--backend-latency",
+            "1s",
+            src.to_str().unwrap(),
+        ])
+        .spawn()
+        .unwrap();
+    wait_locks(&e, 1);
+    let prune = e.run(&["prune", "--retry-lock", "0"]);
+    assert_eq!(prune.status.code(), Some(11), "{}", stderr(&prune));
+    assert!(
+        !stderr(&prune).contains("trying again"),
+        "{}",
+        stderr(&prune)
+    );
+    let prune = e.run(&["prune", "--json", "--retry-lock", "1s"]);
+    assert_eq!(prune.status.code(), Some(11), "{}", stderr(&prune));
+    let last = stderr(&prune)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    let exit: serde_json::Value = serde_json::from_str(&last).unwrap();
+    let message = exit["message"].as_str().unwrap();
+    assert!(message.contains("locked by backup"), "{message}");
+    assert!(!message.contains("named above"), "{message}");
+    let _ = backup.kill();
+    let _ = backup.wait();
+}
