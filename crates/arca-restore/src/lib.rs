@@ -21,6 +21,7 @@ mod footprint;
 mod guard;
 mod handles;
 mod hashing;
+mod inodes;
 mod jobs;
 mod late;
 mod network;
@@ -435,10 +436,12 @@ pub fn restore(
     let followed = followed::followed_links(&plan, &roots);
     let risky = aliases::risky_paths(&plan);
     let looked = std::sync::OnceLock::new();
+    let inodes = inodes::SharedInodes::default();
     let scanner = scan::Scanner {
         plan: &plan,
         risky: &risky,
         looked: &looked,
+        inodes: &inodes,
         repository: repository.as_ref(),
         follow: &followed.links,
         clashing: &followed.clashes,

@@ -185,6 +185,8 @@ pub(crate) struct Scanner<'a> {
     /// restore goes through). A path under a folder to be replaced or made leads elsewhere,
     /// as through a symlink the restore will replace.
     pub looked: &'a std::sync::OnceLock<Vec<bool>>,
+    /// The target's inodes with several names that entries reach.
+    pub inodes: &'a crate::inodes::SharedInodes,
 }
 
 /// Whether snapshot path `p` is at or below one of the backed-up `roots` (not one of the
@@ -282,6 +284,15 @@ impl Scanner<'_> {
                 None
             },
         );
+        // An inode that entries of two groups reach is two files of the snapshot joined in
+        // the target: each is split, even where its own extra names could be names its
+        // source file had that the restore leaves out (hunt 27: each took the other's name
+        // for one of those, and both were kept, one file).
+        for e in self.inodes.seal(plan) {
+            if matches!(scan.entries[e as usize], EntryAction::Keep { .. }) {
+                scan.entries[e as usize] = EntryAction::Replace;
+            }
+        }
         if self.delete {
             self.find_deletions(&mut scan);
         }
@@ -460,6 +471,9 @@ impl Scanner<'_> {
         let Some(m) = at.stat_entry(e as u32)? else {
             return Ok(Decided::Done(EntryAction::Create));
         };
+        if m.nlink > 1 {
+            self.inodes.note(m.dev, m.ino, e as u32);
+        }
         let path = || self.plan.entry_path(e as u32);
         if m.is_dir() {
             return Ok(Decided::Done(if self.overwrite == Overwrite::Never {
@@ -556,6 +570,9 @@ impl Scanner<'_> {
             return false;
         }
         let plan = self.plan;
+        if self.inodes.shared_with_another(plan, e, dev, ino) {
+            return true;
+        }
         let left_out = if untouched {
             let in_plan = 1 + plan.links.get(&e).map_or(0, |l| l.len() as u64);
             plan.source_nlink
