@@ -47,6 +47,7 @@ fn verbose_count(token: &OsString) -> usize {
 /// before the command's name moved after it, when that command takes that option; such flags
 /// are dropped, before or after the command's name, where the command has no such option.
 pub fn hoist_flags(args: Vec<OsString>) -> Vec<OsString> {
+    let args = split_clusters(args);
     let top = crate::cli::Cli::command();
     let Some(k) = scan(&top, args.get(1..).unwrap_or_default()).1 else {
         return args;
@@ -167,6 +168,71 @@ pub fn hoist_flags(args: Vec<OsString>) -> Vec<OsString> {
     }
     out.splice(at..at, flags);
     out
+}
+
+/// `args` with each cluster of short flags that holds a `-v` among others (`-qv`, restic's
+/// spelling) split into one token per flag (`-q -v`), before any `--`, so that its `-v` is
+/// moved or dropped as one typed alone (clap refused `-qv` before the command's name, or for a
+/// command without `-v`). Only a cluster of flags the command (globals included) knows, none
+/// taking a value but the last (`-qvP NAME`), is split; others are left to clap.
+fn split_clusters(args: Vec<OsString>) -> Vec<OsString> {
+    let mut top = crate::cli::Cli::command();
+    // Building propagates the global options (`-q`, `-P`) into every subcommand.
+    top.build();
+    let mut cmd = &top;
+    let mut out: Vec<OsString> = Vec::with_capacity(args.len());
+    let mut rest = args.into_iter();
+    out.extend(rest.next());
+    for a in rest.by_ref() {
+        let s = a.to_string_lossy().into_owned();
+        if s == "--" {
+            out.push(a);
+            break;
+        }
+        if out.len() > 1 && out.last().is_some_and(|p| is_value(cmd, p)) {
+            out.push(a);
+            continue;
+        }
+        if let Some(sub) = cmd.find_subcommand(&s) {
+            cmd = sub;
+            out.push(a);
+            continue;
+        }
+        match split(cmd, &s) {
+            Some(flags) => out.extend(flags),
+            None => out.push(a),
+        }
+    }
+    out.extend(rest);
+    out
+}
+
+/// The flags of the cluster `token` one by one, if it is one [`split_clusters`] splits.
+fn split(cmd: &clap::Command, token: &str) -> Option<Vec<OsString>> {
+    let letters: Vec<char> = token.strip_prefix('-')?.chars().collect();
+    if token.starts_with("--")
+        || letters.len() < 2
+        || !letters.contains(&'v')
+        || letters.iter().all(|&c| c == 'v')
+    {
+        return None;
+    }
+    for (k, &c) in letters.iter().enumerate() {
+        match cmd.get_arguments().find(|a| a.get_short() == Some(c)) {
+            // A value taken by the last flag is the next token, split or not.
+            Some(a) if a.get_action().takes_values() && k + 1 < letters.len() => return None,
+            Some(_) => {}
+            // restic's `-v`, moved or dropped below.
+            None if c == 'v' => {}
+            None => return None,
+        }
+    }
+    Some(
+        letters
+            .iter()
+            .map(|c| OsString::from(format!("-{c}")))
+            .collect(),
+    )
 }
 
 /// Whether `prev`, the token before another, is an option that takes that token as its value.
@@ -314,5 +380,48 @@ mod tests {
         // No subcommand reached: clap says what is missing.
         let group = ["arca", "key", "--json"];
         assert_eq!(run(&group), group);
+    }
+
+    /// A cluster of flags holding `-v` (`-qv`, as restic takes it) is split, wherever typed, so
+    /// that its `-v` is moved or dropped as one alone ("unexpected argument '-v'").
+    #[test]
+    fn clusters_with_v_are_split() {
+        assert_eq!(
+            run(&["arca", "-qv", "-r", "R", "backup", "-n", "src"]),
+            ["arca", "-q", "-r", "R", "backup", "-v", "-n", "src"]
+        );
+        assert_eq!(
+            run(&["arca", "-qvP", "p", "snapshots"]),
+            ["arca", "-q", "-P", "p", "snapshots"]
+        );
+        assert_eq!(
+            run(&["arca", "-r", "R", "snapshots", "-qv"]),
+            ["arca", "-r", "R", "snapshots", "-q"]
+        );
+        assert_eq!(
+            run(&["arca", "-r", "R", "backup", "-nqv", "src"]),
+            ["arca", "-r", "R", "backup", "-v", "-n", "-q", "src"]
+        );
+        // Left alone: a value taken inside the cluster, an unknown letter, a value of an
+        // option, names after `--`.
+        for same in [
+            &["arca", "-qvr/r", "snapshots"][..],
+            &["arca", "-qxv", "snapshots"][..],
+            &["arca", "--password-command", "-qv", "snapshots"][..],
+            &["arca", "find", "--", "-qv"][..],
+        ] {
+            assert_eq!(run(same), same);
+        }
+        for argv in [
+            &["arca", "-qv", "-r", "R", "backup", "-n", "src"][..],
+            &["arca", "-qvP", "p", "snapshots"][..],
+            &["arca", "-r", "R", "snapshots", "-qv"][..],
+            &["arca", "-r", "R", "restore", "-qv", "latest", "-t", "/t"][..],
+        ] {
+            let out = run(argv);
+            if let Err(e) = <crate::cli::Cli as clap::Parser>::try_parse_from(&out) {
+                panic!("{out:?}: {e}");
+            }
+        }
     }
 }

@@ -109,6 +109,13 @@ fn locate(name: &str) -> Result<PathBuf> {
     if let Some(p) = c.iter().find(|p| p.is_file()) {
         return Ok(p.clone());
     }
+    // A folder of the name was reported as "not found", though it is there.
+    if let Some(p) = c.iter().find(|p| p.is_dir()) {
+        bail!(
+            "profile {name:?}: {} is a folder, not a profile file",
+            p.display()
+        );
+    }
     let tried: Vec<_> = c.iter().map(|p| p.display().to_string()).collect();
     bail!(
         "profile {name:?} not found (looked for {})",
@@ -232,12 +239,16 @@ fn datetime_text(d: &toml::value::Datetime) -> String {
 }
 
 /// A TOML scalar as a value of `arg`: `~` and `~/` expanded to the home folder in paths, and
-/// a leading `~/` in exclude patterns (as documented); other text as written.
+/// a leading `~/` in exclude and include patterns (as documented); other text as written.
 fn scalar(v: &Value, arg: &Arg, at: &dyn Fn() -> String) -> Result<String> {
     Ok(match v {
         Value::String(s) if is_path(arg) => arca_backup::sources::expand_home(s),
         Value::String(s)
-            if s.starts_with("~/") && matches!(arg.get_long(), Some("exclude" | "iexclude")) =>
+            if s.starts_with("~/")
+                && matches!(
+                    arg.get_long(),
+                    Some("exclude" | "iexclude" | "include" | "iinclude")
+                ) =>
         {
             arca_backup::sources::expand_home(s)
         }
@@ -264,11 +275,12 @@ fn option_value(v: &Value, at: &dyn Fn() -> String) -> Result<String> {
     })
 }
 
-/// Pairs of options clap refuses together (`paths` stands for backup's positional paths). One
-/// given on the command line, in its environment variable or by a later profile (or by the
-/// command's section over `[global]`) leaves out the other a profile names, as a password
-/// source given on the command line replaces the profile's; both in one section are refused,
-/// naming the profile (clap's error named flags the user never typed).
+/// Pairs of options that cannot go together (`paths` stands for backup's positional paths),
+/// besides those clap declares ([`clap_conflict`]), which are treated alike. One given on the
+/// command line, in its environment variable or by a later profile (or by the command's
+/// section over `[global]`) leaves out the other a profile names, as a password source given
+/// on the command line replaces the profile's; both in one section are refused, naming the
+/// profile (clap's error named flags the user never typed).
 const CONFLICTS: &[(&str, &str)] = &[
     ("password-file", "password-command"),
     ("from-password-file", "from-password-command"),
@@ -287,7 +299,7 @@ const INSTEAD_OF_POSITIONALS: &[&str] = &[
     "files-from-raw",
 ];
 
-/// The options `long` cannot be given with.
+/// The options `long` cannot be given with, of [`CONFLICTS`].
 fn conflicting(long: &str) -> impl Iterator<Item = &'static str> + '_ {
     CONFLICTS.iter().filter_map(move |(a, b)| {
         if *a == long {
@@ -300,31 +312,86 @@ fn conflicting(long: &str) -> impl Iterator<Item = &'static str> + '_ {
     })
 }
 
-/// Whether `long` gives way to an option it conflicts with that is given (on the command line,
-/// by a later profile or section, or in its environment variable: set but empty counts as
-/// unset, as everywhere else).
-fn replaced_by_conflicting(cmd: &clap::Command, long: &str, given: &Parsed) -> bool {
-    conflicting(long).any(|o| {
-        given.has(o)
-            || (o == "paths" && given.positional)
-            || cmd
-                .get_arguments()
-                .find(|a| a.get_long() == Some(o))
-                .and_then(Arg::get_env)
-                .is_some_and(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()))
-    })
+/// Whether clap refuses `a` and `b` together (`cmd` built), either way round: a conflict is
+/// declared on one of the two only (`--read-data-subset` with `--read-data`).
+fn clap_conflict(cmd: &clap::Command, a: &Arg, b: &Arg) -> bool {
+    let names = |x: &Arg, y: &Arg| {
+        cmd.get_arg_conflicts_with(x)
+            .iter()
+            .any(|c| c.get_id() == y.get_id())
+    };
+    a.get_id() != b.get_id() && (names(a, b) || names(b, a))
 }
 
-/// Refuses a section that sets two options clap refuses together.
-fn check_conflicts(section: &Table, where_: &str) -> Result<()> {
-    let set = |key: &str| {
-        section
-            .iter()
-            .any(|(k, v)| k.replace('_', "-") == key && !matches!(v, Value::Boolean(false)))
-    };
-    for (a, b) in CONFLICTS {
-        if set(a) && set(b) {
-            bail!("{where_}: {a:?} and {b:?} cannot both be given: keep one");
+/// Whether `a` and `b` cannot go together: for clap, or in [`CONFLICTS`].
+fn conflict(cmd: &clap::Command, a: &Arg, b: &Arg) -> bool {
+    clap_conflict(cmd, a, b) || conflicting(conflict_name(a)).any(|o| o == conflict_name(b))
+}
+
+/// The name of `arg` in [`CONFLICTS`]: its long name, or a positional argument's name.
+fn conflict_name(arg: &Arg) -> &str {
+    if arg.is_positional() {
+        arg.get_id().as_str()
+    } else {
+        arg.get_long().unwrap_or_default()
+    }
+}
+
+/// Whether `arg` gives way to an option it conflicts with that is given (on the command line,
+/// by a later profile or section, or in its environment variable: set but empty counts as
+/// unset, as everywhere else).
+fn replaced_by_conflicting(cmd: &clap::Command, arg: &Arg, given: &Parsed) -> bool {
+    cmd.get_arguments()
+        .filter(|o| conflict(cmd, arg, o))
+        .any(|o| {
+            (o.is_positional() && given.positional)
+                || o.get_long().is_some_and(|l| given.has(l))
+                || o.get_env()
+                    .is_some_and(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()))
+        })
+}
+
+/// The argument of `cmd` a section's key names: a long option name (`_` for `-`, `repository`
+/// for `repo`), or a positional argument's name.
+fn find_arg<'a>(cmd: &'a clap::Command, key: &str) -> Option<&'a Arg> {
+    let name = key.replace('_', "-");
+    cmd.get_arguments()
+        .find(|a| {
+            a.get_long() == Some(name.as_str())
+                || (name == "repository" && a.get_long() == Some("repo"))
+        })
+        .or_else(|| {
+            cmd.get_positionals()
+                .find(|a| a.get_id().as_str() == key.replace('-', "_"))
+        })
+}
+
+/// Refuses a section that names one option twice (`repo` and `repository`, `exclude_caches`
+/// and `exclude-caches`: clap's error named no profile), or sets two options that cannot go
+/// together.
+fn check_conflicts(cmd: &clap::Command, section: &Table, where_: &str) -> Result<()> {
+    let keys: Vec<(&String, &Value, &Arg)> = section
+        .iter()
+        .filter(|(k, v)| {
+            !(matches!(v, Value::Table(_)) && cmd.find_subcommand(k.replace('_', "-")).is_some())
+        })
+        .filter_map(|(k, v)| find_arg(cmd, k).map(|a| (k, v, a)))
+        .collect();
+    for (i, (ka, va, a)) in keys.iter().enumerate() {
+        for (kb, vb, b) in &keys[i + 1..] {
+            if a.get_id() == b.get_id() {
+                let shown = a
+                    .get_long()
+                    .map_or_else(|| a.get_id().to_string(), |l| format!("--{l}"));
+                bail!("{where_}: {ka:?} and {kb:?} both set {shown}: keep one");
+            }
+            let set = |v: &Value| !matches!(v, Value::Boolean(false));
+            if set(va) && set(vb) && conflict(cmd, a, b) {
+                // Named in the order of [`CONFLICTS`] where listed there (the file's first).
+                let swap = CONFLICTS.contains(&(conflict_name(b), conflict_name(a)));
+                let (ka, kb) = if swap { (kb, ka) } else { (ka, kb) };
+                bail!("{where_}: {ka:?} and {kb:?} cannot both be given: keep one");
+            }
         }
     }
     Ok(())
@@ -355,7 +422,10 @@ fn section_args(
     out: &mut Vec<OsString>,
     positionals: &mut Vec<OsString>,
 ) -> Result<()> {
-    check_conflicts(section, where_)?;
+    check_conflicts(cmd, section, where_)?;
+    // Positional values, by the argument's place on the command line: the section's keys come
+    // in alphabetical order (`listed` before ls's `snapshot`).
+    let mut by_index: Vec<(usize, Vec<OsString>)> = Vec::new();
     for (key, value) in section {
         let at = || format!("{where_} key {key:?}");
         let name = key.replace('_', "-");
@@ -379,17 +449,7 @@ fn section_args(
                  on the command line)"
             );
         }
-        let arg: Option<&Arg> = cmd
-            .get_arguments()
-            .find(|a| {
-                a.get_long() == Some(name.as_str())
-                    || (name == "repository" && a.get_long() == Some("repo"))
-            })
-            .or_else(|| {
-                cmd.get_positionals()
-                    .find(|a| a.get_id().as_str() == key.replace('-', "_"))
-            });
-        let Some(arg) = arg else {
+        let Some(arg) = find_arg(cmd, key) else {
             // The section names the command (`[repair.index]`); `cmd`'s own name is the
             // innermost one only (`index`), or `arca` for `[global]`.
             bail!("{where_}: unknown option {key:?}");
@@ -399,11 +459,14 @@ fn section_args(
             v => vec![v],
         };
         if arg.is_positional() {
-            let instead = INSTEAD_OF_POSITIONALS.iter().any(|o| given.has(o));
+            let instead = INSTEAD_OF_POSITIONALS.iter().any(|o| given.has(o))
+                || replaced_by_conflicting(cmd, arg, given);
             if !given.positional && !instead {
+                let mut these = Vec::new();
                 for v in values {
-                    positionals.push(OsString::from(scalar(v, arg, &at)?));
+                    these.push(OsString::from(scalar(v, arg, &at)?));
                 }
+                by_index.push((arg.get_index().unwrap_or(usize::MAX), these));
             }
             continue;
         }
@@ -414,13 +477,25 @@ fn section_args(
         if given.has(long) && !repeatable {
             continue;
         }
-        if replaced_by_conflicting(cmd, long, given) {
+        if replaced_by_conflicting(cmd, arg, given) {
             continue;
         }
         match arg.get_action() {
             ArgAction::SetTrue => match value {
                 Value::Boolean(true) => out.push(OsString::from(format!("--{long}"))),
                 Value::Boolean(false) => {}
+                // restore's `-v` is a switch, but takes `-vv` typed, as every command
+                // ([`crate::hoist`]): a count as for the commands counting it.
+                Value::Integer(i) if long == "verbose" && (0..=i64::from(u8::MAX)).contains(i) => {
+                    if *i > 0 {
+                        out.push(OsString::from(format!("--{long}")));
+                    }
+                }
+                _ if long == "verbose" => bail!(
+                    "{}: expected true, false or a count from 0 to {}, not {value}",
+                    at(),
+                    u8::MAX
+                ),
                 _ => bail!("{}: expected true or false", at()),
             },
             ArgAction::Count => {
@@ -469,6 +544,8 @@ fn section_args(
             }
         }
     }
+    by_index.sort_by_key(|(i, _)| *i);
+    positionals.extend(by_index.into_iter().flat_map(|(_, v)| v));
     Ok(())
 }
 
@@ -509,12 +586,14 @@ fn typed(cmd: &clap::Command, tokens: &[OsString], path: &[(String, usize)]) -> 
     typed
 }
 
-/// `typed` with the options of `added` (by later profiles or sections) given too.
-fn given_with(typed: &Parsed, added: &[&[OsString]]) -> Parsed {
+/// `typed` with the options of `added` (by later profiles or sections) given too, and
+/// positional arguments when typed or added (`added_positionals`: a later profile's `paths`
+/// replaces an earlier one's `stdin`).
+fn given_with(typed: &Parsed, added: &[&[OsString]], added_positionals: &[OsString]) -> Parsed {
     let mut p = Parsed {
         given: typed.given.clone(),
         values: Vec::new(),
-        positional: typed.positional,
+        positional: typed.positional || !added_positionals.is_empty(),
     };
     for a in added {
         note_given(&mut p, a);
@@ -563,7 +642,7 @@ fn apply(args: Vec<OsString>, profiles: &[(PathBuf, Table)]) -> Result<Vec<OsStr
                 };
                 let active = runs && path.get(1).is_some_and(|(n, _)| *n == name);
                 let given = if active {
-                    given_with(&typed, &[&global_args, &command_args])
+                    given_with(&typed, &[&global_args, &command_args], &positionals)
                 } else {
                     Parsed::default()
                 };
@@ -579,7 +658,7 @@ fn apply(args: Vec<OsString>, profiles: &[(PathBuf, Table)]) -> Result<Vec<OsStr
                 }
             }
             let given = if runs {
-                given_with(&typed, &[&global_args, &command_args])
+                given_with(&typed, &[&global_args, &command_args], &positionals)
             } else {
                 Parsed::default()
             };
@@ -603,7 +682,7 @@ fn apply(args: Vec<OsString>, profiles: &[(PathBuf, Table)]) -> Result<Vec<OsStr
                      the command's options"
                 );
             }
-            let given = given_with(&typed, &[&global_args, &command_args]);
+            let given = given_with(&typed, &[&global_args, &command_args], &positionals);
             let mut unused = Vec::new();
             section_args(
                 &root,

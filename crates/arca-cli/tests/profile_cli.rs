@@ -437,3 +437,44 @@ fn profile_paths_home_and_stdin() {
     assert_eq!(snaps[0]["tags"], serde_json::json!(["~"]));
     assert_eq!(snaps[1]["paths"], serde_json::json!(["/in.txt"]));
 }
+
+/// A profile's positionals in the command's order (`listed` was given to ls as its snapshot),
+/// `-qv` wherever typed (refused: "unexpected argument '-v'"), and a folder named as a profile
+/// said to be one (it was "not found").
+#[test]
+fn profile_positionals_clusters_and_folders() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    sample(&src);
+    fs::write(e.path("pass"), "test password\n").unwrap();
+    let cwd = e.path(".");
+    let repo = e.repo.to_str().unwrap();
+    let pass = e.path("pass");
+    let pass = pass.to_str().unwrap();
+    let globals = ["-r", repo, "--password-file", pass];
+    let with = |args: &[&str]| {
+        let mut a = globals.to_vec();
+        a.extend(args);
+        bare(&e, &cwd, &a)
+    };
+    ok(&with(&["-qv", "backup", "-n", src.to_str().unwrap()]));
+    ok(&with(&["backup", "-qv", src.to_str().unwrap()]));
+    ok(&with(&["snapshots", "-qv"]));
+    let listed = src.to_str().unwrap();
+    fs::write(
+        e.path("pos.toml"),
+        format!("[ls]\nsnapshot = \"latest\"\nlisted = [\"{listed}\"]\n"),
+    )
+    .unwrap();
+    let out = ok(&with(&["-qvP", "pos", "ls"]));
+    assert!(out.contains(listed), "{out}");
+    fs::create_dir_all(e.path("dir.toml")).unwrap();
+    let o = with(&["-P", "dir.toml", "snapshots"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("dir.toml is a folder"),
+        "{}",
+        stderr(&o)
+    );
+}

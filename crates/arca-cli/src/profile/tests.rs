@@ -416,3 +416,198 @@ fn toml_datetimes_are_times() {
     );
     Cli::try_parse_from(&out).unwrap();
 }
+
+/// Positional values in the command's order, not the section's (alphabetical) key order:
+/// `listed` came before ls's `snapshot` ("no snapshot matches /some/dir").
+#[test]
+fn positionals_keep_the_commands_order() {
+    let p = "[ls]\nsnapshot = \"latest\"\nlisted = [\"/some/dir\", \"/other\"]";
+    let out = run(&["arca", "-P", "p", "ls"], p).unwrap();
+    assert_eq!(
+        out[out.len() - 4..],
+        ["--", "latest", "/some/dir", "/other"]
+    );
+    let cli = Cli::try_parse_from(&out).unwrap();
+    let crate::cli::Command::Ls(l) = cli.command else {
+        panic!()
+    };
+    assert_eq!(l.snapshot, "latest");
+    assert_eq!(
+        l.listed,
+        [PathBuf::from("/some/dir"), PathBuf::from("/other")]
+    );
+}
+
+/// An option typed wins over the profile's that clap refuses with it, for every conflict clap
+/// declares (clap's error named a flag never typed), and a section setting both is named.
+#[test]
+fn the_typed_option_wins_over_any_conflicting_one() {
+    for (argv, p, left_out) in [
+        (
+            &["arca", "-r", "/r", "-P", "p", "check", "--read-data"][..],
+            "[check]\nread-data-subset = \"10%\"",
+            "--read-data-subset=10%",
+        ),
+        (
+            &[
+                "arca",
+                "-r",
+                "/r",
+                "-P",
+                "p",
+                "restore",
+                "--no-direct-io",
+                "latest",
+                "-t",
+                "/t",
+            ][..],
+            "[restore]\ndirect-io = \"always\"",
+            "--direct-io=always",
+        ),
+        (
+            &[
+                "arca",
+                "-r",
+                "/r",
+                "-P",
+                "p",
+                "restore",
+                "--direct-io",
+                "never",
+                "latest",
+                "-t",
+                "/t",
+            ][..],
+            "[restore]\nno-direct-io = true",
+            "--no-direct-io",
+        ),
+        (
+            &["arca", "-r", "/r", "-P", "p", "find", "--blob", "abc"][..],
+            "[find]\ntree = true",
+            "--tree",
+        ),
+    ] {
+        let out = run(argv, p).unwrap();
+        assert!(!out.iter().any(|a| a == left_out), "{out:?}");
+        Cli::try_parse_from(&out).unwrap();
+    }
+    for (p, pair) in [
+        (
+            "[check]\nread-data = true\nread-data-subset = \"1/2\"",
+            "[check]: \"read-data\" and \"read-data-subset\"",
+        ),
+        (
+            "[find]\nblob = true\nlong = true",
+            "[find]: \"blob\" and \"long\"",
+        ),
+    ] {
+        let e = run(&["arca", "-P", "p", "snapshots"], p).unwrap_err();
+        assert!(e.to_string().contains(pair), "{e}");
+    }
+}
+
+/// A later profile's paths replace an earlier one's `stdin` (clap: "--stdin cannot be used
+/// with [PATH]...").
+#[test]
+fn a_later_profiles_paths_replace_an_earlier_stdin() {
+    let args: Vec<OsString> = ["arca", "-r", "/r", "-P", "st", "-P", "paths", "backup"]
+        .iter()
+        .map(OsString::from)
+        .collect();
+    let out: Vec<String> = apply(
+        args,
+        &[
+            (
+                PathBuf::from("st.toml"),
+                "[backup]\nstdin = true".parse().unwrap(),
+            ),
+            (
+                PathBuf::from("paths.toml"),
+                "[backup]\npaths = [\"/x\"]".parse().unwrap(),
+            ),
+        ],
+    )
+    .unwrap()
+    .iter()
+    .map(|s| s.to_string_lossy().into_owned())
+    .collect();
+    assert!(!out.iter().any(|a| a == "--stdin"), "{out:?}");
+    assert!(out.iter().any(|a| a == "/x"), "{out:?}");
+    Cli::try_parse_from(&out).unwrap();
+}
+
+/// `~/` expands at the start of restore's include patterns too, as of exclude patterns.
+#[test]
+fn home_expands_at_the_start_of_include_patterns() {
+    let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else {
+        return;
+    };
+    let home = home.to_string_lossy().into_owned();
+    let p = "[restore]\ninclude = [\"~/docs/sub\", \"a~\"]\niinclude = [\"~/X\"]";
+    let out = run(
+        &[
+            "arca", "-r", "/r", "-P", "p", "restore", "latest", "-t", "/t",
+        ],
+        p,
+    )
+    .unwrap();
+    for want in [
+        format!("--include={home}/docs/sub"),
+        "--include=a~".to_string(),
+        format!("--iinclude={home}/X"),
+    ] {
+        assert!(out.contains(&want), "{want} not in {out:?}");
+    }
+    Cli::try_parse_from(&out).unwrap();
+}
+
+/// Two keys for one option in a section are refused, naming both (clap said "cannot be used
+/// multiple times", naming no profile).
+#[test]
+fn one_option_set_twice_in_a_section_is_named() {
+    for (p, keys) in [
+        (
+            "[global]\nrepo = \"/a\"\nrepository = \"/b\"",
+            "p.toml, [global]: \"repo\" and \"repository\"",
+        ),
+        (
+            "[backup]\nexclude_caches = true\nexclude-caches = true",
+            "p.toml, [backup]: \"exclude-caches\" and \"exclude_caches\"",
+        ),
+    ] {
+        let e = run(&["arca", "-P", "p", "snapshots"], p).unwrap_err();
+        assert!(e.to_string().contains(keys), "{e}");
+    }
+}
+
+/// restore's `-v` is a switch that takes `-vv` typed: `verbose = 2` is accepted (it was
+/// refused with "expected true or false").
+#[test]
+fn restore_verbose_takes_a_count() {
+    for (v, on) in [("2", true), ("1", true), ("0", false), ("true", true)] {
+        let out = run(
+            &[
+                "arca", "-r", "/r", "-P", "p", "restore", "latest", "-t", "/t",
+            ],
+            &format!("[restore]\nverbose = {v}"),
+        )
+        .unwrap();
+        let cli = Cli::try_parse_from(crate::hoist::hoist_flags(
+            out.iter().map(OsString::from).collect(),
+        ))
+        .unwrap();
+        let crate::cli::Command::Restore(r) = cli.command else {
+            panic!()
+        };
+        assert_eq!(r.verbose, on, "{v}");
+    }
+    let e = run(
+        &["arca", "-P", "p", "snapshots"],
+        "[restore]\nverbose = \"x\"",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("expected true, false or a count"),
+        "{e}"
+    );
+}
