@@ -26,6 +26,8 @@ enum Comp {
 #[derive(Debug, Clone)]
 pub struct NameQuery {
     matcher: PathMatcher,
+    /// Every pattern named the root (`/`), which is never a hit.
+    matches_nothing: bool,
     /// Per anchored pattern, its components; unanchored patterns may match anywhere.
     anchored: Vec<Vec<Comp>>,
     /// Some pattern may match anywhere below any folder.
@@ -71,11 +73,16 @@ impl NameQuery {
                 detail: "no pattern given".into(),
             }));
         }
-        let matcher = PathMatcher::with_case(patterns, ignore_case)?;
+        // `/` names the root, which find never prints: it matches nothing (trimmed to an
+        // empty pattern, it matched every entry; hunt 28).
+        let is_root = |p: &String| p.starts_with('/') && p.trim_matches('/').is_empty();
+        let patterns: Vec<String> = patterns.iter().filter(|p| !is_root(p)).cloned().collect();
+        let matcher = PathMatcher::with_case(&patterns, ignore_case)?;
         let mut anchored = vec![];
         let mut floating = false;
         let mut path_dependent = false;
-        for p in patterns {
+        let matches_nothing = patterns.is_empty();
+        for p in &patterns {
             let trimmed = p.trim_end_matches('/');
             if trimmed.contains('/') {
                 path_dependent = true;
@@ -96,6 +103,7 @@ impl NameQuery {
         }
         Ok(Self {
             matcher,
+            matches_nothing,
             anchored,
             floating,
             path_dependent,
@@ -112,7 +120,8 @@ impl NameQuery {
 
     /// Whether the entry `node` at absolute `path` is a hit.
     pub fn matches(&self, node: &Node, path: &[u8]) -> bool {
-        if self.oldest.is_some_and(|o| node.mtime < o)
+        if self.matches_nothing
+            || self.oldest.is_some_and(|o| node.mtime < o)
             || self.newest.is_some_and(|n| node.mtime > n)
         {
             return false;
@@ -194,6 +203,13 @@ mod tests {
         assert!(q(&["*.bin"], false).matches(&n, b"/d/\xff\xfe.bin"));
         assert!(q(&["\u{fffd}"], false).matches(&n, b"/\xef\xbf\xbd"));
         assert!(NameQuery::new(&["[".to_string()], false, None, None).is_err());
+        // `/` is the root, never printed: it matches nothing (it matched every entry).
+        for root in ["/", "//"] {
+            let r = q(&[root], false);
+            assert!(!r.matches(&n, b"/a") && !r.matches(&n, b"/a/b"), "{root}");
+            assert!(!r.may_match_below(b"/a"), "{root}");
+        }
+        assert!(q(&["/", "*.txt"], false).matches(&n, b"/a/c.txt"));
     }
 
     #[test]
