@@ -285,14 +285,7 @@ fn files_with_left_out_names_joined_in_the_target_are_split() {
     e.ok(&["restore", "-q", "latest", "-t", t, "--include", &include]);
     let back = restored(&target, &src);
     let mtime = fs::metadata(back.join("d1/b")).unwrap().modified().unwrap();
-    fs::remove_file(back.join("d1/b")).unwrap();
-    fs::hard_link(back.join("d1/a"), back.join("d1/b")).unwrap();
-    fs::File::options()
-        .write(true)
-        .open(back.join("d1/a"))
-        .unwrap()
-        .set_modified(mtime)
-        .unwrap();
+    join(&back.join("d1/a"), &back.join("d1/b"), mtime);
     for overwrite in ["if-changed", "always"] {
         e.ok(&[
             "restore",
@@ -315,13 +308,18 @@ fn files_with_left_out_names_joined_in_the_target_are_split() {
         );
         // Joined again for the next round.
         fs::write(back.join("d1/a"), "same\n").unwrap();
-        fs::remove_file(back.join("d1/b")).unwrap();
-        fs::hard_link(back.join("d1/a"), back.join("d1/b")).unwrap();
-        fs::File::options()
-            .write(true)
-            .open(back.join("d1/a"))
-            .unwrap()
-            .set_modified(mtime)
-            .unwrap();
+        join(&back.join("d1/a"), &back.join("d1/b"), mtime);
     }
+}
+
+/// Makes `second` another name of `first`, whose mtime becomes `mtime` (the snapshot's).
+fn join(first: &Path, second: &Path, mtime: std::time::SystemTime) {
+    fs::remove_file(second).unwrap();
+    fs::hard_link(first, second).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(first)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
 }
