@@ -12,6 +12,8 @@ use arca_backend::{Backend, FileInfo, FileType, Result};
 pub(crate) struct Recorder {
     inner: Arc<dyn Backend>,
     log: Mutex<Vec<String>>,
+    /// Writes of packs and index files are recorded too.
+    writes: bool,
 }
 
 impl Recorder {
@@ -19,6 +21,15 @@ impl Recorder {
         Recorder {
             inner,
             log: Mutex::default(),
+            writes: false,
+        }
+    }
+
+    /// A recorder that also records the writes of packs and index files.
+    pub(crate) fn with_writes(inner: Arc<dyn Backend>) -> Self {
+        Recorder {
+            writes: true,
+            ..Self::new(inner)
         }
     }
 
@@ -51,6 +62,9 @@ impl Backend for Recorder {
         self.inner.read_range(t, name, offset, len)
     }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
+        if self.writes && matches!(t, FileType::Pack | FileType::Index) {
+            self.note(format!("write {t:?}"));
+        }
         self.inner.write(t, name, data)
     }
     fn delete(&self, t: FileType, name: &str) -> Result<()> {

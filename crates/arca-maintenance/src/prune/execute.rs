@@ -43,6 +43,22 @@ pub fn execute(
     if plan.rewrite_index {
         verify_sole_copies(repo, plan, progress)?;
     }
+    Progress::bump(&progress.files_to_delete, plan.unreferenced.len() as u64);
+    if !plan.unreferenced.is_empty() {
+        // The packs no index names go first, as restic's do: no snapshot can need them (the
+        // plan found every used blob indexed, and the exclusive lock keeps backups away),
+        // and their space may be what repacking needs. A prune that failed for a full disk
+        // after uploading its new packs left them unreferenced, and every later prune failed
+        // again repacking before it came to delete them (hunt 28).
+        progress.set_phase(Phase::Deleting);
+        arca_repo::lock::check_held()?;
+        let unreferenced: Vec<(FileType, Id, u64)> = plan
+            .unreferenced
+            .iter()
+            .map(|(id, size)| (FileType::Pack, *id, *size))
+            .collect();
+        delete(repo, &unreferenced, progress, &mut report)?;
+    }
     if plan.rewrite_index {
         progress.set_phase(Phase::Repacking);
         let new_packs = repack(repo, plan, progress, &mut report)?;
@@ -72,14 +88,21 @@ pub fn execute(
                 .map(|p| (FileType::Pack, p.id, p.size)),
         );
     }
-    doomed.extend(
-        plan.unreferenced
-            .iter()
-            .map(|(id, size)| (FileType::Pack, *id, *size)),
-    );
     Progress::bump(&progress.files_to_delete, doomed.len() as u64);
-    // Index files first, all of them: once they are gone, no index names the packs deleted
-    // next. Within each kind, several deletions are in flight.
+    delete(repo, &doomed, progress, &mut report)?;
+    report.temp_files_removed = backend.remove_stale_temp(STALE_TEMP, true)?;
+    progress.set_phase(Phase::Done);
+    Ok(report)
+}
+
+/// Deletes `doomed`: index files first, all of them (once they are gone, no index names the
+/// packs deleted next), then packs; within each kind, several deletions are in flight.
+fn delete(
+    repo: &Repository,
+    doomed: &[(FileType, Id, u64)],
+    progress: &Progress,
+    report: &mut PruneReport,
+) -> Result<(), PruneError> {
     let done = || Progress::bump(&progress.files_deleted, 1);
     for kind in [FileType::Index, FileType::Pack] {
         let (ids, sizes): (Vec<Id>, Vec<u64>) = doomed
@@ -105,9 +128,7 @@ pub fn execute(
             return Err(e.into());
         }
     }
-    report.temp_files_removed = backend.remove_stale_temp(STALE_TEMP, true)?;
-    progress.set_phase(Phase::Done);
-    Ok(report)
+    Ok(())
 }
 
 /// What one repacking thread did.

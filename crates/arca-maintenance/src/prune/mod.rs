@@ -25,15 +25,17 @@
 //! **Executing** ([`execute`]) goes in the order that keeps every snapshot readable whenever
 //! it stops:
 //!
+//! 0. the unreferenced packs are deleted (no snapshot needs them, and their space may be
+//!    what repacking needs: a prune stopped by a full disk left its new packs unreferenced);
 //! 1. the used blobs of the packs to repack are read (merged ranged reads), verified and
 //!    copied, still sealed, into new packs (tree and data blobs apart), which are uploaded;
 //! 2. new index files are written naming every kept pack and the new packs (up to
 //!    [`INDEX_BLOBS`] blobs per file; the last one lists the old files as superseded);
 //! 3. the old index files are deleted;
-//! 4. the packs to delete, the repacked packs and the unreferenced packs are deleted;
+//! 4. the packs to delete and the repacked packs are deleted;
 //! 5. temporary files (`.tmp-*`) older than an hour are removed.
 //!
-//! Stopped after 1, the new packs are unreferenced (the next prune deletes them); during 2 or
+//! Stopped after 1, the new packs are unreferenced (the next prune deletes them first); during 2 or
 //! 3, old and new index files both name live packs (blobs may be listed twice, which the index
 //! allows); during 4, the packs left are unreferenced. A second prune finishes the job.
 //!
