@@ -71,11 +71,15 @@ impl Modes {
     /// Creates the new file `path` for writing.
     fn create_new(self, path: &Path) -> io::Result<File> {
         use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        let f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(self.file)
-            .open(path)?;
+        // A moment without a free descriptor (a low `ulimit -n`, the readers holding theirs)
+        // is waited out.
+        let f = arca_fs::patiently(|| {
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(self.file)
+                .open(path)
+        })?;
         if self.shared() {
             f.set_permissions(fs::Permissions::from_mode(self.file))?;
         }
@@ -107,7 +111,8 @@ impl LocalBackend {
         sequential: bool,
     ) -> Result<()> {
         let p = self.file(t, name);
-        let f = File::open(&p).map_err(|e| BackendError::io("read", Self::shown(&p), e))?;
+        let f = arca_fs::patiently(|| File::open(&p))
+            .map_err(|e| BackendError::io("read", Self::shown(&p), e))?;
         let n = usize::try_from(len).map_err(|_| {
             BackendError::new(
                 "read",
@@ -354,7 +359,7 @@ impl Drop for LocalSink {
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+    arca_fs::patiently(|| File::open(dir))?.sync_all()
 }
 
 /// How old the files of an interrupted `init` must be before another init removes them.

@@ -36,11 +36,12 @@ thread_local! {
 /// and the file then cut to its size. Returns `false`, having written nothing, when the file
 /// system does not do direct I/O; the caller then writes normally.
 pub fn write_new(path: &Path, data: &[u8]) -> io::Result<bool> {
-    let f = match OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_DIRECT | libc::O_CLOEXEC)
-        .open(path)
-    {
+    let f = match arca_fs::patiently(|| {
+        OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT | libc::O_CLOEXEC)
+            .open(path)
+    }) {
         Ok(f) => f,
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(false),
         Err(e) => return Err(e),

@@ -108,9 +108,13 @@ pub(crate) fn renamed(path: &Path) -> impl Fn(FsError) -> FsError + '_ {
     }
 }
 
-/// [`on_long_path`] for operations that fail with an [`io::Error`].
-pub fn io_on_long_path<T>(path: &Path, op: impl FnMut(&Path) -> io::Result<T>) -> io::Result<T> {
-    on_long_path(path, is_too_long, op)
+/// [`on_long_path`] for operations that fail with an [`io::Error`]; an operation that finds
+/// no file descriptor left is tried again after short pauses ([`crate::fds::patiently`]).
+pub fn io_on_long_path<T>(
+    path: &Path,
+    mut op: impl FnMut(&Path) -> io::Result<T>,
+) -> io::Result<T> {
+    crate::fds::patiently(|| on_long_path(path, is_too_long, &mut op))
 }
 
 #[cfg(test)]

@@ -438,11 +438,12 @@ fn other_copy(
     Some((repo.read_blob(index, BlobKind::Data, &id).ok()?, other))
 }
 
-/// Files one worker keeps open: a sixteenth of what the process may open, 8 to 256.
+/// Files one worker keeps open: a sixteenth of what the process may open, 1 to 256 (at
+/// least 8 took more than a `ulimit -n` of 32 allowed, with the other threads' files).
 fn max_open_files() -> usize {
     usize::try_from(arca_fs::open_files_allowed() / 16)
         .unwrap_or(usize::MAX)
-        .clamp(8, 256)
+        .clamp(1, 256)
 }
 
 /// Writes block `blob`'s `data` at target `t` and counts the target down, now or (for a span
