@@ -589,6 +589,54 @@ fn typed(cmd: &clap::Command, tokens: &[OsString], path: &[(String, usize)]) -> 
 /// `typed` with the options of `added` (by later profiles or sections) given too, and
 /// positional arguments when typed or added (`added_positionals`: a later profile's `paths`
 /// replaces an earlier one's `stdin`).
+/// One command section of a profile, to be read for the command being run.
+struct Section<'a> {
+    cmd: &'a clap::Command,
+    table: &'a Table,
+    /// "profile NAME, [section]", for errors.
+    where_: String,
+    /// Whether it is the running command's: only then do its options count.
+    active: bool,
+    /// Whether its positional values may be taken.
+    positional: bool,
+}
+
+impl Section<'_> {
+    /// Checks the section and, when active, adds its options to `command_args` and its
+    /// positional values to `positionals` (unless a later section gave some), given what the
+    /// user typed and what later sections already added.
+    fn apply(
+        &self,
+        typed: &Parsed,
+        global_args: &[OsString],
+        command_args: &mut Vec<OsString>,
+        positionals: &mut Vec<OsString>,
+    ) -> Result<()> {
+        let given = if self.active {
+            given_with(typed, &[global_args, command_args], positionals)
+        } else {
+            Parsed::default()
+        };
+        let mut own = Vec::new();
+        let mut pos = Vec::new();
+        section_args(
+            self.cmd,
+            self.table,
+            &given,
+            &self.where_,
+            &mut own,
+            &mut pos,
+        )?;
+        if self.active {
+            command_args.extend(own);
+            if self.positional && positionals.is_empty() {
+                *positionals = pos;
+            }
+        }
+        Ok(())
+    }
+}
+
 fn given_with(typed: &Parsed, added: &[&[OsString]], added_positionals: &[OsString]) -> Parsed {
     let mut p = Parsed {
         given: typed.given.clone(),
@@ -641,39 +689,25 @@ fn apply(args: Vec<OsString>, profiles: &[(PathBuf, Table)]) -> Result<Vec<OsStr
                     continue;
                 };
                 let active = runs && path.get(1).is_some_and(|(n, _)| *n == name);
-                let given = if active {
-                    given_with(&typed, &[&global_args, &command_args], &positionals)
-                } else {
-                    Parsed::default()
+                let section = Section {
+                    cmd: sc,
+                    table: nt,
+                    where_: format!("profile {shown}, [{section}.{name}]"),
+                    active,
+                    positional: true,
                 };
-                let mut own = Vec::new();
-                let mut pos = Vec::new();
-                let where_ = format!("profile {shown}, [{section}.{name}]");
-                section_args(sc, nt, &given, &where_, &mut own, &mut pos)?;
-                if active {
-                    command_args.extend(own);
-                    if positionals.is_empty() {
-                        positionals = pos;
-                    }
-                }
+                section.apply(&typed, &global_args, &mut command_args, &mut positionals)?;
             }
-            let given = if runs {
-                given_with(&typed, &[&global_args, &command_args], &positionals)
-            } else {
-                Parsed::default()
+            // A parent command (`repair`, `key`) has the global options only, which clap
+            // takes after the subcommand's name too; its positionals only when it runs alone.
+            let whole = Section {
+                cmd,
+                table: t,
+                where_: format!("profile {shown}, [{section}]"),
+                active: runs,
+                positional: path.len() == 1,
             };
-            let mut own = Vec::new();
-            let mut pos = Vec::new();
-            let where_ = format!("profile {shown}, [{section}]");
-            section_args(cmd, t, &given, &where_, &mut own, &mut pos)?;
-            if runs {
-                // A parent command (`repair`, `key`) has the global options only, which clap
-                // takes after the subcommand's name too.
-                command_args.extend(own);
-                if positionals.is_empty() && path.len() == 1 {
-                    positionals = pos;
-                }
-            }
+            whole.apply(&typed, &global_args, &mut command_args, &mut positionals)?;
         }
         for (section, t) in globals {
             if let Some((name, _)) = subsections(&root, t).first() {

@@ -30,30 +30,27 @@ fn number_and_unit<'a>(s: &'a str, what: &str) -> Result<(f64, &'a str)> {
 
 /// Parses sizes like `16MiB`, `100MB`, `4096`, `1.5G`.
 pub fn parse_size(s: &str) -> Result<u64> {
-    whole_size(s).map_err(|e| anyhow!(e))
-}
-
-/// [`arca_format::text::parse_size`], which refuses what names no whole number of bytes.
-fn whole_size(s: &str) -> Result<u64, String> {
-    arca_format::text::parse_size(s)
+    arca_format::text::parse_size(s).map_err(|e| anyhow!(e))
 }
 
 /// clap's check of a SIZE option (kept as written, parsed where it is used): a bad value is
 /// a usage error naming the option, with exit code 2.
 pub fn size_arg(s: &str) -> Result<String, String> {
-    whole_size(s).map(|_| s.to_string()).map_err(|e| {
-        // A size too large is a size: say so (it was told sizes look like 4096).
-        if e.ends_with("out of range") {
-            "out of range: a size must stay below 1.8e19 bytes (18000000TB)".into()
-        } else if e.ends_with(arca_format::text::NOT_WHOLE_BYTES) {
-            format!(
-                "{s:?} {}: write a whole number of bytes (4096), or a unit (1.5K, 2MiB)",
-                arca_format::text::NOT_WHOLE_BYTES
-            )
-        } else {
-            "expected a size such as 4096, 512KiB, 64MiB or 2G".into()
-        }
-    })
+    arca_format::text::parse_size(s)
+        .map(|_| s.to_string())
+        .map_err(|e| {
+            // A size too large is a size: say so (it was told sizes look like 4096).
+            if e.ends_with("out of range") {
+                "out of range: a size must stay below 1.8e19 bytes (18000000TB)".into()
+            } else if e.ends_with(arca_format::text::NOT_WHOLE_BYTES) {
+                format!(
+                    "{s:?} {}: write a whole number of bytes (4096), or a unit (1.5K, 2MiB)",
+                    arca_format::text::NOT_WHOLE_BYTES
+                )
+            } else {
+                "expected a size such as 4096, 512KiB, 64MiB or 2G".into()
+            }
+        })
 }
 
 /// clap's check of `check --read-data-subset`, as [`size_arg`].

@@ -12,7 +12,7 @@ use std::time::Duration;
 static HOPELESS: AtomicBool = AtomicBool::new(false);
 
 /// Whether `e` says the process (or the system) has no file descriptor left.
-pub fn out_of_descriptors(e: &io::Error) -> bool {
+fn out_of_descriptors(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 

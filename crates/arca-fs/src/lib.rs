@@ -31,7 +31,7 @@ pub use content::{
 pub use direct::{
     AlignedBuf, DIRECT_ALIGN, DIRECT_MIN, DirectWrite, direct_span, open_direct, write_pages_direct,
 };
-pub use fds::{out_of_descriptors, patiently};
+pub use fds::patiently;
 pub use long::{ShortPath, io_on_long_path, is_too_long, lstat, on_long_path};
 pub use mounts::mount_point_within;
 pub use read::{NameCache, read_node, read_node_since, read_xattrs};
