@@ -95,9 +95,31 @@ fn unset_empty_env(cmd: clap::Command) -> clap::Command {
     .mut_subcommands(unset_empty_env)
 }
 
+/// The environment variables arca reads, for `arca --help` and the manual page (those of
+/// options are shown beside them too; the secrets are only read, never shown).
+const ENVIRONMENT: &str = "\
+Environment:
+  ARCA_REPOSITORY, ARCA_PASSWORD_FILE, ARCA_PASSWORD_COMMAND, ARCA_CACHE_DIR
+      as --repo, --password-file, --password-command, --cache-dir
+  ARCA_PASSWORD          the repository password (after the file and the command)
+  ARCA_FROM_REPOSITORY, ARCA_FROM_PASSWORD_FILE, ARCA_FROM_PASSWORD_COMMAND,
+  ARCA_FROM_PASSWORD     the same for copy's source repository
+  ARCA_NEW_PASSWORD_FILE, ARCA_NEW_PASSWORD
+                         the new password of key add and key passwd
+  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE,
+  AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE, AWS_DEFAULT_REGION, AWS_REGION
+                         S3 credentials and region
+  XDG_CACHE_HOME         the cache's parent folder (default ~/.cache)
+  XDG_CONFIG_HOME        where -P looks for NAME.toml (default ~/.config), after the
+                         current folder
+
+Exit codes: 0 success; 1 failure; 2 usage error; 3 finished, but some files or blobs
+could not be read or restored (they are listed; the rest is done); 10 no repository;
+11 the repository is locked; 12 wrong password; 130 interrupted.";
+
 /// arca: deduplicating, encrypted, incremental backups with fast restores.
 #[derive(Debug, Parser)]
-#[command(name = "arca", version, about, propagate_version = true)]
+#[command(name = "arca", version, about, propagate_version = true, after_long_help = ENVIRONMENT)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
@@ -142,7 +164,7 @@ pub struct Global {
     pub connections: Option<u32>,
     /// Backend option KEY=VALUE (repeatable): s3.bucket-lookup=auto|dns|path, s3.region,
     /// s3.storage-class, s3.profile, sftp.command, sftp.args, sftp.timeout
-    #[arg(short = 'o', long = "option", global = true, value_name = "KEY=VALUE")]
+    #[arg(short = 'o', long = "option", global = true, value_name = "KEY=VALUE", value_parser = crate::util::backend_option_arg)]
     pub options: Vec<String>,
     /// Simulated per-request latency of the backend, e.g. 20ms (benchmarks)
     #[arg(long, global = true, value_name = "DURATION", value_parser = crate::util::duration_arg)]
@@ -242,10 +264,10 @@ pub struct KdfArgs {
 
 #[derive(Debug, Args)]
 pub struct InitArgs {
-    /// Default zstd compression level for data (0 = off, 1-22; negative = faster). A blob
+    /// Default zstd compression level for data (0 = off, 1-22; -7 to -1 = faster). A blob
     /// whose sample gains nothing at this level over level 1 is compressed at level 1, an
     /// incompressible one is stored as is
-    #[arg(long, default_value_t = 3, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 3, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-7..=22))]
     pub compression: i32,
     /// Target pack size, e.g. 16MiB
     #[arg(long, default_value = "16MiB")]

@@ -108,6 +108,22 @@ pub fn group_by_arg(
     s.parse()
 }
 
+/// clap's check of a `--keep-tag` list: at least one tag (an empty list kept nothing and
+/// was refused only after the repository was opened, exit 1).
+pub fn keep_tag_arg(s: &str) -> Result<String, String> {
+    if s.split(',').all(|t| t.trim().is_empty()) {
+        return Err("expected a tag, or tags separated by commas".into());
+    }
+    Ok(s.to_string())
+}
+
+/// clap's check of a backend option: KEY=VALUE with a known key (exit 2, before anything
+/// is opened).
+pub fn backend_option_arg(s: &str) -> Result<String, String> {
+    RemoteOptions::parse_extended(&[s.to_string()])?;
+    Ok(s.to_string())
+}
+
 /// clap's check of a count that must be at least 1.
 pub fn at_least_one(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {

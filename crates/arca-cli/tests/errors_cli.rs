@@ -718,11 +718,60 @@ fn bad_values_are_usage_errors() {
             ],
             "out of range",
         ),
+        // These three exited 1, after the repository was opened or not at all.
+        (&["-o", "foo=bar", "snapshots"], "unknown key \"foo\""),
+        (&["snapshots", "-o", "s3.region"], "expected key=value"),
+        (
+            &[
+                "copy",
+                "--from-repo",
+                "/nonexistent",
+                "--from-option",
+                "x=1",
+            ],
+            "unknown key \"x\"",
+        ),
+        (&["forget", "--keep-tag", ""], "'--keep-tag <TAG[,TAG]>'"),
+        (&["forget", "--keep-tag", " , "], "expected a tag"),
+        (&["init", "--compression", "99"], "99 is not in -7..=22"),
     ] {
         let o = e.run(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         once(&stderr(&o), says);
     }
+}
+
+/// The long help and the manual page name the environment variables that have no option
+/// of their own, and the exit codes.
+#[test]
+fn help_names_the_environment_and_exit_codes() {
+    let e = Env::new();
+    let help = e.run(&["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    let man = e.run(&["man"]);
+    assert_eq!(man.status.code(), Some(0));
+    for text in [
+        String::from_utf8_lossy(&help.stdout),
+        String::from_utf8_lossy(&man.stdout),
+    ] {
+        for var in [
+            "ARCA_PASSWORD ",
+            "ARCA_FROM_PASSWORD ",
+            "ARCA_NEW_PASSWORD",
+            "AWS_SECRET_ACCESS_KEY",
+            "XDG_CACHE_HOME",
+            "12 wrong password",
+        ] {
+            assert!(text.contains(var), "{var} missing from:\n{text}");
+        }
+    }
+    // man prints the table as laid out, not filled into one paragraph.
+    let page = String::from_utf8_lossy(&man.stdout);
+    assert!(
+        page.contains("ENVIRONMENT AND EXIT STATUS\"\n.nf\nEnvironment:"),
+        "{page}"
+    );
+    assert!(page.contains("130 interrupted.\n.fi\n"), "{page}");
 }
 
 /// A password command does not get the data `backup --stdin` reads: one that read its

@@ -57,7 +57,7 @@ pub struct FromRepoArgs {
     )]
     pub from_password_command: Option<String>,
     /// Backend option KEY=VALUE of the source repository (repeatable; as -o for --repo)
-    #[arg(long = "from-option", value_name = "KEY=VALUE")]
+    #[arg(long = "from-option", value_name = "KEY=VALUE", value_parser = crate::util::backend_option_arg)]
     pub from_options: Vec<String>,
 }
 

@@ -61,7 +61,7 @@ pub struct ForgetArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
     pub keep_within_yearly: Option<CalendarDuration>,
     /// Keep snapshots with this tag; "a,b" needs both (repeatable: any list matches)
-    #[arg(long = "keep-tag", value_name = "TAG[,TAG]")]
+    #[arg(long = "keep-tag", value_name = "TAG[,TAG]", value_parser = crate::util::keep_tag_arg)]
     pub keep_tags: Vec<String>,
     /// Apply the policy to each group of snapshots sharing these fields: host, paths, tags
     /// (comma-separated; "" for one group)

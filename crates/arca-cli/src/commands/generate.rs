@@ -42,7 +42,7 @@ pub fn man(a: &ManArgs) -> Result<u8> {
         None => {
             let mut buf = Vec::new();
             clap_mangen::Man::new(cmd).render(&mut buf)?;
-            write_stdout(&buf)?;
+            write_stdout(&keep_layout(buf))?;
         }
         Some(dir) => {
             if std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
@@ -65,7 +65,8 @@ fn write_pages(cmd: &clap::Command, name: &str, dir: &Path) -> Result<usize> {
     clap_mangen::Man::new(cmd.clone().name(name.to_string()))
         .render(&mut buf)
         .with_context(|| format!("cannot render {}", page.display()))?;
-    std::fs::write(&page, buf).with_context(|| format!("cannot write {}", page.display()))?;
+    std::fs::write(&page, keep_layout(buf))
+        .with_context(|| format!("cannot write {}", page.display()))?;
     let mut n = 1;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         if sub.get_name() == "help" {
@@ -74,6 +75,30 @@ fn write_pages(cmd: &clap::Command, name: &str, dir: &Path) -> Result<usize> {
         n += write_pages(sub, &format!("{name}-{}", sub.get_name()), dir)?;
     }
     Ok(n)
+}
+
+/// The page with its closing section (the environment and the exit codes, a table laid
+/// out in spaces) printed as written: man fills paragraphs, which ran the table together.
+fn keep_layout(page: Vec<u8>) -> Vec<u8> {
+    const EXTRA: &str = ".SH EXTRA\n";
+    let text = match String::from_utf8(page) {
+        Ok(t) => t,
+        Err(e) => return e.into_bytes(),
+    };
+    let Some(at) = text.find(EXTRA) else {
+        return text.into_bytes();
+    };
+    let body = at + EXTRA.len();
+    let end = text[body..]
+        .find("\n.SH ")
+        .map_or(text.len(), |i| body + i + 1);
+    format!(
+        "{}.SH \"ENVIRONMENT AND EXIT STATUS\"\n.nf\n{}.fi\n{}",
+        &text[..at],
+        &text[body..end],
+        &text[end..]
+    )
+    .into_bytes()
 }
 
 fn write_stdout(b: &[u8]) -> Result<()> {
