@@ -2,7 +2,8 @@
 //! over the index's locations), one copy kept of each used blob, and a decision per pack.
 
 use arca_format::Id;
-use arca_repo::Index;
+use arca_repo::pack::read_pack_header;
+use arca_repo::{Index, RepoError, Repository};
 
 use super::walk::Marks;
 use super::{
@@ -345,4 +346,41 @@ fn finish(
         stats,
         ..PrunePlan::default()
     }
+}
+
+/// The kept copies of used blobs that packs no index names hold too (left by a prune
+/// stopped after uploading, or a backup killed before its index). Those packs are deleted
+/// first, and with a damaged kept copy theirs would have been the only intact one (hunt 29):
+/// these copies are read before. One small read per such pack, of its header; a header that
+/// does not decode offers no copy to rely on.
+pub(super) fn orphan_copies(
+    repo: &Repository,
+    index: &Index,
+    marks: &Marks,
+    unreferenced: &[(Id, u64)],
+) -> Result<Vec<SoleCopy>, RepoError> {
+    let mut copies = vec![];
+    for (other, (id, size)) in unreferenced.iter().enumerate() {
+        let header = match read_pack_header(repo.backend().as_ref(), repo.sealer(), id, *size) {
+            Ok(h) => h,
+            Err(e) if e.is_corruption() => continue,
+            Err(e) => return Err(e),
+        };
+        for e in &header.entries {
+            copies.extend(
+                index
+                    .positions(header.kind, &e.id)
+                    .filter(|(pos, _)| marks.get(*pos))
+                    .map(|(_, loc)| SoleCopy {
+                        pack: loc.pack_index,
+                        offset: loc.offset,
+                        key: e.id.prefix16(),
+                        other: other as u32,
+                    }),
+            );
+        }
+    }
+    copies.sort_unstable();
+    copies.dedup_by(|a, b| a.pack == b.pack && a.offset == b.offset);
+    Ok(copies)
 }

@@ -41,9 +41,13 @@ pub fn execute(
     let mut report = PruneReport::default();
     progress.go_on()?;
     if plan.rewrite_index {
-        verify_sole_copies(repo, plan, progress)?;
+        verify_sole_copies(repo, plan, &plan.sole_copies, false, progress)?;
     }
+    verify_sole_copies(repo, plan, &plan.orphan_copies, true, progress)?;
     Progress::bump(&progress.files_to_delete, plan.unreferenced.len() as u64);
+    // A pack that cannot be deleted (immutable, a retention hold) does not stop the rest:
+    // the failure is returned at the end, as before this step came first.
+    let mut orphans_failed = None;
     if !plan.unreferenced.is_empty() {
         // The packs no index names go first, as restic's do: no snapshot can need them (the
         // plan found every used blob indexed, and the exclusive lock keeps backups away),
@@ -57,7 +61,10 @@ pub fn execute(
             .iter()
             .map(|(id, size)| (FileType::Pack, *id, *size))
             .collect();
-        delete(repo, &unreferenced, progress, &mut report)?;
+        match delete(repo, &unreferenced, progress, &mut report) {
+            Err(PruneError::Repo(e)) => orphans_failed = Some(e),
+            r => r?,
+        }
     }
     if plan.rewrite_index {
         progress.set_phase(Phase::Repacking);
@@ -91,6 +98,9 @@ pub fn execute(
     Progress::bump(&progress.files_to_delete, doomed.len() as u64);
     delete(repo, &doomed, progress, &mut report)?;
     report.temp_files_removed = backend.remove_stale_temp(STALE_TEMP, true)?;
+    if let Some(e) = orphans_failed {
+        return Err(PruneError::Repo(e));
+    }
     progress.set_phase(Phase::Done);
     Ok(report)
 }
@@ -421,22 +431,30 @@ fn read_shape(repo: &Repository, stop: &AtomicBool) -> (u64, u64, usize) {
 }
 
 /// Reads and authenticates the kept copies of blobs whose other copy goes away
-/// ([`PrunePlan::sole_copies`]), a pack at a time: the index alone chose them, and a damaged
-/// one would leave the blob with no intact copy. Fails, before anything is written, naming
-/// the damaged copy and the one that would have gone.
+/// ([`PrunePlan::sole_copies`], or with `orphans` [`PrunePlan::orphan_copies`]), a pack at a
+/// time: the index alone chose them, and a damaged one would leave the blob with no intact
+/// copy. Fails, before anything is written or deleted, naming the damaged copy and the one
+/// that would have gone.
 fn verify_sole_copies(
     repo: &Repository,
     plan: &PrunePlan,
+    copies: &[super::SoleCopy],
+    orphans: bool,
     progress: &Progress,
 ) -> Result<(), PruneError> {
-    if plan.sole_copies.is_empty() {
+    if copies.is_empty() {
         return Ok(());
     }
+    // The other copy: in an indexed pack, or (`orphans`) in one no index names.
+    let other_id = |c: &super::SoleCopy| match orphans {
+        true => plan.unreferenced[c.other as usize].0,
+        false => plan.packs[c.other as usize].id,
+    };
     let backend: &dyn Backend = repo.backend().as_ref();
     let stop = AtomicBool::new(false);
     let (gap, max_read, _) = read_shape(repo, &stop);
     let mut buf = vec![];
-    for group in plan.sole_copies.chunk_by(|a, b| a.pack == b.pack) {
+    for group in copies.chunk_by(|a, b| a.pack == b.pack) {
         progress.go_on()?;
         let p = &plan.packs[group[0].pack as usize];
         let damaged = |c: &super::SoleCopy, blob: Option<Id>, error: String| {
@@ -445,8 +463,9 @@ fn verify_sole_copies(
             PruneError::DamagedCopy {
                 pack: p.id,
                 blob: blob.unwrap_or(Id(prefix)),
-                other: plan.packs[c.other as usize].id,
+                other: other_id(c),
                 error,
+                other_indexed: !orphans,
             }
         };
         let header = match read_pack_header(backend, repo.sealer(), &p.id, p.size) {

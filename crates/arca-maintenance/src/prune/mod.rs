@@ -204,6 +204,9 @@ pub struct PrunePlan {
     /// Kept copies of blobs stored more than once whose other copy goes away, by pack
     /// position and offset: verified before anything is written.
     sole_copies: Vec<SoleCopy>,
+    /// Kept copies of used blobs that packs no index names hold too (`other`: position in
+    /// [`PrunePlan::unreferenced`]): verified before those packs are deleted.
+    orphan_copies: Vec<SoleCopy>,
 }
 
 impl PrunePlan {
@@ -278,8 +281,9 @@ pub enum TreeFault {
     Unreadable,
 }
 
-/// Why prune stopped. Nothing was deleted unless the step that failed came after the new
-/// index was written (see the module documentation).
+/// Why prune stopped. Nothing an index names was deleted unless the step that failed came
+/// after the new index was written (see the module documentation); the packs no index
+/// names go first.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum PruneError {
@@ -327,6 +331,8 @@ pub enum PruneError {
         blob: Id,
         /// The pack holding the other copy.
         other: Id,
+        /// Whether an index names that pack (else `repair index` must index it first).
+        other_indexed: bool,
         /// What is wrong with it ("damaged: …", "unreadable: …").
         error: String,
     },
@@ -347,6 +353,8 @@ pub enum PruneError {
 impl fmt::Display for PruneError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const NOTHING: &str = "nothing was deleted";
+        // Repacking comes after the packs no index names are deleted.
+        const NOTHING_INDEXED: &str = "nothing an index names was deleted";
         match self {
             PruneError::Repo(e) => e.fmt(f),
             PruneError::MissingBlobs {
@@ -418,13 +426,13 @@ impl fmt::Display for PruneError {
                 damaged: true,
             } => write!(
                 f,
-                "pack {id} cannot be repacked: {error}; {NOTHING}. Run `arca repair packs {}` \
+                "pack {id} cannot be repacked: {error}; {NOTHING_INDEXED}. Run `arca repair packs {}` \
                  (it keeps the blobs that verify), then prune again",
                 id.short()
             ),
             PruneError::BadPack { id, error, .. } => write!(
                 f,
-                "pack {id} cannot be repacked: {error}; {NOTHING}. Run `arca repair index \
+                "pack {id} cannot be repacked: {error}; {NOTHING_INDEXED}. Run `arca repair index \
                  --read-all-packs` (it indexes the pack as its header says), then prune again"
             ),
             PruneError::DamagedCopy {
@@ -432,6 +440,24 @@ impl fmt::Display for PruneError {
                 blob,
                 other,
                 error,
+                other_indexed: false,
+            } => write!(
+                f,
+                "blob {blob} is stored twice: its indexed copy, in pack {}, is {error}, and \
+                 the other is in pack {}, which no index names and prune would delete; \
+                 {NOTHING}. Run `arca repair index` (it indexes pack {}), then `arca repair \
+                 packs {}` (it keeps the blobs that verify), then prune again",
+                pack.short(),
+                other.short(),
+                other.short(),
+                pack.short()
+            ),
+            PruneError::DamagedCopy {
+                pack,
+                blob,
+                other,
+                error,
+                ..
             } => write!(
                 f,
                 "blob {blob} is stored twice: the copy prune would keep, in pack {}, is \
@@ -443,7 +469,7 @@ impl fmt::Display for PruneError {
             ),
             PruneError::Changed(what) => write!(
                 f,
-                "the repository changed while prune ran ({what}); {NOTHING}. Run prune again"
+                "the repository changed while prune ran ({what}); {NOTHING_INDEXED}. Run prune again"
             ),
             PruneError::Cancelled => write!(
                 f,
@@ -627,6 +653,7 @@ pub fn plan_with_progress(
     for (_, size) in &plan.unreferenced {
         plan.stats.unreferenced.add(*size);
     }
+    plan.orphan_copies = decide::orphan_copies(repo, index, &marks, &plan.unreferenced)?;
     plan.stats.freed_bytes += plan.stats.unreferenced.bytes;
     let changed = plan.packs.iter().any(|p| p.action != PackAction::Keep);
     let blobs: u64 = plan
