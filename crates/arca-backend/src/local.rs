@@ -467,7 +467,16 @@ impl Backend for LocalBackend {
         };
         // The 256 pack folders are read side by side: on a cold cache each is a few disk
         // reads (its blocks and its files' inodes), which queue far better than they chain.
-        let listed = parallel_map(&dirs, LIST_THREADS, |d| self.list_dir(d))?;
+        let listed = parallel_map(&dirs, LIST_THREADS, |d| {
+            let mut files = self.list_dir(d)?;
+            if t == FileType::Pack {
+                // Only where the pack is read and deleted: a stray copy in another folder
+                // would be listed as a second pack of that id.
+                let shard = d.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                files.retain(|f| f.name.starts_with(shard));
+            }
+            Ok(files)
+        })?;
         Ok(listed.into_iter().flatten().collect())
     }
 

@@ -399,3 +399,35 @@ fn a_dry_run_without_a_lock_runs_beside_a_lock_holder() {
     check.kill().unwrap();
     check.wait().unwrap();
 }
+
+/// A copy of a pack in another folder of `data/` (a stray file, or an S3 listing that names
+/// an object twice) was listed as a second pack of its id; only one entry was matched with
+/// the index, and prune deleted the real pack as one no index names: exit 0, the snapshot
+/// damaged, and `check` without `--read-data` clean, reading the stray copy (hunt 29).
+#[test]
+fn a_stray_copy_of_a_pack_does_not_make_prune_delete_it() {
+    let e = Env::new();
+    init(&e);
+    let src = e.path("src");
+    fill(&src, 7);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let expected = compare::snapshot(&src).unwrap();
+    let mut stray = None;
+    for shard in fs::read_dir(e.repo.join("data")).unwrap() {
+        let shard = shard.unwrap().path();
+        if let Some(p) = fs::read_dir(&shard).unwrap().next() {
+            stray = Some(p.unwrap().path());
+            break;
+        }
+    }
+    let pack = stray.unwrap();
+    let name = pack.file_name().unwrap().to_str().unwrap().to_string();
+    let other = if name.starts_with("ff") { "00" } else { "ff" };
+    fs::create_dir_all(e.repo.join("data").join(other)).unwrap();
+    fs::copy(&pack, e.repo.join("data").join(other).join(&name)).unwrap();
+    let v = e.json(&["prune", "--json"]);
+    assert_eq!(v["packs_deleted"], 0, "{v}");
+    assert!(pack.exists(), "the real pack was deleted");
+    check_clean(&e);
+    restore_matches(&e, &src, &expected);
+}

@@ -439,11 +439,17 @@ impl Backend for SftpBackend {
             // The 256 shards at once; a missing shard is empty, a missing `data` is not.
             let shards = (0..=255u8).map(|i| {
                 let s = &s;
-                let path = self.remote(&format!("data/{}", hex::encode([i])));
+                let shard = hex::encode([i]);
+                let path = self.remote(&format!("data/{shard}"));
                 async move {
                     match Self::list_dir(s, path).await {
                         Err(e) if not_found(&e) => Ok(None),
-                        r => r.map(Some),
+                        // Only where the pack is read and deleted: a stray copy in another
+                        // folder would be listed as a second pack of that id.
+                        r => r.map(|mut files| {
+                            files.retain(|f| f.name.starts_with(&shard));
+                            Some(files)
+                        }),
                     }
                 }
             });

@@ -532,7 +532,8 @@ impl Repository {
         IndexFile::decode(&body).map_err(|e| RepoError::format(format!("index {id}"), e))
     }
 
-    /// Lists the ids of the files of one type, skipping names that are not ids.
+    /// Lists the ids of the files of one type, skipping names that are not ids, each id once
+    /// (a listing may name a file twice: an S3 server's glitch).
     pub fn list_ids(&self, t: FileType) -> Result<Vec<(Id, u64)>> {
         let mut v: Vec<(Id, u64)> = self
             .backend
@@ -541,6 +542,7 @@ impl Repository {
             .filter_map(|f| Id::from_hex(&f.name).ok().map(|id| (id, f.size)))
             .collect();
         v.sort();
+        v.dedup_by_key(|(id, _)| *id);
         Ok(v)
     }
 

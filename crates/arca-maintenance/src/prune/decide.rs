@@ -38,9 +38,18 @@ impl PackState {
             listed_indexed: vec![false; listed.len()],
         };
         for (i, p) in index.packs().iter().enumerate() {
-            if let Ok(j) = listed.binary_search_by(|(id, _)| id.cmp(&p.id)) {
+            // Every entry of the id: a listing that named a pack twice (a server's glitch,
+            // a stray copy) left one entry unmarked, and prune deleted the pack as one no
+            // index names (hunt 29).
+            let lo = listed.partition_point(|(id, _)| *id < p.id);
+            let hi = lo
+                + listed[lo..]
+                    .iter()
+                    .take_while(|(id, _)| *id == p.id)
+                    .count();
+            for j in lo..hi {
                 s.present[i] = true;
-                s.usable[i] = listed[j].1 == p.size;
+                s.usable[i] |= listed[j].1 == p.size;
                 s.listed_indexed[j] = true;
             }
         }

@@ -595,3 +595,23 @@ fn a_cancelled_prune_deletes_nothing_and_the_next_one_finishes() {
     assert!(r.packs_deleted > 0);
     assert_eq!(f.verify(), clean);
 }
+
+/// A listing that names a pack twice marks both entries as indexed: the second one was
+/// taken for a pack no index names, and prune deleted the pack (hunt 29).
+#[test]
+fn a_pack_listed_twice_is_indexed_both_times() {
+    let mut f = Fixture::new(Arc::new(MemoryBackend::new()));
+    let a = f.data(1, 3000);
+    f.cut();
+    let root = f.tree(vec![Fixture::file("f", vec![a])]);
+    f.snapshot(root);
+    f.index();
+    let index = f.repo.load_index().unwrap();
+    let mut listed = f.repo.list_ids(FileType::Pack).unwrap();
+    let n = listed.len();
+    listed.extend(listed.clone());
+    listed.sort();
+    let state = PackState::of(&index, &listed);
+    assert_eq!(state.listed_indexed, vec![true; 2 * n]);
+    assert!(state.usable.iter().all(|u| *u));
+}

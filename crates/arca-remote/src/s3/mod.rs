@@ -524,7 +524,12 @@ impl Backend for S3Backend {
         let mut out = Vec::with_capacity(entries.len());
         for e in entries {
             let name = e.name();
-            if !arca_backend::is_file_id(name) || e.metadata().is_dir() {
+            // Only where the file is read and deleted: the listing is recursive, and a stray
+            // copy elsewhere under the folder would be listed as a second file of that id.
+            if !arca_backend::is_file_id(name)
+                || e.metadata().is_dir()
+                || e.path().trim_start_matches('/') != t.path(name)
+            {
                 continue;
             }
             // S3 listings carry every object's size.
