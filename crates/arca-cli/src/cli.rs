@@ -179,7 +179,8 @@ pub struct Global {
     /// Use no local cache: read everything from the repository
     #[arg(long, global = true)]
     pub no_cache: bool,
-    /// Take no lock (for read-only repositories; unsafe while forget or prune may run)
+    /// Take no lock in commands that only read (for read-only repositories; unsafe while
+    /// forget or prune may run); commands that write lock all the same
     #[arg(long, global = true)]
     pub no_lock: bool,
     /// When the repository is locked by another process, try again for up to this long

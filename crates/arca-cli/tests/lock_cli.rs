@@ -136,16 +136,21 @@ fn a_killed_process_leaves_a_stale_lock_that_blocks_nobody() {
     let src = tree(&e, 30);
     e.init(&SMALL_CHUNKS);
     let s = src.to_str().unwrap();
-    let mut child = e
-        .cmd(&["backup", "--quiet", "--backend-latency", "50ms", s])
-        .spawn()
-        .unwrap();
-    wait_locks(&e, 1);
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert_eq!(lock_files(&e), 1, "SIGKILL leaves the lock file");
-    // Its process is gone: an exclusive command goes ahead.
+    let killed = || {
+        let mut child = e
+            .cmd(&["backup", "--quiet", "--backend-latency", "50ms", s])
+            .spawn()
+            .unwrap();
+        wait_locks(&e, 1);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(lock_files(&e), 1, "SIGKILL leaves the lock file");
+    };
+    killed();
+    // Its process is gone: an exclusive command goes ahead, and deletes the stale lock.
     e.ok(&["prune", "--dry-run"]);
+    assert_eq!(lock_files(&e), 0);
+    killed();
     let out = e.ok(&["unlock"]);
     assert!(out.contains("removed 1 lock"), "{out}");
     assert_eq!(lock_files(&e), 0);
@@ -361,4 +366,37 @@ fn a_lock_error_under_json_names_the_holder() {
     assert!(!message.contains("named above"), "{message}");
     let _ = backup.kill();
     let _ = backup.wait();
+}
+
+/// `--no-lock` is for commands that only read. A backup with it ran beside a prune, which
+/// deleted the data the backup then referenced: exit 0, a damaged snapshot (hunt 29).
+/// Commands that write lock all the same, as restic's; their dry runs and readers do not.
+#[test]
+fn commands_that_write_lock_despite_no_lock() {
+    let e = Env::new();
+    let src = tree(&e, 3);
+    e.init(&[]);
+    let s = src.to_str().unwrap();
+    e.ok(&["backup", "--quiet", s]);
+    // A lock every command must respect (unreadable: taken for a live exclusive one).
+    let locks = e.repo.join("locks");
+    fs::create_dir_all(&locks).unwrap();
+    fs::write(locks.join("cd".repeat(32)), b"held elsewhere").unwrap();
+    for args in [
+        &["--no-lock", "backup", "--quiet", s][..],
+        &["--no-lock", "tag", "--add", "x", "latest"],
+        &["--no-lock", "rewrite", "--exclude", "*.nothing", "latest"],
+        &["--no-lock", "recover"],
+    ] {
+        let o = e.run(args);
+        assert_eq!(o.status.code(), Some(11), "{args:?}: {}", stderr(&o));
+    }
+    for args in [
+        &["--no-lock", "snapshots"][..],
+        &["--no-lock", "backup", "--dry-run", "--quiet", s],
+        &["--no-lock", "tag", "--dry-run", "--add", "x", "latest"],
+        &["--no-lock", "recover", "--dry-run"],
+    ] {
+        e.ok(args);
+    }
 }

@@ -41,6 +41,15 @@ pub fn now_ns() -> i64 {
     chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
 }
 
+/// When process `pid` started, in clock ticks after boot (field 22 of `/proc/PID/stat`; no
+/// wall clock in it); `None` when it cannot be read.
+pub fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name, in parentheses, may hold spaces: fields are counted after it.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
 /// This process's process-id space: the machine's boot id and the pid namespace
 /// (`BOOT_ID pid:[INODE]`), empty when either cannot be read. Process ids mean something only
 /// within one such space: two machines, or containers, may share a host name.

@@ -90,7 +90,7 @@ impl FoundLock {
             // cannot tell dead until it expires.
             Ok(l)
                 if l.hostname != crate::host::hostname()
-                    || l.process_space != crate::host::process_space() =>
+                    || split_start(&l.process_space).0 != crate::host::process_space() =>
             {
                 format!(
                     "{}; wait for it to finish; if that process is gone, the lock is stale 30 \
@@ -227,12 +227,48 @@ const RELIST_TRIES: u32 = 5;
 /// The host name alone was taken for the space, so a prune in one container (or on another
 /// machine of the same name) took a live backup's lock in another for stale, and deleted the
 /// packs it was writing.
+///
+/// In this space a lock that names its process's start time is judged by the process alone:
+/// alive and started then, it is live however old its time looks (the wall clock stepped
+/// forward by more than the stale time made a prune take a running backup's lock for stale,
+/// and delete what it referenced; hunt 29); gone, or another process under a reused pid, it
+/// is stale.
 fn is_stale(l: &LockInfo, now_ns: i64, host: &str, space: &str) -> bool {
-    let age = now_ns.saturating_sub(l.time_ns);
-    if age > STALE_AFTER.as_nanos() as i64 {
-        return true;
+    let (their_space, started) = split_start(&l.process_space);
+    if l.hostname == host && !space.is_empty() && their_space == space {
+        if !process_alive(l.pid) {
+            return true;
+        }
+        // A start time unknown on either side (another user's process under `hidepid`):
+        // judged by age, as before.
+        if let (Some(t), Some(now_t)) = (started, crate::host::process_start(l.pid)) {
+            return t != now_t;
+        }
     }
-    l.hostname == host && !space.is_empty() && l.process_space == space && !process_alive(l.pid)
+    now_ns.saturating_sub(l.time_ns) > STALE_AFTER.as_nanos() as i64
+}
+
+/// A lock's process space without its holder's start time, and the start time
+/// (`BOOT_ID pid:[INODE] start:TICKS`; older locks have none).
+fn split_start(space: &str) -> (&str, Option<u64>) {
+    match space.rsplit_once(" start:") {
+        Some((s, t)) => match t.parse() {
+            Ok(t) => (s, Some(t)),
+            Err(_) => (space, None),
+        },
+        None => (space, None),
+    }
+}
+
+/// The process space written in this process's locks: with its start time, so that a lock
+/// is told from another process's under a reused pid. Readers that do not know the suffix
+/// see another space and judge the lock by its age, the safe way.
+fn own_space() -> String {
+    let space = crate::host::process_space();
+    match crate::host::process_start(std::process::id()) {
+        Some(t) if !space.is_empty() => format!("{space} start:{t}"),
+        _ => space.to_string(),
+    }
 }
 
 impl Repository {
@@ -300,16 +336,18 @@ impl Repository {
         Ok((out, vanished))
     }
 
-    /// The first live lock conflicting with `kind`, ignoring `ours`.
-    fn conflict(&self, kind: LockKind, ours: &Id) -> Result<Option<FoundLock>> {
-        Ok(self.locks_but(Some(ours))?.into_iter().find(|l| {
-            !l.stale
-                && match (&l.info, kind) {
-                    (Ok(_), LockKind::Exclusive) => true,
-                    (Ok(info), LockKind::Shared) => info.exclusive,
-                    (Err(_), _) => true,
-                }
-        }))
+    /// The first live lock conflicting with `kind`, ignoring `ours`, and the stale locks.
+    fn conflict(&self, kind: LockKind, ours: &Id) -> Result<(Option<FoundLock>, Vec<Id>)> {
+        let (stale, live): (Vec<FoundLock>, Vec<FoundLock>) = self
+            .locks_but(Some(ours))?
+            .into_iter()
+            .partition(|l| l.stale);
+        let conflict = live.into_iter().find(|l| match (&l.info, kind) {
+            (Ok(_), LockKind::Exclusive) => true,
+            (Ok(info), LockKind::Shared) => info.exclusive,
+            (Err(_), _) => true,
+        });
+        Ok((conflict, stale.into_iter().map(|l| l.id).collect()))
     }
 
     fn write_lock(&self, kind: LockKind, command: &str) -> Result<Id> {
@@ -320,7 +358,7 @@ impl Repository {
             hostname: hostname(),
             username: username(),
             command: command.to_string(),
-            process_space: crate::host::process_space().to_string(),
+            process_space: own_space(),
         };
         let body = info
             .encode()
@@ -348,8 +386,18 @@ impl Repository {
         // each sees the other and both back out, which is safe; the user runs the command
         // again.
         match self.conflict(kind, &id) {
-            Ok(None) => {}
-            Ok(Some(l)) => {
+            // An exclusive lock deletes the stale ones: their holder may still run (its clock
+            // behind ours made its lock look old, or it was paused), and with its file gone it
+            // stops at its next commit (`check_held`) instead of saving a snapshot that
+            // references what this command deletes (hunt 29: nothing deleted them, so a
+            // holder never noticed).
+            Ok((None, stale)) if kind == LockKind::Exclusive => {
+                for s in stale {
+                    let _ = self.backend().remove(FileType::Lock, &s.to_hex());
+                }
+            }
+            Ok((None, _)) => {}
+            Ok((Some(l), _)) => {
                 let _ = self.backend().remove(FileType::Lock, &id.to_hex());
                 return Err(locked(l));
             }

@@ -94,11 +94,18 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
     };
     let opened = util::open(g)?;
     // A dry run writes nothing: it takes no lock (as restic's, and tag's and forget's), so it
-    // works on a read-only repository too.
+    // works on a read-only repository too. A backup locks whatever `--no-lock` says, as
+    // restic's: without its lock, a prune running beside it deleted the data it referenced
+    // (hunt 29).
     let _lock = if a.dry_run {
         None
     } else {
-        util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "backup")?
+        Some(util::take_lock(
+            g,
+            &opened.repo,
+            arca_repo::LockKind::Shared,
+            "backup",
+        )?)
     };
     let repo = &opened.repo;
     let parent = match &a.parent {

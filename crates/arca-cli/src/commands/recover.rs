@@ -26,7 +26,17 @@ pub fn run(g: &Global, a: &RecoverArgs) -> Result<u8> {
     let opened = util::open(g)?;
     // Shared, as a backup's: it only adds, and prune (exclusive) must not delete what it
     // recovers meanwhile.
-    let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "recover")?;
+    // Whatever `--no-lock` says unless it is a dry run: a command that writes always locks.
+    let _lock = if a.dry_run {
+        util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "recover")?
+    } else {
+        Some(util::take_lock(
+            g,
+            &opened.repo,
+            arca_repo::LockKind::Shared,
+            "recover",
+        )?)
+    };
     let rep = recover(&opened.repo, &RecoverOptions { dry_run: a.dry_run })?;
     if a.json {
         super::out(

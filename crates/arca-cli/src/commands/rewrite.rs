@@ -87,10 +87,11 @@ pub fn run(g: &Global, a: &RewriteArgs) -> Result<u8> {
     };
     // A dry run writes nothing: it takes no lock, as tag's and forget's (it failed on a
     // read-only repository, saying rewrite writes to it).
+    // Whatever `--no-lock` says: a command that writes always locks (as backup's).
     let _lock = if a.dry_run {
         None
     } else {
-        util::lock(g, repo, kind, "rewrite")?
+        Some(util::take_lock(g, repo, kind, "rewrite")?)
     };
     let chosen = super::tag::select(repo, &super::filter(&a.filter), &a.snapshots)?;
     let index = repo.load_index()?;

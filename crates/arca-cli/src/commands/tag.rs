@@ -90,10 +90,11 @@ pub fn run(g: &Global, a: &TagArgs) -> Result<u8> {
     let repo = &opened.repo;
     // Snapshot files are deleted: no other command may read or remove them meanwhile. A dry
     // run changes nothing and takes no lock (as forget's).
+    // Whatever `--no-lock` says: a command that writes always locks (as backup's).
     let _lock = if a.dry_run {
         None
     } else {
-        util::lock(g, repo, LockKind::Exclusive, "tag")?
+        Some(util::take_lock(g, repo, LockKind::Exclusive, "tag")?)
     };
     let chosen = select(repo, &super::filter(&a.filter), &a.snapshots)?;
     let say = |line: &str| -> Result<()> {

@@ -27,6 +27,9 @@ pub fn stale_temp_files(repo: &Repository) -> Result<u64, PruneError> {
     Ok(repo.backend().remove_stale_temp(STALE_TEMP, false)?)
 }
 
+/// Files deleted between two checks of the lock.
+const DELETE_BATCH: usize = 256;
+
 /// Packs read for repacking at once, at most (each holds up to a pack of blobs in memory).
 const MAX_READERS: usize = 8;
 
@@ -62,7 +65,9 @@ pub fn execute(
             .map(|(id, size)| (FileType::Pack, *id, *size))
             .collect();
         match delete(repo, &unreferenced, progress, &mut report) {
-            Err(PruneError::Repo(e)) => orphans_failed = Some(e),
+            Err(PruneError::Repo(e)) if matches!(*e, arca_repo::RepoError::Backend(_)) => {
+                orphans_failed = Some(e);
+            }
             r => r?,
         }
     }
@@ -120,7 +125,14 @@ fn delete(
             .filter(|(t, _, _)| *t == kind)
             .map(|(_, id, size)| (*id, *size))
             .unzip();
-        let results = repo.remove_files(kind, &ids, &done);
+        // The lock is checked again before each batch: a prune paused (a suspended laptop)
+        // after one check deleted every file after it, its lock long taken for stale and a
+        // backup meanwhile referencing those packs (hunt 29).
+        let mut results = Vec::with_capacity(ids.len());
+        for batch in ids.chunks(DELETE_BATCH) {
+            arca_repo::lock::check_held()?;
+            results.extend(repo.remove_files(kind, batch, &done));
+        }
         let mut first_error = None;
         for (r, size) in results.into_iter().zip(sizes) {
             match r {

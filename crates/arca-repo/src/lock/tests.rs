@@ -89,7 +89,21 @@ fn stale_locks_are_ignored_and_unlock_removes_them() {
     assert_eq!(found.len(), 2);
     assert!(found.iter().all(|l| l.stale), "{found:?}");
     let held = repo.lock_for(LockKind::Exclusive, "prune").unwrap();
+    // An exclusive lock deletes the stale ones: a holder still running (its clock behind)
+    // then finds its file gone before it commits.
+    assert_eq!(locks(&repo), 1);
     drop(held);
+    foreign(
+        &repo,
+        now - 2 * STALE_AFTER.as_nanos() as i64,
+        1,
+        "elsewhere",
+        true,
+    );
+    foreign(&repo, now, (1 << 22) + 17, &hostname(), true);
+    // A shared one leaves them.
+    drop(repo.lock_for(LockKind::Shared, "backup").unwrap());
+    assert_eq!(locks(&repo), 2);
     // A lock that cannot be read may be live (another user's, say): it is not stale, it
     // blocks even a shared lock, and only `unlock --remove-all` removes it.
     let unreadable = "ee".repeat(32);
@@ -123,6 +137,51 @@ fn stale_locks_are_ignored_and_unlock_removes_them() {
     assert!(repo.lock_for(LockKind::Shared, "backup").is_ok());
     assert_eq!(repo.unlock(true).unwrap(), 1);
     assert_eq!(locks(&repo), 0);
+}
+
+/// In its own process space, a lock naming its holder's start time is judged by the process
+/// alone: a wall clock stepped forward by more than the stale time made a prune take a
+/// running backup's lock for stale (hunt 29). Another process under the same pid (another
+/// start time) does not keep a dead lock alive.
+#[test]
+fn a_lock_with_its_start_time_is_judged_by_its_process() {
+    let repo = testing::repo(Arc::new(MemoryBackend::new()));
+    let space = crate::host::process_space();
+    let me = std::process::id();
+    let Some(started) = crate::host::process_start(me) else {
+        return;
+    };
+    let long_ago = now_ns() - 2 * STALE_AFTER.as_nanos() as i64;
+    let id = foreign_in(
+        &repo,
+        long_ago,
+        me,
+        &hostname(),
+        false,
+        &format!("{space} start:{started}"),
+    );
+    assert!(!repo.list_locks().unwrap()[0].stale);
+    assert!(repo.lock_for(LockKind::Exclusive, "prune").is_err());
+    repo.backend().delete(FileType::Lock, &id.to_hex()).unwrap();
+    // Fresh, but its pid is another process now.
+    foreign_in(
+        &repo,
+        now_ns(),
+        me,
+        &hostname(),
+        true,
+        &format!("{space} start:{}", started + 1),
+    );
+    assert!(repo.list_locks().unwrap()[0].stale);
+    drop(repo.lock_for(LockKind::Exclusive, "prune").unwrap());
+    assert_eq!(locks(&repo), 0);
+    // Ours names the start time; its space is still ours.
+    let held = repo.lock_for(LockKind::Shared, "backup").unwrap();
+    let (id, _) = repo.list_ids(FileType::Lock).unwrap()[0];
+    let body = repo.load_file(FileType::Lock, &id).unwrap();
+    let info = LockInfo::decode(&body).unwrap();
+    assert_eq!(info.process_space, format!("{space} start:{started}"));
+    drop(held);
 }
 
 #[test]
