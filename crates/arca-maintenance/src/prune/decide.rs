@@ -47,10 +47,10 @@ impl PackState {
                     .iter()
                     .take_while(|(id, _)| *id == p.id)
                     .count();
-            for j in lo..hi {
+            for ((_, size), indexed) in listed[lo..hi].iter().zip(&mut s.listed_indexed[lo..hi]) {
                 s.present[i] = true;
-                s.usable[i] |= listed[j].1 == p.size;
-                s.listed_indexed[j] = true;
+                s.usable[i] |= *size == p.size;
+                *indexed = true;
             }
         }
         s
