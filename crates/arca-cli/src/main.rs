@@ -101,6 +101,17 @@ fn install_panic_hook() {
     }));
 }
 
+/// The options whose value `-` reads a list from standard input.
+const STDIN_LISTS: &[&[u8]] = &[
+    b"--files-from",
+    b"--files-from-verbatim",
+    b"--files-from-raw",
+    b"--exclude-file",
+    b"--iexclude-file",
+    b"--include-file",
+    b"--iinclude-file",
+];
+
 fn main() -> ExitCode {
     let args = match profile::expand(std::env::args_os().collect()) {
         Ok(a) => a,
@@ -112,11 +123,15 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    // `backup --stdin` and a `-` file argument (`--files-from -`, `--exclude-file=-`) read
-    // data from standard input: a password is then not read from it.
-    let stdin_data = args.iter().any(|a| {
+    // `backup --stdin` and a `-` list file (`--files-from -`, `--exclude-file=-`) read data
+    // from standard input: a password is then not read from it. Any other `-` is a value
+    // (`find -`, `tag --add -`): it took the piped password away.
+    let stdin_data = args.iter().enumerate().any(|(i, a)| {
         let a = a.as_encoded_bytes();
-        a == b"-" || a == b"--stdin" || (a.starts_with(b"--") && a.ends_with(b"=-"))
+        let list_option = |o: &[u8]| STDIN_LISTS.contains(&o);
+        a == b"--stdin"
+            || (a == b"-" && i > 0 && list_option(args[i - 1].as_encoded_bytes()))
+            || a.strip_suffix(b"=-").is_some_and(|o| list_option(o))
     });
     util::STDIN_IS_DATA.store(stdin_data, std::sync::atomic::Ordering::Relaxed);
     // A fatal error under `--json` is a JSON line too (restic's `exit_error`).

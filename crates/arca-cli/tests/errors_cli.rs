@@ -231,6 +231,16 @@ fn a_piped_password_is_the_first_line_and_text() {
     let o = piped(b"test\xffpassword\n", &["snapshots"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     once(&stderr(&o), "not UTF-8");
+    // A `-` that is a value, not a list read from standard input, leaves the password there
+    // (any `-` took it away).
+    for args in [&["find", "-"][..], &["ls", "latest", "--host", "-"]] {
+        let o = piped(b"test password\n", args);
+        assert!(
+            !stderr(&o).contains("no password given"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
 
     let empty = e.path("empty-password");
     fs::write(&empty, "\n").unwrap();
