@@ -139,9 +139,13 @@ impl DirHandle {
 
     fn open_at(at: BorrowedFd<'_>, path: &OsStr) -> io::Result<Self> {
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
-        nix::fcntl::openat(at, path, flags, Mode::empty())
-            .map(Self)
-            .map_err(errno)
+        // Out of descriptors, tried again: other threads close theirs soon (a restore's
+        // scan of an existing target failed on folders under `ulimit -n 32`).
+        crate::fds::patiently(|| {
+            nix::fcntl::openat(at, path, flags, Mode::empty())
+                .map(Self)
+                .map_err(errno)
+        })
     }
 
     /// `lstat` of entry `name`; `None` when nothing is there (or a non-directory is where
@@ -163,12 +167,14 @@ impl DirHandle {
     pub fn open_noatime(&self, name: &[u8]) -> io::Result<File> {
         let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK;
         let name = OsStr::from_bytes(name);
-        match nix::fcntl::openat(&self.0, name, flags | OFlag::O_NOATIME, Mode::empty()) {
-            Err(Errno::EPERM) => nix::fcntl::openat(&self.0, name, flags, Mode::empty()),
-            r => r,
-        }
-        .map(File::from)
-        .map_err(errno)
+        crate::fds::patiently(|| {
+            match nix::fcntl::openat(&self.0, name, flags | OFlag::O_NOATIME, Mode::empty()) {
+                Err(Errno::EPERM) => nix::fcntl::openat(&self.0, name, flags, Mode::empty()),
+                r => r,
+            }
+            .map(File::from)
+            .map_err(errno)
+        })
     }
 
     /// The target of symlink `name`.

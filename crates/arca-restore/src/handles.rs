@@ -10,8 +10,16 @@ use arca_fs::{DirHandle, Stat};
 use crate::plan::Plan;
 
 /// Directories a thread keeps open: neighbouring entries mostly share one, and files read in
-/// disk order come from a few at a time.
-const KEPT: usize = 8;
+/// disk order come from a few at a time. Fewer under a low limit of open files (2 at
+/// `ulimit -n` 128 or less).
+fn kept() -> usize {
+    static KEPT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *KEPT.get_or_init(|| {
+        usize::try_from(arca_fs::open_files_allowed() / 64)
+            .unwrap_or(8)
+            .clamp(2, 8)
+    })
+}
 
 /// A few open directories of the plan, the most recently used last.
 pub(crate) struct DirCache<'p> {
@@ -31,7 +39,7 @@ impl<'p> DirCache<'p> {
         Self {
             plan,
             follow,
-            open: Vec::with_capacity(KEPT),
+            open: Vec::with_capacity(kept()),
         }
     }
 
@@ -57,7 +65,7 @@ impl<'p> DirCache<'p> {
             // Ancestors to open on the way down from one at hand (or from none).
             let mut chain = vec![d];
             let mut above = None;
-            while chain.len() < KEPT / 2 {
+            while chain.len() < kept() / 2 {
                 let Some(&top) = chain.last() else { break };
                 if top == 0 {
                     break;
@@ -100,7 +108,7 @@ impl<'p> DirCache<'p> {
 
     /// Keeps `h` as the most recently used, dropping the least recently used beyond KEPT.
     fn keep(&mut self, d: u32, h: DirHandle) {
-        if self.open.len() == KEPT {
+        if self.open.len() >= kept() {
             self.open.remove(0);
         }
         self.open.push((d, h));

@@ -422,8 +422,12 @@ pub fn restore(
     // the target: a deep queue reads a cold directory tree several times faster).
     let io_threads = (t.workers * 2).max(8);
     // 16 kept the disk as busy as 32 on the 100,000-file set here, with less time lost to
-    // switching between blocked threads (no-op 1.2-1.3 s against 1.3-1.45 s).
-    let stat_threads = 16;
+    // switching between blocked threads (no-op 1.2-1.3 s against 1.3-1.45 s). Fewer under a
+    // low limit of open files: each keeps up to 8 folders open (hunt 29: a scan under
+    // `ulimit -n 32` failed on folders).
+    let stat_threads = usize::try_from(arca_fs::open_files_allowed() / 32)
+        .unwrap_or(16)
+        .clamp(2, 16);
     let checker = hashing::BlockChecker {
         key: repo.key(),
         plan: &plan,
