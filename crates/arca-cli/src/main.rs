@@ -131,7 +131,7 @@ fn main() -> ExitCode {
         let list_option = |o: &[u8]| STDIN_LISTS.contains(&o);
         a == b"--stdin"
             || (a == b"-" && i > 0 && list_option(args[i - 1].as_encoded_bytes()))
-            || a.strip_suffix(b"=-").is_some_and(|o| list_option(o))
+            || a.strip_suffix(b"=-").is_some_and(list_option)
     });
     util::STDIN_IS_DATA.store(stdin_data, std::sync::atomic::Ordering::Relaxed);
     // A fatal error under `--json` is a JSON line too (restic's `exit_error`).
