@@ -51,8 +51,16 @@ impl FoundLock {
             Ok(l) => {
                 let since = chrono::DateTime::from_timestamp_nanos(l.time_ns)
                     .format("%Y-%m-%d %H:%M:%S UTC");
+                // A time ahead of ours: the clocks differ, and the lock blocks until 30 minutes
+                // after it, which reads as a wait of 30 minutes unless said (hunt 29).
+                let ahead_min = (l.time_ns - now_ns()) / 60_000_000_000;
+                let ahead = if ahead_min >= 1 {
+                    format!(", {ahead_min} minutes ahead of this machine's clock")
+                } else {
+                    String::new()
+                };
                 format!(
-                    "by {} ({} lock, pid {} on host {}, user {}, refreshed {since}{})",
+                    "by {} ({} lock, pid {} on host {}, user {}, refreshed {since}{ahead}{})",
                     if l.command.is_empty() {
                         "a process"
                     } else {

@@ -448,3 +448,22 @@ fn a_held_locks_age_is_not_measured_on_the_wall_clock() {
     assert!(boot > 0 && boot < wall / 2, "{boot} {wall}");
     assert!(held_clock_ns() >= boot);
 }
+
+/// A lock dated ahead of this machine's clock blocks until 30 minutes after that time: the
+/// message says how far ahead it is (it read as a wait of 30 minutes; hunt 29).
+#[test]
+fn a_lock_from_the_future_says_the_clocks_differ() {
+    let repo = testing::repo(Arc::new(MemoryBackend::new()));
+    let two_hours = 2 * 3600 * 1_000_000_000_i64;
+    foreign(&repo, now_ns() + two_hours, 1, "elsewhere", true);
+    let e = repo.lock_for(LockKind::Shared, "backup").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("minutes ahead of this machine's clock"),
+        "{e}"
+    );
+    repo.unlock(true).unwrap();
+    foreign(&repo, now_ns(), 1, "elsewhere", true);
+    let e = repo.lock_for(LockKind::Shared, "backup").unwrap_err();
+    assert!(!e.to_string().contains("ahead"), "{e}");
+}
