@@ -197,8 +197,12 @@ async fn diff(State(app): State<Arc<App>>, q: RawQuery) -> Response {
 /// `GET /api/profiles`.
 async fn profiles_list(State(app): State<Arc<App>>) -> Response {
     let dir = app.profiles_dir.clone();
-    let list = profiles::list(dir.as_deref(), &app.location);
-    Json(json!({"folder": dir, "profiles": list})).into_response()
+    // Reading profiles reads their list files: off the async threads.
+    let (d, location) = (dir.clone(), app.location.clone());
+    match blocking(move || Ok(profiles::list(d.as_deref(), &location))).await {
+        Ok(list) => Json(json!({"folder": dir, "profiles": list})).into_response(),
+        Err(e) => e.into_response(),
+    }
 }
 
 /// `GET /api/forget/preview?keep_last=..`.

@@ -97,14 +97,20 @@ fn restore_body(s: &SnapshotRow, paths: &[String]) -> String {
 /// `GET /backup`: the profiles, each with a button.
 pub async fn backup_page(State(app): State<Arc<App>>) -> Response {
     let dir = app.profiles_dir.clone();
-    let list = crate::profiles::list(dir.as_deref(), &app.location);
+    // Reading profiles reads their list files: off the async threads.
+    let (d, location) = (dir.clone(), app.location.clone());
+    let list = match blocking(move || Ok(crate::profiles::list(d.as_deref(), &location))).await {
+        Ok(list) => list,
+        Err(e) => return error_page(&app, &e),
+    };
     let folder = dir
         .as_deref()
         .map(|d| d.display().to_string())
         .unwrap_or_else(|| "(unknown: set XDG_CONFIG_HOME or HOME)".into());
     let mut b = format!(
         "<h1>Back up</h1><p>Profiles are the <code>*.toml</code> files in <span class=\"mono\">{}</span> \
-         with a <code>[backup]</code> section (the same files <code>arca -P NAME backup</code> reads).</p>",
+         with a <code>[backup]</code> section, read as <code>arca -P NAME backup</code> reads them (which \
+         looks for <code>NAME.toml</code> in the current folder first: the page reads only this folder).</p>",
         esc(&folder)
     );
     if list.is_empty() {

@@ -1162,3 +1162,73 @@ fn the_restore_target_is_used_exactly_as_given() {
     );
     assert!(!f.tmp.path().join("rt").exists());
 }
+
+#[test]
+fn profiles_reading_a_pipe_or_standard_input_are_refused_and_the_server_keeps_answering() {
+    let f = Fixture::new();
+    let fifo = f.tmp.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(made, "mkfifo");
+    std::fs::write(
+        f.profiles.join("pipe.toml"),
+        format!("[backup]\nfiles-from = {:?}\n", fifo.display().to_string()),
+    )
+    .unwrap();
+    std::fs::write(
+        f.profiles.join("stdin.toml"),
+        "[backup]\nfiles-from = \"-\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        f.profiles.join("elsewhere.toml"),
+        format!(
+            "[backup]\nrepo = \"/elsewhere\"\npaths = [{:?}]\n",
+            f.src.display().to_string()
+        ),
+    )
+    .unwrap();
+    let s = f.start();
+    // Reading the pipe would block; asked twice, both runtime workers would be stuck.
+    let addr = s.addr();
+    let (tx, rx) = std::sync::mpsc::channel();
+    for path in ["/api/profiles", "/backup", "/api/profiles"] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let auth = format!("Bearer {TOKEN}");
+            let r = request(addr, "GET", path, &[("Authorization", &auth)], b"");
+            let _ = tx.send((path, r));
+        });
+    }
+    for _ in 0..3 {
+        let (path, r) = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the server answers");
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        if path == "/api/profiles" {
+            let list = r.json()["profiles"].as_array().unwrap().clone();
+            let problem = |name: &str| {
+                list.iter()
+                    .find(|p| p["name"] == name)
+                    .and_then(|p| p["problem"].as_str())
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            assert!(problem("pipe").contains("not a regular file"), "{list:?}");
+            assert!(problem("stdin").contains("standard input"), "{list:?}");
+            assert!(
+                problem("elsewhere").contains("another repository"),
+                "{list:?}"
+            );
+            assert_eq!(problem("home"), "");
+        }
+    }
+    assert_eq!(get(&s, "/api/status").status, 200);
+    // None of them runs.
+    for name in ["pipe", "stdin", "elsewhere"] {
+        let r = post(&s, "/api/backup", &json!({"profile": name}));
+        assert_eq!(r.status, 400, "{name}: {}", r.text());
+    }
+}
