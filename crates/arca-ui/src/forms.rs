@@ -492,6 +492,7 @@ fn state_name(s: JobState) -> &'static str {
     match s {
         JobState::Running => "running",
         JobState::Done => "done",
+        JobState::Incomplete => "incomplete",
         JobState::Failed => "failed",
         JobState::Cancelled => "cancelled",
     }
@@ -546,7 +547,9 @@ pub async fn job_page(State(app): State<Arc<App>>, UrlPath(id): UrlPath<String>)
     if let Some(e) = v["error"].as_str() {
         b.push_str(&alert(e));
     }
-    if state == JobState::Done {
+    // Also the result of a job that ended with errors (an incomplete backup, a check that
+    // found damage): what it did and what went wrong.
+    if state != JobState::Running && v["result"].is_object() {
         b.push_str("<h2>Result</h2>");
         b.push_str(&result_body(job.kind, &v["result"], &v["params"]));
     }

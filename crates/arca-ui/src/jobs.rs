@@ -21,9 +21,12 @@ const KEEP_FINISHED: usize = 100;
 pub enum JobState {
     /// Working.
     Running,
-    /// Finished successfully (possibly with issues in its result).
+    /// Finished successfully.
     Done,
-    /// Stopped by an error.
+    /// Finished, but with errors: entries a backup could not read (its snapshot is marked
+    /// incomplete) or a restore could not write; `arca backup`/`arca restore` exit with 3.
+    Incomplete,
+    /// Stopped by an error, or a check that found errors (`arca check` exits with 1).
     Failed,
     /// Stopped on request.
     Cancelled,
@@ -163,6 +166,28 @@ impl Job {
     }
 }
 
+/// How a job that returned `result` ended, as the CLI's exit code says: a check that found
+/// errors (`"ok": false`) failed (exit 1), with the count as its error; a result with errors
+/// (a count above 0) or an incomplete snapshot (`"complete": false`) is incomplete (exit 3).
+fn ended(result: &Value) -> (JobState, Option<String>) {
+    let errors = match &result["errors"] {
+        Value::Array(a) => a.len() as u64,
+        v => v.as_u64().unwrap_or(0),
+    };
+    if result["ok"] == Value::Bool(false) {
+        let n = errors.max(1);
+        let s = if n == 1 { "" } else { "s" };
+        return (
+            JobState::Failed,
+            Some(format!("the check found {n} error{s}")),
+        );
+    }
+    if errors > 0 || result["complete"] == Value::Bool(false) {
+        return (JobState::Incomplete, None);
+    }
+    (JobState::Done, None)
+}
+
 /// The jobs of this server, newest last.
 #[derive(Default)]
 pub struct JobTable {
@@ -227,7 +252,9 @@ impl JobTable {
                 i.finished = Some(Local::now());
                 match out {
                     Ok(v) => {
-                        i.state = JobState::Done;
+                        let (state, error) = ended(&v);
+                        i.state = state;
+                        i.error = error;
                         i.result = Some(v);
                     }
                     Err(e) => {
@@ -328,6 +355,32 @@ mod tests {
             .expect("spawn");
         assert_eq!(wait(&bad), JobState::Failed);
         assert_eq!(bad.json()["error"], "it broke");
+        // Finished with errors is not done, as the CLI's exit codes 3 and 1 say.
+        for (result, state, error) in [
+            (
+                json!({"errors": 2, "complete": false}),
+                "incomplete",
+                Value::Null,
+            ),
+            (json!({"errors": 1}), "incomplete", Value::Null),
+            (json!({"errors": 0, "complete": true}), "done", Value::Null),
+            (
+                json!({"ok": false, "errors": ["x", "y"]}),
+                "failed",
+                json!("the check found 2 errors"),
+            ),
+            (json!({"ok": true, "errors": []}), "done", Value::Null),
+        ] {
+            let r = result.clone();
+            let j = t
+                .spawn("restore", "e".into(), json!({}), move |_| Ok(r))
+                .expect("spawn");
+            wait(&j);
+            let v = j.json();
+            assert_eq!(v["state"], state, "{result}");
+            assert_eq!(v["error"], error, "{result}");
+            assert_eq!(v["result"], result);
+        }
         let long = t
             .spawn("backup", "c".into(), json!({}), |ctx| {
                 ctx.progress(|_| Progress {
@@ -349,7 +402,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(long.json()["progress"]["fraction"], 0.5);
-        assert_eq!(t.list().len(), 3);
+        assert_eq!(t.list().len(), 8);
         assert_eq!(t.list()[0].id, long.id);
         t.cancel_all();
         assert_eq!(wait(&long), JobState::Cancelled);
