@@ -73,6 +73,15 @@
     }
   });
 
+  // "Back" on error pages: the previous page (a `javascript:` link is refused by the CSP);
+  // without scripts, or with no page to go back to, the link leads to the overview.
+  document.addEventListener("click", function (ev) {
+    const a = ev.target.closest && ev.target.closest("a[data-back]");
+    if (!a || window.history.length < 2) return;
+    ev.preventDefault();
+    window.history.back();
+  });
+
   document.addEventListener("click", async function (ev) {
     const b = ev.target.closest && ev.target.closest("button[data-post]");
     if (!b) return;

@@ -34,7 +34,7 @@ pub fn error_page(app: &App, e: &ApiError) -> Response {
         return redirect("/open");
     }
     let body = format!(
-        "<h1>Something went wrong</h1>{}<p><a href=\"javascript:history.back()\">Back</a> · \
+        "<h1>Something went wrong</h1>{}<p><a href=\"/\" data-back>Back</a> · \
          <a href=\"/\">Overview</a></p>",
         alert(&e.message)
     );

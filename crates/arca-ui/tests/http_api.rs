@@ -859,9 +859,12 @@ fn no_lock_never_lets_prune_or_forget_run_beside_a_backup() {
     let j = job("/api/prune", json!({"dry_run": false}));
     assert_eq!(j["state"], "failed", "{j}");
     assert!(j["error"].as_str().unwrap().contains("locked"), "{j}");
+    // The lock is taken or refused at once: nothing waits for it.
+    assert_eq!(j["progress"]["phase"], "taking the exclusive lock", "{j}");
     let j = job("/api/forget", json!({"keep_last": 1, "expect": []}));
     assert_eq!(j["state"], "failed", "{j}");
     assert!(j["error"].as_str().unwrap().contains("locked"), "{j}");
+    assert_eq!(j["progress"]["phase"], "taking the exclusive lock", "{j}");
     assert_eq!(get(&s, "/api/overview").json()["snapshots"], 2);
     let j = job("/api/prune", json!({"dry_run": true}));
     assert_eq!(j["state"], "done", "{j}");
@@ -1231,4 +1234,21 @@ fn profiles_reading_a_pipe_or_standard_input_are_refused_and_the_server_keeps_an
         let r = post(&s, "/api/backup", &json!({"profile": name}));
         assert_eq!(r.status, 400, "{name}: {}", r.text());
     }
+}
+
+#[test]
+fn the_back_link_of_error_pages_works_under_the_content_security_policy() {
+    let f = Fixture::new();
+    let s = f.start();
+    let r = get(&s, "/snapshots/nosuchsnapshot");
+    assert!(r.status >= 400, "{}", r.text());
+    let page = r.text();
+    assert!(page.contains("Something went wrong"), "{page}");
+    // `javascript:` addresses are script the CSP (`script-src 'self'`) refuses to run.
+    assert!(!page.contains("javascript:"), "{page}");
+    assert!(page.contains("<a href=\"/\" data-back>Back</a>"), "{page}");
+    assert!(
+        get(&s, "/static/app.js").text().contains("a[data-back]"),
+        "the script handles the link"
+    );
 }

@@ -372,7 +372,7 @@ pub fn start_forget(app: &Arc<App>, r: ForgetRequest) -> Result<Arc<Job>, ApiErr
             cached = app.repo().map_err(|e| e.message)?;
             &cached
         };
-        ctx.phase("waiting for the exclusive lock");
+        ctx.phase("taking the exclusive lock");
         let _lock = app.lock(repo, LockKind::Exclusive, "forget")?;
         ctx.phase("deciding");
         let (policy, plans) = decide(repo, &r.fields).map_err(|e| e.message)?;
@@ -510,7 +510,7 @@ pub fn start_prune(app: &Arc<App>, r: PruneRequest) -> Result<Arc<Job>, ApiError
         json!({"dry_run": r.dry_run}),
         move |app, ctx| {
             let repo = app.repo_uncached().map_err(|e| e.message)?;
-            ctx.phase("waiting for the exclusive lock");
+            ctx.phase("taking the exclusive lock");
             let command = if r.dry_run {
                 "prune --dry-run"
             } else {
