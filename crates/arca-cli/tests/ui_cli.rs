@@ -278,3 +278,87 @@ fn a_hang_up_stops_the_server_in_order() {
         "a lock was left"
     );
 }
+
+/// POSTs JSON `body` to `path` with the bearer `token`; gives the response.
+fn http_post(addr: &str, path: &str, token: &str, body: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAuthorization: Bearer \
+         {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    r
+}
+
+#[test]
+fn a_second_ctrl_c_quits_at_once_naming_the_abandoned_jobs() {
+    let e = Env::new();
+    e.init(&[]);
+    // 4 MB that does not compress, behind a slow backend: the backup runs for a minute.
+    let data = e.tmp.path().join("big");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let bytes: Vec<u8> = (0..4 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(data.join("blob"), bytes).unwrap();
+    let config = e.tmp.path().join("config");
+    std::fs::create_dir_all(config.join("arca")).unwrap();
+    std::fs::write(
+        config.join("arca/big.toml"),
+        format!("[backup]\npaths = [{:?}]\n", data.display().to_string()),
+    )
+    .unwrap();
+    let (mut child, url) = start_env(
+        &e,
+        &["--backend-bandwidth", "50KB"],
+        &[("XDG_CONFIG_HOME", config.to_str().unwrap())],
+    );
+    let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
+    let (port, token) = rest.split_once("/?token=").unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let r = http_post(&addr, "/api/backup", token, "{\"profile\":\"big\"}");
+    assert!(r.starts_with("HTTP/1.1 202"), "{r}");
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = status.unwrap_or_else(|| panic!("still running after the second Ctrl-C: {err}"));
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("Ctrl-C again to quit at once"), "{err}");
+    assert!(
+        err.contains("quitting at once; abandoned: #1 backup of profile big"),
+        "{err}"
+    );
+    assert!(err.contains("arca unlock"), "{err}");
+}

@@ -313,6 +313,15 @@ impl JobTable {
         }
     }
 
+    /// The jobs still running, as "#ID TITLE", oldest first.
+    pub fn running(&self) -> Vec<String> {
+        lock(&self.jobs)
+            .iter()
+            .filter(|j| j.state() == JobState::Running)
+            .map(|j| format!("#{} {}", j.id, j.title))
+            .collect()
+    }
+
     /// Waits until no job runs, at most `grace`.
     pub fn wait_idle(&self, grace: Duration) {
         let until = Instant::now() + grace;
@@ -409,7 +418,24 @@ mod tests {
         // An ended job has nothing left to wait for.
         assert_eq!(long.json()["progress"]["eta_seconds"], Value::Null);
         assert_eq!(long.json()["progress"]["fraction"], 0.5);
+        assert_eq!(t.running(), Vec::<String>::new());
+        let stuck = Arc::new(AtomicBool::new(false));
+        let s2 = Arc::clone(&stuck);
+        let slow = t
+            .spawn("backup", "slow one".into(), json!({}), move |_| {
+                while !s2.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Ok(json!({}))
+            })
+            .expect("spawn");
+        t.cancel_all();
+        t.wait_idle(Duration::from_millis(50));
+        // A job that did not stop in time is named.
+        assert_eq!(t.running(), [format!("#{} slow one", slow.id)]);
+        stuck.store(true, Ordering::Relaxed);
         t.wait_idle(Duration::from_secs(5));
+        assert_eq!(t.running(), Vec::<String>::new());
         assert!(t.get(ok.id).is_some());
         assert!(t.get(99).is_none());
     }

@@ -245,36 +245,50 @@ impl Server {
     /// it killed the server outright, leaving its jobs' repository locks and the browser
     /// page behind; hunt 24).
     pub fn wait_for_signal(&mut self) {
-        let mut signals = std::mem::take(&mut self.signals);
+        let signals = &mut self.signals;
         if let Some(rt) = &self.runtime {
-            rt.block_on(async {
-                if signals.is_empty() {
-                    // No handler could be installed: Ctrl-C alone, as before.
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-                let any = signals.iter_mut().map(|s| Box::pin(s.recv()));
-                futures_util::future::select_all(any).await;
+            rt.block_on(any_signal(signals));
+        }
+    }
+
+    /// After [`Server::wait_for_signal`]: calls `then` on a runtime thread when one more
+    /// signal comes (a second Ctrl-C while [`Server::stop`] waits for the jobs), with the
+    /// jobs still running ("#ID TITLE"); `then` typically says so and exits the process.
+    pub fn on_next_signal(&mut self, then: impl FnOnce(Vec<String>) + Send + 'static) {
+        let mut signals = std::mem::take(&mut self.signals);
+        let app = Arc::clone(&self.app);
+        if let Some(rt) = &self.runtime {
+            rt.spawn(async move {
+                any_signal(&mut signals).await;
+                then(app.jobs.running());
             });
         }
     }
 
     /// Stops serving, asks the running jobs to stop and waits for them (at most `grace`).
-    pub fn stop(mut self, grace: Duration) {
-        self.shutdown_now(grace);
+    /// Gives the jobs still running then ("#ID TITLE"): they are abandoned, with the
+    /// repository locks they hold.
+    pub fn stop(mut self, grace: Duration) -> Vec<String> {
+        self.shutdown_now(grace)
     }
 
-    fn shutdown_now(&mut self, grace: Duration) {
+    fn shutdown_now(&mut self, grace: Duration) -> Vec<String> {
         // The page carries the token: it goes first.
         self.open_page = None;
+        if self.runtime.is_none() {
+            // Stopped already (`stop`, then the drop): the jobs were waited for then.
+            return self.app.jobs.running();
+        }
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
         self.app.jobs.cancel_all();
         self.app.jobs.wait_idle(grace);
+        let left = self.app.jobs.running();
         if let Some(rt) = self.runtime.take() {
             rt.shutdown_timeout(Duration::from_secs(2));
         }
+        left
     }
 }
 
@@ -282,4 +296,14 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.shutdown_now(Duration::from_secs(10));
     }
+}
+
+/// Waits for SIGINT, SIGTERM or SIGHUP (Ctrl-C alone when no handler could be installed).
+async fn any_signal(signals: &mut [tokio::signal::unix::Signal]) {
+    if signals.is_empty() {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    }
+    let any = signals.iter_mut().map(|s| Box::pin(s.recv()));
+    futures_util::future::select_all(any).await;
 }

@@ -106,9 +106,37 @@ pub fn run(g: &Global, a: &UiArgs) -> Result<u8> {
         }
     }
     server.wait_for_signal();
-    eprintln!("arca ui: stopping (running jobs are asked to stop)");
-    server.stop(Duration::from_secs(60));
+    eprintln!(
+        "arca ui: stopping (running jobs are asked to stop, for at most a minute; Ctrl-C again \
+         to quit at once)"
+    );
+    // A second signal quits at once (it was ignored for the whole minute).
+    server.on_next_signal(|running| {
+        eprintln!("arca ui: quitting at once{}", abandoned(&running));
+        std::process::exit(130);
+    });
+    let left = server.stop(Duration::from_secs(60));
+    if !left.is_empty() {
+        eprintln!(
+            "arca ui: the jobs did not stop within a minute{}",
+            abandoned(&left)
+        );
+        return Ok(1);
+    }
     Ok(0)
+}
+
+/// What to say of the jobs `running` abandoned when the server quits: named, with the locks
+/// they leave in the repository.
+fn abandoned(running: &[String]) -> String {
+    if running.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; abandoned: {}. Their repository locks remain: once no arca process uses the \
+         repository, remove them with `arca unlock`",
+        running.join(", ")
+    )
 }
 
 #[cfg(test)]
