@@ -279,6 +279,29 @@ fn a_hang_up_stops_the_server_in_order() {
     );
 }
 
+#[test]
+fn a_password_file_that_cannot_be_read_is_said_and_the_page_asks() {
+    let e = Env::new();
+    e.init(&[]);
+    let missing = e.tmp.path().join("no-such-password-file");
+    let (child, url) = start(&e, &["--password-file", missing.to_str().unwrap()]);
+    let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
+    let (port, token) = rest.split_once("/?token=").unwrap();
+    let r = http(
+        &format!("127.0.0.1:{port}"),
+        "/api/status",
+        &format!("Authorization: Bearer {token}\r\n"),
+    );
+    assert!(r.contains("\"open\":false"), "{r}");
+    let (code, err) = stop(child);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("cannot read password file") && err.contains("no-such-password-file"),
+        "{err}"
+    );
+    assert!(err.contains("the page will ask for the password"), "{err}");
+}
+
 /// POSTs JSON `body` to `path` with the bearer `token`; gives the response.
 fn http_post(addr: &str, path: &str, token: &str, body: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();

@@ -70,8 +70,20 @@ fn open_browser(opener: &[&str], page: &str) -> bool {
 pub fn run(g: &Global, a: &UiArgs) -> Result<u8> {
     let (backend, _stats) = util::backend(g)?;
     // A password from the options, the environment or the terminal; without one the page
-    // asks for it (and says so when it is wrong).
-    let password = util::password(g).ok();
+    // asks for it (and says so when it is wrong). A password file or command that fails is
+    // said (it looked as if no password had been given).
+    let password = match util::password(g) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            let given = g.password_file.is_some()
+                || g.password_command.is_some()
+                || std::env::var_os("ARCA_PASSWORD").is_some_and(|v| !v.is_empty());
+            if given {
+                eprintln!("arca ui: {e:#}; the page will ask for the password");
+            }
+            None
+        }
+    };
     let mut server = Server::start(UiOptions {
         listen: a.listen.clone(),
         tls: a.tls_cert.clone().zip(a.tls_key.clone()),
