@@ -20,7 +20,10 @@ pub struct Security {
     pub token: String,
     /// The CSRF token, embedded in pages.
     pub csrf: String,
-    /// The cookie's name (one per port: cookies ignore ports).
+    /// The session secret the cookie holds: browsers send the cookie to every port of the
+    /// host (cookies ignore ports), so it is not the printed token (docs/UI.md).
+    pub session: String,
+    /// The cookie's name (one per port: cookies ignore ports; `__Host-` over TLS).
     pub cookie: String,
     /// Served over TLS (cookie marked Secure).
     pub tls: bool,
@@ -35,7 +38,13 @@ impl Security {
         Security {
             token,
             csrf: crate::net::random_hex(),
-            cookie: format!("arca_ui_{}", addr.port()),
+            session: crate::net::random_hex(),
+            // `__Host-`: only a secure, host-only cookie with `Path=/` may have that name.
+            cookie: format!(
+                "{}arca_ui_{}",
+                if tls { "__Host-" } else { "" },
+                addr.port()
+            ),
             tls,
             check_host: addr.ip().is_loopback(),
         }
@@ -217,7 +226,8 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
     let (query_token, rest) = split_token(req.uri().query().unwrap_or(""));
     let token = sec.token.as_bytes();
     let by_bearer = bearer(req.headers()).is_some_and(|t| same(t.as_bytes(), token));
-    let by_cookie = cookie_values(req.headers(), &sec.cookie).any(|t| same(t, token));
+    let by_cookie =
+        cookie_values(req.headers(), &sec.cookie).any(|t| same(t, sec.session.as_bytes()));
     let by_query = query_token
         .as_deref()
         .is_some_and(|t| same(t.as_bytes(), token));
@@ -235,7 +245,7 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
     let cookie = format!(
         "{}={}; Path=/; HttpOnly; SameSite=Strict{}",
         sec.cookie,
-        sec.token,
+        sec.session,
         if sec.tls { "; Secure" } else { "" }
     );
     // A page opened with ?token=: set the cookie and drop the token from the address bar.
@@ -318,6 +328,20 @@ fn with_headers(mut r: Response, _sec: &Security) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Browsers send the cookie to every port of the host: it holds a session secret, not the
+    /// printed token, and over TLS it is a `__Host-` cookie.
+    #[test]
+    fn the_cookie_holds_a_session_secret_not_the_token() {
+        let addr: SocketAddr = "127.0.0.1:4000".parse().expect("addr");
+        let plain = Security::new("t".repeat(64), addr, false);
+        assert_eq!(plain.cookie, "arca_ui_4000");
+        assert_eq!(plain.session.len(), 64);
+        assert_ne!(plain.session, plain.token);
+        let tls = Security::new("t".repeat(64), addr, true);
+        assert_eq!(tls.cookie, "__Host-arca_ui_4000");
+        assert_ne!(tls.session, plain.session);
+    }
 
     #[test]
     fn tokens_and_cookies() {

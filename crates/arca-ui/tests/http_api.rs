@@ -68,11 +68,25 @@ fn the_token_is_needed_on_every_request() {
     );
     let cookie = r.header("set-cookie").unwrap().to_string();
     let port = addr.port();
-    assert_eq!(
-        cookie,
-        format!("arca_ui_{port}={TOKEN}; Path=/; HttpOnly; SameSite=Strict")
+    // The cookie goes to every port of 127.0.0.1 (cookies ignore ports): it holds a session
+    // secret of this server, not the printed token.
+    let session = cookie
+        .strip_prefix(&format!("arca_ui_{port}="))
+        .and_then(|c| c.strip_suffix("; Path=/; HttpOnly; SameSite=Strict"))
+        .unwrap_or_else(|| panic!("{cookie}"));
+    assert_eq!(session.len(), 64, "{cookie}");
+    assert_ne!(session, TOKEN);
+    let jar = format!("arca_ui_{port}={session}");
+    assert_eq!(jar, session_jar(addr), "one secret per server");
+    // The token is not the cookie's value.
+    let r = request(
+        addr,
+        "GET",
+        "/api/status",
+        &[("Cookie", &format!("arca_ui_{port}={TOKEN}"))],
+        b"",
     );
-    let jar = format!("arca_ui_{port}={TOKEN}");
+    assert_eq!(r.status, 401);
     let r = request(addr, "GET", "/", &[("Cookie", &jar)], b"");
     assert_eq!(r.status, 200);
     assert!(r.text().contains("<h1>Repository overview</h1>"));
@@ -127,7 +141,7 @@ fn posts_need_the_csrf_token_and_this_origin() {
     let f = Fixture::new();
     let s = f.start();
     let addr = s.addr();
-    let jar = format!("arca_ui_{}={TOKEN}", addr.port());
+    let jar = session_jar(addr);
     let page = request(addr, "GET", "/check", &[("Cookie", &jar)], b"").text();
     let csrf = page
         .split("name=\"arca-csrf\" content=\"")
@@ -928,10 +942,11 @@ fn another_cookie_that_is_not_ascii_hides_nothing() {
     let s = f.start();
     let addr = s.addr();
     let port = addr.port();
+    let ours = session_jar(addr);
     for jar in [
-        format!("prefs=café; arca_ui_{port}={TOKEN}"),
-        format!("arca_ui_{port}={TOKEN}; prefs=caf\u{e9}"),
-        format!("arca_ui_{port}=stale; x=\u{1f600}; arca_ui_{port}={TOKEN}"),
+        format!("prefs=café; {ours}"),
+        format!("{ours}; prefs=caf\u{e9}"),
+        format!("arca_ui_{port}=stale; x=\u{1f600}; {ours}"),
     ] {
         let r = request(addr, "GET", "/api/status", &[("Cookie", &jar)], b"");
         assert_eq!(r.status, 200, "{jar}: {}", r.text());
@@ -991,7 +1006,7 @@ fn loopback_hosts_are_taken_on_any_port() {
         assert_eq!(r.status, 403, "{host}: {}", r.text());
     }
     // The CSRF check's Origin follows the Host the browser used (here a forwarded port).
-    let jar = format!("arca_ui_{port}={TOKEN}");
+    let jar = session_jar(addr);
     let page = request(
         addr,
         "GET",

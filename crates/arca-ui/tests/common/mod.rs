@@ -195,6 +195,15 @@ pub fn request(
     }
 }
 
+/// The `Cookie` header of a browser that opened the server's URL (`?token=`): the cookie the
+/// redirect set, without its attributes.
+pub fn session_jar(addr: SocketAddr) -> String {
+    let r = request(addr, "GET", &format!("/?token={TOKEN}"), &[], b"");
+    assert_eq!(r.status, 303);
+    let cookie = r.header("set-cookie").unwrap();
+    cookie.split(';').next().unwrap().to_string()
+}
+
 /// GET with the bearer token.
 pub fn get(server: &Server, path: &str) -> Resp {
     let auth = format!("Bearer {TOKEN}");
