@@ -168,7 +168,13 @@ impl<'a> Reader<'a> {
             });
         }
         let v = self.u16()?;
-        if v == 0 || v > max_version {
+        if v == 0 {
+            return Err(FormatError::Corrupt {
+                what: self.what,
+                detail: "format version 0".into(),
+            });
+        }
+        if v > max_version {
             return Err(FormatError::UnsupportedVersion {
                 what: self.what,
                 version: v,

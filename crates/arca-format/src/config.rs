@@ -228,7 +228,7 @@ impl Config {
         if version >= 2 {
             let flags = r.u8()?;
             if flags & !FLAG_CONTENT_KEYS != 0 {
-                return Err(FormatError::Corrupt {
+                return Err(FormatError::Newer {
                     what: "config",
                     detail: format!("unknown flags {flags:#04x}"),
                 });
@@ -246,12 +246,21 @@ impl Config {
             let code = r.u8()?;
             // Version 3 exists for the other ciphers; XChaCha20-Poly1305 is written as
             // version 1 or 2, so each config has one encoding.
-            cipher = Cipher::from_code(code)
-                .filter(|c| *c != Cipher::XChaCha20Poly1305)
-                .ok_or_else(|| FormatError::Corrupt {
-                    what: "config",
-                    detail: format!("unknown cipher {code}"),
-                })?;
+            cipher = match Cipher::from_code(code) {
+                Some(Cipher::XChaCha20Poly1305) => {
+                    return Err(FormatError::Corrupt {
+                        what: "config",
+                        detail: format!("version 3 with cipher {code} (written as version 1 or 2)"),
+                    });
+                }
+                Some(c) => c,
+                None => {
+                    return Err(FormatError::Newer {
+                        what: "config",
+                        detail: format!("unknown cipher {code}"),
+                    });
+                }
+            };
         }
         r.finish()?;
         let c = Self {
@@ -392,7 +401,11 @@ mod tests {
         assert_eq!(Config::decode(&no_keys).unwrap().content_keys, None);
         let mut bad_flag = v2.clone();
         bad_flag[66] = 3;
-        assert!(Config::decode(&bad_flag).is_err());
+        let err = Config::decode(&bad_flag).unwrap_err();
+        assert!(
+            err.is_newer() && err.to_string().contains("made by a newer arca"),
+            "{err}"
+        );
         let mut missing = v1.clone();
         missing[4] = 2;
         assert!(Config::decode(&missing).is_err());
@@ -430,12 +443,19 @@ mod tests {
         assert_eq!(with_keys.len(), 132);
         assert_eq!((with_keys[66], with_keys[131]), (1, 2));
         assert_eq!(Config::decode(&with_keys).unwrap(), c);
-        for code in [0u8, 1, 3, 0xff] {
+        for code in [0u8, 3, 0xff] {
             let mut bad = v3.clone();
             bad[67] = code;
-            let err = Config::decode(&bad).unwrap_err().to_string();
+            let err = Config::decode(&bad).unwrap_err();
+            assert!(err.is_newer(), "{err}");
+            let err = err.to_string();
             assert!(err.contains(&format!("unknown cipher {code}")), "{err}");
+            assert!(err.contains("made by a newer arca"), "{err}");
         }
+        let mut xchacha = v3.clone();
+        xchacha[67] = Cipher::XChaCha20Poly1305.code();
+        let err = Config::decode(&xchacha).unwrap_err();
+        assert!(!err.is_newer(), "{err}");
         assert!(Config::decode(&v3[..67]).is_err());
     }
 }

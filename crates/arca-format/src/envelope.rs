@@ -122,16 +122,23 @@ impl EnvelopeHeader {
                 what,
                 detail: format!("file kind byte {:#04x}", b[4]),
             })?;
-        if b[5] != ENVELOPE_VERSION {
-            return Err(FormatError::UnsupportedVersion {
+        if b[5] == 0 {
+            return Err(FormatError::Corrupt {
                 what,
-                version: u16::from(b[5]),
+                detail: "envelope version 0".into(),
+            });
+        }
+        // The envelope's own version, not the body's (a config body of version 2 is read).
+        if b[5] != ENVELOPE_VERSION {
+            return Err(FormatError::Newer {
+                what,
+                detail: format!("envelope version {}", b[5]),
             });
         }
         if b[6] & !FLAG_ZSTD != 0 || b[7] != 0 {
-            return Err(FormatError::Corrupt {
+            return Err(FormatError::Newer {
                 what,
-                detail: format!("unknown flags {:#04x}/{:#04x}", b[6], b[7]),
+                detail: format!("unknown envelope flags {:#04x}/{:#04x}", b[6], b[7]),
             });
         }
         Ok(Self {
@@ -170,8 +177,18 @@ mod tests {
         bad[5] = 9;
         assert!(matches!(
             EnvelopeHeader::decode(&bad, EnvelopeKind::Index),
-            Err(FormatError::UnsupportedVersion { .. })
+            Err(FormatError::Newer { .. })
         ));
+        // Version 0 is never written, and unknown flags are a newer arca's.
+        bad[5] = 0;
+        assert!(matches!(
+            EnvelopeHeader::decode(&bad, EnvelopeKind::Index),
+            Err(FormatError::Corrupt { .. })
+        ));
+        let mut flags = b;
+        flags[6] = 0x80;
+        let e = EnvelopeHeader::decode(&flags, EnvelopeKind::Index).unwrap_err();
+        assert!(e.is_newer(), "{e}");
         assert!(EnvelopeHeader::decode(&b[..5], EnvelopeKind::Index).is_err());
     }
 }

@@ -48,9 +48,9 @@ impl BlobKind {
         match c {
             0 => Ok(BlobKind::Data),
             1 => Ok(BlobKind::Tree),
-            _ => Err(FormatError::Corrupt {
-                what: "blob kind",
-                detail: format!("unknown code {c}"),
+            _ => Err(FormatError::Newer {
+                what: "blob list",
+                detail: format!("unknown blob kind {c}"),
             }),
         }
     }
@@ -93,13 +93,23 @@ pub enum FormatError {
         /// Bytes found instead.
         found: [u8; 4],
     },
-    /// A version this build does not know.
-    #[error("{what} has unsupported format version {version}")]
+    /// A version above the ones this build knows: the structure was made by a newer arca
+    /// (see [`FormatError::is_newer`]). Version 0 is never written and is [`FormatError::Corrupt`].
+    #[error("{what} was made by a newer arca (format version {version}): upgrade arca to read it")]
     UnsupportedVersion {
         /// Structure being decoded.
         what: &'static str,
         /// Version found.
         version: u16,
+    },
+    /// A code or flag this build does not know in an otherwise valid (authenticated)
+    /// structure: a newer arca wrote it (see [`FormatError::is_newer`]).
+    #[error("{what} was made by a newer arca ({detail}): upgrade arca to read it")]
+    Newer {
+        /// Structure being decoded.
+        what: &'static str,
+        /// The unknown code or flag, e.g. `unknown node kind 8`.
+        detail: String,
     },
     /// The bytes are structurally invalid.
     #[error("{what} is corrupt: {detail}")]
@@ -125,4 +135,16 @@ pub enum FormatError {
         /// Parser error.
         source: serde_json::Error,
     },
+}
+
+impl FormatError {
+    /// Whether the structure was made by a newer arca (a version above the ones this build
+    /// knows, or a code or flag it does not know) rather than damaged: a reader refuses it,
+    /// and nothing may repair (delete or rewrite) it.
+    pub fn is_newer(&self) -> bool {
+        matches!(
+            self,
+            FormatError::UnsupportedVersion { .. } | FormatError::Newer { .. }
+        )
+    }
 }

@@ -53,7 +53,7 @@ impl NodeKind {
             6 => NodeKind::BlockDev,
             7 => NodeKind::Socket,
             _ => {
-                return Err(FormatError::Corrupt {
+                return Err(FormatError::Newer {
                     what: "tree",
                     detail: format!("unknown node kind {c}"),
                 });
@@ -582,5 +582,16 @@ mod tests {
             let b = Tree { nodes: vec![node] }.encode().unwrap();
             assert!(Tree::decode(&b).is_err(), "{bad:?} accepted");
         }
+    }
+
+    /// An unknown node kind is a newer arca's, not damage (hunt 29: check called the tree
+    /// damaged and `repair snapshots --forget` removed its snapshot).
+    #[test]
+    fn unknown_node_kind_is_newer() {
+        let e = NodeKind::from_code(8).unwrap_err();
+        assert!(e.is_newer(), "{e}");
+        assert!(e.to_string().contains("made by a newer arca"), "{e}");
+        let e = crate::BlobKind::from_code(2).unwrap_err();
+        assert!(e.is_newer(), "{e}");
     }
 }

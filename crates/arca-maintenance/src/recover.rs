@@ -86,7 +86,7 @@ pub fn recover(repo: &Repository, opts: &RecoverOptions) -> Result<RecoverReport
             Ok(t) => {
                 children.insert(*id, t.nodes.iter().filter_map(|n| n.subtree).collect());
             }
-            Err(e) if e.is_corruption() => rep.unreadable.push((*id, e.cause())),
+            Err(e) if e.is_unusable() => rep.unreadable.push((*id, e.cause())),
             Err(e) => return Err(e),
         }
     }

@@ -142,7 +142,7 @@ fn load_snapshots(
     for id in ids {
         let s = match repo.load_snapshot(&id) {
             Ok(s) => s,
-            Err(e) if e.is_corruption() => {
+            Err(e) if e.is_unusable() => {
                 report(&arca_repo::damaged_snapshot_message(&id, &e));
                 continue;
             }

@@ -274,7 +274,16 @@ impl BlobOpener {
                     .map_err(|e| corrupt(format!("decompression failed: {e}")))?;
                 &self.scratch
             }
-            f => return Err(corrupt(format!("unknown compression flag {f}"))),
+            // Authenticated, so not damage: a newer arca's compression.
+            f => {
+                return Err(RepoError::format(
+                    format!("{kind} blob {id} in pack {pack}"),
+                    arca_format::FormatError::Newer {
+                        what: "blob",
+                        detail: format!("unknown compression flag {f}"),
+                    },
+                ));
+            }
         };
         if data.len() != raw_len as usize {
             return Err(corrupt(format!(

@@ -235,9 +235,19 @@ impl RepoError {
     pub fn is_no_space(&self) -> bool {
         matches!(self, RepoError::Backend(e) if e.kind == ErrorKind::NoSpace)
     }
+    /// Whether the error means a file was made by a newer arca (a format version, code or
+    /// flag this build does not know): it is refused, but it is not damage, and no repair
+    /// may delete or rewrite it.
+    pub fn is_newer_format(&self) -> bool {
+        matches!(self, RepoError::Format { source, .. } if source.is_newer())
+    }
     /// Whether the error means data in the repository is damaged (as opposed to the
-    /// repository being unreachable).
+    /// repository being unreachable, or a file made by a newer arca: see
+    /// [`Self::is_newer_format`]).
     pub fn is_corruption(&self) -> bool {
+        if self.is_newer_format() {
+            return false;
+        }
         matches!(
             self,
             RepoError::Format { .. }
@@ -249,6 +259,11 @@ impl RepoError {
                     ..
                 }
         ) || matches!(self, RepoError::Backend(e) if e.kind == ErrorKind::ShortRead)
+    }
+    /// Whether the file cannot be used by this build, damaged or made by a newer arca: what
+    /// listings leave out (with a warning) instead of failing.
+    pub fn is_unusable(&self) -> bool {
+        self.is_corruption() || self.is_newer_format()
     }
 }
 

@@ -587,7 +587,7 @@ impl Repository {
                 match f {
                     _ if failed.is_some() => {}
                     Some(Ok(f)) => b.add(&f),
-                    Some(Err(e)) if e.is_corruption() => damaged.push((id, e)),
+                    Some(Err(e)) if e.is_unusable() => damaged.push((id, e)),
                     Some(Err(e)) => failed = Some(e),
                     None => {
                         failed = Some(RepoError::Invalid {
@@ -829,10 +829,15 @@ fn with_config_keys(key: MasterKey, config: &Config) -> MasterKey {
 fn damaged_index_warning(e: &RepoError) {
     #[allow(clippy::print_stderr)]
     {
-        eprintln!(
-            "arca: warning: damaged index file ({e}); run `arca repair index` (the blobs it \
-             lists are treated as missing until then)"
-        );
+        if e.is_newer_format() {
+            // Not damage: `repair index` would delete a newer arca's index file.
+            eprintln!("arca: warning: {e}; the blobs it lists are treated as missing");
+        } else {
+            eprintln!(
+                "arca: warning: damaged index file ({e}); run `arca repair index` (the blobs \
+                 it lists are treated as missing until then)"
+            );
+        }
     }
 }
 

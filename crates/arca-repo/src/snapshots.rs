@@ -139,7 +139,7 @@ impl Repository {
             match s {
                 Ok(s) if filter.matches(&s) => out.push((*id, s)),
                 Ok(_) => {}
-                Err(e) if e.is_corruption() => damaged.push((*id, e)),
+                Err(e) if e.is_unusable() => damaged.push((*id, e)),
                 Err(e) => return Err(e),
             }
         }
@@ -202,6 +202,10 @@ fn damaged_snapshot_warning(id: &Id, e: &RepoError) {
 
 /// The warning that snapshot file `id` is damaged (`e`) and left out.
 pub fn damaged_snapshot_message(id: &Id, e: &RepoError) -> String {
+    if e.is_newer_format() {
+        // Not damage: forgetting it would delete a newer arca's snapshot.
+        return format!("warning: {e}; it is left out");
+    }
     format!(
         "warning: damaged snapshot file ({e}); it is left out (`arca forget {}` removes it)",
         id.short()

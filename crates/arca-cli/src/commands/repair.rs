@@ -150,10 +150,19 @@ fn packs(g: &Global, a: &RepairPacksArgs) -> Result<u8> {
             "index_files_written": ids(&rep.index_files_written),
             "index_files_deleted": ids(&rep.index_files_deleted),
             "packs_deleted": ids(&rep.packs_deleted),
+            "newer_packs": rep.newer_packs.iter().map(|(id, why)| json!({
+                "id": id.to_hex(), "error": why,
+            })).collect::<Vec<_>>(),
             "backend": util::stats_json(&opened.stats),
         });
         super::out(&v.to_string())?;
         return Ok(0);
+    }
+    for (id, why) in &rep.newer_packs {
+        eprintln!(
+            "pack {}: {why}; it is left as it is (not damage)",
+            id.short()
+        );
     }
     for l in &rep.lost {
         eprintln!(
@@ -244,6 +253,9 @@ fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {
             "damaged_index_files": rep.damaged_index_files.iter().map(|(id, why)| json!({
                 "id": id.to_hex(), "error": why,
             })).collect::<Vec<_>>(),
+            "newer_index_files": rep.newer_index_files.iter().map(|(id, why)| json!({
+                "id": id.to_hex(), "error": why,
+            })).collect::<Vec<_>>(),
             "packs_found": rep.packs_found,
             "packs_from_index": rep.packs_from_index,
             "headers_read": rep.headers_read,
@@ -262,6 +274,9 @@ fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {
     }
     for (id, why) in &rep.damaged_index_files {
         eprintln!("index file {id} cannot be used: {why}");
+    }
+    for (_, why) in &rep.newer_index_files {
+        eprintln!("{why}; it is left as it is (not damage)");
     }
     for u in &rep.unreadable {
         if rep.kept_unreadable.contains(&u.id) {
@@ -301,7 +316,7 @@ fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {
                 rep.written.len()
             },
             if a.dry_run {
-                rep.old_index_files
+                rep.old_index_files - rep.newer_index_files.len()
             } else {
                 rep.deleted.len()
             },
@@ -327,7 +342,8 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
     let _lock = util::take_lock(g, repo, arca_repo::LockKind::Exclusive, "repair")?;
     let mut chosen = vec![];
     for s in &a.snapshots {
-        chosen.push(repo.find_snapshot(s, &SnapshotFilter::default())?.0);
+        // Named without reading it: a damaged or newer one is reported by the repair.
+        chosen.push(repo.resolve_snapshot(s, &SnapshotFilter::default())?);
     }
     let rep = repair_snapshots(
         repo,
@@ -367,6 +383,9 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
                 "id": id.to_hex(), "error": why,
             })).collect::<Vec<_>>(),
             "damaged_files_deleted": rep.damaged_files_deleted,
+            "newer": rep.newer.iter().map(|(id, why)| json!({
+                "id": id.to_hex(), "error": why,
+            })).collect::<Vec<_>>(),
             "trees_written": rep.trees_written,
             "packs_written": rep.packs_written,
             "index_file": rep.index_file.map(|i| i.to_hex()),
@@ -377,6 +396,12 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
     }
     for (id, why) in &rep.damaged_files {
         eprintln!("snapshot file {id} is damaged: {why}");
+    }
+    for (id, why) in &rep.newer {
+        eprintln!(
+            "snapshot {}: {why}; it is left as it is (not damage)",
+            id.short()
+        );
     }
     for d in &rep.damaged {
         let short = d.original.short();

@@ -149,6 +149,9 @@ struct Findings {
     unreadable_index_files: usize,
     unused_blobs: u64,
     unused_bytes: u64,
+    /// Files and blobs made by a newer arca: refused, but not damage; no repair is
+    /// proposed while there are any (one would delete or rewrite them).
+    newer: usize,
 }
 
 /// Checks the repository; with `opts.read_data`, reads every pack.
@@ -260,6 +263,11 @@ pub fn check_with_progress(
                  the repository can be read",
                 id.short()
             )),
+            // The error names the snapshot file, and says to upgrade arca.
+            Err(e) if e.is_newer_format() => {
+                found.newer += 1;
+                rep.errors.push(e.to_string());
+            }
             Err(e) => {
                 found.damaged_snapshot_files += 1;
                 // The error names the snapshot file.
@@ -284,7 +292,11 @@ pub fn check_with_progress(
                 ));
             }
             Err(e) => {
-                found.damaged_index_files += 1;
+                if e.is_newer_format() {
+                    found.newer += 1;
+                } else {
+                    found.damaged_index_files += 1;
+                }
                 // Errors reading the file name it already.
                 let e = e.to_string();
                 rep.errors.push(if e.contains(&id.to_hex()) {
@@ -380,6 +392,16 @@ pub fn check_with_progress(
                         "snapshot {}: tree {tid}: not verified, it could not be read ({b}); \
                          run check again once the repository can be read",
                         sid.short()
+                    ));
+                    continue;
+                }
+                // A newer arca's tree: nothing is lost, and its subtrees and data are unknown.
+                Err(e) if e.is_newer_format() => {
+                    found.newer += 1;
+                    rep.errors.push(format!(
+                        "snapshot {}: tree {tid}: {}",
+                        sid.short(),
+                        e.blob_cause()
                     ));
                     continue;
                 }
@@ -489,6 +511,10 @@ pub fn check_with_progress(
             }
             rep.blobs_read += r.blobs;
             rep.bytes_read += r.bytes;
+            if let Some(why) = &r.newer {
+                found.newer += 1;
+                rep.errors.push(format!("pack {}: {why}", r.id));
+            }
             if r.damaged {
                 if !found.damaged_packs.contains(&r.id) {
                     found.damaged_packs.push(r.id);
@@ -540,6 +566,15 @@ pub fn check_with_progress(
             "{} could not be read: run check again once the repository can be read (no \
              repair is proposed on what it found)",
             count(found.unreadable_index_files as u64, "index file")
+        ));
+        rep.repairs = vec![];
+    } else if found.newer > 0 {
+        // What looks lost or damaged may be what the newer files use or hold.
+        rep.affected.clear();
+        rep.errors.push(format!(
+            "{} made by a newer arca: upgrade arca to check this repository (no repair is \
+             proposed: one would delete or rewrite them)",
+            count(found.newer as u64, "file or blob")
         ));
         rep.repairs = vec![];
     } else {
@@ -853,6 +888,8 @@ struct PackResult {
     /// That reason was an outage (a transient failure that outlasted the retries): the other
     /// packs would only wait it out one after another.
     outage: bool,
+    /// A blob or its header was made by a newer arca (not damage): why.
+    newer: Option<String>,
 }
 
 fn read_all_packs(
@@ -911,6 +948,7 @@ fn check_pack(repo: &Repository, p: &IndexPack) -> PackResult {
         damaged: false,
         unreadable: None,
         outage: false,
+        newer: None,
     };
     let all = || p.blobs.iter().map(|b| (p.kind, b.id)).collect::<Vec<_>>();
     let bytes = match repo.backend().read(FileType::Pack, &p.id.to_hex()) {
@@ -969,6 +1007,10 @@ fn check_pack(repo: &Repository, p: &IndexPack) -> PackResult {
         };
         r.blobs += 1;
         if let Err(e) = res {
+            if e.is_newer_format() {
+                r.newer.get_or_insert(e.cause());
+                continue;
+            }
             // The pack is named by the caller.
             first_err.get_or_insert(e.cause());
             bad.push((p.kind, b.id));

@@ -26,6 +26,9 @@ pub struct RepairIndexReport {
     pub old_index_files: usize,
     /// Index files that could not be used (damaged or unreadable), and why.
     pub damaged_index_files: Vec<(Id, String)>,
+    /// Index files made by a newer arca, and why: kept as they are (not damage), neither
+    /// deleted nor superseded by the new index.
+    pub newer_index_files: Vec<(Id, String)>,
     /// Packs on the backend.
     pub packs_found: usize,
     /// Packs whose entries were taken from an intact index file.
@@ -76,7 +79,7 @@ pub(super) fn repair_index_in(
     if let Some((id, e)) = old.iter().find_map(|(id, f)| {
         f.as_ref()
             .err()
-            .filter(|e| !e.is_corruption() && !is_gone(e))
+            .filter(|e| !e.is_unusable() && !is_gone(e))
             .map(|e| (id, e))
     }) {
         return Err(RepoError::Refused(format!(
@@ -97,6 +100,11 @@ pub(super) fn repair_index_in(
     for (id, f) in &old {
         let f = match f {
             Ok(f) => f,
+            // The error names the file.
+            Err(e) if e.is_newer_format() => {
+                rep.newer_index_files.push((*id, e.to_string()));
+                continue;
+            }
             Err(e) => {
                 rep.damaged_index_files.push((*id, e.cause()));
                 continue;
@@ -147,7 +155,12 @@ pub(super) fn repair_index_in(
     }
 
     // New files first, then the old ones go: at no moment is a readable pack unindexed.
-    let old_ids: Vec<Id> = old.iter().map(|(id, _)| *id).collect();
+    // A newer arca's index files stay as they are: not superseded, not deleted.
+    let old_ids: Vec<Id> = old
+        .iter()
+        .map(|(id, _)| *id)
+        .filter(|id| !rep.newer_index_files.iter().any(|(n, _)| n == id))
+        .collect();
     let chunks: Vec<&[IndexPack]> = packs.chunks(packs_per_file.max(1)).collect();
     let last = chunks.len().saturating_sub(1);
     for (i, chunk) in chunks.iter().enumerate() {

@@ -30,6 +30,8 @@ mod snapshots;
 #[cfg(test)]
 pub(crate) mod fixture;
 #[cfg(test)]
+mod newer_tests;
+#[cfg(test)]
 mod tests;
 
 use arca_backend::FileType;

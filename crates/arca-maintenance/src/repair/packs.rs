@@ -48,6 +48,9 @@ pub struct LostBlob {
 pub struct RepairPacksReport {
     /// The packs repaired.
     pub packs: Vec<Id>,
+    /// Packs asked for whose header or a blob was made by a newer arca, and what: left as
+    /// they are (not damage; upgrade arca).
+    pub newer_packs: Vec<(Id, String)>,
     /// Blobs that verified and were copied (or would be), and their sealed bytes.
     pub salvaged_blobs: u64,
     /// Sealed bytes of the salvaged blobs.
@@ -87,6 +90,10 @@ pub fn repair_packs(
     for (id, f) in old {
         match f {
             Ok(f) => files.push((id, f)),
+            // The error names the file and says to upgrade arca.
+            Err(e) if e.is_newer_format() => {
+                return Err(refuse(format!("{e}: run the repair with a newer arca")));
+            }
             Err(e) if e.is_corruption() => {
                 // The cause alone: the error names the file too.
                 return Err(refuse(format!(
@@ -103,7 +110,7 @@ pub fn repair_packs(
             }
         }
     }
-    let wanted: HashSet<Id> = packs.iter().copied().collect();
+    let mut wanted: HashSet<Id> = packs.iter().copied().collect();
     // What the index says each damaged pack holds (several index files may list a pack).
     let mut described: HashMap<Id, IndexPack> = HashMap::new();
     for (_, f) in &files {
@@ -160,7 +167,13 @@ pub fn repair_packs(
                 return Err(refuse(format!("{e} (not damage): {advice}")));
             }
         };
-        for (kind, b) in candidates(repo, id, p, &bytes) {
+        let cands = candidates(repo, id, p, &bytes);
+        // A newer arca's pack is not damaged: rewriting it would lose what that arca reads.
+        if let Some(why) = newer_part(repo, id, &cands, &bytes) {
+            rep.newer_packs.push((*id, why));
+            continue;
+        }
+        for (kind, b) in cands {
             if saved.contains(&(kind, b.id)) {
                 continue;
             }
@@ -197,6 +210,10 @@ pub fn repair_packs(
             }
         }
     }
+    for (id, _) in &rep.newer_packs {
+        wanted.remove(id);
+    }
+    rep.packs.retain(|id| wanted.contains(id));
     // An indexed blob is lost when no copy of it verified in any of the damaged packs (in
     // packs whose contents were swapped, each one's blobs are found in the other's file).
     let unsaved: HashSet<(BlobKind, Id)> = rep
@@ -297,6 +314,30 @@ pub fn repair_packs(
 /// Where blobs may lie in damaged pack `id`: where the index places them (`p`), then where
 /// the pack's own header does, when it opens with this repository's key (a pack holding
 /// another pack's content, as after two pack files were swapped).
+/// What in pack `id` was made by a newer arca (its header or a blob), if anything.
+fn newer_part(
+    repo: &Repository,
+    id: &Id,
+    cands: &[(BlobKind, PackEntry)],
+    bytes: &[u8],
+) -> Option<String> {
+    if bytes.is_empty() {
+        return None;
+    }
+    if let Err(e) = pack_header_from_bytes(repo.sealer(), id, bytes)
+        && e.is_newer_format()
+    {
+        return Some(e.to_string());
+    }
+    cands.iter().find_map(|(kind, b)| {
+        let sealed = bytes.get(b.offset as usize..(b.offset as usize + b.length as usize))?;
+        match repo.open_blob(*kind, &b.id, id, sealed, b.raw_length) {
+            Err(e) if e.is_newer_format() => Some(e.to_string()),
+            _ => None,
+        }
+    })
+}
+
 fn candidates(
     repo: &Repository,
     id: &Id,

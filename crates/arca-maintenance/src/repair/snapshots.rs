@@ -78,6 +78,9 @@ pub struct RepairSnapshotsReport {
     pub damaged: Vec<RepairedSnapshot>,
     /// Snapshot files that are themselves damaged, and why.
     pub damaged_files: Vec<(Id, String)>,
+    /// Snapshots made by a newer arca, or reaching a tree or blob one made, and what: left
+    /// alone (not damage; upgrade arca to repair them).
+    pub newer: Vec<(Id, String)>,
     /// Damaged snapshot files deleted (with `forget`).
     pub damaged_files_deleted: usize,
     /// Packs no index named whose headers were read and indexed first.
@@ -113,6 +116,8 @@ pub fn repair_snapshots(
         match repo.load_snapshot(&id) {
             Ok(s) => snapshots.push((id, s)),
             Err(e) if e.is_corruption() => rep.damaged_files.push((id, e.cause())),
+            // The error names the file.
+            Err(e) if e.is_newer_format() => rep.newer.push((id, e.to_string())),
             Err(e) => return Err(e),
         }
     }
@@ -128,10 +133,18 @@ pub fn repair_snapshots(
         verified: HashMap::new(),
         memo: HashMap::new(),
         out: TreeWriter::new(repo, opts.dry_run),
+        newer: std::cell::RefCell::new(None),
+        tainted: HashMap::new(),
     };
     let mut planned: Vec<(usize, Snapshot)> = vec![];
     for (id, s) in &snapshots {
-        match w.rewrite(s.tree)? {
+        w.newer.replace(None);
+        let rewritten = w.rewrite(s.tree)?;
+        if let Some(why) = w.newer.take() {
+            rep.newer.push((*id, why));
+            continue;
+        }
+        match rewritten {
             Ok(r) if r.id == s.tree => {}
             Ok(r) => {
                 let mut changes: Vec<Change> = r
@@ -297,6 +310,12 @@ struct Rewriter<'a> {
     memo: HashMap<Id, Result<Rewritten, String>>,
     /// Where the new trees go.
     out: TreeWriter<'a>,
+    /// Set when a tree or blob read since it was last cleared was made by a newer arca:
+    /// why. A snapshot that reaches one is left alone (cutting it would lose what a newer
+    /// arca reads).
+    newer: std::cell::RefCell<Option<String>>,
+    /// Trees whose rewrite reached something made by a newer arca, and what.
+    tainted: HashMap<Id, String>,
 }
 
 impl Rewriter<'_> {
@@ -335,7 +354,12 @@ impl Rewriter<'_> {
         Ok(self
             .repo
             .open_blob(kind, id, &loc.pack.id, &sealed, loc.raw_length)
-            .map_err(|e| e.to_string()))
+            .map_err(|e| {
+                if e.is_newer_format() {
+                    self.newer.borrow_mut().get_or_insert(e.to_string());
+                }
+                e.to_string()
+            }))
     }
 
     /// Whether a data blob has a usable copy: an index entry in a pack the backend holds as
@@ -381,7 +405,12 @@ impl Rewriter<'_> {
             };
             match Tree::decode(&plain) {
                 Ok(t) => return Ok(Ok(t)),
-                Err(e) => why = format!("tree {id}: {e}"),
+                Err(e) => {
+                    why = format!("tree {id}: {e}");
+                    if e.is_newer() {
+                        self.newer.borrow_mut().get_or_insert(why.clone());
+                    }
+                }
             }
         }
         Ok(Err(why))
@@ -390,8 +419,26 @@ impl Rewriter<'_> {
     /// The repaired form of tree `id`.
     fn rewrite(&mut self, id: Id) -> Result<Result<Rewritten, String>, RepoError> {
         if let Some(r) = self.memo.get(&id) {
+            if let Some(why) = self.tainted.get(&id) {
+                self.newer.borrow_mut().get_or_insert(why.clone());
+            }
             return Ok(r.clone());
         }
+        // Whether this tree reaches something a newer arca made, for the memo's later hits.
+        let outer = self.newer.take();
+        let r = self.rewrite_tree(id);
+        let mut newer = self.newer.borrow_mut();
+        if let Some(why) = newer.as_ref() {
+            self.tainted.insert(id, why.clone());
+        }
+        if newer.is_none() {
+            *newer = outer;
+        }
+        r
+    }
+
+    /// [`Self::rewrite`] of a tree not in the memo.
+    fn rewrite_tree(&mut self, id: Id) -> Result<Result<Rewritten, String>, RepoError> {
         let mut tree = match self.read_tree(&id)? {
             Ok(t) => t,
             Err(why) => {

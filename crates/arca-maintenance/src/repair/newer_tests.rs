@@ -1,0 +1,119 @@
+//! Files made by a newer arca (a higher body version, an unknown node kind) are not damage:
+//! check proposes no repair for them, and the repairs leave them as they are (hunt 29:
+//! `repair snapshots --forget` deleted them, and `repair index` a newer index file).
+
+#![allow(clippy::unwrap_used)]
+
+use arca_backend::FileType;
+use arca_format::{BlobKind, IndexFile, Node, NodeKind, Tree};
+
+use super::fixture::{build, pack, snapshot};
+use super::*;
+use crate::CheckOptions;
+use crate::check::check;
+
+/// Re-saves file `id` of type `t` with its body's u16 version set to 2 (sealed with the
+/// repository's key, as a newer arca would write it); returns the new id.
+fn bump_version(fx: &super::fixture::Fx, t: FileType, id: &arca_format::Id) -> arca_format::Id {
+    let mut body = fx.repo.load_file(t, id).unwrap();
+    body[4] = 2;
+    let new = fx.repo.save_file(t, &body).unwrap();
+    fx.delete(t, id);
+    new
+}
+
+#[test]
+fn a_newer_snapshot_is_reported_and_left_alone() {
+    let fx = build();
+    let newer = bump_version(&fx, FileType::Snapshot, &fx.snapshot);
+    let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+    assert!(!rep.is_ok());
+    assert!(
+        rep.errors
+            .iter()
+            .any(|e| e.contains("made by a newer arca")),
+        "{:?}",
+        rep.errors
+    );
+    assert!(rep.repairs.is_empty(), "{:?}", rep.repairs);
+    let r = repair_snapshots(
+        &fx.repo,
+        &RepairSnapshotsOptions {
+            forget: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(r.damaged_files_deleted, 0);
+    assert_eq!(r.newer.len(), 1, "{:?}", r.newer);
+    assert_eq!(fx.ids(FileType::Snapshot), vec![newer]);
+}
+
+#[test]
+fn a_tree_of_an_unknown_node_kind_is_not_damage() {
+    let fx = build();
+    // A root listing with a node of kind 8 (a newer arca's), sealed and indexed.
+    let mut tree = Tree {
+        nodes: vec![Node {
+            name: b"future".to_vec(),
+            kind: Some(NodeKind::Fifo),
+            mode: 0o644,
+            ..Node::default()
+        }],
+    };
+    let base = Tree::default().encode().unwrap();
+    let mut bytes = tree.encode().unwrap();
+    let at = base.len() + 4 + 6;
+    assert_eq!(bytes[at], NodeKind::Fifo.code());
+    bytes[at] = 8;
+    tree.nodes.clear();
+    let tid = fx.repo.key().blob_id(&bytes);
+    let p = pack(&fx.repo, BlobKind::Tree, &[bytes]);
+    fx.repo
+        .save_index(&IndexFile {
+            supersedes: vec![],
+            packs: vec![p],
+        })
+        .unwrap();
+    let s = fx.repo.save_snapshot(&snapshot(tid, &["future"])).unwrap();
+    let rep = check(&fx.repo, CheckOptions::default()).unwrap();
+    assert!(
+        rep.errors
+            .iter()
+            .any(|e| e.contains("made by a newer arca")),
+        "{:?}",
+        rep.errors
+    );
+    assert!(rep.repairs.is_empty(), "{:?}", rep.repairs);
+    let r = repair_snapshots(
+        &fx.repo,
+        &RepairSnapshotsOptions {
+            forget: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(r.damaged.is_empty(), "{:?}", r.damaged);
+    assert_eq!(r.newer.len(), 1, "{:?}", r.newer);
+    let mut left = fx.ids(FileType::Snapshot);
+    left.sort();
+    let mut want = vec![fx.snapshot, s];
+    want.sort();
+    assert_eq!(left, want);
+}
+
+#[test]
+fn repair_index_keeps_a_newer_index_file() {
+    let fx = build();
+    let newer = bump_version(&fx, FileType::Index, &fx.index_file);
+    let r = repair_index(&fx.repo, RepairIndexOptions::default()).unwrap();
+    assert_eq!(r.newer_index_files.len(), 1, "{:?}", r.newer_index_files);
+    assert!(r.damaged_index_files.is_empty());
+    assert!(!r.deleted.contains(&newer));
+    assert!(fx.ids(FileType::Index).contains(&newer));
+    // Not superseded by the new index either.
+    for id in fx.ids(FileType::Index).iter().filter(|id| **id != newer) {
+        let f = fx.repo.load_index_file(id).unwrap();
+        assert!(!f.supersedes.contains(&newer));
+    }
+}
