@@ -321,7 +321,9 @@ fn newer_part(
     cands: &[(BlobKind, PackEntry)],
     bytes: &[u8],
 ) -> Option<String> {
-    if bytes.is_empty() {
+    // Only an intact pack (its bytes hash to its name) is taken for a newer arca's: a
+    // damaged byte of its envelope would read as a newer version.
+    if bytes.is_empty() || Id(*blake3::hash(bytes).as_bytes()) != *id {
         return None;
     }
     if let Err(e) = pack_header_from_bytes(repo.sealer(), id, bytes)
