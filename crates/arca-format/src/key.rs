@@ -111,7 +111,7 @@ impl KeyFile {
         r.magic(&MAGIC, VERSION)?;
         let kdf_code = r.u8()?;
         if kdf_code != KDF_ARGON2ID {
-            return Err(FormatError::Corrupt {
+            return Err(FormatError::Newer {
                 what: "key file",
                 detail: format!("unknown KDF {kdf_code}"),
             });

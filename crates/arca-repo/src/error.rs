@@ -77,6 +77,17 @@ pub enum RepoError {
         /// Empty, or a note naming the key files skipped because they cannot be decoded.
         skipped: String,
     },
+    /// No key file can be used by this build (none decodes, or all ask for parameters it
+    /// refuses), so the password could not be tried: not a wrong password.
+    #[error("no key file of repository {location} can be read by this arca ({reasons}): {advice}")]
+    UnusableKeys {
+        /// Repository.
+        location: String,
+        /// Each key file (the first few) and why it cannot be used.
+        reasons: String,
+        /// What to do.
+        advice: &'static str,
+    },
     /// No key file opens with the given password, and some key files are damaged.
     #[error(
         "no key of repository {location} opens with this password, and key file {files} is \

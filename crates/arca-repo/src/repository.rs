@@ -301,6 +301,10 @@ impl Repository {
         // out of range): skipped, as restic skips them, and named in the wrong-password
         // error, which they must not replace.
         let mut undecodable = vec![];
+        // Why each of them was skipped, and whether a newer arca made it.
+        let mut reasons: Vec<(String, bool)> = vec![];
+        // Key files the password was tried on.
+        let mut tried = 0usize;
         // One key file that cannot be read (permissions, an I/O error) must not lock out the
         // passwords of the others: skipped, its error is the one given when no key opens.
         let mut unreadable: Option<RepoError> = None;
@@ -325,9 +329,13 @@ impl Repository {
             if fetched_now {
                 fetched.push((k.name.clone(), bytes));
             }
-            let Ok(file) = decoded else {
-                undecodable.push(k.name.clone());
-                continue;
+            let file = match decoded {
+                Ok(f) => f,
+                Err(e) => {
+                    reasons.push((format!("{}: {e}", k.name), e.is_newer()));
+                    undecodable.push(k.name.clone());
+                    continue;
+                }
             };
             let misnamed = content_id.to_hex() != k.name;
             if misnamed {
@@ -398,9 +406,17 @@ impl Repository {
                 // Parameters refused before any work (cost above the accepted maximum, lanes
                 // out of range): a key file this version cannot use, skipped like one that
                 // does not decode.
-                Err(arca_crypto::CryptoError::Kdf { .. }) => undecodable.push(name.to_string()),
+                Err(arca_crypto::CryptoError::Kdf { .. }) => {
+                    reasons.push((
+                        format!("{name}: key derivation parameters this arca refuses"),
+                        false,
+                    ));
+                    undecodable.push(name.to_string());
+                    continue;
+                }
                 Err(e) => last_err = Some(RepoError::crypto(format!("key {name}"), e)),
             }
+            tried += 1;
         }
         if !damaged.is_empty() {
             return Err(RepoError::DamagedKey {
@@ -409,6 +425,26 @@ impl Repository {
             });
         }
         undecodable.sort();
+        // The password was tried on no key at all: it is not known to be wrong.
+        if tried == 0 && unreadable.is_none() && last_err.is_none() && !reasons.is_empty() {
+            reasons.sort();
+            let newer = reasons.iter().all(|(_, n)| *n);
+            return Err(RepoError::UnusableKeys {
+                location,
+                reasons: reasons
+                    .iter()
+                    .take(SKIPPED_NAMED)
+                    .map(|(r, _)| r.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                advice: if newer {
+                    "they were made by a newer arca: upgrade arca"
+                } else {
+                    "they are damaged or were made by a newer arca: put back a copy of a key \
+                     file, or upgrade arca"
+                },
+            });
+        }
         Err(unreadable
             .or(last_err)
             .unwrap_or_else(|| RepoError::WrongPassword {

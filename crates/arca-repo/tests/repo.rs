@@ -372,3 +372,28 @@ fn undecodable_key_files_do_not_hide_a_wrong_password() {
         "the right password opens"
     );
 }
+
+/// A repository whose only key file is of a newer version or KDF: no key can be tried, so
+/// it is not a wrong password (exit 12), and the reason is kept (hunt 29 compat F2).
+#[test]
+fn a_newer_key_file_alone_is_not_a_wrong_password() {
+    for at in [12usize, 14] {
+        let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+        let r = Repository::init(b.clone(), b"pw", &opts()).unwrap();
+        let name = r.key_id().to_hex();
+        let mut bytes = b.read(FileType::Key, &name).unwrap();
+        bytes[at] = 2;
+        b.delete(FileType::Key, &name).unwrap();
+        b.write(
+            FileType::Key,
+            blake3::hash(&bytes).to_hex().as_str(),
+            &bytes,
+        )
+        .unwrap();
+        let e = Repository::open(b, b"pw").unwrap_err();
+        assert!(matches!(e, RepoError::UnusableKeys { .. }), "{at}: {e}");
+        let msg = e.to_string();
+        assert!(msg.contains("made by a newer arca"), "{msg}");
+        assert!(msg.contains("upgrade arca"), "{msg}");
+    }
+}
