@@ -103,6 +103,55 @@ impl Snapshot {
         Ok(b)
     }
 
+    /// The JSON fields this build knows. A field it does not know (a newer arca's) is kept
+    /// when the snapshot is saved again ([`Self::encode_keeping`]).
+    pub const KNOWN_FIELDS: [&'static str; 14] = [
+        "time",
+        "tree",
+        "paths",
+        "hostname",
+        "username",
+        "uid",
+        "gid",
+        "tags",
+        "parent",
+        "original",
+        "copied_tree",
+        "program_version",
+        "complete",
+        "summary",
+    ];
+
+    /// [`Self::encode`], keeping the JSON fields of `original` (the body of the snapshot this
+    /// one replaces: tag, rewrite, repair) that this build does not know, as a newer arca
+    /// wrote them. A body that does not decode adds nothing.
+    pub fn encode_keeping(&self, original: &[u8]) -> Result<Vec<u8>, FormatError> {
+        let old: Option<serde_json::Map<String, serde_json::Value>> = original
+            .get(6..)
+            .and_then(|j| serde_json::from_slice(j).ok());
+        let unknown: Vec<(String, serde_json::Value)> = old
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| !Self::KNOWN_FIELDS.contains(&k.as_str()))
+            .collect();
+        if unknown.is_empty() {
+            return self.encode();
+        }
+        let json = |source| FormatError::Json {
+            what: "snapshot",
+            source,
+        };
+        let mut v = serde_json::to_value(self).map_err(json)?;
+        if let serde_json::Value::Object(m) = &mut v {
+            m.extend(unknown);
+        }
+        let mut b = Vec::with_capacity(512);
+        b.extend_from_slice(&MAGIC);
+        b.extend_from_slice(&VERSION.to_le_bytes());
+        serde_json::to_writer(&mut b, &v).map_err(json)?;
+        Ok(b)
+    }
+
     /// Decodes a body.
     pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
         let mut r = crate::codec::Reader::new(b, "snapshot");
@@ -137,5 +186,23 @@ mod tests {
         fn garbage_never_panics(b in proptest::collection::vec(any::<u8>(), 0..100)) {
             let _ = Snapshot::decode(&b);
         }
+    }
+
+    /// Fields a newer arca added are kept when a snapshot is saved again (hunt 29 compat
+    /// F5: tag, rewrite and repair dropped them); a known field cleared stays cleared.
+    #[test]
+    fn unknown_fields_are_kept_on_save() {
+        let json = r#"{"time":"2026-01-02T03:04:05+00:00","tree":"0000000000000000000000000000000000000000000000000000000000000000","paths":["/"],"hostname":"h","username":"u","uid":1,"gid":2,"tags":[],"parent":null,"copied_tree":"1111111111111111111111111111111111111111111111111111111111111111","program_version":"arca","complete":true,"future_field":{"keep":"me"}}"#;
+        let mut body = b"ASNP\x01\x00".to_vec();
+        body.extend_from_slice(json.as_bytes());
+        let mut s = Snapshot::decode(&body).unwrap();
+        s.tags.push("new".into());
+        s.copied_tree = None;
+        let out = s.encode_keeping(&body).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out[6..]).unwrap();
+        assert_eq!(v["future_field"]["keep"], "me", "{v}");
+        assert_eq!(v["tags"][0], "new");
+        assert!(v.get("copied_tree").is_none(), "{v}");
+        assert_eq!(Snapshot::decode(&out).unwrap(), s);
     }
 }

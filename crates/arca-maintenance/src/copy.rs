@@ -350,7 +350,12 @@ impl<'a> Copier<'a> {
         let id = if self.opts.dry_run {
             None
         } else {
-            Some(self.dst.save_snapshot(&copy)?)
+            // With the fields this build does not know (a newer arca's), as the source has them.
+            let body = self
+                .src
+                .load_file(arca_backend::FileType::Snapshot, src_id)
+                .unwrap_or_default();
+            Some(self.dst.save_snapshot_keeping(&copy, &body)?)
         };
         Ok((id, copy))
     }

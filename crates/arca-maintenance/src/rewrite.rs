@@ -234,7 +234,7 @@ pub fn rewrite_snapshots(
         };
         r.new_id = Some(match crate::saved_copy(&saved, new) {
             Some(copy) => copy,
-            None => repo.save_snapshot_checked(new)?,
+            None => repo.save_snapshot_replacing(new, &r.original)?,
         });
         if opts.forget {
             match repo

@@ -144,7 +144,7 @@ pub fn retag(
     let new_id = match crate::saved_copy(saved, &r.snapshot) {
         Some(copy) => copy,
         None => repo
-            .save_snapshot_checked(&r.snapshot)
+            .save_snapshot_replacing(&r.snapshot, &id)
             .map_err(|e| fail(None, e))?,
     };
     match repo.backend().delete(FileType::Snapshot, &id.to_hex()) {
@@ -249,6 +249,31 @@ mod tests {
             vec![new_id],
             "unchanged: left alone"
         );
+    }
+
+    /// A field a newer arca added to the snapshot's JSON is kept in the retagged copy
+    /// (hunt 29 compat F5: it was dropped).
+    #[test]
+    fn unknown_snapshot_fields_are_kept() {
+        let fx = build();
+        let body = fx.repo.load_file(FileType::Snapshot, &fx.snapshot).unwrap();
+        let mut nb = body[..6].to_vec();
+        nb.extend_from_slice(b"{\"future_field\":{\"keep\":\"me\"},");
+        nb.extend_from_slice(&body[7..]);
+        let id = fx.repo.save_file(FileType::Snapshot, &nb).unwrap();
+        fx.delete(FileType::Snapshot, &fx.snapshot);
+        let old = fx.repo.load_snapshot(&id).unwrap();
+        let r = retag(&fx.repo, id, &old, &change(None, &["new"], &[]), &[], false)
+            .unwrap()
+            .unwrap();
+        let saved = fx
+            .repo
+            .load_file(FileType::Snapshot, &r.new_id.unwrap())
+            .unwrap();
+        let text = String::from_utf8_lossy(&saved[6..]);
+        assert!(text.contains(r#""future_field":{"keep":"me"}"#), "{text}");
+        let new = fx.repo.load_snapshot(&r.new_id.unwrap()).unwrap();
+        assert_eq!(new.tags, v(&["daily", "new"]));
     }
 
     /// A run stopped between saving the copy and removing the original left both; the rerun

@@ -103,6 +103,33 @@ impl Repository {
         }
     }
 
+    /// [`Self::save_snapshot_checked`] of `s`, which replaces snapshot `original` (tag,
+    /// rewrite, repair): the JSON fields of the original that this build does not know (a
+    /// newer arca's) are kept. An original that cannot be read adds nothing.
+    pub fn save_snapshot_replacing(&self, s: &Snapshot, original: &Id) -> Result<Id> {
+        let old = self
+            .load_file(FileType::Snapshot, original)
+            .unwrap_or_default();
+        let id = self.save_snapshot_keeping(s, &old)?;
+        match self.load_snapshot(&id) {
+            Ok(_) => Ok(id),
+            Err(e) => {
+                let _ = self.backend().delete(FileType::Snapshot, &id.to_hex());
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Self::save_snapshot`], keeping the JSON fields of `original` (a snapshot body, of
+    /// this repository or another: `copy`) that this build does not know.
+    pub fn save_snapshot_keeping(&self, s: &Snapshot, original: &[u8]) -> Result<Id> {
+        crate::lock::check_held()?;
+        let body = s
+            .encode_keeping(original)
+            .map_err(|e| RepoError::format("snapshot", e))?;
+        self.save_file(FileType::Snapshot, &body)
+    }
+
     /// Loads one snapshot.
     pub fn load_snapshot(&self, id: &Id) -> Result<Snapshot> {
         let body = self.load_file(FileType::Snapshot, id)?;

@@ -40,7 +40,12 @@ pub fn run(g: &Global, a: &CatArgs) -> Result<u8> {
         }
         CatWhat::Snapshot { id } => {
             let (id, s) = repo.find_snapshot(id, &SnapshotFilter::default())?;
-            let mut v = serde_json::to_value(&s)?;
+            // With the fields this build does not know (a newer arca's), as stored.
+            let stored = repo
+                .load_file(arca_backend::FileType::Snapshot, &id)
+                .unwrap_or_default();
+            let body = s.encode_keeping(&stored)?;
+            let mut v: serde_json::Value = serde_json::from_slice(&body[6..])?;
             if let Some(m) = v.as_object_mut() {
                 m.insert("id".into(), json!(id.to_hex()));
             }

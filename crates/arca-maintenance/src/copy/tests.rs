@@ -287,3 +287,24 @@ fn snapshot_identity() {
     tagged.original = Some(id);
     assert!(same_snapshot(&copy, (&Id([8; 32]), &tagged), true));
 }
+
+/// A field a newer arca added to the source snapshot's JSON is in the copy too (hunt 29
+/// compat F5: copy dropped it).
+#[test]
+fn unknown_snapshot_fields_are_copied() {
+    let fx = fixture::build();
+    let body = fx.repo.load_file(FileType::Snapshot, &fx.snapshot).unwrap();
+    let mut nb = body[..6].to_vec();
+    nb.extend_from_slice(b"{\"future_field\":{\"keep\":\"me\"},");
+    nb.extend_from_slice(&body[7..]);
+    fx.repo.save_file(FileType::Snapshot, &nb).unwrap();
+    fx.delete(FileType::Snapshot, &fx.snapshot);
+    let (dst, _) = fixture::repo();
+    let (copies, _) = copy_all(&fx, &dst, CopyOptions::default());
+    assert_eq!(copies.len(), 1);
+    let saved = dst
+        .load_file(FileType::Snapshot, &copies[0].id.unwrap())
+        .unwrap();
+    let text = String::from_utf8_lossy(&saved[6..]);
+    assert!(text.contains(r#""future_field":{"keep":"me"}"#), "{text}");
+}

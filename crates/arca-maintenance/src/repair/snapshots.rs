@@ -208,7 +208,7 @@ pub fn repair_snapshots(
     for (i, new) in planned {
         rep.damaged[i].repaired = Some(match crate::saved_copy(saved, &new) {
             Some(copy) => copy,
-            None => repo.save_snapshot_checked(&new)?,
+            None => repo.save_snapshot_replacing(&new, &rep.damaged[i].original)?,
         });
     }
     if opts.forget {
