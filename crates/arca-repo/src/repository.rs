@@ -65,6 +65,9 @@ pub struct Repository {
     /// The key file that opened it was found under a name that is not its content's hash
     /// (renamed), as opposed to damaged since.
     key_misnamed: bool,
+    /// The version of the config body as stored (a version 2 body without keys reads as
+    /// [`Config::version`] 1).
+    config_version: u16,
 }
 
 impl std::fmt::Debug for Repository {
@@ -161,6 +164,7 @@ impl Repository {
             config: config.clone(),
             key_id: Id::default(),
             key_misnamed: false,
+            config_version: config.version(),
         };
         repo.key_id = repo.write_key(password, opts.kdf, &KeyOwner::default())?;
         // The config is written last: its presence marks a complete repository.
@@ -388,6 +392,8 @@ impl Repository {
                     };
                     let config = Config::decode(&body)
                         .map_err(|e| RepoError::format(format!("{location}/config"), e))?;
+                    // Decoded, so it starts with the magic and the version.
+                    let config_version = u16::from_le_bytes([body[4], body[5]]);
                     let sealer = key.sealer(config.cipher);
                     let key = with_config_keys(key, &config);
                     let repo = Self {
@@ -399,6 +405,7 @@ impl Repository {
                         // is not its hash (a renamed file): the key in use must be known.
                         key_id: Id::from_hex(name).unwrap_or(content_id),
                         key_misnamed: misnamed,
+                        config_version,
                     };
                     return Ok((repo, fetched, keys));
                 }
@@ -472,6 +479,12 @@ impl Repository {
     /// Id of the key file that opened the repository.
     pub fn key_id(&self) -> Id {
         self.key_id
+    }
+
+    /// The version of the config body as stored (`cat config`), which may differ from the
+    /// one [`Config::version`] would write (a version 2 body without content keys).
+    pub fn config_version(&self) -> u16 {
+        self.config_version
     }
 
     /// Whether the key file that opened the repository was, when read, intact under a name

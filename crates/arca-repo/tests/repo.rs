@@ -397,3 +397,30 @@ fn a_newer_key_file_alone_is_not_a_wrong_password() {
         assert!(msg.contains("upgrade arca"), "{msg}");
     }
 }
+
+/// A config stored as version 2 without content keys (which readers accept) reports its
+/// stored version, not the 1 this build would write (hunt 29 compat F4: `cat config`).
+#[test]
+fn the_stored_config_version_is_reported() {
+    let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let o = InitOptions {
+        cipher: arca_format::config::Cipher::XChaCha20Poly1305,
+        ..opts()
+    };
+    let r = Repository::init(b.clone(), b"pw", &o).unwrap();
+    assert_eq!(r.config_version(), r.config().version());
+    let raw = b.read(FileType::Config, "config").unwrap();
+    let sealer = r.key().cipher();
+    let mut body = sealer
+        .open(&raw[..8], &raw[8..], &|| "config".into())
+        .unwrap();
+    assert_eq!(body[4], 1);
+    body[4] = 2;
+    body.push(0);
+    let mut out = raw[..8].to_vec();
+    sealer.seal_into(&raw[..8], &body, &mut out).unwrap();
+    b.write(FileType::Config, "config", &out).unwrap();
+    let r = Repository::open(b, b"pw").unwrap();
+    assert_eq!(r.config().version(), 1);
+    assert_eq!(r.config_version(), 2);
+}

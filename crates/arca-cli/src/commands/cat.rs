@@ -29,7 +29,8 @@ pub fn run(g: &Global, a: &CatArgs) -> Result<u8> {
         CatWhat::Config => {
             let c = repo.config();
             pretty(&json!({
-                "version": c.version(),
+                // As stored, not as this build would write it.
+                "version": repo.config_version(),
                 "id": c.repo_id.iter().map(|b| format!("{b:02x}")).collect::<String>(),
                 "chunker": {"algorithm": "fastcdc-keyed", "min": c.chunker.min, "avg": c.chunker.avg, "max": c.chunker.max},
                 "compression": c.compression,
