@@ -618,3 +618,36 @@ fn a_rewritten_snapshot_is_copied_again() {
     // And once copied, it is recognised.
     assert_eq!(copy_json(&dst, &src, &[])["snapshots_copied"], 0);
 }
+
+/// A source snapshot file that cannot be read is named and left out, the others are
+/// copied, and the exit code is 3, not 0 (hunt 29 compat F6: it exited 0, the target
+/// silently lacking that snapshot).
+#[test]
+fn an_unreadable_source_snapshot_exits_3_after_copying_the_others() {
+    let src = Env::new();
+    src.init(&SMALL_CHUNKS);
+    let data = src.path("data");
+    sample(&data);
+    let d = data.to_str().unwrap();
+    backup(&src, &[d]);
+    fs::write(data.join("more"), b"more").unwrap();
+    backup(&src, &[d]);
+    let mut files: Vec<PathBuf> = fs::read_dir(src.repo.join("snapshots"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let mut b = fs::read(&files[0]).unwrap();
+    let last = b.len() - 1;
+    b[last] ^= 1;
+    fs::write(&files[0], b).unwrap();
+    let dst = Env::new();
+    dst.init(&SMALL_CHUNKS);
+    let o = from_cmd(&dst, &src, &["copy"]).output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    let name = files[0].file_name().unwrap().to_str().unwrap();
+    assert!(err.contains(&name[..8]), "{err}");
+    assert!(err.contains("1 source snapshot could not be read"), "{err}");
+    assert_eq!(snapshots(&dst).len(), 1);
+}

@@ -109,11 +109,19 @@ fn same_place(a: &Repository, b: &Repository) -> bool {
     place(a) == place(b)
 }
 
-/// The source snapshots to copy, oldest first.
-fn chosen(src: &Repository, location: &str, a: &CopyArgs) -> Result<Vec<(Id, Snapshot)>> {
+/// The source snapshots to copy, oldest first, and how many source snapshot files could
+/// not be read (damaged, or made by a newer arca): each is named on stderr and left out.
+fn chosen(src: &Repository, location: &str, a: &CopyArgs) -> Result<(Vec<(Id, Snapshot)>, usize)> {
     let filter: SnapshotFilter = super::filter(&a.filter);
     if a.snapshots.is_empty() {
-        return Ok(src.list_snapshots(&filter)?);
+        let (list, unreadable) = src.list_snapshots_report(&filter)?;
+        for (id, e) in &unreadable {
+            eprintln!(
+                "arca: source repository {location}: {}",
+                arca_repo::damaged_snapshot_message(id, e)
+            );
+        }
+        return Ok((list, unreadable.len()));
     }
     let mut seen = HashSet::new();
     let mut out = vec![];
@@ -126,7 +134,7 @@ fn chosen(src: &Repository, location: &str, a: &CopyArgs) -> Result<Vec<(Id, Sna
         }
     }
     out.sort_by(|a, b| a.1.time.cmp(&b.1.time).then(a.0.cmp(&b.0)));
-    Ok(out)
+    Ok((out, 0))
 }
 
 /// `snapshot 1a2b3c4d of [/data] at 2026-01-02 03:04:05 by host`.
@@ -188,7 +196,7 @@ pub fn run(g: &Global, a: &CopyArgs) -> Result<u8> {
     // Named so that a read-only source is told to use --no-lock (copy only reads it).
     let _src_lock = util::lock(g, &src, LockKind::Shared, "copy from")
         .context("cannot lock the source repository")?;
-    let snaps = chosen(&src, &src_location, a)?;
+    let (snaps, unreadable) = chosen(&src, &src_location, a)?;
     let by_id = same_ids(&src, dst);
     let mut noted = by_id || g.quiet;
     let mut existing = dst.list_snapshots(&SnapshotFilter::default())?;
@@ -256,6 +264,17 @@ pub fn run(g: &Global, a: &CopyArgs) -> Result<u8> {
         super::out(&summary_json(a, by_id, &results, &report, &opened).to_string())?;
     } else if !g.quiet {
         summary_text(a, &results, &report)?;
+    }
+    // The others were copied, but the target lacks these: not a success (exit 3, as a
+    // backup that finished without some entries).
+    if unreadable > 0 {
+        eprintln!(
+            "arca: {unreadable} source snapshot{} could not be read and {} not copied (named \
+             above)",
+            if unreadable == 1 { "" } else { "s" },
+            if unreadable == 1 { "was" } else { "were" }
+        );
+        return Ok(3);
     }
     Ok(0)
 }
