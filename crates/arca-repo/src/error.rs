@@ -79,7 +79,10 @@ pub enum RepoError {
     },
     /// No key file can be used by this build (none decodes, or all ask for parameters it
     /// refuses), so the password could not be tried: not a wrong password.
-    #[error("no key file of repository {location} can be read by this arca ({reasons}): {advice}")]
+    #[error(
+        "no key file of repository {location} can be read by this arca, so the password was not \
+         tried: {reasons}{advice}"
+    )]
     UnusableKeys {
         /// Repository.
         location: String,

@@ -444,11 +444,12 @@ impl Repository {
                     .map(|(r, _)| r.as_str())
                     .collect::<Vec<_>>()
                     .join("; "),
+                // Each newer one says to upgrade already.
                 advice: if newer {
-                    "they were made by a newer arca: upgrade arca"
+                    ""
                 } else {
-                    "they are damaged or were made by a newer arca: put back a copy of a key \
-                     file, or upgrade arca"
+                    " (damaged, or made by a newer arca: put back a copy of a key file, or \
+                     upgrade arca)"
                 },
             });
         }
