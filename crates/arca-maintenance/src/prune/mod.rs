@@ -279,6 +279,8 @@ pub enum TreeFault {
     Missing,
     /// It could not be read (access denied, an outage): nothing is known to be damaged.
     Unreadable,
+    /// It was made by a newer arca: intact, but this one cannot tell what it uses.
+    Newer,
 }
 
 /// Why prune stopped. Nothing an index names was deleted unless the step that failed came
@@ -410,6 +412,20 @@ impl fmt::Display for PruneError {
                 "tree {id} cannot be read ({error}), so the data it uses is unknown; \
                  {NOTHING}. Make the repository readable (the file's permissions, the \
                  connection) and run prune again"
+            ),
+            PruneError::UnreadableTree {
+                id,
+                error,
+                fault: TreeFault::Newer,
+            } => write!(
+                f,
+                "tree {id} cannot be read ({error}), so the data it uses is unknown; \
+                 {NOTHING}. Prune this repository with the newer arca"
+            ),
+            PruneError::UnreadableSnapshot { error, .. } if error.is_newer_format() => write!(
+                f,
+                "{error}: the data it uses is unknown; {NOTHING}. Prune this repository with \
+                 the newer arca"
             ),
             // The error names the snapshot file already.
             PruneError::UnreadableSnapshot { id, error } if error.is_corruption() => write!(

@@ -192,8 +192,18 @@ impl Walker<'_> {
                     raw_len,
                 )
                 .map_err(|e| damaged(id, e.blob_cause()))?;
-            let tree = Tree::decode(plain)
-                .map_err(|e| damaged(id, format!("damaged: not a valid listing: {e}")))?;
+            let tree = Tree::decode(plain).map_err(|e| {
+                // Not damage: a listing of a newer arca, which this one cannot read.
+                if e.is_newer() {
+                    PruneError::UnreadableTree {
+                        id,
+                        error: e.to_string(),
+                        fault: TreeFault::Newer,
+                    }
+                } else {
+                    damaged(id, format!("damaged: not a valid listing: {e}"))
+                }
+            })?;
             for node in &tree.nodes {
                 for c in &node.content {
                     self.claim(BlobKind::Data, &c.id);

@@ -100,6 +100,22 @@ fn a_tree_of_an_unknown_node_kind_is_not_damage() {
     let mut want = vec![fx.snapshot, s];
     want.sort();
     assert_eq!(left, want);
+    // Prune refuses too, without calling it damage or sending the user to `repair packs`.
+    let index = fx.repo.load_index().unwrap();
+    let e =
+        crate::prune::plan(&fx.repo, &index, &crate::prune::PruneOptions::default()).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        matches!(
+            e,
+            crate::prune::PruneError::UnreadableTree {
+                fault: crate::prune::TreeFault::Newer,
+                ..
+            }
+        ) && msg.contains("newer arca")
+            && !msg.contains("repair"),
+        "{msg}"
+    );
 }
 
 #[test]
