@@ -210,16 +210,18 @@ impl App {
         Ok(idx)
     }
 
-    /// Takes a lock of `kind` for `command`. `--no-lock` skips shared locks only, as on the
-    /// CLI: forget and prune always lock exclusively (a prune job under `arca --no-lock ui`
-    /// deleted the packs of a running backup), except a prune's dry run, which changes nothing.
+    /// Takes a lock of `kind` for `command`. `--no-lock` skips the locks of jobs that only
+    /// read, as on the CLI: forget and prune always lock exclusively (a prune job under `arca
+    /// --no-lock ui` deleted the packs of a running backup), and a backup shared (without it,
+    /// a prune beside it deleted what it referenced); a prune's dry run changes nothing.
     pub fn lock(
         &self,
         repo: &Repository,
         kind: LockKind,
         command: &str,
     ) -> Result<Option<arca_repo::Lock>, String> {
-        if self.no_lock && (kind == LockKind::Shared || command == "prune --dry-run") {
+        const READ_ONLY: &[&str] = &["check", "restore", "prune --dry-run"];
+        if self.no_lock && READ_ONLY.contains(&command) {
             return Ok(None);
         }
         repo.lock_for(kind, command)

@@ -883,6 +883,14 @@ fn no_lock_never_lets_prune_or_forget_run_beside_a_backup() {
     let j = job("/api/prune", json!({"dry_run": true}));
     assert_eq!(j["state"], "done", "{j}");
     drop(backup);
+    // A backup writes: it locks too, so it does not run beside a prune (hunt 29).
+    let prune = repo
+        .lock_for(arca_repo::LockKind::Exclusive, "prune")
+        .unwrap();
+    let j = job("/api/backup", json!({"profile": "home"}));
+    assert_eq!(j["state"], "failed", "{j}");
+    assert!(j["error"].as_str().unwrap().contains("locked"), "{j}");
+    drop(prune);
 }
 
 /// The page handed to the browser (instead of the URL, whose token would be in the
