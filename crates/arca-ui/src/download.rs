@@ -131,11 +131,16 @@ pub async fn download(
     tokio::task::spawn_blocking(move || {
         let prepared = (|| {
             let repo = a.repo()?;
+            // Held until the download ends, as the CLI's `dump` holds one: a prune started
+            // meanwhile could delete what the stream has yet to read (hunt 29).
+            let lock = a
+                .lock(&repo, arca_repo::LockKind::Shared, "dump")
+                .map_err(ApiError::failed)?;
             let index = a.index(&repo)?;
             let (id, snap) = find_snapshot(&repo, &spec)?;
-            Ok::<_, ApiError>((repo, index, id, snap))
+            Ok::<_, ApiError>((repo, lock, index, id, snap))
         })();
-        let (repo, index, id, snap) = match prepared {
+        let (repo, _lock, index, id, snap) = match prepared {
             Ok(p) => p,
             Err(e) => {
                 let _ = ready_tx.send(Err(e));

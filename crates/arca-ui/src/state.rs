@@ -211,7 +211,7 @@ impl App {
     }
 
     /// Takes a lock of `kind` for `command`. `--no-lock` skips the locks of jobs that only
-    /// read, as on the CLI: forget and prune always lock exclusively (a prune job under `arca
+    /// read (restore, check, downloads), as on the CLI: forget and prune always lock exclusively (a prune job under `arca
     /// --no-lock ui` deleted the packs of a running backup), and a backup shared (without it,
     /// a prune beside it deleted what it referenced); a prune's dry run changes nothing.
     pub fn lock(
@@ -220,7 +220,7 @@ impl App {
         kind: LockKind,
         command: &str,
     ) -> Result<Option<arca_repo::Lock>, String> {
-        const READ_ONLY: &[&str] = &["check", "restore", "prune --dry-run"];
+        const READ_ONLY: &[&str] = &["check", "restore", "dump", "prune --dry-run"];
         if self.no_lock && READ_ONLY.contains(&command) {
             return Ok(None);
         }

@@ -408,6 +408,25 @@ fn downloads_are_the_files_bytes() {
         (r.status, r.json()["error"].as_str()),
         (400, Some("invalid format \"rar\" (raw, tar, zip)"))
     );
+    // A download holds a shared lock, as `arca dump` does: not beside a prune (hunt 29).
+    let repo = arca_repo::Repository::open(
+        std::sync::Arc::new(arca_backend::LocalBackend::new(&f.repo)),
+        PASSWORD.as_bytes(),
+    )
+    .unwrap();
+    let prune = repo
+        .lock_for(arca_repo::LockKind::Exclusive, "prune")
+        .unwrap();
+    let url = format!("/api/snapshots/latest/download?path={}&format=tar", q(&dir));
+    let r = get(&s, &url);
+    assert_ne!(r.status, 200);
+    assert!(
+        r.json()["error"].as_str().unwrap().contains("locked"),
+        "{}",
+        r.text()
+    );
+    drop(prune);
+    assert_eq!(get(&s, &url).status, 200);
     // Errors of page links come as a page.
     let r = get(
         &s,
