@@ -93,14 +93,7 @@ pub struct Snapshot {
 impl Snapshot {
     /// Encodes the body: magic, version, JSON.
     pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
-        let mut b = Vec::with_capacity(512);
-        b.extend_from_slice(&MAGIC);
-        b.extend_from_slice(&VERSION.to_le_bytes());
-        serde_json::to_writer(&mut b, self).map_err(|source| FormatError::Json {
-            what: "snapshot",
-            source,
-        })?;
-        Ok(b)
+        framed(self)
     }
 
     /// The JSON fields this build knows. A field it does not know (a newer arca's) is kept
@@ -137,30 +130,35 @@ impl Snapshot {
         if unknown.is_empty() {
             return self.encode();
         }
-        let json = |source| FormatError::Json {
-            what: "snapshot",
-            source,
-        };
-        let mut v = serde_json::to_value(self).map_err(json)?;
+        let mut v = serde_json::to_value(self).map_err(json_error)?;
         if let serde_json::Value::Object(m) = &mut v {
             m.extend(unknown);
         }
-        let mut b = Vec::with_capacity(512);
-        b.extend_from_slice(&MAGIC);
-        b.extend_from_slice(&VERSION.to_le_bytes());
-        serde_json::to_writer(&mut b, &v).map_err(json)?;
-        Ok(b)
+        framed(&v)
     }
 
     /// Decodes a body.
     pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
         let mut r = crate::codec::Reader::new(b, "snapshot");
         r.magic(&MAGIC, VERSION)?;
-        serde_json::from_slice(&b[6..]).map_err(|source| FormatError::Json {
-            what: "snapshot",
-            source,
-        })
+        serde_json::from_slice(&b[6..]).map_err(json_error)
     }
+}
+
+fn json_error(source: serde_json::Error) -> FormatError {
+    FormatError::Json {
+        what: "snapshot",
+        source,
+    }
+}
+
+/// A snapshot body: magic, version, then `json`.
+fn framed(json: &impl Serialize) -> Result<Vec<u8>, FormatError> {
+    let mut b = Vec::with_capacity(512);
+    b.extend_from_slice(&MAGIC);
+    b.extend_from_slice(&VERSION.to_le_bytes());
+    serde_json::to_writer(&mut b, json).map_err(json_error)?;
+    Ok(b)
 }
 
 #[cfg(test)]

@@ -134,18 +134,17 @@ impl DirHandle {
 
     /// Opens directory `name` inside this one, not following a symlink.
     pub fn open_dir(&self, name: &[u8]) -> io::Result<Self> {
-        Self::open_at(self.0.as_fd(), OsStr::from_bytes(name))
+        // Out of descriptors, tried again as `open`'s are (through `io_on_long_path`): other
+        // threads close theirs soon (a restore's scan of an existing target failed on
+        // folders under `ulimit -n 32`).
+        crate::fds::patiently(|| Self::open_at(self.0.as_fd(), OsStr::from_bytes(name)))
     }
 
     fn open_at(at: BorrowedFd<'_>, path: &OsStr) -> io::Result<Self> {
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
-        // Out of descriptors, tried again: other threads close theirs soon (a restore's
-        // scan of an existing target failed on folders under `ulimit -n 32`).
-        crate::fds::patiently(|| {
-            nix::fcntl::openat(at, path, flags, Mode::empty())
-                .map(Self)
-                .map_err(errno)
-        })
+        nix::fcntl::openat(at, path, flags, Mode::empty())
+            .map(Self)
+            .map_err(errno)
     }
 
     /// `lstat` of entry `name`; `None` when nothing is there (or a non-directory is where

@@ -84,9 +84,7 @@ impl SnapshotFilter {
 impl Repository {
     /// Saves a snapshot; call only after the index files naming its blobs are written.
     pub fn save_snapshot(&self, s: &Snapshot) -> Result<Id> {
-        crate::lock::check_held()?;
-        let body = s.encode().map_err(|e| RepoError::format("snapshot", e))?;
-        self.save_file(FileType::Snapshot, &body)
+        self.save_snapshot_keeping(s, &[])
     }
 
     /// [`Self::save_snapshot`], then reads the file back (and opens and decodes it): for a
@@ -94,6 +92,11 @@ impl Repository {
     /// repair), so that a replacement damaged on the way never costs the original.
     pub fn save_snapshot_checked(&self, s: &Snapshot) -> Result<Id> {
         let id = self.save_snapshot(s)?;
+        self.read_back(id)
+    }
+
+    /// Reads snapshot `id`, just saved, back; one that does not read is removed again.
+    fn read_back(&self, id: Id) -> Result<Id> {
         match self.load_snapshot(&id) {
             Ok(_) => Ok(id),
             Err(e) => {
@@ -111,13 +114,7 @@ impl Repository {
             .load_file(FileType::Snapshot, original)
             .unwrap_or_default();
         let id = self.save_snapshot_keeping(s, &old)?;
-        match self.load_snapshot(&id) {
-            Ok(_) => Ok(id),
-            Err(e) => {
-                let _ = self.backend().delete(FileType::Snapshot, &id.to_hex());
-                Err(e)
-            }
-        }
+        self.read_back(id)
     }
 
     /// [`Self::save_snapshot`], keeping the JSON fields of `original` (a snapshot body, of

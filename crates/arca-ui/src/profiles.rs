@@ -71,31 +71,6 @@ const UNSUPPORTED_KEYS: &[&str] = &[
     "stdin-filename",
 ];
 
-/// Options of `arca backup` the page carries out.
-const BACKUP_KEYS: &[&str] = &[
-    "paths",
-    "files-from",
-    "files-from-verbatim",
-    "files-from-raw",
-    "exclude",
-    "iexclude",
-    "exclude-file",
-    "iexclude-file",
-    "exclude-caches",
-    "exclude-if-present",
-    "exclude-larger-than",
-    "tag",
-    "host",
-    "force",
-    "compression",
-    "one-file-system",
-    "read-concurrency",
-    "upload-queue",
-    "workers",
-    "memory",
-    "cap",
-];
-
 /// Options that may be given several times (a list in a profile).
 const REPEATABLE: &[&str] = &[
     "paths",
@@ -357,7 +332,6 @@ fn backup_section(b: &Table, name: &str) -> Result<Read, String> {
             // Options of `arca` itself: the repository is compared by the caller.
             _ if GLOBAL_KEYS.contains(&k) => {}
             _ => {
-                debug_assert!(!BACKUP_KEYS.contains(&k), "{k} is read above");
                 return Err(format!(
                     "[backup]: unknown option {written:?} (`arca -P {name} backup` refuses it too)"
                 ));

@@ -58,7 +58,6 @@ pub fn execute(
         // after uploading its new packs left them unreferenced, and every later prune failed
         // again repacking before it came to delete them (hunt 28).
         progress.set_phase(Phase::Deleting);
-        arca_repo::lock::check_held()?;
         let unreferenced: Vec<(FileType, Id, u64)> = plan
             .unreferenced
             .iter()
