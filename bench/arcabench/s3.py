@@ -460,7 +460,8 @@ class S3Bench:
         s0 = self.server.usage()
         p0 = self.proxy.stats() if behind else {}
         # As Bench._measure, with the cache drop outside the machine's CPU count.
-        self.bench.note_drop(drop_caches())
+        dropped = drop_caches()
+        self.bench.note_drop(dropped)
         busy0 = machine_busy_s()
         m = run_measured(argv, env=t.env(), cwd=cwd, timeout=self.bench.timeout,
                          log_path=os.path.join(self.bench.logs, "s3", res["name"], t.name,
