@@ -848,6 +848,28 @@ fn a_user_restores_again_into_folders_it_cannot_enter() {
     // A third run finds everything in place.
     restore();
     assert_eq!((mode("closed"), mode("ro")), (0o000, 0o500));
+
+    // The target itself closed: the dry run and the real run both refuse at once, naming
+    // it (the dry run promised a full restore, exit 0; the real run failed every entry).
+    fs::set_permissions(&target, fs::Permissions::from_mode(0o000)).unwrap();
+    for extra in [&["--dry-run"][..], &[]] {
+        let mut args = vec![
+            "--no-lock",
+            "restore",
+            "latest",
+            "--target",
+            target.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = e.run_as(nobody, &args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {err}");
+        assert!(
+            err.contains(target.to_str().unwrap()) && err.contains("cannot list or enter"),
+            "{err}"
+        );
+    }
+    fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 #[test]

@@ -958,3 +958,78 @@ fn an_immutable_file_in_the_way_is_named_as_such() {
     let says = format!("{} is immutable (`chattr -i` lifts it)", f.display());
     assert!(stderr(&o).contains(&says), "{}", stderr(&o));
 }
+
+/// `backup /x/dir\xff /x/dir\xfe/sub`: both paths read `/x/dir\u{FFFD}...` once their bytes
+/// that are not UTF-8 are replaced, so `/x/dir\xfe`, only on the way to `sub`, looked backed
+/// up, and `--delete` removed a file of the user's from it (hunt 30), in a whole restore and in
+/// one of the folder (`ID:/x/dir\xfe`).
+#[test]
+fn delete_stays_inside_backed_up_paths_whose_names_are_not_utf8() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let e = Env::new();
+    let x = e.path("src/x");
+    let ff = x.join(OsStr::from_bytes(b"dir\xff"));
+    let fe = x.join(OsStr::from_bytes(b"dir\xfe"));
+    fs::create_dir_all(&ff).unwrap();
+    fs::create_dir_all(fe.join("sub")).unwrap();
+    fs::write(ff.join("f"), b"a").unwrap();
+    fs::write(fe.join("sub/g"), b"b").unwrap();
+    e.init(&[]);
+    let o = e
+        .cmd(&["backup"])
+        .arg(&ff)
+        .arg(fe.join("sub"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    // The whole snapshot.
+    let t = e.path("t");
+    e.ok(&["restore", "latest", "--target", t.to_str().unwrap()]);
+    let above = restored(&t, &fe);
+    fs::write(above.join("mine"), b"precious").unwrap();
+    fs::write(restored(&t, &fe.join("sub")).join("extra"), b"x").unwrap();
+    fs::write(restored(&t, &ff).join("extra"), b"x").unwrap();
+    let o = e.run(&[
+        "restore",
+        "latest",
+        "--target",
+        t.to_str().unwrap(),
+        "--delete",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(fs::read(above.join("mine")).unwrap(), b"precious");
+    // Inside the backed-up paths, --delete still deletes.
+    assert!(!restored(&t, &fe.join("sub")).join("extra").exists());
+    assert!(!restored(&t, &ff).join("extra").exists());
+    assert_eq!(fs::read(restored(&t, &ff).join("f")).unwrap(), b"a");
+
+    // One folder of it, the one only on the way to `sub`.
+    let t2 = e.path("t2");
+    let mut spec = b"latest:".to_vec();
+    spec.extend_from_slice(fe.as_os_str().as_bytes());
+    let spec = OsStr::from_bytes(&spec);
+    let o = e
+        .cmd(&["restore"])
+        .arg(spec)
+        .arg("--target")
+        .arg(&t2)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    fs::write(t2.join("mine"), b"precious").unwrap();
+    fs::write(t2.join("sub/extra"), b"x").unwrap();
+    let o = e
+        .cmd(&["restore"])
+        .arg(spec)
+        .arg("--target")
+        .arg(&t2)
+        .arg("--delete")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(fs::read(t2.join("mine")).unwrap(), b"precious");
+    assert!(!t2.join("sub/extra").exists());
+    assert_eq!(fs::read(t2.join("sub/g")).unwrap(), b"b");
+}

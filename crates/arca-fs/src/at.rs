@@ -41,6 +41,8 @@ pub struct Stat {
     pub mtime: (i64, i64),
     /// Access time: seconds, nanoseconds.
     pub atime: (i64, i64),
+    /// Status change time: seconds, nanoseconds.
+    pub ctime: (i64, i64),
 }
 
 impl Stat {
@@ -90,6 +92,7 @@ impl From<&fs::Metadata> for Stat {
             rdev: m.rdev(),
             mtime: (m.mtime(), m.mtime_nsec()),
             atime: (m.atime(), m.atime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
         }
     }
 }
@@ -108,6 +111,7 @@ impl From<FileStat> for Stat {
             rdev: s.st_rdev as u64,
             mtime: (s.st_mtime as i64, s.st_mtime_nsec as i64),
             atime: (s.st_atime as i64, s.st_atime_nsec as i64),
+            ctime: (s.st_ctime as i64, s.st_ctime_nsec as i64),
         }
     }
 }

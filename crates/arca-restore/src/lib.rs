@@ -14,6 +14,7 @@ mod aliases;
 mod cache;
 mod ctx;
 mod direct;
+mod durable;
 mod fetch;
 mod finish;
 mod followed;
@@ -32,6 +33,7 @@ mod prefetch;
 mod prepare;
 pub mod profile;
 mod reuse;
+pub mod roots;
 mod scan;
 mod schedule;
 mod small_files;
@@ -42,7 +44,6 @@ mod watchdog;
 
 use std::fs;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -352,7 +353,25 @@ pub fn restore(
                 source: io::Error::new(io::ErrorKind::NotADirectory, "not a directory"),
             });
         }
-        Ok(_) => true,
+        // A folder this user cannot list or enter fails every entry (hunt 30: the dry run
+        // promised a full restore, exit 0, and the real run restored nothing, exit 3): say so
+        // once, before anything. Its mode is the user's to change, not the restore's (only
+        // folders of the snapshot are opened to their owner while the restore runs).
+        Ok(_) => match nix::unistd::access(
+            &opts.target,
+            nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::X_OK,
+        ) {
+            Ok(()) => true,
+            Err(e) => {
+                return Err(RestoreError::Target {
+                    path: opts.target.clone(),
+                    source: io::Error::new(
+                        io::Error::from(e).kind(),
+                        format!("cannot list or enter the folder: {}", e.desc()),
+                    ),
+                });
+            }
+        },
         Err(_) if opts.dry_run => false,
         Err(_) => {
             fs::create_dir_all(&opts.target).map_err(|source| RestoreError::Target {
@@ -361,6 +380,12 @@ pub fn restore(
             })?;
             false
         }
+    };
+    // Before anything is written: what an earlier restore wrote may not have reached the
+    // disk (hunt 30: zero-filled after a power cut, and trusted by size and mtime).
+    let durable = match existed || !opts.dry_run {
+        true => durable::Durability::begin(opts.state_dir.as_deref(), &opts.target, opts.dry_run),
+        false => durable::Durability::default(),
     };
     // The scan will look at every entry of the folders the snapshot lands in: their inodes
     // are read from the disk now, while the trees load and the plan is made. Not for a
@@ -435,7 +460,10 @@ pub fn restore(
         large: hashing::Slots::new(t.workers * 2),
         zero_ids: Default::default(),
     };
-    let roots = exact_roots(&plan, &snapshot.paths);
+    let roots = match &opts.roots {
+        Some(r) => r.clone(),
+        None => roots::exact_roots(&plan, &snapshot.paths),
+    };
     let warmed = warmer.map_or(0, warm::Warmer::finish);
     let followed = followed::followed_links(&plan, &roots);
     let risky = aliases::risky_paths(&plan);
@@ -457,6 +485,7 @@ pub fn restore(
         checker: &checker,
         threads: stat_threads,
         fix_metadata: !opts.dry_run,
+        durable: &durable,
         // Files that must be hashed are hashed while the others' content moves, except in a
         // dry run (nothing moves) and with --reuse-from (which looks at the scan's outcome).
         defer: !opts.dry_run && opts.reuse_from.is_empty(),
@@ -692,32 +721,4 @@ pub fn restore(
 /// Where `path`, an absolute path of the snapshot, lands under `target`.
 pub fn target_path(target: &Path, path: &Path) -> PathBuf {
     target.join(path.strip_prefix("/").unwrap_or(path))
-}
-
-/// The backed-up paths as the snapshot's trees spell them. The snapshot lists them with bytes
-/// that are not UTF-8 replaced (U+FFFD): such a path is matched, as so replaced, against the
-/// plan's folders and entries (`--delete` never found a folder inside one to be backed up).
-fn exact_roots(plan: &plan::Plan, paths: &[String]) -> Vec<PathBuf> {
-    let mut roots = Vec::with_capacity(paths.len());
-    for p in paths {
-        if !p.contains(char::REPLACEMENT_CHARACTER) {
-            roots.push(PathBuf::from(p));
-            continue;
-        }
-        let lossy = |q: &Path| q.to_string_lossy() == p.as_str();
-        roots.extend(
-            plan.dirs
-                .iter()
-                .map(|d| &d.snap_path)
-                .filter(|q| lossy(q))
-                .cloned(),
-        );
-        roots.extend(plan.entries.iter().filter_map(|e| {
-            let q = plan.dirs[e.parent as usize]
-                .snap_path
-                .join(std::ffi::OsStr::from_bytes(&e.name));
-            lossy(&q).then_some(q)
-        }));
-    }
-    roots
 }

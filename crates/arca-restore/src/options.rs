@@ -321,12 +321,20 @@ pub struct RestoreOptions {
     pub overwrite: Overwrite,
     /// Remove entries of restored directories that the snapshot does not have.
     pub delete: bool,
+    /// The backed-up paths as the trees spell them, when the caller knows them better than
+    /// the snapshot's `paths` (a restore of one folder of it, `ID:FOLDER`): `--delete` acts
+    /// inside them only. `None`: found from the snapshot's `paths` ([`crate::roots`]).
+    pub roots: Option<Vec<PathBuf>>,
     /// Plan and report only: nothing is fetched, written or deleted.
     pub dry_run: bool,
     /// Local trees whose files (same relative path) may supply blocks, verified before use.
     pub reuse_from: Vec<PathBuf>,
     /// Re-read every restored file afterwards and check it against the snapshot.
     pub verify: bool,
+    /// Folder of the markers of restores whose writes may not be on the disk yet (under the
+    /// cache folder; `None`: none are kept, and files are trusted by size and mtime even after
+    /// a power cut; the module `durable` says why).
+    pub state_dir: Option<PathBuf>,
     /// Knobs of the network.
     pub tuning: Tuning,
     /// Set to stop the restore (Ctrl-C): every stage stops and the restore returns

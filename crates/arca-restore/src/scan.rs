@@ -171,6 +171,9 @@ pub(crate) struct Scanner<'a> {
     pub threads: usize,
     /// Set the metadata of whole files that lack it while they are open (not a dry run).
     pub fix_metadata: bool,
+    /// Files changed since a restore that may not have reached the disk: hashed, not trusted
+    /// by size and mtime.
+    pub durable: &'a crate::durable::Durability,
     /// Leave the files that must be hashed for [`Scanner::hash`] (their entries say `Patch`
     /// meanwhile), so that the restore moves the content of the others at the same time.
     pub defer: bool,
@@ -529,6 +532,7 @@ impl Scanner<'_> {
                 } else if self.overwrite == Overwrite::IfChanged
                     && m.size == size
                     && m.mtime == (node.mtime.sec, i64::from(node.mtime.nsec))
+                    && !self.durable.distrusts(m.ctime)
                 {
                     keep()
                 } else {

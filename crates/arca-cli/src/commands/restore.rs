@@ -1,15 +1,17 @@
 //! `arca restore`: restore a snapshot under a target directory, with progress, a dry run, a
 //! profile of the restore network, and Ctrl-C that stops every stage.
 
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use arca_format::{Node, Snapshot};
+use arca_format::{Id, Node, Snapshot};
+use arca_repo::{Index, Repository};
+use arca_restore::roots::Candidate;
 use arca_restore::{
     Action, PlannedEntry, Progress, RestoreError, RestoreIssue, RestoreOptions, RestoreReport,
     Tuning, restore,
@@ -154,9 +156,12 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
         );
     }
     let id = resolved.id;
-    let snap = match &resolved.folder {
-        None => resolved.snap,
-        Some((path, node)) => folder_as_snapshot(resolved.snap, path, node),
+    let (snap, roots) = match &resolved.folder {
+        None => (resolved.snap, None),
+        Some((path, node)) => {
+            let (snap, roots) = folder_as_snapshot(repo, &index, resolved.snap, path, node)?;
+            (snap, Some(roots))
+        }
     };
     let opts = RestoreOptions {
         target: a.target.clone(),
@@ -170,9 +175,17 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
             .collect(),
         overwrite: a.overwrite,
         delete: a.delete,
+        roots,
         dry_run: a.dry_run,
         reuse_from: a.reuse_from.clone(),
         verify: a.verify,
+        // Not a cache (kept under --no-cache too): whether the last restore into the target
+        // may not have reached the disk.
+        state_dir: match &g.cache_dir {
+            Some(d) if !d.as_os_str().is_empty() => Some(d.clone()),
+            _ => arca_repo::cache::default_root(),
+        }
+        .map(|d| d.join("restores")),
         tuning: tuning(a)?,
         cancel: Some(Arc::clone(&cancel)),
         ..RestoreOptions::default()
@@ -226,30 +239,79 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
 /// The snapshot restricted to one of its folders (`ID:SUBFOLDER`): the folder's listing is the
 /// root, and the backed-up paths are seen from it, so `--delete` acts where it would have in the
 /// whole snapshot (the folder itself when it lies inside a backed-up path).
-fn folder_as_snapshot(mut snap: Snapshot, path: &[u8], node: &Node) -> Snapshot {
-    // The snapshot's paths have bytes that are not UTF-8 replaced: compare them so (the
-    // restore finds them in the trees again).
-    let lossy = OsStr::from_bytes(path).to_string_lossy();
-    let folder = Path::new(&*lossy);
-    let mut paths = Vec::new();
+fn folder_as_snapshot(
+    repo: &Repository,
+    index: &Index,
+    mut snap: Snapshot,
+    path: &[u8],
+    node: &Node,
+) -> Result<(Snapshot, Vec<PathBuf>)> {
+    // The snapshot's paths have bytes that are not UTF-8 replaced: such a path is looked up
+    // in the trees, and compared with the folder as the trees spell it (compared as
+    // replaced, `backup /x/dir\xfe/sub /x/dir\xff` took the folder `/x/dir\xfe` for backed
+    // up, and `--delete` emptied it: hunt 30).
+    let mut candidates = Vec::new();
     for p in &snap.paths {
-        let p = Path::new(p);
-        let seen = if let Ok(rest) = p.strip_prefix(folder) {
-            Path::new("/").join(rest)
-        } else if folder.starts_with(p) {
-            PathBuf::from("/")
+        if p.contains(char::REPLACEMENT_CHARACTER) {
+            for path in lossy_matches(repo, index, snap.tree, p)? {
+                candidates.push(Candidate { path, lossy: true });
+            }
         } else {
-            continue;
-        };
-        paths.push(seen.to_string_lossy().into_owned());
+            candidates.push(Candidate {
+                path: PathBuf::from(p),
+                lossy: false,
+            });
+        }
     }
-    paths.sort();
-    paths.dedup();
+    let folder = Path::new(OsStr::from_bytes(path));
+    let mut roots = Vec::new();
+    for r in arca_restore::roots::settle(candidates) {
+        if let Ok(rest) = r.strip_prefix(folder) {
+            roots.push(Path::new("/").join(rest));
+        } else if folder.starts_with(&r) {
+            roots.push(PathBuf::from("/"));
+        }
+    }
+    roots.sort();
+    roots.dedup();
+    snap.paths = roots
+        .iter()
+        .map(|r| r.to_string_lossy().into_owned())
+        .collect();
+    snap.paths.dedup();
     if let Some(tree) = node.subtree {
         snap.tree = tree;
     }
-    snap.paths = paths;
-    snap
+    Ok((snap, roots))
+}
+
+/// The paths of the snapshot with root `tree` that read `p` with their bytes that are not
+/// UTF-8 replaced (U+FFFD), as the trees spell them.
+fn lossy_matches(repo: &Repository, index: &Index, tree: Id, p: &str) -> Result<Vec<PathBuf>> {
+    let mut found: Vec<(Vec<u8>, Option<Id>)> = vec![(Vec::new(), Some(tree))];
+    for name in p.split('/').filter(|c| !c.is_empty()) {
+        let mut next = Vec::new();
+        for (path, sub) in &found {
+            let Some(sub) = sub else { continue };
+            let t = repo.load_tree(index, sub)?;
+            for n in t.nodes.iter() {
+                if String::from_utf8_lossy(&n.name) == name {
+                    let mut q = path.clone();
+                    q.push(b'/');
+                    q.extend_from_slice(&n.name);
+                    next.push((q, n.subtree.filter(|_| n.is_dir())));
+                }
+            }
+        }
+        found = next;
+    }
+    Ok(found
+        .into_iter()
+        .map(|(q, _)| match q.is_empty() {
+            true => PathBuf::from("/"),
+            false => PathBuf::from(OsString::from_vec(q)),
+        })
+        .collect())
 }
 
 fn render(p: &Progress, el: Duration) -> String {
