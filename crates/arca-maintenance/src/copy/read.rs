@@ -81,7 +81,7 @@ impl<'a> ReadCtx<'a> {
         opener: &mut BlobOpener,
     ) -> Result<Vec<Got>, CopyError> {
         let pack = self.src_index.packs()[r.pack as usize].id;
-        let (at, _) = match read_with_retry(
+        let read = match read_with_retry(
             self.src.backend().as_ref(),
             &pack,
             r.offset,
@@ -89,15 +89,11 @@ impl<'a> ReadCtx<'a> {
             buf,
             self.stop,
         ) {
-            Ok(r) => r,
+            Ok((at, _)) => Ok(at),
             // A pack the index names that is gone: told as the damage it is, naming a blob
             // and the check to run, as a damaged blob is (it was the bare OS error).
             Err(e) if e.is_not_found() => {
-                return Err(CopyError::BadBlob {
-                    id: r.items.first().map_or(pack, |s| s.item.0),
-                    pack,
-                    error: format!("the pack is missing ({} not found)", e.location),
-                });
+                Err(format!("the pack is missing ({} not found)", e.location))
             }
             Err(e) => return Err(e.into()),
         };
@@ -105,22 +101,36 @@ impl<'a> ReadCtx<'a> {
         let mut out = Vec::with_capacity(r.items.len());
         for s in &r.items {
             let (id, raw_len, _) = s.item;
-            let bad = |error: String| CopyError::BadBlob { id, pack, error };
-            let start = at + (s.offset - r.offset) as usize;
-            let sealed = buf
-                .get_mut(start..start + s.len as usize)
-                .ok_or_else(|| bad("the read came back short".into()))?;
-            let plain = opener
-                .open(
-                    self.src.key(),
-                    self.src.sealer(),
-                    BlobKind::Data,
-                    id,
-                    pack,
-                    sealed,
-                    raw_len,
-                )
-                .map_err(|e| bad(e.blob_cause()))?;
+            let opened = read.clone().and_then(|at| {
+                let start = at + (s.offset - r.offset) as usize;
+                let sealed = buf
+                    .get_mut(start..start + s.len as usize)
+                    .ok_or_else(|| "the read came back short".to_string())?;
+                opener
+                    .open(
+                        self.src.key(),
+                        self.src.sealer(),
+                        BlobKind::Data,
+                        id,
+                        pack,
+                        sealed,
+                        raw_len,
+                    )
+                    .map_err(|e| e.blob_cause())
+            });
+            let other;
+            let plain: &[u8] = match opened {
+                Ok(p) => p,
+                // Another copy of the blob, as restore and check use them (hunt 30: one
+                // damaged copy stopped the copy of a snapshot that restored whole).
+                Err(error) => match self.src.read_blob(self.src_index, BlobKind::Data, &id) {
+                    Ok(p) => {
+                        other = p;
+                        &other
+                    }
+                    Err(_) => return Err(CopyError::BadBlob { id, pack, error }),
+                },
+            };
             let (target, new) = if self.same_ids {
                 // Only blobs the target lacks are asked for.
                 (id, true)

@@ -252,6 +252,38 @@ fn damaged_source_data(missing: bool) {
     assert!(dst.list_ids(FileType::Snapshot).unwrap().is_empty());
 }
 
+/// A data blob stored twice, one copy damaged or its pack gone: the copy reads the other,
+/// as restore and check do (hunt 30: the copy stopped at the first copy, naming it damaged,
+/// while the snapshot restored whole). Each copy is damaged in turn: whichever the index
+/// names first, one run takes the way round.
+#[test]
+fn a_damaged_copy_of_a_blob_gives_way_to_another() {
+    for missing in [false, true] {
+        for damage_second in [false, true] {
+            let fx = fixture::build();
+            let other = fixture::pack(&fx.repo, BlobKind::Data, &[chunk("a2"), chunk("c0")]);
+            fx.repo
+                .save_index(&arca_format::IndexFile {
+                    supersedes: vec![],
+                    packs: vec![other.clone()],
+                })
+                .unwrap();
+            let victim = if damage_second { &other } else { &fx.data2 };
+            if missing {
+                fx.delete(FileType::Pack, &victim.id);
+            } else {
+                fx.flip(FileType::Pack, &victim.id, victim.size as usize / 3);
+            }
+            let dst = twin(&fx.repo);
+            let (copies, _) = copy_all(&fx, &dst, CopyOptions::default());
+            assert_eq!(copies.len(), 1);
+            let snaps = dst.list_snapshots(&SnapshotFilter::default()).unwrap();
+            assert_eq!(files(&dst, snaps[0].1.tree), expected_files());
+            clean(&dst);
+        }
+    }
+}
+
 #[test]
 fn snapshot_identity() {
     let a = snapshot(Id([1; 32]), &["x", "y"]);

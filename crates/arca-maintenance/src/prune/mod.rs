@@ -350,6 +350,13 @@ pub enum PruneError {
         /// Why it cannot be read.
         why: String,
     },
+    /// An index file was made by a newer arca: this build cannot know which packs it lists.
+    NewerIndex {
+        /// The index file.
+        id: Id,
+        /// What the file says of its version.
+        why: String,
+    },
 }
 
 impl fmt::Display for PruneError {
@@ -498,6 +505,14 @@ impl fmt::Display for PruneError {
                  index` first",
                 &id.to_hex()[..10]
             ),
+            // Not damage: `repair index` leaves such a file alone, and sending the user
+            // there made a loop (hunt 30).
+            PruneError::NewerIndex { id, why } => write!(
+                f,
+                "index file {} cannot be read ({why}), so the packs it lists are unknown; \
+                 {NOTHING}. Prune this repository with the newer arca",
+                &id.to_hex()[..10]
+            ),
         }
     }
 }
@@ -622,11 +637,18 @@ pub fn plan_repository(
     progress: &Progress,
 ) -> Result<PrunePlan, PruneError> {
     let (index, damaged) = repo.load_index_report()?;
-    if let Some((id, why)) = damaged.first() {
+    // A damaged file first: repairing it comes before anything else.
+    let worst = damaged
+        .iter()
+        .find(|(_, e)| !e.is_newer_format())
+        .or(damaged.first());
+    if let Some((id, e)) = worst {
         // The cause alone: the error names the file too.
-        return Err(PruneError::DamagedIndex {
-            id: *id,
-            why: why.cause(),
+        let (id, why) = (*id, e.cause());
+        return Err(if e.is_newer_format() {
+            PruneError::NewerIndex { id, why }
+        } else {
+            PruneError::DamagedIndex { id, why }
         });
     }
     plan_with_progress(repo, &index, opts, progress)

@@ -132,4 +132,93 @@ fn repair_index_keeps_a_newer_index_file() {
         let f = fx.repo.load_index_file(id).unwrap();
         assert!(!f.supersedes.contains(&newer));
     }
+    // Prune refuses, calling it what it is: `repair index` was its advice, a loop (hunt 30).
+    let e = crate::prune::plan_repository(
+        &fx.repo,
+        &crate::prune::PruneOptions::default(),
+        &crate::prune::Progress::default(),
+    )
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        matches!(e, crate::prune::PruneError::NewerIndex { .. })
+            && msg.contains("newer arca")
+            && !msg.contains("repair")
+            && !msg.contains("damaged"),
+        "{msg}"
+    );
+}
+
+/// A data blob of a newer arca's compression (flag 2), in a pack no longer of its indexed
+/// size (so the repair reads it), used by two snapshots of different trees: both are left
+/// alone. The second one was cut and, with `--forget`, its original deleted: the memo of
+/// the blob's read kept "unusable" and dropped "newer" (hunt 30).
+#[test]
+fn a_newer_data_blob_spares_every_snapshot_using_it() {
+    use arca_format::ContentRef;
+    use arca_format::key::NONCE_LEN;
+    use arca_repo::blob::SealedBlob;
+    use arca_repo::pack::PackWriter;
+    let fx = build();
+    let plain = b"a newer arca's payload".to_vec();
+    let id = fx.repo.key().blob_id(&plain);
+    let nonce = [7u8; NONCE_LEN];
+    let mut bytes = nonce.to_vec();
+    bytes.push(2);
+    bytes.extend_from_slice(&plain);
+    fx.repo
+        .sealer()
+        .seal_tail(id.as_bytes(), &nonce, &mut bytes, NONCE_LEN)
+        .unwrap();
+    let mut w = PackWriter::new(BlobKind::Data, 1 << 16);
+    w.add(&SealedBlob {
+        kind: BlobKind::Data,
+        id,
+        raw_len: plain.len() as u32,
+        bytes,
+    })
+    .unwrap();
+    let p = w.finish(fx.repo.sealer()).unwrap();
+    let mut file = p.bytes.clone();
+    file.push(b'Z');
+    fx.backend
+        .write(FileType::Pack, &p.id.to_hex(), &file)
+        .unwrap();
+    fx.repo
+        .save_index(&IndexFile {
+            supersedes: vec![],
+            packs: vec![p.index],
+        })
+        .unwrap();
+    let mut made = vec![fx.snapshot];
+    for name in ["x", "y"] {
+        made.push(fx.add_snapshot(&Tree {
+            nodes: vec![Node {
+                name: name.as_bytes().to_vec(),
+                kind: Some(NodeKind::File),
+                mode: 0o644,
+                size: plain.len() as u64,
+                content: vec![ContentRef {
+                    id,
+                    len: plain.len() as u32,
+                }],
+                ..Node::default()
+            }],
+        }));
+    }
+    let r = repair_snapshots(
+        &fx.repo,
+        &RepairSnapshotsOptions {
+            forget: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(r.newer.len(), 2, "{:?}", r.newer);
+    assert!(r.damaged.is_empty(), "{:?}", r.damaged);
+    assert_eq!(r.damaged_files_deleted, 0);
+    let mut left = fx.ids(FileType::Snapshot);
+    left.sort();
+    made.sort();
+    assert_eq!(left, made);
 }

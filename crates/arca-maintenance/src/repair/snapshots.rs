@@ -304,8 +304,10 @@ struct Rewriter<'a> {
     /// Indexed packs the backend lacks (`None`) or holds at another size: their blobs count
     /// only where they lie within the pack and read back verified.
     odd_packs: &'a HashMap<Id, Option<u64>>,
-    /// Data blobs of odd packs looked at, and whether one of their copies verified.
-    verified: HashMap<Id, bool>,
+    /// Data blobs of odd packs looked at, whether one of their copies verified, and what
+    /// of them a newer arca made, if anything (for the later hits: hunt 30 found a second
+    /// snapshot using such a blob cut, and its original deleted).
+    verified: HashMap<Id, (bool, Option<String>)>,
     /// Trees already rewritten (`Err`: lost, and why).
     memo: HashMap<Id, Result<Rewritten, String>>,
     /// Where the new trees go.
@@ -373,9 +375,13 @@ impl Rewriter<'_> {
         {
             return Ok(true);
         }
-        if let Some(&v) = self.verified.get(id) {
-            return Ok(v);
+        if let Some((v, newer)) = self.verified.get(id) {
+            if let Some(why) = newer {
+                self.newer.borrow_mut().get_or_insert(why.clone());
+            }
+            return Ok(*v);
         }
+        let outer = self.newer.take();
         let mut ok = false;
         for loc in locs.iter().filter(|l| self.in_reach(l)) {
             if self.read_at(BlobKind::Data, id, loc)?.is_ok() {
@@ -383,7 +389,9 @@ impl Rewriter<'_> {
                 break;
             }
         }
-        self.verified.insert(*id, ok);
+        let mine = self.newer.take();
+        *self.newer.borrow_mut() = outer.or_else(|| mine.clone());
+        self.verified.insert(*id, (ok, mine));
         Ok(ok)
     }
 
