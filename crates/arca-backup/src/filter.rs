@@ -143,6 +143,14 @@ impl Filter {
             .any(|m| m.matches_or_inside(path) && !m.takes_back_below(path))
     }
 
+    /// Whether a path named on the command line is left out as a whole: by the patterns
+    /// ([`Self::excludes_target`]), or, a file, by `--exclude-larger-than` (hunt 30: such a
+    /// file named alone saved a snapshot of its folders only, exit 0).
+    pub(crate) fn excludes_named(&self, path: &Path) -> bool {
+        self.excludes_target(path)
+            || std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && self.too_large(m.len()))
+    }
+
     /// What the patterns say of the absolute `path`.
     pub(crate) fn judge(&self, path: &Path) -> Verdict {
         let mut verdict = Verdict::Kept;

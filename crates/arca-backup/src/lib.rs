@@ -254,8 +254,8 @@ pub enum BackupError {
     NoPaths,
     /// Every path given is excluded by the patterns: the snapshot would be empty.
     #[error(
-        "every path given is excluded by the exclude patterns: nothing to back up, no \
-         snapshot saved"
+        "every path given is excluded (by the exclude patterns or --exclude-larger-than): \
+         nothing to back up, no snapshot saved"
     )]
     AllExcluded,
     /// `--stdin` read nothing: the program feeding it most likely failed.
@@ -264,6 +264,9 @@ pub enum BackupError {
          fail?)"
     )]
     EmptyStdin,
+    /// `--stdin` could not be read to its end (the warning before says why).
+    #[error("standard input could not be read to its end (the error is above): no snapshot saved")]
+    StdinUnreadable,
     /// The user interrupted the backup; what was uploaded is indexed.
     #[error(
         "interrupted: no snapshot was written; {packs} packs ({bytes} bytes) were saved and \
@@ -436,7 +439,7 @@ pub fn backup_with(
     let filter = Filter::new(&opts.excludes)?;
     let shown: Vec<String> = abs
         .iter()
-        .filter(|p| !filter.excludes_target(p))
+        .filter(|p| !filter.excludes_named(p))
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
     let sources = SourceTree::build(&abs);
@@ -500,7 +503,7 @@ fn run<'w>(
     let filter = std::sync::Arc::new(Filter::new(&opts.excludes)?);
     // As restic ("snapshot is empty"): a snapshot holding none of the paths named would
     // pass for a backup of them (`warm` is empty only for `--stdin`).
-    if !warm.is_empty() && warm.iter().all(|p| filter.excludes_target(p)) {
+    if !warm.is_empty() && warm.iter().all(|p| filter.excludes_named(p)) {
         return Err(BackupError::AllExcluded);
     }
     // Metadata read-ahead starts now: the source's directories warm up while the index and
@@ -614,7 +617,12 @@ fn run<'w>(
     // As restic: `false | arca backup --stdin` saved an empty file, exit 0, and a failed
     // dump went unnoticed until the restore (`warm` is empty only for `--stdin`).
     if warm.is_empty() && summary.total_bytes_processed == 0 {
-        return Err(BackupError::EmptyStdin);
+        // A read that failed midway stored nothing either; "no data read" denied the error
+        // printed just before it (hunt 30).
+        return Err(match out.warnings.iter().any(Warning::is_error) {
+            true => BackupError::StdinUnreadable,
+            false => BackupError::EmptyStdin,
+        });
     }
     let mut warnings = missing;
     warnings.extend(out.warnings);

@@ -99,6 +99,25 @@ fn every_path_excluded_saves_no_snapshot() {
         stderr(&o)
     );
     assert_eq!(fs::read_dir(e.repo.join("snapshots")).unwrap().count(), 0);
+    // A file named alone and larger than --exclude-larger-than, the same (hunt 30: a
+    // snapshot of its folders only, exit 0).
+    fs::write(a.join("big"), vec![1u8; 4096]).unwrap();
+    let big = a.join("big");
+    let o = e.run(&[
+        "backup",
+        "-q",
+        big.to_str().unwrap(),
+        "--exclude-larger-than",
+        "1K",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("every path given is excluded"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(fs::read_dir(e.repo.join("snapshots")).unwrap().count(), 0);
+    fs::remove_file(&big).unwrap();
     // Some of them excluded: those are not among the snapshot's paths, which name only what
     // it holds (hunt 15: the excluded one was listed, and `restore ID:PATH` of it failed).
     let b = a.join("b");
@@ -276,6 +295,22 @@ fn empty_stdin_saves_no_snapshot() {
         stderr(&o).contains("no data read from standard input"),
         "{}",
         stderr(&o)
+    );
+    let snaps: serde_json::Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    assert_eq!(snaps.as_array().unwrap().len(), 0);
+    // Standard input that fails to read (a folder here; a connection reset midway): the
+    // error, then no claim that nothing came (hunt 30).
+    let o = e
+        .cmd(&["backup", "--stdin", "--stdin-filename", "db.sql"])
+        .stdin(fs::File::open(&e.repo).unwrap())
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("Is a directory"), "{err}");
+    assert!(
+        err.contains("standard input could not be read to its end") && !err.contains("no data"),
+        "{err}"
     );
     let snaps: serde_json::Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
     assert_eq!(snaps.as_array().unwrap().len(), 0);
