@@ -247,6 +247,17 @@ fn parse_sftp(rest: &str) -> Result<SftpLocation, String> {
     if loc.path.trim_matches('/').is_empty() {
         return Err(format!("no folder; {FORM}"));
     }
+    // Only `~/folder` is understood (a folder below the login folder). `~` or `~/` alone made
+    // a folder named `~` there, which `rm -rf ~` would then be typed to remove, and `~user`
+    // a folder named `~user` (hunt 30).
+    let path = trim_trailing_slashes(&loc.path);
+    if path == "~" || (path.starts_with('~') && !path.starts_with("~/")) {
+        return Err(format!(
+            "{:?}: `~` alone or `~user` is not expanded over SFTP; name a folder below the \
+             login folder (sftp:host:~/repo, or sftp:host:repo) or give its full path",
+            loc.path
+        ));
+    }
     Ok(SftpLocation {
         path: trim_trailing_slashes(&loc.path),
         ..loc
@@ -392,6 +403,10 @@ mod tests {
             ("s3:https://h/bucket/a//b", "empty, '.' or '..'"),
             ("sftp:host", "expected sftp:"),
             ("sftp:host:", "no folder"),
+            ("sftp:host:~", "not expanded"),
+            ("sftp:host:~/", "not expanded"),
+            ("sftp:host:~bob/repo", "not expanded"),
+            ("sftp://host/~", "not expanded"),
             ("sftp://host:99999//r", "invalid port"),
             ("sftp:-oProxyCommand=x:/r", "must not start with '-'"),
             ("sftp:@host:/r", "empty user"),

@@ -17,6 +17,7 @@ use crate::SftpLocation;
 use crate::runtime::{Gate, block_on};
 
 mod io;
+mod leftover;
 mod options;
 mod session;
 mod words;
@@ -363,6 +364,8 @@ impl Backend for SftpBackend {
 
     fn create(&self) -> Result<()> {
         self.run("create repository", "", |s| async move {
+            // The folders an interrupted init already made.
+            let mut made: Vec<String> = vec![];
             match s.sftp.fs().open_dir(&self.root).await {
                 Ok(dir) => {
                     let entries: Vec<_> = dir.read_dir().try_collect().await?;
@@ -378,14 +381,34 @@ impl Backend for SftpBackend {
                         ));
                     }
                     if !names.is_empty() {
-                        return Err(Fail::Kind(
-                            ErrorKind::AlreadyExists,
-                            format!(
-                                "the folder is not empty ({} entries); choose an empty or new \
-                                 folder",
-                                names.len()
-                            ),
-                        ));
+                        // An init that stopped before the config may be run again (hunt 30:
+                        // one cut off on a full disk left the folders, and every init after
+                        // it refused the folder).
+                        let Some(left) = leftover::of_init(&s, &self.root).await? else {
+                            return Err(Fail::Kind(
+                                ErrorKind::AlreadyExists,
+                                format!(
+                                    "the folder is not empty ({} entries); choose an empty or \
+                                     new folder",
+                                    names.len()
+                                ),
+                            ));
+                        };
+                        if left.fresh {
+                            return Err(Fail::Kind(
+                                ErrorKind::AlreadyExists,
+                                format!(
+                                    "another init is creating a repository here (its files \
+                                     are less than {} s old); if none is running, run init \
+                                     again in a minute",
+                                    leftover::SETTLES.as_secs()
+                                ),
+                            ));
+                        }
+                        for f in &left.files {
+                            s.sftp.fs().remove_file(f).await?;
+                        }
+                        made = left.folders;
                     }
                 }
                 Err(e) if matches!(class(&e), Class::Status(ErrorKind::NotFound, _)) => {
@@ -409,13 +432,18 @@ impl Backend for SftpBackend {
                 .buffer_unordered(DIRS)
                 .try_collect::<()>()
             };
-            let top = ["keys", "snapshots", "index", "data", "locks"];
-            mkdirs(top.iter().map(|d| self.remote(d)).collect()).await?;
-            mkdirs(
+            let missing = |dirs: Vec<String>| -> Vec<String> {
+                dirs.into_iter()
+                    .filter(|d| !made.contains(d))
+                    .map(|d| self.remote(&d))
+                    .collect()
+            };
+            mkdirs(missing(leftover::FOLDERS.map(str::to_string).to_vec())).await?;
+            mkdirs(missing(
                 (0..=255u8)
-                    .map(|i| self.remote(&format!("data/{}", hex::encode([i]))))
+                    .map(|i| format!("data/{}", hex::encode([i])))
                     .collect(),
-            )
+            ))
             .await
         })
     }

@@ -369,6 +369,60 @@ fn create_refuses_existing_repositories_and_other_files() {
     assert_ne!(e.kind, ErrorKind::Transient, "{e}");
 }
 
+/// An init cut off before its config (a full disk, a dropped connection) leaves the folders
+/// and perhaps a key: init run again clears them, as it does locally; a key written moments
+/// ago is another init's, and anything else is not ours (hunt 30: every init after such a
+/// failure refused the folder, "not empty").
+#[test]
+fn create_clears_what_an_interrupted_init_left() {
+    use std::time::{Duration, SystemTime};
+    let sshd = Sshd::start();
+    let root = sshd.dir.join("repo");
+    let key = root.join(format!("keys/{}", "ab".repeat(32)));
+    let left = |age: Duration| {
+        for d in ["keys", "snapshots", "index", "data/00", "data/ab"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for f in [&key, &root.join("data/ab/.tmp-1234"), &root.join(".tmp-9")] {
+            std::fs::write(f, b"x").unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(f)
+                .unwrap()
+                .set_modified(SystemTime::now() - age)
+                .unwrap();
+        }
+    };
+
+    left(Duration::from_secs(5));
+    let e = open(&sshd, &root).create().expect_err("a fresh key");
+    assert!(e.to_string().contains("another init"), "{e}");
+    assert!(key.exists());
+
+    left(Duration::from_secs(3600));
+    std::fs::write(root.join("data/00/notes.txt"), b"mine").unwrap();
+    let e = open(&sshd, &root).create().expect_err("not ours");
+    assert!(e.to_string().contains("not empty"), "{e}");
+    assert!(key.exists());
+    std::fs::remove_file(root.join("data/00/notes.txt")).unwrap();
+
+    open(&sshd, &root).create().expect("a leftover is cleared");
+    assert!(!key.exists());
+    assert!(!root.join("data/ab/.tmp-1234").exists());
+    assert!(!root.join(".tmp-9").exists());
+    for d in [
+        "keys",
+        "snapshots",
+        "index",
+        "locks",
+        "data/00",
+        "data/ab",
+        "data/ff",
+    ] {
+        assert!(root.join(d).is_dir(), "{d}");
+    }
+}
+
 #[test]
 fn wrong_client_key_is_refused_clearly() {
     let sshd = Sshd::start();
