@@ -222,3 +222,68 @@ fn a_newer_data_blob_spares_every_snapshot_using_it() {
     made.sort();
     assert_eq!(left, made);
 }
+
+/// An intact pack (it hashes to its name, its blobs verify) whose header a newer arca wrote:
+/// check reports it as such and proposes no repair (it proposed `repair packs`, which leaves
+/// such a pack alone: hunt 30).
+#[test]
+fn check_proposes_no_repair_for_a_newer_pack_header() {
+    use arca_format::pack::{PackHeader, PackTrailer, TRAILER_LEN};
+    use arca_format::{EnvelopeHeader, EnvelopeKind, IndexPack};
+    let fx = build();
+    let old = fx
+        .backend
+        .read(FileType::Pack, &fx.data1.id.to_hex())
+        .unwrap();
+    let trailer = PackTrailer::decode(&old).unwrap();
+    let header_at = old.len() - TRAILER_LEN - trailer.header_len as usize;
+    let mut plain = PackHeader {
+        kind: fx.data1.kind,
+        entries: fx.data1.blobs.clone(),
+    }
+    .encode()
+    .unwrap();
+    plain[4] = 2;
+    let mut bytes = old[..header_at].to_vec();
+    let aad = EnvelopeHeader::new(EnvelopeKind::Pack, 0).encode();
+    fx.repo
+        .sealer()
+        .seal_into(&aad, &plain, &mut bytes)
+        .unwrap();
+    let header_len = (bytes.len() - header_at) as u32;
+    bytes.extend_from_slice(&PackTrailer { header_len }.encode());
+    let id = arca_format::Id(*blake3::hash(&bytes).as_bytes());
+    fx.backend
+        .write(FileType::Pack, &id.to_hex(), &bytes)
+        .unwrap();
+    fx.delete_pack(&fx.data1);
+    fx.delete(FileType::Index, &fx.index_file);
+    let mut packs = fx.packs();
+    packs[0] = IndexPack {
+        id,
+        size: bytes.len() as u64,
+        ..fx.data1.clone()
+    };
+    fx.repo
+        .save_index(&IndexFile {
+            supersedes: vec![],
+            packs,
+        })
+        .unwrap();
+    let rep = check(
+        &fx.repo,
+        CheckOptions {
+            read_data: true,
+            ..CheckOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        rep.errors
+            .iter()
+            .any(|e| e.contains("made by a newer arca")),
+        "{:?}",
+        rep.errors
+    );
+    assert!(rep.repairs.is_empty(), "{:?}", rep.repairs);
+}
