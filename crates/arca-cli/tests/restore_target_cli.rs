@@ -1033,3 +1033,37 @@ fn delete_stays_inside_backed_up_paths_whose_names_are_not_utf8() {
     assert!(!t2.join("sub/extra").exists());
     assert_eq!(fs::read(t2.join("sub/g")).unwrap(), b"b");
 }
+
+/// `--reuse-from` the original source (the backed-up folder itself, as the help suggests)
+/// lends its blocks to a whole-snapshot restore: only an older restore's layout (or `/`)
+/// did, and the original source gave nothing, unsaid (hunt 30).
+#[test]
+fn the_original_source_lends_its_blocks() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    let content: Vec<u8> = (0..400_000u32).map(|i| (i * 13 % 241) as u8).collect();
+    fs::write(src.join("d/f"), &content).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    let out = e.ok(&[
+        "restore",
+        "latest",
+        "-t",
+        target.to_str().unwrap(),
+        "--reuse-from",
+        src.to_str().unwrap(),
+        "--json",
+    ]);
+    let summary: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert!(
+        summary["bytes_reused"].as_u64().unwrap() >= content.len() as u64,
+        "{summary}"
+    );
+    assert_eq!(summary["fetched_bytes"].as_u64(), Some(0), "{summary}");
+    assert_eq!(
+        fs::read(restored(&target, &src).join("d/f")).unwrap(),
+        content
+    );
+}

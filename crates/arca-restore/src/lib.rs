@@ -501,6 +501,7 @@ pub fn restore(
             &plan,
             &scan,
             &opts.target,
+            &roots,
             &opts.reuse_from,
             &checker,
             stat_threads,

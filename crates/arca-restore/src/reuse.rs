@@ -15,11 +15,16 @@ use crate::scan::{EntryAction, Scan};
 /// Blob → (file, offset) of a `--reuse-from` tree holding it.
 pub(crate) type Reusable = HashMap<u32, (PathBuf, u64)>;
 
-/// Finds blocks the files to restore need that `dirs` hold at the same relative paths.
+/// Finds blocks the files to restore need that `dirs` hold at the same relative paths: below
+/// a folder as the snapshot's paths are below the target (an older restore, `/` for the
+/// original files), or below a backed-up path (`roots`) as the files are below it (the
+/// original source named itself: it gave nothing, unsaid, hunt 30). Every block is checked by
+/// hash, so a file found the second way that is not the same one lends nothing.
 pub(crate) fn find(
     plan: &Plan,
     scan: &Scan,
     target: &Path,
+    roots: &[PathBuf],
     dirs: &[PathBuf],
     checker: &BlockChecker,
     threads: usize,
@@ -35,9 +40,20 @@ pub(crate) fn find(
         let Ok(rel) = entry_path.strip_prefix(target) else {
             return vec![];
         };
-        let mut out = vec![];
+        let in_snapshot = Path::new("/").join(rel);
+        let below_roots: Vec<&Path> = roots
+            .iter()
+            .filter_map(|r| in_snapshot.strip_prefix(r).ok())
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect();
+        let mut candidates = vec![];
         for dir in dirs {
-            let p = dir.join(rel);
+            candidates.push(dir.join(rel));
+            candidates.extend(below_roots.iter().map(|p| dir.join(p)));
+        }
+        candidates.dedup();
+        let mut out = vec![];
+        for p in candidates {
             let Ok(m) = arca_fs::lstat(&p) else {
                 continue;
             };
