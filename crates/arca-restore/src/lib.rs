@@ -500,8 +500,7 @@ pub fn restore(
         reuse::find(
             &plan,
             &scan,
-            &opts.target,
-            &roots,
+            (&opts.target, &roots),
             &opts.reuse_from,
             &checker,
             stat_threads,

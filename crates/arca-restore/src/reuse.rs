@@ -17,14 +17,13 @@ pub(crate) type Reusable = HashMap<u32, (PathBuf, u64)>;
 
 /// Finds blocks the files to restore need that `dirs` hold at the same relative paths: below
 /// a folder as the snapshot's paths are below the target (an older restore, `/` for the
-/// original files), or below a backed-up path (`roots`) as the files are below it (the
+/// original files), or below a backed-up path (`roots`, beside the `target`) as the files are below it (the
 /// original source named itself: it gave nothing, unsaid, hunt 30). Every block is checked by
 /// hash, so a file found the second way that is not the same one lends nothing.
 pub(crate) fn find(
     plan: &Plan,
     scan: &Scan,
-    target: &Path,
-    roots: &[PathBuf],
+    (target, roots): (&Path, &[PathBuf]),
     dirs: &[PathBuf],
     checker: &BlockChecker,
     threads: usize,
