@@ -65,6 +65,14 @@ pub enum CopyError {
         /// Why.
         error: String,
     },
+    /// A listing of the source snapshot was made by a newer arca: this snapshot cannot be
+    /// copied by this build (not damage).
+    NewerTree {
+        /// Source tree id.
+        id: Id,
+        /// What the listing says of its version.
+        error: String,
+    },
     /// The source snapshot uses a blob its index does not list.
     MissingBlob {
         /// Kind.
@@ -90,6 +98,11 @@ impl fmt::Display for CopyError {
             CopyError::UnreadableTree { id, error } => write!(
                 f,
                 "source tree {id} cannot be read ({error}); run `arca check` on the source"
+            ),
+            CopyError::NewerTree { id, error } => write!(
+                f,
+                "source tree {id} cannot be read ({error}); copy this snapshot with the newer \
+                 arca"
             ),
             CopyError::MissingBlob { kind, id } => write!(
                 f,
@@ -381,7 +394,18 @@ impl<'a> Copier<'a> {
                 Ok(plain) => {
                     out.insert(id, plain);
                 }
-                Err(error) => return Err(CopyError::UnreadableTree { id, error }),
+                Err(error) => {
+                    // Read again to tell a newer arca's listing from damage (the loader's
+                    // reasons are text).
+                    let newer = self
+                        .src
+                        .load_tree(self.src_index, &id)
+                        .is_err_and(|e| e.is_newer_format());
+                    return Err(match newer {
+                        true => CopyError::NewerTree { id, error },
+                        false => CopyError::UnreadableTree { id, error },
+                    });
+                }
             }
         }
         Ok(out)
@@ -552,8 +576,12 @@ fn decode(listings: &HashMap<Id, Vec<u8>>, id: Id) -> Result<Tree, CopyError> {
         id,
         error: "not loaded".into(),
     })?;
-    Tree::decode(plain).map_err(|e| CopyError::UnreadableTree {
-        id,
-        error: e.to_string(),
+    Tree::decode(plain).map_err(|e| {
+        // Not damage: `check` says to upgrade, and sending the user to it was wrong (hunt 30).
+        let error = e.to_string();
+        match e.is_newer() {
+            true => CopyError::NewerTree { id, error },
+            false => CopyError::UnreadableTree { id, error },
+        }
     })
 }

@@ -284,6 +284,46 @@ fn a_damaged_copy_of_a_blob_gives_way_to_another() {
     }
 }
 
+/// A snapshot whose listing a newer arca wrote is not copied, and not called damage: the
+/// error says to copy it with the newer arca (it sent the user to `check`, which says only to
+/// upgrade: hunt 30), and the caller goes on with the other snapshots.
+#[test]
+fn a_newer_listing_is_not_damage() {
+    let fx = fixture::build();
+    let mut bytes = arca_format::Tree::default().encode().unwrap();
+    bytes[4] = 2;
+    let tid = fx.repo.key().blob_id(&bytes);
+    let p = fixture::pack(&fx.repo, BlobKind::Tree, &[bytes]);
+    fx.repo
+        .save_index(&arca_format::IndexFile {
+            supersedes: vec![],
+            packs: vec![p],
+        })
+        .unwrap();
+    let dst = twin(&fx.repo);
+    let src_index = fx.repo.load_index().unwrap();
+    let dst_index = dst.load_index().unwrap();
+    let mut c = Copier::new(
+        &fx.repo,
+        &src_index,
+        &dst,
+        &dst_index,
+        CopyOptions::default(),
+    );
+    let s = snapshot(tid, &["newer"]);
+    let err = c.copy_snapshot(&tid, &s).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, CopyError::NewerTree { .. }), "{msg}");
+    assert!(
+        msg.contains("newer arca") && !msg.contains("check"),
+        "{msg}"
+    );
+    // The run goes on: the fixture's snapshot copies whole.
+    let s = fx.repo.load_snapshot(&fx.snapshot).unwrap();
+    let copied = c.copy_snapshot(&fx.snapshot, &s).unwrap();
+    assert_eq!(files(&dst, copied.snapshot.tree), expected_files());
+}
+
 #[test]
 fn snapshot_identity() {
     let a = snapshot(Id([1; 32]), &["x", "y"]);
