@@ -96,17 +96,31 @@ pub const NOT_WHOLE_BYTES: &str = "is not a whole number of bytes";
 
 /// A path as text: as it is where it is UTF-8, each other byte shown as `\xNN`, as restic
 /// shows them (`Path::display` shows them all as U+FFFD, so two different names printed the
-/// same and a warning did not say which file it was about).
+/// same and a warning did not say which file it was about). Control characters are shown
+/// so too (`\x0a`; `\u{9b}` for C1): a name holding a newline or an escape sequence forged
+/// lines of the listing, or drove the terminal (hunt 30).
 pub fn shown(p: &std::path::Path) -> std::borrow::Cow<'_, str> {
     use std::fmt::Write;
     use std::os::unix::ffi::OsStrExt;
     let bytes = p.as_os_str().as_bytes();
-    if let Ok(s) = std::str::from_utf8(bytes) {
+    if let Ok(s) = std::str::from_utf8(bytes)
+        && !s.chars().any(char::is_control)
+    {
         return s.into();
     }
     let mut out = String::with_capacity(bytes.len() + 8);
     for chunk in bytes.utf8_chunks() {
-        out.push_str(chunk.valid());
+        for c in chunk.valid().chars() {
+            match c {
+                c if c.is_ascii_control() => {
+                    let _ = write!(out, "\\x{:02x}", c as u32);
+                }
+                c if c.is_control() => {
+                    let _ = write!(out, "\\u{{{:x}}}", c as u32);
+                }
+                c => out.push(c),
+            }
+        }
         for b in chunk.invalid() {
             let _ = write!(out, "\\x{b:02x}");
         }
@@ -244,6 +258,10 @@ mod tests {
         assert_eq!(shown(&p(b"/src/x\xe8y")), "/src/x\\xe8y");
         assert_eq!(shown(&p(b"/src/x\xe9y")), "/src/x\\xe9y");
         assert_eq!(shown(&p("/src/été".as_bytes())), "/src/été");
+        // Control characters cannot forge lines or drive the terminal.
+        assert_eq!(shown(&p(b"/a\nerror: x")), "/a\\x0aerror: x");
+        assert_eq!(shown(&p(b"/a\x1b[2Jb\x7f")), "/a\\x1b[2Jb\\x7f");
+        assert_eq!(shown(&p(b"/a\xc2\x9bb\xff")), "/a\\u{9b}b\\xff");
     }
 
     #[test]
