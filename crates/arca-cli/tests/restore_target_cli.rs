@@ -1067,3 +1067,52 @@ fn the_original_source_lends_its_blocks() {
         content
     );
 }
+
+/// A symlink and a hard link the restore could not make (a folder in the way of each) are
+/// not counted as restored: the summary said "1 other, 1 hard links" beside their errors
+/// (hunt 30).
+#[test]
+fn entries_in_the_way_are_not_counted_as_restored() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), b"content").unwrap();
+    fs::hard_link(src.join("a"), src.join("hard")).unwrap();
+    std::os::unix::fs::symlink("a", src.join("link")).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    let count = |o: &std::process::Output| -> serde_json::Value {
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        serde_json::from_str(out.lines().last().unwrap()).unwrap()
+    };
+    let args = [
+        "restore",
+        "latest",
+        "-t",
+        target.to_str().unwrap(),
+        "--json",
+    ];
+    let o = e.run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = count(&o);
+    assert_eq!(
+        (s["others_restored"].as_u64(), s["hardlinks"].as_u64()),
+        (Some(1), Some(1)),
+        "{s}"
+    );
+    let out = restored(&target, &src);
+    for name in ["hard", "link"] {
+        fs::remove_file(out.join(name)).unwrap();
+        fs::create_dir(out.join(name)).unwrap();
+        fs::write(out.join(name).join("mine"), b"x").unwrap();
+    }
+    let o = e.run(&args);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let s = count(&o);
+    assert_eq!(
+        (s["others_restored"].as_u64(), s["hardlinks"].as_u64()),
+        (Some(0), Some(0)),
+        "{s}"
+    );
+}

@@ -671,24 +671,40 @@ pub fn restore(
         .skip(1)
         .filter(|(f, a)| f.load(Ordering::Relaxed) || matches!(a, scan::DirAction::Blocked(_)));
     report.dirs = report.dirs.saturating_sub(not_made.count() as u64);
+    report.issues.extend(sh.take_issues());
+    // Nor what the scan found in the way, or what failed: the summary counted a symlink and
+    // a hard link that were reported not restored (hunt 30).
+    let failed_paths: std::collections::HashSet<&Path> =
+        report.issues.iter().map(|i| i.path.as_path()).collect();
+    let restored = |e: u32| {
+        made(&plan.entries[e as usize])
+            && !matches!(
+                scan.entries[e as usize],
+                scan::EntryAction::Skip | scan::EntryAction::Blocked(_)
+            )
+            && (failed_paths.is_empty() || !failed_paths.contains(plan.entry_path(e).as_path()))
+    };
     report.hardlinks = plan
         .links
         .iter()
-        .filter(|(first, _)| match plan.entries[**first as usize].kind {
-            plan::EntryKind::File(f) => !failed(f),
-            _ => true,
+        .filter(|(first, _)| {
+            restored(**first)
+                && match plan.entries[**first as usize].kind {
+                    plan::EntryKind::File(f) => !failed(f),
+                    _ => true,
+                }
         })
         .flat_map(|(_, links)| links)
-        .filter(|&&l| made(&plan.entries[l as usize]))
+        .filter(|&&l| restored(l))
         .count() as u64;
-    report.others = plan
-        .entries
-        .iter()
-        .filter(|e| {
-            matches!(e.kind, plan::EntryKind::Symlink | plan::EntryKind::Special) && made(e)
+    report.others = (0..plan.entries.len() as u32)
+        .filter(|&e| {
+            matches!(
+                plan.entries[e as usize].kind,
+                plan::EntryKind::Symlink | plan::EntryKind::Special
+            ) && restored(e)
         })
         .count() as u64;
-    report.issues.extend(sh.take_issues());
     if opts.verify {
         let (n, issues) = reuse::verify(
             &plan,
