@@ -354,10 +354,10 @@ pub struct BackupArgs {
     pub exclude_caches: bool,
     /// Store directories holding an entry NAME (of any kind, as restic) with that entry alone;
     /// NAME:HEADER needs a file starting with HEADER (repeatable)
-    #[arg(long = "exclude-if-present", value_name = "NAME[:HEADER]")]
+    #[arg(long = "exclude-if-present", value_name = "NAME[:HEADER]", value_parser = crate::util::non_empty_arg)]
     pub exclude_if_present: Vec<String>,
     /// Leave out files larger than this (e.g. 2GiB)
-    #[arg(long, value_name = "SIZE", value_parser = crate::util::size_arg)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::util::size_arg, allow_hyphen_values = true)]
     pub exclude_larger_than: Option<String>,
     /// Read and count everything, write nothing to the repository
     #[arg(short = 'n', long)]

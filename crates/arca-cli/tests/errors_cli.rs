@@ -744,6 +744,19 @@ fn bad_values_are_usage_errors() {
         (&["forget", "--keep-tag", ""], "'--keep-tag <TAG[,TAG]>'"),
         (&["forget", "--keep-tag", " , "], "expected a tag"),
         (&["init", "--compression", "99"], "99 is not in -7..=22"),
+        // Hunt 30: exit 1 after the repository was opened, and "unexpected argument '-1'".
+        (
+            &["backup", "/tmp", "--exclude-if-present", ""],
+            "expected a value, not an empty one",
+        ),
+        (
+            &["forget", "--keep-within", "-1d"],
+            "'--keep-within <DURATION>'",
+        ),
+        (
+            &["backup", "/tmp", "--exclude-larger-than", "-1"],
+            "'--exclude-larger-than <SIZE>'",
+        ),
     ] {
         let o = e.run(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

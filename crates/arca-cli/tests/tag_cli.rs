@@ -245,7 +245,9 @@ fn bad_input_fails_naming_it() {
         (&["tag", "--set", "a", "--add", "b"][..], "--set"),
         (&["tag", "--set", "a", "--remove", "b"][..], "--set"),
         (&["tag", "latest"][..], "nothing to do"),
-        (&["tag", "--add", ",", "latest"][..], "nothing to do"),
+        // An empty tag names none, said so (hunt 30: "give --add", which was given).
+        (&["tag", "--add", ",", "latest"][..], "need a tag"),
+        (&["tag", "--remove", "", "latest"][..], "need a tag"),
     ] {
         let o = e.run(args);
         assert_eq!(o.status.code(), Some(1), "{args:?}");

@@ -43,22 +43,22 @@ pub struct ForgetArgs {
     #[arg(short = 'y', long, value_name = "N", value_parser = count_arg, allow_negative_numbers = true)]
     pub keep_yearly: Option<i32>,
     /// Keep snapshots newer than DURATION (e.g. 1y5m7d2h) before the group's newest snapshot
-    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg, allow_hyphen_values = true)]
     pub keep_within: Option<CalendarDuration>,
     /// Keep the newest snapshot of each hour within DURATION of the newest snapshot
-    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg, allow_hyphen_values = true)]
     pub keep_within_hourly: Option<CalendarDuration>,
     /// Keep the newest snapshot of each day within DURATION of the newest snapshot
-    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg, allow_hyphen_values = true)]
     pub keep_within_daily: Option<CalendarDuration>,
     /// Keep the newest snapshot of each ISO week within DURATION of the newest snapshot
-    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg, allow_hyphen_values = true)]
     pub keep_within_weekly: Option<CalendarDuration>,
     /// Keep the newest snapshot of each month within DURATION of the newest snapshot
-    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg, allow_hyphen_values = true)]
     pub keep_within_monthly: Option<CalendarDuration>,
     /// Keep the newest snapshot of each year within DURATION of the newest snapshot
-    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg, allow_hyphen_values = true)]
     pub keep_within_yearly: Option<CalendarDuration>,
     /// Keep snapshots with this tag; "a,b" needs both (repeatable: any list matches)
     #[arg(long = "keep-tag", value_name = "TAG[,TAG]", value_parser = crate::util::keep_tag_arg)]

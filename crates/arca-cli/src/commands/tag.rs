@@ -56,6 +56,11 @@ impl TagArgs {
             remove: arca_repo::split_tags(&self.remove),
         };
         if c.is_empty() {
+            // An empty --add or --remove names no tag: said so, not that none was given
+            // (hunt 30).
+            if adds_or_removes {
+                bail!("--add and --remove need a tag: an empty one names none");
+            }
             bail!("nothing to do: give --add, --remove or --set");
         }
         Ok(c)

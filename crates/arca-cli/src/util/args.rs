@@ -90,6 +90,15 @@ pub fn group_by_arg(
     s.parse()
 }
 
+/// clap's check of a value that may not be empty (`--exclude-if-present ''` was refused only
+/// after the repository was opened, exit 1: hunt 30).
+pub fn non_empty_arg(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("expected a value, not an empty one".into());
+    }
+    Ok(s.to_string())
+}
+
 /// clap's check of a `--keep-tag` list: at least one tag (an empty list kept nothing and
 /// was refused only after the repository was opened, exit 1).
 pub fn keep_tag_arg(s: &str) -> Result<String, String> {
