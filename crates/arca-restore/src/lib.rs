@@ -383,10 +383,12 @@ pub fn restore(
     };
     // Before anything is written: what an earlier restore wrote may not have reached the
     // disk (hunt 30: zero-filled after a power cut, and trusted by size and mtime).
-    let durable = match existed || !opts.dry_run {
-        true => durable::Durability::begin(opts.state_dir.as_deref(), &opts.target, opts.dry_run),
-        false => durable::Durability::default(),
-    };
+    // On its own thread, while the trees load: its marker is synced twice (3-30 ms), and the
+    // scan is the first to need it.
+    let durable = (existed || !opts.dry_run).then(|| {
+        let (state, target, dry_run) = (opts.state_dir.clone(), opts.target.clone(), opts.dry_run);
+        std::thread::spawn(move || durable::Durability::begin(state.as_deref(), &target, dry_run))
+    });
     // The scan will look at every entry of the folders the snapshot lands in: their inodes
     // are read from the disk now, while the trees load and the plan is made. Not for a
     // subset (most of what the walk would read is not restored).
@@ -469,6 +471,8 @@ pub fn restore(
     let risky = aliases::risky_paths(&plan);
     let looked = std::sync::OnceLock::new();
     let inodes = inodes::SharedInodes::default();
+    // Joined before the scan, and so before anything is written into the target.
+    let durable = durable.and_then(|h| h.join().ok()).unwrap_or_default();
     let scanner = scan::Scanner {
         plan: &plan,
         risky: &risky,
