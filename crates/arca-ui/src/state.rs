@@ -174,6 +174,16 @@ impl App {
         }
     }
 
+    /// Where restores keep the marker that tells, after a reboot, which files may not have
+    /// reached the disk (arca-restore's `durable`): beside the cache, as the command line's.
+    pub fn restore_markers(&self) -> Option<std::path::PathBuf> {
+        match &self.cache {
+            CacheMode::Dir(d) => Some(d.clone()),
+            _ => arca_repo::cache::default_root(),
+        }
+        .map(|d| d.join("restores"))
+    }
+
     /// The repository opened again without the local cache (check and prune read the
     /// repository's own files, as the command line's do). Blocking.
     pub fn repo_uncached(&self) -> Result<Repository, ApiError> {

@@ -148,6 +148,7 @@ pub fn start_restore(app: &Arc<App>, r: RestoreRequest) -> Result<Arc<Job>, ApiE
             overwrite,
             delete: r.delete,
             dry_run: r.dry_run,
+            state_dir: app.restore_markers(),
             cancel: Some(ctx.cancel_flag()),
             ..RestoreOptions::default()
         };
