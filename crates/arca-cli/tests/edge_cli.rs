@@ -223,6 +223,10 @@ fn a_mount_point_in_place_of_a_file_is_one_error() {
         return;
     };
     let t = target.to_str().unwrap();
+    // The dry run says so too (it promised to replace the folder, exit 0: hunt 30); so does
+    // a folder in the way holding a mount point deeper down.
+    let o = e.run(&["restore", "latest", "--target", t, "--delete", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let o = e.run(&["restore", "latest", "--target", t, "--delete"]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(3), "{err}");
@@ -233,7 +237,7 @@ fn a_mount_point_in_place_of_a_file_is_one_error() {
     );
     assert!(
         err.contains(&format!(
-            "delete {}: it is a mount point; nothing removed",
+            "{}: a directory is in the way, and it is a mount point; nothing removed",
             x.display()
         )),
         "{err}"
@@ -242,6 +246,23 @@ fn a_mount_point_in_place_of_a_file_is_one_error() {
         fs::read(restored(&target, &src).join("y")).unwrap(),
         b"other"
     );
+    drop(_mount);
+    let y = restored(&target, &src).join("y");
+    fs::remove_file(&y).unwrap();
+    let Some(_deeper) = BindMount::new(&outside, &y.join("m")) else {
+        return;
+    };
+    let o = e.run(&["restore", "latest", "--target", t, "--delete", "--dry-run"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    let o = e.run(&["restore", "latest", "--target", t, "--delete"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("/m is a mount point; nothing removed"),
+        "{err}"
+    );
+    assert!(outside.exists());
 }
 
 /// Runs `cmd` with the soft and hard `resource` limit set to `value`.

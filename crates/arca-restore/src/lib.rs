@@ -37,6 +37,7 @@ pub mod roots;
 mod scan;
 mod schedule;
 mod small_files;
+mod spare;
 mod summary;
 mod trees;
 mod warm;

@@ -297,6 +297,7 @@ impl Scanner<'_> {
             }
         }
         if self.delete {
+            self.spare_mounts(&mut scan);
             self.find_deletions(&mut scan);
         }
         if let Some(repo) = self.repository {
@@ -654,26 +655,6 @@ impl Scanner<'_> {
             (EntryAction::Replace, Some(vec![false; held.len()]))
         } else {
             (EntryAction::Patch, Some(held))
-        }
-    }
-
-    /// Leaves the repository read from alone where the target holds it: `--delete` deletes
-    /// neither it nor a folder holding it, and a file of the snapshot does not replace such a
-    /// folder. (Restoring a folder over a live repository inside it, `--delete` removed the
-    /// repository, or the snapshot being restored.) Folders are told by device and inode: a
-    /// symlink or a bind mount shows them under other names.
-    fn spare_repository(&self, scan: &mut Scan, repo: &crate::guard::Repository) {
-        let holds = |p: &Path| {
-            arca_fs::lstat(p).is_ok_and(|m| m.is_dir() && repo.held_by((m.dev(), m.ino())))
-        };
-        scan.deletes.retain(|d| !(d.is_dir && holds(&d.path)));
-        for (e, a) in scan.entries.iter_mut().enumerate() {
-            if *a == EntryAction::Replace {
-                let path = self.plan.entry_path(e as u32);
-                if holds(&path) {
-                    *a = EntryAction::Blocked(crate::guard::holder_reason(&path));
-                }
-            }
         }
     }
 
