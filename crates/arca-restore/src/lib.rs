@@ -736,6 +736,7 @@ pub fn restore(
     }
     report.phases = phases;
     report.duration_seconds = started.elapsed().as_secs_f64();
+    durable.finish();
     Ok(report)
 }
 
