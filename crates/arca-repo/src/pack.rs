@@ -322,7 +322,19 @@ pub fn read_pack_header(
     } else {
         backend.read_range(FileType::Pack, &name, start, hlen)?
     };
-    open_header(sealer, &name, &sealed, start)
+    open_header(sealer, &name, &sealed, start).map_err(|e| match e {
+        // The header is sealed with the pack's first 8 bytes as associated data, taken to
+        // be this version's (the tail alone was read). When it does not open, those bytes
+        // tell a newer arca's pack (not damage) from a damaged one.
+        RepoError::Crypto { .. } => match backend.read_range(FileType::Pack, &name, 0, 8) {
+            Ok(head) => match EnvelopeHeader::decode(&head, EnvelopeKind::Pack) {
+                Err(f) if f.is_newer() => RepoError::format(what(), f),
+                _ => e,
+            },
+            Err(_) => e,
+        },
+        e => e,
+    })
 }
 
 /// Opens the header of a pack whose bytes are all in memory, checking its envelope too.
@@ -350,6 +362,48 @@ mod tests {
     use super::*;
     use crate::blob::seal_blob;
     use crate::testing::repo;
+
+    /// A header that does not open is damage, unless the pack's first bytes say a newer arca
+    /// made it (its header sealed with those bytes): then it is a newer format, which check
+    /// and `repair index` leave alone.
+    #[test]
+    fn a_newer_packs_header_is_not_taken_for_damage() {
+        let r = repo(Arc::new(arca_backend::MemoryBackend::new()));
+        let b = r.backend();
+        let pack = |version: u8| {
+            let mut env = EnvelopeHeader::new(EnvelopeKind::Pack, 0);
+            env.version = version;
+            let mut buf = env.encode().to_vec();
+            let plain = PackHeader {
+                kind: BlobKind::Data,
+                entries: vec![],
+            }
+            .encode()
+            .unwrap();
+            let before = buf.len();
+            r.sealer()
+                .seal_into(&env.encode(), &plain, &mut buf)
+                .unwrap();
+            let header_len = (buf.len() - before) as u32;
+            buf.extend_from_slice(&PackTrailer { header_len }.encode());
+            let id = Id(*blake3::hash(&buf).as_bytes());
+            b.write(FileType::Pack, &id.to_hex(), &buf).unwrap();
+            (id, buf)
+        };
+        let (id, buf) = pack(1);
+        assert!(read_pack_header(b.as_ref(), r.sealer(), &id, buf.len() as u64).is_ok());
+        let (id, buf) = pack(2);
+        let e = read_pack_header(b.as_ref(), r.sealer(), &id, buf.len() as u64).unwrap_err();
+        assert!(e.is_newer_format() && !e.is_corruption(), "{e}");
+        assert!(e.to_string().contains(&id.to_hex()), "{e}");
+        // A version-1 pack whose header is damaged stays damage.
+        let (id, mut buf) = pack(1);
+        let at = buf.len() - TRAILER_LEN - 3;
+        buf[at] ^= 1;
+        b.write(FileType::Pack, &id.to_hex(), &buf).unwrap();
+        let e = read_pack_header(b.as_ref(), r.sealer(), &id, buf.len() as u64).unwrap_err();
+        assert!(e.is_corruption() && !e.is_newer_format(), "{e}");
+    }
 
     /// A pack streamed into a local file while blobs are added is the pack the index
     /// describes: named by the BLAKE3 of the file, its header read back from the file, every
