@@ -206,6 +206,9 @@ impl Assembler<'_, '_, '_> {
             Some((content, size)) => {
                 node.content = content;
                 node.size = size;
+                // Counted at the size read, not the size listed by the walk.
+                self.summary.total_bytes_processed += size;
+                self.skipped.1 += size_listed;
                 // Counted and told (`-v`) as every name is, once its content is known.
                 let change = crate::archiver::count_name(&mut self.summary, changed);
                 self.ctx.report.file(&path, change);

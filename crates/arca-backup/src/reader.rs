@@ -104,7 +104,8 @@ pub(crate) struct FileReader<'c, 'a, 's> {
     /// Blobs (and their bytes) stored again because their pack was beyond the cap.
     pub copied: (u64, u64),
     /// Files skipped (vanished, replaced, unreadable: counted as processed by the walk), and
-    /// their listed bytes.
+    /// the listed bytes to take back (of every file read too, whose read size is counted
+    /// instead).
     pub skipped: (u64, u64),
     /// Reading another name of a hard-linked file ([`Self::read_other_name`]): a failure is
     /// not warned here, and the ctime to check the read against is taken at the open (taking
@@ -154,6 +155,10 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             let spare = link.map(|_| node.clone());
             let done = match self.read_file(&path, &mut node) {
                 Ok(true) => {
+                    // The walk counted the size listed; what counts is what was read (a file
+                    // cut or grown while read).
+                    self.summary.total_bytes_processed += node.size;
+                    self.skipped.1 += listed;
                     // Told once it is read (`-v`): one that cannot be read is not in the
                     // snapshot, and was listed as new.
                     let change = crate::archiver::count_name(&mut self.summary, changed);

@@ -126,6 +126,13 @@ fn vanished_and_changed_files_are_reported() {
         fs::read(out.join("replaced")).unwrap(),
         b"the new version, saved by rename"
     );
+    // Bytes processed are the bytes read, not the sizes listed before `grows` grew and
+    // `replaced` was replaced (hunt 30).
+    let stored: u64 = ["stays", "vanishes-link", "grows", "rewritten", "replaced"]
+        .iter()
+        .map(|n| fs::metadata(out.join(n)).unwrap().len())
+        .sum();
+    assert_eq!(s.total_bytes_processed, stored);
     let mode = fs::metadata(out.join("replaced"))
         .unwrap()
         .permissions()
