@@ -9,7 +9,7 @@ use arca_backup::estimate::{Estimator, Reading};
 use arca_backup::filter::{ListForm, expand_glob, read_list, read_path_list_as};
 use arca_backup::{
     BackupError, BackupOptions, Excludes, FileChange, Observer, ParentMode, Progress, ReadAhead,
-    Warning, backup_reader, backup_with,
+    Warning, WarningKind, backup_reader, backup_with,
 };
 use arca_repo::SnapshotFilter;
 use serde_json::json;
@@ -407,7 +407,7 @@ impl Observer for Told<'_> {
         if w.is_error() {
             self.errors.fetch_add(1, Ordering::Relaxed);
         }
-        self.line.println(&format!("warning: {w}"));
+        self.line.println(&warning_line(w, self.json));
     }
 
     fn file(&self, path: &std::path::Path, change: FileChange) {
@@ -431,9 +431,42 @@ impl Observer for Told<'_> {
     }
 }
 
+/// A warning as printed on stderr: text, or under `--json` restic's error message
+/// (`message_type` "error", the entry as `item`, what was being done as `during`).
+fn warning_line(w: &Warning, json: bool) -> String {
+    if !json {
+        return format!("warning: {w}");
+    }
+    json!({"message_type": "error", "error": {"message": w.message},
+    "during": "archival", "item": w.path.to_string_lossy(),
+    "kind": match w.kind {
+        WarningKind::Unreadable => "unreadable",
+        WarningKind::Vanished => "vanished",
+        WarningKind::ChangedWhileRead => "changed_while_read",
+        WarningKind::Loop => "loop",
+        WarningKind::Followed => "followed",
+    }})
+    .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_warning_is_one_json_line() {
+        let w = Warning {
+            path: "/src/a\"b".into(),
+            kind: WarningKind::Vanished,
+            message: "/src/a\"b: vanished".into(),
+        };
+        let v: serde_json::Value = serde_json::from_str(&warning_line(&w, true)).expect("json");
+        assert_eq!(v["message_type"], "error");
+        assert_eq!(v["item"], "/src/a\"b");
+        assert_eq!(v["error"]["message"], "/src/a\"b: vanished");
+        assert_eq!(v["kind"], "vanished");
+        assert_eq!(warning_line(&w, false), "warning: /src/a\"b: vanished");
+    }
 
     fn status(files: u64, bytes: u64, total_files: u64, total_bytes: u64, fin: bool) -> Status {
         Status {
