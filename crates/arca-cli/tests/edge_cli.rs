@@ -189,6 +189,17 @@ fn delete_beside_a_mount(deep: bool) -> bool {
         return false;
     };
     assert!(outside.join("sub/precious").exists());
+    // The dry run says what the real run does: the folder is left, reported, exit 3 (it
+    // listed the folder as deleted, exit 0).
+    let o = e.run(&["restore", "latest", "--target", t, "--delete", "--dry-run"]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert_eq!(o.status.code(), Some(3), "{out}{err}");
+    assert!(
+        err.contains("mnt is a mount point; nothing removed"),
+        "{err}"
+    );
+    assert!(!out.contains("would delete"), "{out}");
+    assert!(out.contains("1 entry would not be deleted"), "{out}");
     let o = e.run(&["restore", "latest", "--target", t, "--delete"]);
     let err = stderr(&o);
     assert!(
@@ -197,6 +208,13 @@ fn delete_beside_a_mount(deep: bool) -> bool {
     );
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(err.contains("mnt is a mount point"), "{err}");
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("error")).count(),
+        1,
+        "{err}"
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("1 entry could not be deleted"), "{out}");
     true
 }
 

@@ -248,8 +248,8 @@ pub struct RestoreReport {
     pub files_verified: u64,
     /// Of those, files that differ from the snapshot (each is also in `issues`).
     pub verify_failures: u64,
-    /// Entries `--delete` could not remove (each is also in `issues`; `plan.deletes` counts
-    /// only those removed).
+    /// Entries `--delete` could not remove, or in a dry run would leave (each is also in
+    /// `issues`; `plan.deletes` counts only those removed).
     pub deletes_failed: u64,
     /// Most block data held at once (reads in flight and cache).
     pub peak_memory: u64,
@@ -559,6 +559,13 @@ pub fn restore(
         observer.issue(i);
     }
     report.issues = plan.issues.clone();
+    // Extra folders --delete leaves (they hold a mount point): said before anything is
+    // written, and counted as not deleted, in the dry run too.
+    for i in &scan.kept {
+        observer.issue(i);
+    }
+    report.issues.extend(scan.kept.iter().cloned());
+    report.deletes_failed = scan.kept.len() as u64;
     if opts.dry_run {
         report.duration_seconds = started.elapsed().as_secs_f64();
         report.phases = phases;
@@ -639,8 +646,9 @@ pub fn restore(
         None => &scan,
     };
     let c = &sh.counters;
-    report.deletes_failed = c.deletes_failed.load(Ordering::Relaxed);
-    report.plan.deletes = report.plan.deletes.saturating_sub(report.deletes_failed);
+    let deletes_failed = c.deletes_failed.load(Ordering::Relaxed);
+    report.deletes_failed += deletes_failed;
+    report.plan.deletes = report.plan.deletes.saturating_sub(deletes_failed);
     report.fetched_bytes = c.fetched.load(Ordering::Relaxed);
     report.requests = c.requests.load(Ordering::Relaxed);
     report.retries += c.retries.load(Ordering::Relaxed);

@@ -22,16 +22,8 @@ use crate::scan::{DirAction, EntryAction};
 fn remove(path: &Path, dirs: bool, why: &'static str) -> Result<(), FsError> {
     match arca_fs::lstat(path) {
         Ok(m) if m.is_dir() && dirs => {
-            if let Some(mount) = arca_fs::mount_point_within(path) {
-                let msg = if mount == path {
-                    "it is a mount point; nothing removed".to_string()
-                } else {
-                    format!(
-                        "{} is a mount point; nothing removed",
-                        arca_format::text::shown(&mount)
-                    )
-                };
-                return Err(FsError::new(why, path, io::Error::other(msg)));
+            if let Some(e) = mount_refusal(path, why) {
+                return Err(e);
             }
             match arca_fs::io_on_long_path(path, |p| fs::remove_dir_all(p)) {
                 Ok(()) => Ok(()),
@@ -54,6 +46,22 @@ fn remove(path: &Path, dirs: bool, why: &'static str) -> Result<(), FsError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(FsError::new("stat", path, e)),
     }
+}
+
+/// Why the folder tree at `path` is left whole, when it holds a mount point: removing it
+/// fails at the mount point (EBUSY), and going into it deleted the mounted file system's
+/// content first. `why` names the operation, as in [`remove`].
+pub(crate) fn mount_refusal(path: &Path, why: &'static str) -> Option<FsError> {
+    let mount = arca_fs::mount_point_within(path)?;
+    let msg = if mount == path {
+        "it is a mount point; nothing removed".to_string()
+    } else {
+        format!(
+            "{} is a mount point; nothing removed",
+            arca_format::text::shown(&mount)
+        )
+    };
+    Some(FsError::new(why, path, io::Error::other(msg)))
 }
 
 /// Removes what it can of the tree at `dir`, depth first, and returns the first entry that

@@ -100,6 +100,8 @@ pub(crate) struct Scan {
     /// Per block use: the target file already holds it.
     pub in_place: Vec<bool>,
     pub deletes: Vec<Deletion>,
+    /// Extra folders `--delete` leaves where they are (they hold a mount point), with why.
+    pub kept: Vec<crate::RestoreIssue>,
     /// Per directory: it exists with metadata other than the snapshot's (counted and listed
     /// by the plan's summary; the finish sets it either way).
     pub dir_meta_wrong: Vec<bool>,
@@ -299,6 +301,7 @@ impl Scanner<'_> {
         if self.delete {
             self.spare_mounts(&mut scan);
             self.find_deletions(&mut scan);
+            crate::spare::keep_mounted(&mut scan);
         }
         if let Some(repo) = self.repository {
             self.spare_repository(&mut scan, repo);

@@ -52,3 +52,28 @@ impl Scanner<'_> {
         }
     }
 }
+
+/// An extra folder (one the snapshot lacks) holding a mount point is not deleted: it is
+/// reported before anything is written, in the dry run too (the dry run listed it as deleted,
+/// exit 0, where the real run refused, exit 3). Folders in the way of a file were
+/// [`Scanner::spare_mounts`]'s.
+pub(crate) fn keep_mounted(scan: &mut Scan) {
+    let mut kept = vec![];
+    scan.deletes.retain(|d| {
+        let refused = d
+            .is_dir
+            .then(|| crate::prepare::mount_refusal(&d.path, "delete"))
+            .flatten();
+        match refused {
+            Some(e) => {
+                kept.push(crate::RestoreIssue {
+                    path: d.path.clone(),
+                    message: e.to_string(),
+                });
+                false
+            }
+            None => true,
+        }
+    });
+    scan.kept = kept;
+}

@@ -506,6 +506,17 @@ fn print_summary(
             human_bytes(p.bytes_in_place),
             human_bytes(p.bytes_holes)
         ))?;
+        if r.deletes_failed > 0 {
+            super::out(&format!(
+                "{} {} would not be deleted (see the errors above)",
+                r.deletes_failed,
+                if r.deletes_failed == 1 {
+                    "entry"
+                } else {
+                    "entries"
+                }
+            ))?;
+        }
         return Ok(());
     }
     // The breakdown is the plan's; a file that failed is in it but not among those restored.
