@@ -1,20 +1,20 @@
 //! The backed-up paths of a snapshot as its trees spell them, for `--delete` (which deletes
 //! only inside them) and for the symlinks a backup followed on the way to them.
 
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
 
 use crate::plan::Plan;
 
 /// A path that may be a backed-up one: found by its exact spelling, or only as spelled with
 /// the bytes that are not UTF-8 replaced (U+FFFD), where another path may look the same.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Candidate {
-    /// The path as the trees spell it.
-    pub path: PathBuf,
+struct Candidate {
+    /// The path as the trees spell them.
+    path: PathBuf,
     /// Found only as spelled with its bytes that are not UTF-8 replaced.
-    pub lossy: bool,
+    lossy: bool,
 }
 
 /// The backed-up paths among `candidates`. A path found only by its replaced spelling is
@@ -24,7 +24,7 @@ pub struct Candidate {
 /// 30). Left out, a folder that really was named with one inside it (`backup /a\xff
 /// /a\xff/b`) has its own extra entries kept, its inner path still counts: no more is kept
 /// than the user asked, and nothing is deleted that was not backed up.
-pub fn settle(candidates: Vec<Candidate>) -> Vec<PathBuf> {
+fn settle(candidates: Vec<Candidate>) -> Vec<PathBuf> {
     let holds_another = |c: &Candidate| {
         candidates
             .iter()
@@ -40,11 +40,20 @@ pub fn settle(candidates: Vec<Candidate>) -> Vec<PathBuf> {
     roots
 }
 
-/// The backed-up paths as the snapshot's trees spell them, for the snapshot's `paths`. A path
-/// with bytes that are not UTF-8 replaced (U+FFFD) is matched, as so replaced, against the
-/// plan's folders and entries (`--delete` never found a folder inside one to be backed up),
-/// then [`settle`]d.
-pub(crate) fn exact_roots(plan: &Plan, paths: &[String]) -> Vec<PathBuf> {
+/// A folder's entries for [`resolve`]: each name as the trees spell it, with the folder to
+/// go into when the entry is one.
+pub type Children<N> = Vec<(Vec<u8>, Option<N>)>;
+
+/// The backed-up paths as the snapshot's trees spell them, for the snapshot's `paths`, which
+/// have the bytes that are not UTF-8 replaced (U+FFFD). A path holding one is looked up
+/// folder by folder from `root`, each name compared as so replaced (`children` lists a
+/// folder), then the paths found are [`settle`]d. The one way both a whole restore (over its
+/// plan) and a restore of one folder (`ID:FOLDER`, over the trees) read them.
+pub fn resolve<N: Clone, E>(
+    paths: &[String],
+    root: N,
+    mut children: impl FnMut(&N) -> Result<Children<N>, E>,
+) -> Result<Vec<PathBuf>, E> {
     let mut candidates = Vec::with_capacity(paths.len());
     for p in paths {
         if !p.contains(char::REPLACEMENT_CHARACTER) {
@@ -54,26 +63,60 @@ pub(crate) fn exact_roots(plan: &Plan, paths: &[String]) -> Vec<PathBuf> {
             });
             continue;
         }
-        let lossy = |q: &Path| q.to_string_lossy() == p.as_str();
-        let dirs = plan.dirs.iter().map(|d| &d.snap_path).filter(|q| lossy(q));
-        let entries = plan.entries.iter().filter_map(|e| {
-            let q = plan.dirs[e.parent as usize]
-                .snap_path
-                .join(OsStr::from_bytes(&e.name));
-            lossy(&q).then_some(q)
-        });
-        candidates.extend(
-            dirs.cloned()
-                .chain(entries)
-                .map(|path| Candidate { path, lossy: true }),
-        );
+        let mut found: Vec<(Vec<u8>, Option<N>)> = vec![(Vec::new(), Some(root.clone()))];
+        for name in p.split('/').filter(|c| !c.is_empty()) {
+            let mut next = Vec::new();
+            for (path, sub) in &found {
+                let Some(sub) = sub else { continue };
+                for (n, inner) in children(sub)? {
+                    if String::from_utf8_lossy(&n) == name {
+                        let mut q = path.clone();
+                        q.push(b'/');
+                        q.extend_from_slice(&n);
+                        next.push((q, inner));
+                    }
+                }
+            }
+            found = next;
+        }
+        candidates.extend(found.into_iter().map(|(q, _)| Candidate {
+            path: match q.is_empty() {
+                true => PathBuf::from("/"),
+                false => PathBuf::from(OsString::from_vec(q)),
+            },
+            lossy: true,
+        }));
     }
-    settle(candidates)
+    Ok(settle(candidates))
+}
+
+/// [`resolve`] over the plan's folders and entries.
+pub(crate) fn exact_roots(plan: &Plan, paths: &[String]) -> Vec<PathBuf> {
+    let lossy = paths
+        .iter()
+        .any(|p| p.contains(char::REPLACEMENT_CHARACTER));
+    // Each folder's entries (only when a path needs them).
+    let mut inside: Vec<Children<u32>> = vec![vec![]; if lossy { plan.dirs.len() } else { 0 }];
+    if lossy {
+        for (d, dp) in plan.dirs.iter().enumerate().skip(1) {
+            let name = dp.snap_path.file_name().unwrap_or_default();
+            inside[dp.parent as usize].push((name.as_bytes().to_vec(), Some(d as u32)));
+        }
+        for e in &plan.entries {
+            inside[e.parent as usize].push((e.name.to_vec(), None));
+        }
+    }
+    let children = |d: &u32| Ok::<_, std::convert::Infallible>(inside[*d as usize].clone());
+    match resolve(paths, 0, children) {
+        Ok(roots) => roots,
+        Err(never) => match never {},
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsStr;
 
     fn c(p: &[u8], lossy: bool) -> Candidate {
         Candidate {
@@ -97,6 +140,46 @@ mod tests {
                 PathBuf::from(OsStr::from_bytes(b"/x/dir\xff")),
             ]
         );
+    }
+
+    /// A tree of folders by path: the names in each.
+    fn listing(folder: &Vec<u8>) -> Result<Children<Vec<u8>>, ()> {
+        let tree: &[(&[u8], &[&[u8]])] = &[
+            (b"", &[b"x"]),
+            (b"/x", &[b"dir\xfe", b"dir\xff", b"plain"]),
+            (b"/x/dir\xfe", &[b"sub"]),
+            (b"/x/dir\xfe/sub", &[b"g"]),
+            (b"/x/dir\xff", &[b"f"]),
+        ];
+        let names = tree.iter().find(|(p, _)| *p == folder.as_slice());
+        Ok(names.map_or(vec![], |(_, names)| {
+            let child = |n: &[u8]| [folder.as_slice(), b"/", n].concat();
+            let dir = |q: &Vec<u8>| tree.iter().any(|(p, _)| *p == q.as_slice());
+            names
+                .iter()
+                .map(|n| (n.to_vec(), Some(child(n)).filter(dir)))
+                .collect()
+        }))
+    }
+
+    #[test]
+    fn resolve_walks_the_trees_for_replaced_bytes() {
+        let paths = [
+            "/x/dir\u{FFFD}".to_string(),
+            "/x/dir\u{FFFD}/sub".to_string(),
+        ];
+        let roots = resolve(&paths, vec![], listing).unwrap();
+        assert_eq!(
+            roots,
+            vec![
+                PathBuf::from(OsStr::from_bytes(b"/x/dir\xfe/sub")),
+                PathBuf::from(OsStr::from_bytes(b"/x/dir\xff")),
+            ]
+        );
+        // Paths without replaced bytes are taken as they are; one matching nothing is none.
+        let paths = ["/x/plain".to_string(), "/x/none\u{FFFD}".to_string()];
+        let roots = resolve(&paths, vec![], listing).unwrap();
+        assert_eq!(roots, vec![PathBuf::from("/x/plain")]);
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! `arca restore`: restore a snapshot under a target directory, with progress, a dry run, a
 //! profile of the restore network, and Ctrl-C that stops every stage.
 
-use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -11,7 +11,6 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use arca_format::{Id, Node, Snapshot};
 use arca_repo::{Index, Repository};
-use arca_restore::roots::Candidate;
 use arca_restore::{
     Action, PlannedEntry, Progress, RestoreError, RestoreIssue, RestoreOptions, RestoreReport,
     Tuning, restore,
@@ -250,22 +249,18 @@ fn folder_as_snapshot(
     // in the trees, and compared with the folder as the trees spell it (compared as
     // replaced, `backup /x/dir\xfe/sub /x/dir\xff` took the folder `/x/dir\xfe` for backed
     // up, and `--delete` emptied it: hunt 30).
-    let mut candidates = Vec::new();
-    for p in &snap.paths {
-        if p.contains(char::REPLACEMENT_CHARACTER) {
-            for path in lossy_matches(repo, index, snap.tree, p)? {
-                candidates.push(Candidate { path, lossy: true });
-            }
-        } else {
-            candidates.push(Candidate {
-                path: PathBuf::from(p),
-                lossy: false,
-            });
-        }
-    }
+    let resolved = arca_restore::roots::resolve(&snap.paths, snap.tree, |id: &Id| {
+        let tree = repo.load_tree(index, id)?;
+        Ok::<_, anyhow::Error>(
+            tree.nodes
+                .iter()
+                .map(|n| (n.name.to_vec(), n.subtree.filter(|_| n.is_dir())))
+                .collect(),
+        )
+    })?;
     let folder = Path::new(OsStr::from_bytes(path));
     let mut roots = Vec::new();
-    for r in arca_restore::roots::settle(candidates) {
+    for r in resolved {
         if let Ok(rest) = r.strip_prefix(folder) {
             roots.push(Path::new("/").join(rest));
         } else if folder.starts_with(&r) {
@@ -283,35 +278,6 @@ fn folder_as_snapshot(
         snap.tree = tree;
     }
     Ok((snap, roots))
-}
-
-/// The paths of the snapshot with root `tree` that read `p` with their bytes that are not
-/// UTF-8 replaced (U+FFFD), as the trees spell them.
-fn lossy_matches(repo: &Repository, index: &Index, tree: Id, p: &str) -> Result<Vec<PathBuf>> {
-    let mut found: Vec<(Vec<u8>, Option<Id>)> = vec![(Vec::new(), Some(tree))];
-    for name in p.split('/').filter(|c| !c.is_empty()) {
-        let mut next = Vec::new();
-        for (path, sub) in &found {
-            let Some(sub) = sub else { continue };
-            let t = repo.load_tree(index, sub)?;
-            for n in t.nodes.iter() {
-                if String::from_utf8_lossy(&n.name) == name {
-                    let mut q = path.clone();
-                    q.push(b'/');
-                    q.extend_from_slice(&n.name);
-                    next.push((q, n.subtree.filter(|_| n.is_dir())));
-                }
-            }
-        }
-        found = next;
-    }
-    Ok(found
-        .into_iter()
-        .map(|(q, _)| match q.is_empty() {
-            true => PathBuf::from("/"),
-            false => PathBuf::from(OsString::from_vec(q)),
-        })
-        .collect())
 }
 
 fn render(p: &Progress, el: Duration) -> String {
