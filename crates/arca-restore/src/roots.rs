@@ -90,6 +90,19 @@ pub fn resolve<N: Clone, E>(
     Ok(settle(candidates))
 }
 
+/// The snapshot's `paths` for backed-up paths `roots`, as a snapshot spells them (the bytes
+/// that are not UTF-8 replaced), each once and in the order of `roots`. Two roots may read
+/// alike without being side by side in sorted order (`/a\xfe`, `/a\xfe/b`, `/a\xff`): a
+/// `dedup` of adjacent ones kept `/a\u{FFFD}` twice.
+pub fn spelled(roots: &[PathBuf]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    roots
+        .iter()
+        .map(|r| r.to_string_lossy().into_owned())
+        .filter(|p| seen.insert(p.clone()))
+        .collect()
+}
+
 /// [`resolve`] over the plan's folders and entries.
 pub(crate) fn exact_roots(plan: &Plan, paths: &[String]) -> Vec<PathBuf> {
     let lossy = paths
@@ -180,6 +193,15 @@ mod tests {
         let paths = ["/x/plain".to_string(), "/x/none\u{FFFD}".to_string()];
         let roots = resolve(&paths, vec![], listing).unwrap();
         assert_eq!(roots, vec![PathBuf::from("/x/plain")]);
+    }
+
+    #[test]
+    fn spelled_paths_are_each_once_whatever_lies_between() {
+        let roots: Vec<PathBuf> = [&b"/a\xfe"[..], b"/a\xfe/b", b"/a\xff", b"/c"]
+            .iter()
+            .map(|p| PathBuf::from(OsStr::from_bytes(p)))
+            .collect();
+        assert_eq!(spelled(&roots), vec!["/a\u{FFFD}", "/a\u{FFFD}/b", "/c"]);
     }
 
     #[test]

@@ -269,11 +269,7 @@ fn folder_as_snapshot(
     }
     roots.sort();
     roots.dedup();
-    snap.paths = roots
-        .iter()
-        .map(|r| r.to_string_lossy().into_owned())
-        .collect();
-    snap.paths.dedup();
+    snap.paths = arca_restore::roots::spelled(&roots);
     if let Some(tree) = node.subtree {
         snap.tree = tree;
     }
