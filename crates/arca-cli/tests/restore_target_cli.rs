@@ -1116,3 +1116,32 @@ fn entries_in_the_way_are_not_counted_as_restored() {
         "{s}"
     );
 }
+
+/// An error line names a file whose name is not UTF-8 with its bytes escaped (`\xff`), as the
+/// listing (`-v`, `ls`) does: it showed U+FFFD, and two such names read alike.
+#[test]
+fn errors_show_names_that_are_not_utf8_escaped() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    let odd = OsStr::from_bytes(b"f\xff");
+    fs::write(src.join(odd), b"a").unwrap();
+    e.init(&[]);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let t = e.path("t");
+    e.ok(&["restore", "latest", "--target", t.to_str().unwrap()]);
+    // A folder in the way of the file: not replaced without --delete.
+    let f = restored(&t, &src).join(odd);
+    fs::remove_file(&f).unwrap();
+    fs::create_dir(&f).unwrap();
+    let o = e.run(&["restore", "latest", "--target", t.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("/f\\xff: a directory is in the way (use --delete to replace it)"),
+        "{err}"
+    );
+    assert!(!err.contains('\u{FFFD}'), "{err}");
+}

@@ -215,8 +215,8 @@ impl Shared<'_> {
                     &lpath,
                     format!(
                         "{}: not linked: {} was not restored",
-                        lpath.display(),
-                        first.display()
+                        arca_format::text::shown(&lpath),
+                        arca_format::text::shown(first)
                     ),
                 ),
                 _ => {
@@ -315,7 +315,7 @@ fn link(
             path,
             std::io::Error::other(format!(
                 "not linked: {} is {what}, left as it was",
-                first.display()
+                arca_format::text::shown(first)
             )),
         ));
     }

@@ -106,9 +106,9 @@ fn clashes(plan: &Plan, above: &[bool], links: &[u32], top: &Path) -> Vec<(u32, 
             format!(
                 "{}: not restored through this symlink of the target (to {}): {} would be {theirs} \
                  there; restore to another target, or make the link a folder",
-                lp.display(),
-                to.display(),
-                ours.display(),
+                arca_format::text::shown(lp),
+                arca_format::text::shown(&to),
+                arca_format::text::shown(&ours),
             ),
         ));
     };
@@ -157,7 +157,7 @@ fn clashes(plan: &Plan, above: &[bool], links: &[u32], top: &Path) -> Vec<(u32, 
                     clash(
                         link,
                         plan.dirs[d].path.join(x),
-                        format!("the snapshot's {}", theirs.display()),
+                        format!("the snapshot's {}", arca_format::text::shown(&theirs)),
                     );
                 }
             }
@@ -198,7 +198,10 @@ fn clashes(plan: &Plan, above: &[bool], links: &[u32], top: &Path) -> Vec<(u32, 
             }
             if let Some(l) = link.or(rlink) {
                 let how = if a == at { "" } else { "inside " };
-                let theirs = format!("{how}the snapshot's backed-up {}", rp.display());
+                let theirs = format!(
+                    "{how}the snapshot's backed-up {}",
+                    arca_format::text::shown(rp)
+                );
                 clash(l, path.clone(), theirs);
             }
         }

@@ -89,7 +89,7 @@ pub(crate) fn reason(path: &Path) -> String {
     format!(
         "{}: the repository this restore reads from; left as it is (restoring the snapshot's \
          copy of it over it would damage it)",
-        path.display()
+        arca_format::text::shown(path)
     )
 }
 
@@ -97,7 +97,7 @@ pub(crate) fn reason(path: &Path) -> String {
 pub(crate) fn holder_reason(path: &Path) -> String {
     format!(
         "{}: holds the repository this restore reads from; not replaced",
-        path.display()
+        arca_format::text::shown(path)
     )
 }
 

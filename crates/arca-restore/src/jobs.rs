@@ -120,7 +120,7 @@ pub(crate) struct Done {
 pub(crate) fn lost(sh: &Shared, t: Target, why: &str) -> String {
     format!(
         "{}: content at offset {} not restored: {why}",
-        sh.plan.file_path(t.file).display(),
+        arca_format::text::shown(&sh.plan.file_path(t.file)),
         t.offset
     )
 }

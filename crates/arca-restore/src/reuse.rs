@@ -107,13 +107,18 @@ pub(crate) fn verify(
         let path = &plan.entry_path(fp.entry);
         let size = match arca_fs::lstat(path) {
             Ok(m) if m.is_file() => m.len(),
-            Ok(_) => return Some(format!("{}: is not a regular file", path.display())),
-            Err(e) => return Some(format!("{}: {e}", path.display())),
+            Ok(_) => {
+                return Some(format!(
+                    "{}: is not a regular file",
+                    arca_format::text::shown(path)
+                ));
+            }
+            Err(e) => return Some(format!("{}: {e}", arca_format::text::shown(path))),
         };
         if size != fp.size {
             return Some(format!(
                 "{}: verification failed: {size} bytes, the snapshot has {}",
-                path.display(),
+                arca_format::text::shown(path),
                 fp.size
             ));
         }
@@ -121,11 +126,14 @@ pub(crate) fn verify(
             Ok(held) => held.iter().position(|&h| !h).map(|k| {
                 format!(
                     "{}: verification failed: the block at offset {} differs from the snapshot",
-                    path.display(),
+                    arca_format::text::shown(path),
                     plan.file_uses(f)[k].offset
                 )
             }),
-            Err(e) => Some(format!("{}: verification failed: {e}", path.display())),
+            Err(e) => Some(format!(
+                "{}: verification failed: {e}",
+                arca_format::text::shown(path)
+            )),
         }
     });
     let issues = files

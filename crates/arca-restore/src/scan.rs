@@ -282,7 +282,7 @@ impl Scanner<'_> {
                     Err(err) => {
                         *slot = EntryAction::Blocked(format!(
                             "{}: cannot look at the existing entry: {err}",
-                            plan.entry_path(e as u32).display()
+                            arca_format::text::shown(&plan.entry_path(e as u32))
                         ));
                     }
                 }
@@ -433,11 +433,11 @@ impl Scanner<'_> {
             }
             Ok(Some(_)) if self.overwrite == Overwrite::Never => DirAction::Blocked(format!(
                 "{}: not replacing the existing entry with a directory (--overwrite never)",
-                dp.path.display()
+                arca_format::text::shown(&dp.path)
             )),
             Ok(Some(_)) => DirAction::Replace,
             Err(e) if self.opened_by_real_run(dp.parent, &e) => DirAction::Create,
-            Err(e) => DirAction::Blocked(format!("{}: {e}", dp.path.display())),
+            Err(e) => DirAction::Blocked(format!("{}: {e}", arca_format::text::shown(&dp.path))),
         };
         (action, false)
     }
@@ -490,7 +490,7 @@ impl Scanner<'_> {
             } else {
                 EntryAction::Blocked(format!(
                     "{}: a directory is in the way (use --delete to replace it)",
-                    path().display()
+                    arca_format::text::shown(&path())
                 ))
             }));
         }

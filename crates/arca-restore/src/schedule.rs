@@ -660,7 +660,7 @@ impl<'a, 's> Scheduler<'a, 's> {
                 self.sh.fail_file(t.file, || {
                     format!(
                         "{}: content at offset {} was never scheduled (blob {})",
-                        self.sh.plan.file_path(t.file).display(),
+                        arca_format::text::shown(&self.sh.plan.file_path(t.file)),
                         t.offset,
                         self.sh.plan.blobs[b as usize].id
                     )

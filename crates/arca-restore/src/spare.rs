@@ -46,7 +46,7 @@ impl Scanner<'_> {
                 };
                 *a = EntryAction::Blocked(format!(
                     "{}: a directory is in the way, and {at} is a mount point; nothing removed",
-                    path.display()
+                    arca_format::text::shown(&path)
                 ));
             }
         }

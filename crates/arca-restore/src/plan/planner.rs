@@ -237,7 +237,10 @@ impl Planner<'_> {
         let path = w.plan.dirs[d as usize].path.clone();
         // The directory itself is still restored (empty) when it was selected.
         w.plan.issues.push(RestoreIssue {
-            message: format!("{}: cannot read directory listing: {e}", path.display()),
+            message: format!(
+                "{}: cannot read directory listing: {e}",
+                arca_format::text::shown(&path)
+            ),
             path,
         });
     }
