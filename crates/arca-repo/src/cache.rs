@@ -41,6 +41,17 @@ pub fn default_root() -> Option<PathBuf> {
         .or_else(|| absolute("HOME").map(|p| p.join(".cache").join("arca")))
 }
 
+/// Where restores keep the power-cut marker (arca-restore's `durable`): `restores` under the
+/// cache folder `cache_dir` (an empty value counts as unset), else under [`default_root`];
+/// `None` when neither is known. Not a cache: kept with the cache turned off too.
+pub fn restore_markers(cache_dir: Option<&std::path::Path>) -> Option<PathBuf> {
+    match cache_dir {
+        Some(d) if !d.as_os_str().is_empty() => Some(d.to_path_buf()),
+        _ => default_root(),
+    }
+    .map(|d| d.join("restores"))
+}
+
 /// One repository's folder under a cache root.
 #[derive(Debug, Clone)]
 pub struct CacheFolder {
@@ -271,5 +282,22 @@ mod tests {
         if let Some(p) = default_root() {
             assert!(p.is_absolute() && p.ends_with("arca"));
         }
+    }
+
+    #[test]
+    fn restore_markers_sit_under_the_cache_folder() {
+        assert_eq!(
+            restore_markers(Some(std::path::Path::new("/x"))),
+            Some(PathBuf::from("/x/restores"))
+        );
+        // An empty folder counts as unset, as `--cache-dir ''` does.
+        assert_eq!(
+            restore_markers(Some(std::path::Path::new(""))),
+            default_root().map(|d| d.join("restores"))
+        );
+        assert_eq!(
+            restore_markers(None),
+            default_root().map(|d| d.join("restores"))
+        );
     }
 }

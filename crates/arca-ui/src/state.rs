@@ -177,11 +177,10 @@ impl App {
     /// Where restores keep the marker that tells, after a reboot, which files may not have
     /// reached the disk (arca-restore's `durable`): beside the cache, as the command line's.
     pub fn restore_markers(&self) -> Option<std::path::PathBuf> {
-        match &self.cache {
-            CacheMode::Dir(d) => Some(d.clone()),
-            _ => arca_repo::cache::default_root(),
-        }
-        .map(|d| d.join("restores"))
+        arca_repo::cache::restore_markers(match &self.cache {
+            CacheMode::Dir(d) => Some(d.as_path()),
+            _ => None,
+        })
     }
 
     /// The repository opened again without the local cache (check and prune read the

@@ -180,11 +180,7 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
         verify: a.verify,
         // Not a cache (kept under --no-cache too): whether the last restore into the target
         // may not have reached the disk.
-        state_dir: match &g.cache_dir {
-            Some(d) if !d.as_os_str().is_empty() => Some(d.clone()),
-            _ => arca_repo::cache::default_root(),
-        }
-        .map(|d| d.join("restores")),
+        state_dir: arca_repo::cache::restore_markers(g.cache_dir.as_deref()),
         tuning: tuning(a)?,
         cancel: Some(Arc::clone(&cancel)),
         ..RestoreOptions::default()
