@@ -186,6 +186,12 @@ fn packs(g: &Global, a: &RepairPacksArgs) -> Result<u8> {
             );
         }
     }
+    if rep.packs.is_empty() {
+        if !g.quiet {
+            super::out("no pack to repair: nothing was changed")?;
+        }
+        return Ok(0);
+    }
     if !g.quiet {
         let verb = if a.dry_run {
             "would salvage"

@@ -223,14 +223,12 @@ fn a_newer_data_blob_spares_every_snapshot_using_it() {
     assert_eq!(left, made);
 }
 
-/// An intact pack (it hashes to its name, its blobs verify) whose header a newer arca wrote:
-/// check reports it as such and proposes no repair (it proposed `repair packs`, which leaves
-/// such a pack alone: hunt 30).
-#[test]
-fn check_proposes_no_repair_for_a_newer_pack_header() {
+/// Replaces pack `data1` of `fx` by one holding the same blobs under a header a newer arca
+/// wrote (sealed with the repository's key, body version 2), indexed in a new index file
+/// replacing the fixture's; returns the new pack's id.
+fn newer_header_pack(fx: &super::fixture::Fx) -> arca_format::Id {
     use arca_format::pack::{PackHeader, PackTrailer, TRAILER_LEN};
     use arca_format::{EnvelopeHeader, EnvelopeKind, IndexPack};
-    let fx = build();
     let old = fx
         .backend
         .read(FileType::Pack, &fx.data1.id.to_hex())
@@ -270,6 +268,16 @@ fn check_proposes_no_repair_for_a_newer_pack_header() {
             packs,
         })
         .unwrap();
+    id
+}
+
+/// An intact pack (it hashes to its name, its blobs verify) whose header a newer arca wrote:
+/// check reports it as such and proposes no repair (it proposed `repair packs`, which leaves
+/// such a pack alone: hunt 30).
+#[test]
+fn check_proposes_no_repair_for_a_newer_pack_header() {
+    let fx = build();
+    newer_header_pack(&fx);
     let rep = check(
         &fx.repo,
         CheckOptions {
@@ -286,4 +294,43 @@ fn check_proposes_no_repair_for_a_newer_pack_header() {
         rep.errors
     );
     assert!(rep.repairs.is_empty(), "{:?}", rep.repairs);
+}
+
+/// `repair packs` on a pack it leaves alone (its header a newer arca wrote) writes nothing:
+/// the index files stay as they are, names and bytes (it wrote the whole index again).
+#[test]
+fn repair_packs_writes_nothing_when_it_leaves_every_pack_alone() {
+    let fx = build();
+    let id = newer_header_pack(&fx);
+    let index_files = || -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<_> = fx
+            .backend
+            .list(FileType::Index)
+            .unwrap()
+            .into_iter()
+            .map(|f| {
+                let bytes = fx.backend.read(FileType::Index, &f.name).unwrap();
+                (f.name, bytes)
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = index_files();
+    let rep = repair_packs(&fx.repo, &[id], RepairPacksOptions::default()).unwrap();
+    assert_eq!(rep.newer_packs.len(), 1, "{:?}", rep.newer_packs);
+    assert!(rep.packs.is_empty(), "{:?}", rep.packs);
+    assert!(
+        rep.index_files_written.is_empty(),
+        "{:?}",
+        rep.index_files_written
+    );
+    assert!(
+        rep.index_files_deleted.is_empty(),
+        "{:?}",
+        rep.index_files_deleted
+    );
+    assert!(rep.new_packs.is_empty() && rep.packs_deleted.is_empty());
+    assert_eq!(index_files(), before);
+    assert!(fx.backend.read(FileType::Pack, &id.to_hex()).is_ok());
 }

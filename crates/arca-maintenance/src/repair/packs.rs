@@ -214,6 +214,10 @@ pub fn repair_packs(
         wanted.remove(id);
     }
     rep.packs.retain(|id| wanted.contains(id));
+    // Every pack asked for is left as it is: nothing to write (the index stays as it is).
+    if rep.packs.is_empty() {
+        return Ok(rep);
+    }
     // An indexed blob is lost when no copy of it verified in any of the damaged packs (in
     // packs whose contents were swapped, each one's blobs are found in the other's file).
     let unsaved: HashSet<(BlobKind, Id)> = rep
