@@ -494,6 +494,59 @@ fn a_copy_run_again_after_an_interruption_uses_the_packs_it_uploaded() {
     assert_clean(&dst);
 }
 
+/// A dry run after an interrupted copy counts what the real run then stores: the blobs in
+/// the packs the interrupted run left in the target (no index names them) are not counted
+/// again (the dry run counted them, and the real run, adopting those packs, did not store
+/// them). The dry run writes nothing, not even the index of those packs. Translated and by
+/// id.
+#[test]
+fn a_dry_run_after_an_interrupted_copy_counts_what_the_real_run_stores() {
+    for by_id in [false, true] {
+        let src = Env::new();
+        src.init(&SMALL_CHUNKS);
+        let (a, b) = (src.path("a"), src.path("b"));
+        fs::create_dir_all(&a).unwrap();
+        fs::write(a.join("f"), random_bytes(5, 300_000)).unwrap();
+        fs::create_dir_all(&b).unwrap();
+        fs::write(b.join("g"), random_bytes(6, 100_000)).unwrap();
+        backup(&src, &[a.to_str().unwrap(), "--tag", "one"]);
+        let sb = backup(&src, &[b.to_str().unwrap(), "--tag", "two"]);
+        let dst = Env::new();
+        if by_id {
+            init_copying(&dst, &src);
+        } else {
+            dst.init(&SMALL_CHUNKS);
+        }
+        let first = copy_json(&dst, &src, &["--tag", "one"]);
+        assert!(first["packs_written"].as_u64().unwrap() > 0, "{first}");
+        // As a copy killed after its uploads leaves it: packs that no index names, no snapshot.
+        for dir in ["index", "snapshots"] {
+            for f in fs::read_dir(dst.repo.join(dir)).unwrap() {
+                fs::remove_file(f.unwrap().path()).unwrap();
+            }
+        }
+        let dry = copy_json(&dst, &src, &["--dry-run"]);
+        assert_eq!(
+            fs::read_dir(dst.repo.join("index")).unwrap().count(),
+            0,
+            "the dry run wrote an index file"
+        );
+        let real = copy_json(&dst, &src, &[]);
+        assert_eq!(real["snapshots_copied"], 2, "{real}");
+        assert_eq!(
+            real["data_blobs"], sb["data_blobs"],
+            "by id {by_id}: {real}"
+        );
+        for k in ["data_blobs", "data_bytes", "tree_blobs", "tree_bytes"] {
+            assert_eq!(
+                dry[k], real[k],
+                "by id {by_id}, {k}: dry {dry}\nreal {real}"
+            );
+        }
+        assert_clean(&dst);
+    }
+}
+
 /// Two source snapshots alike in time, host, paths and tags but not in content (two imports
 /// with the same `--time`) are both copied: a copy names its original, as restic's does, and
 /// is matched by it. Copying again, and copying a tagged source, adds nothing.

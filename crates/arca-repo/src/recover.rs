@@ -19,6 +19,7 @@ use std::collections::HashSet;
 use arca_backend::FileType;
 use arca_format::{Id, IndexFile, IndexPack};
 
+use crate::index::IndexBuilder;
 use crate::pack::read_pack_header;
 use crate::{Index, Repository, Result};
 
@@ -88,6 +89,22 @@ pub fn adopt_listed(
     index: &mut Index,
     listed: Vec<(Id, u64)>,
 ) -> Result<Adopted> {
+    adopt(repo, index, listed, true)
+}
+
+/// [`adopt_unindexed_packs`] for a dry run: the headers of the packs `index` does not name
+/// are read the same way and `index` gains those that open, in memory only; nothing is
+/// written ([`Adopted::index_file`] stays `None`). What a real run would find in the target.
+pub fn preview_unindexed_packs(repo: &Repository, index: &mut Index) -> Result<Adopted> {
+    adopt(repo, index, repo.list_ids(FileType::Pack)?, false)
+}
+
+fn adopt(
+    repo: &Repository,
+    index: &mut Index,
+    listed: Vec<(Id, u64)>,
+    write: bool,
+) -> Result<Adopted> {
     let orphans = not_indexed(index, listed);
     let mut out = Adopted::default();
     if orphans.is_empty() {
@@ -98,16 +115,32 @@ pub fn adopt_listed(
     out.bytes = scan.packs.iter().map(|p| p.size).sum();
     out.blobs = scan.packs.iter().map(|p| p.blobs.len() as u64).sum();
     out.unreadable = scan.unreadable;
-    if !scan.packs.is_empty() {
-        let file = IndexFile {
-            supersedes: vec![],
-            packs: scan.packs,
-        };
+    if scan.packs.is_empty() {
+        return Ok(out);
+    }
+    let file = IndexFile {
+        supersedes: vec![],
+        packs: scan.packs,
+    };
+    if write {
         out.index_file = Some(repo.save_index(&file)?);
         // The index has no in-place insertion (it is one sorted vector); loading it again also
         // picks up anything other clients indexed meanwhile.
         // Damaged index files were reported by the first load.
         *index = repo.load_index_report()?.0;
+    } else {
+        // The index files as the first load took them (the damaged ones left out), and the
+        // adopted packs.
+        let mut b = IndexBuilder::new();
+        for (_, f) in repo.load_index_files()? {
+            match f {
+                Ok(f) => b.add(&f),
+                Err(e) if e.is_unusable() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        b.add(&file);
+        *index = b.finish();
     }
     Ok(out)
 }

@@ -209,8 +209,17 @@ pub fn run(g: &Global, a: &CopyArgs) -> Result<u8> {
     let (src_index, dst_index) = if any_new {
         let mut dst_index = dst.load_index()?;
         // The packs an interrupted copy (or backup) uploaded are indexed, as a backup does, so
-        // that their blobs are not sent again.
-        if !a.dry_run {
+        // that their blobs are not sent again; a dry run takes them into account in memory
+        // (it counted their blobs as to be stored, which the real run then did not store).
+        if a.dry_run {
+            let adopted = arca_repo::recover::preview_unindexed_packs(dst, &mut dst_index)?;
+            if adopted.packs > 0 && !g.quiet {
+                eprintln!(
+                    "arca: would index {} packs an interrupted run left in the target",
+                    adopted.packs
+                );
+            }
+        } else {
             let adopted = arca_repo::recover::adopt_unindexed_packs(dst, &mut dst_index)?;
             if adopted.packs > 0 && !g.quiet {
                 eprintln!(
