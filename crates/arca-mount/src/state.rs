@@ -66,6 +66,9 @@ pub(crate) struct State {
     repo: Repository,
     filter: SnapshotFilter,
     index: RwLock<Arc<Index>>,
+    /// The index files [`State::index`] was loaded from (listed just before); held while the
+    /// index is loaded again.
+    index_files: Mutex<HashSet<Id>>,
     layout: RwLock<Arc<Layout>>,
     refresh: Mutex<Refresh>,
     refresh_every: Duration,
@@ -164,6 +167,31 @@ fn list_snapshot_ids(repo: &Repository) -> Result<HashSet<Id>, MountError> {
         .collect())
 }
 
+/// The repository's index files, listed, then the index loaded from them (a file written
+/// between the two is loaded and not listed: the next miss loads the index again).
+fn load_index(repo: &Repository) -> Result<(HashSet<Id>, Index), MountError> {
+    let files = repo
+        .list_ids(RepoFile::Index)
+        .map_err(|e| MountError::repo("listing the index files", e))?
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    let index = repo
+        .load_index()
+        .map_err(|e| MountError::repo("loading the index", e))?;
+    Ok((files, index))
+}
+
+/// Whether a read missed: the pack the index places the blob in is gone, or no pack the
+/// index names holds it.
+fn missed(e: &arca_repo::RepoError) -> bool {
+    match e {
+        arca_repo::RepoError::Backend(b) => b.is_not_found(),
+        arca_repo::RepoError::BlobNotFound { .. } => true,
+        _ => false,
+    }
+}
+
 impl State {
     /// Reads the snapshots passing `filter` and the index.
     pub(crate) fn load(
@@ -174,12 +202,11 @@ impl State {
     ) -> Result<Self, MountError> {
         let seen = list_snapshot_ids(&repo)?;
         let snaps = load_snapshots(&repo, &filter, seen.iter().copied(), &report)?;
-        let index = repo
-            .load_index()
-            .map_err(|e| MountError::repo("loading the index", e))?;
+        let (files, index) = load_index(&repo)?;
         let trees = (opts.cache_size / 4).max(4 << 20);
         Ok(Self {
             index: RwLock::new(Arc::new(index)),
+            index_files: Mutex::new(files),
             layout: RwLock::new(Arc::new(Layout::build(snaps))),
             refresh: Mutex::new(Refresh {
                 seen,
@@ -259,11 +286,10 @@ impl State {
             &self.report,
         )?;
         if !new.is_empty() {
-            let index = self
-                .repo
-                .load_index()
-                .map_err(|e| MountError::repo("loading the index", e))?;
+            let mut files = lock(&self.index_files);
+            let (listed, index) = load_index(&self.repo)?;
             write(&self.index, Arc::new(index));
+            *files = listed;
         }
         snaps.extend(new);
         write(&self.layout, Arc::new(Layout::build(snaps)));
@@ -271,13 +297,64 @@ impl State {
         Ok(())
     }
 
+    /// Runs `read` with the index; when it misses (a pack the index names is gone, or the blob
+    /// is in none of its packs), loads the index again if its files changed since it was
+    /// loaded, and runs `read` once more. A prune or a repair run meanwhile (a mount with
+    /// `--no-lock` does not keep them out) moves blobs to new packs and deletes the old ones:
+    /// every read of a moved blob failed until a new snapshot made the index load again.
+    fn with_index<T>(
+        &self,
+        read_with: impl Fn(&Index) -> Result<T, arca_repo::RepoError>,
+    ) -> Result<T, arca_repo::RepoError> {
+        let index = read(&self.index);
+        match read_with(&index) {
+            Err(e) if missed(&e) => {
+                if self.reload_index(&index) {
+                    let index = read(&self.index);
+                    read_with(&index)
+                } else {
+                    Err(e)
+                }
+            }
+            got => got,
+        }
+    }
+
+    /// Loads the index again after a read with `failed` missed, unless another thread did
+    /// meanwhile; not when the repository's index files are those it was loaded from (a
+    /// damaged or lost pack is not looked for again on every read). Whether there is a newer
+    /// index to read with.
+    fn reload_index(&self, failed: &Arc<Index>) -> bool {
+        let mut files = lock(&self.index_files);
+        if !Arc::ptr_eq(&read(&self.index), failed) {
+            return true;
+        }
+        let got = self
+            .repo
+            .list_ids(RepoFile::Index)
+            .map_err(|e| MountError::repo("listing the index files", e))
+            .and_then(|listed| {
+                let listed: HashSet<Id> = listed.into_iter().map(|(id, _)| id).collect();
+                if listed == *files {
+                    return Ok(false);
+                }
+                let (listed, index) = load_index(&self.repo)?;
+                write(&self.index, Arc::new(index));
+                *files = listed;
+                Ok(true)
+            });
+        got.unwrap_or_else(|e| {
+            (self.report)(&e.to_string());
+            false
+        })
+    }
+
     /// The listing `id` of the folder `folder` (an inode, named in the message of a
     /// failure: each folder that cannot be listed is reported once, in a line of its own).
     fn tree(&self, id: &Id, folder: u64) -> Result<Arc<Tree>, Errno> {
         self.trees
             .get_or_load(id, || {
-                let index = read(&self.index);
-                let t = self.repo.load_tree(&index, id)?;
+                let t = self.with_index(|index| self.repo.load_tree(index, id))?;
                 let w = tree_weight(&t);
                 Ok((Arc::new(t), w))
             })
@@ -339,10 +416,8 @@ impl State {
     /// One data blob of the file named `name`, from the block cache or the repository.
     fn blob(&self, c: &ContentRef, name: &[u8]) -> Result<Arc<Vec<u8>>, MountError> {
         self.blocks.get_or_load(&c.id, || {
-            let index = read(&self.index);
             let b = self
-                .repo
-                .read_blob(&index, BlobKind::Data, &c.id)
+                .with_index(|index| self.repo.read_blob(index, BlobKind::Data, &c.id))
                 .map_err(|e| {
                     let op = format!(
                         "reading data blob {} of file {:?}",
@@ -573,141 +648,4 @@ impl State {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use arca_backend::{Backend, MemoryBackend};
-    use arca_format::{IndexFile, KdfParams, Snapshot};
-    use arca_repo::blob::seal_blob;
-    use arca_repo::pack::PackWriter;
-    use arca_repo::{InitOptions, LockKind};
-
-    use super::*;
-
-    fn dir(name: &str, subtree: Id) -> Node {
-        Node {
-            name: name.into(),
-            kind: Some(NodeKind::Dir),
-            mode: 0o755,
-            subtree: Some(subtree),
-            ..Node::default()
-        }
-    }
-
-    fn file(name: &str) -> Node {
-        Node {
-            name: name.into(),
-            kind: Some(NodeKind::File),
-            mode: 0o644,
-            nlink: 1,
-            ..Node::default()
-        }
-    }
-
-    /// Writes `trees` in one pack and an index file naming it; returns the pack and the ids.
-    fn tree_pack(repo: &Repository, trees: &[Tree]) -> (Id, Vec<Id>) {
-        let mut w = PackWriter::new(BlobKind::Tree, 1 << 16);
-        let mut ids = vec![];
-        for t in trees {
-            let data = t.encode().unwrap();
-            let id = repo.key().blob_id(&data);
-            w.add(&seal_blob(repo.sealer(), BlobKind::Tree, id, &data, 0).unwrap())
-                .unwrap();
-            ids.push(id);
-        }
-        let p = w.finish(repo.sealer()).unwrap();
-        repo.backend()
-            .write(RepoFile::Pack, &p.id.to_hex(), &p.bytes)
-            .unwrap();
-        repo.save_index(&IndexFile {
-            supersedes: vec![],
-            packs: vec![p.index],
-        })
-        .unwrap();
-        (p.id, ids)
-    }
-
-    /// Two folders whose listings are lost with the same pack are each reported, by their
-    /// path in the mount and their tree id, once each.
-    #[test]
-    fn each_unreadable_folder_listing_is_reported_by_name() {
-        let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
-        let opts = InitOptions {
-            kdf: KdfParams {
-                memory_kib: 64,
-                iterations: 1,
-                parallelism: 1,
-            },
-            ..InitOptions::default()
-        };
-        let repo = Repository::init(b, b"pw", &opts).unwrap();
-        let held = repo.lock(LockKind::Exclusive).unwrap();
-        let (lost_pack, subtrees) = tree_pack(
-            &repo,
-            &[
-                Tree {
-                    nodes: vec![file("x")],
-                },
-                Tree {
-                    nodes: vec![file("y")],
-                },
-            ],
-        );
-        let (_, root) = tree_pack(
-            &repo,
-            &[Tree {
-                nodes: vec![dir("a", subtrees[0]), dir("b", subtrees[1])],
-            }],
-        );
-        let snap = Snapshot {
-            time: chrono::DateTime::parse_from_rfc3339("2026-01-02T03:04:05+00:00").unwrap(),
-            tree: root[0],
-            paths: vec!["/s".into()],
-            hostname: "h".into(),
-            username: "u".into(),
-            uid: 0,
-            gid: 0,
-            tags: vec![],
-            parent: None,
-            original: None,
-            copied_tree: None,
-            program_version: String::new(),
-            complete: true,
-            summary: Default::default(),
-        };
-        repo.save_snapshot(&snap).unwrap();
-        drop(held);
-
-        let told = Arc::new(Mutex::new(vec![]));
-        let report: Report = {
-            let told = Arc::clone(&told);
-            Arc::new(move |m: &str| lock(&told).push(m.to_string()))
-        };
-        let state = State::load(
-            repo.clone(),
-            SnapshotFilter::default(),
-            &MountOptions::default(),
-            report,
-        )
-        .unwrap();
-        let time = layout::time_name(&snap);
-        let l = state.layout();
-        let snapshots = l.child(layout::ROOT, b"snapshots").unwrap();
-        let shown = l.child(snapshots, time.as_bytes()).unwrap();
-        let a = state.lookup(shown, b"a").unwrap().ino.0;
-        let b = state.lookup(shown, b"b").unwrap().ino.0;
-        repo.backend()
-            .delete(RepoFile::Pack, &lost_pack.to_hex())
-            .unwrap();
-        for ino in [a, b, a, b] {
-            assert_eq!(state.open_dir(ino).unwrap_err(), Errno::EIO);
-        }
-        let told = lock(&told).clone();
-        assert_eq!(told.len(), 2, "{told:?}");
-        for (line, name, tree) in [(&told[0], "a", subtrees[0]), (&told[1], "b", subtrees[1])] {
-            let path = format!("\"/snapshots/{time}/{name}\"");
-            assert!(line.contains(&path), "{line}");
-            assert!(line.contains(&format!("tree {}", tree.short())), "{line}");
-        }
-    }
-}
+mod tests;
