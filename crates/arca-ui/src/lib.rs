@@ -49,6 +49,9 @@ pub struct UiOptions {
     pub password: Option<Zeroizing<String>>,
     /// Take no locks (`--no-lock`).
     pub no_lock: bool,
+    /// `--retry-lock`: while another process holds a conflicting lock, try again for this
+    /// long before a job fails (`None`: fail at once).
+    pub retry_lock: Option<std::time::Duration>,
     /// The folder of the profiles (`*.toml`) whose `[backup]` sections the page runs
     /// (default: `$XDG_CONFIG_HOME/arca`, else `~/.config/arca`).
     pub profiles_dir: Option<PathBuf>,

@@ -3,10 +3,11 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use arca_backend::{Backend, FileType};
 use arca_format::Id;
-use arca_repo::{CacheMode, Index, LockKind, Repository};
+use arca_repo::{CacheMode, Index, LockKind, RepoError, Repository};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use zeroize::Zeroizing;
@@ -92,6 +93,7 @@ pub struct App {
     backend: Arc<dyn Backend>,
     cache: CacheMode,
     no_lock: bool,
+    retry_lock: Option<Duration>,
     slot: Mutex<Slot>,
     index: Mutex<Option<(Vec<Id>, Arc<Index>)>>,
     /// Long operations.
@@ -124,6 +126,7 @@ impl App {
             backend: Arc::clone(&opts.backend),
             cache: opts.cache.clone(),
             no_lock: opts.no_lock,
+            retry_lock: opts.retry_lock,
             slot: Mutex::new(Slot::Closed { error: None }),
             index: Mutex::new(None),
             jobs: JobTable::default(),
@@ -233,9 +236,34 @@ impl App {
         if self.no_lock && READ_ONLY.contains(&command) {
             return Ok(None);
         }
-        repo.lock_for(kind, command)
-            .map(Some)
-            .map_err(|e| e.to_string())
+        // As the command line's: tried again for as long as `--retry-lock` allows, the pause
+        // doubling from a second up to 30 s (it failed at once whatever --retry-lock said).
+        let started = Instant::now();
+        let mut pause = Duration::from_secs(1);
+        loop {
+            match repo.lock_for(kind, command) {
+                Err(RepoError::Locked { .. })
+                    if self.retry_lock.is_some_and(|p| started.elapsed() < p) =>
+                {
+                    let left = self
+                        .retry_lock
+                        .unwrap_or_default()
+                        .saturating_sub(started.elapsed());
+                    std::thread::sleep(pause.min(left));
+                    pause = (pause * 2).min(Duration::from_secs(30));
+                }
+                Err(RepoError::Locked { location, holder }) => {
+                    let holder = match self.retry_lock {
+                        Some(p) if !p.is_zero() => {
+                            format!("{holder}, still after trying again for {p:?} (--retry-lock)")
+                        }
+                        _ => holder,
+                    };
+                    return Err(RepoError::Locked { location, holder }.to_string());
+                }
+                other => return other.map(Some).map_err(|e| e.to_string()),
+            }
+        }
     }
 }
 

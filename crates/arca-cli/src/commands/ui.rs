@@ -84,6 +84,11 @@ pub fn run(g: &Global, a: &UiArgs) -> Result<u8> {
             None
         }
     };
+    let retry_lock = g
+        .retry_lock
+        .as_deref()
+        .map(util::parse_duration)
+        .transpose()?;
     let mut server = Server::start(UiOptions {
         listen: a.listen.clone(),
         tls: a.tls_cert.clone().zip(a.tls_key.clone()),
@@ -91,6 +96,7 @@ pub fn run(g: &Global, a: &UiArgs) -> Result<u8> {
         cache: util::cache_mode(g),
         password,
         no_lock: g.no_lock,
+        retry_lock,
         profiles_dir: None,
         token: None,
     })?;
@@ -175,6 +181,7 @@ mod tests {
             cache: arca_repo::CacheMode::Off,
             password: None,
             no_lock: true,
+            retry_lock: None,
             profiles_dir: Some(tmp.path().to_path_buf()),
             token: Some(token.into()),
         })

@@ -86,6 +86,7 @@ impl Fixture {
             cache: CacheMode::Off,
             password: password.map(|p| zeroize::Zeroizing::new(p.to_string())),
             no_lock: false,
+            retry_lock: None,
             profiles_dir: Some(self.profiles.clone()),
             token: Some(TOKEN.into()),
         }
