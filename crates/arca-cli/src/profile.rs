@@ -42,6 +42,22 @@ pub fn expand(args: Vec<OsString>) -> Result<Vec<OsString>> {
     apply(args, &profiles)
 }
 
+/// Checks the profile file `file` as `arca -P FILE backup` reads it (every section known, each
+/// section's options), running nothing: for `arca ui`, which reads the `[backup]` section
+/// itself.
+pub fn check_for_backup(file: &std::path::Path) -> Result<()> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read profile {}", file.display()))?;
+    let table: Table = text
+        .parse()
+        .map_err(|e| anyhow!("profile {}: {e}", file.display()))?;
+    apply(
+        vec![OsString::from("arca"), OsString::from("backup")],
+        &[(file.to_path_buf(), table)],
+    )
+    .map(drop)
+}
+
 /// The names given with `-P NAME`, `-PNAME`, `-P=NAME`, `--use-profile NAME` or
 /// `--use-profile=NAME`, also inside a cluster of short flags (`-qP NAME`, `-qPNAME`), before
 /// any `--`: read as clap reads the line, so that no spelling clap takes is missed (the profile

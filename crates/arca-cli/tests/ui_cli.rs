@@ -415,3 +415,70 @@ fn a_second_ctrl_c_quits_at_once_naming_the_abandoned_jobs() {
     );
     assert!(err.contains("arca unlock"), "{err}");
 }
+
+/// A profile with a section no command has (`[bakup]`) is refused by the page as `arca -P
+/// NAME backup` refuses it, checked by the command line's own reading of profiles (the page
+/// listed it as runnable, and ran it); a profile without one runs.
+#[test]
+fn a_profile_with_an_unknown_section_is_refused_as_the_command_line_refuses_it() {
+    let e = Env::new();
+    e.init(&[]);
+    let data = e.tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("f"), b"x").unwrap();
+    let config = e.tmp.path().join("config");
+    std::fs::create_dir_all(config.join("arca")).unwrap();
+    let backup = format!("[backup]\npaths = [{:?}]\n", data.display().to_string());
+    std::fs::write(config.join("arca/good.toml"), &backup).unwrap();
+    std::fs::write(
+        config.join("arca/typo.toml"),
+        format!("{backup}[bakup]\ntag = [\"x\"]\n"),
+    )
+    .unwrap();
+    let o = e.run(&[
+        "-P",
+        config.join("arca/typo.toml").to_str().unwrap(),
+        "backup",
+    ]);
+    assert!(
+        stderr(&o).contains("unknown section [bakup]"),
+        "{}",
+        stderr(&o)
+    );
+    let (child, url) = start_env(&e, &[], &[("XDG_CONFIG_HOME", config.to_str().unwrap())]);
+    let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
+    let (port, token) = rest.split_once("/?token=").unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let r = http(
+        &addr,
+        "/api/profiles",
+        &format!("Authorization: Bearer {token}\r\n"),
+    );
+    let body = &r[r.find("\r\n\r\n").unwrap() + 4..];
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    let problem = |name: &str| {
+        v["profiles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()["problem"]
+            .clone()
+    };
+    assert_eq!(problem("good"), serde_json::Value::Null, "{v}");
+    let why = problem("typo");
+    assert!(
+        why.as_str()
+            .is_some_and(|w| w.contains("unknown section [bakup]")),
+        "{v}"
+    );
+    let r = http_post(&addr, "/api/backup", token, "{\"profile\":\"typo\"}");
+    assert!(
+        r.starts_with("HTTP/1.1 400") && r.contains("unknown section [bakup]"),
+        "{r}"
+    );
+    let r = http_post(&addr, "/api/backup", token, "{\"profile\":\"good\"}");
+    assert!(r.starts_with("HTTP/1.1 202"), "{r}");
+    let (code, err) = stop(child);
+    assert_eq!(code, 0, "{err}");
+}

@@ -198,8 +198,8 @@ async fn diff(State(app): State<Arc<App>>, q: RawQuery) -> Response {
 async fn profiles_list(State(app): State<Arc<App>>) -> Response {
     let dir = app.profiles_dir.clone();
     // Reading profiles reads their list files: off the async threads.
-    let (d, location) = (dir.clone(), app.location.clone());
-    match blocking(move || Ok(profiles::list(d.as_deref(), &location))).await {
+    let (d, location, check) = (dir.clone(), app.location.clone(), app.profile_check.clone());
+    match blocking(move || Ok(profiles::list(d.as_deref(), &location, check.as_ref()))).await {
         Ok(list) => Json(json!({"folder": dir, "profiles": list})).into_response(),
         Err(e) => e.into_response(),
     }

@@ -98,8 +98,16 @@ fn restore_body(s: &SnapshotRow, paths: &[String]) -> String {
 pub async fn backup_page(State(app): State<Arc<App>>) -> Response {
     let dir = app.profiles_dir.clone();
     // Reading profiles reads their list files: off the async threads.
-    let (d, location) = (dir.clone(), app.location.clone());
-    let list = match blocking(move || Ok(crate::profiles::list(d.as_deref(), &location))).await {
+    let (d, location, check) = (dir.clone(), app.location.clone(), app.profile_check.clone());
+    let list = match blocking(move || {
+        Ok(crate::profiles::list(
+            d.as_deref(),
+            &location,
+            check.as_ref(),
+        ))
+    })
+    .await
+    {
         Ok(list) => list,
         Err(e) => return error_page(&app, &e),
     };

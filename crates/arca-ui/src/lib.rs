@@ -35,6 +35,11 @@ use zeroize::Zeroizing;
 pub use browser::OpenPage;
 pub use net::parse_listen;
 
+/// The command line's check of a profile file, as `arca -P FILE backup` reads it (its
+/// sections, each section's options): the error, naming the file and what is wrong. The
+/// page reads the `[backup]` section itself; the command line knows its commands.
+pub type ProfileCheck = Arc<dyn Fn(&std::path::Path) -> Result<(), String> + Send + Sync>;
+
 /// How to serve.
 pub struct UiOptions {
     /// `--listen ADDR` (default: 127.0.0.1 on a free port).
@@ -55,6 +60,9 @@ pub struct UiOptions {
     /// The folder of the profiles (`*.toml`) whose `[backup]` sections the page runs
     /// (default: `$XDG_CONFIG_HOME/arca`, else `~/.config/arca`).
     pub profiles_dir: Option<PathBuf>,
+    /// Checks each profile as the command line would (unknown sections...); `None`: only the
+    /// page's own checks of `[backup]`, `[global]` and `[repository]`.
+    pub profile_check: Option<ProfileCheck>,
     /// The access token (default: 32 random bytes in hex).
     pub token: Option<String>,
 }

@@ -14,6 +14,8 @@ use arca_backup::sources::expand_home;
 use serde::Serialize;
 use toml::{Table, Value};
 
+use crate::ProfileCheck;
+
 mod keys;
 mod sections;
 
@@ -62,7 +64,15 @@ fn same_repository(repo: &str, location: &str) -> bool {
 /// Reads the `[backup]` section of the profile file `file` into backup options; `location`
 /// is the repository the server serves (a profile naming another one is refused). A profile
 /// the page cannot run as `arca -P NAME backup` would comes back with its `problem`.
-pub fn load(file: &Path, location: &str) -> Result<(Profile, BackupOptions), String> {
+///
+/// `check`, when given, is the command line's check of the whole file (its sections, each
+/// section's options; see [`crate::ProfileCheck`]): a profile it refuses is one the page
+/// cannot run.
+pub fn load(
+    file: &Path,
+    location: &str,
+    check: Option<&ProfileCheck>,
+) -> Result<(Profile, BackupOptions), String> {
     let name = file
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -83,6 +93,14 @@ pub fn load(file: &Path, location: &str) -> Result<(Profile, BackupOptions), Str
         if !matches!(v, Value::Table(_)) {
             problem.get_or_insert_with(|| format!("{section:?} must be a [section]"));
         }
+    }
+    // Unknown sections (`[bakup]`) and the options of the other commands' sections, which
+    // `arca -P NAME backup` checks too (they went unsaid here).
+    if problem.is_none()
+        && let Some(check) = check
+        && let Err(e) = check(file)
+    {
+        problem = Some(format!("{e} (`arca -P {name} backup` refuses it too)"));
     }
     // The repository: `[backup]`'s wins over `[global]`'s, which wins over `[repository]`'s.
     let mut repo = None;
@@ -157,7 +175,7 @@ pub fn load(file: &Path, location: &str) -> Result<(Profile, BackupOptions), Str
 
 /// Every profile of `dir` with a `[backup]` section, by name; a file that cannot be read is
 /// listed with its problem.
-pub fn list(dir: Option<&Path>, location: &str) -> Vec<Profile> {
+pub fn list(dir: Option<&Path>, location: &str, check: Option<&ProfileCheck>) -> Vec<Profile> {
     let Some(dir) = dir else { return vec![] };
     let Ok(rd) = std::fs::read_dir(dir) else {
         return vec![];
@@ -170,7 +188,7 @@ pub fn list(dir: Option<&Path>, location: &str) -> Vec<Profile> {
     files.sort();
     let mut out = vec![];
     for f in files {
-        match load(&f, location) {
+        match load(&f, location, check) {
             Ok((p, _)) => out.push(p),
             Err(e) if e.contains("has no [backup] section") => {}
             Err(e) => out.push(Profile {
@@ -196,6 +214,7 @@ pub fn find(
     dir: Option<&Path>,
     name: &str,
     location: &str,
+    check: Option<&ProfileCheck>,
 ) -> Result<(Profile, BackupOptions), String> {
     if name.is_empty() || name.contains('/') || name.starts_with('.') {
         return Err(format!("invalid profile name {name:?}"));
@@ -207,7 +226,7 @@ pub fn find(
     if !file.is_file() {
         return Err(format!("profile {name:?} not found in {}", dir.display()));
     }
-    let (p, o) = load(&file, location)?;
+    let (p, o) = load(&file, location, check)?;
     if let Some(why) = &p.problem {
         return Err(format!("profile {name:?} cannot run from here: {why}"));
     }

@@ -100,6 +100,8 @@ pub struct App {
     pub jobs: JobTable,
     /// Where the profiles are.
     pub profiles_dir: Option<PathBuf>,
+    /// The command line's check of a profile ([`crate::UiOptions::profile_check`]).
+    pub profile_check: Option<crate::ProfileCheck>,
     /// The summary of the last check run from the page.
     pub last_check: Mutex<Option<serde_json::Value>>,
     /// The password the command line gave, tried on the first request.
@@ -131,6 +133,7 @@ impl App {
             index: Mutex::new(None),
             jobs: JobTable::default(),
             profiles_dir,
+            profile_check: opts.profile_check.clone(),
             last_check: Mutex::new(None),
             initial: Mutex::new(opts.password.clone()),
         }

@@ -98,6 +98,9 @@ pub fn run(g: &Global, a: &UiArgs) -> Result<u8> {
         no_lock: g.no_lock,
         retry_lock,
         profiles_dir: None,
+        profile_check: Some(std::sync::Arc::new(|file: &std::path::Path| {
+            crate::profile::check_for_backup(file).map_err(|e| format!("{e:#}"))
+        })),
         token: None,
     })?;
     if let Some(w) = server.warning() {
@@ -183,6 +186,7 @@ mod tests {
             no_lock: true,
             retry_lock: None,
             profiles_dir: Some(tmp.path().to_path_buf()),
+            profile_check: None,
             token: Some(token.into()),
         })
         .unwrap();

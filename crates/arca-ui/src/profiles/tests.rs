@@ -20,7 +20,7 @@ fn profiles_are_read() {
     .expect("write");
     std::fs::write(d.join("forget-only.toml"), "[forget]\nkeep-last = 3\n").expect("write");
     std::fs::write(d.join("broken.toml"), "[backup\n").expect("write");
-    let l = list(Some(d), "/r");
+    let l = list(Some(d), "/r", None);
     let names: Vec<&str> = l.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["broken", "home", "other"]);
     assert!(
@@ -35,15 +35,15 @@ fn profiles_are_read() {
             .as_deref()
             .is_some_and(|p| p.contains("another repository"))
     );
-    let (_, o) = find(Some(d), "home", "/r").expect("home");
+    let (_, o) = find(Some(d), "home", "/r", None).expect("home");
     assert_eq!(o.tags, ["daily"]);
     assert_eq!(o.hostname.as_deref(), Some("box"));
     assert!(o.excludes.caches);
     assert_eq!(o.excludes.larger_than, Some(2048));
     assert_eq!(o.excludes.patterns, ["*.tmp"]);
-    assert!(find(Some(d), "other", "/r").is_err());
-    assert!(find(Some(d), "../x", "/r").is_err());
-    assert!(find(Some(d), "missing", "/r").is_err_and(|e| e.contains("not found")));
+    assert!(find(Some(d), "other", "/r", None).is_err());
+    assert!(find(Some(d), "../x", "/r", None).is_err());
+    assert!(find(Some(d), "missing", "/r", None).is_err_and(|e| e.contains("not found")));
     // A compression level zstd does not have is named, not passed on.
     for (level, ok) in [
         ("22", true),
@@ -56,7 +56,7 @@ fn profiles_are_read() {
             format!("[global]\nrepo = \"/r\"\n[backup]\npaths = \"/x\"\ncompression = {level}\n"),
         )
         .expect("write");
-        let got = find(Some(d), "z", "/r");
+        let got = find(Some(d), "z", "/r", None);
         assert_eq!(got.is_ok(), ok, "{level}");
         if !ok {
             assert!(
@@ -82,7 +82,7 @@ fn home_and_tag_lists_read_as_on_the_command_line() {
     )
     .expect("write");
     let r = h.join("r").to_string_lossy().into_owned();
-    let (p, o) = find(Some(d), "t", &r).expect("t");
+    let (p, o) = find(Some(d), "t", &r, None).expect("t");
     assert_eq!(p.problem, None, "the repository is ~/r");
     assert_eq!(o.paths, [h.join("docs"), PathBuf::from("/x/~/y")]);
     assert_eq!(
@@ -97,7 +97,7 @@ fn home_and_tag_lists_read_as_on_the_command_line() {
 /// Writes `NAME.toml` in `d` and gives what `list` makes of it.
 fn listed(d: &Path, name: &str, text: &str, location: &str) -> Profile {
     std::fs::write(d.join(format!("{name}.toml")), text).expect("write");
-    let p = load(&d.join(format!("{name}.toml")), location).expect("load");
+    let p = load(&d.join(format!("{name}.toml")), location, None).expect("load");
     let _ = std::fs::remove_file(d.join(format!("{name}.toml")));
     p.0
 }
@@ -168,7 +168,7 @@ fn keys_are_read_with_underscores_and_blank_hosts_are_this_machine() {
          compression = \"5\"\ntag = true\n",
     )
     .expect("write");
-    let (p, o) = find(Some(d), "u", "/r").expect("u");
+    let (p, o) = find(Some(d), "u", "/r", None).expect("u");
     assert_eq!(p.problem, None);
     assert!(o.excludes.caches);
     assert_eq!(o.excludes.larger_than, Some(1024));

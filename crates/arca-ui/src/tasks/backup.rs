@@ -29,9 +29,13 @@ pub struct BackupRequest {
 
 /// Checks the profile and starts the backup job.
 pub fn start_backup(app: &Arc<App>, r: BackupRequest) -> Result<Arc<Job>, ApiError> {
-    let (profile, mut opts) =
-        profiles::find(app.profiles_dir.as_deref(), &r.profile, &app.location)
-            .map_err(ApiError::bad)?;
+    let (profile, mut opts) = profiles::find(
+        app.profiles_dir.as_deref(),
+        &r.profile,
+        &app.location,
+        app.profile_check.as_ref(),
+    )
+    .map_err(ApiError::bad)?;
     opts.dry_run = r.dry_run;
     let title = format!(
         "{}backup of profile {} ({})",

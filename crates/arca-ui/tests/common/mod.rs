@@ -88,6 +88,7 @@ impl Fixture {
             no_lock: false,
             retry_lock: None,
             profiles_dir: Some(self.profiles.clone()),
+            profile_check: None,
             token: Some(TOKEN.into()),
         }
     }
