@@ -300,6 +300,26 @@ pub fn read_path_list(path: &Path) -> io::Result<Vec<std::path::PathBuf>> {
     read_path_list_as(path, ListForm::Trimmed)
 }
 
+/// The paths the lines `listed` of the `--files-from` list `file` name, each globbed by
+/// [`expand_glob`], and a warning for each pattern that matches nothing: restic skips it,
+/// saying so, and so do `arca backup` and the web UI's backups.
+pub fn expand_files_from(listed: &[PathBuf], file: &Path) -> (Vec<PathBuf>, Vec<String>) {
+    let mut paths = vec![];
+    let mut warnings = vec![];
+    for l in listed {
+        let found = expand_glob(l);
+        if found.is_empty() {
+            warnings.push(format!(
+                "{}: the pattern of {} matches no file; skipped",
+                arca_format::text::shown(l),
+                file.display()
+            ));
+        }
+        paths.extend(found);
+    }
+    (paths, warnings)
+}
+
 /// The paths a `--files-from` line names: itself when it has no wildcard (`*`, `?`, `[`),
 /// else the existing paths its glob matches, sorted, as restic's (Go's `filepath.Glob`: each
 /// wildcard within one name, dot files included; `\` escapes). A glob matching nothing

@@ -43,6 +43,9 @@ pub struct Profile {
     /// Why the page cannot run it (another repository, no paths, a bad value, an option the
     /// page does not carry out).
     pub problem: Option<String>,
+    /// What a backup of it warns about before it starts: the `files-from` patterns that
+    /// match no file (skipped), as `arca -P NAME backup` says.
+    pub warnings: Vec<String>,
 }
 
 /// A repository location as compared: without the `local:` prefix a local one may have.
@@ -149,9 +152,9 @@ pub fn load(
             }
         },
     };
-    let (paths, opts) = match read {
-        Some(r) => (r.paths, r.opts),
-        None => (vec![], BackupOptions::default()),
+    let (paths, opts, warnings) = match read {
+        Some(r) => (r.paths, r.opts, r.warnings),
+        None => (vec![], BackupOptions::default(), vec![]),
     };
     let mut shown = opts.excludes.patterns.clone();
     shown.extend(opts.excludes.ipatterns.iter().cloned());
@@ -168,6 +171,7 @@ pub fn load(
             host: opts.hostname.clone(),
             repo,
             problem,
+            warnings,
         },
         opts,
     ))
@@ -203,6 +207,7 @@ pub fn list(dir: Option<&Path>, location: &str, check: Option<&ProfileCheck>) ->
                 host: None,
                 repo: None,
                 problem: Some(e),
+                warnings: vec![],
             }),
         }
     }

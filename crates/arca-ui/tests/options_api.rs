@@ -62,3 +62,45 @@ fn retry_lock_makes_jobs_wait_for_the_lock() {
     );
     drop(held);
 }
+
+/// A `files-from` pattern of a profile that matches no file is skipped with the warning
+/// `arca -P NAME backup` gives, in the backup job's log (and the profile's listing); the
+/// backup runs with the other lines (it was skipped unsaid).
+#[test]
+fn a_files_from_pattern_that_matches_nothing_is_warned_about() {
+    let f = Fixture::new();
+    let list = f.tmp.path().join("list");
+    let nothing = f.tmp.path().join("nowhere").join("*.none");
+    std::fs::write(
+        &list,
+        format!("{}\n{}\n", f.src.display(), nothing.display()),
+    )
+    .unwrap();
+    std::fs::write(
+        f.profiles.join("listed.toml"),
+        format!(
+            "[backup]\nfiles-from = [{:?}]\n",
+            list.display().to_string()
+        ),
+    )
+    .unwrap();
+    let s = f.start();
+    let warning = format!(
+        "warning: {}: the pattern of {} matches no file; skipped",
+        nothing.display(),
+        list.display()
+    );
+    let listed = get(&s, "/api/profiles").json();
+    let p = listed["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "listed")
+        .unwrap()
+        .clone();
+    assert_eq!(p["problem"], serde_json::Value::Null, "{p}");
+    assert_eq!(p["warnings"].as_array().unwrap().len(), 1, "{p}");
+    let j = job(&s, "/api/backup", json!({"profile": "listed"}));
+    assert_eq!(j["state"], "done", "{j}");
+    assert_eq!(j["log"][0], json!(warning), "{j}");
+}

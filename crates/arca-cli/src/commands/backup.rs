@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use arca_backup::estimate::{Estimator, Reading};
-use arca_backup::filter::{ListForm, expand_glob, read_list, read_path_list_as};
+use arca_backup::filter::{ListForm, expand_files_from, read_list, read_path_list_as};
 use arca_backup::{
     BackupError, BackupOptions, Excludes, FileChange, Observer, ParentMode, Progress, ReadAhead,
     Warning, WarningKind, backup_reader, backup_with,
@@ -46,18 +46,12 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
             // restic globs the lines of `--files-from`; the verbatim and raw forms are names.
             match form {
                 ListForm::Trimmed => {
-                    for l in &listed {
-                        let found = expand_glob(l);
-                        // As restic: a pattern that matches nothing is skipped, said so.
-                        if found.is_empty() {
-                            eprintln!(
-                                "warning: {}: the pattern of {} matches no file; skipped",
-                                arca_format::text::shown(l),
-                                f.display()
-                            );
-                        }
-                        paths.extend(found);
+                    // As restic: a pattern that matches nothing is skipped, said so.
+                    let (found, warnings) = expand_files_from(&listed, f);
+                    for w in warnings {
+                        eprintln!("warning: {w}");
                     }
+                    paths.extend(found);
                 }
                 _ => paths.extend(listed),
             }

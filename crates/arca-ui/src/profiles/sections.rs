@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use arca_backup::filter::{ListForm, expand_glob, read_list, read_path_list_as};
+use arca_backup::filter::{ListForm, expand_files_from, read_list, read_path_list_as};
 use arca_backup::sources::expand_home;
 use arca_backup::{BackupOptions, Excludes};
 use toml::{Table, Value};
@@ -34,6 +34,8 @@ fn readable_list(key: &str, f: &Path) -> Result<(), String> {
 pub(super) struct Read {
     pub(super) paths: Vec<PathBuf>,
     pub(super) opts: BackupOptions,
+    /// The `files-from` patterns that match no file (skipped), as `arca backup` warns.
+    pub(super) warnings: Vec<String>,
 }
 
 /// Checks a `[global]`/`[repository]` section and gives its repository, if it names one.
@@ -68,6 +70,7 @@ pub(super) fn backup_section(b: &Table, name: &str) -> Result<Read, String> {
     let mut opts = BackupOptions::default();
     let mut excludes = Excludes::default();
     let mut tags = vec![];
+    let mut warnings = vec![];
     // Values named as paths: `~` is the home folder, as on the command line's profiles.
     let path_values = |v: &Value, k: &str| -> Result<Vec<PathBuf>, String> {
         Ok(values(v, k)?
@@ -182,9 +185,9 @@ pub(super) fn backup_section(b: &Table, name: &str) -> Result<Read, String> {
                 .map_err(|e| format!("{key:?}: cannot read {}: {e}", f.display()))?;
             match form {
                 ListForm::Trimmed => {
-                    for l in &listed {
-                        paths.extend(expand_glob(l));
-                    }
+                    let (found, said) = expand_files_from(&listed, &f);
+                    paths.extend(found);
+                    warnings.extend(said);
                 }
                 _ => paths.extend(listed),
             }
@@ -215,5 +218,9 @@ pub(super) fn backup_section(b: &Table, name: &str) -> Result<Read, String> {
     opts.tags = arca_repo::split_tags(&tags);
     opts.paths = paths.clone();
     opts.excludes = excludes;
-    Ok(Read { paths, opts })
+    Ok(Read {
+        paths,
+        opts,
+        warnings,
+    })
 }

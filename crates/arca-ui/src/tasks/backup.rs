@@ -45,6 +45,10 @@ pub fn start_backup(app: &Arc<App>, r: BackupRequest) -> Result<Arc<Job>, ApiErr
     );
     let params = json!({"profile": r.profile, "dry_run": r.dry_run});
     spawn(app, "backup", title, params, move |app, ctx| {
+        // As `arca backup`: a `files-from` pattern that matches nothing is skipped, said so.
+        for w in &profile.warnings {
+            ctx.log(format!("warning: {w}"));
+        }
         let repo = app.repo().map_err(|e| e.message)?;
         let _lock = app.lock(&repo, LockKind::Shared, "backup")?;
         opts.cancel = Some(ctx.cancel_flag());
