@@ -50,6 +50,10 @@ pub struct UiOptions {
     pub backend: Arc<dyn Backend>,
     /// The local cache of a remote repository for reading (check and prune read uncached).
     pub cache: CacheMode,
+    /// Where restores keep their power-cut markers (arca-restore's `durable`), as the
+    /// command line's own restores do (`None`: beside a cache folder, else under the default
+    /// cache root).
+    pub restore_markers: Option<PathBuf>,
     /// The password, when the command line has one; else the page asks for it.
     pub password: Option<Zeroizing<String>>,
     /// Take no locks (`--no-lock`).

@@ -92,6 +92,7 @@ pub struct App {
     pub location: String,
     backend: Arc<dyn Backend>,
     cache: CacheMode,
+    markers: Option<PathBuf>,
     no_lock: bool,
     retry_lock: Option<Duration>,
     slot: Mutex<Slot>,
@@ -127,6 +128,12 @@ impl App {
             location: opts.backend.location(),
             backend: Arc::clone(&opts.backend),
             cache: opts.cache.clone(),
+            markers: opts.restore_markers.clone().or_else(|| {
+                arca_repo::cache::restore_markers(match &opts.cache {
+                    CacheMode::Dir(d) => Some(d.as_path()),
+                    _ => None,
+                })
+            }),
             no_lock: opts.no_lock,
             retry_lock: opts.retry_lock,
             slot: Mutex::new(Slot::Closed { error: None }),
@@ -183,10 +190,7 @@ impl App {
     /// Where restores keep the marker that tells, after a reboot, which files may not have
     /// reached the disk (arca-restore's `durable`): beside the cache, as the command line's.
     pub fn restore_markers(&self) -> Option<std::path::PathBuf> {
-        arca_repo::cache::restore_markers(match &self.cache {
-            CacheMode::Dir(d) => Some(d.as_path()),
-            _ => None,
-        })
+        self.markers.clone()
     }
 
     /// The repository opened again without the local cache (check and prune read the

@@ -546,6 +546,13 @@ fn restore_backup_forget_and_prune_jobs() {
     );
     assert_eq!(j["state"], "done", "{j}");
     assert_eq!(j["result"]["errors"], 0);
+    // The power-cut marker is where the command line said (--cache-dir).
+    assert!(
+        std::fs::read_dir(f.tmp.path().join("markers"))
+            .unwrap()
+            .next()
+            .is_some()
+    );
     assert_eq!(j["progress"]["fraction"], 1.0);
     let restored = target.join(dir.strip_prefix("/").unwrap());
     assert_eq!(

@@ -90,6 +90,7 @@ pub fn run(g: &Global, a: &UiArgs) -> Result<u8> {
         .map(util::parse_duration)
         .transpose()?;
     let mut server = Server::start(UiOptions {
+        restore_markers: arca_repo::cache::restore_markers(g.cache_dir.as_deref()),
         listen: a.listen.clone(),
         tls: a.tls_cert.clone().zip(a.tls_key.clone()),
         backend,
@@ -178,6 +179,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let token = "0123456789abcdef0123456789abcdef";
         let mut server = Server::start(UiOptions {
+            restore_markers: None,
             listen: None,
             tls: None,
             backend: Arc::new(arca_backend::LocalBackend::new(tmp.path().join("repo"))),

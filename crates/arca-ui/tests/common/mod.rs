@@ -80,6 +80,8 @@ impl Fixture {
 
     pub fn options(&self, password: Option<&str>) -> UiOptions {
         UiOptions {
+            // Not the cache folder of whoever runs the tests.
+            restore_markers: Some(self.tmp.path().join("markers")),
             listen: None,
             tls: None,
             backend: Arc::new(LocalBackend::new(&self.repo)),
