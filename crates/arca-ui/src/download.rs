@@ -134,7 +134,7 @@ pub async fn download(
             // Held until the download ends, as the CLI's `dump` holds one: a prune started
             // meanwhile could delete what the stream has yet to read (hunt 29).
             let lock = a
-                .lock(&repo, arca_repo::LockKind::Shared, "dump")
+                .lock(&repo, arca_repo::LockKind::Shared, "dump", &|| false)
                 .map_err(ApiError::failed)?;
             let index = a.index(&repo)?;
             let (id, snap) = find_snapshot(&repo, &spec)?;

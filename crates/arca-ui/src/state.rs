@@ -238,7 +238,9 @@ impl App {
         repo: &Repository,
         kind: LockKind,
         command: &str,
+        cancelled: &dyn Fn() -> bool,
     ) -> Result<Option<arca_repo::Lock>, String> {
+        const NAP: Duration = Duration::from_millis(100);
         const READ_ONLY: &[&str] = &["check", "restore", "dump", "prune --dry-run"];
         if self.no_lock && READ_ONLY.contains(&command) {
             return Ok(None);
@@ -256,7 +258,17 @@ impl App {
                         .retry_lock
                         .unwrap_or_default()
                         .saturating_sub(started.elapsed());
-                    std::thread::sleep(pause.min(left));
+                    // In short naps: a job cancelled while it waits stops waiting.
+                    let until = Instant::now() + pause.min(left);
+                    while Instant::now() < until {
+                        if cancelled() {
+                            return Err(format!(
+                                "cancelled while waiting for the lock of {}",
+                                self.location
+                            ));
+                        }
+                        std::thread::sleep(NAP.min(until - Instant::now()));
+                    }
                     pause = (pause * 2).min(Duration::from_secs(30));
                 }
                 Err(RepoError::Locked { location, holder }) => {

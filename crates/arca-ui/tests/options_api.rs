@@ -63,6 +63,41 @@ fn retry_lock_makes_jobs_wait_for_the_lock() {
     drop(held);
 }
 
+/// A job waiting out `--retry-lock` stops waiting when it is cancelled (it waited until the
+/// lock went or the time was over).
+#[test]
+fn a_job_waiting_for_the_lock_can_be_cancelled() {
+    let f = Fixture::new();
+    let s = arca_ui::Server::start(arca_ui::UiOptions {
+        retry_lock: Some(Duration::from_secs(120)),
+        ..f.options(Some(PASSWORD))
+    })
+    .unwrap();
+    let repo = arca_repo::Repository::open(
+        std::sync::Arc::new(arca_backend::LocalBackend::new(&f.repo)),
+        PASSWORD.as_bytes(),
+    )
+    .unwrap();
+    let held = repo
+        .lock_for(arca_repo::LockKind::Exclusive, "prune")
+        .unwrap();
+    let r = post(&s, "/api/check", &json!({}));
+    assert_eq!(r.status, 202, "{}", r.text());
+    let id = r.json()["job"]["id"].as_u64().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let started = Instant::now();
+    let c = post(&s, &format!("/api/jobs/{id}/cancel"), &json!({}));
+    assert_eq!(c.json()["cancel_requested"], true, "{}", c.text());
+    let j = wait_job(&s, id);
+    assert_eq!(j["state"], "cancelled", "{j}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(held);
+}
+
 /// A `files-from` pattern of a profile that matches no file is skipped with the warning
 /// `arca -P NAME backup` gives, in the backup job's log (and the profile's listing); the
 /// backup runs with the other lines (it was skipped unsaid).

@@ -50,7 +50,7 @@ pub fn start_backup(app: &Arc<App>, r: BackupRequest) -> Result<Arc<Job>, ApiErr
             ctx.log(format!("warning: {w}"));
         }
         let repo = app.repo().map_err(|e| e.message)?;
-        let _lock = app.lock(&repo, LockKind::Shared, "backup")?;
+        let _lock = app.lock(&repo, LockKind::Shared, "backup", &|| ctx.cancelled())?;
         opts.cancel = Some(ctx.cancel_flag());
         let progress = Arc::new(BackupProgress::default());
         let errors = Arc::new(AtomicU64::new(0));

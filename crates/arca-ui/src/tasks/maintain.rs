@@ -85,7 +85,7 @@ pub fn start_check(app: &Arc<App>, r: CheckRequest) -> Result<Arc<Job>, ApiError
     let params = json!({"read_data": r.read_data, "read_data_subset": r.read_data_subset});
     spawn(app, "check", title, params, move |app, ctx| {
         let repo = app.repo_uncached().map_err(|e| e.message)?;
-        let _lock = app.lock(&repo, LockKind::Shared, "check")?;
+        let _lock = app.lock(&repo, LockKind::Shared, "check", &|| ctx.cancelled())?;
         let progress = Arc::new(CheckProgress::with_cancel(ctx.cancel_flag()));
         let p = Arc::clone(&progress);
         ctx.progress(move |_| check_progress(&p));
@@ -373,7 +373,7 @@ pub fn start_forget(app: &Arc<App>, r: ForgetRequest) -> Result<Arc<Job>, ApiErr
             &cached
         };
         ctx.phase("taking the exclusive lock");
-        let _lock = app.lock(repo, LockKind::Exclusive, "forget")?;
+        let _lock = app.lock(repo, LockKind::Exclusive, "forget", &|| ctx.cancelled())?;
         ctx.phase("deciding");
         let (policy, plans) = decide(repo, &r.fields).map_err(|e| e.message)?;
         let remove = forget::removed_ids(&plans);
@@ -516,7 +516,7 @@ pub fn start_prune(app: &Arc<App>, r: PruneRequest) -> Result<Arc<Job>, ApiError
             } else {
                 "prune"
             };
-            let _lock = app.lock(&repo, LockKind::Exclusive, command)?;
+            let _lock = app.lock(&repo, LockKind::Exclusive, command, &|| ctx.cancelled())?;
             prune_with(&repo, ctx, r.dry_run)
         },
     )

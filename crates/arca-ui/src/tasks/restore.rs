@@ -140,7 +140,7 @@ pub fn start_restore(app: &Arc<App>, r: RestoreRequest) -> Result<Arc<Job>, ApiE
         "overwrite": overwrite.name(), "dry_run": r.dry_run, "delete": r.delete});
     spawn(app, "restore", title, params, move |app, ctx| {
         let repo = app.repo().map_err(|e| e.message)?;
-        let _lock = app.lock(&repo, LockKind::Shared, "restore")?;
+        let _lock = app.lock(&repo, LockKind::Shared, "restore", &|| ctx.cancelled())?;
         let index = app.index(&repo).map_err(|e| e.message)?;
         let opts = RestoreOptions {
             target: target.clone(),
