@@ -12,6 +12,7 @@ use std::time::Duration;
 
 pub mod cache;
 mod fault;
+pub mod leftover;
 mod local;
 mod memory;
 mod metered;

@@ -148,9 +148,6 @@ impl LocalBackend {
     }
 }
 
-/// How old the files of an interrupted `init` must be before another init removes them.
-const INIT_SETTLES: std::time::Duration = std::time::Duration::from_secs(60);
-
 impl Backend for LocalBackend {
     fn location(&self) -> String {
         Self::shown(&self.root)
@@ -181,22 +178,18 @@ impl Backend for LocalBackend {
                     };
                     // Files written moments ago are another init's, which is about to write
                     // its config: removing its key left a repository no password opens.
+                    let now = SystemTime::now();
                     let fresh = files.iter().any(|f| {
                         fs::symlink_metadata(f)
                             .and_then(|m| m.modified())
-                            .is_ok_and(|t| t.elapsed().map_or(true, |a| a < INIT_SETTLES))
+                            .is_ok_and(|t| crate::leftover::is_fresh(Some(t), now))
                     });
                     if fresh {
                         return Err(BackendError::new(
                             "create repository",
                             loc,
                             ErrorKind::AlreadyExists,
-                            format!(
-                                "another init is creating a repository here (its files are \
-                                 less than {} s old); if none is running, run init again in a \
-                                 minute",
-                                INIT_SETTLES.as_secs()
-                            ),
+                            crate::leftover::busy_reason(),
                         ));
                     }
                     for f in files {
@@ -213,7 +206,7 @@ impl Backend for LocalBackend {
             }
             Err(e) => return Err(BackendError::io("create repository", loc, e)),
         }
-        let mut dirs: Vec<PathBuf> = leftover::FOLDERS
+        let mut dirs: Vec<PathBuf> = crate::leftover::FOLDERS
             .iter()
             .map(|d| self.root.join(d))
             .collect();

@@ -397,12 +397,7 @@ impl Backend for SftpBackend {
                         if left.fresh {
                             return Err(Fail::Kind(
                                 ErrorKind::AlreadyExists,
-                                format!(
-                                    "another init is creating a repository here (its files \
-                                     are less than {} s old); if none is running, run init \
-                                     again in a minute",
-                                    leftover::SETTLES.as_secs()
-                                ),
+                                arca_backend::leftover::busy_reason(),
                             ));
                         }
                         for f in &left.files {
@@ -438,7 +433,10 @@ impl Backend for SftpBackend {
                     .map(|d| self.remote(&d))
                     .collect()
             };
-            mkdirs(missing(leftover::FOLDERS.map(str::to_string).to_vec())).await?;
+            mkdirs(missing(
+                arca_backend::leftover::FOLDERS.map(str::to_string).to_vec(),
+            ))
+            .await?;
             mkdirs(missing(
                 (0..=255u8)
                     .map(|i| format!("data/{}", hex::encode([i])))
