@@ -9,6 +9,8 @@ use crate::{Backend, BackendError, BackendHints, FileInfo, FileType, Result};
 /// Operation classes a rule can match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
+    /// `create` (matched with file type [`FileType::Config`]).
+    Create,
     /// `list`.
     List,
     /// `read` and `read_range`.
@@ -158,7 +160,10 @@ impl<B: Backend> FaultBackend<B> {
     }
 
     fn fail(&self, op: &'static str, t: FileType, name: &str, f: Fault) -> BackendError {
-        let loc = format!("{}/{}", self.inner.location(), t.path(name));
+        let loc = match op {
+            "create repository" => self.inner.location(),
+            _ => format!("{}/{}", self.inner.location(), t.path(name)),
+        };
         match f {
             Fault::NoSpace => BackendError::io(op, loc, io::Error::from_raw_os_error(libc::ENOSPC)),
             Fault::Fail(kind) => BackendError::io(op, loc, io::Error::new(kind, "injected fault")),
@@ -186,7 +191,10 @@ impl<B: Backend> Backend for FaultBackend<B> {
         self.inner.location()
     }
     fn create(&self) -> Result<()> {
-        self.inner.create()
+        match self.check(Op::Create, FileType::Config) {
+            Some(f) => Err(self.fail("create repository", FileType::Config, "", f)),
+            None => self.inner.create(),
+        }
     }
     fn list(&self, t: FileType) -> Result<Vec<FileInfo>> {
         match self.check(Op::List, t) {

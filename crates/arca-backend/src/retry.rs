@@ -269,11 +269,12 @@ impl Drop for Slot<'_> {
 
 /// Retries the inner backend's transient failures; see the module documentation.
 ///
-/// Every operation is retried except `create` (a retry after a half-done create would report
-/// an existing repository) and `read_range_bulk` (restore's fetch loop retries it with its own
-/// backoff and reports its own count, so attempts do not multiply); those get one attempt, but
-/// like all others wait while a probe is out. A retried `write` simply writes again (backends
-/// write atomically); a retried `delete` that finds the file gone succeeds.
+/// Every operation is retried except `read_range_bulk` (restore's fetch loop retries it with its
+/// own backoff and reports its own count, so attempts do not multiply), which gets one attempt,
+/// but like all others waits while a probe is out. A retried `create` finds the folders the
+/// cut-off attempt made (it writes no file) and makes the rest, as `init` run again does. A
+/// retried `write` simply writes again (backends write atomically); a retried `delete` that
+/// finds the file gone succeeds.
 ///
 /// After `burst` transient failures in a row (across threads) callers wait, at most the policy's
 /// window, while one probe at a time goes alone once nothing else is in flight, with growing
@@ -417,7 +418,9 @@ impl<B: Backend> Backend for RetryBackend<B> {
         self.inner.location()
     }
     fn create(&self) -> Result<()> {
-        self.run("create", FileType::Config, "", 1, || self.inner.create())
+        self.run("create", FileType::Config, "", self.attempts(), || {
+            self.inner.create()
+        })
     }
     fn list(&self, t: FileType) -> Result<Vec<FileInfo>> {
         self.run("list", t, "", self.attempts(), || self.inner.list(t))

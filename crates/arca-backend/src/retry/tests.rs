@@ -133,6 +133,32 @@ fn deleting_twice_after_a_lost_answer_succeeds() {
     assert!(r.delete(FileType::Pack, &id).unwrap_err().is_not_found());
 }
 
+/// A create cut off halfway (a dropped SFTP session: "the next request starts a new one") is
+/// tried again, and the retry finishes the folders the first attempt made.
+#[test]
+fn creating_after_a_lost_answer_is_retried_and_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("repo");
+    // What the first attempt made before its answer was lost.
+    for d in ["keys", "data/00", "data/ab"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let f = Arc::new(FaultBackend::new(crate::LocalBackend::new(&root)));
+    f.add(rule(Op::Create, Trigger::Nth(1), RESET));
+    let r = RetryBackend::new(Arc::clone(&f), quick());
+    r.create().expect("create retried");
+    assert_eq!(f.fired(), 1);
+    assert_eq!(r.stats().retries(), 1);
+    for d in ["keys", "snapshots", "index", "locks", "data/00", "data/ff"] {
+        assert!(root.join(d).is_dir(), "{d}");
+    }
+    // A repository already there is no transient failure: one attempt.
+    r.write(FileType::Config, "", b"config").unwrap();
+    let e = r.create().unwrap_err();
+    assert_eq!(e.kind, ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(r.stats().retries(), 1);
+}
+
 /// Counts the calls in flight. Writes that started before five failures were seen and succeed
 /// are held until then (so the failures come as one burst) and a while longer (stragglers).
 #[derive(Debug)]
