@@ -218,9 +218,18 @@ fn user_errors_on_s3_are_one_clear_line() {
         err.contains("no-such-bucket") && err.contains("does not exist"),
         "{err}"
     );
+    // It says that the bucket is missing, once (the repository's error dropped the server's
+    // word, and the line said only "repository ... does not exist").
+    assert_eq!(
+        err.matches("bucket \"no-such-bucket\" does not exist")
+            .count(),
+        1,
+        "{err}"
+    );
     let prefix = Env::remote(s3.location("errs", "no-such-prefix"), s3.env());
     let o = prefix.run(&["snapshots"]);
     assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("bucket"), "{}", stderr(&o));
     // `init` there creates the bucket, and the repository then opens.
     missing.init(&[]);
     assert!(s3.root.join("no-such-bucket/r/config").is_file());

@@ -15,10 +15,12 @@ pub enum RepoError {
     #[error(transparent)]
     Backend(#[from] BackendError),
     /// Nothing exists at the repository location.
-    #[error("repository {location} does not exist")]
+    #[error("repository {location} does not exist{why}")]
     NoRepository {
         /// Where we looked.
         location: String,
+        /// Empty, or `: ` and what a remote backend said of it (a missing S3 bucket).
+        why: String,
     },
     /// Something exists but it is not an arca repository.
     #[error("{location} is not an arca repository (no config file)")]

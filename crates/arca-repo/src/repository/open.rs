@@ -115,11 +115,20 @@ impl Repository {
             Ok(b) => b,
             Err(e) if e.is_not_found() => {
                 // For a local folder, tell a missing directory from one that is not a
-                // repository; other backends have no directory to look at.
+                // repository; other backends have no directory to look at, and what they
+                // said of it is kept (an S3 server names the bucket that is missing).
                 return Err(if std::path::Path::new(&location).is_dir() {
                     RepoError::NotARepository { location }
                 } else {
-                    RepoError::NoRepository { location }
+                    let why = match e.source.to_string() {
+                        said if backend.local_folder().is_some()
+                            || said.eq_ignore_ascii_case("not found") =>
+                        {
+                            String::new()
+                        }
+                        said => format!(": {said}"),
+                    };
+                    RepoError::NoRepository { location, why }
                 });
             }
             Err(e) => return Err(e.into()),
