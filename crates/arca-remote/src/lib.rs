@@ -67,12 +67,14 @@ pub const EXTENDED_OPTIONS: &[(&str, &str)] = &[
 ];
 
 impl RemoteOptions {
-    /// Parses `-o key=value` arguments, refusing unknown keys.
+    /// Parses `-o key=value` arguments, refusing unknown keys. Spaces around the key and the
+    /// value are left out, as restic does (`-o " s3.region = eu-west-1"` was refused).
     pub fn parse_extended(args: &[String]) -> Result<Vec<(String, String)>, String> {
         args.iter()
             .map(|a| {
                 let (k, v) = a
                     .split_once('=')
+                    .map(|(k, v)| (k.trim(), v.trim()))
                     .ok_or_else(|| format!("option {a:?}: expected key=value"))?;
                 if !EXTENDED_OPTIONS.iter().any(|(known, _)| *known == k) {
                     let known: Vec<&str> = EXTENDED_OPTIONS.iter().map(|(k, _)| *k).collect();
@@ -108,4 +110,26 @@ pub fn open(location: &Location, opts: &RemoteOptions) -> Result<Arc<dyn Backend
 /// An error about the location's configuration (not retried).
 pub(crate) fn config_error(location: &str, msg: String) -> BackendError {
     BackendError::new("configure", location, ErrorKind::Other, msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spaces_around_an_options_key_and_value_are_left_out() {
+        let parsed = RemoteOptions::parse_extended(&[
+            " s3.region = eu-west-1 ".to_string(),
+            "sftp.args=-i key".to_string(),
+        ]);
+        assert_eq!(
+            parsed,
+            Ok(vec![
+                ("s3.region".to_string(), "eu-west-1".to_string()),
+                ("sftp.args".to_string(), "-i key".to_string()),
+            ])
+        );
+        let e = RemoteOptions::parse_extended(&[" nope =1".to_string()]).unwrap_err();
+        assert!(e.contains("unknown key \"nope\""), "{e}");
+    }
 }
