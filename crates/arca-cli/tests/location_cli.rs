@@ -1,11 +1,11 @@
 //! The repository location and the global options as users type them: spaces around a
-//! backend option's key and value.
+//! backend option's key and value, a file given for the repository's folder.
 
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
-use common::{Env, stderr};
+use common::{BIN, Env, stderr};
 
 /// `-o " key = value "` (a space left after a comma in a script, or around `=`) is the
 /// option: it was refused as an unknown key (exit 2).
@@ -29,4 +29,43 @@ fn spaces_around_a_backend_options_key_and_value_are_ignored() {
         "{}",
         stderr(&o)
     );
+}
+
+/// A file where the repository's folder should be (or above it) is no repository there: exit
+/// 10, as a missing folder, naming the file (it was exit 1, "read FILE/config: Not a
+/// directory").
+#[test]
+fn a_file_given_for_the_repository_is_no_repository() {
+    let e = Env::new();
+    let file = e.path("notes.txt");
+    std::fs::write(&file, b"x").unwrap();
+    let under = file.join("repo");
+    for (repo, says) in [
+        (
+            &file,
+            format!(
+                "repository {} does not exist: it is a file, not a folder",
+                file.display()
+            ),
+        ),
+        (
+            &under,
+            format!(
+                "repository {} does not exist: {} is a file, not a folder",
+                under.display(),
+                file.display()
+            ),
+        ),
+    ] {
+        let o = std::process::Command::new(BIN)
+            .arg("-r")
+            .arg(repo)
+            .arg("snapshots")
+            .env("ARCA_PASSWORD", "x")
+            .env("XDG_CACHE_HOME", e.path("cache"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
+        assert_eq!(stderr(&o).trim(), format!("arca: {says}"));
+    }
 }

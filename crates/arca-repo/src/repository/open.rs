@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use arca_backend::cache::{CachedBackend, find_in_root, prepare_root};
-use arca_backend::{Backend, FileInfo, FileType};
+use arca_backend::{Backend, BackendError, FileInfo, FileType};
 use arca_crypto::MasterKey;
 use arca_format::envelope::{EnvelopeHeader, EnvelopeKind};
 use arca_format::{Config, Id, KdfParams, KeyFile};
@@ -113,25 +113,7 @@ impl Repository {
         });
         let raw_config = match config_read {
             Ok(b) => b,
-            Err(e) if e.is_not_found() => {
-                // For a local folder, tell a missing directory from one that is not a
-                // repository; other backends have no directory to look at, and what they
-                // said of it is kept (an S3 server names the bucket that is missing).
-                return Err(if std::path::Path::new(&location).is_dir() {
-                    RepoError::NotARepository { location }
-                } else {
-                    let why = match e.source.to_string() {
-                        said if backend.local_folder().is_some()
-                            || said.eq_ignore_ascii_case("not found") =>
-                        {
-                            String::new()
-                        }
-                        said => format!(": {said}"),
-                    };
-                    RepoError::NoRepository { location, why }
-                });
-            }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(no_config(&*backend, location, e)),
         };
         let header = EnvelopeHeader::decode(&raw_config, EnvelopeKind::Config).map_err(|e| {
             if matches!(e, arca_format::FormatError::BadMagic { .. }) {
@@ -331,6 +313,39 @@ fn cache_warning(why: &str) {
     {
         eprintln!("arca: warning: {why}; carrying on without a local cache");
     }
+}
+
+/// The error of a repository whose config could not be read (`e`): none there, or the
+/// backend's error. For a local folder, a missing folder is told from one that is not a
+/// repository, and from a file in the way; other backends have no folder to look at, and what
+/// they said of it is kept (an S3 server names the bucket that is missing).
+fn no_config(backend: &dyn Backend, location: String, e: BackendError) -> RepoError {
+    let local = backend.local_folder();
+    // A file where the folder should be, or above it ("Not a directory", exit 1).
+    if let Some(file) = local.as_deref().and_then(file_in_the_way) {
+        let why = match local {
+            Some(dir) if dir == file => ": it is a file, not a folder".to_string(),
+            _ => format!(": {} is a file, not a folder", file.display()),
+        };
+        return RepoError::NoRepository { location, why };
+    }
+    if !e.is_not_found() {
+        return e.into();
+    }
+    if std::path::Path::new(&location).is_dir() {
+        return RepoError::NotARepository { location };
+    }
+    let why = match e.source.to_string() {
+        said if local.is_some() || said.eq_ignore_ascii_case("not found") => String::new(),
+        said => format!(": {said}"),
+    };
+    RepoError::NoRepository { location, why }
+}
+
+/// `dir`, or the nearest of its parents that exists, when that is not a folder.
+fn file_in_the_way(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let there = dir.ancestors().find(|a| std::fs::metadata(a).is_ok())?;
+    (!there.is_dir()).then(|| there.to_path_buf())
 }
 
 #[cfg(test)]
