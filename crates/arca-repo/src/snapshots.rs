@@ -124,7 +124,7 @@ impl Repository {
         let body = s
             .encode_keeping(original)
             .map_err(|e| RepoError::format("snapshot", e))?;
-        self.save_file(FileType::Snapshot, &body)
+        self.save_commit(FileType::Snapshot, &body)
     }
 
     /// Loads one snapshot.

@@ -100,7 +100,22 @@ impl Repository {
         // packs a prune had deleted meanwhile, and the rerun took them for stored.
         crate::lock::check_held()?;
         let body = f.encode().map_err(|e| RepoError::format("index", e))?;
-        self.save_file(FileType::Index, &body)
+        self.save_commit(FileType::Index, &body)
+    }
+
+    /// [`Self::save_file`] of a commit (a snapshot, an index file) whose lock was checked
+    /// before: checked again once the file is written, as the write may take long on a slow
+    /// remote (30 s), and a lock removed meanwhile (`unlock --remove-all`, or taken for stale
+    /// by a prune under clocks that differ) went unnoticed. A lock lost by then fails, and
+    /// the file just written is removed: it may name packs that prune deleted.
+    pub(crate) fn save_commit(&self, t: FileType, body: &[u8]) -> Result<Id> {
+        let id = self.save_file(t, body)?;
+        if let Err(e) = crate::lock::check_held() {
+            // Best effort: a removal that fails leaves it, as a command killed then would.
+            let _ = self.backend.remove(t, &id.to_hex());
+            return Err(e);
+        }
+        Ok(id)
     }
 
     /// Loads one index file.
