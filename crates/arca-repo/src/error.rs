@@ -71,6 +71,16 @@ pub enum RepoError {
         /// Repository.
         location: String,
     },
+    /// A lock this process held was released as the process is about to end (on a signal):
+    /// the command stopped before committing anything more.
+    #[error(
+        "the lock on repository {location} was released, as the command is being stopped: \
+         nothing more was committed"
+    )]
+    LockReleased {
+        /// Repository.
+        location: String,
+    },
     /// No key file opens with the given password.
     #[error("wrong password or no key found for repository {location}{skipped}")]
     WrongPassword {

@@ -137,6 +137,9 @@ struct Held {
     lost_ns: std::sync::atomic::AtomicI64,
     /// The lock file was found removed by another process (which took it for stale).
     removed: AtomicBool,
+    /// The lock is being released for a process about to end ([`release_held`]): set before
+    /// its file is deleted, so that nothing more is committed under it.
+    released: AtomicBool,
 }
 
 /// The refresh period and how long after the last successful write a held lock counts as
@@ -183,6 +186,11 @@ pub fn check_held() -> Result<()> {
 impl Held {
     /// [`check_held`] for this lock: `lost_after` in ns, `now` on [`held_clock_ns`]'s clock.
     fn check(&self, lost_after: i64, now: i64) -> Result<()> {
+        if self.released.load(Ordering::SeqCst) {
+            return Err(RepoError::LockReleased {
+                location: self.backend.location(),
+            });
+        }
         if self.stop.load(Ordering::SeqCst) {
             return Ok(());
         }
@@ -422,6 +430,7 @@ impl Repository {
             written_ns: std::sync::atomic::AtomicI64::new(held_clock_ns()),
             lost_ns: std::sync::atomic::AtomicI64::new(0),
             removed: AtomicBool::new(false),
+            released: AtomicBool::new(false),
         });
         {
             let mut all = HELD.lock().unwrap_or_else(|p| p.into_inner());
@@ -543,6 +552,9 @@ impl Drop for Taking {
 impl Held {
     /// Stops the refreshing and removes the lock file (a no-op when it is gone).
     fn release(&self) {
+        // First: a commit checking the lock from now on fails (it passed while the file was
+        // being deleted, and after, until the process ended).
+        self.released.store(true, Ordering::SeqCst);
         self.stop.store(true, Ordering::SeqCst);
         // Under the mutex: a refresh in progress ends first, and none starts after (the
         // refresher looks at `stop` under it before writing a new file).

@@ -417,6 +417,7 @@ fn a_lock_removed_or_paused_too_long_is_lost_for_good() {
         written_ns: std::sync::atomic::AtomicI64::new(held_clock_ns()),
         lost_ns: std::sync::atomic::AtomicI64::new(0),
         removed: AtomicBool::new(false),
+        released: AtomicBool::new(false),
     };
     let id = repo.write_lock(LockKind::Shared, "backup").unwrap();
     let h = held(id);
@@ -436,6 +437,29 @@ fn a_lock_removed_or_paused_too_long_is_lost_for_good() {
     assert!(matches!(e, RepoError::LockLost { minutes: 2, .. }), "{e}");
     h.release();
     assert_eq!(locks(&repo), 0);
+}
+
+/// A lock released for a process ending on a signal commits nothing more: its check passed
+/// (a stopped lock was taken for one being dropped by its owner) while the file was deleted
+/// and after, until the process ended, so a snapshot could be saved under no lock.
+#[test]
+fn a_released_lock_fails_its_check() {
+    let repo = testing::repo(Arc::new(MemoryBackend::new()));
+    let h = Held {
+        backend: Arc::clone(repo.backend()),
+        current: Mutex::new(repo.write_lock(LockKind::Shared, "backup").unwrap()),
+        stop: AtomicBool::new(false),
+        wake: Condvar::new(),
+        written_ns: std::sync::atomic::AtomicI64::new(held_clock_ns()),
+        lost_ns: std::sync::atomic::AtomicI64::new(0),
+        removed: AtomicBool::new(false),
+        released: AtomicBool::new(false),
+    };
+    assert!(h.check(60_000_000_000, held_clock_ns()).is_ok());
+    h.release();
+    assert_eq!(locks(&repo), 0);
+    let e = h.check(60_000_000_000, held_clock_ns()).unwrap_err();
+    assert!(matches!(e, RepoError::LockReleased { .. }), "{e}");
 }
 
 /// A held lock's age is measured since boot, not on the wall clock, which an administrator or
