@@ -502,8 +502,13 @@ fn a_missing_path_among_others_is_warned_about_and_left_out() {
     ]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(3), "{err}");
-    assert_eq!(err.matches("not-here").count(), 1, "{err}");
-    assert!(err.contains("No such file or directory"), "{err}");
+    // Under --json, restic's error line: the entry as `item`, the message naming it once.
+    let line: serde_json::Value = serde_json::from_str(err.trim()).expect("one JSON line");
+    assert_eq!(line["message_type"], "error", "{err}");
+    assert_eq!(line["item"], gone.to_str().unwrap(), "{err}");
+    let message = line["error"]["message"].as_str().unwrap();
+    assert_eq!(message.matches("not-here").count(), 1, "{err}");
+    assert!(message.contains("No such file or directory"), "{err}");
     let v: serde_json::Value =
         serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().last().unwrap()).unwrap();
     assert_eq!(v["complete"], false);
