@@ -46,7 +46,8 @@ pub(crate) struct Counters {
     pub written: AtomicU64,
     /// File bytes actually handed to `write` (zero blocks skipped as holes).
     pub written_nonzero: AtomicU64,
-    /// Blocks and bytes copied from the target itself instead of fetched.
+    /// Blocks and bytes copied from the target itself instead of fetched, or written again
+    /// from data a job already placed (see `place::land`).
     pub copied_blocks: AtomicU64,
     pub copied: AtomicU64,
     /// Blocks and bytes taken from `--reuse-from` trees.

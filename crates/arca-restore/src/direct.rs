@@ -72,6 +72,8 @@ struct Pending {
     len: usize,
     /// The job it belongs to (a slot of [`DirectQueue::held`]).
     job: usize,
+    /// A further use of a block placed already: counted as copied when it was handed on.
+    dup: bool,
 }
 
 /// A job whose report waits for its direct writes.
@@ -198,7 +200,9 @@ impl DirectQueue {
 
     /// Sends `data`, to land at `offset` of file `target.file` (already created and sized), to
     /// a writer. Returns false when it could not (the caller writes it through the page cache).
-    /// The file's countdown for `target` is settled when the write lands.
+    /// The file's countdown for `target` is settled when the write lands. A `dup` (a further
+    /// use of a block placed already) is counted by the caller, as copied.
+    #[allow(clippy::too_many_arguments)]
     pub fn submit(
         &mut self,
         sh: &Shared,
@@ -207,6 +211,7 @@ impl DirectQueue {
         target: Target,
         offset: u64,
         data: &[u8],
+        dup: bool,
     ) -> bool {
         let Some(tx) = self.tx.clone() else {
             return false;
@@ -262,6 +267,7 @@ impl DirectQueue {
             offset,
             len: data.len(),
             job: self.current,
+            dup,
         });
         self.held[self.current].writes += 1;
         self.in_flight += 1;
@@ -337,9 +343,11 @@ impl DirectQueue {
             Ok((written, direct)) => {
                 let c = &sh.counters;
                 let len = p.len as u64;
-                c.written.fetch_add(len, Ordering::Relaxed);
-                c.written_nonzero.fetch_add(written, Ordering::Relaxed);
-                c.holes.fetch_add(len - written, Ordering::Relaxed);
+                if !p.dup {
+                    c.written.fetch_add(len, Ordering::Relaxed);
+                    c.written_nonzero.fetch_add(written, Ordering::Relaxed);
+                    c.holes.fetch_add(len - written, Ordering::Relaxed);
+                }
                 c.direct.fetch_add(direct, Ordering::Relaxed);
                 sh.progress.bytes.fetch_add(len, Ordering::Relaxed);
             }

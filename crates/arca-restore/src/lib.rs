@@ -223,9 +223,11 @@ pub struct RestoreReport {
     /// Blocks taken from another copy in the repository because the one read was damaged
     /// or missing (`arca check --read-data` names the damage).
     pub other_copies: u64,
-    /// Blocks and bytes copied from the target instead of fetched.
+    /// Blocks and bytes placed as local copies instead of fetched: further uses of a block
+    /// the target holds or this restore fetched or read (copied in the target, or written
+    /// again from the same data), as the plan's `bytes_to_copy` counts them.
     pub blocks_copied: u64,
-    /// Bytes copied from the target instead of fetched.
+    /// Bytes placed as local copies instead of fetched.
     pub bytes_copied: u64,
     /// Blocks and bytes taken from `--reuse-from` trees.
     pub blocks_reused: u64,

@@ -206,7 +206,10 @@ impl<'a, 's> Worker<'a, 's> {
                 .fetched_useful
                 .fetch_add(u64::from(bp.length), Ordering::Relaxed);
             let mut landed: Option<Target> = None;
-            for &t in &jb.targets {
+            for (i, &t) in jb.targets.iter().enumerate() {
+                // Uses after the first are local copies of the block fetched once, counted so
+                // whichever way they are made (as the plan counts them).
+                let dup = i > 0;
                 let ok = match landed {
                     // Where the file system shares extents, later uses are copies of the first
                     // (reflinks where the offsets allow), once it is on disk; elsewhere a copy
@@ -217,10 +220,10 @@ impl<'a, 's> Worker<'a, 's> {
                             sh.op_done(t.file, self.open.get(&t.file));
                             true
                         } else {
-                            land(sh, &mut self.open, &mut self.direct, jb.blob, t, plain)
+                            land(sh, &mut self.open, &mut self.direct, jb.blob, t, plain, dup)
                         }
                     }
-                    _ => land(sh, &mut self.open, &mut self.direct, jb.blob, t, plain),
+                    _ => land(sh, &mut self.open, &mut self.direct, jb.blob, t, plain, dup),
                 };
                 if ok && landed.is_none() {
                     landed = Some(t);
@@ -263,8 +266,8 @@ impl<'a, 's> Worker<'a, 's> {
                 } => {
                     let len = data.len() as u64;
                     let mut landed = None;
-                    for t in targets {
-                        if land(sh, &mut self.open, &mut self.direct, blob, t, &data)
+                    for (i, t) in targets.into_iter().enumerate() {
+                        if land(sh, &mut self.open, &mut self.direct, blob, t, &data, i > 0)
                             && landed.is_none()
                         {
                             landed = Some(t);
@@ -333,14 +336,18 @@ impl<'a, 's> Worker<'a, 's> {
                     let data = std::mem::take(&mut self.scratch);
                     let len = data.len() as u64;
                     let mut landed = None;
-                    for t in targets {
-                        if land(sh, &mut self.open, &mut self.direct, blob, t, &data)
+                    for (i, t) in targets.into_iter().enumerate() {
+                        // Read from the tree once; further uses are local copies of it.
+                        let dup = i > 0;
+                        if land(sh, &mut self.open, &mut self.direct, blob, t, &data, dup)
                             && landed.is_none()
                         {
                             landed = Some(t);
                         }
-                        sh.counters.reused.fetch_add(len, Ordering::Relaxed);
-                        sh.counters.reused_blocks.fetch_add(1, Ordering::Relaxed);
+                        if !dup {
+                            sh.counters.reused.fetch_add(len, Ordering::Relaxed);
+                            sh.counters.reused_blocks.fetch_add(1, Ordering::Relaxed);
+                        }
                         d.settled += len;
                     }
                     self.scratch = data;
@@ -448,7 +455,11 @@ fn max_open_files() -> usize {
 
 /// Writes block `blob`'s `data` at target `t` and counts the target down, now or (for a span
 /// handed to the direct writers) when it lands. Returns false when the file failed
-/// (reported); a direct write that fails later is undone when it lands.
+/// (reported); a direct write that fails later is undone when it lands. A `dup` (a further
+/// use of a block the job already placed, from the same data) counts as copied locally, not
+/// written: the plan cannot know whether a later use will find the block on disk (a copy) or
+/// still in memory (this), and counts every later use as a copy (the dry run said "copy 2 MiB
+/// locally", the real run "copied 0 B").
 #[allow(clippy::too_many_arguments)]
 fn land(
     sh: &Shared,
@@ -457,6 +468,7 @@ fn land(
     blob: u32,
     t: Target,
     data: &[u8],
+    dup: bool,
 ) -> bool {
     let fresh =
         sh.scan.entries[sh.plan.files[t.file as usize].entry as usize] != EntryAction::Patch;
@@ -486,7 +498,7 @@ fn land(
         (Ok(n), Some(mid)) => {
             let at = t.offset + mid.start as u64;
             let middle = &data[mid];
-            queued = direct.submit(sh, open, blob, t, at, middle);
+            queued = direct.submit(sh, open, blob, t, at, middle, dup);
             if queued {
                 len -= middle.len() as u64;
                 Ok(n)
@@ -504,9 +516,15 @@ fn land(
     let ok = match res {
         Ok(n) => {
             let c = &sh.counters;
-            c.written.fetch_add(len, Ordering::Relaxed);
-            c.written_nonzero.fetch_add(n, Ordering::Relaxed);
-            c.holes.fetch_add(len - n, Ordering::Relaxed);
+            if dup {
+                // The whole block, a middle in flight included (its landing counts nothing).
+                c.copied.fetch_add(data.len() as u64, Ordering::Relaxed);
+                c.copied_blocks.fetch_add(1, Ordering::Relaxed);
+            } else {
+                c.written.fetch_add(len, Ordering::Relaxed);
+                c.written_nonzero.fetch_add(n, Ordering::Relaxed);
+                c.holes.fetch_add(len - n, Ordering::Relaxed);
+            }
             sh.progress.bytes.fetch_add(len, Ordering::Relaxed);
             true
         }

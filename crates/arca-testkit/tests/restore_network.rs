@@ -48,6 +48,8 @@ fn duplicate_blocks_are_decoded_once_and_later_uses_copied_locally() {
     assert!(r.issues.is_empty(), "{:?}", r.issues);
     assert_eq!(r.blocks_decoded, r.plan.blobs_to_fetch);
     assert!(r.plan.bytes_to_copy > 0, "the tree has duplicates");
+    // Counted as the plan counts them: copies, however they were made.
+    assert_eq!(r.bytes_copied, r.plan.bytes_to_copy, "{r:?}");
     exact(&src, &t1);
 
     // One file at a time: a block already on disk is copied from there (copy_file_range), not
@@ -62,6 +64,7 @@ fn duplicate_blocks_are_decoded_once_and_later_uses_copied_locally() {
     let r = r.unwrap();
     assert!(r.issues.is_empty(), "{:?}", r.issues);
     assert!(r.blocks_copied > 0 && r.bytes_copied > 0, "{r:?}");
+    assert_eq!(r.bytes_copied, r.plan.bytes_to_copy, "{r:?}");
     assert!(r.blocks_decoded <= r.plan.blobs_to_fetch + r.rereads);
     exact(&src, &t2);
 }

@@ -1,0 +1,88 @@
+//! A dry run's figures are the real run's: for a few states of the target, what
+//! `restore --dry-run --json` says it would fetch, write and copy locally is what the real run
+//! then reports having done.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+
+use arca_testkit::random_bytes;
+use common::*;
+
+/// Runs the dry run, then the real run, into `t`, and checks that their figures agree.
+fn dry_then_real(e: &Env, t: &Path, what: &str) {
+    let t = t.to_str().unwrap();
+    let dry = e.json(&["restore", "latest", "--target", t, "--dry-run", "--json"]);
+    let real = e.json(&["restore", "latest", "--target", t, "--json"]);
+    let (p, r) = (&dry["plan"], &real["plan"]);
+    // The same plan, and the same breakdown of files.
+    assert_eq!(p, r, "{what}: the plans differ\n{dry}\n{real}");
+    // What the real run did is what the plan said.
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap();
+    assert_eq!(
+        n(p, "bytes_to_copy"),
+        n(&real, "bytes_copied"),
+        "{what}: copied locally\n{dry}\n{real}"
+    );
+    assert_eq!(
+        n(p, "bytes_to_reuse"),
+        n(&real, "bytes_reused"),
+        "{what}: reused\n{dry}\n{real}"
+    );
+    assert_eq!(
+        n(p, "blobs_to_fetch"),
+        n(&real, "blocks_decoded"),
+        "{what}: blocks fetched\n{dry}\n{real}"
+    );
+    assert_eq!(
+        n(p, "packs_to_read"),
+        n(&real, "packs_read"),
+        "{what}: packs\n{dry}\n{real}"
+    );
+    // Random content: no zero pages, so every byte placed is written or copied.
+    assert_eq!(
+        n(p, "bytes_to_write") + n(p, "bytes_to_copy") + n(p, "bytes_to_reuse"),
+        n(&real, "bytes_written"),
+        "{what}: bytes written\n{dry}\n{real}"
+    );
+    assert_eq!(n(&real, "errors"), 0, "{real}");
+}
+
+/// The same block in two files: a fresh target, a target with both files gone, a target with
+/// one of them. The dry run said "copy 2 MiB locally" where the real run wrote the second use
+/// from the fetched block and counted nothing as copied.
+#[test]
+fn a_dry_run_counts_duplicated_blocks_as_the_real_run_does() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    let big = random_bytes(7, 2 << 20);
+    fs::write(src.join("a"), &big).unwrap();
+    fs::write(src.join("d/b"), &big).unwrap();
+    fs::write(src.join("c"), b"hello").unwrap();
+    fs::write(src.join("d/e"), b"hello").unwrap();
+    fs::write(src.join("other"), random_bytes(8, 100_000)).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let here = target.join(src.strip_prefix("/").unwrap());
+
+    dry_then_real(&e, &target, "a fresh target");
+
+    // Both files with the block gone (and one other): the block is fetched again once.
+    fs::remove_file(here.join("a")).unwrap();
+    fs::remove_file(here.join("d/b")).unwrap();
+    fs::remove_file(here.join("other")).unwrap();
+    dry_then_real(&e, &target, "the duplicated block gone from the target");
+
+    // The block still in one file, the other gone: it is copied from there.
+    fs::remove_file(here.join("d/b")).unwrap();
+    dry_then_real(
+        &e,
+        &target,
+        "the duplicated block in one file of the target",
+    );
+}
