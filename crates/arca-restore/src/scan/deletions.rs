@@ -1,0 +1,130 @@
+//! `--delete`: the entries of existing folders that the snapshot lacks and the selection
+//! covers, and the names a case-insensitive target gives the snapshot's own.
+
+use std::os::unix::ffi::OsStrExt;
+
+use super::{Deletion, DirAction, EntryAction, Scan, Scanner, backed_up};
+use crate::hashing::parallel_map;
+
+impl Scanner<'_> {
+    /// Entries of existing directories that the snapshot lacks and the selection covers.
+    pub(super) fn find_deletions(&self, scan: &mut Scan) {
+        let plan = self.plan;
+        let merged = crate::aliases::merged_names(plan, self.risky, &scan.dirs);
+        let found = parallel_map(plan.dirs.len(), self.threads, self.stop, |d| {
+            let dp = &plan.dirs[d];
+            if scan.dirs[d] != DirAction::Exists {
+                return vec![];
+            }
+            // Above the backed-up folders (`/`, `/home` for a backup of `/home/you`), the
+            // target's other entries were never backed up: they are not the snapshot's to
+            // delete (restoring to `/` with --delete must not empty the system).
+            if !backed_up(self.roots, &dp.snap_path) {
+                return vec![];
+            }
+            // Without a listing (it could not be read) nothing is known to be extra.
+            if !dp.listed {
+                return vec![];
+            }
+            let Ok(listing) = arca_fs::list_dir_noatime(&dp.path) else {
+                return vec![];
+            };
+            // Folders that the target's file system merges (`Docs` and `docs` on a
+            // case-insensitive one) hold the names of them all.
+            let names = merged.get(&d).unwrap_or(&dp.names);
+            let mut known: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+            known.sort_unstable();
+            let mut out = vec![];
+            for (name, is_dir) in listing {
+                if known.binary_search(&name.as_slice()).is_ok()
+                    || alias_of_known(&dp.path, &name, names)
+                {
+                    continue;
+                }
+                let name = std::ffi::OsStr::from_bytes(&name);
+                let snap = dp.snap_path.join(name);
+                if self.sel.decide(is_dir, &snap, dp.selected) == Some(true) {
+                    out.push(Deletion {
+                        path: dp.path.join(name),
+                        is_dir,
+                    });
+                }
+            }
+            out
+        });
+        scan.deletes = found.into_iter().flatten().flatten().collect();
+        // A folder where the snapshot has a file goes too (with all it holds): it is listed
+        // and counted as deleted, not only replaced.
+        for (e, a) in scan.entries.iter().enumerate() {
+            if *a != EntryAction::Replace {
+                continue;
+            }
+            let path = plan.entry_path(e as u32);
+            if arca_fs::lstat(&path).is_ok_and(|m| m.is_dir()) {
+                scan.deletes.push(Deletion { path, is_dir: true });
+            }
+        }
+    }
+}
+
+/// Whether the extra entry `name` of folder `dir` is one of the snapshot's `names` under
+/// another case: on a case-insensitive file system (vfat, exFAT, a casefolded folder), the
+/// snapshot's `Report.txt` is the target's `report.txt`, which the scan found and kept, and
+/// `--delete` removed it as extra (exit 0, the file lost). Told by a name equal but for case
+/// that leads to the same inode.
+fn alias_of_known(dir: &std::path::Path, name: &[u8], names: &[Vec<u8>]) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // Folded as the case-alias check folds (upper then lower case: ß and SS, ς and σ too).
+    let folded = crate::aliases::folded(name);
+    let twins: Vec<&Vec<u8>> = names
+        .iter()
+        .filter(|n| crate::aliases::folded(n) == folded)
+        .collect();
+    if twins.is_empty() {
+        return false;
+    }
+    let ino = |n: &[u8]| {
+        arca_fs::lstat(&dir.join(std::ffi::OsStr::from_bytes(n)))
+            .ok()
+            .map(|m| (m.dev(), m.ino()))
+    };
+    let Some(mine) = ino(name) else {
+        return false;
+    };
+    twins.into_iter().any(|t| ino(t) == Some(mine))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::fs;
+
+    /// A case-insensitive file system gives two names one entry: the same inode. A hard link
+    /// stands in for it here (this kernel mounts no vfat or casefolded ext4 in tests).
+    #[test]
+    fn an_extra_name_is_a_known_one_under_another_case_only_on_the_same_inode() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        fs::write(d.join("Report.txt"), b"kept").unwrap();
+        fs::hard_link(d.join("Report.txt"), d.join("report.txt")).unwrap();
+        fs::hard_link(d.join("Report.txt"), d.join("copy.txt")).unwrap();
+        fs::write(d.join("NOTES"), b"another file").unwrap();
+        fs::write(d.join("notes"), b"its own").unwrap();
+        let names = vec![b"Report.txt".to_vec(), b"NOTES".to_vec()];
+        assert!(alias_of_known(d, b"report.txt", &names));
+        // Another name of the same file, not a case variant: extra.
+        assert!(!alias_of_known(d, b"copy.txt", &names));
+        // A case variant that is a file of its own (a case-sensitive file system): extra.
+        assert!(!alias_of_known(d, b"notes", &names));
+        // Folded as casefolded ext4 folds: the target's `Straße` is the snapshot's
+        // `STRASSE`, which `--delete` removed as extra (exit 0, hunt 17 follow-up).
+        fs::write(d.join("STRASSE"), b"kept").unwrap();
+        fs::hard_link(d.join("STRASSE"), d.join("Straße")).unwrap();
+        assert!(alias_of_known(
+            d,
+            "Straße".as_bytes(),
+            &[b"STRASSE".to_vec()]
+        ));
+    }
+}
