@@ -52,7 +52,8 @@ fn dry_then_real(e: &Env, t: &Path, what: &str) {
 }
 
 /// The same block in two files: a fresh target, a target with both files gone, a target with
-/// one of them. The dry run said "copy 2 MiB locally" where the real run wrote the second use
+/// one of them, a target where the two are one file (hard-linked) that the snapshot keeps
+/// apart. The dry run said "copy 2 MiB locally" where the real run wrote the second use
 /// from the fetched block and counted nothing as copied.
 #[test]
 fn a_dry_run_counts_duplicated_blocks_as_the_real_run_does() {
@@ -85,4 +86,25 @@ fn a_dry_run_counts_duplicated_blocks_as_the_real_run_does() {
         &target,
         "the duplicated block in one file of the target",
     );
+
+    // Two files of the snapshot that the target has as one (a hard link), split, whether
+    // their size and mtime are trusted or they are hashed (while content moves, in the real
+    // run: one name was replaced before the other was hashed, which was then kept, where the
+    // dry run replaced both).
+    for touched in [false, true] {
+        for (x, y) in [("c", "d/e"), ("a", "d/b")] {
+            fs::remove_file(here.join(y)).unwrap();
+            fs::hard_link(here.join(x), here.join(y)).unwrap();
+            if touched {
+                let f = fs::File::options().write(true).open(here.join(x)).unwrap();
+                f.set_modified(std::time::SystemTime::now()).unwrap();
+            }
+        }
+        dry_then_real(&e, &target, &format!("a joined pair (touched: {touched})"));
+        use std::os::unix::fs::MetadataExt;
+        let ino = |p: &str| fs::metadata(here.join(p)).unwrap().ino();
+        assert_ne!(ino("c"), ino("d/e"));
+        assert_ne!(ino("a"), ino("d/b"));
+        assert_eq!(fs::read(here.join("d/b")).unwrap(), big);
+    }
 }

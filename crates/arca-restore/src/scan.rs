@@ -576,12 +576,15 @@ impl Scanner<'_> {
     /// selected, or outside the backup): those may be its own. Never for an inode to be
     /// written or changed: one of them could be a file outside the target.
     fn foreign_names(&self, e: u32, nlink: u64, dev: u64, ino: u64, untouched: bool) -> bool {
-        if nlink <= 1 {
-            return false;
-        }
         let plan = self.plan;
+        // Two files of the snapshot the scan found joined are split, also when the other
+        // name is gone by the time this one is hashed: a real run hashing while content
+        // moves had then replaced it, and kept this one where the dry run replaced both.
         if self.inodes.shared_with_another(plan, e, dev, ino) {
             return true;
+        }
+        if nlink <= 1 {
+            return false;
         }
         let left_out = if untouched {
             let in_plan = 1 + plan.links.get(&e).map_or(0, |l| l.len() as u64);
