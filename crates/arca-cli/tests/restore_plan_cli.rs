@@ -1,6 +1,6 @@
 //! A dry run's figures are the real run's: for a few states of the target, what
 //! `restore --dry-run --json` says it would fetch, write and copy locally is what the real run
-//! then reports having done.
+//! then reports having done; and what `-v` lists is what the run does.
 
 #![allow(clippy::unwrap_used)]
 
@@ -107,4 +107,50 @@ fn a_dry_run_counts_duplicated_blocks_as_the_real_run_does() {
         assert_ne!(ino("a"), ino("d/b"));
         assert_eq!(fs::read(here.join("d/b")).unwrap(), big);
     }
+}
+
+/// A name already linked to a file that is patched in place stays so: `-v` lists nothing for
+/// it, as it lists nothing for a file left as it is (it said "restore hardlink" when the file
+/// was hashed while content moved, and the summary counted the name as a hard link made).
+#[test]
+fn a_hard_link_to_a_file_patched_in_place_is_listed_as_left() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("x")).unwrap();
+    fs::create_dir_all(src.join("y")).unwrap();
+    fs::write(src.join("x/h1"), random_bytes(9, 300_000)).unwrap();
+    fs::hard_link(src.join("x/h1"), src.join("y/h2")).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "-q", "latest", "--target", t]);
+    let here = target.join(src.strip_prefix("/").unwrap());
+    let damage = || {
+        let f = fs::File::options()
+            .write(true)
+            .open(here.join("x/h1"))
+            .unwrap();
+        f.write_all_at(b"XXXX", 1000).unwrap();
+    };
+    let ino = |p: &str| fs::metadata(here.join(p)).unwrap().ino();
+    let before = ino("x/h1");
+    damage();
+    let dry = e.ok(&["restore", "latest", "--target", t, "--dry-run", "-v"]);
+    assert!(dry.contains("would update file"), "{dry}");
+    assert!(dry.contains("leave hardlink"), "{dry}");
+    let real = e.json(&["restore", "latest", "--target", t, "--json"]);
+    assert_eq!(real["hardlinks"], 0, "{real}");
+    damage();
+    let real = e.ok(&["restore", "latest", "--target", t, "-v"]);
+    assert!(real.contains("update file"), "{real}");
+    assert!(!real.contains("hardlink"), "{real}");
+    assert!(real.contains("0 hard links"), "{real}");
+    assert_eq!(ino("x/h1"), before);
+    assert_eq!(ino("y/h2"), before);
+    assert_eq!(
+        fs::read(here.join("y/h2")).unwrap(),
+        fs::read(src.join("x/h1")).unwrap()
+    );
 }

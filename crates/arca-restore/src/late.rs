@@ -26,12 +26,17 @@ pub(crate) fn hash_while_restoring(
 ) {
     let plan = sh.plan;
     scanner.hash(files, &|h: &SmallFile, (action, held)| {
-        after.lock().unwrap_or_else(|p| p.into_inner()).record(
-            plan,
-            h,
-            action.clone(),
-            held.clone(),
-        );
+        {
+            let mut after = after.lock().unwrap_or_else(|p| p.into_inner());
+            after.record(plan, h, action.clone(), held.clone());
+            // Kept or patched in place, it stays its inode: its further names that are that
+            // inode already are left, and listed so (`-v` said "restore hardlink").
+            if let (EntryAction::Keep { .. } | EntryAction::Patch, Some(links)) =
+                (&action, plan.links.get(&h.entry))
+            {
+                scanner.settle_links_of(h.entry, links, &mut after);
+            }
+        }
         let uses = plan.file_uses(h.file);
         let mut held = held.unwrap_or_default();
         held.resize(uses.len(), false);

@@ -352,20 +352,25 @@ impl Scanner<'_> {
                 EntryAction::Patch => !scan.is_deferred(first),
                 _ => false,
             };
-            if !stays {
-                continue;
+            if stays {
+                self.settle_links_of(first, links, scan);
             }
-            let Ok(f) = arca_fs::lstat(&self.plan.entry_path(first)) else {
-                continue;
-            };
-            for &l in links {
-                if scan.entries[l as usize] == EntryAction::Create
-                    && self.looked_at(l)
-                    && arca_fs::lstat(&self.plan.entry_path(l))
-                        .is_ok_and(|m| m.ino() == f.ino() && m.dev() == f.dev())
-                {
-                    scan.entries[l as usize] = EntryAction::Skip;
-                }
+        }
+    }
+
+    /// The further names `links` of `first`, which stays the inode it is, that are that inode
+    /// already: left as they are (Skip).
+    pub(crate) fn settle_links_of(&self, first: u32, links: &[u32], scan: &mut Scan) {
+        let Ok(f) = arca_fs::lstat(&self.plan.entry_path(first)) else {
+            return;
+        };
+        for &l in links {
+            if scan.entries[l as usize] == EntryAction::Create
+                && self.looked_at(l)
+                && arca_fs::lstat(&self.plan.entry_path(l))
+                    .is_ok_and(|m| m.ino() == f.ino() && m.dev() == f.dev())
+            {
+                scan.entries[l as usize] = EntryAction::Skip;
             }
         }
     }

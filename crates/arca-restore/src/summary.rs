@@ -138,9 +138,11 @@ fn deleted_kind(path: &std::path::Path, is_dir: bool) -> &'static str {
 /// Which entries the observer hears about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tell {
-    /// Every entry that changes but the files still to be hashed ([`Scan::is_deferred`]).
+    /// Every entry that changes but the files still to be hashed ([`Scan::is_deferred`])
+    /// and their hard links.
     Settled,
-    /// Only the files that were hashed while content moved (no directories, no deletions).
+    /// Only the files that were hashed while content moved, and their hard links (no
+    /// directories, no deletions).
     Deferred,
 }
 
@@ -152,11 +154,18 @@ pub(crate) fn summarize(
     observer: &dyn Observer,
     tell: Tell,
 ) -> PlanSummary {
+    // A hard link waits for its file: whether it is left or made again is known once the
+    // file is hashed (a name already linked to a file patched in place was listed as
+    // "restore hardlink").
+    let deferred = |e: usize| match plan.entries[e].kind {
+        EntryKind::Link(first) => scan.is_deferred(first),
+        _ => scan.is_deferred(e as u32),
+    };
     let told = |e: Option<usize>| match (tell, e) {
         (Tell::Settled, None) => true,
-        (Tell::Settled, Some(e)) => !scan.is_deferred(e as u32),
+        (Tell::Settled, Some(e)) => !deferred(e),
         (Tell::Deferred, None) => false,
-        (Tell::Deferred, Some(e)) => scan.is_deferred(e as u32),
+        (Tell::Deferred, Some(e)) => deferred(e),
     };
     let mut s = PlanSummary {
         dirs: plan.dirs.len() as u64 - 1,
