@@ -121,7 +121,7 @@ pub enum RestoreError {
     #[error(transparent)]
     Repo(#[from] RepoError),
     /// The target directory cannot be created or written.
-    #[error("target {}: {source}", path.display())]
+    #[error("target {}: {source}", arca_format::text::shown(path))]
     Target {
         /// The target.
         path: PathBuf,
@@ -132,8 +132,8 @@ pub enum RestoreError {
     #[error(
         "target {}: inside the repository {} this restore reads from (restoring there would \
          overwrite its files, and --delete delete them); choose another target",
-        target.display(),
-        repository.display()
+        arca_format::text::shown(target),
+        arca_format::text::shown(repository)
     )]
     TargetInRepository {
         /// The target.
@@ -144,7 +144,7 @@ pub enum RestoreError {
     /// The disk holding the target is full.
     #[error(
         "cannot write {}: {source}; the restore stopped{}",
-        path.display(),
+        arca_format::text::shown(path),
         match unfinished {
             0 => String::new(),
             1 => ", 1 file unfinished: free some space and run it again to finish it".into(),
@@ -329,7 +329,7 @@ pub fn restore(
                             format!(
                                 "a symlink to {}, which does not exist (or leads through \
                                  something that does not)",
-                                to.display()
+                                arca_format::text::shown(&to)
                             ),
                         ),
                         _ => source,

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+use arca_format::text::shown;
 use arca_format::{Id, Node, Snapshot};
 use arca_repo::{Index, Repository};
 use arca_restore::{
@@ -81,11 +82,7 @@ impl arca_restore::Observer for Printer<'_> {
             } else {
                 String::new()
             };
-            format!(
-                "{verb} {} {}{size}",
-                e.kind,
-                arca_format::text::shown(e.path)
-            )
+            format!("{verb} {} {}{size}", e.kind, shown(e.path))
         };
         // Listings go to stdout, where a pipe can take them.
         self.line.suspend(|| {
@@ -122,14 +119,11 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     for dir in &a.reuse_from {
         match std::fs::metadata(dir) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => bail!("--reuse-from {}: not a folder", dir.display()),
-            Err(e) => bail!("--reuse-from {}: {e}", dir.display()),
+            Ok(_) => bail!("--reuse-from {}: not a folder", shown(dir)),
+            Err(e) => bail!("--reuse-from {}: {e}", shown(dir)),
         }
         if let Err(e) = std::fs::read_dir(dir) {
-            bail!(
-                "--reuse-from {}: cannot read the folder: {e}",
-                dir.display()
-            );
+            bail!("--reuse-from {}: cannot read the folder: {e}", shown(dir));
         }
     }
     let opened = util::open(g)?;
@@ -437,7 +431,7 @@ fn print_summary(
              metadata of {}, leave {} unchanged and {} alone{}; create {} directories; delete {} \
              entries",
             id.short(),
-            a.target.display(),
+            shown(&a.target),
             p.files_new,
             human_bytes(p.bytes_to_place),
             p.files_updated,
@@ -496,7 +490,7 @@ fn print_summary(
     super::out(&format!(
         "restored snapshot {} to {}: {files}, {} dirs, {} other, {} hard links, {} in {}",
         id.short(),
-        a.target.display(),
+        shown(&a.target),
         r.dirs,
         r.others,
         r.hardlinks,
