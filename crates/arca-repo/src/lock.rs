@@ -140,6 +140,9 @@ struct Held {
     /// The lock is being released for a process about to end ([`release_held`]): set before
     /// its file is deleted, so that nothing more is committed under it.
     released: AtomicBool,
+    /// When the lock file was last found there, on [`held_clock_ns`]'s clock, taken as the
+    /// look was sent (0: not since it was last rewritten).
+    seen_ns: std::sync::atomic::AtomicI64,
 }
 
 /// The refresh period and how long after the last successful write a held lock counts as
@@ -153,6 +156,11 @@ pub const LOST_AFTER: Duration = Duration::from_secs(25 * 60);
 
 /// While a refresh fails, it is tried again this often.
 const RETRY_REFRESH: Duration = Duration::from_secs(30);
+
+/// Before a commit is written, a lock file found there less than this long ago is not looked
+/// for again ([`check_held_before_write`]): the look after the index file written just before
+/// the snapshot stands for the one before the snapshot.
+const SEEN_FRESH: Duration = Duration::from_secs(2);
 
 /// Sets the refresh period and the time after which a held lock is lost (tests).
 pub fn set_timing(refresh_every: Duration, lost_after: Duration) {
@@ -175,17 +183,54 @@ fn timing() -> (Duration, Duration) {
 /// for stale meanwhile), and when its file is gone (another process removed it as stale: a
 /// clock ahead of ours, or the same pause); the file is looked for each time (one request).
 pub fn check_held() -> Result<()> {
+    check_all(0)
+}
+
+/// [`check_held`] before a commit (a snapshot, an index file) is written, which is checked
+/// again once written ([`Repository::save_commit`](crate::Repository)): a lock file found
+/// there less than [`SEEN_FRESH`] ago (by the check after the index file written just
+/// before) is not looked for again. The rest is checked as ever (lost, released, found
+/// removed), and the check after the write looks for the file whatever this one did, so a
+/// lock lost before the write still fails the commit: a backup writing its last index file
+/// and then its snapshot looks three times, not four.
+pub(crate) fn check_held_before_write() -> Result<()> {
+    check_all(i64::try_from(SEEN_FRESH.as_nanos()).unwrap_or(0))
+}
+
+/// [`check_held`] trusting a sighting of the file younger than `fresh` ns (0: none).
+fn check_all(fresh: i64) -> Result<()> {
     let lost_after = i64::try_from(timing().1.as_nanos()).unwrap_or(i64::MAX);
     let held = HELD.lock().unwrap_or_else(|p| p.into_inner());
     for h in held.iter().filter_map(Weak::upgrade) {
-        h.check(lost_after, held_clock_ns())?;
+        h.check_trusting(lost_after, held_clock_ns(), fresh)?;
     }
     Ok(())
 }
 
 impl Held {
+    fn new(backend: Arc<dyn Backend>, id: Id) -> Self {
+        Self {
+            backend,
+            current: Mutex::new(id),
+            stop: AtomicBool::new(false),
+            wake: Condvar::new(),
+            written_ns: std::sync::atomic::AtomicI64::new(held_clock_ns()),
+            lost_ns: std::sync::atomic::AtomicI64::new(0),
+            removed: AtomicBool::new(false),
+            released: AtomicBool::new(false),
+            seen_ns: std::sync::atomic::AtomicI64::new(0),
+        }
+    }
+
     /// [`check_held`] for this lock: `lost_after` in ns, `now` on [`held_clock_ns`]'s clock.
+    #[cfg(test)]
     fn check(&self, lost_after: i64, now: i64) -> Result<()> {
+        self.check_trusting(lost_after, now, 0)
+    }
+
+    /// [`Self::check`], the file not looked for when it was found there less than `fresh` ns
+    /// before `now`.
+    fn check_trusting(&self, lost_after: i64, now: i64, fresh: i64) -> Result<()> {
         if self.released.load(Ordering::SeqCst) {
             return Err(RepoError::LockReleased {
                 location: self.backend.location(),
@@ -210,13 +255,18 @@ impl Held {
         }
         // Under the refresher's mutex: the file named is the one on the backend.
         let current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        if self
-            .backend
-            .stat(FileType::Lock, &current.to_hex())
-            .is_err_and(|e| e.is_not_found())
-        {
-            self.removed.store(true, Ordering::SeqCst);
-            return Err(removed());
+        let seen = self.seen_ns.load(Ordering::SeqCst);
+        if seen != 0 && now.saturating_sub(seen) < fresh {
+            return Ok(());
+        }
+        let sent = held_clock_ns();
+        match self.backend.stat(FileType::Lock, &current.to_hex()) {
+            Err(e) if e.is_not_found() => {
+                self.removed.store(true, Ordering::SeqCst);
+                return Err(removed());
+            }
+            Ok(_) => self.seen_ns.store(sent, Ordering::SeqCst),
+            Err(_) => {}
         }
         Ok(())
     }
@@ -422,16 +472,7 @@ impl Repository {
                 return Err(e);
             }
         }
-        let held = Arc::new(Held {
-            backend: Arc::clone(self.backend()),
-            current: Mutex::new(id),
-            stop: AtomicBool::new(false),
-            wake: Condvar::new(),
-            written_ns: std::sync::atomic::AtomicI64::new(held_clock_ns()),
-            lost_ns: std::sync::atomic::AtomicI64::new(0),
-            removed: AtomicBool::new(false),
-            released: AtomicBool::new(false),
-        });
+        let held = Arc::new(Held::new(Arc::clone(self.backend()), id));
         {
             let mut all = HELD.lock().unwrap_or_else(|p| p.into_inner());
             all.retain(|w| w.strong_count() > 0);
@@ -521,6 +562,8 @@ fn refresh(repo: &Repository, held: &Held, kind: LockKind, command: &str) {
                     held.removed.store(true, Ordering::SeqCst);
                 }
                 *current = new;
+                // The file seen was the one just replaced.
+                held.seen_ns.store(0, Ordering::SeqCst);
                 wait = timing().0;
             }
             Err(_) => wait = timing().0.min(RETRY_REFRESH),

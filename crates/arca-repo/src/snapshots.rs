@@ -120,7 +120,7 @@ impl Repository {
     /// [`Self::save_snapshot`], keeping the JSON fields of `original` (a snapshot body, of
     /// this repository or another: `copy`) that this build does not know.
     pub fn save_snapshot_keeping(&self, s: &Snapshot, original: &[u8]) -> Result<Id> {
-        crate::lock::check_held()?;
+        crate::lock::check_held_before_write()?;
         let body = s
             .encode_keeping(original)
             .map_err(|e| RepoError::format("snapshot", e))?;

@@ -1,11 +1,12 @@
 //! A commit (a snapshot, an index file) whose lock is removed while the file is written: the
 //! lock is checked again after the write, and the commit fails and is taken back. A test
-//! binary of its own: it removes the locks of the whole process.
+//! binary of its own: it removes the locks of the whole process (its tests take turns).
 
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use arca_backend::{Backend, FileInfo, FileType, MemoryBackend};
 use arca_format::{ChunkerParams, Id, IndexFile, KdfParams, Snapshot};
@@ -18,6 +19,8 @@ use arca_repo::{InitOptions, LockKind, RepoError, Repository};
 struct Unlocking {
     inner: MemoryBackend,
     armed: AtomicBool,
+    /// Looks at a lock file (stat).
+    lock_looks: AtomicUsize,
 }
 
 impl Backend for Unlocking {
@@ -48,8 +51,31 @@ impl Backend for Unlocking {
         self.inner.delete(t, name)
     }
     fn stat(&self, t: FileType, name: &str) -> arca_backend::Result<FileInfo> {
+        if t == FileType::Lock {
+            self.lock_looks.fetch_add(1, Ordering::SeqCst);
+        }
         self.inner.stat(t, name)
     }
+}
+
+/// Held while a test runs: a commit checks every lock of the process, the other test's too.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn init(b: &Arc<Unlocking>) -> Repository {
+    let opts = InitOptions {
+        kdf: KdfParams {
+            memory_kib: 64,
+            iterations: 1,
+            parallelism: 1,
+        },
+        chunker: ChunkerParams {
+            min: 4096,
+            avg: 16384,
+            max: 65536,
+        },
+        ..InitOptions::default()
+    };
+    Repository::init(b.clone(), b"pw", &opts).unwrap()
 }
 
 fn snapshot() -> Snapshot {
@@ -73,21 +99,9 @@ fn snapshot() -> Snapshot {
 
 #[test]
 fn a_lock_removed_during_a_commit_fails_it_and_takes_it_back() {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
     let b = Arc::new(Unlocking::default());
-    let opts = InitOptions {
-        kdf: KdfParams {
-            memory_kib: 64,
-            iterations: 1,
-            parallelism: 1,
-        },
-        chunker: ChunkerParams {
-            min: 4096,
-            avg: 16384,
-            max: 65536,
-        },
-        ..InitOptions::default()
-    };
-    let repo = Repository::init(b.clone(), b"pw", &opts).unwrap();
+    let repo = init(&b);
     let count = |t| b.list(t).unwrap().len();
 
     let lock = repo.lock_for(LockKind::Shared, "backup").unwrap();
@@ -105,5 +119,31 @@ fn a_lock_removed_during_a_commit_fails_it_and_takes_it_back() {
     let e = repo.save_index(&IndexFile::default()).unwrap_err();
     assert!(matches!(e, RepoError::LockRemoved { .. }), "{e}");
     assert_eq!(count(FileType::Index), 1, "the index file is taken back");
+    drop(lock);
+}
+
+/// A backup writes its last index file, then at once its snapshot: the look at the lock after
+/// the index file stands for the one before the snapshot (three looks, not four), and a lock
+/// removed between them still fails the snapshot, which is taken back.
+#[test]
+fn an_index_file_and_the_snapshot_after_it_look_at_the_lock_three_times() {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let b = Arc::new(Unlocking::default());
+    let repo = init(&b);
+    let count = |t| b.list(t).unwrap().len();
+
+    let lock = repo.lock_for(LockKind::Shared, "backup").unwrap();
+    let looks = b.lock_looks.load(Ordering::SeqCst);
+    repo.save_index(&IndexFile::default()).unwrap();
+    repo.save_snapshot(&snapshot()).unwrap();
+    assert_eq!(b.lock_looks.load(Ordering::SeqCst) - looks, 3);
+
+    repo.save_index(&IndexFile::default()).unwrap();
+    for l in b.list(FileType::Lock).unwrap() {
+        b.delete(FileType::Lock, &l.name).unwrap();
+    }
+    let e = repo.save_snapshot(&snapshot()).unwrap_err();
+    assert!(matches!(e, RepoError::LockRemoved { .. }), "{e}");
+    assert_eq!(count(FileType::Snapshot), 1, "the snapshot is taken back");
     drop(lock);
 }

@@ -409,16 +409,7 @@ fn a_lock_removed_or_paused_too_long_is_lost_for_good() {
     let lost_after = 60_000_000_000;
     // Not registered (lock_for would): the lock removed below would fail the commits of the
     // other tests of this process.
-    let held = |id| Held {
-        backend: Arc::clone(repo.backend()),
-        current: Mutex::new(id),
-        stop: AtomicBool::new(false),
-        wake: Condvar::new(),
-        written_ns: std::sync::atomic::AtomicI64::new(held_clock_ns()),
-        lost_ns: std::sync::atomic::AtomicI64::new(0),
-        removed: AtomicBool::new(false),
-        released: AtomicBool::new(false),
-    };
+    let held = |id| Held::new(Arc::clone(repo.backend()), id);
     let id = repo.write_lock(LockKind::Shared, "backup").unwrap();
     let h = held(id);
     assert!(h.check(lost_after, held_clock_ns()).is_ok());
@@ -445,16 +436,10 @@ fn a_lock_removed_or_paused_too_long_is_lost_for_good() {
 #[test]
 fn a_released_lock_fails_its_check() {
     let repo = testing::repo(Arc::new(MemoryBackend::new()));
-    let h = Held {
-        backend: Arc::clone(repo.backend()),
-        current: Mutex::new(repo.write_lock(LockKind::Shared, "backup").unwrap()),
-        stop: AtomicBool::new(false),
-        wake: Condvar::new(),
-        written_ns: std::sync::atomic::AtomicI64::new(held_clock_ns()),
-        lost_ns: std::sync::atomic::AtomicI64::new(0),
-        removed: AtomicBool::new(false),
-        released: AtomicBool::new(false),
-    };
+    let h = Held::new(
+        Arc::clone(repo.backend()),
+        repo.write_lock(LockKind::Shared, "backup").unwrap(),
+    );
     assert!(h.check(60_000_000_000, held_clock_ns()).is_ok());
     h.release();
     assert_eq!(locks(&repo), 0);

@@ -98,7 +98,7 @@ impl Repository {
     pub fn save_index(&self, f: &IndexFile) -> Result<Id> {
         // An index file is a commit too: written by a command whose lock was lost, it named
         // packs a prune had deleted meanwhile, and the rerun took them for stored.
-        crate::lock::check_held()?;
+        crate::lock::check_held_before_write()?;
         let body = f.encode().map_err(|e| RepoError::format("index", e))?;
         self.save_commit(FileType::Index, &body)
     }
