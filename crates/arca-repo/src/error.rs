@@ -3,7 +3,7 @@
 //!
 //! Policy: library functions return [`RepoError`]; nothing here panics on bad input or I/O.
 
-use arca_backend::{BackendError, ErrorKind};
+use arca_backend::{BackendError, ErrorKind, FileType};
 use arca_crypto::CryptoError;
 use arca_format::{BlobKind, FormatError, Id};
 
@@ -80,6 +80,23 @@ pub enum RepoError {
     LockReleased {
         /// Repository.
         location: String,
+    },
+    /// A lock was found lost once a snapshot or index file was written under it, and the
+    /// file could not be removed again: it is still in the repository.
+    #[error(
+        "{lost}, seen only once {file} was written; removing it again failed ({removal}): it is \
+         still there and {advice}, then run the command again"
+    )]
+    CommitLeft {
+        /// How the lock was lost (without "nothing more was committed").
+        lost: String,
+        /// "snapshot ID" or "index file ID".
+        file: String,
+        /// Why it could not be removed.
+        #[source]
+        removal: Box<BackendError>,
+        /// What the file may harm, and what to do.
+        advice: String,
     },
     /// No key file opens with the given password.
     #[error("wrong password or no key found for repository {location}{skipped}")]
@@ -255,6 +272,44 @@ impl RepoError {
             RepoError::BlobCorrupt { detail, .. } => format!("damaged: {detail}"),
             RepoError::BlobNotFound { .. } => "not in the index".into(),
             other => other.cause(),
+        }
+    }
+    /// [`RepoError::CommitLeft`]: `lost` (a lock error) came once file `id` of type `t` was
+    /// written, and removing it failed with `removal`.
+    pub fn commit_left(lost: &RepoError, t: FileType, id: &Id, removal: BackendError) -> Self {
+        let lost = match lost {
+            RepoError::LockLost { location, minutes } => format!(
+                "the lock on repository {location} could not be refreshed for {minutes} \
+                 minutes (other processes may already take it for stale)"
+            ),
+            RepoError::LockRemoved { location } => format!(
+                "the lock on repository {location} was removed by another process, which took \
+                 it for stale (this process was stopped for a while, or the clocks of the \
+                 machines differ)"
+            ),
+            RepoError::LockReleased { location } => format!(
+                "the lock on repository {location} was released, as the command is being \
+                 stopped"
+            ),
+            other => other.to_string(),
+        };
+        let (file, advice) = match t {
+            FileType::Snapshot => (
+                format!("snapshot {id}"),
+                format!("may reference data a prune removed: remove it with `arca forget {id}`"),
+            ),
+            _ => (
+                format!("{t} file {id}"),
+                "may name packs a prune removed, which a backup would take for stored: run \
+                 `arca repair index` before the next backup"
+                    .to_string(),
+            ),
+        };
+        RepoError::CommitLeft {
+            lost,
+            file,
+            removal: Box::new(removal),
+            advice,
         }
     }
     /// Whether the disk holding the repository is full.

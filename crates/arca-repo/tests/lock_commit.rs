@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use arca_backend::{Backend, FileInfo, FileType, MemoryBackend};
+use arca_backend::{Backend, BackendError, FileInfo, FileType, MemoryBackend};
 use arca_format::{ChunkerParams, Id, IndexFile, KdfParams, Snapshot};
 use arca_repo::{InitOptions, LockKind, RepoError, Repository};
 
@@ -21,6 +21,8 @@ struct Unlocking {
     armed: AtomicBool,
     /// Looks at a lock file (stat).
     lock_looks: AtomicUsize,
+    /// Deletes of snapshot and index files fail (permission denied).
+    refuse_delete: AtomicBool,
 }
 
 impl Backend for Unlocking {
@@ -48,6 +50,12 @@ impl Backend for Unlocking {
         self.inner.write(t, name, data)
     }
     fn delete(&self, t: FileType, name: &str) -> arca_backend::Result<()> {
+        if matches!(t, FileType::Snapshot | FileType::Index)
+            && self.refuse_delete.load(Ordering::SeqCst)
+        {
+            let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+            return Err(BackendError::io("delete", t.path(name), denied));
+        }
         self.inner.delete(t, name)
     }
     fn stat(&self, t: FileType, name: &str) -> arca_backend::Result<FileInfo> {
@@ -145,5 +153,45 @@ fn an_index_file_and_the_snapshot_after_it_look_at_the_lock_three_times() {
     let e = repo.save_snapshot(&snapshot()).unwrap_err();
     assert!(matches!(e, RepoError::LockRemoved { .. }), "{e}");
     assert_eq!(count(FileType::Snapshot), 1, "the snapshot is taken back");
+    drop(lock);
+}
+
+/// A commit whose lock was lost and that cannot be removed again is named in the error, with
+/// what to do: it is still there (it said only that the lock was lost).
+#[test]
+fn a_commit_that_cannot_be_taken_back_is_named() {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let b = Arc::new(Unlocking::default());
+    let repo = init(&b);
+    let count = |t| b.list(t).unwrap().len();
+    b.refuse_delete.store(true, Ordering::SeqCst);
+    b.armed.store(true, Ordering::SeqCst);
+
+    let lock = repo.lock_for(LockKind::Shared, "backup").unwrap();
+    let e = repo.save_snapshot(&snapshot()).unwrap_err().to_string();
+    let id = b.list(FileType::Snapshot).unwrap()[0].name.clone();
+    assert!(
+        e.contains("was removed by another process")
+            && e.contains(&format!("once snapshot {id} was written;"))
+            && e.contains("still there")
+            && e.contains(&format!("`arca forget {id}`"))
+            && !e.contains("nothing more was committed"),
+        "{e}"
+    );
+    drop(lock);
+
+    let lock = repo.lock_for(LockKind::Shared, "backup").unwrap();
+    let e = repo
+        .save_index(&IndexFile::default())
+        .unwrap_err()
+        .to_string();
+    let id = b.list(FileType::Index).unwrap()[0].name.clone();
+    assert!(
+        e.contains(&format!("once index file {id} was written;"))
+            && e.contains("still there")
+            && e.contains("`arca repair index` before the next backup"),
+        "{e}"
+    );
+    assert_eq!((count(FileType::Snapshot), count(FileType::Index)), (1, 1));
     drop(lock);
 }

@@ -111,9 +111,12 @@ impl Repository {
     pub(crate) fn save_commit(&self, t: FileType, body: &[u8]) -> Result<Id> {
         let id = self.save_file(t, body)?;
         if let Err(e) = crate::lock::check_held() {
-            // Best effort: a removal that fails leaves it, as a command killed then would.
-            let _ = self.backend.remove(t, &id.to_hex());
-            return Err(e);
+            // A removal that fails leaves the file, as a command killed then would: the
+            // error names it and says what to do.
+            return Err(match self.backend.remove(t, &id.to_hex()) {
+                Ok(()) => e,
+                Err(removal) => RepoError::commit_left(&e, t, &id, removal),
+            });
         }
         Ok(id)
     }
