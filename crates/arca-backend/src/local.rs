@@ -18,6 +18,20 @@ use modes::Modes;
 use parallel::{LIST_THREADS, parallel_map};
 use sink::{LocalSink, sync_dir, temp_name};
 
+/// Why `dir` cannot be a repository's folder, when a file is in the way: "it is a file, not a
+/// folder" when `dir` is one, "F is a file, not a folder" when F, the nearest of its parents
+/// that exists, is (the system says only "Not a directory"); `None` when no file is in the way.
+pub fn file_in_the_way(dir: &Path) -> Option<String> {
+    let there = dir.ancestors().find(|a| fs::metadata(a).is_ok())?;
+    if there.is_dir() {
+        return None;
+    }
+    Some(match there == dir {
+        true => "it is a file, not a folder".into(),
+        false => format!("{} is a file, not a folder", there.display()),
+    })
+}
+
 /// A repository in a local directory.
 #[derive(Debug, Clone)]
 pub struct LocalBackend {
@@ -204,7 +218,13 @@ impl Backend for LocalBackend {
                     .create_dir_all(&self.root)
                     .map_err(|e| BackendError::io("create repository", loc.clone(), e))?;
             }
-            Err(e) => return Err(BackendError::io("create repository", loc, e)),
+            // A file where the folder should be, or above it: named ("Not a directory").
+            Err(e) => {
+                return Err(match file_in_the_way(&self.root) {
+                    Some(why) => BackendError::new("create repository", loc, ErrorKind::Other, why),
+                    None => BackendError::io("create repository", loc, e),
+                });
+            }
         }
         let mut dirs: Vec<PathBuf> = crate::leftover::FOLDERS
             .iter()

@@ -1,5 +1,6 @@
 //! The repository location and the global options as users type them: spaces around a
-//! backend option's key and value, a file given for the repository's folder.
+//! backend option's key and value, a file given for the repository's folder (to open or to
+//! init).
 
 #![allow(clippy::unwrap_used)]
 
@@ -67,5 +68,45 @@ fn a_file_given_for_the_repository_is_no_repository() {
             .unwrap();
         assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
         assert_eq!(stderr(&o).trim(), format!("arca: {says}"));
+    }
+}
+
+/// `init` where a file is the repository's folder (or above it) names the file: it said
+/// "create repository F: Not a directory". Exit 1, as init refusing any other location (a
+/// repository already there, a folder not empty): 10 is a command finding no repository.
+#[test]
+fn init_on_a_file_names_it() {
+    let e = Env::new();
+    let file = e.path("notes.txt");
+    std::fs::write(&file, b"x").unwrap();
+    let under = file.join("repo");
+    for (repo, says) in [
+        (
+            &file,
+            format!(
+                "create repository {}: it is a file, not a folder",
+                file.display()
+            ),
+        ),
+        (
+            &under,
+            format!(
+                "create repository {}: {} is a file, not a folder",
+                under.display(),
+                file.display()
+            ),
+        ),
+    ] {
+        let o = std::process::Command::new(BIN)
+            .arg("-r")
+            .arg(repo)
+            .args(["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"])
+            .env("ARCA_PASSWORD", "x")
+            .env("XDG_CACHE_HOME", e.path("cache"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert_eq!(stderr(&o).trim(), format!("arca: {says}"));
+        assert_eq!(std::fs::read(&file).unwrap(), b"x");
     }
 }

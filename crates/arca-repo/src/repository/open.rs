@@ -322,11 +322,8 @@ fn cache_warning(why: &str) {
 fn no_config(backend: &dyn Backend, location: String, e: BackendError) -> RepoError {
     let local = backend.local_folder();
     // A file where the folder should be, or above it ("Not a directory", exit 1).
-    if let Some(file) = local.as_deref().and_then(file_in_the_way) {
-        let why = match local {
-            Some(dir) if dir == file => ": it is a file, not a folder".to_string(),
-            _ => format!(": {} is a file, not a folder", file.display()),
-        };
+    if let Some(why) = local.as_deref().and_then(arca_backend::file_in_the_way) {
+        let why = format!(": {why}");
         return RepoError::NoRepository { location, why };
     }
     if !e.is_not_found() {
@@ -340,12 +337,6 @@ fn no_config(backend: &dyn Backend, location: String, e: BackendError) -> RepoEr
         said => format!(": {said}"),
     };
     RepoError::NoRepository { location, why }
-}
-
-/// `dir`, or the nearest of its parents that exists, when that is not a folder.
-fn file_in_the_way(dir: &std::path::Path) -> Option<std::path::PathBuf> {
-    let there = dir.ancestors().find(|a| std::fs::metadata(a).is_ok())?;
-    (!there.is_dir()).then(|| there.to_path_buf())
 }
 
 #[cfg(test)]
