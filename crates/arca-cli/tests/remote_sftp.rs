@@ -323,3 +323,25 @@ while True:
     );
     assert!(started.elapsed() < Duration::from_secs(150), "{err}");
 }
+
+/// A missing repository is one line, exit 10, as on a local folder and on S3: the server's
+/// "No such file" followed "does not exist" ("… does not exist: No such file").
+#[test]
+fn a_missing_repository_is_one_clear_line() {
+    let server = sshd::Sshd::start();
+    for repo in [server.dir.join("nothing"), server.dir.join("nothing/here")] {
+        let e = sftp_env(&server, &repo, &server.ssh_config);
+        let says = format!(
+            "repository sftp://{}/{} does not exist",
+            sshd::HOST,
+            repo.display()
+        );
+        let o = run(&e, &["snapshots"]);
+        assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
+        assert_eq!(stderr(&o).trim(), format!("arca: {says}"));
+        let o = run(&e, &["snapshots", "--json"]);
+        assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(stderr(&o).trim()).unwrap();
+        assert_eq!(v["message"], says.as_str(), "{v}");
+    }
+}

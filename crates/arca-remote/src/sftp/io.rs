@@ -54,6 +54,10 @@ pub(super) fn class(e: &SftpError) -> Class {
                 _ => ErrorKind::Other,
             };
             let text = match code {
+                // Said as the other backends say it: the server's words (OpenSSH's "No such
+                // file", for a file in the way too) add nothing, and a missing repository,
+                // which leaves a bare "not found" out, read "… does not exist: No such file".
+                SftpErrorKind::NoSuchFile => "not found".to_string(),
                 SftpErrorKind::Failure => format!(
                     "the server reported a failure ({text:?}; OpenSSH's server reports a full \
                      disk, an exceeded quota or an existing name this way)"
