@@ -162,6 +162,37 @@ const RETRY_REFRESH: Duration = Duration::from_secs(30);
 /// the snapshot stands for the one before the snapshot.
 const SEEN_FRESH: Duration = Duration::from_secs(2);
 
+/// Waits before the next attempt at a lock another process holds (`--retry-lock`), for at
+/// most `left`: `pause` spread at random, in short naps; then doubles `pause`, up to 30 s.
+/// False when `stop` said so during the wait (Ctrl-C, a cancelled job).
+pub fn wait_to_retry(pause: &mut Duration, left: Duration, stop: &dyn Fn() -> bool) -> bool {
+    let until = std::time::Instant::now() + spread(*pause).min(left);
+    loop {
+        if stop() {
+            return false;
+        }
+        let now = std::time::Instant::now();
+        if now >= until {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50).min(until - now));
+    }
+    *pause = (*pause * 2).min(Duration::from_secs(30));
+    true
+}
+
+/// `pause` spread at random over [pause/2, 3 pause/2): two processes that took their locks
+/// at the same moment (each saw the other's and backed out) try again at different times,
+/// instead of in step, colliding again at every attempt until both gave up.
+fn spread(pause: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    // A new RandomState is seeded at random per process (the standard library's source).
+    let r = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    pause / 2 + pause.mul_f64((r >> 11) as f64 / (1u64 << 53) as f64)
+}
+
 /// Sets the refresh period and the time after which a held lock is lost (tests).
 pub fn set_timing(refresh_every: Duration, lost_after: Duration) {
     *TIMING.lock().unwrap_or_else(|p| p.into_inner()) = Some((refresh_every, lost_after));

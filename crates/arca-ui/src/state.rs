@@ -240,7 +240,6 @@ impl App {
         command: &str,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<Option<arca_repo::Lock>, String> {
-        const NAP: Duration = Duration::from_millis(100);
         const READ_ONLY: &[&str] = &["check", "restore", "dump", "prune --dry-run"];
         if self.no_lock && READ_ONLY.contains(&command) {
             return Ok(None);
@@ -258,18 +257,13 @@ impl App {
                         .retry_lock
                         .unwrap_or_default()
                         .saturating_sub(started.elapsed());
-                    // In short naps: a job cancelled while it waits stops waiting.
-                    let until = Instant::now() + pause.min(left);
-                    while Instant::now() < until {
-                        if cancelled() {
-                            return Err(format!(
-                                "cancelled while waiting for the lock of {}",
-                                self.location
-                            ));
-                        }
-                        std::thread::sleep(NAP.min(until - Instant::now()));
+                    // A job cancelled while it waits stops waiting.
+                    if !arca_repo::lock::wait_to_retry(&mut pause, left, cancelled) {
+                        return Err(format!(
+                            "cancelled while waiting for the lock of {}",
+                            self.location
+                        ));
                     }
-                    pause = (pause * 2).min(Duration::from_secs(30));
                 }
                 Err(RepoError::Locked { location, holder }) => {
                     let holder = match self.retry_lock {

@@ -53,16 +53,13 @@ pub fn take_lock(
                     );
                     said = Some(holder);
                 }
-                // In slices: Ctrl-C to a backup or restore waiting here stops it (they
-                // handle signals themselves, and waited out the whole --retry-lock).
-                let until = std::time::Instant::now() + spread(pause).min(left);
-                while std::time::Instant::now() < until {
-                    if crate::commands::SIGNALLED.load(std::sync::atomic::Ordering::SeqCst) {
-                        return Err(crate::commands::Interrupted("waiting for the lock").into());
-                    }
-                    std::thread::sleep(Duration::from_millis(50));
+                // Ctrl-C to a backup or restore waiting here stops it (they handle signals
+                // themselves, and waited out the whole --retry-lock).
+                let signalled =
+                    || crate::commands::SIGNALLED.load(std::sync::atomic::Ordering::SeqCst);
+                if !arca_repo::lock::wait_to_retry(&mut pause, left, &signalled) {
+                    return Err(crate::commands::Interrupted("waiting for the lock").into());
                 }
-                pause = (pause * 2).min(Duration::from_secs(30));
             }
             Err(arca_repo::RepoError::Locked { location, holder }) if patience.is_some() => {
                 // The holder the waiting line named (and what to do about it) is not said
@@ -98,18 +95,6 @@ pub fn take_lock(
 fn same_holder(a: &str, b: &str) -> bool {
     let who = |h: &str| h.split(", refreshed ").next().unwrap_or(h).to_string();
     who(a) == who(b)
-}
-
-/// `pause` spread at random over [pause/2, 3 pause/2): two processes that took their locks
-/// at the same moment (each saw the other's and backed out) try again at different times,
-/// instead of in step, colliding again at every attempt until both gave up.
-fn spread(pause: Duration) -> Duration {
-    use std::hash::{BuildHasher, Hasher};
-    // A new RandomState is seeded at random per process (the standard library's source).
-    let r = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
-    pause / 2 + pause.mul_f64((r >> 11) as f64 / (1u64 << 53) as f64)
 }
 
 /// What [`take_lock`] makes of one attempt: a read-only repository's refusal names
