@@ -154,6 +154,61 @@ pub fn human_duration(secs: f64) -> String {
     }
 }
 
+/// How [`entry_time`] shows a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeStyle {
+    /// `2024-05-01 12:30:00`, as `ls -l` lines show it.
+    Short,
+    /// RFC 3339 with nanoseconds and the offset, `2024-05-01T12:30:00.000000000+02:00`, as
+    /// JSON carries it.
+    Rfc3339,
+}
+
+/// An entry's time (mtime, atime, ctime) in local time. A file system can hold times that
+/// chrono cannot (years beyond ±262,143: tmpfs and XFS keep 64-bit seconds); those are shown
+/// in UTC from the proleptic Gregorian calendar, the year with its sign past four digits
+/// (`+287168-08-24 16:00:00`), so no time is ever shown blank or as raw seconds.
+pub fn entry_time(t: crate::Timespec, style: TimeStyle) -> String {
+    if let Some(d) = chrono::DateTime::from_timestamp(t.sec, t.nsec) {
+        let local = d.with_timezone(&chrono::Local);
+        return match style {
+            TimeStyle::Short => local.format("%Y-%m-%d %H:%M:%S").to_string(),
+            TimeStyle::Rfc3339 => local.to_rfc3339_opts(chrono::SecondsFormat::Nanos, false),
+        };
+    }
+    let (y, mo, d) = civil_from_days(t.sec.div_euclid(86_400));
+    let s = t.sec.rem_euclid(86_400);
+    let year = if (0..=9999).contains(&y) {
+        format!("{y:04}")
+    } else {
+        format!("{y:+05}")
+    };
+    let (h, mi, sec) = (s / 3600, s / 60 % 60, s % 60);
+    match style {
+        TimeStyle::Short => format!("{year}-{mo:02}-{d:02} {h:02}:{mi:02}:{sec:02}"),
+        TimeStyle::Rfc3339 => format!(
+            "{year}-{mo:02}-{d:02}T{h:02}:{mi:02}:{sec:02}.{:09}+00:00",
+            t.nsec
+        ),
+    }
+}
+
+/// Year, month (1-12) and day (1-31) of the day `z` days after 1970-01-01 in the proleptic
+/// Gregorian calendar, for every `i64` day count a time in seconds can reach (Howard
+/// Hinnant's `civil_from_days`, counting in 400-year eras of 146,097 days).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
 /// A time as restic's options take it: RFC 3339 with its own offset
 /// (`2006-01-02T15:04:05+07:00`), or local `2006-01-02 15:04:05` or `2006-01-02 15:04`, and
 /// with `date_alone` also `2006-01-02` (midnight, local).
@@ -209,6 +264,79 @@ pub fn from_wall_clock<Z: chrono::TimeZone>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn civil_dates_agree_with_chrono_where_it_reaches() {
+        // Every 97th day over chrono's whole range, and the days around the epoch and the
+        // ends of centuries, give chrono's date.
+        let (lo, hi) = (
+            chrono::NaiveDate::MIN
+                .and_hms_opt(0, 0, 0)
+                .unwrap()
+                .and_utc()
+                .timestamp()
+                / 86_400,
+            chrono::NaiveDate::MAX
+                .and_hms_opt(0, 0, 0)
+                .unwrap()
+                .and_utc()
+                .timestamp()
+                / 86_400,
+        );
+        let days = (lo..=hi).step_by(97).chain(-800_000..800_000);
+        for z in days {
+            let want = chrono::DateTime::from_timestamp(z * 86_400, 0)
+                .unwrap()
+                .date_naive();
+            let (y, m, d) = civil_from_days(z);
+            use chrono::Datelike;
+            assert_eq!(
+                (y, m, d),
+                (i64::from(want.year()), want.month(), want.day()),
+                "day {z}"
+            );
+        }
+    }
+
+    #[test]
+    fn entry_times_beyond_chrono_are_shown_in_utc() {
+        use crate::Timespec;
+        // `stat` shows 9e12 s as 287168-08-24 16:00:00 UTC.
+        let t = Timespec {
+            sec: 9_000_000_000_000,
+            nsec: 5,
+        };
+        assert_eq!(entry_time(t, TimeStyle::Short), "+287168-08-24 16:00:00");
+        assert_eq!(
+            entry_time(t, TimeStyle::Rfc3339),
+            "+287168-08-24T16:00:00.000000005+00:00"
+        );
+        // Before the first year chrono holds, and at the ends of i64.
+        let past = Timespec {
+            sec: -9_000_000_000_000,
+            nsec: 0,
+        };
+        assert!(
+            entry_time(past, TimeStyle::Short).starts_with("-283"),
+            "{}",
+            entry_time(past, TimeStyle::Short)
+        );
+        for sec in [i64::MIN, i64::MAX] {
+            let s = entry_time(Timespec { sec, nsec: 0 }, TimeStyle::Short);
+            assert!(s.len() > 19, "{s}");
+        }
+        // Times chrono holds are shown by chrono, in local time.
+        let now = Timespec {
+            sec: 1_700_000_000,
+            nsec: 0,
+        };
+        let want = chrono::DateTime::from_timestamp(1_700_000_000, 0)
+            .unwrap()
+            .with_timezone(&chrono::Local)
+            .format("%Y-%m-%d %H:%M:%S")
+            .to_string();
+        assert_eq!(entry_time(now, TimeStyle::Short), want);
+    }
 
     /// A zone whose offset changes once, at `at` (UTC), from `before` to `after`.
     #[derive(Debug, Clone, Copy)]

@@ -383,12 +383,7 @@ fn entry_row(n: &Node, dir: &[u8]) -> EntryRow {
         path_q: url_bytes(&path),
         kind: n.kind().name(),
         size: n.size,
-        mtime: chrono::DateTime::from_timestamp(t.sec, t.nsec)
-            .map(|d| {
-                d.with_timezone(&chrono::Local)
-                    .to_rfc3339_opts(chrono::SecondsFormat::Nanos, false)
-            })
-            .unwrap_or_default(),
+        mtime: arca_format::text::entry_time(t, arca_format::text::TimeStyle::Rfc3339),
         mode: n.mode,
         permissions: mode_string(n.kind(), n.mode),
         user: owner(&n.user, n.uid),

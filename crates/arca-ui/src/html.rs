@@ -92,13 +92,10 @@ pub use arca_format::text::{human_bytes as bytes, human_duration as duration};
 
 /// Local time as `2024-05-01 12:30:00` from seconds and nanoseconds since the epoch.
 pub fn time(sec: i64, nsec: u32) -> String {
-    chrono::DateTime::from_timestamp(sec, nsec)
-        .map(|d| {
-            d.with_timezone(&chrono::Local)
-                .format("%Y-%m-%d %H:%M:%S")
-                .to_string()
-        })
-        .unwrap_or_else(|| sec.to_string())
+    arca_format::text::entry_time(
+        arca_format::Timespec { sec, nsec },
+        arca_format::text::TimeStyle::Short,
+    )
 }
 
 pub use arca_format::text::mode_string;

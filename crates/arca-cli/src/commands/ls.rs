@@ -5,6 +5,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use arca_format::text::{TimeStyle, entry_time};
 use arca_format::{Id, Node, NodeKind, Timespec};
 use arca_repo::{Index, Repository};
 use serde_json::json;
@@ -13,12 +14,7 @@ use crate::cli::{Global, LsArgs};
 use crate::util::{self, mode_string};
 
 fn time(t: Timespec) -> String {
-    chrono::DateTime::from_timestamp(t.sec, t.nsec)
-        .map(|d| {
-            d.with_timezone(&chrono::Local)
-                .to_rfc3339_opts(chrono::SecondsFormat::Nanos, false)
-        })
-        .unwrap_or_else(|| format!("{}.{:09}", t.sec, t.nsec))
+    entry_time(t, TimeStyle::Rfc3339)
 }
 
 /// The JSON form of a node (shared with `cat tree`).
@@ -84,13 +80,7 @@ pub(crate) fn long_line(n: &Node, path: &Path) -> Vec<u8> {
             String::from_utf8_lossy(name).into_owned()
         }
     };
-    let t = chrono::DateTime::from_timestamp(n.mtime.sec, n.mtime.nsec)
-        .map(|d| {
-            d.with_timezone(&chrono::Local)
-                .format("%Y-%m-%d %H:%M:%S")
-                .to_string()
-        })
-        .unwrap_or_default();
+    let t = entry_time(n.mtime, TimeStyle::Short);
     let mut line = format!(
         "{} {:>8} {:>8} {:>12} {} ",
         mode_string(n.kind(), n.mode),
