@@ -4,6 +4,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+mod usage;
+use usage::exit_with;
+
 /// Parses the command line. An environment variable that is set but empty counts as unset, as
 /// restic and systemd's `Environment=ARCA_PASSWORD_FILE=` expect: it was a usage error naming
 /// a flag nobody typed, even for `arca version`.
@@ -13,72 +16,6 @@ pub fn parse(args: Vec<std::ffi::OsString>) -> Cli {
         .try_get_matches_from(args.iter())
         .unwrap_or_else(|e| exit_with(&e, &args));
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| exit_with(&e, &args))
-}
-
-/// The message for an argument that must be text but is not UTF-8: clap's own names neither
-/// the value nor its option.
-fn non_utf8_message(args: &[std::ffi::OsString]) -> Option<String> {
-    let Some(i) = args.iter().position(|a| a.to_str().is_none()) else {
-        // A variable clap reads (ARCA_REPOSITORY...).
-        let (name, value) = std::env::vars_os().find(|(n, v)| {
-            n.to_str().is_some_and(|n| n.starts_with("ARCA_")) && v.to_str().is_none()
-        })?;
-        return Some(format!(
-            "error: {} {value:?} is not valid UTF-8: arca reads its variables as text only",
-            name.to_string_lossy()
-        ));
-    };
-    let bytes = args[i].as_encoded_bytes();
-    let inline = bytes
-        .starts_with(b"--")
-        .then(|| bytes.iter().position(|b| *b == b'='))
-        .flatten();
-    let place = match inline {
-        Some(eq) => format!(" (given to {})", String::from_utf8_lossy(&bytes[..eq])),
-        None => i
-            .checked_sub(1)
-            .and_then(|p| args[p].to_str())
-            .filter(|p| p.starts_with('-') && !p.contains('='))
-            .map(|p| format!(" (after {p})"))
-            .unwrap_or_default(),
-    };
-    Some(format!(
-        "error: the argument {:?}{place} is not valid UTF-8: only file paths (what to back up, \
-         --files-from, --stdin-filename, --path, targets) may hold other bytes; tags, hosts, \
-         patterns and other values must be text",
-        args[i]
-    ))
-}
-
-/// Ends the process on a parse outcome: help and version text go to stdout, and a failed
-/// write of them is an error (`arca help > /dev/full` exited 0, printing nothing); usage
-/// errors as clap reports them.
-fn exit_with(e: &clap::Error, args: &[std::ffi::OsString]) -> ! {
-    use clap::error::ErrorKind;
-    use std::io::{IsTerminal, Write};
-    // Only clap's own: options with their own text parser (patterns) name the value.
-    if e.kind() == ErrorKind::InvalidUtf8
-        && let Some(message) = non_utf8_message(args)
-    {
-        eprintln!("{message}");
-        std::process::exit(e.exit_code())
-    }
-    // On a terminal clap prints it, styled.
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
-        && !std::io::stdout().is_terminal()
-    {
-        let text = e.render().to_string();
-        let mut out = std::io::stdout().lock();
-        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-            Ok(()) => std::process::exit(0),
-            Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
-            Err(err) => {
-                eprintln!("arca: cannot write to standard output: {err}");
-                std::process::exit(1)
-            }
-        }
-    }
-    e.exit()
 }
 
 fn unset_empty_env(cmd: clap::Command) -> clap::Command {
@@ -392,6 +329,14 @@ pub struct BackupArgs {
     /// recorded, and files read again count as changed, not new, unlike restic)
     #[arg(long)]
     pub force: bool,
+    /// Trust the parent snapshot for a file whose ctime alone changed (after a `chmod -R`, or
+    /// on file systems that set ctimes by themselves)
+    #[arg(long)]
+    pub ignore_ctime: bool,
+    /// Trust the parent snapshot for a file whose inode number alone changed (FUSE and network
+    /// mounts that number inodes anew on every mount)
+    #[arg(long)]
+    pub ignore_inode: bool,
     /// zstd level for this backup (overrides the repository default; -7 to 22, 0 = off)
     #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-7..=22))]
     pub compression: Option<i32>,

@@ -1,6 +1,6 @@
 //! The repository location and the global options as users type them: spaces around a
 //! backend option's key and value, a file given for the repository's folder (to open or to
-//! init).
+//! init), options set by environment variables.
 
 #![allow(clippy::unwrap_used)]
 
@@ -109,4 +109,75 @@ fn init_on_a_file_names_it() {
         assert_eq!(stderr(&o).trim(), format!("arca: {says}"));
         assert_eq!(std::fs::read(&file).unwrap(), b"x");
     }
+}
+
+/// Two options that cannot go together, one of them set by its environment variable, are
+/// named as the user gave them: the variable by its name. clap said "the argument
+/// '--password-file <FILE>' cannot be used with '--password-command <COMMAND>'" when only one
+/// was typed, or none.
+#[test]
+fn a_conflict_with_an_environment_variable_names_the_variable() {
+    let e = Env::new();
+    e.init(&[]);
+    let pw = e.tmp.path().join("pw");
+    std::fs::write(&pw, "x\n").unwrap();
+    let typed_file = e
+        .cmd(&["snapshots", "--password-file", pw.to_str().unwrap()])
+        .env("ARCA_PASSWORD_COMMAND", "echo x")
+        .output()
+        .unwrap();
+    let both_set = e
+        .cmd(&["snapshots"])
+        .env("ARCA_PASSWORD_FILE", &pw)
+        .env("ARCA_PASSWORD_COMMAND", "echo x")
+        .output()
+        .unwrap();
+    let copy = e
+        .cmd(&[
+            "copy",
+            "--from-repo",
+            "x",
+            "--from-password-command",
+            "echo x",
+        ])
+        .env("ARCA_FROM_PASSWORD_FILE", &pw)
+        .output()
+        .unwrap();
+    for (o, want) in [
+        (
+            &typed_file,
+            "error: --password-file cannot be used with ARCA_PASSWORD_COMMAND (the \
+             environment's --password-command)",
+        ),
+        (
+            &both_set,
+            "error: ARCA_PASSWORD_FILE (the environment's --password-file) cannot be used \
+             with ARCA_PASSWORD_COMMAND (the environment's --password-command)",
+        ),
+        (
+            &copy,
+            "ARCA_FROM_PASSWORD_FILE (the environment's --from-password-file)",
+        ),
+    ] {
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
+        assert!(stderr(o).contains(want), "{want:?} not in:\n{}", stderr(o));
+        assert!(!stderr(o).contains("the argument"), "{}", stderr(o));
+    }
+    // Both typed: clap's own message, which is right.
+    let typed_both = e
+        .cmd(&[
+            "snapshots",
+            "--password-file",
+            "f",
+            "--password-command",
+            "c",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(typed_both.status.code(), Some(2));
+    assert!(
+        stderr(&typed_both).contains("the argument '--password-file <FILE>' cannot be used"),
+        "{}",
+        stderr(&typed_both)
+    );
 }
