@@ -94,6 +94,12 @@ pub struct BackupOptions {
     pub parent: ParentMode,
     /// Read every file even when the parent says it is unchanged.
     pub force: bool,
+    /// Trust the parent's record of a file whose ctime alone changed (restic's
+    /// `--ignore-ctime`: a `chmod -R`, or a file system that sets ctimes of its own).
+    pub ignore_ctime: bool,
+    /// Trust the parent's record of a file whose inode number alone changed (restic's
+    /// `--ignore-inode`: FUSE and network mounts that number inodes anew on every mount).
+    pub ignore_inode: bool,
     /// zstd level for this backup (default: the repository's).
     pub compression: Option<i32>,
     /// Do not cross file-system boundaries.

@@ -1,5 +1,5 @@
 //! What backup reads for the paths it is given: symlinks among them, exclusion tags on named
-//! paths, lists of files, compared with restic's choices.
+//! paths, lists of files, which files it trusts the parent for, compared with restic's choices.
 
 #![allow(clippy::unwrap_used)]
 
@@ -465,4 +465,74 @@ fn lists_starting_with_a_bom_lose_no_line() {
         snaps.as_array().unwrap().iter().any(|s| s["paths"] == want),
         "{snaps}"
     );
+}
+
+/// `--ignore-ctime` and `--ignore-inode`, as restic's: a file whose ctime alone changed (a
+/// `chmod`), or that was copied with its times and renamed over itself (a new inode and
+/// ctime), is taken from the parent instead of read again; without them it is read, and the
+/// rule for the other attributes stays.
+#[test]
+fn ignore_ctime_and_ignore_inode_trust_the_parent() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    let f = src.join("f");
+    fs::write(&f, b"content of f").unwrap();
+    let backup = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["backup", "--json"];
+        args.extend_from_slice(extra);
+        args.push(src.to_str().unwrap());
+        let out = e.ok(&args);
+        serde_json::from_str(out.lines().last().unwrap()).unwrap()
+    };
+    let counts =
+        |s: &serde_json::Value| (s["files_changed"].clone(), s["files_unmodified"].clone());
+    backup(&[]);
+    // A mode change alone: a new ctime, same mtime, size and inode.
+    let chmod = |mode| fs::set_permissions(&f, fs::Permissions::from_mode(mode)).unwrap();
+    chmod(0o600);
+    assert_eq!(counts(&backup(&["--ignore-ctime"])), (0.into(), 1.into()));
+    chmod(0o640);
+    assert_eq!(counts(&backup(&[])), (1.into(), 0.into()));
+    // A copy with the same times renamed over the file: a new inode and ctime.
+    let before = fs::metadata(&f).unwrap();
+    let copy = src.join(".f.new");
+    let ok = std::process::Command::new("cp")
+        .arg("-p")
+        .arg(&f)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    fs::rename(&copy, &f).unwrap();
+    let after = fs::metadata(&f).unwrap();
+    assert_ne!(before.ino(), after.ino());
+    assert_eq!(before.mtime_nsec(), after.mtime_nsec());
+    assert_eq!(counts(&backup(&["--ignore-ctime"])), (1.into(), 0.into()));
+    let copy = src.join(".f.new");
+    assert!(
+        std::process::Command::new("cp")
+            .arg("-p")
+            .arg(&f)
+            .arg(&copy)
+            .status()
+            .unwrap()
+            .success()
+    );
+    fs::rename(&copy, &f).unwrap();
+    assert_eq!(
+        counts(&backup(&["--ignore-ctime", "--ignore-inode"])),
+        (0.into(), 1.into())
+    );
+    // The content is still checked by size and mtime: a change of either is read.
+    fs::write(&f, b"content of f, longer").unwrap();
+    assert_eq!(
+        counts(&backup(&["--ignore-ctime", "--ignore-inode"])),
+        (1.into(), 0.into())
+    );
+    // And the snapshot holds the new content.
+    let out = e.ok(&["dump", "latest", f.to_str().unwrap()]);
+    assert_eq!(out, "content of f, longer");
 }

@@ -125,6 +125,8 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         hostname: a.host.clone().filter(|h| !h.trim().is_empty()),
         parent,
         force: a.force,
+        ignore_ctime: a.ignore_ctime,
+        ignore_inode: a.ignore_inode,
         compression: a.compression,
         one_file_system: a.one_file_system,
         read_concurrency: a.read_concurrency.unwrap_or(0),

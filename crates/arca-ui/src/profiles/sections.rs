@@ -127,6 +127,8 @@ pub(super) fn backup_section(b: &Table, name: &str) -> Result<Read, String> {
             // As restic: an empty host is this machine's name.
             "host" => opts.hostname = one(v, k)?.filter(|h| !h.trim().is_empty()),
             "force" => opts.force = flag(v, k)?,
+            "ignore-ctime" => opts.ignore_ctime = flag(v, k)?,
+            "ignore-inode" => opts.ignore_inode = flag(v, k)?,
             "one-file-system" => opts.one_file_system = flag(v, k)?,
             "compression" => {
                 let Some(s) = one(v, k)? else { continue };

@@ -165,7 +165,7 @@ fn keys_are_read_with_underscores_and_blank_hosts_are_this_machine() {
         d.join("u.toml"),
         "[global]\nrepo = \"/r\"\n[backup]\npaths = \"/x\"\nexclude_caches = true\n\
          exclude_larger_than = \"1KiB\"\none_file_system = true\nhost = \"\"\n\
-         compression = \"5\"\ntag = true\n",
+         compression = \"5\"\ntag = true\nignore_ctime = true\nignore-inode = true\n",
     )
     .expect("write");
     let (p, o) = find(Some(d), "u", "/r", None).expect("u");
@@ -173,6 +173,7 @@ fn keys_are_read_with_underscores_and_blank_hosts_are_this_machine() {
     assert!(o.excludes.caches);
     assert_eq!(o.excludes.larger_than, Some(1024));
     assert!(o.one_file_system);
+    assert!(o.ignore_ctime && o.ignore_inode);
     assert_eq!(o.hostname, None, "a blank host is this machine's");
     assert_eq!(o.compression, Some(5));
     assert_eq!(o.tags, ["true"]);
