@@ -42,11 +42,17 @@ fn dry_then_real(e: &Env, t: &Path, what: &str) {
         n(&real, "packs_read"),
         "{what}: packs\n{dry}\n{real}"
     );
-    // Random content: no zero pages, so every byte placed is written or copied.
+    // Every byte placed is written, copied or a hole; a block's zero pages, left as holes,
+    // count with its data (the plan cannot see them), holes are the blocks all of zeros.
     assert_eq!(
         n(p, "bytes_to_write") + n(p, "bytes_to_copy") + n(p, "bytes_to_reuse"),
         n(&real, "bytes_written"),
         "{what}: bytes written\n{dry}\n{real}"
+    );
+    assert_eq!(
+        n(p, "bytes_holes"),
+        n(&real, "bytes_holes"),
+        "{what}: holes\n{dry}\n{real}"
     );
     assert_eq!(n(&real, "errors"), 0, "{real}");
 }
@@ -107,6 +113,51 @@ fn a_dry_run_counts_duplicated_blocks_as_the_real_run_does() {
         assert_ne!(ino("a"), ino("d/b"));
         assert_eq!(fs::read(here.join("d/b")).unwrap(), big);
     }
+}
+
+/// Blocks of data holding zero pages, and blocks all of zeros: the real run counted the zero
+/// pages inside blocks as holes and left them out of "bytes written", where the dry run (which
+/// cannot see inside a block before it is fetched) counts as holes only the blocks all of
+/// zeros. Both count so now; the zero pages stay holes on disk all the same.
+#[test]
+fn a_dry_run_counts_zero_pages_inside_blocks_as_the_real_run_does() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    // Data, 192 KiB of zeros inside a block, data, 9 MiB of zeros (whole zero blocks), data.
+    let mut content = random_bytes(11, 300_000);
+    content.resize(content.len() + (192 << 10), 0);
+    content.extend(random_bytes(12, 300_000));
+    content.resize(content.len() + (9 << 20), 0);
+    content.extend(random_bytes(13, 100_000));
+    fs::write(src.join("sparse"), &content).unwrap();
+    fs::write(src.join("plain"), random_bytes(14, 50_000)).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let here = target.join(src.strip_prefix("/").unwrap());
+    let file = here.join("sparse");
+
+    dry_then_real(&e, &target, "zero pages in blocks, a fresh target");
+    assert_eq!(fs::read(&file).unwrap(), content);
+    // The zero pages inside the data blocks are holes on disk all the same.
+    let allocated = fs::metadata(&file).unwrap().blocks() * 512;
+    assert!(allocated < 860_000, "{allocated} bytes allocated");
+
+    fs::remove_file(&file).unwrap();
+    dry_then_real(&e, &target, "zero pages in blocks, the file gone");
+    assert_eq!(fs::read(&file).unwrap(), content);
+
+    // Patched in place: a data block with zero pages and a block of zeros damaged.
+    let f = fs::File::options().write(true).open(&file).unwrap();
+    f.write_all_at(b"damage", 310_000).unwrap();
+    f.write_all_at(b"damage", 5 << 20).unwrap();
+    drop(f);
+    let ino = fs::metadata(&file).unwrap().ino();
+    dry_then_real(&e, &target, "zero pages in blocks, patched in place");
+    assert_eq!(fs::read(&file).unwrap(), content);
+    assert_eq!(fs::metadata(&file).unwrap().ino(), ino);
 }
 
 /// A name already linked to a file that is patched in place stays so: `-v` lists nothing for

@@ -42,10 +42,9 @@ pub(crate) struct Counters {
     pub decoded: AtomicU64,
     /// Blocks taken from another copy because the one read was damaged or missing.
     pub other_copies: AtomicU64,
-    /// File bytes placed by writes from memory.
+    /// File bytes of data blocks placed by writes from memory (their zero pages, left as
+    /// holes, included: the plan counts holes as all-zero blocks, and cannot see inside one).
     pub written: AtomicU64,
-    /// File bytes actually handed to `write` (zero blocks skipped as holes).
-    pub written_nonzero: AtomicU64,
     /// Blocks and bytes copied from the target itself instead of fetched, or written again
     /// from data a job already placed (see `place::land`).
     pub copied_blocks: AtomicU64,
@@ -55,7 +54,7 @@ pub(crate) struct Counters {
     pub reused: AtomicU64,
     /// Of those, bytes written around the page cache (`O_DIRECT`).
     pub direct: AtomicU64,
-    /// Bytes left as holes or punched.
+    /// Bytes of all-zero blocks left as holes or punched.
     pub holes: AtomicU64,
     /// Bytes of pack ranges hinted to the backend ahead of the fetchers.
     pub hinted: AtomicU64,

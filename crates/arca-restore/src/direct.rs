@@ -322,7 +322,7 @@ impl DirectQueue {
             Ok(DirectWrite {
                 written,
                 refused_at: None,
-            }) => Ok((written, written)),
+            }) => Ok(written),
             // The file system refused direct I/O: the rest through the page cache, and no
             // more direct writes.
             Ok(DirectWrite {
@@ -332,7 +332,7 @@ impl DirectQueue {
                 sh.direct.store(false, Ordering::Relaxed);
                 file(sh, open, p.target.file).and_then(|f| {
                     sh.write_fresh(p.target.file, f, p.offset + pos as u64, &data[pos..])
-                        .map(|n| (written + n, written))
+                        .map(|_| written)
                         .map_err(|e| FsError::new("write", &path(), e))
                 })
             }
@@ -340,13 +340,12 @@ impl DirectQueue {
         };
         let held = &mut self.held[p.job];
         match res {
-            Ok((written, direct)) => {
+            Ok(direct) => {
                 let c = &sh.counters;
                 let len = p.len as u64;
+                // Zero pages included, as `place::land` counts them.
                 if !p.dup {
                     c.written.fetch_add(len, Ordering::Relaxed);
-                    c.written_nonzero.fetch_add(written, Ordering::Relaxed);
-                    c.holes.fetch_add(len - written, Ordering::Relaxed);
                 }
                 c.direct.fetch_add(direct, Ordering::Relaxed);
                 sh.progress.bytes.fetch_add(len, Ordering::Relaxed);

@@ -192,7 +192,9 @@ pub struct RestoreReport {
     pub hardlinks: u64,
     /// File bytes in the restore (holes included).
     pub bytes: u64,
-    /// Bytes this run put on disk (holes and blocks already in place excluded).
+    /// Bytes of data blocks this run put in files (all-zero blocks, which are holes, and
+    /// blocks already in place excluded; a block's zero pages, left as holes all the same,
+    /// count with it, as the plan's `bytes_to_write` counts them).
     pub bytes_written: u64,
     /// Entries that failed.
     pub issues: Vec<RestoreIssue>,
@@ -233,7 +235,7 @@ pub struct RestoreReport {
     pub blocks_reused: u64,
     /// Bytes taken from `--reuse-from` trees.
     pub bytes_reused: u64,
-    /// Bytes left as holes.
+    /// Bytes of all-zero blocks left as holes (the plan's `bytes_holes`).
     pub bytes_holes: u64,
     /// Bytes written around the page cache (`O_DIRECT`).
     pub bytes_direct: u64,
@@ -663,7 +665,7 @@ pub fn restore(
     report.bytes_holes = c.holes.load(Ordering::Relaxed);
     report.bytes_direct = c.direct.load(Ordering::Relaxed);
     report.bytes_hinted = c.hinted.load(Ordering::Relaxed);
-    report.bytes_written = c.written_nonzero.load(Ordering::Relaxed) + report.bytes_copied;
+    report.bytes_written = c.written.load(Ordering::Relaxed) + report.bytes_copied;
     report.files = c.files_done.load(Ordering::Relaxed);
     let failed = |f: u32| sh.file_flags[f as usize].load(Ordering::Relaxed) & ctx::FAILED != 0;
     for (f, fp) in plan.files.iter().enumerate() {

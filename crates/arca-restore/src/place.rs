@@ -514,16 +514,16 @@ fn land(
         (res, _) => res,
     };
     let ok = match res {
-        Ok(n) => {
+        Ok(_) => {
             let c = &sh.counters;
             if dup {
                 // The whole block, a middle in flight included (its landing counts nothing).
                 c.copied.fetch_add(data.len() as u64, Ordering::Relaxed);
                 c.copied_blocks.fetch_add(1, Ordering::Relaxed);
             } else {
+                // The whole block, its zero pages included: they are left as holes, but the
+                // plan cannot see them inside a block, and counts holes as all-zero blocks.
                 c.written.fetch_add(len, Ordering::Relaxed);
-                c.written_nonzero.fetch_add(n, Ordering::Relaxed);
-                c.holes.fetch_add(len - n, Ordering::Relaxed);
             }
             sh.progress.bytes.fetch_add(len, Ordering::Relaxed);
             true

@@ -106,7 +106,8 @@ pub struct PlanSummary {
     pub bytes_to_copy: u64,
     /// File bytes from `--reuse-from` trees.
     pub bytes_to_reuse: u64,
-    /// File bytes that are holes.
+    /// File bytes that are holes: blocks all of zeros (zero pages inside a block of data,
+    /// which the plan cannot see, count as written, also in the run's summary).
     pub bytes_holes: u64,
     /// Entries to delete (`--delete`).
     pub deletes: u64,
