@@ -205,3 +205,69 @@ fn a_hard_link_to_a_file_patched_in_place_is_listed_as_left() {
         fs::read(src.join("x/h1")).unwrap()
     );
 }
+
+/// A block whose first write fails (its file cannot be made: its folder is immutable) and
+/// whose second use lands: that use is the block's first write, not a local copy (it was
+/// counted as copied, with nothing it was copied from).
+#[test]
+fn a_use_after_a_failed_first_write_is_counted_as_written() {
+    use std::process::Command;
+    if !arca_testkit::is_root() {
+        eprintln!("needs root for chattr +i: skipped");
+        return;
+    }
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("d1")).unwrap();
+    fs::create_dir_all(src.join("d2")).unwrap();
+    // Below the smallest chunk: one block, in both files.
+    let block = random_bytes(21, 200_000);
+    fs::write(src.join("d1/a"), &block).unwrap();
+    fs::write(src.join("d2/b"), &block).unwrap();
+    let dir_time = fs::metadata(src.join("d1")).unwrap().modified().unwrap();
+    fs::File::open(src.join("d2"))
+        .unwrap()
+        .set_modified(dir_time)
+        .unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "-q", "latest", "--target", t]);
+    let here = target.join(src.strip_prefix("/").unwrap());
+    fs::remove_file(here.join("d1/a")).unwrap();
+    fs::remove_file(here.join("d2/b")).unwrap();
+    // The folders as the snapshot has them again, so that only the files are restored.
+    for d in ["d1", "d2"] {
+        fs::File::open(here.join(d))
+            .unwrap()
+            .set_modified(dir_time)
+            .unwrap();
+    }
+    let locked = here.join("d1");
+    let pinned = Command::new("chattr")
+        .arg("+i")
+        .arg(&locked)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !pinned {
+        eprintln!("chattr +i refused here: skipped");
+        return;
+    }
+    let o = e.run(&["restore", "latest", "--target", t, "--json"]);
+    let _ = Command::new("chattr").arg("-i").arg(&locked).status();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&here.join("d1/a").display().to_string()),
+        "{err}"
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let real: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(real["blocks_decoded"], 1, "{real}");
+    assert_eq!(real["bytes_copied"], 0, "{real}");
+    assert_eq!(real["blocks_copied"], 0, "{real}");
+    assert_eq!(real["bytes_written"], block.len() as u64, "{real}");
+    assert_eq!(fs::read(here.join("d2/b")).unwrap(), block);
+    assert!(!here.join("d1/a").exists());
+}

@@ -206,10 +206,11 @@ impl<'a, 's> Worker<'a, 's> {
                 .fetched_useful
                 .fetch_add(u64::from(bp.length), Ordering::Relaxed);
             let mut landed: Option<Target> = None;
-            for (i, &t) in jb.targets.iter().enumerate() {
-                // Uses after the first are local copies of the block fetched once, counted so
-                // whichever way they are made (as the plan counts them).
-                let dup = i > 0;
+            for &t in &jb.targets {
+                // Uses after the first that landed are local copies of the block fetched
+                // once, counted so whichever way they are made (as the plan counts them); after
+                // a first write that failed, the next is the block's first write.
+                let dup = landed.is_some();
                 let ok = match landed {
                     // Where the file system shares extents, later uses are copies of the first
                     // (reflinks where the offsets allow), once it is on disk; elsewhere a copy
@@ -266,10 +267,10 @@ impl<'a, 's> Worker<'a, 's> {
                 } => {
                     let len = data.len() as u64;
                     let mut landed = None;
-                    for (i, t) in targets.into_iter().enumerate() {
-                        if land(sh, &mut self.open, &mut self.direct, blob, t, &data, i > 0)
-                            && landed.is_none()
-                        {
+                    for t in targets {
+                        // A copy once a use landed (see `fetched`).
+                        let dup = landed.is_some();
+                        if land(sh, &mut self.open, &mut self.direct, blob, t, &data, dup) && !dup {
                             landed = Some(t);
                         }
                         d.settled += len;
@@ -336,15 +337,12 @@ impl<'a, 's> Worker<'a, 's> {
                     let data = std::mem::take(&mut self.scratch);
                     let len = data.len() as u64;
                     let mut landed = None;
-                    for (i, t) in targets.into_iter().enumerate() {
-                        // Read from the tree once; further uses are local copies of it.
-                        let dup = i > 0;
-                        if land(sh, &mut self.open, &mut self.direct, blob, t, &data, dup)
-                            && landed.is_none()
-                        {
+                    for t in targets {
+                        // Read from the tree once; further uses, once one landed, are local
+                        // copies of it (see `fetched`).
+                        let dup = landed.is_some();
+                        if land(sh, &mut self.open, &mut self.direct, blob, t, &data, dup) && !dup {
                             landed = Some(t);
-                        }
-                        if !dup {
                             sh.counters.reused.fetch_add(len, Ordering::Relaxed);
                             sh.counters.reused_blocks.fetch_add(1, Ordering::Relaxed);
                         }
