@@ -497,7 +497,7 @@ pub struct RestoreArgs {
     /// Take blocks from this local tree (an older restore, the original source) when the file
     /// at the same path holds them at the same offsets (a file with bytes inserted before
     /// them offers none); checked by hash before use (repeatable)
-    #[arg(long = "reuse-from", value_name = "DIR")]
+    #[arg(long = "reuse-from", value_name = "DIR", value_parser = crate::util::ReuseDir)]
     pub reuse_from: Vec<PathBuf>,
     /// Read every restored file back and check it against the snapshot
     #[arg(long)]

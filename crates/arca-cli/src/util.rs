@@ -19,9 +19,9 @@ mod lock;
 mod password;
 
 pub use args::{
-    TextPattern, at_least_one, backend_option_arg, duration_arg, group_by_arg, keep_tag_arg,
-    non_empty_arg, parse_duration, parse_size, parse_snapshot_time, size_arg, snapshot_time_arg,
-    stdin_path_arg, subset_arg, thread_count,
+    ReuseDir, TextPattern, at_least_one, backend_option_arg, duration_arg, group_by_arg,
+    keep_tag_arg, non_empty_arg, parse_duration, parse_size, parse_snapshot_time, size_arg,
+    snapshot_time_arg, stdin_path_arg, subset_arg, thread_count,
 };
 pub use lock::{lock, take_lock};
 pub use password::{

@@ -75,5 +75,8 @@ fn target_and_reuse_from_errors_escape_bytes_that_are_not_utf8() {
         .output()
         .unwrap();
     let err = stderr(&o);
-    assert!(err.contains("t\\xff: not a folder"), "{err}");
+    assert!(
+        err.contains("t\\xff' for '--reuse-from <DIR>': not a folder"),
+        "{err}"
+    );
 }

@@ -869,7 +869,8 @@ fn a_restore_never_writes_into_nor_deletes_its_own_repository() {
 }
 
 /// A `--reuse-from` that is missing or not a folder (a typo) is refused, naming it, before
-/// anything is read: it was taken in silence, and every block fetched (hunt 16).
+/// anything is read: it was taken in silence, and every block fetched (hunt 16). It is a bad
+/// value, exit 2 as the others, and named once (it was exit 1).
 #[test]
 fn a_reuse_folder_that_is_not_one_is_refused() {
     let e = Env::new();
@@ -892,9 +893,15 @@ fn a_reuse_folder_that_is_not_one_is_refused() {
             "--reuse-from",
             dir.to_str().unwrap(),
         ]);
-        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-        let want = format!("--reuse-from {}: {says}", dir.display());
-        assert!(stderr(&o).contains(&want), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        let want = format!(
+            "error: invalid value '{}' for '--reuse-from <DIR>': {says}",
+            dir.display()
+        );
+        assert!(err.contains(&want), "{err}");
+        let named = dir.display().to_string();
+        assert_eq!(err.matches(&named).count(), 1, "{err}");
         assert!(!target.exists());
     }
 }

@@ -114,18 +114,8 @@ fn tuning(a: &RestoreArgs) -> Result<Tuning> {
 
 pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     let cancel = super::cancel_on_signals(super::INTERRUPTED)?;
-    // A folder to reuse that is not one (a typo), or that cannot be read, sent every block
-    // to the repository unsaid (hunt 26: permission denied, exit 0, no word even with -v).
-    for dir in &a.reuse_from {
-        match std::fs::metadata(dir) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => bail!("--reuse-from {}: not a folder", shown(dir)),
-            Err(e) => bail!("--reuse-from {}: {e}", shown(dir)),
-        }
-        if let Err(e) = std::fs::read_dir(dir) {
-            bail!("--reuse-from {}: cannot read the folder: {e}", shown(dir));
-        }
-    }
+    // A `--reuse-from` folder that is not one, or cannot be read, was refused by the parse
+    // (`util::ReuseDir`, exit 2).
     let opened = util::open(g)?;
     let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "restore")?;
     let repo = &opened.repo;
