@@ -271,3 +271,60 @@ fn a_use_after_a_failed_first_write_is_counted_as_written() {
     assert_eq!(fs::read(here.join("d2/b")).unwrap(), block);
     assert!(!here.join("d1/a").exists());
 }
+
+/// A right hard-link group `a`, `b` whose inode has a further name `c` that the snapshot
+/// lacks: `restore --delete` deletes `c` and keeps the group's inode as it is, fixing its
+/// metadata, fetching nothing (it split the group off and fetched its content again, for a
+/// name it was about to delete). Whether the file is trusted by size and mtime or hashed.
+#[test]
+fn delete_keeps_a_group_whose_extra_name_it_deletes() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    let content = random_bytes(31, 300_000);
+    fs::write(src.join("a"), &content).unwrap();
+    fs::set_permissions(src.join("a"), fs::Permissions::from_mode(0o640)).unwrap();
+    fs::hard_link(src.join("a"), src.join("b")).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "-q", "latest", "--target", t]);
+    let here = target.join(src.strip_prefix("/").unwrap());
+    let ino = fs::metadata(here.join("a")).unwrap().ino();
+    let mtime = fs::metadata(src.join("a")).unwrap().mtime();
+    for overwrite in ["if-changed", "always"] {
+        fs::hard_link(here.join("a"), here.join("c")).unwrap();
+        fs::set_permissions(here.join("a"), fs::Permissions::from_mode(0o600)).unwrap();
+        let args = [
+            "restore",
+            "latest",
+            "--target",
+            t,
+            "--delete",
+            "--overwrite",
+            overwrite,
+            "--json",
+        ];
+        let dry = e.json(&[&args[..], &["--dry-run"]].concat());
+        assert_eq!(dry["plan"]["blobs_to_fetch"], 0, "{overwrite}: {dry}");
+        assert_eq!(dry["plan"]["deletes"], 1, "{overwrite}: {dry}");
+        assert_eq!(dry["plan"]["files_metadata"], 1, "{overwrite}: {dry}");
+        let real = e.json(&args);
+        assert_eq!(real["errors"], 0, "{overwrite}: {real}");
+        assert_eq!(real["fetched_bytes"], 0, "{overwrite}: {real}");
+        assert_eq!(real["bytes_written"], 0, "{overwrite}: {real}");
+        assert_eq!(real["plan"]["deletes"], 1, "{overwrite}: {real}");
+        assert_eq!(real["plan"], dry["plan"], "{overwrite}\n{dry}\n{real}");
+        assert!(!here.join("c").exists(), "{overwrite}");
+        for name in ["a", "b"] {
+            let m = fs::metadata(here.join(name)).unwrap();
+            assert_eq!(m.ino(), ino, "{overwrite}: {name} split off");
+            assert_eq!(m.nlink(), 2, "{overwrite}: {name}");
+            assert_eq!(m.mode() & 0o7777, 0o640, "{overwrite}: {name}");
+            assert_eq!(m.mtime(), mtime, "{overwrite}: {name}");
+            assert_eq!(fs::read(here.join(name)).unwrap(), content, "{overwrite}");
+        }
+    }
+}

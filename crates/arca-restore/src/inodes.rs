@@ -1,8 +1,11 @@
 //! The target's inodes that several entries of the restore reach: a hard link in the target
 //! between two files the snapshot keeps apart must be split, even where each file alone could
-//! account for its extra names (names its source file had that the restore leaves out).
+//! account for its extra names (names its source file had that the restore leaves out); and
+//! the further names of inodes that `--delete` removes, which do not count as extra names.
 
 use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 use crate::plan::{EntryKind, Plan};
@@ -12,6 +15,12 @@ use crate::plan::{EntryKind, Plan};
 pub(crate) struct SharedInodes {
     seen: Mutex<Vec<((u64, u64), u32)>>,
     map: OnceLock<HashMap<(u64, u64), Vec<u32>>>,
+    /// Entries right in content that were to be replaced only for names their inode has
+    /// beyond the restore's, with whether their metadata was right: looked at again once
+    /// `--delete`'s deletions are known ([`Self::doom`]).
+    split_for_names: Mutex<Vec<(u32, bool)>>,
+    /// The names `--delete` removes that are further names of an inode with several.
+    doomed: OnceLock<HashMap<(u64, u64), Vec<PathBuf>>>,
 }
 
 /// The hard-link group of entry `e`: its first entry.
@@ -48,6 +57,54 @@ impl SharedInodes {
         }
         let _ = self.map.set(map);
         split
+    }
+
+    /// Entry `e`, right in content (`meta_ok`: and metadata), is to be replaced only for the
+    /// names its inode has beyond the restore's.
+    pub fn note_split_for_names(&self, e: u32, meta_ok: bool) {
+        self.split_for_names
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((e, meta_ok));
+    }
+
+    /// The entries [`Self::note_split_for_names`] noted.
+    pub fn take_split_for_names(&self) -> Vec<(u32, bool)> {
+        std::mem::take(
+            &mut *self
+                .split_for_names
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
+    }
+
+    /// `--delete` removes the names `deleted` (not folders): those that are names of an inode
+    /// with several are not names of their own for [`Self::doomed_names`].
+    pub fn doom<'p>(&self, deleted: impl Iterator<Item = &'p std::path::Path>) {
+        let mut map: HashMap<(u64, u64), Vec<PathBuf>> = HashMap::new();
+        for path in deleted {
+            if let Ok(m) = arca_fs::lstat(path)
+                && m.nlink() > 1
+                && !m.is_dir()
+            {
+                map.entry((m.dev(), m.ino()))
+                    .or_default()
+                    .push(path.to_path_buf());
+            }
+        }
+        let _ = self.doomed.set(map);
+    }
+
+    /// How many names of inode `ino` of device `dev` that `--delete` removes are still there
+    /// (none once removed, or before [`Self::doom`]).
+    pub fn doomed_names(&self, dev: u64, ino: u64) -> u64 {
+        let Some(paths) = self.doomed.get().and_then(|m| m.get(&(dev, ino))) else {
+            return 0;
+        };
+        paths
+            .iter()
+            .filter(|p| arca_fs::lstat(p).is_ok_and(|m| m.dev() == dev && m.ino() == ino))
+            .count() as u64
     }
 
     /// Whether inode `ino` is also an entry's of another group than `e`'s (unknown, false,

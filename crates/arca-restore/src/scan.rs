@@ -22,6 +22,7 @@ use crate::small_files::{SmallFile, hash_small};
 use crate::trees::Selection;
 
 mod deletions;
+mod doomed;
 
 /// Why an entry inside a folder that is not restored is not restored either: the folder's
 /// own reason is reported, not this one.
@@ -308,6 +309,9 @@ impl Scanner<'_> {
         if let Some(repo) = self.repository {
             self.spare_repository(&mut scan, repo);
         }
+        if self.delete {
+            self.keep_groups_losing_deleted_names(&mut scan);
+        }
         if self.defer && !to_hash.is_empty() {
             scan.deferred_entry = vec![false; plan.entries.len()];
             for h in &to_hash {
@@ -565,6 +569,10 @@ impl Scanner<'_> {
             EntryAction::Keep { meta_ok, .. }
                 if self.foreign_names(e as u32, m.nlink, m.dev, m.ino, meta_ok) =>
             {
+                // Unless those names are all ones `--delete` removes (known only later).
+                if self.delete {
+                    self.inodes.note_split_for_names(e as u32, meta_ok);
+                }
                 EntryAction::Replace
             }
             a => a,
@@ -579,7 +587,8 @@ impl Scanner<'_> {
     /// would change that file. `untouched` (an entry kept as it is, right in content and
     /// metadata) also allows the names the source file had that the restore leaves out (not
     /// selected, or outside the backup): those may be its own. Never for an inode to be
-    /// written or changed: one of them could be a file outside the target.
+    /// written or changed: one of them could be a file outside the target. Names that
+    /// `--delete` removes are not counted: they are gone before anything is written.
     fn foreign_names(&self, e: u32, nlink: u64, dev: u64, ino: u64, untouched: bool) -> bool {
         let plan = self.plan;
         // Two files of the snapshot the scan found joined are split, also when the other
@@ -599,6 +608,7 @@ impl Scanner<'_> {
         } else {
             0
         };
+        let nlink = nlink.saturating_sub(self.inodes.doomed_names(dev, ino));
         nlink > self.names_here(e, dev, ino).saturating_add(left_out)
     }
 
