@@ -514,6 +514,9 @@ impl Backend for CachedBackend {
     fn local_folder(&self) -> Option<std::path::PathBuf> {
         self.inner.local_folder()
     }
+    fn root_kind(&self) -> crate::RootKind {
+        self.inner.root_kind()
+    }
     fn note_tree_packs(&self, names: &[String]) {
         {
             let mut packs = lock(&self.packs);

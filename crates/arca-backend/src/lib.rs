@@ -120,6 +120,20 @@ pub enum ErrorKind {
     Other,
 }
 
+/// What is at a repository's location, as [`Backend::root_kind`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RootKind {
+    /// Nothing: no folder (or, on an object store, no object under the prefix).
+    Nothing,
+    /// A file where the folder should be, or above it: why, said as "it is a file, not a
+    /// folder" or "F is a file, not a folder" ([`file_in_the_way`]).
+    FileInTheWay(String),
+    /// A folder (or a prefix holding objects): something is there, a repository or not.
+    Folder,
+    /// The backend cannot tell (the default), or asking failed.
+    Unknown,
+}
+
 /// A backend operation failed.
 #[derive(Debug, thiserror::Error)]
 #[error("{op} {location}: {source}")]
@@ -299,6 +313,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn local_folder(&self) -> Option<std::path::PathBuf> {
         None
     }
+    /// What is at the repository's location. Asked only when its config could not be read
+    /// (an error path: a working repository never pays for it), to tell nothing there from a
+    /// file in the way or from a folder that is not a repository. [`RootKind::Unknown`], the
+    /// default, when the backend cannot tell; decorators pass it on.
+    fn root_kind(&self) -> RootKind {
+        RootKind::Unknown
+    }
     /// Tells the backend that these packs hold tree blobs (directory listings), read again by
     /// every backup and listing: a caching layer may keep whole local copies of them. Other
     /// backends ignore it (the default); decorators pass it on.
@@ -404,6 +425,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     fn local_folder(&self) -> Option<std::path::PathBuf> {
         (**self).local_folder()
+    }
+    fn root_kind(&self) -> RootKind {
+        (**self).root_kind()
     }
     fn prefetch(&self, t: FileType, name: &str, offset: u64, len: u64) {
         (**self).prefetch(t, name, offset, len)

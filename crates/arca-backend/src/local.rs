@@ -353,6 +353,16 @@ impl Backend for LocalBackend {
         Some(self.root.clone())
     }
 
+    fn root_kind(&self) -> crate::RootKind {
+        if let Some(why) = file_in_the_way(&self.root) {
+            return crate::RootKind::FileInTheWay(why);
+        }
+        match self.root.is_dir() {
+            true => crate::RootKind::Folder,
+            false => crate::RootKind::Nothing,
+        }
+    }
+
     fn hints(&self) -> BackendHints {
         BackendHints {
             local: true,

@@ -178,6 +178,10 @@ impl<B: Backend> Backend for MeteredBackend<B> {
     fn local_folder(&self) -> Option<std::path::PathBuf> {
         self.inner.local_folder()
     }
+    fn root_kind(&self) -> crate::RootKind {
+        self.request();
+        self.inner.root_kind()
+    }
     fn prefetch(&self, t: FileType, name: &str, offset: u64, len: u64) {
         self.inner.prefetch(t, name, offset, len)
     }

@@ -232,6 +232,19 @@ fn user_errors_on_s3_are_one_clear_line() {
     let o = prefix.run(&["snapshots"]);
     assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
     assert!(!stderr(&o).contains("bucket"), "{}", stderr(&o));
+    // A prefix holding objects but no config is something, not a repository (it said
+    // "repository ... does not exist").
+    fs::create_dir_all(s3.root.join("errs/other")).unwrap();
+    fs::write(s3.root.join("errs/other/notes.txt"), b"mine").unwrap();
+    let other = Env::remote(s3.location("errs", "other"), s3.env());
+    let o = other.run(&["snapshots"]);
+    assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("errs/other is not an arca repository (no config file)"),
+        "{err}"
+    );
     // `init` there creates the bucket, and the repository then opens.
     missing.init(&[]);
     assert!(s3.root.join("no-such-bucket/r/config").is_file());

@@ -345,3 +345,49 @@ fn a_missing_repository_is_one_clear_line() {
         assert_eq!(v["message"], says.as_str(), "{v}");
     }
 }
+
+/// A folder that is not a repository, a file given as the repository, and a file above it are
+/// named as on a local folder, exit 10 (all three said "repository sftp://… does not exist").
+#[test]
+fn a_file_or_a_folder_that_is_no_repository_is_named() {
+    let server = sshd::Sshd::start();
+    let folder = server.dir.join("plain");
+    fs::create_dir(&folder).unwrap();
+    fs::write(folder.join("notes.txt"), b"mine").unwrap();
+    let file = server.dir.join("notes.txt");
+    fs::write(&file, b"x").unwrap();
+    let under = file.join("repo");
+    let shown = |p: &Path| format!("sftp://{}/{}", sshd::HOST, p.display());
+    for (repo, says) in [
+        (
+            &folder,
+            format!(
+                "{} is not an arca repository (no config file)",
+                shown(&folder)
+            ),
+        ),
+        (
+            &file,
+            format!(
+                "repository {} does not exist: it is a file, not a folder",
+                shown(&file)
+            ),
+        ),
+        (
+            &under,
+            format!(
+                "repository {} does not exist: {} is a file, not a folder",
+                shown(&under),
+                shown(&file)
+            ),
+        ),
+    ] {
+        let e = sftp_env(&server, repo, &server.ssh_config);
+        let o = run(&e, &["snapshots"]);
+        assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
+        assert_eq!(stderr(&o).trim(), format!("arca: {says}"));
+    }
+    // Nothing was made or changed there.
+    assert_eq!(fs::read_dir(&folder).unwrap().count(), 1);
+    assert_eq!(fs::read(&file).unwrap(), b"x");
+}

@@ -10,7 +10,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use arca_backend::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result};
+use arca_backend::{
+    Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result, RootKind,
+};
 use futures_util::{StreamExt, TryStreamExt, stream};
 
 use crate::SftpLocation;
@@ -340,6 +342,59 @@ impl SftpBackend {
             .collect())
     }
 
+    /// A path on the server (the root or a folder above it) as a location, for messages.
+    fn shown_path(&self, path: &str) -> String {
+        match self.location.strip_suffix(self.root.as_str()) {
+            Some(base) => format!("{base}{path}"),
+            None => path.to_string(),
+        }
+    }
+
+    /// What is at the root: the root and every folder above it within the path are stated at
+    /// once (one round trip); the nearest that exists tells. As a local folder says it: a
+    /// file at the root, or above it, is in the way (OpenSSH's server says "No such file" of
+    /// a path through a file). [`RootKind::Unknown`] when a stat fails otherwise.
+    fn what_is_there(&self) -> RootKind {
+        let root = match self.root.trim_end_matches('/') {
+            "" if self.root.starts_with('/') => "/",
+            "" => ".",
+            r => r,
+        };
+        let mut paths = vec![root];
+        paths.extend(
+            root.char_indices()
+                .rev()
+                .filter(|&(i, c)| c == '/' && i > 0)
+                .map(|(i, _)| &root[..i]),
+        );
+        let paths = &paths;
+        let Ok(found) = self.run("stat", "", |s| async move {
+            let stats = paths.iter().map(|p| {
+                let s = &s;
+                async move { s.sftp.fs().metadata(*p).await.map_err(Fail::from) }
+            });
+            Ok(futures_util::future::join_all(stats).await)
+        }) else {
+            return RootKind::Unknown;
+        };
+        for (p, m) in paths.iter().zip(found) {
+            let why = match m {
+                Ok(m) if m.file_type().is_none_or(|t| t.is_dir()) => {
+                    return match *p == root {
+                        true => RootKind::Folder,
+                        false => RootKind::Nothing,
+                    };
+                }
+                Ok(_) if *p == root => "it is a file, not a folder".to_string(),
+                Ok(_) => format!("{} is a file, not a folder", self.shown_path(p)),
+                Err(e) if not_found(&e) => continue,
+                Err(_) => return RootKind::Unknown,
+            };
+            return RootKind::FileInTheWay(why);
+        }
+        RootKind::Nothing
+    }
+
     async fn list_dir(s: &Session, path: String) -> Result<Vec<FileInfo>, Fail> {
         let dir = s.sftp.fs().open_dir(&path).await?;
         let entries: Vec<_> = dir.read_dir().try_collect().await?;
@@ -560,6 +615,10 @@ impl Backend for SftpBackend {
         // Reusing the buffer's allocation: only growth is zero-filled, the rest is overwritten.
         buf.resize(n, 0);
         self.read_into(t, name, offset, buf)
+    }
+
+    fn root_kind(&self) -> RootKind {
+        self.what_is_there()
     }
 
     fn hints(&self) -> BackendHints {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arca_backend::{Backend, ErrorKind, FileType, RetryBackend, RetryPolicy};
+use arca_backend::{Backend, ErrorKind, FileType, RetryBackend, RetryPolicy, RootKind};
 use arca_remote::{RemoteOptions, SftpBackend, SftpLocation, SftpOptions};
 use sshd::Sshd;
 
@@ -367,6 +367,36 @@ fn create_refuses_existing_repositories_and_other_files() {
     std::fs::write(&file, b"x").unwrap();
     let e = open(&sshd, &file).create().expect_err("a file");
     assert_ne!(e.kind, ErrorKind::Transient, "{e}");
+}
+
+/// What is at the root, told as a local folder tells it: a folder (a repository or not),
+/// nothing, a file, or a file above it (named by its location; the server says "No such
+/// file" of a path through a file).
+#[test]
+fn root_kind_tells_a_folder_nothing_and_a_file_in_the_way() {
+    let sshd = Sshd::start();
+    let folder = sshd.dir.join("plain");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(folder.join("notes.txt"), b"mine").unwrap();
+    let file = sshd.dir.join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let under = file.join("repo/deeper");
+    let shown = |p: &Path| format!("sftp://{}/{}", sshd::HOST, p.display());
+    for (path, kind) in [
+        (folder.clone(), RootKind::Folder),
+        (sshd.dir.join("nothing"), RootKind::Nothing),
+        (sshd.dir.join("nothing/here"), RootKind::Nothing),
+        (
+            file.clone(),
+            RootKind::FileInTheWay("it is a file, not a folder".into()),
+        ),
+        (
+            under.clone(),
+            RootKind::FileInTheWay(format!("{} is a file, not a folder", shown(&file))),
+        ),
+    ] {
+        assert_eq!(open(&sshd, &path).root_kind(), kind, "{}", path.display());
+    }
 }
 
 /// An init cut off before its config (a full disk, a dropped connection) leaves the folders

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use arca_backend::{Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result};
+use arca_backend::{
+    Backend, BackendError, BackendHints, ErrorKind, FileInfo, FileType, Result, RootKind,
+};
 use opendal::Operator;
 use opendal::layers::TimeoutLayer;
 use opendal::services::S3;
@@ -583,6 +585,16 @@ impl Backend for S3Backend {
         buf: &mut Vec<u8>,
     ) -> Result<()> {
         self.read_into(&t.path(name), offset, len, buf)
+    }
+
+    /// A prefix holding objects is something there, not a repository; none is nothing. A
+    /// listing that fails (no bucket: the read of the config said so) cannot tell.
+    fn root_kind(&self) -> RootKind {
+        match self.first_object() {
+            Ok(Ok(Some(_))) => RootKind::Folder,
+            Ok(Ok(None)) => RootKind::Nothing,
+            _ => RootKind::Unknown,
+        }
     }
 
     fn hints(&self) -> BackendHints {

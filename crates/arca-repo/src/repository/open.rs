@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use arca_backend::cache::{CachedBackend, find_in_root, prepare_root};
-use arca_backend::{Backend, BackendError, FileInfo, FileType};
+use arca_backend::{Backend, BackendError, ErrorKind, FileInfo, FileType, RootKind};
 use arca_crypto::MasterKey;
 use arca_format::envelope::{EnvelopeHeader, EnvelopeKind};
 use arca_format::{Config, Id, KdfParams, KeyFile};
@@ -316,24 +316,30 @@ fn cache_warning(why: &str) {
 }
 
 /// The error of a repository whose config could not be read (`e`): none there, or the
-/// backend's error. For a local folder, a missing folder is told from one that is not a
-/// repository, and from a file in the way; other backends have no folder to look at, and what
-/// they said of it is kept (an S3 server names the bucket that is missing).
+/// backend's error. What is at the location (asked of the backend only here, on the way to an
+/// error) tells a missing repository from a file in the way and from a folder that is not a
+/// repository; a backend that cannot tell keeps what it said of it (an S3 server names the
+/// bucket that is missing).
 fn no_config(backend: &dyn Backend, location: String, e: BackendError) -> RepoError {
-    let local = backend.local_folder();
-    // A file where the folder should be, or above it ("Not a directory", exit 1).
-    if let Some(why) = local.as_deref().and_then(arca_backend::file_in_the_way) {
-        let why = format!(": {why}");
-        return RepoError::NoRepository { location, why };
-    }
-    if !e.is_not_found() {
-        return e.into();
-    }
-    if std::path::Path::new(&location).is_dir() {
-        return RepoError::NotARepository { location };
+    // A transient failure, a permission refused: not about what is there.
+    let there = match e.kind {
+        ErrorKind::NotFound | ErrorKind::Other => backend.root_kind(),
+        _ => RootKind::Unknown,
+    };
+    match there {
+        // A file where the folder should be, or above it ("Not a directory").
+        RootKind::FileInTheWay(why) => {
+            let why = format!(": {why}");
+            return RepoError::NoRepository { location, why };
+        }
+        _ if !e.is_not_found() => return e.into(),
+        RootKind::Folder => return RepoError::NotARepository { location },
+        RootKind::Nothing | RootKind::Unknown => {}
     }
     let why = match e.source.to_string() {
-        said if local.is_some() || said.eq_ignore_ascii_case("not found") => String::new(),
+        said if backend.local_folder().is_some() || said.eq_ignore_ascii_case("not found") => {
+            String::new()
+        }
         said => format!(": {said}"),
     };
     RepoError::NoRepository { location, why }
