@@ -98,6 +98,22 @@ pub enum RepoError {
         /// What the file may harm, and what to do.
         advice: String,
     },
+    /// A snapshot just written did not read back, and removing it again failed: it is still
+    /// in the repository.
+    #[error(
+        "snapshot {id} did not read back once written ({read}); removing it again failed \
+         ({removal}): it is still there, perhaps damaged: remove it with `arca forget {id}`, \
+         then run the command again"
+    )]
+    SnapshotLeft {
+        /// The snapshot.
+        id: Id,
+        /// Why it did not read back.
+        read: Box<RepoError>,
+        /// Why it could not be removed.
+        #[source]
+        removal: Box<BackendError>,
+    },
     /// No key file opens with the given password.
     #[error("wrong password or no key found for repository {location}{skipped}")]
     WrongPassword {

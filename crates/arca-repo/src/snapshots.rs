@@ -95,15 +95,23 @@ impl Repository {
         self.read_back(id)
     }
 
-    /// Reads snapshot `id`, just saved, back; one that does not read is removed again.
+    /// Reads snapshot `id`, just saved, back; one that does not read is removed again, and
+    /// one that cannot be removed is named in the error, with what to do.
     fn read_back(&self, id: Id) -> Result<Id> {
-        match self.load_snapshot(&id) {
-            Ok(_) => Ok(id),
-            Err(e) => {
-                let _ = self.backend().delete(FileType::Snapshot, &id.to_hex());
-                Err(e)
-            }
-        }
+        let read = match self.load_snapshot(&id) {
+            Ok(_) => return Ok(id),
+            Err(e) => e,
+        };
+        Err(
+            match self.backend().remove(FileType::Snapshot, &id.to_hex()) {
+                Ok(()) => read,
+                Err(removal) => RepoError::SnapshotLeft {
+                    id,
+                    read: Box::new(read),
+                    removal: Box::new(removal),
+                },
+            },
+        )
     }
 
     /// [`Self::save_snapshot_checked`] of `s`, which replaces snapshot `original` (tag,
@@ -428,5 +436,60 @@ mod tests {
             fault: arca_backend::Fault::Fail(std::io::ErrorKind::Other),
         });
         assert!(broken.list_snapshots(&SnapshotFilter::default()).is_err());
+    }
+
+    /// A snapshot that does not read back once written is removed; one whose removal fails
+    /// too is named in the error, with what to do (the failure was dropped, and the file
+    /// stayed unmentioned).
+    #[test]
+    fn a_snapshot_that_does_not_read_back_and_stays_is_named() {
+        let fault = Arc::new(arca_backend::FaultBackend::new(MemoryBackend::new()));
+        let repo = crate::testing::repo(fault.clone());
+        let corrupt_next_write = || {
+            fault.add(arca_backend::Rule {
+                op: Some(arca_backend::Op::Write),
+                file_type: Some(FileType::Snapshot),
+                trigger: arca_backend::Trigger::Nth(1),
+                fault: arca_backend::Fault::Corrupt,
+            })
+        };
+        let stored = || fault.inner().list(FileType::Snapshot).unwrap();
+        // Removed: the read's error, and nothing left.
+        corrupt_next_write();
+        let e = repo.save_snapshot_checked(&snapshot(0, "h")).unwrap_err();
+        assert!(!matches!(e, RepoError::SnapshotLeft { .. }), "{e}");
+        assert!(stored().is_empty());
+        // Not removed: named, with what to do.
+        fault.clear();
+        corrupt_next_write();
+        fault.add(arca_backend::Rule {
+            op: Some(arca_backend::Op::Delete),
+            file_type: Some(FileType::Snapshot),
+            trigger: arca_backend::Trigger::Always,
+            fault: arca_backend::Fault::Fail(std::io::ErrorKind::PermissionDenied),
+        });
+        let e = repo.save_snapshot_checked(&snapshot(1, "h")).unwrap_err();
+        let left = stored();
+        assert_eq!(left.len(), 1);
+        let id = &left[0].name;
+        assert!(matches!(e, RepoError::SnapshotLeft { .. }), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(&format!("snapshot {id} did not read back once written (")),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&format!(
+                "removing it again failed (delete memory:/snapshots/{id}: injected fault)"
+            )),
+            "{msg}"
+        );
+        assert!(
+            msg.ends_with(&format!(
+                "it is still there, perhaps damaged: remove it with `arca forget {id}`, then \
+                 run the command again"
+            )),
+            "{msg}"
+        );
     }
 }
