@@ -167,19 +167,27 @@ fn list_snapshot_ids(repo: &Repository) -> Result<HashSet<Id>, MountError> {
         .collect())
 }
 
-/// The repository's index files, listed, then the index loaded from them (a file written
-/// between the two is loaded and not listed: the next miss loads the index again).
-fn load_index(repo: &Repository) -> Result<(HashSet<Id>, Index), MountError> {
-    let files = repo
-        .list_ids(RepoFile::Index)
-        .map_err(|e| MountError::repo("listing the index files", e))?
-        .into_iter()
-        .map(|(id, _)| id)
-        .collect();
+/// The repository's index files, listed.
+fn list_index(repo: &Repository) -> Result<Vec<(Id, u64)>, MountError> {
+    repo.list_ids(RepoFile::Index)
+        .map_err(|e| MountError::repo("listing the index files", e))
+}
+
+/// The index loaded from the index files `listed` (one listing serves the comparison with
+/// the last load and the load), and their ids.
+fn load_listed(
+    repo: &Repository,
+    listed: &[(Id, u64)],
+) -> Result<(HashSet<Id>, Index), MountError> {
     let index = repo
-        .load_index()
+        .load_index_listed(listed)
         .map_err(|e| MountError::repo("loading the index", e))?;
-    Ok((files, index))
+    Ok((listed.iter().map(|(id, _)| *id).collect(), index))
+}
+
+/// The repository's index files, listed, then the index loaded from them.
+fn load_index(repo: &Repository) -> Result<(HashSet<Id>, Index), MountError> {
+    load_listed(repo, &list_index(repo)?)
 }
 
 /// Whether a read missed: the pack the index places the blob in is gone, or no pack the
@@ -329,20 +337,17 @@ impl State {
         if !Arc::ptr_eq(&read(&self.index), failed) {
             return true;
         }
-        let got = self
-            .repo
-            .list_ids(RepoFile::Index)
-            .map_err(|e| MountError::repo("listing the index files", e))
-            .and_then(|listed| {
-                let listed: HashSet<Id> = listed.into_iter().map(|(id, _)| id).collect();
-                if listed == *files {
-                    return Ok(false);
-                }
-                let (listed, index) = load_index(&self.repo)?;
-                write(&self.index, Arc::new(index));
-                *files = listed;
-                Ok(true)
-            });
+        let got = list_index(&self.repo).and_then(|listed| {
+            let same =
+                listed.len() == files.len() && listed.iter().all(|(id, _)| files.contains(id));
+            if same {
+                return Ok(false);
+            }
+            let (listed, index) = load_listed(&self.repo, &listed)?;
+            write(&self.index, Arc::new(index));
+            *files = listed;
+            Ok(true)
+        });
         got.unwrap_or_else(|e| {
             (self.report)(&e.to_string());
             false

@@ -153,7 +153,14 @@ impl Repository {
     /// warns on stderr about each damaged index file (naming it and `arca repair index`): the
     /// command goes on without the blobs that file listed, which then count as missing.
     pub fn load_index(&self) -> Result<Index> {
-        let (index, damaged) = self.load_index_report()?;
+        self.load_index_listed(&self.list_ids(FileType::Index)?)
+    }
+
+    /// [`Repository::load_index`] from the index files `ids` (as [`Repository::list_ids`]
+    /// gives them), for a caller that listed them already and keeps the listing (a mount
+    /// compares it with the next one).
+    pub fn load_index_listed(&self, ids: &[(Id, u64)]) -> Result<Index> {
+        let (index, damaged) = self.load_index_report_listed(ids)?;
         for (_, e) in &damaged {
             damaged_index_warning(e);
         }
@@ -167,14 +174,18 @@ impl Repository {
     /// Tells the backend which packs hold trees ([`Backend::note_tree_packs`](arca_backend::Backend::note_tree_packs)), so a cache
     /// keeps them.
     pub fn load_index_report(&self) -> Result<(Index, Vec<(Id, RepoError)>)> {
-        let ids = self.list_ids(FileType::Index)?;
+        self.load_index_report_listed(&self.list_ids(FileType::Index)?)
+    }
+
+    /// [`Repository::load_index_report`] from the index files `ids`.
+    fn load_index_report_listed(&self, ids: &[(Id, u64)]) -> Result<(Index, Vec<(Id, RepoError)>)> {
         let mut b = IndexBuilder::new();
         let mut damaged = vec![];
         let mut failed = None;
         // Each file goes into the builder as soon as it is read, then is dropped: the decoded
         // files never all sit in memory beside the index being built.
         crate::par::for_each_ordered(
-            &ids,
+            ids,
             4,
             |(id, _)| self.load_index_file(id),
             |i, f| {
