@@ -606,3 +606,101 @@ fn a_damaged_config_file_is_named_as_such() {
     assert!(err.contains("config is damaged"), "{err}");
     assert!(!err.contains("wrong key"), "{err}");
 }
+
+/// Every index file of the repository, by name, with its bytes.
+fn index_bytes(e: &Env) -> Vec<(PathBuf, Vec<u8>)> {
+    index_files(e)
+        .into_iter()
+        .map(|f| {
+            let b = fs::read(&f).unwrap();
+            (f, b)
+        })
+        .collect()
+}
+
+/// Replaces the largest data pack by one holding the same blobs under a header a newer arca
+/// wrote (body version 2, sealed with the repository's key), and the index by one naming it;
+/// returns the new pack's id.
+fn newer_header_pack(e: &Env) -> String {
+    use arca_format::pack::{PackHeader, PackTrailer, TRAILER_LEN};
+    use arca_format::{BlobKind, EnvelopeHeader, EnvelopeKind, Id, IndexFile, IndexPack};
+    let backend = std::sync::Arc::new(arca_backend::LocalBackend::new(&e.repo));
+    let repo = arca_repo::Repository::open(backend, b"test password").unwrap();
+    let loaded: Vec<(Id, IndexFile)> = repo
+        .load_index_files()
+        .unwrap()
+        .into_iter()
+        .map(|(id, f)| (id, f.unwrap()))
+        .collect();
+    let mut packs: Vec<IndexPack> = loaded.iter().flat_map(|(_, f)| f.packs.clone()).collect();
+    let at = (0..packs.len())
+        .filter(|&i| packs[i].kind == BlobKind::Data)
+        .max_by_key(|&i| packs[i].size)
+        .unwrap();
+    let old_pack = e.repo.join(format!("data/{}", &packs[at].id.to_hex()[..2]));
+    let old_pack = old_pack.join(packs[at].id.to_hex());
+    let old = fs::read(&old_pack).unwrap();
+    let trailer = PackTrailer::decode(&old).unwrap();
+    let header_at = old.len() - TRAILER_LEN - trailer.header_len as usize;
+    let mut plain = PackHeader {
+        kind: BlobKind::Data,
+        entries: packs[at].blobs.clone(),
+    }
+    .encode()
+    .unwrap();
+    plain[4] = 2;
+    let mut bytes = old[..header_at].to_vec();
+    let aad = EnvelopeHeader::new(EnvelopeKind::Pack, 0).encode();
+    repo.sealer().seal_into(&aad, &plain, &mut bytes).unwrap();
+    let header_len = (bytes.len() - header_at) as u32;
+    bytes.extend_from_slice(&PackTrailer { header_len }.encode());
+    let id = Id(*blake3::hash(&bytes).as_bytes());
+    let new_pack = e.repo.join(format!("data/{}", &id.to_hex()[..2]));
+    fs::write(new_pack.join(id.to_hex()), &bytes).unwrap();
+    fs::remove_file(&old_pack).unwrap();
+    packs[at] = IndexPack {
+        id,
+        size: bytes.len() as u64,
+        ..packs[at].clone()
+    };
+    repo.save_index(&IndexFile {
+        supersedes: vec![],
+        packs,
+    })
+    .unwrap();
+    for (old, _) in &loaded {
+        fs::remove_file(e.repo.join("index").join(old.to_hex())).unwrap();
+    }
+    id.to_hex()
+}
+
+/// `repair packs` on a pack it leaves as it is (a newer arca wrote its header) says so and
+/// that nothing was changed, and writes nothing: the index files stay, names and bytes (it
+/// wrote the whole index again, superseding them).
+#[test]
+fn repair_packs_says_when_it_leaves_every_pack_as_it_is() {
+    let e = Env::new();
+    let src = e.path("src");
+    source(&src, 0, 8);
+    init(&e);
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let id = newer_header_pack(&e);
+    let index = index_bytes(&e);
+    let packs = pack_files(&e);
+    let o = e.run(&["repair", "packs", &id]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        out.lines().last(),
+        Some("no pack to repair: nothing was changed"),
+        "{out}"
+    );
+    assert!(!out.contains("salvage"), "{out}");
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("pack {}", &id[..8])) && err.contains("left as it is (not damage)"),
+        "{err}"
+    );
+    assert_eq!(index_bytes(&e), index);
+    assert_eq!(pack_files(&e), packs);
+}
