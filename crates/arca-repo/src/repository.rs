@@ -138,6 +138,21 @@ impl Repository {
                 )
                 .into());
             }
+            // A full disk (SFTP says it "Failure", of kind Other): our key, left alone, made
+            // the next init refuse the folder for a minute as another init's, the disk freed
+            // or not. Any other failure is left as an interrupted init leaves it: a write that
+            // timed out may still land on a remote, and a config without its key would open
+            // with no password.
+            if matches!(
+                e.kind,
+                arca_backend::ErrorKind::NoSpace | arca_backend::ErrorKind::Other
+            ) && repo
+                .backend
+                .stat(FileType::Config, "config")
+                .is_err_and(|e| e.is_not_found())
+            {
+                let _ = repo.backend.delete(FileType::Key, &repo.key_id.to_hex());
+            }
             return Err(e.into());
         }
         // A racing init may have taken our key for an interrupted init's leftover and removed

@@ -44,6 +44,30 @@ fn init_open_and_wrong_password() {
     );
 }
 
+/// An init whose config cannot be written for a full disk takes its key file back: left
+/// there, it made the next init refuse the folder for a minute ("another init is creating a
+/// repository here"), though the disk had been freed and no other init was running.
+#[test]
+fn an_init_stopped_by_a_full_disk_can_be_run_again_at_once() {
+    use arca_backend::{Fault, FaultBackend, Op, Rule, Trigger};
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("repo");
+    let full = Arc::new(FaultBackend::new(LocalBackend::new(&dir)));
+    full.add(Rule {
+        op: Some(Op::Write),
+        file_type: Some(FileType::Config),
+        trigger: Trigger::Always,
+        fault: Fault::NoSpace,
+    });
+    let b: Arc<dyn Backend> = full.clone();
+    let e = Repository::init(b, b"pw", &opts()).unwrap_err();
+    assert!(e.to_string().contains("config"), "{e}");
+    assert!(full.inner().list(FileType::Key).unwrap().is_empty());
+    let b: Arc<dyn Backend> = Arc::new(LocalBackend::new(&dir));
+    let r = Repository::init(b.clone(), b"pw", &opts()).unwrap();
+    assert_eq!(Repository::open(b, b"pw").unwrap().key_id(), r.key_id());
+}
+
 #[test]
 fn missing_and_non_repositories() {
     let d = tempfile::tempdir().unwrap();
