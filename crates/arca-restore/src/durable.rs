@@ -33,6 +33,38 @@ pub(crate) struct Durability {
 /// Slack for clocks: a file changed this little before the marker's time counts as after.
 const SLACK_SECS: i64 = 2;
 
+/// How a marker being written is named, before it is renamed into place.
+const TMP_PREFIX: &str = ".tmp-";
+
+/// A temporary marker older than this is a killed restore's: no live one takes so long.
+const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Removes the temporary markers of restores killed while writing theirs (best effort).
+fn remove_stale_temps(state: &Path) {
+    let Ok(entries) = fs::read_dir(state) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        if !entry
+            .file_name()
+            .as_bytes()
+            .starts_with(TMP_PREFIX.as_bytes())
+        {
+            continue;
+        }
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|age| age > STALE_TEMP);
+        if old {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// This boot's id (`ARCA_TEST_BOOT_ID` stands in for a reboot in tests).
 fn boot_id() -> Option<String> {
     if let Some(id) = std::env::var_os("ARCA_TEST_BOOT_ID") {
@@ -154,8 +186,9 @@ impl Durability {
                 end: None,
             };
         }
+        let tmp = state.join(format!("{TMP_PREFIX}{}", std::process::id()));
         let written = fs::create_dir_all(state).and_then(|()| {
-            let tmp = state.join(format!(".tmp-{}", std::process::id()));
+            remove_stale_temps(state);
             let mut f = fs::File::create(&tmp)?;
             f.write_all(&encode(&target, &boot, since))?;
             f.sync_all()?;
@@ -163,6 +196,11 @@ impl Durability {
             // On the disk before anything is written into the target.
             fs::File::open(state)?.sync_all()
         });
+        if written.is_err() {
+            // A full disk (or any failure) must not leave the half-written marker behind:
+            // named by the process id, it would stay there forever.
+            let _ = fs::remove_file(&tmp);
+        }
         // Without its marker, a restore cut off now would go unnoticed: nothing to do about
         // it but what restores did before (the folder may be read-only).
         Self {
@@ -200,6 +238,33 @@ mod tests {
         assert_eq!(decode(&b, Path::new("/srv/other")), None);
         assert_eq!(decode(b"ARCA-RESTORE 2\n/srv/restore\nb\n1 2\n", t), None);
         assert_eq!(decode(b"", t), None);
+    }
+
+    /// A marker that cannot be written (a full disk; here its name is taken by a folder)
+    /// leaves no temporary file behind: named by the process id, it stayed forever, one
+    /// more after each such restore. One left by a restore killed long ago is removed.
+    #[test]
+    fn a_marker_that_cannot_be_written_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, target) = (dir.path().join("state"), dir.path().join("target"));
+        fs::create_dir_all(&target).unwrap();
+        let canonical = fs::canonicalize(&target).unwrap();
+        let name = blake3::hash(canonical.as_os_str().as_bytes()).to_hex();
+        fs::create_dir_all(state.join(&name[..32]).join("in-the-way")).unwrap();
+        let killed = state.join(".tmp-1");
+        let f = fs::File::create(&killed).unwrap();
+        let long_ago = std::time::SystemTime::now() - 2 * STALE_TEMP;
+        f.set_modified(long_ago).unwrap();
+        let fresh = state.join(".tmp-2");
+        fs::write(&fresh, b"being written").unwrap();
+        let d = Durability::begin(Some(&state), &target, false);
+        assert!(d.end.is_none());
+        let mut left: Vec<_> = fs::read_dir(&state)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, [".tmp-2".to_string(), name[..32].to_string()]);
     }
 
     #[test]
