@@ -240,3 +240,64 @@ fn forget_prune_takes_the_prune_options() {
     let o = e.run(&["forget", "--keep-last", "1", "--max-unused", "0"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// `arca ARGS` whose files may not grow past `blocks` (`ulimit -f`, SIGXFSZ ignored, so that
+/// a write past it fails as a full disk does, without mounting one).
+fn small_files(e: &Env, blocks: u32, args: &[&str]) -> std::process::Output {
+    let mut c = std::process::Command::new("sh");
+    c.arg("-c")
+        .arg(format!("trap '' XFSZ; ulimit -f {blocks} && exec \"$@\""))
+        .arg("sh")
+        .arg(common::BIN)
+        .arg("-r")
+        .arg(&e.repo)
+        .args(args)
+        .env("ARCA_PASSWORD", "test password")
+        .env("XDG_CACHE_HOME", e.path("cache"));
+    c.output().unwrap()
+}
+
+/// `forget --prune --json` whose prune fails (its repack cannot write a pack, as on a full
+/// disk) has removed snapshots all the same: stdout said nothing of them (the one document
+/// was to be printed after the prune). It now names them, with `"prune": null`, and the
+/// prune's error is one `exit_error` line; a prune run after finishes, and check is clean.
+#[test]
+fn a_forget_whose_prune_fails_still_says_what_it_removed() {
+    let e = Env::new();
+    e.init(&["--pack-size", "1MiB"]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..24 {
+        let data = arca_testkit::random_bytes(i, 60_000);
+        fs::write(src.join(format!("f{i:02}")), data).unwrap();
+    }
+    let s = src.to_str().unwrap();
+    e.ok(&["backup", "-q", s]);
+    for i in (0..24).step_by(2) {
+        fs::remove_file(src.join(format!("f{i:02}"))).unwrap();
+    }
+    e.ok(&["backup", "-q", s]);
+    let o = small_files(
+        &e,
+        200,
+        &["forget", "--keep-last", "1", "--prune", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let v: Value = serde_json::from_str(out.trim())
+        .unwrap_or_else(|err| panic!("{err}: {out:?}\n{}", stderr(&o)));
+    assert_eq!(v["forget"][0]["remove"].as_array().unwrap().len(), 1, "{v}");
+    assert!(v["prune"].is_null(), "{v}");
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("exit_error") && err.contains("File too large"),
+        "{err}"
+    );
+    assert_eq!(
+        e.json(&["snapshots", "--json"]).as_array().unwrap().len(),
+        1
+    );
+    e.ok(&["prune"]);
+    e.ok(&["check", "--read-data"]);
+}

@@ -333,7 +333,18 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
             repack_small: a.repack_small,
             ..Default::default()
         };
-        let v = super::prune::run_quiet_json(g, &opened, &prune)?;
+        let v = match super::prune::run_quiet_json(g, &opened, &prune) {
+            Ok(v) => v,
+            Err(e) => {
+                // The snapshots are removed all the same (a prune that failed, on a full
+                // disk say, takes nothing back): the document still names them, with no
+                // prune, and the prune's error follows on stderr.
+                if a.json {
+                    both(None)?;
+                }
+                return Err(e);
+            }
+        };
         if a.json {
             both(v)?;
         }
