@@ -143,3 +143,45 @@ fn a_fatal_error_under_json_is_an_exit_error_line() {
     let line: serde_json::Value = serde_json::from_slice(&o.stderr).unwrap();
     assert_eq!(line["code"], 10, "{line}");
 }
+
+/// Standard output on a full disk (`> file`), for the commands that wrote it on their own:
+/// `cat blob`, `completions` and `man` said a bare "No space left on device", naming
+/// nothing; they say, once, that standard output could not be written, as the others do.
+#[test]
+fn a_full_disk_behind_stdout_is_named_by_every_command() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), b"hello").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let blob = e.ok(&["list", "blobs"]);
+    let blob = blob
+        .lines()
+        .find_map(|l| l.strip_prefix("data "))
+        .unwrap()
+        .to_string();
+    for args in [
+        &["cat", "blob", blob.as_str()][..],
+        &["completions", "bash"],
+        &["man"],
+    ] {
+        let Ok(full) = fs::OpenOptions::new().write(true).open("/dev/full") else {
+            eprintln!("skipped: no /dev/full");
+            return;
+        };
+        let o = e.cmd(args).stdout(full).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = stderr(&o);
+        assert_eq!(
+            err.matches("cannot write to standard output").count(),
+            1,
+            "{args:?}: {err}"
+        );
+        assert_eq!(
+            err.matches("No space left on device").count(),
+            1,
+            "{args:?}: {err}"
+        );
+    }
+}

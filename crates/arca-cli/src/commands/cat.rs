@@ -178,7 +178,7 @@ pub fn run(g: &Global, a: &CatArgs) -> Result<u8> {
                 .find(|k| there(*k))
                 .with_context(|| format!("blob {id} is not in the index"))?;
             let data = repo.read_blob(&index, kind, &id)?;
-            let mut o = std::io::stdout().lock();
+            let mut o = super::Stdout::lock();
             o.write_all(&data)?;
             o.flush()?;
         }

@@ -101,9 +101,11 @@ fn keep_layout(page: Vec<u8>) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Writes `b` to stdout, whose errors say that they are standard output's (a full disk behind
+/// `> file` read as a bare "No space left on device").
 fn write_stdout(b: &[u8]) -> Result<()> {
     use std::io::Write;
-    let mut o = std::io::stdout().lock();
+    let mut o = super::Stdout::lock();
     o.write_all(b)?;
     o.flush()?;
     Ok(())
