@@ -146,7 +146,7 @@ pub enum RestoreError {
         "cannot write {}: {source}; the restore stopped{}",
         arca_format::text::shown(path),
         match unfinished {
-            0 => String::new(),
+            0 => ": free some space and run it again".into(),
             1 => ", 1 file unfinished: free some space and run it again to finish it".into(),
             n => format!(", {n} files unfinished: free some space and run it again to finish them"),
         }
