@@ -185,3 +185,32 @@ fn a_full_disk_behind_stdout_is_named_by_every_command() {
         );
     }
 }
+
+/// `man --dir` on a full disk (here files may not grow past 512 bytes, `ulimit -f 1`) left the
+/// page it was writing cut short; the folder now holds whole pages only, and no temporary
+/// file.
+#[test]
+fn man_pages_cut_short_by_a_full_disk_are_not_left_behind() {
+    let e = Env::new();
+    let dir = e.path("man");
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 1 && exec \"$@\"")
+        .arg("sh")
+        .arg(BIN)
+        .args(["man", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("cannot write {}", dir.join("arca.1").display())),
+        "{err}"
+    );
+    let left: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -65,8 +65,15 @@ fn write_pages(cmd: &clap::Command, name: &str, dir: &Path) -> Result<usize> {
     clap_mangen::Man::new(cmd.clone().name(name.to_string()))
         .render(&mut buf)
         .with_context(|| format!("cannot render {}", page.display()))?;
-    std::fs::write(&page, keep_layout(buf))
-        .with_context(|| format!("cannot write {}", page.display()))?;
+    // Written beside it and renamed into place: a full disk left the page cut short (an
+    // empty or truncated page that man shows as such).
+    let tmp = dir.join(format!(".{name}.1.tmp-{}", std::process::id()));
+    let written =
+        std::fs::write(&tmp, keep_layout(buf)).and_then(|()| std::fs::rename(&tmp, &page));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(anyhow::Error::new(e).context(format!("cannot write {}", page.display())));
+    }
     let mut n = 1;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         if sub.get_name() == "help" {
