@@ -421,7 +421,7 @@ impl Backend for LocalBackend {
             }
             r => r,
         }
-        .map_err(|e| BackendError::io("write", Self::shown(&tmp), e))?;
+        .map_err(|e| sink::sink_error(t, &tmp, e))?;
         Ok(Some(Box::new(LocalSink {
             backend: self.clone(),
             t,

@@ -714,6 +714,13 @@ fn full_disk_on_restore_and_on_backup() {
     let o = run(&["backup", src.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("No space left"), "{}", stderr(&o));
+    // Named by the folder it was written into: the temporary file it named is removed.
+    assert!(
+        stderr(&o).contains(&format!("write a new pack in {}", r.join("data").display())),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains(".tmp-"), "{}", stderr(&o));
     assert!(fs::read_dir(r.join("snapshots")).unwrap().next().is_none());
     // The pack being written when the disk filled (streamed into a temporary file) is gone.
     let temps = arca_testkit::temp_files_under(&r);

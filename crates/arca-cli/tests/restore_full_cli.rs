@@ -48,6 +48,12 @@ fn a_restore_stopped_making_an_entry_says_to_free_space_and_run_it_again() {
         err.contains("the restore stopped: free some space and run it again"),
         "{err}"
     );
+    // What could not be made is said: it said "cannot write" of a folder or a link.
+    assert!(
+        err.starts_with("arca: cannot create directory ")
+            || err.starts_with("arca: cannot create symlink "),
+        "{err}"
+    );
     mount("size=1m,nr_inodes=1000", nix::mount::MsFlags::MS_REMOUNT).unwrap();
     e.ok(&["restore", "-q", "latest", "-t", t]);
     // Each link, as stored (the source's links have a newer atime: the backup read them).

@@ -240,6 +240,7 @@ impl<'a> Shared<'a> {
             // entry's problem, not a full disk (which the next write finds).
             Some(libc::ENOSPC | libc::EDQUOT) if !e.is_xattr() => {
                 self.fail(RestoreError::NoSpace {
+                    op: e.op,
                     path: e.path.clone(),
                     source: io::Error::from_raw_os_error(libc::ENOSPC),
                     unfinished: 0,

@@ -143,7 +143,7 @@ pub enum RestoreError {
     },
     /// The disk holding the target is full.
     #[error(
-        "cannot write {}: {source}; the restore stopped{}",
+        "cannot {op} {}: {source}; the restore stopped{}",
         arca_format::text::shown(path),
         match unfinished {
             0 => ": free some space and run it again".into(),
@@ -152,7 +152,9 @@ pub enum RestoreError {
         }
     )]
     NoSpace {
-        /// File being written.
+        /// What could not be done: "write", "create directory", "create symlink"...
+        op: &'static str,
+        /// The entry it was done to.
         path: PathBuf,
         /// The error.
         source: io::Error,

@@ -16,6 +16,24 @@ pub(super) fn temp_name(dir: &Path) -> io::Result<PathBuf> {
     Ok(dir.join(format!(".tmp-{}", hex::encode(rnd))))
 }
 
+/// A failure of a file written in pieces, before its name is known: named by its folder
+/// (`write a new pack in R/data`), not by its temporary name, which is removed at once.
+pub(super) fn sink_error(t: FileType, tmp: &Path, e: io::Error) -> BackendError {
+    BackendError::io(writing(t), LocalBackend::shown(folder(tmp)), e)
+}
+
+fn writing(t: FileType) -> &'static str {
+    if t == FileType::Pack {
+        "write a new pack in"
+    } else {
+        "write a new file in"
+    }
+}
+
+fn folder(tmp: &Path) -> &Path {
+    tmp.parent().unwrap_or(tmp)
+}
+
 /// A file written in pieces ([`Backend::sink`](crate::Backend::sink)): a temporary file in
 /// its type's folder, synced and renamed into place by the commit; removed when dropped
 /// before it.
@@ -47,8 +65,8 @@ impl FileSink for LocalSink {
     fn write(&mut self, data: &[u8]) -> Result<()> {
         let Some(file) = self.file.as_mut() else {
             return Err(BackendError::new(
-                "write",
-                LocalBackend::shown(&self.tmp),
+                writing(self.t),
+                LocalBackend::shown(folder(&self.tmp)),
                 ErrorKind::Other,
                 "written after a failed write".into(),
             ));
@@ -61,7 +79,7 @@ impl FileSink for LocalSink {
             Err(e) => {
                 // What was written is of no use any more; the drop removes it.
                 self.file = None;
-                Err(BackendError::io("write", LocalBackend::shown(&self.tmp), e))
+                Err(sink_error(self.t, &self.tmp, e))
             }
         }
     }
