@@ -283,23 +283,6 @@ fn a_mount_point_in_place_of_a_file_is_one_error() {
     assert!(outside.exists());
 }
 
-/// Runs `cmd` with the soft and hard `resource` limit set to `value`.
-fn run_limited(
-    mut cmd: std::process::Command,
-    resource: nix::sys::resource::Resource,
-    value: u64,
-) -> std::process::Output {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: setrlimit is async-signal-safe, and nothing else runs between fork and exec.
-    #[allow(unsafe_code)]
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::sys::resource::setrlimit(resource, value, value).map_err(std::io::Error::from)
-        });
-    }
-    cmd.output().unwrap()
-}
-
 /// A repository of `user` holding a backup of 20 files.
 fn small_backup(e: &Env, user: Option<u32>) -> std::path::PathBuf {
     let src = e.path("src");

@@ -7,7 +7,8 @@ mod common;
 
 use std::fs;
 
-use common::{Env, stderr};
+use common::{Env, run_limited, stderr};
+use nix::sys::resource::Resource;
 use serde_json::Value;
 
 /// A repository with snapshots of one folder, one per (host, tags, time) given.
@@ -243,18 +244,8 @@ fn forget_prune_takes_the_prune_options() {
 
 /// `arca ARGS` whose files may not grow past `blocks` (`ulimit -f`, SIGXFSZ ignored, so that
 /// a write past it fails as a full disk does, without mounting one).
-fn small_files(e: &Env, blocks: u32, args: &[&str]) -> std::process::Output {
-    let mut c = std::process::Command::new("sh");
-    c.arg("-c")
-        .arg(format!("trap '' XFSZ; ulimit -f {blocks} && exec \"$@\""))
-        .arg("sh")
-        .arg(common::BIN)
-        .arg("-r")
-        .arg(&e.repo)
-        .args(args)
-        .env("ARCA_PASSWORD", "test password")
-        .env("XDG_CACHE_HOME", e.path("cache"));
-    c.output().unwrap()
+fn small_files(e: &Env, blocks: u64, args: &[&str]) -> std::process::Output {
+    run_limited(e.cmd(args), Resource::RLIMIT_FSIZE, blocks * 512)
 }
 
 /// `forget --prune --json` whose prune fails (its repack cannot write a pack, as on a full

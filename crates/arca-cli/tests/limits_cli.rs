@@ -6,24 +6,14 @@
 mod common;
 
 use std::fs;
-use std::process::Command;
 
 use arca_testkit::compare;
-use common::{BIN, Env, stderr};
+use common::{Env, run_limited, stderr};
+use nix::sys::resource::Resource;
 
 /// `arca ARGS` with at most `limit` files open (soft and hard limit, as `ulimit -n` sets).
-fn limited(e: &Env, limit: u32, args: &[&str]) -> std::process::Output {
-    let mut c = Command::new("sh");
-    c.arg("-c")
-        .arg(format!("ulimit -n {limit} && exec \"$@\""))
-        .arg("sh")
-        .arg(BIN)
-        .arg("-r")
-        .arg(&e.repo)
-        .args(args)
-        .env("ARCA_PASSWORD", "test password")
-        .env("XDG_CACHE_HOME", e.path("cache"));
-    c.output().unwrap()
+fn limited(e: &Env, limit: u64, args: &[&str]) -> std::process::Output {
+    run_limited(e.cmd(args), Resource::RLIMIT_NOFILE, limit)
 }
 
 /// 2,000 files in 80 folders at `ulimit -n 20`: the backup skipped files and stored folders

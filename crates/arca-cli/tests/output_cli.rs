@@ -193,15 +193,9 @@ fn a_full_disk_behind_stdout_is_named_by_every_command() {
 fn man_pages_cut_short_by_a_full_disk_are_not_left_behind() {
     let e = Env::new();
     let dir = e.path("man");
-    let o = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("trap '' XFSZ; ulimit -f 1 && exec \"$@\"")
-        .arg("sh")
-        .arg(BIN)
-        .args(["man", "--dir"])
-        .arg(&dir)
-        .output()
-        .unwrap();
+    let mut man = std::process::Command::new(BIN);
+    man.args(["man", "--dir"]).arg(&dir);
+    let o = run_limited(man, nix::sys::resource::Resource::RLIMIT_FSIZE, 512);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(

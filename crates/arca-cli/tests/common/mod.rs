@@ -161,3 +161,21 @@ pub fn sample(dir: &Path) {
     )
     .unwrap();
 }
+
+/// Runs `cmd` with the soft and hard `resource` limit set to `value`, as `ulimit` sets them.
+/// SIGXFSZ is ignored, so that a write past a file size limit (`RLIMIT_FSIZE`) fails (EFBIG)
+/// as a write to a full disk fails, without mounting one.
+pub fn run_limited(mut cmd: Command, resource: nix::sys::resource::Resource, value: u64) -> Output {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    use std::os::unix::process::CommandExt;
+    // SAFETY: sigaction and setrlimit are async-signal-safe, and nothing else runs between
+    // fork and exec.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            signal(Signal::SIGXFSZ, SigHandler::SigIgn).map_err(std::io::Error::from)?;
+            nix::sys::resource::setrlimit(resource, value, value).map_err(std::io::Error::from)
+        });
+    }
+    cmd.output().unwrap()
+}
