@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -204,6 +205,7 @@ class TargetTests(unittest.TestCase):
 class VariantTests(unittest.TestCase):
     def test_repo_arguments(self):
         tmp = tempfile.mkdtemp(prefix="arcabench-s3-")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
         loc = S3Location("http://127.0.0.1:9000/", "rustic", "small")
         arca = s3_variant(Arca(tmp, binary="/bin/arca"), os.path.join(tmp, "s3"))
         self.assertEqual(arca.name, "arca-s3")
