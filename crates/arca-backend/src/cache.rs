@@ -26,7 +26,7 @@ pub const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
 const STALE_TMP: Duration = Duration::from_secs(3600);
 
 /// Prefix of temporary file names (as in repositories; never a 64-digit id).
-const TMP_PREFIX: &str = ".tmp-";
+const TMP_PREFIX: &str = arca_fs::TEMP_PREFIX;
 
 /// Creates the cache root `root` (mode 0700) if it is missing, with a `CACHEDIR.TAG` in it.
 /// An existing folder is used as it is: a tag is only written into a folder created here,
@@ -297,14 +297,8 @@ impl CachedBackend {
             };
             let stale = if is_file_id(name) {
                 !keep.contains(name)
-            } else if name.starts_with(TMP_PREFIX) {
-                e.metadata()
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|m| m.elapsed().ok())
-                    .is_some_and(|age| age > STALE_TMP)
             } else {
-                false
+                arca_fs::is_stale_temp(&e, STALE_TMP)
             };
             if stale {
                 let _ = fs::remove_file(e.path());

@@ -26,10 +26,18 @@ pub fn file_in_the_way(dir: &Path) -> Option<String> {
     if there.is_dir() {
         return None;
     }
-    Some(match there == dir {
-        true => "it is a file, not a folder".into(),
-        false => format!("{} is a file, not a folder", there.display()),
-    })
+    let above = (there != dir).then(|| there.display().to_string());
+    Some(file_not_folder(above.as_deref()))
+}
+
+/// How a file in the way of a repository's folder is said, on every backend: "it is a file,
+/// not a folder" when it is at the folder's own path, "F is a file, not a folder" when it is
+/// `above` it.
+pub fn file_not_folder(above: Option<&str>) -> String {
+    match above {
+        None => "it is a file, not a folder".into(),
+        Some(f) => format!("{f} is a file, not a folder"),
+    }
 }
 
 /// A repository in a local directory.

@@ -39,6 +39,23 @@ pub use sparse::{is_zero, write_sparse, write_sparse_over, write_sparse_reserved
 
 pub use arca_format::Node;
 
+/// How the temporary files arca writes before renaming them into place are named (`.tmp-`
+/// and a random or process-specific part).
+pub const TEMP_PREFIX: &str = ".tmp-";
+
+/// Whether `e` is a temporary file ([`TEMP_PREFIX`]) last written more than `older_than` ago:
+/// one left by a process killed while writing it. False when its age cannot be had.
+pub fn is_stale_temp(e: &std::fs::DirEntry, older_than: std::time::Duration) -> bool {
+    e.file_name()
+        .as_encoded_bytes()
+        .starts_with(TEMP_PREFIX.as_bytes())
+        && e.metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > older_than)
+}
+
 /// A file-system operation failed on a path.
 #[derive(Debug, thiserror::Error)]
 #[error("{op} {}{detail}: {source}", arca_format::text::shown(path))]

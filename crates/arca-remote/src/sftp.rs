@@ -385,8 +385,8 @@ impl SftpBackend {
                         false => RootKind::Nothing,
                     };
                 }
-                Ok(_) if *p == root => "it is a file, not a folder".to_string(),
-                Ok(_) => format!("{} is a file, not a folder", self.shown_path(p)),
+                Ok(_) if *p == root => arca_backend::file_not_folder(None),
+                Ok(_) => arca_backend::file_not_folder(Some(&self.shown_path(p))),
                 Err(e) if not_found(&e) => continue,
                 Err(_) => return RootKind::Unknown,
             };

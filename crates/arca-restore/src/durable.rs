@@ -33,9 +33,6 @@ pub(crate) struct Durability {
 /// Slack for clocks: a file changed this little before the marker's time counts as after.
 const SLACK_SECS: i64 = 2;
 
-/// How a marker being written is named, before it is renamed into place.
-const TMP_PREFIX: &str = ".tmp-";
-
 /// A temporary marker older than this is a killed restore's: no live one takes so long.
 const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(3600);
 
@@ -44,22 +41,8 @@ fn remove_stale_temps(state: &Path) {
     let Ok(entries) = fs::read_dir(state) else {
         return;
     };
-    let now = std::time::SystemTime::now();
     for entry in entries.flatten() {
-        if !entry
-            .file_name()
-            .as_bytes()
-            .starts_with(TMP_PREFIX.as_bytes())
-        {
-            continue;
-        }
-        let old = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| now.duration_since(t).ok())
-            .is_some_and(|age| age > STALE_TEMP);
-        if old {
+        if arca_fs::is_stale_temp(&entry, STALE_TEMP) {
             let _ = fs::remove_file(entry.path());
         }
     }
@@ -186,7 +169,7 @@ impl Durability {
                 end: None,
             };
         }
-        let tmp = state.join(format!("{TMP_PREFIX}{}", std::process::id()));
+        let tmp = state.join(format!("{}{}", arca_fs::TEMP_PREFIX, std::process::id()));
         let written = fs::create_dir_all(state).and_then(|()| {
             remove_stale_temps(state);
             let mut f = fs::File::create(&tmp)?;
