@@ -620,7 +620,8 @@ def render_scale(part: dict) -> list:
            f"planning lists but never reads), listed by {f['index_files']} index files "
            f"({_mb(f['index_bytes'])}), and one snapshot whose {f['tree_blobs']} real trees "
            f"({_mb(f['tree_bytes'])}) use {f['snapshot_used_blobs']:,} of the blobs (pack p: "
-           "its first (p mod 11)/10). Measured in a fresh process, page cache "
+           "its first (p mod 11)/10). Measured in a fresh process with arca's allocator settings, "
+           "page cache "
            + ("dropped" if f.get("caches_dropped") else "NOT dropped (not permitted)")
            + "; RSS from /proc/self/status" + _load_text(meta) + ".", "",
            "| figure | measured | target | met? |", "|---|---|---|---|"]

@@ -503,7 +503,8 @@ METHOD = [
     "space freed = repository bytes after forget minus after prune; with several runs every "
     "figure (times, bytes read and written, repository sizes, bytes freed) is the median of "
     "the runs. The index at scale comes "
-    "from `crates/arca-maintenance/examples/index_scale.rs` (a fresh process, RSS from "
+    "from `crates/arca-maintenance/examples/index_scale.rs` (a fresh process with the "
+    "allocator set up as `arca` sets it, `arca_repo::alloc`; RSS from "
     "`/proc/self/status`).",
     "- **References**: `tar -xpf` of a POSIX (pax, ns mtimes) uncompressed tar made beforehand, "
     "`cp -a`, `find -printf` (stats every entry) and `find -exec cat` (reads every byte), on "

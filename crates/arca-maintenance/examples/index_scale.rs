@@ -18,7 +18,8 @@
 //!   used) and to keep (all used), in files of 100 chunks, 100 files per directory.
 //!
 //! Then, after dropping the page cache (when permitted), a fresh process (this program with
-//! `--measure DIR`) opens the repository and measures:
+//! `--measure DIR`, with the allocator set up as `arca` sets it) opens the repository and
+//! measures:
 //!
 //! * `Repository::load_index`: wall time, and the process's RSS before and after
 //!   (`/proc/self/status` `VmRSS`) and its peak (`VmHWM`): bytes per blob = growth / blobs;
@@ -394,6 +395,8 @@ fn measure(root: &Path, blobs: u64, per_pack: u64) -> Result<()> {
 }
 
 fn main() -> Result<()> {
+    // The allocator as `arca` sets it up: the figures are the program's.
+    arca_repo::alloc::return_large_buffers();
     let a = parse_args()?;
     if let Some(root) = &a.measure {
         return measure(root, a.blobs, a.per_pack);

@@ -4,6 +4,7 @@
 //! Write order makes crashes harmless: packs, then the index files naming them, then the
 //! snapshot naming the trees. Every file is written atomically by the backend.
 
+pub mod alloc;
 pub mod blob;
 pub mod cache;
 mod error;
