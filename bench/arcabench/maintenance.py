@@ -646,7 +646,7 @@ def render_scale(part: dict) -> list:
                    f"{f['rss_per_blob']:.1f} B | {target_cell('rss_per_blob')} | "
                    f"{met_cell('rss_per_blob')} |")
     if f.get("structure_per_blob") is not None:
-        out.append(f"| of which the index's own arrays (`Index::memory_bytes`: 32-byte "
+        out.append(f"| of which the index's own arrays (`Index::memory_bytes`: 30-byte "
                    f"entries, bucket table, packs) | {f['structure_per_blob']:.1f} B | | |")
     if f.get("peak_per_blob") is not None:
         out.append(f"| peak during the load (VmHWM growth, "

