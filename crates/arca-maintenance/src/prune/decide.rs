@@ -342,12 +342,7 @@ fn finish(
         }
         keep.sort_unstable();
     }
-    let new_packs = stats.repack_used_bytes.div_ceil(pack_size.max(1)).max(1);
-    let new_bytes = if stats.repack_blobs > 0 {
-        stats.repack_used_bytes + stats.repack_blobs * ENTRY_BYTES + new_packs * PACK_OVERHEAD
-    } else {
-        0
-    };
+    let new_bytes = new_pack_bytes(stats.repack_used_bytes, stats.repack_blobs, pack_size);
     stats.freed_bytes = (stats.delete.bytes + stats.repack.bytes).saturating_sub(new_bytes);
     PrunePlan {
         packs: plan_packs,
@@ -355,6 +350,16 @@ fn finish(
         stats,
         ..PrunePlan::default()
     }
+}
+
+/// About the bytes of the new packs holding `blobs` repacked blobs of `used_bytes` sealed
+/// bytes.
+pub(super) fn new_pack_bytes(used_bytes: u64, blobs: u64, pack_size: u64) -> u64 {
+    if blobs == 0 {
+        return 0;
+    }
+    let new_packs = used_bytes.div_ceil(pack_size.max(1)).max(1);
+    used_bytes + blobs * ENTRY_BYTES + new_packs * PACK_OVERHEAD
 }
 
 /// The kept copies of used blobs that packs no index names hold too (left by a prune

@@ -1,7 +1,7 @@
 //! Carrying out a plan: new packs, new index, then deletions (see the module documentation
 //! of `prune` for the order and why a crash at any point is harmless).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -70,13 +70,64 @@ pub fn execute(
             r => r?,
         }
     }
-    if plan.rewrite_index {
+    // The index files naming what is live, and the packs already deleted.
+    let mut old_files = plan.index_files.clone();
+    let mut gone = vec![false; plan.packs.len()];
+    // A pack to repack whose used blobs the adopted packs all hold: nothing to copy.
+    let covered = |i: usize| {
+        plan.packs[i].action == PackAction::Repack && wanted(&plan.keep, i as u32).is_empty()
+    };
+    if plan.rewrite_index && !plan.adopted.is_empty() {
+        // The adopted packs are indexed first, and what they make redundant deleted, before
+        // anything is written: their space is what the rest of the repack may need.
+        progress.set_phase(Phase::WritingIndex);
+        let stays = |i: usize| match plan.packs[i].action {
+            PackAction::Keep => true,
+            PackAction::Repack => !covered(i),
+            PackAction::Delete | PackAction::Forget => false,
+        };
+        let written = write_index(
+            repo,
+            plan,
+            &old_files,
+            &stays,
+            plan.adopted.clone(),
+            progress,
+        )?;
+        report.packs_adopted = plan.adopted.len() as u64;
+        report.bytes_adopted = plan.adopted.iter().map(|p| p.size).sum();
+        // Cancelled: old and new index files both list what they list.
+        progress.go_on()?;
+        progress.set_phase(Phase::Deleting);
+        arca_repo::lock::check_held()?;
+        let mut doomed: Vec<(FileType, Id, u64)> = old_files
+            .iter()
+            .filter(|id| !written.contains(id))
+            .map(|id| (FileType::Index, *id, 0))
+            .collect();
+        for (i, p) in plan.packs.iter().enumerate() {
+            if !stays(i) && matches!(p.action, PackAction::Delete | PackAction::Repack) {
+                doomed.push((FileType::Pack, p.id, p.size));
+                gone[i] = true;
+            }
+        }
+        Progress::bump(&progress.files_to_delete, doomed.len() as u64);
+        delete(repo, &doomed, progress, &mut report)?;
+        report.index_files_written.clone_from(&written);
+        old_files = written;
+    }
+    let rest =
+        (0..plan.packs.len()).any(|i| plan.packs[i].action == PackAction::Repack && !covered(i));
+    if plan.rewrite_index && (plan.adopted.is_empty() || rest) {
         progress.set_phase(Phase::Repacking);
-        let new_packs = repack(repo, plan, progress, &mut report)?;
-        // Cancelled: the new packs are in no index, and the next prune deletes them.
+        let mut new_packs = repack(repo, plan, progress, &mut report)?;
+        // Cancelled: the new packs are in no index, and the next prune adopts them.
         progress.go_on()?;
         progress.set_phase(Phase::WritingIndex);
-        report.index_files_written = write_index(repo, plan, new_packs, progress)?;
+        new_packs.extend(plan.adopted.iter().cloned());
+        let keep = |i: usize| plan.packs[i].action == PackAction::Keep;
+        report.index_files_written =
+            write_index(repo, plan, &old_files, &keep, new_packs, progress)?;
     }
     // Cancelled: old and new index files both list what they list; the next prune tidies.
     progress.go_on()?;
@@ -87,7 +138,7 @@ pub fn execute(
     let mut doomed: Vec<(FileType, Id, u64)> = vec![];
     if plan.rewrite_index {
         doomed.extend(
-            plan.index_files
+            old_files
                 .iter()
                 .filter(|id| !report.index_files_written.contains(id))
                 .map(|id| (FileType::Index, *id, 0)),
@@ -95,8 +146,11 @@ pub fn execute(
         doomed.extend(
             plan.packs
                 .iter()
-                .filter(|p| matches!(p.action, PackAction::Delete | PackAction::Repack))
-                .map(|p| (FileType::Pack, p.id, p.size)),
+                .zip(&gone)
+                .filter(|(p, gone)| {
+                    !**gone && matches!(p.action, PackAction::Delete | PackAction::Repack)
+                })
+                .map(|(p, _)| (FileType::Pack, p.id, p.size)),
         );
     }
     Progress::bump(&progress.files_to_delete, doomed.len() as u64);
@@ -173,8 +227,11 @@ fn repack(
     progress: &Progress,
     report: &mut PruneReport,
 ) -> Result<Vec<IndexPack>, PruneError> {
+    // A pack whose used blobs adopted packs all hold has nothing to copy.
     let todo: Vec<usize> = (0..plan.packs.len())
-        .filter(|&i| plan.packs[i].action == PackAction::Repack)
+        .filter(|&i| {
+            plan.packs[i].action == PackAction::Repack && !wanted(&plan.keep, i as u32).is_empty()
+        })
         .collect();
     if todo.is_empty() {
         return Ok(vec![]);
@@ -531,14 +588,17 @@ fn find_entry(h: &PackHeader, offset: u32) -> Option<&arca_format::pack::PackEnt
         .map(|j| &h.entries[j])
 }
 
-/// Writes the new index: every kept pack, as the old index files list it, then the new
-/// packs; [`INDEX_BLOBS`] blobs per file, the last file naming the old ones as superseded.
-/// Fails, before anything is deleted, if an old index file cannot be read or names a pack
-/// the plan does not know, or a kept pack is not found.
+/// Writes a new index: every pack `stays` (by plan position) as the index files `old_files`
+/// list it, then the packs of `extra` (new and adopted ones; the old files' entries for
+/// adopted packs are left for these); [`INDEX_BLOBS`] blobs per file, the last file naming
+/// the old ones as superseded. Fails, before anything is deleted, if an old index file
+/// cannot be read or names a pack the plan does not know, or a pack that stays is not found.
 fn write_index(
     repo: &Repository,
     plan: &PrunePlan,
-    new_packs: Vec<IndexPack>,
+    old_files: &[Id],
+    stays: &dyn Fn(usize) -> bool,
+    extra: Vec<IndexPack>,
     progress: &Progress,
 ) -> Result<Vec<Id>, PruneError> {
     let pos: HashMap<Id, usize> = plan
@@ -547,6 +607,7 @@ fn write_index(
         .enumerate()
         .map(|(i, p)| (p.id, i))
         .collect();
+    let adopted: HashSet<Id> = plan.adopted.iter().map(|p| p.id).collect();
     let mut emitted = vec![false; plan.packs.len()];
     let mut kept: Vec<IndexPack> = vec![];
     let mut written = vec![];
@@ -560,17 +621,19 @@ fn write_index(
         Progress::bump(&progress.index_files_written, 1);
         Ok(())
     };
-    for id in &plan.index_files {
+    for id in old_files {
         let file = repo.load_index_file(id)?;
         for p in file.packs {
             let Some(&i) = pos.get(&p.id) else {
+                if adopted.contains(&p.id) {
+                    continue;
+                }
                 return Err(PruneError::Changed(format!(
                     "index file {id} names pack {} that was not planned for",
                     p.id
                 )));
             };
-            if plan.packs[i].action != PackAction::Keep || std::mem::replace(&mut emitted[i], true)
-            {
+            if !stays(i) || std::mem::replace(&mut emitted[i], true) {
                 continue;
             }
             blobs += p.blobs.len();
@@ -581,18 +644,13 @@ fn write_index(
             }
         }
     }
-    if let Some(p) = plan
-        .packs
-        .iter()
-        .zip(&emitted)
-        .find(|(p, e)| p.action == PackAction::Keep && !**e)
-    {
+    if let Some(p) = (0..plan.packs.len()).find(|&i| stays(i) && !emitted[i]) {
         return Err(PruneError::Changed(format!(
             "pack {} is no longer in the index",
-            p.0.id
+            plan.packs[p].id
         )));
     }
-    for p in new_packs {
+    for p in extra {
         blobs += p.blobs.len();
         kept.push(p);
         if blobs >= INDEX_BLOBS {
@@ -602,6 +660,6 @@ fn write_index(
     }
     // The last file replaces the old ones: with it written, the new files cover every pack
     // that stays.
-    flush(&mut kept, plan.index_files.clone())?;
+    flush(&mut kept, old_files.to_vec())?;
     Ok(written)
 }

@@ -17,7 +17,10 @@
 //!   repacked); repacking stops at `max_repack_bytes` of packs;
 //! * **keep** the others; packs an index names but the backend lacks are dropped from the
 //!   index; packs no index names are deleted (the exclusive lock keeps backups away, so none
-//!   of them belongs to a backup in progress).
+//!   of them belongs to a backup in progress), except those an earlier prune that stopped
+//!   while repacking wrote: a pack no index names whose header opens, whose bytes are whole
+//!   and all of whose blobs are used blobs the repack needs (and no other adopted pack holds)
+//!   is **adopted**: named by the new index, its blobs not copied again (see `adopt`).
 //!
 //! A blob a snapshot uses that is not indexed (or only in missing or damaged packs), a tree or
 //! snapshot that cannot be read: planning fails and nothing is deleted.
@@ -26,7 +29,10 @@
 //! it stops:
 //!
 //! 0. the unreferenced packs are deleted (no snapshot needs them, and their space may be
-//!    what repacking needs: a prune stopped by a full disk left its new packs unreferenced);
+//!    what repacking needs), but for the adopted ones. With packs adopted, an index naming
+//!    them (and every pack still needed) is written first, the old index files deleted, and
+//!    the packs to delete and the repacked packs whose used blobs the adopted packs all hold
+//!    deleted: a rerun of a prune stopped by a full disk frees space before it writes;
 //! 1. the used blobs of the packs to repack are read (merged ranged reads), verified and
 //!    copied, still sealed, into new packs (tree and data blobs apart), which are uploaded;
 //! 2. new index files are written naming every kept pack and the new packs (up to
@@ -35,7 +41,7 @@
 //! 4. the packs to delete and the repacked packs are deleted;
 //! 5. temporary files (`.tmp-*`) older than an hour are removed.
 //!
-//! Stopped after 1, the new packs are unreferenced (the next prune deletes them first); during 2 or
+//! Stopped after 1, the new packs are unreferenced (the next prune adopts them); during 2 or
 //! 3, old and new index files both name live packs (blobs may be listed twice, which the index
 //! allows); during 4, the packs left are unreferenced. A second prune finishes the job.
 //!
@@ -45,6 +51,7 @@
 //! in the index: over a synthetic index of 10 million blobs, marking (one lookup per used
 //! blob) takes about 3 s and deciding about 2 s (release build).
 
+mod adopt;
 mod decide;
 mod execute;
 mod walk;
@@ -56,7 +63,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use arca_backend::FileType;
-use arca_format::{BlobKind, Id};
+use arca_format::{BlobKind, Id, IndexPack};
 use arca_repo::{Index, RepoError, Repository};
 
 pub use execute::{execute, stale_temp_files};
@@ -177,6 +184,11 @@ pub struct PlanStats {
     pub damaged: Count,
     /// Packs in the backend that no index names, deleted.
     pub unreferenced: Count,
+    /// Packs no index names that an earlier, stopped prune wrote, adopted: indexed, their
+    /// blobs not repacked again.
+    pub adopted: Count,
+    /// Blobs they hold.
+    pub adopted_blobs: u64,
     /// Packs the index names that the backend lacks, dropped from the index.
     pub missing: Count,
     /// Index files now.
@@ -192,6 +204,9 @@ pub struct PrunePlan {
     pub packs: Vec<PackPlan>,
     /// Packs no index names (id, size): deleted.
     pub unreferenced: Vec<(Id, u64)>,
+    /// Packs no index names that hold blobs the repack needs, as their headers list them:
+    /// named by the new index instead of deleted (see the module documentation).
+    pub adopted: Vec<IndexPack>,
     /// The index files read; replaced by new ones when [`PrunePlan::rewrite_index`].
     pub index_files: Vec<Id>,
     /// Whether the index is rewritten (packs go away, or the index is spread over more files
@@ -257,6 +272,10 @@ pub struct PruneReport {
     pub bytes_deleted: u64,
     /// Stale temporary files removed.
     pub temp_files_removed: u64,
+    /// Packs written by an earlier, stopped prune that were adopted (indexed).
+    pub packs_adopted: u64,
+    /// Their bytes.
+    pub bytes_adopted: u64,
 }
 
 impl PruneReport {
@@ -688,6 +707,15 @@ pub fn plan_with_progress(
         .filter(|(_, indexed)| !**indexed)
         .map(|(p, _)| *p)
         .collect();
+    // Reads the headers of the packs no index names: under the exclusive lock, so none of
+    // them is being written.
+    adopt::adopt(
+        repo,
+        index,
+        &marks,
+        &mut plan,
+        u64::from(repo.config().pack_size),
+    )?;
     for (_, size) in &plan.unreferenced {
         plan.stats.unreferenced.add(*size);
     }
@@ -700,7 +728,8 @@ pub fn plan_with_progress(
         .filter(|p| p.action == PackAction::Keep)
         .map(|p| u64::from(p.used_blobs) + u64::from(p.unused_blobs))
         .sum::<u64>()
-        + plan.stats.repack_blobs;
+        + plan.stats.repack_blobs
+        + plan.stats.adopted_blobs;
     let files_needed = blobs.div_ceil(INDEX_BLOBS as u64).max(1) as usize;
     plan.rewrite_index = changed || index_files.len() > files_needed;
     plan.index_files = index_files;

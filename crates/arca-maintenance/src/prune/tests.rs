@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used)]
 
+mod adopt;
 mod fixture;
 mod order;
 

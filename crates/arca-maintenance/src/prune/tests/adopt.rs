@@ -1,0 +1,292 @@
+//! A prune that failed while repacking left new packs no index names: the next prune adopts
+//! those that are whole and hold only blobs its repack needs, and repacks only the rest.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use arca_backend::{
+    Backend, BackendError, ErrorKind, Fault, FaultBackend, FileInfo, FileType, MemoryBackend,
+    MeteredBackend, Op, Result as BackendResult, Rule, Throttle, Trigger,
+};
+use arca_format::{ContentRef, Id};
+
+use super::fixture::Fixture;
+use super::thorough;
+use crate::prune::PackAction;
+
+/// Data packs laid out so that a thorough prune repacks all of them.
+const PACKS: u64 = 8;
+/// Blobs per pack: half of them used.
+const BLOBS: u64 = 4;
+/// Bytes per blob: a pack holds half a pack size (1 MiB), so its used blobs fill a quarter.
+const BLOB: usize = 128 << 10;
+
+/// [`PACKS`] data packs of [`BLOBS`] blobs each, of which one snapshot uses the first half of
+/// every pack: a thorough prune repacks them all into about `PACKS / 4` new packs.
+fn half_used(backend: Arc<dyn Backend>) -> Fixture {
+    let mut f = Fixture::new(backend);
+    let mut used: Vec<ContentRef> = vec![];
+    for p in 0..PACKS {
+        for b in 0..BLOBS {
+            let c = f.data(p * 100 + b, BLOB);
+            if b < BLOBS / 2 {
+                used.push(c);
+            }
+        }
+        f.cut();
+    }
+    let root = f.tree(vec![Fixture::file("f", used)]);
+    f.snapshot(root);
+    f
+}
+
+/// The packs no index names.
+fn unindexed(f: &Fixture) -> HashSet<Id> {
+    let index = f.repo.load_index().unwrap();
+    let indexed: HashSet<Id> = index.packs().iter().map(|p| p.id).collect();
+    f.packs().difference(&indexed).copied().collect()
+}
+
+/// Every snapshot reads back byte for byte, `check --read-data` is clean, every pack is
+/// indexed and the index names exactly the used blobs.
+fn all_well(f: &Fixture) {
+    let used = f.verify();
+    assert_eq!(f.indexed(), used, "the index names exactly the used blobs");
+    assert!(unindexed(f).is_empty(), "no pack left unindexed");
+    let report = crate::check(
+        &f.repo,
+        crate::CheckOptions {
+            read_data: true,
+            workers: 2,
+        },
+    )
+    .unwrap();
+    assert!(report.is_ok(), "{:?}", report.errors);
+}
+
+/// A prune whose second pack write fails for a full disk, then a rerun: the packs the first
+/// run wrote are adopted (kept, indexed, not written again), and the rerun writes less than
+/// an undisturbed prune of the same repository does.
+#[test]
+fn a_rerun_adopts_the_packs_a_failed_prune_wrote() {
+    // What an undisturbed prune writes.
+    let metered = Arc::new(MeteredBackend::new(
+        MemoryBackend::new(),
+        Throttle::default(),
+    ));
+    let control = half_used(metered.clone());
+    let before = metered.stats().snapshot().bytes_written;
+    let (_, r) = control.prune(&thorough()).unwrap();
+    let undisturbed = metered.stats().snapshot().bytes_written - before;
+    assert!(r.packs_written >= 2, "{r:?}");
+
+    let fault = Arc::new(FaultBackend::new(MeteredBackend::new(
+        MemoryBackend::new(),
+        Throttle::default(),
+    )));
+    let stats = fault.inner().stats();
+    let f = half_used(fault.clone());
+    let clean = f.verify();
+    let packs_before = f.packs();
+    fault.add(Rule {
+        op: Some(Op::Write),
+        file_type: Some(FileType::Pack),
+        trigger: Trigger::Nth(2),
+        fault: Fault::NoSpace,
+    });
+    let e = f.prune(&thorough()).unwrap_err();
+    assert_eq!(fault.fired(), 1, "{e}");
+    fault.clear();
+    let left = unindexed(&f);
+    assert!(!left.is_empty(), "the first run wrote a pack: {e}");
+    assert!(packs_before.iter().all(|p| f.packs().contains(p)));
+
+    let before = stats.snapshot().bytes_written;
+    let (plan, report) = f.prune(&thorough()).unwrap();
+    let rerun = stats.snapshot().bytes_written - before;
+    let adopted: HashSet<Id> = plan.adopted.iter().map(|p| p.id).collect();
+    assert_eq!(adopted, left, "every pack of the first run is adopted");
+    assert!(plan.unreferenced.is_empty(), "{:?}", plan.unreferenced);
+    assert_eq!(plan.stats.adopted.packs, left.len() as u64);
+    assert_eq!(report.packs_adopted, left.len() as u64);
+    let adopted_bytes: u64 = plan.adopted.iter().map(|p| p.size).sum();
+    assert_eq!(report.bytes_adopted, adopted_bytes);
+    assert!(
+        rerun < undisturbed && rerun + adopted_bytes <= undisturbed + (64 << 10),
+        "the rerun wrote {rerun} bytes, an undisturbed prune {undisturbed}, adopted \
+         {adopted_bytes}"
+    );
+    assert!(
+        report.blobs_repacked < r.blobs_repacked,
+        "{report:?} vs {r:?}"
+    );
+    // Kept and indexed.
+    let index = f.repo.load_index().unwrap();
+    let indexed: HashSet<Id> = index.packs().iter().map(|p| p.id).collect();
+    assert!(left.is_subset(&indexed), "adopted packs are indexed");
+    for p in plan.packs.iter().filter(|p| p.action == PackAction::Repack) {
+        assert!(!f.packs().contains(&p.id), "repacked pack {} deleted", p.id);
+    }
+    assert_eq!(f.verify(), clean);
+    all_well(&f);
+}
+
+/// A byte flipped in a pack the failed prune wrote (in a blob, or in its header): it is not
+/// adopted but deleted, as before, and its blobs are repacked from the original packs.
+#[test]
+fn a_damaged_unindexed_pack_is_not_adopted() {
+    for at_end in [false, true] {
+        let fault = Arc::new(FaultBackend::new(MemoryBackend::new()));
+        let f = half_used(fault.clone());
+        let clean = f.verify();
+        fault.add(Rule {
+            op: Some(Op::Write),
+            file_type: Some(FileType::Pack),
+            trigger: Trigger::Nth(2),
+            fault: Fault::NoSpace,
+        });
+        f.prune(&thorough()).unwrap_err();
+        fault.clear();
+        let left = unindexed(&f);
+        assert_eq!(left.len(), 1, "one pack written before the fault");
+        let victim = *left.iter().next().unwrap();
+        let name = victim.to_hex();
+        let mut bytes = f.backend.read(FileType::Pack, &name).unwrap();
+        // In a blob, or in the sealed header just before the 8-byte trailer.
+        let i = if at_end { bytes.len() - 20 } else { 1000 };
+        bytes[i] ^= 0x40;
+        f.backend.write(FileType::Pack, &name, &bytes).unwrap();
+
+        let (plan, report) = f.prune(&thorough()).unwrap();
+        assert!(
+            plan.adopted.is_empty(),
+            "at_end {at_end}: {:?}",
+            plan.adopted
+        );
+        assert_eq!(plan.unreferenced.len(), 1);
+        assert_eq!(report.packs_adopted, 0);
+        // Every used blob of the packs repacked is copied from them.
+        assert_eq!(report.blobs_repacked, PACKS * BLOBS / 2, "{report:?}");
+        assert!(!f.packs().contains(&victim), "the damaged pack is deleted");
+        assert_eq!(f.verify(), clean);
+        all_well(&f);
+    }
+}
+
+/// A pack no index names whose blobs are not all ones the repack needs (here: a blob no
+/// snapshot uses beside a needed one) is deleted, as before.
+#[test]
+fn an_unindexed_pack_with_an_unneeded_blob_is_not_adopted() {
+    let mut f = half_used(Arc::new(MemoryBackend::new()));
+    let clean = f.verify();
+    // A copy of a used blob of the first pack, and an unused blob.
+    let used = *f
+        .contents
+        .iter()
+        .find(|(_, c)| *c == &super::fixture::bytes(0, BLOB))
+        .unwrap()
+        .0;
+    let plain = f.contents[&used].clone();
+    f.add(arca_format::BlobKind::Data, &plain);
+    f.data(9999, 1000);
+    f.cut();
+    let orphan = f.pending.pop().unwrap().id;
+    let (plan, _) = f.prune(&thorough()).unwrap();
+    assert!(plan.adopted.is_empty());
+    assert_eq!(plan.unreferenced, vec![(orphan, plan.unreferenced[0].1)]);
+    assert!(!f.packs().contains(&orphan));
+    assert_eq!(f.verify(), clean);
+    all_well(&f);
+}
+
+/// A local disk of `cap` bytes of packs: a pack write that would pass it fails as a full disk.
+#[derive(Debug)]
+struct Quota {
+    inner: MemoryBackend,
+    cap: Mutex<u64>,
+}
+
+impl Quota {
+    fn used(&self) -> u64 {
+        self.inner
+            .list(FileType::Pack)
+            .unwrap()
+            .iter()
+            .map(|f| f.size)
+            .sum()
+    }
+}
+
+impl Backend for Quota {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    fn create(&self) -> BackendResult<()> {
+        self.inner.create()
+    }
+    fn list(&self, t: FileType) -> BackendResult<Vec<FileInfo>> {
+        self.inner.list(t)
+    }
+    fn read(&self, t: FileType, name: &str) -> BackendResult<Vec<u8>> {
+        self.inner.read(t, name)
+    }
+    fn read_range(&self, t: FileType, name: &str, offset: u64, len: u64) -> BackendResult<Vec<u8>> {
+        self.inner.read_range(t, name, offset, len)
+    }
+    fn write(&self, t: FileType, name: &str, data: &[u8]) -> BackendResult<()> {
+        if t == FileType::Pack && self.used() + data.len() as u64 > *self.cap.lock().unwrap() {
+            return Err(BackendError::new(
+                "write",
+                t.path(name),
+                ErrorKind::NoSpace,
+                "no space left on device".into(),
+            ));
+        }
+        self.inner.write(t, name, data)
+    }
+    fn delete(&self, t: FileType, name: &str) -> BackendResult<()> {
+        self.inner.delete(t, name)
+    }
+    fn stat(&self, t: FileType, name: &str) -> BackendResult<FileInfo> {
+        self.inner.stat(t, name)
+    }
+}
+
+/// On a disk too full for the whole repack, each rerun adopts what the run before wrote and
+/// deletes the packs that made redundant before it writes: a few reruns finish. Before, each
+/// rerun deleted the packs the last one wrote and failed at the same point again.
+#[test]
+fn reruns_on_a_nearly_full_disk_finish() {
+    let quota = Arc::new(Quota {
+        inner: MemoryBackend::new(),
+        cap: Mutex::new(u64::MAX),
+    });
+    let f = half_used(quota.clone());
+    let clean = f.verify();
+    // Room for about half the new packs (they take half the packs' bytes in all).
+    let used = quota.used();
+    *quota.cap.lock().unwrap() = used + used * 3 / 10;
+    let mut runs = vec![];
+    for _ in 0..6 {
+        let r = f.prune(&thorough());
+        let done = r.is_ok();
+        runs.push(
+            r.map(|(p, _)| p.stats.adopted.packs)
+                .map_err(|e| e.to_string()),
+        );
+        if done {
+            break;
+        }
+        assert_eq!(f.verify(), clean, "readable after a failed run");
+    }
+    eprintln!("runs: {runs:?}");
+    assert!(runs.len() > 1, "the first run fails: {runs:?}");
+    assert!(runs.last().unwrap().is_ok(), "a rerun finishes: {runs:?}");
+    assert!(
+        matches!(runs.last(), Some(Ok(n)) if *n > 0),
+        "the last run adopts what the one before wrote: {runs:?}"
+    );
+    assert!(quota.used() < used, "space was freed");
+    assert_eq!(f.verify(), clean);
+    all_well(&f);
+}
