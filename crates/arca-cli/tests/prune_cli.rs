@@ -210,6 +210,85 @@ fn a_failed_prune_leaves_a_usable_repository_and_a_rerun_finishes() {
     }
 }
 
+/// The pack files of `repo`: name and size.
+fn pack_files(repo: &Path) -> BTreeMap<String, u64> {
+    tree_bytes(&repo.join("data"))
+        .into_iter()
+        .map(|(p, b)| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                b.len() as u64,
+            )
+        })
+        .filter(|(n, _)| n.len() == 64)
+        .collect()
+}
+
+/// A prune that failed at its index write (a full disk) left its new packs in no index:
+/// the rerun adopts them (they stay, indexed) and copies nothing again, and `--dry-run`, its
+/// `--json`, and the real run's `--json` say so. Before, the rerun deleted them and wrote
+/// them again.
+#[test]
+fn a_rerun_adopts_the_packs_a_failed_prune_wrote() {
+    let e = Env::new();
+    init(&e);
+    let (src, expected) = two_backups_forget_first(&e);
+    let thorough = ["--max-unused", "0%"];
+    let first = e.json(&[&["prune", "--dry-run", "--json"][..], &thorough].concat());
+    let to_copy = first["repack_used_bytes"].as_u64().unwrap();
+    assert!(to_copy > 0, "{first}");
+    let before = pack_files(&e.repo);
+    let o = e
+        .cmd(&[&["prune"][..], &thorough].concat())
+        .env("ARCA_TEST_FAULTS", "write:index:nth=1:nospace")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let left: BTreeMap<String, u64> = pack_files(&e.repo)
+        .into_iter()
+        .filter(|(n, _)| !before.contains_key(n))
+        .collect();
+    assert!(!left.is_empty(), "the failed prune wrote packs");
+    let (n, bytes) = (left.len() as u64, left.values().sum::<u64>());
+
+    let text = e.ok(&[&["prune", "--dry-run"][..], &thorough].concat());
+    assert!(
+        text.contains(&format!("adopted: {n} packs")) && text.contains("earlier prune"),
+        "{text}"
+    );
+    for id in left.keys() {
+        assert!(
+            text.contains(&format!("would adopt data pack {id}")),
+            "{text}"
+        );
+    }
+    assert!(!text.contains("would delete unreferenced"), "{text}");
+    let dry = e.json(&[&["prune", "--dry-run", "--json"][..], &thorough].concat());
+    assert_eq!(dry["packs_adopted"], n, "{dry}");
+    assert_eq!(dry["packs_adopted_bytes"], bytes, "{dry}");
+    assert_eq!(dry["packs_unreferenced"], 0, "{dry}");
+    assert_eq!(dry["repack_used_bytes"], 0, "nothing left to copy: {dry}");
+    let ids: Vec<&str> = left.keys().map(String::as_str).collect();
+    assert_eq!(dry["adopted"], serde_json::json!(ids), "{dry}");
+
+    let v = e.json(&[&["prune", "--json"][..], &thorough].concat());
+    assert_eq!(v["packs_adopted"], n, "{v}");
+    assert_eq!(v["bytes_adopted"], bytes, "{v}");
+    let written = v["bytes_written"].as_u64().unwrap();
+    assert!(
+        written < to_copy,
+        "{written} bytes written again of {to_copy}: {v}"
+    );
+    let now = pack_files(&e.repo);
+    assert!(
+        left.keys().all(|id| now.contains_key(id)),
+        "the adopted packs stay"
+    );
+    // No pack left unindexed (check notes one), and everything reads back.
+    check_clean(&e);
+    restore_matches(&e, &src, &expected);
+}
+
 fn now_secs() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -248,6 +248,15 @@ fn print_plan(plan: &PrunePlan) -> Result<()> {
         packs += &format!(", missing {} (dropped from the index)", s.missing.packs);
     }
     out(&packs)?;
+    if s.adopted.packs > 0 {
+        out(&format!(
+            "adopted: {} packs ({}, {} blobs) written by an earlier prune that stopped: indexed, \
+             their blobs not copied again",
+            s.adopted.packs,
+            human_bytes(s.adopted.bytes),
+            s.adopted_blobs
+        ))?;
+    }
     out(&format!(
         "index:   {} files{}",
         s.index_files,
@@ -290,7 +299,25 @@ fn print_packs(plan: &PrunePlan) -> Result<()> {
             ),
         ));
     }
-    for what in ["delete", "repack", "forget missing", "unreferenced"] {
+    for p in &plan.adopted {
+        lines.push((
+            "adopt",
+            format!(
+                "would adopt {} pack {} ({}: {} blobs, written by an earlier prune)",
+                p.kind,
+                p.id,
+                human_bytes(p.size),
+                p.blobs.len()
+            ),
+        ));
+    }
+    for what in [
+        "delete",
+        "repack",
+        "forget missing",
+        "unreferenced",
+        "adopt",
+    ] {
         let of: Vec<&String> = lines
             .iter()
             .filter(|(w, _)| *w == what)
@@ -308,6 +335,13 @@ fn print_packs(plan: &PrunePlan) -> Result<()> {
 
 fn print_report(r: &PruneReport) -> Result<()> {
     let out = super::out;
+    if r.packs_adopted > 0 {
+        out(&format!(
+            "adopted {} packs ({}) written by an earlier run",
+            r.packs_adopted,
+            human_bytes(r.bytes_adopted)
+        ))?;
+    }
     if r.blobs_repacked > 0 {
         out(&format!(
             "repacked {} blobs into {} new packs ({})",
@@ -368,6 +402,9 @@ fn plan_json(plan: &PrunePlan) -> Value {
         "packs_unreferenced": s.unreferenced.packs,
         "packs_unreferenced_bytes": s.unreferenced.bytes,
         "packs_missing": s.missing.packs,
+        "packs_adopted": s.adopted.packs,
+        "packs_adopted_bytes": s.adopted.bytes,
+        "adopted_blobs": s.adopted_blobs,
         "index_files": s.index_files,
         "rewrite_index": plan.rewrite_index,
         "freed_bytes": s.freed_bytes,
@@ -378,6 +415,11 @@ fn plan_json(plan: &PrunePlan) -> Value {
             .unreferenced
             .iter()
             .map(|(id, _)| id.to_hex())
+            .collect::<Vec<_>>(),
+        "adopted": plan
+            .adopted
+            .iter()
+            .map(|p| p.id.to_hex())
             .collect::<Vec<_>>(),
     })
 }
@@ -393,6 +435,8 @@ fn report_json(r: &PruneReport) -> Vec<(&'static str, Value)> {
         ("packs_deleted", json!(r.packs_deleted)),
         ("bytes_deleted", json!(r.bytes_deleted)),
         ("temp_files_removed", json!(r.temp_files_removed)),
+        ("packs_adopted", json!(r.packs_adopted)),
+        ("bytes_adopted", json!(r.bytes_adopted)),
         ("freed_bytes", json!(r.freed_bytes())),
     ]
 }
