@@ -474,6 +474,7 @@ fn prune_with(repo: &Repository, ctx: &JobCtx, dry_run: bool) -> Result<Value, S
         "packs_keep": s.keep.packs,
         "packs_repack": s.repack.packs,
         "packs_delete": s.delete.packs,
+        "packs_adopted": s.adopted.packs,
         "would_free": s.freed_bytes,
     });
     ctx.log(format!(
@@ -484,6 +485,13 @@ fn prune_with(repo: &Repository, ctx: &JobCtx, dry_run: bool) -> Result<Value, S
         s.repack.packs,
         s.delete.packs
     ));
+    if s.adopted.packs > 0 {
+        ctx.log(format!(
+            "adopted {} packs ({}) written by an earlier prune that stopped",
+            s.adopted.packs,
+            bytes(s.adopted.bytes)
+        ));
+    }
     if dry_run {
         return Ok(v);
     }
