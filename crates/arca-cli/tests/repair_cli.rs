@@ -622,8 +622,7 @@ fn index_bytes(e: &Env) -> Vec<(PathBuf, Vec<u8>)> {
 /// wrote (body version 2, sealed with the repository's key), and the index by one naming it;
 /// returns the new pack's id.
 fn newer_header_pack(e: &Env) -> String {
-    use arca_format::pack::{PackHeader, PackTrailer, TRAILER_LEN};
-    use arca_format::{BlobKind, EnvelopeHeader, EnvelopeKind, Id, IndexFile, IndexPack};
+    use arca_format::{BlobKind, Id, IndexFile, IndexPack};
     let backend = std::sync::Arc::new(arca_backend::LocalBackend::new(&e.repo));
     let repo = arca_repo::Repository::open(backend, b"test password").unwrap();
     let loaded: Vec<(Id, IndexFile)> = repo
@@ -640,21 +639,12 @@ fn newer_header_pack(e: &Env) -> String {
     let old_pack = e.repo.join(format!("data/{}", &packs[at].id.to_hex()[..2]));
     let old_pack = old_pack.join(packs[at].id.to_hex());
     let old = fs::read(&old_pack).unwrap();
-    let trailer = PackTrailer::decode(&old).unwrap();
-    let header_at = old.len() - TRAILER_LEN - trailer.header_len as usize;
-    let mut plain = PackHeader {
-        kind: BlobKind::Data,
-        entries: packs[at].blobs.clone(),
-    }
-    .encode()
-    .unwrap();
-    plain[4] = 2;
-    let mut bytes = old[..header_at].to_vec();
-    let aad = EnvelopeHeader::new(EnvelopeKind::Pack, 0).encode();
-    repo.sealer().seal_into(&aad, &plain, &mut bytes).unwrap();
-    let header_len = (bytes.len() - header_at) as u32;
-    bytes.extend_from_slice(&PackTrailer { header_len }.encode());
-    let id = Id(*blake3::hash(&bytes).as_bytes());
+    let (id, bytes) = arca_testkit::packs::with_newer_header(
+        &old,
+        BlobKind::Data,
+        &packs[at].blobs,
+        |aad, plain, out| repo.sealer().seal_into(aad, plain, out).unwrap(),
+    );
     let new_pack = e.repo.join(format!("data/{}", &id.to_hex()[..2]));
     fs::write(new_pack.join(id.to_hex()), &bytes).unwrap();
     fs::remove_file(&old_pack).unwrap();

@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod faultfs;
 pub mod generate;
+pub mod packs;
 pub mod s3d;
 
 use std::fs::OpenOptions;

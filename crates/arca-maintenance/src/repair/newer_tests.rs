@@ -227,30 +227,17 @@ fn a_newer_data_blob_spares_every_snapshot_using_it() {
 /// wrote (sealed with the repository's key, body version 2), indexed in a new index file
 /// replacing the fixture's; returns the new pack's id.
 fn newer_header_pack(fx: &super::fixture::Fx) -> arca_format::Id {
-    use arca_format::pack::{PackHeader, PackTrailer, TRAILER_LEN};
-    use arca_format::{EnvelopeHeader, EnvelopeKind, IndexPack};
+    use arca_format::IndexPack;
     let old = fx
         .backend
         .read(FileType::Pack, &fx.data1.id.to_hex())
         .unwrap();
-    let trailer = PackTrailer::decode(&old).unwrap();
-    let header_at = old.len() - TRAILER_LEN - trailer.header_len as usize;
-    let mut plain = PackHeader {
-        kind: fx.data1.kind,
-        entries: fx.data1.blobs.clone(),
-    }
-    .encode()
-    .unwrap();
-    plain[4] = 2;
-    let mut bytes = old[..header_at].to_vec();
-    let aad = EnvelopeHeader::new(EnvelopeKind::Pack, 0).encode();
-    fx.repo
-        .sealer()
-        .seal_into(&aad, &plain, &mut bytes)
-        .unwrap();
-    let header_len = (bytes.len() - header_at) as u32;
-    bytes.extend_from_slice(&PackTrailer { header_len }.encode());
-    let id = arca_format::Id(*blake3::hash(&bytes).as_bytes());
+    let (id, bytes) = arca_testkit::packs::with_newer_header(
+        &old,
+        fx.data1.kind,
+        &fx.data1.blobs,
+        |aad, plain, out| fx.repo.sealer().seal_into(aad, plain, out).unwrap(),
+    );
     fx.backend
         .write(FileType::Pack, &id.to_hex(), &bytes)
         .unwrap();
