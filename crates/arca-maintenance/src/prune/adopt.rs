@@ -51,12 +51,11 @@ pub(super) fn adopt(
     // By position in `plan.keep`: the sealed length of a blob an adopted pack provides.
     let mut covered: Vec<Option<u32>> = vec![None; plan.keep.len()];
     let mut adopted: Vec<IndexPack> = vec![];
-    let mut buf = vec![];
     for p in scan.packs {
         let Some(slots) = needed(index, marks, plan, &covered, &p) else {
             continue;
         };
-        if !intact(repo, &p, &mut buf)? {
+        if !intact(repo, &p)? {
             continue;
         }
         for (s, len) in slots {
@@ -118,6 +117,10 @@ fn needed(
         let (_, loc) = index.positions(p.kind, &b.id).find(|(pos, loc)| {
             marks.get(*pos) && plan.packs[loc.pack_index as usize].action == PackAction::Repack
         })?;
+        // The same blob as the index knows it (a header that says otherwise is not prune's).
+        if b.raw_length != loc.raw_length {
+            return None;
+        }
         let k = KeepBlob {
             pack: loc.pack_index,
             offset: loc.offset,
@@ -140,16 +143,16 @@ fn needed(
 /// Whether pack `p` is whole: its bytes hash to its name and every blob its header lists
 /// authenticates. A pack that is damaged, cut short or gone is not; a read that fails for
 /// another reason (an outage, access denied) stops the prune, before anything is deleted.
-fn intact(repo: &Repository, p: &IndexPack, buf: &mut Vec<u8>) -> Result<bool, PruneError> {
+fn intact(repo: &Repository, p: &IndexPack) -> Result<bool, PruneError> {
     let name = p.id.to_hex();
-    *buf = match repo.backend().read(FileType::Pack, &name) {
+    let buf = match repo.backend().read(FileType::Pack, &name) {
         Ok(b) => b,
         Err(e) if matches!(e.kind, ErrorKind::NotFound | ErrorKind::ShortRead) => {
             return Ok(false);
         }
         Err(e) => return Err(RepoError::from(e).into()),
     };
-    if buf.len() as u64 != p.size || Id(*blake3::hash(buf).as_bytes()) != p.id {
+    if buf.len() as u64 != p.size || Id(*blake3::hash(&buf).as_bytes()) != p.id {
         return Ok(false);
     }
     Ok(p.blobs.iter().all(|b| {
