@@ -56,7 +56,8 @@ pub fn execute(
         // plan found every used blob indexed, and the exclusive lock keeps backups away),
         // and their space may be what repacking needs. A prune that failed for a full disk
         // after uploading its new packs left them unreferenced, and every later prune failed
-        // again repacking before it came to delete them (hunt 28).
+        // again repacking before it came to delete them (hunt 28). Such packs that hold what
+        // this repack needs are adopted instead (`plan.adopted`), and are not among these.
         progress.set_phase(Phase::Deleting);
         let unreferenced: Vec<(FileType, Id, u64)> = plan
             .unreferenced
