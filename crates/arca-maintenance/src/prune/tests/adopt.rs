@@ -290,3 +290,38 @@ fn reruns_on_a_nearly_full_disk_finish() {
     assert_eq!(f.verify(), clean);
     all_well(&f);
 }
+
+/// A pack no index names holding just the intact copy of a used blob whose indexed copy is
+/// damaged, in a pack to repack: it is adopted (its copy authenticates), the damaged pack
+/// goes without being copied from, and the snapshot reads back. Before, the prune stopped
+/// (the kept copy damaged, the other in a pack it would delete).
+#[test]
+fn an_adopted_pack_stands_for_a_damaged_indexed_copy() {
+    let mut f = Fixture::new(Arc::new(MemoryBackend::new()));
+    let a = f.data(1, 3000);
+    f.data(2, 3000);
+    f.cut();
+    let root = f.tree(vec![Fixture::file("f", vec![a])]);
+    f.snapshot(root);
+    f.index();
+    let plain = f.contents[&a.id].clone();
+    f.add(arca_format::BlobKind::Data, &plain);
+    f.cut();
+    let orphan = f.pending.pop().unwrap().id;
+    let index = f.repo.load_index().unwrap();
+    let loc = index.get(arca_format::BlobKind::Data, &a.id).unwrap();
+    let name = loc.pack.id.to_hex();
+    let mut bytes = f.backend.read(FileType::Pack, &name).unwrap();
+    bytes[loc.offset as usize + 100] ^= 0x01;
+    f.backend.write(FileType::Pack, &name, &bytes).unwrap();
+    let (plan, report) = f.prune(&thorough()).unwrap();
+    assert_eq!(plan.adopted.len(), 1);
+    assert_eq!(plan.adopted[0].id, orphan);
+    assert_eq!((report.blobs_repacked, report.packs_adopted), (0, 1));
+    assert!(f.packs().contains(&orphan));
+    assert!(
+        !f.packs().contains(&loc.pack.id),
+        "the damaged pack is gone"
+    );
+    all_well(&f);
+}

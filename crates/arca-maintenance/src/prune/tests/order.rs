@@ -93,7 +93,8 @@ fn an_unreferenced_pack_holding_the_only_intact_copy_is_kept() {
     let plain = f.contents[&a.id].clone();
     f.add(BlobKind::Data, &plain);
     // And a blob nothing uses: not what a prune writes, so the pack is not adopted (one
-    // holding only `a` would be, and would replace the damaged copy: see `adopt_tests`).
+    // holding only `a` would be, and would replace the damaged copy: see
+    // `an_adopted_pack_stands_for_a_damaged_indexed_copy`).
     f.data(9, 500);
     f.cut();
     let orphan = f.pending.pop().unwrap().id;
