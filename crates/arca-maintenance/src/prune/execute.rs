@@ -73,6 +73,8 @@ pub fn execute(
     }
     // The index files naming what is live, and the packs already deleted.
     let mut old_files = plan.index_files.clone();
+    // Index files written before the repack (naming the adopted packs) and replaced after it.
+    let mut replaced: Vec<Id> = vec![];
     let mut gone = vec![false; plan.packs.len()];
     // A pack to repack whose used blobs the adopted packs all hold: nothing to copy.
     let covered = |i: usize| {
@@ -115,6 +117,7 @@ pub fn execute(
         Progress::bump(&progress.files_to_delete, doomed.len() as u64);
         delete(repo, &doomed, progress, &mut report)?;
         report.index_files_written.clone_from(&written);
+        replaced.clone_from(&written);
         old_files = written;
     }
     let rest =
@@ -156,6 +159,9 @@ pub fn execute(
     }
     Progress::bump(&progress.files_to_delete, doomed.len() as u64);
     delete(repo, &doomed, progress, &mut report)?;
+    // Counted as written, as they are counted as deleted.
+    replaced.retain(|id| !report.index_files_written.contains(id));
+    report.index_files_written.splice(0..0, replaced);
     report.temp_files_removed = backend.remove_stale_temp(STALE_TEMP, true)?;
     if let Some(e) = orphans_failed {
         return Err(PruneError::Repo(e));

@@ -262,7 +262,8 @@ pub struct PruneReport {
     pub bytes_written: u64,
     /// Blobs copied into them.
     pub blobs_repacked: u64,
-    /// New index files.
+    /// New index files (first, when packs were adopted and more was repacked after, the
+    /// ones written before the repack and deleted at its end).
     pub index_files_written: Vec<Id>,
     /// Old index files deleted.
     pub index_files_deleted: u64,

@@ -102,8 +102,17 @@ fn a_rerun_adopts_the_packs_a_failed_prune_wrote() {
     assert!(packs_before.iter().all(|p| f.packs().contains(p)));
 
     let before = stats.snapshot().bytes_written;
+    let index_before = f.repo.list_ids(FileType::Index).unwrap().len();
     let (plan, report) = f.prune(&thorough()).unwrap();
     let rerun = stats.snapshot().bytes_written - before;
+    // The index written first (naming the adopted packs) and replaced at the end counts
+    // among the files written, as among those deleted.
+    assert!(report.blobs_repacked > 0, "{report:?}");
+    assert_eq!(
+        index_before + report.index_files_written.len() - report.index_files_deleted as usize,
+        f.repo.list_ids(FileType::Index).unwrap().len(),
+        "{report:?}"
+    );
     let adopted: HashSet<Id> = plan.adopted.iter().map(|p| p.id).collect();
     assert_eq!(adopted, left, "every pack of the first run is adopted");
     assert!(plan.unreferenced.is_empty(), "{:?}", plan.unreferenced);
