@@ -72,7 +72,9 @@ struct Pending {
     len: usize,
     /// The job it belongs to (a slot of [`DirectQueue::held`]).
     job: usize,
-    /// A further use of a block placed already: counted as copied when it was handed on.
+    /// The whole block's length, counted when the span lands: as copied for a further use
+    /// of a block placed already (`dup`), as written otherwise.
+    block: u64,
     dup: bool,
 }
 
@@ -200,8 +202,9 @@ impl DirectQueue {
 
     /// Sends `data`, to land at `offset` of file `target.file` (already created and sized), to
     /// a writer. Returns false when it could not (the caller writes it through the page cache).
-    /// The file's countdown for `target` is settled when the write lands. A `dup` (a further
-    /// use of a block placed already) is counted by the caller, as copied.
+    /// The file's countdown for `target` is settled when the write lands, and the whole block
+    /// (`block` bytes, of which `data` is the middle) counted then: as copied for a `dup` (a
+    /// further use of a block placed already), as written otherwise; not at all if it fails.
     #[allow(clippy::too_many_arguments)]
     pub fn submit(
         &mut self,
@@ -211,6 +214,7 @@ impl DirectQueue {
         target: Target,
         offset: u64,
         data: &[u8],
+        block: u64,
         dup: bool,
     ) -> bool {
         let Some(tx) = self.tx.clone() else {
@@ -267,6 +271,7 @@ impl DirectQueue {
             offset,
             len: data.len(),
             job: self.current,
+            block,
             dup,
         });
         self.held[self.current].writes += 1;
@@ -343,9 +348,12 @@ impl DirectQueue {
             Ok(direct) => {
                 let c = &sh.counters;
                 let len = p.len as u64;
-                // Zero pages included, as `place::land` counts them.
-                if !p.dup {
-                    c.written.fetch_add(len, Ordering::Relaxed);
+                // The whole block, zero pages included, as `place::land` counts them.
+                if p.dup {
+                    c.copied.fetch_add(p.block, Ordering::Relaxed);
+                    c.copied_blocks.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    c.written.fetch_add(p.block, Ordering::Relaxed);
                 }
                 c.direct.fetch_add(direct, Ordering::Relaxed);
                 sh.progress.bytes.fetch_add(len, Ordering::Relaxed);

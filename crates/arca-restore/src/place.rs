@@ -206,25 +206,25 @@ impl<'a, 's> Worker<'a, 's> {
                 .fetched_useful
                 .fetch_add(u64::from(bp.length), Ordering::Relaxed);
             let mut landed: Option<Target> = None;
-            for &t in &jb.targets {
+            for (i, &t) in jb.targets.iter().enumerate() {
                 // Uses after the first that landed are local copies of the block fetched
                 // once, counted so whichever way they are made (as the plan counts them); after
                 // a first write that failed, the next is the block's first write.
-                let dup = landed.is_some();
+                let u = Use::of(landed.is_some(), i + 1 < jb.targets.len());
                 let ok = match landed {
                     // Where the file system shares extents, later uses are copies of the first
-                    // (reflinks where the offsets allow), once it is on disk; elsewhere a copy
-                    // costs what a write from memory costs.
+                    // (reflinks where the offsets allow): it is on disk, written through the
+                    // page cache ([`Use::FirstOfSeveral`]); elsewhere a copy costs what a
+                    // write from memory costs.
                     Some(src) if sh.reflink => {
-                        self.direct.drain(sh, &mut self.open);
                         if copy_between(sh, &mut self.open, src, t, len) {
                             sh.op_done(t.file, self.open.get(&t.file));
                             true
                         } else {
-                            land(sh, &mut self.open, &mut self.direct, jb.blob, t, plain, dup)
+                            land(sh, &mut self.open, &mut self.direct, jb.blob, t, plain, u)
                         }
                     }
-                    _ => land(sh, &mut self.open, &mut self.direct, jb.blob, t, plain, dup),
+                    _ => land(sh, &mut self.open, &mut self.direct, jb.blob, t, plain, u),
                 };
                 if ok && landed.is_none() {
                     landed = Some(t);
@@ -267,10 +267,13 @@ impl<'a, 's> Worker<'a, 's> {
                 } => {
                     let len = data.len() as u64;
                     let mut landed = None;
-                    for t in targets {
+                    let n = targets.len();
+                    for (i, t) in targets.into_iter().enumerate() {
                         // A copy once a use landed (see `fetched`).
-                        let dup = landed.is_some();
-                        if land(sh, &mut self.open, &mut self.direct, blob, t, &data, dup) && !dup {
+                        let u = Use::of(landed.is_some(), i + 1 < n);
+                        if land(sh, &mut self.open, &mut self.direct, blob, t, &data, u)
+                            && u != Use::Copy
+                        {
                             landed = Some(t);
                         }
                         d.settled += len;
@@ -337,11 +340,14 @@ impl<'a, 's> Worker<'a, 's> {
                     let data = std::mem::take(&mut self.scratch);
                     let len = data.len() as u64;
                     let mut landed = None;
-                    for t in targets {
+                    let n = targets.len();
+                    for (i, t) in targets.into_iter().enumerate() {
                         // Read from the tree once; further uses, once one landed, are local
                         // copies of it (see `fetched`).
-                        let dup = landed.is_some();
-                        if land(sh, &mut self.open, &mut self.direct, blob, t, &data, dup) && !dup {
+                        let u = Use::of(landed.is_some(), i + 1 < n);
+                        if land(sh, &mut self.open, &mut self.direct, blob, t, &data, u)
+                            && u != Use::Copy
+                        {
                             landed = Some(t);
                             sh.counters.reused.fetch_add(len, Ordering::Relaxed);
                             sh.counters.reused_blocks.fetch_add(1, Ordering::Relaxed);
@@ -451,13 +457,39 @@ fn max_open_files() -> usize {
         .clamp(1, 256)
 }
 
+/// What a use of a block is, to [`land`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Use {
+    /// The block's first write, with further uses after it in the job: written through the
+    /// page cache, so that whether it landed is known before the next uses count as copies
+    /// of it or copy from it (a direct write that failed later left them counted as copies,
+    /// and, where extents are shared, copied from a range never written).
+    FirstOfSeveral,
+    /// The block's first write, and its last use in the job.
+    Only,
+    /// A further use of a block placed already: counted as copied locally.
+    Copy,
+}
+
+impl Use {
+    /// The use after those before it: whether one `landed`, whether `more` follow.
+    fn of(landed: bool, more: bool) -> Self {
+        match (landed, more) {
+            (true, _) => Use::Copy,
+            (false, true) => Use::FirstOfSeveral,
+            (false, false) => Use::Only,
+        }
+    }
+}
+
 /// Writes block `blob`'s `data` at target `t` and counts the target down, now or (for a span
 /// handed to the direct writers) when it lands. Returns false when the file failed
-/// (reported); a direct write that fails later is undone when it lands. A `dup` (a further
-/// use of a block the job already placed, from the same data) counts as copied locally, not
-/// written: the plan cannot know whether a later use will find the block on disk (a copy) or
-/// still in memory (this), and counts every later use as a copy (the dry run said "copy 2 MiB
-/// locally", the real run "copied 0 B").
+/// (reported); a direct write that fails later is undone when it lands. A [`Use::Copy`] (a
+/// further use of a block the job already placed, from the same data) counts as copied
+/// locally, not written: the plan cannot know whether a later use will find the block on
+/// disk (a copy) or still in memory (this), and counts every later use as a copy (the dry run
+/// said "copy 2 MiB locally", the real run "copied 0 B"). A block with a span handed to a
+/// direct writer is counted when that lands, and not at all if it fails.
 #[allow(clippy::too_many_arguments)]
 fn land(
     sh: &Shared,
@@ -466,11 +498,12 @@ fn land(
     blob: u32,
     t: Target,
     data: &[u8],
-    dup: bool,
+    u: Use,
 ) -> bool {
+    let dup = u == Use::Copy;
     let fresh =
         sh.scan.entries[sh.plan.files[t.file as usize].entry as usize] != EntryAction::Patch;
-    let span = (fresh && direct.enabled(sh))
+    let span = (fresh && u != Use::FirstOfSeveral && direct.enabled(sh))
         .then(|| arca_fs::direct_span(t.offset, data.len()))
         .flatten();
     let path = || sh.plan.file_path(t.file);
@@ -496,7 +529,7 @@ fn land(
         (Ok(n), Some(mid)) => {
             let at = t.offset + mid.start as u64;
             let middle = &data[mid];
-            queued = direct.submit(sh, open, blob, t, at, middle, dup);
+            queued = direct.submit(sh, open, blob, t, at, middle, data.len() as u64, dup);
             if queued {
                 len -= middle.len() as u64;
                 Ok(n)
@@ -514,8 +547,9 @@ fn land(
     let ok = match res {
         Ok(_) => {
             let c = &sh.counters;
-            if dup {
-                // The whole block, a middle in flight included (its landing counts nothing).
+            if queued {
+                // Counted, the whole block, when its middle lands (`DirectQueue::settle`).
+            } else if dup {
                 c.copied.fetch_add(data.len() as u64, Ordering::Relaxed);
                 c.copied_blocks.fetch_add(1, Ordering::Relaxed);
             } else {
