@@ -78,8 +78,9 @@ impl SharedInodes {
         )
     }
 
-    /// `--delete` removes the names `deleted` (not folders): those that are names of an inode
-    /// with several are not names of their own for [`Self::doomed_names`].
+    /// `--delete` removes the names `deleted` (not folders; the files inside the folders it
+    /// removes included): those that are names of an inode with several are not names of
+    /// their own for [`Self::doomed_names`].
     pub fn doom<'p>(&self, deleted: impl Iterator<Item = &'p std::path::Path>) {
         let mut map: HashMap<(u64, u64), Vec<PathBuf>> = HashMap::new();
         for path in deleted {
@@ -91,6 +92,11 @@ impl SharedInodes {
                     .or_default()
                     .push(path.to_path_buf());
             }
+        }
+        // A name given twice is one name.
+        for paths in map.values_mut() {
+            paths.sort_unstable();
+            paths.dedup();
         }
         let _ = self.doomed.set(map);
     }
