@@ -3,7 +3,8 @@
 //! no file is given content from a write that failed. The fault is a preloaded `pwrite64`
 //! that fails the direct writes (`O_DIRECT` descriptors) to the file named in
 //! `FAIL_DIRECT_WRITES_TO` with EIO, as a failing disk does (buffered writes succeed).
-//! Needs a C compiler: skipped without one.
+//! Needs a C compiler: skipped without one. The btrfs case (later uses copied, reflinked,
+//! from the first) needs root and mkfs.btrfs, and is skipped without them.
 
 #![allow(clippy::unwrap_used)]
 
@@ -74,15 +75,73 @@ struct Run {
     block: Vec<u8>,
     /// The restored source folder.
     here: PathBuf,
+    /// Unmounts the target's btrfs, if one was made (before the folders go).
+    _mount: Option<Loop>,
     /// Holds the folders.
     _env: Env,
 }
 
+/// Unmounts (lazily) the loop-mounted file system at its path, when dropped.
+struct Loop(PathBuf);
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// Where the restore goes: a folder of the test's, or (`btrfs`) a btrfs made in an image
+/// file and mounted there; `None` (with why) where that cannot be done.
+fn target(e: &Env, btrfs: bool) -> Result<(PathBuf, Option<Loop>), &'static str> {
+    let target = e.path("t");
+    if !btrfs {
+        return Ok((target, None));
+    }
+    if !arca_testkit::is_root() {
+        return Err("mounting a btrfs needs root");
+    }
+    let image = e.path("btrfs.img");
+    fs::File::create(&image)
+        .unwrap()
+        .set_len(300 << 20)
+        .unwrap();
+    let made = Command::new("mkfs.btrfs")
+        .arg("-q")
+        .arg(&image)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !made {
+        return Err("no mkfs.btrfs");
+    }
+    fs::create_dir_all(&target).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-o", "loop"])
+        .arg(&image)
+        .arg(&target)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !mounted {
+        return Err("cannot mount a btrfs image");
+    }
+    Ok((target.clone(), Some(Loop(target))))
+}
+
 /// Backs up `d1/a` and `d2/b`, one block of the same content in both, and restores them
-/// with direct writes, the direct writes to `fail` failing.
-fn restore_failing(fail: &str) -> Option<Run> {
+/// with direct writes, the direct writes to `fail` failing, into a folder or (`btrfs`) a
+/// btrfs. `None` when it cannot be done here (said on stderr).
+fn restore_failing(fail: &str, btrfs: bool) -> Option<Run> {
     let e = Env::new();
-    let lib = shim(&e.path(""))?;
+    let Some(lib) = shim(&e.path("")) else {
+        eprintln!("no C compiler: skipped");
+        return None;
+    };
+    let (target, mount) = match target(&e, btrfs) {
+        Ok(t) => t,
+        Err(why) => {
+            eprintln!("{why}: skipped");
+            return None;
+        }
+    };
     e.init(&[]);
     let src = e.path("src");
     fs::create_dir_all(src.join("d1")).unwrap();
@@ -93,7 +152,6 @@ fn restore_failing(fail: &str) -> Option<Run> {
     fs::write(src.join("d1/a"), &block).unwrap();
     fs::write(src.join("d2/b"), &block).unwrap();
     e.ok(&["backup", "-q", src.to_str().unwrap()]);
-    let target = e.path("t");
     let t = target.to_str().unwrap();
     let mut cmd = e.cmd(&[
         "restore",
@@ -120,6 +178,7 @@ fn restore_failing(fail: &str) -> Option<Run> {
         err: stderr(&o),
         block,
         here,
+        _mount: mount,
         _env: e,
     })
 }
@@ -134,10 +193,10 @@ fn a_copy_whose_direct_write_fails_is_not_counted() {
         err,
         block,
         here,
+        _mount: _m,
         _env: _keep,
-    }) = restore_failing("/d2/b")
+    }) = restore_failing("/d2/b", false)
     else {
-        eprintln!("no C compiler: skipped");
         return;
     };
     assert_eq!(code, Some(3), "{err}\n{real}");
@@ -153,29 +212,40 @@ fn a_copy_whose_direct_write_fails_is_not_counted() {
 }
 
 /// The direct write of the block's first use fails: the other use, which landed, is the
-/// block's write (it was counted as a copy of the failed one), and holds the block.
+/// block's write (it was counted as a copy of the failed one). Where extents are shared
+/// (btrfs), the other use was copied from the range the failed write never filled: zeros in a
+/// file restored without error.
 #[test]
 fn a_use_after_a_failed_direct_write_is_the_blocks_write() {
-    let Some(Run {
-        real,
-        code,
-        err,
-        block,
-        here,
-        _env: _keep,
-    }) = restore_failing("/d1/a")
-    else {
-        eprintln!("no C compiler: skipped");
-        return;
-    };
-    // The first use of a block with further uses is written through the page cache, which
-    // the fault spares: every file is restored, the second use copied.
-    assert_eq!(code, Some(0), "{err}\n{real}");
-    assert_eq!(real["blocks_decoded"], 1, "{real}");
-    // Written once and copied once (bytes_written counts both).
-    assert_eq!(real["bytes_written"], 2 * block.len() as u64, "{real}");
-    assert_eq!(real["bytes_copied"], block.len() as u64, "{real}");
-    assert_eq!(real["blocks_copied"], 1, "{real}");
-    assert_eq!(fs::read(here.join("d1/a")).unwrap(), block);
-    assert_eq!(fs::read(here.join("d2/b")).unwrap(), block);
+    for btrfs in [true, false] {
+        let Some(Run {
+            real,
+            code,
+            err,
+            block,
+            here,
+            _mount: _m,
+            _env: _keep,
+        }) = restore_failing("/d1/a", btrfs)
+        else {
+            continue;
+        };
+        // The use that landed holds the block (on btrfs it held zeros, without an error).
+        assert!(
+            fs::read(here.join("d2/b")).unwrap() == block,
+            "btrfs {btrfs}: d2/b"
+        );
+        // The first use of a block with further uses is written through the page cache,
+        // which the fault spares: every file is restored, the second use copied.
+        assert_eq!(code, Some(0), "btrfs {btrfs}: {err}\n{real}");
+        assert_eq!(real["blocks_decoded"], 1, "{real}");
+        // Written once and copied once (bytes_written counts both).
+        assert_eq!(real["bytes_written"], 2 * block.len() as u64, "{real}");
+        assert_eq!(real["bytes_copied"], block.len() as u64, "{real}");
+        assert_eq!(real["blocks_copied"], 1, "{real}");
+        assert!(
+            fs::read(here.join("d1/a")).unwrap() == block,
+            "btrfs {btrfs}: d1/a"
+        );
+    }
 }
