@@ -427,3 +427,39 @@ fn a_server_gone_during_a_restore_stops_it_with_one_error() {
     e.ok(&["restore", "latest", "--target", t]);
     assert!(compare::diff_trees(&src, &back).is_empty());
 }
+
+/// A location without a config is reported after three requests: the listing of the keys
+/// (sent beside the config's read), the config's GET, and one listing that tells what is
+/// there (the bucket missing, nothing, other objects). The listing the read made to look for
+/// the bucket was made again to tell what is there: four.
+#[test]
+fn a_missing_config_costs_one_listing() {
+    use arca_testkit::s3d::{ConnectionFault, FaultProxy};
+    use std::sync::atomic::Ordering::Relaxed;
+    let e0 = Env::new();
+    let s3 = server(&e0);
+    s3.bucket("few");
+    fs::create_dir_all(s3.root.join("few/other")).unwrap();
+    fs::write(s3.root.join("few/other/notes.txt"), b"mine").unwrap();
+    // Every request on its own connection: connections count requests.
+    let proxy = FaultProxy::start(s3.port, |_| ConnectionFault::Pass);
+    for (bucket, prefix, says) in [
+        ("few", "none", "/few/none does not exist"),
+        (
+            "few",
+            "other",
+            "few/other is not an arca repository (no config file)",
+        ),
+        ("no-bucket", "r", "bucket \"no-bucket\" does not exist"),
+    ] {
+        let at = format!("s3:http://127.0.0.1:{}/{bucket}/{prefix}", proxy.port);
+        let before = proxy.counts[0].load(Relaxed);
+        let o = Env::remote(at, s3.env()).run(&["snapshots"]);
+        let requests = proxy.counts[0].load(Relaxed) - before;
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(10), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{says:?} missing from {err}");
+        assert_eq!(requests, 3, "{bucket}/{prefix}: {err}");
+    }
+}

@@ -79,6 +79,17 @@ impl S3Options {
     }
 }
 
+/// What a listing of the location ([`S3Backend::first_object`]) says is there: a prefix
+/// holding objects is something, not a repository; none is nothing. A listing that failed (no
+/// bucket) cannot tell.
+fn root_kind_of(first: &Result<opendal::Result<Option<opendal::Entry>>>) -> RootKind {
+    match first {
+        Ok(Ok(Some(_))) => RootKind::Folder,
+        Ok(Ok(None)) => RootKind::Nothing,
+        _ => RootKind::Unknown,
+    }
+}
+
 /// The message of a first request that got no answer within [`S3Options::first_answer`].
 const NO_FIRST_ANSWER: &str = "no first answer from the server";
 
@@ -95,6 +106,9 @@ pub struct S3Backend {
     /// Set once the server has answered a request: from then on a refused connection is a
     /// restart or an outage to wait out (retried), not a wrong address to report at once.
     reached: std::sync::atomic::AtomicBool,
+    /// What the listing made by a failed read of the config found at the location, kept for
+    /// the [`Backend::root_kind`] asked next, which would otherwise list again.
+    seen: std::sync::Mutex<Option<RootKind>>,
 }
 
 impl S3Backend {
@@ -154,6 +168,7 @@ impl S3Backend {
             region,
             dns,
             reached: std::sync::atomic::AtomicBool::new(false),
+            seen: std::sync::Mutex::new(None),
         })
     }
 
@@ -189,6 +204,13 @@ impl S3Backend {
             }
             Ok(None)
         })
+    }
+
+    /// Keeps what is at the location for the next [`Backend::root_kind`].
+    fn remember(&self, kind: RootKind) {
+        if let Ok(mut s) = self.seen.lock() {
+            *s = Some(kind);
+        }
     }
 
     fn run_raw<T>(
@@ -555,11 +577,18 @@ impl Backend for S3Backend {
         // No config because there is no bucket: no repository at the location, as a missing
         // prefix (restic's exit code 10; it was 1), saying it is the bucket that is missing.
         // The answer to the read may not tell (no body): a listing does.
-        if t == FileType::Config
+        // The listing also tells what is at the location: kept for root_kind, asked next on
+        // this error path (it listed again: two listings for one message).
+        let missing_bucket = t == FileType::Config
             && (no_bucket(&e)
-                || (e.kind() == opendal::ErrorKind::NotFound
-                    && self.first_object()?.is_err_and(|pe| no_bucket(&pe))))
-        {
+                || (e.kind() == opendal::ErrorKind::NotFound && {
+                    let first = self.first_object();
+                    self.remember(root_kind_of(&first));
+                    first?.is_err_and(|pe| no_bucket(&pe))
+                }));
+        if missing_bucket {
+            // No bucket, no listing that could tell more.
+            self.remember(RootKind::Unknown);
             return Err(BackendError::new(
                 "read",
                 self.url(&path),
@@ -588,13 +617,11 @@ impl Backend for S3Backend {
     }
 
     /// A prefix holding objects is something there, not a repository; none is nothing. A
-    /// listing that fails (no bucket: the read of the config said so) cannot tell.
+    /// listing that fails (no bucket: the read of the config said so) cannot tell. What the
+    /// failed read of the config found is used, once, without another request.
     fn root_kind(&self) -> RootKind {
-        match self.first_object() {
-            Ok(Ok(Some(_))) => RootKind::Folder,
-            Ok(Ok(None)) => RootKind::Nothing,
-            _ => RootKind::Unknown,
-        }
+        let seen = self.seen.lock().map(|mut s| s.take()).unwrap_or(None);
+        seen.unwrap_or_else(|| root_kind_of(&self.first_object()))
     }
 
     fn hints(&self) -> BackendHints {
