@@ -391,3 +391,41 @@ fn a_file_or_a_folder_that_is_no_repository_is_named() {
     assert_eq!(fs::read_dir(&folder).unwrap().count(), 1);
     assert_eq!(fs::read(&file).unwrap(), b"x");
 }
+
+/// A file in the way of a repository whose path holds a `%` is named as the repository is
+/// (`%25`, in the `sftp://` form), by `snapshots` and by `init`, whichever form the location
+/// was written in. The file was named by its bare server path, and `init` said `"/…/100%"
+/// exists and is not a folder`.
+#[test]
+fn a_file_in_the_way_is_named_as_the_location_is() {
+    let server = sshd::Sshd::start();
+    let file = server.dir.join("100%");
+    fs::write(&file, b"x").unwrap();
+    let repo = file.join("repo");
+    let shown = |p: &Path| {
+        let p = p.display().to_string().replace('%', "%25");
+        format!("sftp://{}/{p}", sshd::HOST)
+    };
+    let config = server.ssh_config.display().to_string();
+    // `sftp:host:/…/100%/repo`, and `sftp://host//…/100%25/repo`.
+    let url = Env::remote(shown(&repo), vec![("ARCA_TEST_SSH_CONFIG", config)]);
+    for e in [sftp_env(&server, &repo, &server.ssh_config), url] {
+        let in_the_way = format!("{} is a file, not a folder", shown(&file));
+        let o = run(&e, &["snapshots"]);
+        assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
+        assert_eq!(
+            stderr(&o).trim(),
+            format!(
+                "arca: repository {} does not exist: {in_the_way}",
+                shown(&repo)
+            )
+        );
+        let o = run(&e, &INIT);
+        assert!(!o.status.success());
+        let err = stderr(&o);
+        assert!(err.contains(&in_the_way), "{err}");
+        let rest = err.replace(&shown(&repo), "").replace(&shown(&file), "");
+        assert!(!rest.contains(&file.display().to_string()), "{err}");
+    }
+    assert_eq!(fs::read(&file).unwrap(), b"x");
+}

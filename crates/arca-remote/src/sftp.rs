@@ -40,6 +40,8 @@ const DIRS: usize = 128;
 pub struct SftpBackend {
     /// `sftp://...`, for messages.
     location: String,
+    /// The location as given, to name the folders above the repository's as it is named.
+    loc: SftpLocation,
     /// The folder on the server, as SFTP paths spell it (relative: from the login folder).
     root: String,
     argv: Vec<String>,
@@ -57,6 +59,7 @@ impl SftpBackend {
         let path = loc.path.strip_prefix("~/").unwrap_or(&loc.path);
         let b = Self {
             location: loc.to_string(),
+            loc: loc.clone(),
             root: path.to_string(),
             argv: opts.argv(loc),
             gate: Gate::new(opts.connections),
@@ -303,7 +306,7 @@ impl SftpBackend {
                 Ok(_) => {
                     return Err(Fail::Kind(
                         ErrorKind::AlreadyExists,
-                        format!("{p:?} exists and is not a folder"),
+                        arca_backend::file_not_folder(Some(&self.shown_path(p))),
                     ));
                 }
                 Err(e) if matches!(class(&e), Class::Status(ErrorKind::NotFound, _)) => {
@@ -342,12 +345,21 @@ impl SftpBackend {
             .collect())
     }
 
-    /// A path on the server (the root or a folder above it) as a location, for messages.
+    /// A path on the server (the root or a folder above it) as a location, for messages:
+    /// written as the repository's location is (a `%` escaped, a leading `~/` kept), so
+    /// that a folder above the repository is named as the user named the repository. It was
+    /// the bare server path when the location did not end with the server path (a `%` in
+    /// it).
     fn shown_path(&self, path: &str) -> String {
-        match self.location.strip_suffix(self.root.as_str()) {
-            Some(base) => format!("{base}{path}"),
-            None => path.to_string(),
+        let path = match self.loc.path.starts_with("~/") {
+            true => format!("~/{path}"),
+            false => path.to_string(),
+        };
+        SftpLocation {
+            path,
+            ..self.loc.clone()
         }
+        .to_string()
     }
 
     /// What is at the root: the root and every folder above it within the path are stated at
@@ -468,7 +480,7 @@ impl Backend for SftpBackend {
                     return match s.sftp.fs().metadata(&self.root).await {
                         Ok(m) if m.file_type().is_some_and(|t| !t.is_dir()) => Err(Fail::Kind(
                             ErrorKind::AlreadyExists,
-                            "a file, not a folder, is there".into(),
+                            arca_backend::file_not_folder(None),
                         )),
                         _ => Err(e.into()),
                     };
