@@ -122,6 +122,22 @@ pub enum RepoError {
         /// Empty, or a note naming the key files skipped because they cannot be decoded.
         skipped: String,
     },
+    /// No key file the password was tried on opens with it, and others could not be tried:
+    /// their derivation needs more memory than could be had. Not known to be a wrong password.
+    #[error(
+        "wrong password for the {tried} key file{s} tried of repository {location}; {untried}{skipped}",
+        s = if *tried == 1 { "" } else { "s" }
+    )]
+    KeysNotTried {
+        /// Repository.
+        location: String,
+        /// Key files the password was tried on.
+        tried: usize,
+        /// The key files not tried, and what they need.
+        untried: String,
+        /// Empty, or a note naming the key files skipped because they cannot be decoded.
+        skipped: String,
+    },
     /// No key file can be used by this build (none decodes, or all ask for parameters it
     /// refuses), so the password could not be tried: not a wrong password.
     #[error(

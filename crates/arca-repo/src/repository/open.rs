@@ -154,6 +154,9 @@ impl Repository {
         let mut reasons: Vec<(String, bool)> = vec![];
         // Key files the password was tried on.
         let mut tried = 0usize;
+        // Key files not tried: their derivation needs more memory than could be had (a
+        // `ulimit -v`), and the MiB it needs.
+        let mut short_of_memory: Vec<(String, u32)> = vec![];
         // One key file that cannot be read (permissions, an I/O error) must not lock out the
         // passwords of the others: skipped, its error is the one given when no key opens.
         let mut unreadable: Option<RepoError> = None;
@@ -266,6 +269,10 @@ impl Repository {
                     undecodable.push(name.to_string());
                     continue;
                 }
+                Err(arca_crypto::CryptoError::KdfMemory { mib }) => {
+                    short_of_memory.push((name.to_string(), mib));
+                    continue;
+                }
                 Err(e) => last_err = Some(RepoError::crypto(format!("key {name}"), e)),
             }
             tried += 1;
@@ -278,7 +285,12 @@ impl Repository {
         }
         undecodable.sort();
         // The password was tried on no key at all: it is not known to be wrong.
-        if tried == 0 && unreadable.is_none() && last_err.is_none() && !reasons.is_empty() {
+        if tried == 0
+            && unreadable.is_none()
+            && last_err.is_none()
+            && short_of_memory.is_empty()
+            && !reasons.is_empty()
+        {
             reasons.sort();
             let newer = reasons.iter().all(|(_, n)| *n);
             return Err(RepoError::UnusableKeys {
@@ -296,6 +308,25 @@ impl Repository {
                     " (damaged, or made by a newer arca: put back a copy of a key file, or \
                      upgrade arca)"
                 },
+            });
+        }
+        if let (None, None, Some((first, _))) = (&unreadable, &last_err, short_of_memory.first()) {
+            let mib = short_of_memory.iter().map(|&(_, m)| m).max().unwrap_or(0);
+            let need = arca_crypto::CryptoError::KdfMemory { mib };
+            // No key was tried: the memory is all there is to say.
+            if tried == 0 {
+                return Err(RepoError::crypto(format!("key {first}"), need));
+            }
+            let names: Vec<&str> = short_of_memory.iter().map(|(n, _)| n.as_str()).collect();
+            let s = if names.len() == 1 { "" } else { "s" };
+            return Err(RepoError::KeysNotTried {
+                location,
+                tried,
+                untried: format!(
+                    "key file{s} {} could not be tried: {need}",
+                    names.join(", ")
+                ),
+                skipped: skipped_note(&undecodable),
             });
         }
         Err(unreadable
