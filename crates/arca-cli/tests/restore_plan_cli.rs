@@ -386,3 +386,34 @@ fn delete_keeps_a_group_whose_extra_name_is_in_a_folder_it_deletes() {
         }
     }
 }
+
+/// A snapshot without file data (an empty folder, a symlink) restored into a new target has
+/// nothing to fetch, but the target did not hold it already: the restore made it. It said
+/// "the target already holds the snapshot's content"; that is said once it is so.
+#[test]
+fn a_restore_that_makes_only_folders_and_links_does_not_say_they_were_there() {
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir_all(src.join("empty")).unwrap();
+    std::os::unix::fs::symlink("/nowhere", src.join("link")).unwrap();
+    e.init(&[]);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let t = e.path("t");
+    let restore = || e.ok(&["restore", "latest", "--target", t.to_str().unwrap()]);
+    let out = restore();
+    assert!(out.contains("nothing to fetch"), "{out}");
+    assert!(!out.contains("already holds"), "{out}");
+    let made = t.join(src.strip_prefix("/").unwrap());
+    assert!(made.join("empty").is_dir());
+    assert!(made.join("link").is_symlink());
+    let out = restore();
+    assert!(
+        out.contains("nothing to fetch: the target already holds"),
+        "{out}"
+    );
+    // Only a symlink missing: made again, not said to be there.
+    fs::remove_file(made.join("link")).unwrap();
+    let out = restore();
+    assert!(!out.contains("already holds"), "{out}");
+    assert!(made.join("link").is_symlink());
+}

@@ -65,6 +65,8 @@ pub struct PlanSummary {
     pub dirs_new: u64,
     /// Symlinks, FIFOs, devices, sockets.
     pub others: u64,
+    /// Symlinks, FIFOs, devices and sockets to create.
+    pub others_new: u64,
     /// Hard links.
     pub hardlinks: u64,
     /// Files to create.
@@ -248,6 +250,9 @@ pub(crate) fn summarize(
                 Action::Blocked
             }
         };
+        if matches!(ep.kind, EntryKind::Symlink | EntryKind::Special) && shown == Action::Restore {
+            s.others_new += 1;
+        }
         if let EntryKind::File(f) = ep.kind {
             match shown {
                 Action::Restore => s.files_new += 1,

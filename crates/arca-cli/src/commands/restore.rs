@@ -503,8 +503,13 @@ fn print_summary(
             human_bytes(p.bytes_in_place),
             p.deletes
         ))?;
-    } else if p.files_skipped + p.files_blocked > 0 || nothing_selected || !r.issues.is_empty() {
-        // With listings lost, what the target holds is not known to be the snapshot's.
+    } else if p.files_skipped + p.files_blocked > 0
+        || nothing_selected
+        || !r.issues.is_empty()
+        || p.dirs_new + p.others_new > 0
+    {
+        // With listings lost, what the target holds is not known to be the snapshot's; the
+        // folders and links made here were not there already.
         super::out("nothing to fetch")?;
     } else {
         super::out("nothing to fetch: the target already holds the snapshot's content")?;
