@@ -603,3 +603,33 @@ fn backup_and_restore_summaries_carry_restic_names() {
     assert_eq!(again["files_skipped"], 1, "{again}");
     assert_eq!(again["bytes_skipped"], 5, "{again}");
 }
+
+/// `ls` names the folder and the snapshot whose listing it cannot read, as `find` does: it
+/// said only the pack's read error (`read …/data/…: Permission denied`).
+#[test]
+fn ls_names_the_listing_it_cannot_read() {
+    let e = one_snapshot();
+    let short = e.json(&["snapshots", "--json"])[0]["short_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let src = e.path("src");
+    for args in [
+        vec!["ls", "latest"],
+        vec!["ls", "--json", "latest"],
+        vec!["ls", "latest", src.to_str().unwrap()],
+    ] {
+        let o = e
+            .cmd(&args)
+            .env("ARCA_TEST_FAULTS", "read:pack:from=0:denied")
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("cannot read the listing of / in snapshot {short}")),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -101,6 +101,8 @@ pub(crate) fn long_line(n: &Node, path: &Path) -> Vec<u8> {
 struct Lister<'a> {
     repo: &'a Repository,
     index: &'a Index,
+    /// The snapshot listed, named when a listing cannot be read.
+    snapshot: Id,
     long: bool,
     json: bool,
 }
@@ -129,7 +131,18 @@ impl Lister<'_> {
     /// with the square of the depth (400 MB for 2,000 levels of 200-byte names).
     fn walk(&self, tree: &Id, dir: &Path, deep: bool) -> Result<()> {
         let mut path: Vec<u8> = dir.as_os_str().as_bytes().to_vec();
-        let nodes = self.repo.load_tree(self.index, tree)?.nodes;
+        // A listing that cannot be read is named with its folder and snapshot, as `find`
+        // names it (only the pack's read error was said).
+        let load = |tree: &Id, at: &[u8]| {
+            self.repo.load_tree(self.index, tree).with_context(|| {
+                format!(
+                    "cannot read the listing of {} in snapshot {}",
+                    Path::new(OsStr::from_bytes(at)).display(),
+                    self.snapshot.short()
+                )
+            })
+        };
+        let nodes = load(tree, &path)?.nodes;
         let mut stack = vec![(nodes.into_iter(), path.len())];
         while let Some((nodes, len)) = stack.last_mut() {
             let len = *len;
@@ -144,7 +157,7 @@ impl Lister<'_> {
             path.extend_from_slice(&n.name);
             self.print(&n, Path::new(OsStr::from_bytes(&path)))?;
             if let Some(s) = n.subtree.filter(|_| deep) {
-                let nodes = self.repo.load_tree(self.index, &s)?.nodes;
+                let nodes = load(&s, &path)?.nodes;
                 stack.push((nodes.into_iter(), path.len()));
             }
         }
@@ -247,6 +260,7 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
     let l = Lister {
         repo,
         index: &index,
+        snapshot: id,
         long: a.long,
         json: a.json,
     };
