@@ -633,3 +633,32 @@ fn ls_names_the_listing_it_cannot_read() {
         );
     }
 }
+
+/// `dump` names the snapshot whose listing or file it cannot read, whether the path is looked
+/// up or written out: a dump of a whole snapshot said only "/: read …".
+#[test]
+fn dump_names_the_snapshot_it_cannot_read() {
+    let e = one_snapshot();
+    let short = e.json(&["snapshots", "--json"])[0]["short_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let a = e.path("src/a.txt");
+    for args in [
+        vec!["dump", "latest", "/"],
+        vec!["dump", "latest", a.to_str().unwrap()],
+    ] {
+        let o = e
+            .cmd(&args)
+            .env("ARCA_TEST_FAULTS", "read:pack:from=0:denied")
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("snapshot {short}: /")),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -223,6 +223,10 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
             node.kind().name()
         );
     }
+    // A listing or a file that cannot be read is named with its snapshot, as when the path
+    // is looked up (it was "/: read …" for a whole snapshot).
+    let in_snapshot =
+        |e: DumpError| anyhow::Error::new(e).context(format!("snapshot {}", id.short()));
     let report = match &a.target {
         Some(t) => {
             let (pending, file) = Pending::create(t)?;
@@ -232,7 +236,7 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
                 arca_browse::dump::DumpError::Write { what, source } => {
                     anyhow::anyhow!("writing the {what} {}: {source}", t.display())
                 }
-                e => e.into(),
+                e => in_snapshot(e),
             })?;
             let file = w
                 .into_inner()
@@ -262,7 +266,7 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
             let report = dump.write(&target, archive, &mut w).map_err(|e| match e {
                 DumpError::Write { what, source } => anyhow::Error::new(source)
                     .context(format!("cannot write the {what} to standard output")),
-                e => e.into(),
+                e => in_snapshot(e),
             })?;
             w.flush()
                 .context("cannot write the dump to standard output")?;
