@@ -662,3 +662,48 @@ fn dump_names_the_snapshot_it_cannot_read() {
         );
     }
 }
+
+/// A path of a snapshot that `ls` or `dump` does not find is named as warnings name paths: a
+/// byte that is not UTF-8 as `\xNN` (it was U+FFFD, the same for every such byte) and a
+/// newline as `\x0a` (it broke the one-line message in two).
+#[test]
+fn a_path_not_in_the_snapshot_is_named_byte_for_byte() {
+    use std::os::unix::ffi::OsStrExt;
+    let e = one_snapshot();
+    let src = e.path("src");
+    for (name, said) in [
+        (&b"bad\xff"[..], "bad\\xff"),
+        (b"two\nlines", "two\\x0alines"),
+    ] {
+        let mut path = src.as_os_str().as_bytes().to_vec();
+        path.push(b'/');
+        path.extend_from_slice(name);
+        let path = std::ffi::OsStr::from_bytes(&path);
+        let spec = [b"latest:".as_slice(), path.as_bytes()].concat();
+        let spec = std::ffi::OsStr::from_bytes(&spec);
+        for args in [
+            vec![
+                std::ffi::OsStr::new("ls"),
+                std::ffi::OsStr::new("latest"),
+                path,
+            ],
+            vec![
+                std::ffi::OsStr::new("dump"),
+                std::ffi::OsStr::new("latest"),
+                path,
+            ],
+            vec![std::ffi::OsStr::new("ls"), spec],
+        ] {
+            let mut c = e.cmd(&[]);
+            c.args(&args);
+            let o = c.output().unwrap();
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+            assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+            assert!(
+                err.contains(&format!("src/{said} is not in snapshot")),
+                "{args:?}: {err}"
+            );
+        }
+    }
+}

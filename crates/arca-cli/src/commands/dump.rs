@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use arca_browse::dump::{Archive, Dump, DumpError, Target};
+use arca_format::text::shown;
 use clap::{Args, ValueEnum};
 
 use crate::cli::{FilterArgs, Global};
@@ -197,7 +198,7 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
     let target = match dump.resolve(tree, &a.path) {
         Ok(t) => t,
         Err(DumpError::NotFound { path }) => {
-            bail!("{} is not in snapshot {}", path.display(), id.short())
+            bail!("{} is not in snapshot {}", shown(&path), id.short())
         }
         Err(e) => return Err(e).context(format!("snapshot {}", id.short())),
     };
@@ -219,7 +220,7 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
         };
         bail!(
             "{} is a {}, not a file{how}",
-            path.display(),
+            shown(path),
             node.kind().name()
         );
     }
@@ -276,7 +277,7 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
     for s in &report.skipped {
         #[allow(clippy::print_stderr)]
         {
-            eprintln!("warning: {}: {}, left out", s.path.display(), s.reason);
+            eprintln!("warning: {}: {}, left out", shown(&s.path), s.reason);
         }
     }
     Ok(0)

@@ -5,7 +5,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use arca_format::text::{TimeStyle, entry_time};
+use arca_format::text::{TimeStyle, entry_time, shown};
 use arca_format::{Id, Node, NodeKind, Timespec};
 use arca_repo::{Index, Repository};
 use serde_json::json;
@@ -137,7 +137,7 @@ impl Lister<'_> {
             self.repo.load_tree(self.index, tree).with_context(|| {
                 format!(
                     "cannot read the listing of {} in snapshot {}",
-                    Path::new(OsStr::from_bytes(at)).display(),
+                    shown(Path::new(OsStr::from_bytes(at))),
                     self.snapshot.short()
                 )
             })
@@ -214,12 +214,12 @@ fn list_path(
         let t = repo.load_tree(index, &tree).with_context(|| {
             format!(
                 "cannot read the listing of {} in snapshot {}",
-                here.display(),
+                shown(&here),
                 id.short()
             )
         })?;
         let Some(n) = t.find(name.as_bytes()) else {
-            bail!("{} is not in snapshot {}", start.display(), id.short());
+            bail!("{} is not in snapshot {}", shown(start), id.short());
         };
         here.push(name);
         let last = i + 1 == comps.len();
@@ -234,13 +234,13 @@ fn list_path(
             (None, true) if folder_asked => {
                 bail!(
                     "{} is not a folder in snapshot {}",
-                    start.display(),
+                    shown(start),
                     id.short()
                 )
             }
             (None, true) if print_self => l.print(n, &here)?,
             (None, true) => {}
-            (None, false) => bail!("{} is not in snapshot {}", start.display(), id.short()),
+            (None, false) => bail!("{} is not in snapshot {}", shown(start), id.short()),
         }
     }
     Ok(())

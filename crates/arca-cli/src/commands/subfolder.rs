@@ -3,9 +3,11 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 use anyhow::{Result, bail};
 use arca_browse::diff::{find_node, root_node};
+use arca_format::text::shown;
 use arca_format::{Id, Node, Snapshot};
 use arca_repo::{Index, Repository, SnapshotFilter};
 
@@ -96,7 +98,7 @@ pub fn resolve(repo: &Repository, index: &Index, found: Found) -> Result<Resolve
         path.extend_from_slice(&name);
         bail!(
             "{} is not a folder in snapshot {}",
-            String::from_utf8_lossy(&path),
+            shown(Path::new(OsStr::from_bytes(&path))),
             r.id.short()
         );
     }
@@ -127,7 +129,7 @@ pub fn resolve_entry(
     let missing = || {
         anyhow::anyhow!(
             "{} is not in snapshot {}",
-            String::from_utf8_lossy(&path),
+            shown(Path::new(OsStr::from_bytes(&path))),
             id.short()
         )
     };
