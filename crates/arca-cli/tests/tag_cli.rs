@@ -1,7 +1,7 @@
 //! End-to-end tests of `arca tag`: `--add`, `--remove`, `--set` (comma lists, `--set ""`) on
 //! named snapshots and on every snapshot passing the filters, the exact text and JSON output,
 //! the old snapshot file replaced by one with the new tags and nothing else changed,
-//! `--dry-run`, and bad input.
+//! `--dry-run`, and bad input (a folder in a snapshot, `latest:/x`, where a snapshot is asked for).
 
 #![allow(clippy::unwrap_used)]
 
@@ -253,6 +253,35 @@ fn bad_input_fails_naming_it() {
         assert_eq!(o.status.code(), Some(1), "{args:?}");
         let err = stderr(&o);
         assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    assert_eq!(snapshot_files(&e), files, "nothing changed");
+}
+
+/// `latest:/x` (a folder in a snapshot, as `ls`, `dump` and `restore` take it) given to
+/// commands that take snapshots only is named as such, not as a snapshot that is missing.
+#[test]
+fn a_folder_in_a_snapshot_is_refused_as_such() {
+    let (e, a, _b) = setup();
+    let files = snapshot_files(&e);
+    let with_id = format!("{}:/x", &a[..8]);
+    for args in [
+        &["tag", "--add", "x", "latest:/x"][..],
+        &["forget", "latest:/x"][..],
+        &["stats", "latest:/x"][..],
+        &["cat", "snapshot", "latest:/x"][..],
+        &["tag", "--add", "x", with_id.as_str()][..],
+    ] {
+        let o = e.run(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = stderr(&o);
+        let spec = args.last().unwrap();
+        assert!(
+            err.contains(&format!(
+                "\"{spec}\" names a folder in a snapshot (ID:FOLDER)"
+            )) && !err.contains("no snapshot matches"),
+            "{args:?}: {err}"
+        );
         assert_eq!(err.lines().count(), 1, "{err}");
     }
     assert_eq!(snapshot_files(&e), files, "nothing changed");

@@ -232,6 +232,17 @@ pub enum RepoError {
     /// No snapshot matches a name.
     #[error("no snapshot matches {0:?}")]
     NoSuchSnapshot(String),
+    /// A snapshot and a folder in it (`ID:FOLDER`), given to a command that takes snapshots.
+    #[error(
+        "{spec:?} names a folder in a snapshot (ID:FOLDER), which this command does not take: \
+         give the snapshot alone ({snapshot:?})"
+    )]
+    SnapshotWithFolder {
+        /// What was given.
+        spec: String,
+        /// The snapshot part of it.
+        snapshot: String,
+    },
     /// A long operation (check) was stopped on request before it finished.
     #[error("{0} cancelled before it finished")]
     Cancelled(&'static str),

@@ -187,6 +187,16 @@ impl Repository {
         }
         let lower = spec.to_ascii_lowercase();
         if lower.is_empty() || !lower.bytes().all(|b| b.is_ascii_hexdigit()) || lower.len() > 64 {
+            // `latest:/x` or `ID:/x`, which `ls`, `dump` and `restore` take, the others not.
+            if let Some((snapshot, _)) = spec.split_once(':')
+                && (snapshot == "latest"
+                    || (!snapshot.is_empty() && snapshot.bytes().all(|b| b.is_ascii_hexdigit())))
+            {
+                return Err(RepoError::SnapshotWithFolder {
+                    spec: spec.to_string(),
+                    snapshot: snapshot.to_string(),
+                });
+            }
             return Err(RepoError::NoSuchSnapshot(spec.to_string()));
         }
         let ids: Vec<Id> = self

@@ -57,6 +57,7 @@ impl From<arca_repo::RepoError> for ApiError {
             E::NoSuchSnapshot(_) | E::NoSnapshotPasses { .. } | E::AmbiguousSnapshot { .. } => {
                 StatusCode::NOT_FOUND
             }
+            E::SnapshotWithFolder { .. } => StatusCode::BAD_REQUEST,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError::with(status, e.to_string())
