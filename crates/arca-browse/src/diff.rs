@@ -16,6 +16,10 @@ mod blobs;
 #[cfg(test)]
 mod tests;
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
 use arca_format::{BlobKind, Id, Node, NodeKind, Tree};
 use arca_repo::{Index, RepoError, Repository};
 
@@ -86,12 +90,15 @@ pub enum DiffError {
     #[error(transparent)]
     Repo(#[from] RepoError),
     /// A listing could not be read.
-    #[error("cannot read the listing of {path} (tree {id}): {source}")]
+    #[error("cannot read the listing of {path}{} (tree {id}): {source}", in_snapshot(*.side))]
     Listing {
         /// Its tree id.
         id: Id,
-        /// Where it is.
+        /// Where it is (odd bytes escaped).
         path: String,
+        /// Which of the two snapshots it is in, when known (a listing both have is read for
+        /// the first).
+        side: Option<DiffSide>,
         /// Why.
         source: Box<RepoError>,
     },
@@ -135,7 +142,7 @@ pub fn find_node(
         let Some(sub) = here.subtree.filter(|_| here.is_dir()) else {
             return Ok(None);
         };
-        let t = load(repo, index, sub, &walked)?;
+        let t = load(repo, index, sub, &walked, None)?;
         let Some(n) = t.find(name) else {
             return Ok(None);
         };
@@ -146,15 +153,38 @@ pub fn find_node(
     Ok(Some(here))
 }
 
-fn load(repo: &Repository, index: &Index, id: Id, path: &[u8]) -> Result<Tree, DiffError> {
+/// The two snapshots a diff compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiffSide {
+    /// The first one given (what `-` lines were in).
+    First,
+    /// The second one (what `+` lines are in).
+    Second,
+}
+
+fn in_snapshot(side: Option<DiffSide>) -> &'static str {
+    match side {
+        Some(DiffSide::First) => " in the first snapshot",
+        Some(DiffSide::Second) => " in the second snapshot",
+        None => "",
+    }
+}
+
+fn load(
+    repo: &Repository,
+    index: &Index,
+    id: Id,
+    path: &[u8],
+    side: Option<DiffSide>,
+) -> Result<Tree, DiffError> {
     repo.load_tree(index, &id)
         .map_err(|source| DiffError::Listing {
             id,
-            path: if path.is_empty() {
-                "/".into()
-            } else {
-                String::from_utf8_lossy(path).into_owned()
+            path: match path {
+                [] => "/".into(),
+                p => arca_format::text::shown(Path::new(OsStr::from_bytes(p))).into_owned(),
             },
+            side,
             source: Box::new(source),
         })
 }
@@ -194,6 +224,16 @@ pub fn diff(
 enum Side {
     Removed,
     Added,
+}
+
+impl Side {
+    /// The snapshot that has what this side lists.
+    fn snapshot(self) -> DiffSide {
+        match self {
+            Side::Removed => DiffSide::First,
+            Side::Added => DiffSide::Second,
+        }
+    }
 }
 
 struct Differ<'a, 's> {
@@ -351,7 +391,7 @@ impl Differ<'_, '_> {
     /// Everything in the listing `tree` of folder `folder`, which only one side has.
     fn all(&mut self, side: Side, tree: Option<Id>, folder: &[u8]) -> Result<(), DiffError> {
         let Some(id) = tree else { return Ok(()) };
-        let t = load(self.repo, self.index, id, folder)?;
+        let t = load(self.repo, self.index, id, folder, Some(side.snapshot()))?;
         for n in &t.nodes {
             self.add_blobs(side, n);
             self.one(side, n, &join(folder, &n.name))?;
@@ -361,8 +401,8 @@ impl Differ<'_, '_> {
 
     /// Two different listings of the folder `folder`, entry by entry in name order.
     fn both(&mut self, x: Id, y: Id, folder: &[u8]) -> Result<(), DiffError> {
-        let ta = load(self.repo, self.index, x, folder)?;
-        let tb = load(self.repo, self.index, y, folder)?;
+        let ta = load(self.repo, self.index, x, folder, Some(DiffSide::First))?;
+        let tb = load(self.repo, self.index, y, folder, Some(DiffSide::Second))?;
         let (mut i, mut j) = (0, 0);
         while i < ta.nodes.len() || j < tb.nodes.len() {
             let (a, b) = match (ta.nodes.get(i), tb.nodes.get(j)) {

@@ -376,3 +376,34 @@ fn a_subfolder_whose_name_is_not_utf8_is_compared() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("f.txt"), "{out}");
 }
+
+/// A listing that cannot be read is named with the snapshot it is in, whichever of the two
+/// (the message said "cannot read the listing of P (tree T)", for either).
+#[test]
+fn a_listing_that_cannot_be_read_is_named_with_its_snapshot() {
+    let fx = fixture();
+    let mut named = [false; 2];
+    for n in 0..8 {
+        let o =
+            fx.e.cmd(&["diff", &fx.s[0], &fx.s[1]])
+                .env("ARCA_TEST_FAULTS", format!("read:pack:from={n}:denied"))
+                .output()
+                .unwrap();
+        if o.status.success() {
+            break;
+        }
+        let err = stderr(&o);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        let which: Vec<usize> = (0..2)
+            .filter(|&i| err.contains(&format!(" in snapshot {} (tree ", fx.short[i])))
+            .collect();
+        assert_eq!(which.len(), 1, "{err}");
+        assert!(err.contains("cannot read the listing of /"), "{err}");
+        named[which[0]] = true;
+    }
+    assert_eq!(
+        named,
+        [true, true],
+        "both snapshots' listings failed in turn"
+    );
+}

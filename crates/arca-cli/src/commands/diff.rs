@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use arca_browse::diff::{self, Change, DiffOptions, DiffStat, find_node};
+use arca_browse::diff::{self, Change, DiffError, DiffOptions, DiffSide, DiffStat, find_node};
 use clap::Args;
 use serde_json::json;
 
@@ -66,8 +66,31 @@ pub fn run(g: &Global, a: &DiffArgs) -> Result<u8> {
     let side_b = subfolder::resolve(repo, &index, found_b)?;
     let (id_a, start_a) = (side_a.id, side_a.node());
     let (id_b, start_b) = (side_b.id, side_b.node());
-    let node_a = find_node(repo, &index, &start_a, &path)?;
-    let node_b = find_node(repo, &index, &start_b, &path)?;
+    // A listing that cannot be read is named with its snapshot.
+    let named = |e: DiffError, side: Option<DiffSide>| -> anyhow::Error {
+        match e {
+            DiffError::Listing {
+                id,
+                path,
+                side: s,
+                source,
+            } if s.or(side).is_some() => {
+                let snapshot = match s.or(side) {
+                    Some(DiffSide::First) => id_a,
+                    _ => id_b,
+                };
+                anyhow::anyhow!(
+                    "cannot read the listing of {path} in snapshot {} (tree {id}): {source}",
+                    snapshot.short()
+                )
+            }
+            e => e.into(),
+        }
+    };
+    let node_a =
+        find_node(repo, &index, &start_a, &path).map_err(|e| named(e, Some(DiffSide::First)))?;
+    let node_b =
+        find_node(repo, &index, &start_b, &path).map_err(|e| named(e, Some(DiffSide::Second)))?;
     if node_a.is_none() && node_b.is_none() {
         bail!(
             "{} is in neither snapshot {} nor snapshot {}",
@@ -114,7 +137,8 @@ pub fn run(g: &Global, a: &DiffArgs) -> Result<u8> {
         &path,
         opts,
         &mut sink,
-    )?;
+    )
+    .map_err(|e| named(e, None))?;
     if a.json {
         let v = json!({
             "message_type": "statistics",
