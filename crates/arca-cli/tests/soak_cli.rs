@@ -108,7 +108,7 @@ fn manifest(root: &Path) -> std::io::Result<Manifest> {
         let item = Item {
             kind: e.kind,
             mode: if e.kind == 'l' { 0 } else { e.mode },
-            mtime: if e.kind == 'd' { (0, 0) } else { e.mtime },
+            mtime: e.mtime,
             link: e.link,
             hash,
             group: group.cloned().unwrap_or_default(),
@@ -445,22 +445,28 @@ impl Soak {
         target.join(self.src.strip_prefix("/").unwrap())
     }
 
-    /// A backup killed with SIGKILL while it runs: its pack writes from the `k`th on and
-    /// its snapshot write stall, so it cannot finish before the kill.
+    /// A backup killed with SIGKILL while it runs, once `k - 1` of its packs are written: its
+    /// snapshot write stalls, so it cannot finish first, and either its pack writes from
+    /// the `k`th on stall too (killed between writes) or they run on (killed amid writes).
     fn killed_backup(&mut self) {
         let big = self.src.join(format!("big{}", self.iter));
         let n = self.rng.range(2_500_000, 4_000_000);
         fs::write(&big, self.rng.bytes(n)).unwrap();
         let k = self.rng.range(2, 3);
         self.note(format!(
-            "create big{} ({n} bytes); backup killed at pack {k}",
-            self.iter
+            "create big{} ({n} bytes); backup killed once {} packs are written",
+            self.iter,
+            k - 1
         ));
         let (packs, snaps) = (
             pack_count(&self.e.repo),
             dir_len(&self.e.repo.join("snapshots")),
         );
-        let faults = format!("write:pack:from={k}:delay=30s,write:snapshot:always:delay=30s");
+        let stall = self.rng.chance(0.5);
+        let mut faults = "write:snapshot:always:delay=30s".to_string();
+        if stall {
+            faults += &format!(",write:pack:from={k}:delay=30s");
+        }
         let mut c = self.e.cmd(&["backup", self.src.to_str().unwrap(), "-q"]);
         c.env("ARCA_TEST_FAULTS", faults)
             .stdout(Stdio::null())
@@ -497,7 +503,7 @@ impl Soak {
             self.fail("the killed backup left no pack: killed too early");
         }
         self.note(format!(
-            "killed after {:?}, {} packs left",
+            "killed after {:?} (later packs stalled: {stall}), {} packs left",
             start.elapsed(),
             packs_now - packs
         ));
@@ -673,7 +679,8 @@ impl Soak {
         }
         self.iter = iters;
         self.arca(&["check", "--read-data"]);
-        if !pending.is_empty() {
+        // (Fewer iterations than operations, by hand, cannot run them all.)
+        if iters > SPECIAL.len() && !pending.is_empty() {
             self.fail(&format!("operations never run: {pending:?}"));
         }
     }
