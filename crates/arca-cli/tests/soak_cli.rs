@@ -463,9 +463,9 @@ impl Soak {
             dir_len(&self.e.repo.join("snapshots")),
         );
         let stall = self.rng.chance(0.5);
-        let mut faults = "write:snapshot:always:delay=30s".to_string();
+        let mut faults = "write:snapshot:always:delay=10m".to_string();
         if stall {
-            faults += &format!(",write:pack:from={k}:delay=30s");
+            faults += &format!(",write:pack:from={k}:delay=10m");
         }
         let mut c = self.e.cmd(&["backup", self.src.to_str().unwrap(), "-q"]);
         c.env("ARCA_TEST_FAULTS", faults)
@@ -473,15 +473,15 @@ impl Soak {
             .stderr(Stdio::null());
         let mut child = Reaped(c.spawn().unwrap());
         let start = Instant::now();
-        // k-1 packs written (the kth stalls), or the backup stalled elsewhere for a while.
+        // k-1 packs written; the stalls outlast the wait, so the backup cannot finish.
         while pack_count(&self.e.repo) < packs + k as usize - 1
             || start.elapsed() < Duration::from_millis(50)
         {
             if let Some(s) = child.0.try_wait().unwrap() {
                 self.fail(&format!("the backup to be killed ended first: {s}"));
             }
-            if start.elapsed() > Duration::from_secs(10) {
-                break;
+            if start.elapsed() > LIMIT / 2 {
+                self.fail(&format!("the backup to be killed wrote no {} packs", k - 1));
             }
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -491,7 +491,9 @@ impl Soak {
         child.0.kill().unwrap();
         let status = wait_bounded(&mut child.0, Duration::from_secs(10))
             .unwrap_or_else(|| self.fail("the killed backup did not end"));
-        assert_eq!(status.signal(), Some(9), "{status}");
+        if status.signal() != Some(9) {
+            self.fail(&format!("the killed backup ended with {status}"));
+        }
         let (packs_now, snaps_now) = (
             pack_count(&self.e.repo),
             dir_len(&self.e.repo.join("snapshots")),
