@@ -4,13 +4,16 @@
 //! files up to a few MB) and backed up, and now and then the repository goes through
 //! `forget --keep-last N --prune`, `prune --max-unused 0`, a backup killed with SIGKILL
 //! mid-run, `repair index` after every index file is deleted, a backup running while prune
-//! runs (`--retry-lock`), and `copy` into a second repository restored from there. Every
+//! runs (`--retry-lock`), `copy` into a second repository restored from there, a prune
+//! killed in one of its phases (then `check`, a second prune, `check --read-data` and every
+//! kept snapshot restored), and a restore killed midway then run again there. Every
 //! iteration restores a random kept snapshot into a fresh target or over an older restore
 //! (with or without `--delete`, `--overwrite always`, `--verify`) and compares every entry
 //! (kind, content hash, mode, mtime in ns, symlink target, hard-link groups) with what the
 //! source held when it was backed up; the end runs `check --read-data`.
 //!
-//! Deterministic: a seeded generator drives everything. `ARCA_SOAK_SEED` and
+//! Deterministic: a seeded generator drives everything (but where exactly a kill lands,
+//! amid the stalled requests, depends on the machine's speed). `ARCA_SOAK_SEED` and
 //! `ARCA_SOAK_ITERS` override the seed and the iteration count for longer runs by hand. A
 //! failure names the seed, the iteration, the last operations, the command's stderr and the
 //! first differing entries; `ARCA_SOAK_LOG=1` prints every operation as it runs.
@@ -38,7 +41,16 @@ const LIMIT: Duration = Duration::from_secs(120);
 /// Operations kept in the log printed on failure.
 const LOG_LEN: usize = 40;
 /// The maintenance operations an iteration may run; each runs at least once per seed.
-const SPECIAL: [&str; 6] = ["forget", "prune", "kill", "repair", "concurrent", "copy"];
+const SPECIAL: [&str; 8] = [
+    "forget",
+    "prune",
+    "kill",
+    "repair",
+    "concurrent",
+    "copy",
+    "kill-prune",
+    "kill-restore",
+];
 
 /// splitmix64: a small deterministic generator.
 struct Rng(u64);
@@ -512,18 +524,85 @@ impl Soak {
         // Its leftovers harm nothing: prune and check are clean, every snapshot restores.
         self.arca(&["prune", "--max-unused", "0"]);
         self.arca(&["check", "--read-data"]);
+        self.restore_all("after-kill");
+    }
+
+    /// Every kept snapshot restored into a fresh target and compared.
+    fn restore_all(&mut self, what: &str) {
         for i in 0..self.snaps.len() {
             let (id, want) = self.snaps[i].clone();
-            let t = self.e.path(&format!("after-kill{}-{i}", self.iter));
+            let t = self.e.path(&format!("{what}{}-{i}", self.iter));
             self.arca(&["restore", &id, "--target", t.to_str().unwrap()]);
             let got = self.manifest_of(&self.restored(&t));
-            self.compare(
-                &want,
-                &got,
-                &format!("snapshot {id} restored after the kill"),
-            );
+            self.compare(&want, &got, &format!("snapshot {id} restored {what}"));
             fs::remove_dir_all(&t).unwrap();
         }
+    }
+
+    /// `arca args` killed with SIGKILL `after` its start, unless it ends first; `stall`
+    /// (`ARCA_TEST_FAULTS` rules) holds it at some request meanwhile.
+    fn killed(&mut self, args: &[&str], after: Duration, stall: &str) {
+        let mut c = self.e.cmd(args);
+        c.env("ARCA_TEST_FAULTS", stall)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = Reaped(c.spawn().unwrap());
+        let how = match wait_bounded(&mut child.0, after) {
+            Some(s) => format!("ended first: {s}"),
+            None => {
+                child.0.kill().unwrap();
+                wait_bounded(&mut child.0, Duration::from_secs(10))
+                    .unwrap_or_else(|| self.fail("a killed arca did not end"));
+                format!("killed after {after:?}")
+            }
+        };
+        self.note(format!(
+            "arca {} ({how}; stalled at {stall:?})",
+            args.join(" ")
+        ));
+    }
+
+    /// forget, then a prune killed midway: the repository stays consistent, and a second
+    /// prune finishes the job.
+    fn killed_prune(&mut self) {
+        let keep = self.rng.range(1, 3) as usize;
+        self.arca(&["forget", "--keep-last", &keep.to_string()]);
+        let drop = self.snaps.len().saturating_sub(keep);
+        self.snaps.drain(..drop);
+        // Stalled in one of its phases (repacking, writing the index, deleting the old
+        // index, deleting packs) or not, then killed.
+        let stall = *self.rng.pick(&[
+            "",
+            "write:pack:nth=1:delay=10m",
+            "write:index:nth=1:delay=10m",
+            "delete:index:nth=1:delay=10m",
+            "delete:pack:nth=1:delay=10m",
+            "delete:pack:nth=2:delay=10m",
+        ]);
+        let after = Duration::from_millis(self.rng.range(0, 1000));
+        self.killed(&["prune", "--max-unused", "0"], after, stall);
+        self.arca(&["check"]);
+        self.arca(&["prune", "--max-unused", "0"]);
+        self.arca(&["check", "--read-data"]);
+        self.restore_all("after-killed-prune");
+    }
+
+    /// A restore killed midway into a fresh target, then run again there with --delete.
+    fn killed_restore(&mut self) {
+        let (id, want) = self.snaps[self.rng.below(self.snaps.len())].clone();
+        self.targets += 1;
+        let t = self.e.path(&format!("t{}", self.targets));
+        let ts = t.to_str().unwrap().to_string();
+        let stall = format!("read:pack:nth={}:delay=10m", self.rng.range(1, 30));
+        let after = Duration::from_millis(self.rng.range(0, 1000));
+        self.killed(&["restore", &id, "--target", &ts], after, &stall);
+        self.arca(&["restore", &id, "--target", &ts, "--delete"]);
+        let got = self.manifest_of(&self.restored(&t));
+        self.compare(
+            &want,
+            &got,
+            &format!("restore of {id} into {ts} after a killed one"),
+        );
     }
 
     /// A backup started, then a prune while it runs; both wait for the other's lock.
@@ -616,6 +695,8 @@ impl Soak {
                 self.arca(&["repair", "index"]);
             }
             "concurrent" => self.concurrent_backup(),
+            "kill-prune" => self.killed_prune(),
+            "kill-restore" => self.killed_restore(),
             _ => self.copy(),
         }
     }
