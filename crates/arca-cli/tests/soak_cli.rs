@@ -587,15 +587,23 @@ impl Soak {
         self.restore_all("after-killed-prune");
     }
 
-    /// A restore killed midway into a fresh target, then run again there with --delete.
+    /// A restore killed midway, into a fresh target or over an earlier restore (with or
+    /// without --delete), then run again there with --delete.
     fn killed_restore(&mut self) {
         let (id, want) = self.snaps[self.rng.below(self.snaps.len())].clone();
-        self.targets += 1;
+        if self.targets == 0 || self.rng.chance(0.5) {
+            self.targets += 1;
+        }
+        let delete = if self.rng.chance(0.5) {
+            "--delete"
+        } else {
+            "-q"
+        };
         let t = self.e.path(&format!("t{}", self.targets));
         let ts = t.to_str().unwrap().to_string();
         let stall = format!("read:pack:nth={}:delay=10m", self.rng.range(1, 30));
         let after = Duration::from_millis(self.rng.range(0, 1000));
-        self.killed(&["restore", &id, "--target", &ts], after, &stall);
+        self.killed(&["restore", &id, "--target", &ts, delete], after, &stall);
         self.arca(&["restore", &id, "--target", &ts, "--delete"]);
         let got = self.manifest_of(&self.restored(&t));
         self.compare(
