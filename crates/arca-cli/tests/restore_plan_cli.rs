@@ -278,55 +278,10 @@ fn a_use_after_a_failed_first_write_is_counted_as_written() {
 /// name it was about to delete). Whether the file is trusted by size and mtime or hashed.
 #[test]
 fn delete_keeps_a_group_whose_extra_name_it_deletes() {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let e = Env::new();
-    e.init(&[]);
-    let src = e.path("src");
-    fs::create_dir_all(&src).unwrap();
-    let content = random_bytes(31, 300_000);
-    fs::write(src.join("a"), &content).unwrap();
-    fs::set_permissions(src.join("a"), fs::Permissions::from_mode(0o640)).unwrap();
-    fs::hard_link(src.join("a"), src.join("b")).unwrap();
-    e.ok(&["backup", "-q", src.to_str().unwrap()]);
-    let target = e.path("t");
-    let t = target.to_str().unwrap();
-    e.ok(&["restore", "-q", "latest", "--target", t]);
-    let here = target.join(src.strip_prefix("/").unwrap());
-    let ino = fs::metadata(here.join("a")).unwrap().ino();
-    let mtime = fs::metadata(src.join("a")).unwrap().mtime();
-    for overwrite in ["if-changed", "always"] {
+    delete_keeps_the_group(31, |here| {
         fs::hard_link(here.join("a"), here.join("c")).unwrap();
-        fs::set_permissions(here.join("a"), fs::Permissions::from_mode(0o600)).unwrap();
-        let args = [
-            "restore",
-            "latest",
-            "--target",
-            t,
-            "--delete",
-            "--overwrite",
-            overwrite,
-            "--json",
-        ];
-        let dry = e.json(&[&args[..], &["--dry-run"]].concat());
-        assert_eq!(dry["plan"]["blobs_to_fetch"], 0, "{overwrite}: {dry}");
-        assert_eq!(dry["plan"]["deletes"], 1, "{overwrite}: {dry}");
-        assert_eq!(dry["plan"]["files_metadata"], 1, "{overwrite}: {dry}");
-        let real = e.json(&args);
-        assert_eq!(real["errors"], 0, "{overwrite}: {real}");
-        assert_eq!(real["fetched_bytes"], 0, "{overwrite}: {real}");
-        assert_eq!(real["bytes_written"], 0, "{overwrite}: {real}");
-        assert_eq!(real["plan"]["deletes"], 1, "{overwrite}: {real}");
-        assert_eq!(real["plan"], dry["plan"], "{overwrite}\n{dry}\n{real}");
-        assert!(!here.join("c").exists(), "{overwrite}");
-        for name in ["a", "b"] {
-            let m = fs::metadata(here.join(name)).unwrap();
-            assert_eq!(m.ino(), ino, "{overwrite}: {name} split off");
-            assert_eq!(m.nlink(), 2, "{overwrite}: {name}");
-            assert_eq!(m.mode() & 0o7777, 0o640, "{overwrite}: {name}");
-            assert_eq!(m.mtime(), mtime, "{overwrite}: {name}");
-            assert_eq!(fs::read(here.join(name)).unwrap(), content, "{overwrite}");
-        }
-    }
+        "c"
+    });
 }
 
 /// As above, the further name `x/y/c` inside a folder `x` the snapshot lacks: `--delete`
@@ -334,12 +289,26 @@ fn delete_keeps_a_group_whose_extra_name_it_deletes() {
 /// (it was split off and its content fetched again, for a name inside a folder about to go).
 #[test]
 fn delete_keeps_a_group_whose_extra_name_is_in_a_folder_it_deletes() {
+    delete_keeps_the_group(32, |here| {
+        fs::create_dir_all(here.join("x/y")).unwrap();
+        fs::write(here.join("x/other"), b"not a link").unwrap();
+        fs::hard_link(here.join("a"), here.join("x/y/c")).unwrap();
+        "x"
+    });
+}
+
+/// A snapshot of the group `a`, `b` (mode 0640) restored; then, for each `--overwrite` mode,
+/// `extra` gives the restored inode a further name the snapshot lacks (returning the entry
+/// `--delete` is to remove for it), the mode is changed, and `restore --delete` must fetch
+/// and write nothing, plan as its dry run did, remove that entry and keep `a`, `b` on their
+/// inode with the snapshot's metadata.
+fn delete_keeps_the_group(seed: u64, extra: impl Fn(&Path) -> &'static str) {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let e = Env::new();
     e.init(&[]);
     let src = e.path("src");
     fs::create_dir_all(&src).unwrap();
-    let content = random_bytes(32, 300_000);
+    let content = random_bytes(seed, 300_000);
     fs::write(src.join("a"), &content).unwrap();
     fs::set_permissions(src.join("a"), fs::Permissions::from_mode(0o640)).unwrap();
     fs::hard_link(src.join("a"), src.join("b")).unwrap();
@@ -351,9 +320,7 @@ fn delete_keeps_a_group_whose_extra_name_is_in_a_folder_it_deletes() {
     let ino = fs::metadata(here.join("a")).unwrap().ino();
     let mtime = fs::metadata(src.join("a")).unwrap().mtime();
     for overwrite in ["if-changed", "always"] {
-        fs::create_dir_all(here.join("x/y")).unwrap();
-        fs::write(here.join("x/other"), b"not a link").unwrap();
-        fs::hard_link(here.join("a"), here.join("x/y/c")).unwrap();
+        let gone = extra(&here);
         fs::set_permissions(here.join("a"), fs::Permissions::from_mode(0o600)).unwrap();
         let args = [
             "restore",
@@ -375,7 +342,7 @@ fn delete_keeps_a_group_whose_extra_name_is_in_a_folder_it_deletes() {
         assert_eq!(real["bytes_written"], 0, "{overwrite}: {real}");
         assert_eq!(real["plan"]["deletes"], 1, "{overwrite}: {real}");
         assert_eq!(real["plan"], dry["plan"], "{overwrite}\n{dry}\n{real}");
-        assert!(!here.join("x").exists(), "{overwrite}");
+        assert!(!here.join(gone).exists(), "{overwrite}");
         for name in ["a", "b"] {
             let m = fs::metadata(here.join(name)).unwrap();
             assert_eq!(m.ino(), ino, "{overwrite}: {name} split off");
