@@ -35,7 +35,7 @@ pub struct Opened {
     pub stats: Arc<BackendStats>,
 }
 
-pub use arca_format::text::{human_bytes, human_duration};
+pub use arca_format::text::{count, human_bytes, human_duration, noun};
 
 /// Set when `--json` is given: a fatal error is then one JSON line, all a reader parses, so
 /// it does not point back at plain-text lines printed before it.

@@ -32,7 +32,7 @@ fn snapshots_group_by_nothing_lists_ungrouped() {
     assert!(list[0].get("group_key").is_none(), "{v}");
     let text = e.ok(&["snapshots", "-g", ""]);
     assert!(!text.contains("snapshots for"), "{text}");
-    assert!(text.contains("1 snapshots"), "{text}");
+    assert!(text.contains("1 snapshot\n"), "{text}");
 }
 
 #[test]

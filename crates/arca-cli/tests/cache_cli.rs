@@ -305,7 +305,7 @@ fn cache_lists_the_caches_and_cleanup_removes_the_old_ones() {
     assert_eq!(j["caches"][0]["old"], false);
 
     let out = e.ok(&["cache", "--cache-dir", dir, "--cleanup"]);
-    assert!(out.contains("removed 1 old cache(s)"), "{out}");
+    assert!(out.contains("removed 1 old cache"), "{out}");
     assert!(!old.exists());
     assert!(
         root.join("not-a-cache").is_dir(),

@@ -72,9 +72,9 @@ fn keep_last_removes_older_snapshots_and_kept_ones_restore() {
     );
     assert!(out.contains("keep 2 snapshots:"), "{out}");
     assert!(out.contains("last snapshot"), "{out}");
-    assert!(out.contains("remove 1 snapshots:"), "{out}");
+    assert!(out.contains("remove 1 snapshot:"), "{out}");
     assert!(out.contains(&s1[..8]), "{out}");
-    assert!(out.contains("removed 1 snapshots"), "{out}");
+    assert!(out.contains("removed 1 snapshot"), "{out}");
     assert_eq!(ids(&e), [s2.as_str(), s3.as_str()]);
     assert!(!e.repo.join("snapshots").join(&s1).exists());
 
@@ -349,7 +349,7 @@ fn groups_and_filters() {
 
     // --tag: only tagged snapshots are considered (one group per host).
     let out = e.ok(&["forget", "--tag", "t", "--keep-last", "1", "--group-by", ""]);
-    assert!(out.contains("removed 1 snapshots"), "{out}");
+    assert!(out.contains("removed 1 snapshot"), "{out}");
     assert_eq!(ids(&e), [a1.as_str(), a2.as_str(), b2.as_str()]);
     // --host: only that host's snapshots.
     let out = e.ok(&["forget", "--host", "alpha", "--keep-last", "1"]);

@@ -68,7 +68,7 @@ fn errno(r: std::io::Result<impl Sized>) -> Option<i32> {
 
 fn unmount_message(mnt: &Path) -> String {
     let m = mnt.display();
-    format!("mounted 1 snapshots at {m}; press Ctrl-C or run `fusermount3 -u {m}` to unmount\n")
+    format!("mounted 1 snapshot at {m}; press Ctrl-C or run `fusermount3 -u {m}` to unmount\n")
 }
 
 /// A mount ended by a signal said only that it was mounted; or, when the kernel still held a
@@ -539,7 +539,7 @@ fn a_closed_stderr_does_not_kill_the_mount() {
         mnt: mnt.clone(),
         err: Arc::new(Mutex::new(first.clone())),
     };
-    assert!(first.starts_with("mounted 1 snapshots"), "{first}");
+    assert!(first.starts_with("mounted 1 snapshot"), "{first}");
     // A damaged snapshot file appearing makes the mount report it.
     let v = e.json(&["snapshots", "--json"]);
     let good = v[0]["id"].as_str().unwrap();

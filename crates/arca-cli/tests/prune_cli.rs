@@ -253,7 +253,10 @@ fn a_rerun_adopts_the_packs_a_failed_prune_wrote() {
 
     let text = e.ok(&[&["prune", "--dry-run"][..], &thorough].concat());
     assert!(
-        text.contains(&format!("adopted: {n} packs")) && text.contains("earlier prune"),
+        text.contains(&format!(
+            "adopted: {n} pack{} (",
+            if n == 1 { "" } else { "s" }
+        )) && text.contains("earlier prune"),
         "{text}"
     );
     for id in left.keys() {

@@ -127,7 +127,7 @@ fn dry_run_json_profile_and_bad_flags() {
         "{text}"
     );
     assert!(
-        text.contains("would fetch") && text.contains("delete 1 entries"),
+        text.contains("would fetch") && text.contains("delete 1 entry"),
         "{text}"
     );
     assert!(out.join("extra").exists() && !out.join("top.bin").exists());

@@ -109,7 +109,7 @@ fn an_entry_delete_cannot_remove_is_reported_as_not_deleted() {
     assert_eq!(summary["plan"]["deletes_failed"], 1, "{summary}");
     let text = e.run(&["restore", "latest", "--target", t, "--delete"]);
     let text = String::from_utf8_lossy(&text.stdout).into_owned();
-    assert!(text.contains("deleted 1 entries"), "{text}");
+    assert!(text.contains("deleted 1 entry"), "{text}");
     assert!(!extra.exists());
 
     // Inside a folder to delete: the error names the file (it named the folder), and what
@@ -507,7 +507,7 @@ fn delete_works_below_a_backed_up_path_that_is_not_utf8() {
     let stale = restored(&target, &src).join("stale");
     fs::write(&stale, b"x").unwrap();
     let out = e.ok(&["restore", "latest", "--target", t, "--delete"]);
-    assert!(out.contains("deleted 1 entries"), "{out}");
+    assert!(out.contains("deleted 1 entry"), "{out}");
     assert!(!stale.exists());
     assert_eq!(fs::read(restored(&target, &src).join("f")).unwrap(), b"1");
     // And with the folder named as SNAPSHOT:FOLDER.

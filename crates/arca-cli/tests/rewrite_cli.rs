@@ -137,7 +137,7 @@ fn rewrite_drops_exactly_the_matching_paths() {
              \x20 {s}/docs/notes.TMP (file, 2.93 KiB)\n\
              \x20 {s}/secret.key (file, 4.88 KiB)\n\
              saved new snapshot {}\n\
-             modified 1 snapshots\n",
+             modified 1 snapshot\n",
             &n[..8]
         )
         .as_bytes(),
@@ -301,7 +301,7 @@ fn forget_then_prune_leaves_a_clean_repository() {
         format!(
             "snapshot {}: removing 2 entries (8 files, 1.00 MiB)\n  {s}/all/dir (dir: 5 files, \
              976.60 KiB)\n  {s}/cache (dir: 3 files, 49.80 KiB)\nsaved new snapshot {}\nremoved \
-             old snapshot {}\nsnapshot {}: nothing to rewrite\nmodified 1 snapshots\n",
+             old snapshot {}\nsnapshot {}: nothing to rewrite\nmodified 1 snapshot\n",
             &id[..8],
             &n[..8],
             &id[..8],

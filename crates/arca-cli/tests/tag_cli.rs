@@ -98,7 +98,7 @@ fn add_replaces_the_snapshot_with_a_retagged_copy() {
     assert_eq!(
         out,
         format!(
-            "modified snapshot {} → {}\nmodified 1 snapshots\n",
+            "modified snapshot {} → {}\nmodified 1 snapshot\n",
             &a[..8],
             &n[..8]
         )
@@ -134,7 +134,7 @@ fn without_ids_every_snapshot_passing_the_filters_is_changed() {
     assert_eq!(
         out,
         format!(
-            "modified snapshot {} → {}\nmodified 1 snapshots\n",
+            "modified snapshot {} → {}\nmodified 1 snapshot\n",
             &b[..8],
             &nb[..8]
         )
@@ -150,7 +150,7 @@ fn without_ids_every_snapshot_passing_the_filters_is_changed() {
     assert_eq!(
         out,
         format!(
-            "modified snapshot {} → {}\nmodified 1 snapshots\n",
+            "modified snapshot {} → {}\nmodified 1 snapshot\n",
             &a[..8],
             &na[..8]
         )
@@ -217,7 +217,7 @@ fn dry_run_changes_nothing() {
     assert_eq!(
         out,
         format!(
-            "would modify snapshot {}: tags [daily] → [daily,new]\nwould modify 1 snapshots\n",
+            "would modify snapshot {}: tags [daily] → [daily,new]\nwould modify 1 snapshot\n",
             &a[..8]
         )
     );

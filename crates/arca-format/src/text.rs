@@ -144,6 +144,28 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
+/// A count and what it counts, in the singular for one: `1 file`, `0 files`, `2 entries`
+/// (`what` is the singular; see [`noun`]). Every "N things" the command line and the web
+/// interface's job logs print goes through it: they said "1 files".
+pub fn count<N: std::fmt::Display + TryInto<u64> + Copy>(n: N, what: &str) -> String {
+    format!("{n} {}", noun(n, what))
+}
+
+/// `what` (a singular noun, or a phrase ending in one: `index file`) as it follows the
+/// number `n`: itself for 1, else its plural: `ies` for a consonant and `y` (`entry`), `es`
+/// after `s`, `x`, `ch` or `sh`, else `s`.
+pub fn noun<N: TryInto<u64>>(n: N, what: &str) -> std::borrow::Cow<'_, str> {
+    if n.try_into().is_ok_and(|n| n == 1) {
+        return what.into();
+    }
+    let b = what.as_bytes();
+    match b {
+        [.., c, b'y'] if !b"aeiou".contains(c) => format!("{}ies", &what[..what.len() - 1]).into(),
+        [.., b's' | b'x'] | [.., b'c' | b's', b'h'] => format!("{what}es").into(),
+        _ => format!("{what}s").into(),
+    }
+}
+
 /// `1:02:03` / `2:03` durations.
 pub fn human_duration(secs: f64) -> String {
     let s = secs.max(0.0).round() as u64;
@@ -264,6 +286,18 @@ pub fn from_wall_clock<Z: chrono::TimeZone>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_are_singular_for_one() {
+        assert_eq!(count(1, "file"), "1 file");
+        assert_eq!(count(0, "file"), "0 files");
+        assert_eq!(count(2, "index file"), "2 index files");
+        assert_eq!(count(1, "entry"), "1 entry");
+        assert_eq!(count(3, "entry"), "3 entries");
+        assert_eq!(count(2, "key"), "2 keys");
+        assert_eq!(count(2, "match"), "2 matches");
+        assert_eq!(count(2, "byte"), "2 bytes");
+    }
 
     #[test]
     fn civil_dates_agree_with_chrono_where_it_reaches() {

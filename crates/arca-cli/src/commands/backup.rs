@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::cli::{BackupArgs, Global};
 use crate::progress::{BarState, ProgressLine, Ticker};
-use crate::util::{self, human_bytes, human_duration};
+use crate::util::{self, count, human_bytes, human_duration};
 
 /// `--cap` when not given (see docs/BENCHMARKS.md for the figures behind it).
 const DEFAULT_CAP: usize = 0;
@@ -277,13 +277,13 @@ fn print_summary(
             human_bytes(s.data_added_packed)
         ))?;
         super::out(&format!(
-            "Processed:   {} files, {} in {}",
-            s.total_files_processed,
+            "Processed:   {}, {} in {}",
+            count(s.total_files_processed, "file"),
             human_bytes(s.total_bytes_processed),
             human_duration(report.duration_seconds)
         ))?;
         if report.excluded > 0 {
-            super::out(&format!("Excluded:    {} entries", report.excluded))?;
+            super::out(&format!("Excluded:    {}", count(report.excluded, "entry")))?;
         }
         if report.capped.0 > 0 {
             super::out(&format!(
@@ -347,20 +347,24 @@ impl Status {
         if bar.is_some() {
             text += &format!("{:.2}%  ", self.fraction() * 100.0);
         }
-        text += &format!("{} files {}", self.r.files, human_bytes(self.r.bytes));
+        text += &format!(
+            "{} {}",
+            count(self.r.files, "file"),
+            human_bytes(self.r.bytes)
+        );
         if bar.is_some() {
             text += &format!(
-                ", {} {} files {}",
+                ", {} {} {}",
                 if self.r.totals_final {
                     "total"
                 } else {
                     "found"
                 },
-                self.r.total_files,
+                count(self.r.total_files, "file"),
                 human_bytes(self.r.total_bytes)
             );
         }
-        text += &format!(", {} errors", self.errors);
+        text += &format!(", {}", count(self.errors, "error"));
         let mut detail = format!("{}/s", human_bytes(self.r.rate() as u64));
         if let Some(eta) = self.eta() {
             detail += &format!(", ETA {}", human_duration(eta));
@@ -419,7 +423,7 @@ impl Observer for Told<'_> {
                    "item": path.to_string_lossy()})
             .to_string()
         } else {
-            format!("{:<10}{}", change.name(), arca_format::text::shown(path))
+            format!("{:<10}{}", change.name(), path.display())
         };
         self.line.suspend(|| {
             let _ = super::out(&text);

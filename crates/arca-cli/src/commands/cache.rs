@@ -128,14 +128,23 @@ pub fn run(g: &Global, a: &CacheArgs) -> Result<u8> {
         ))?;
     }
     super::out(&"-".repeat(47))?;
-    super::out(&format!("{} cache(s) in {}", folders.len(), root.display()))?;
+    super::out(&format!(
+        "{} in {}",
+        crate::util::count(folders.len(), "cache"),
+        root.display()
+    ))?;
     let old = folders.iter().filter(|c| is_old(c)).count();
     if a.cleanup {
-        super::out(&format!("removed {removed} old cache(s)"))?;
+        super::out(&format!(
+            "removed {}",
+            crate::util::count(removed, "old cache")
+        ))?;
     } else if old > 0 {
         super::out(&format!(
-            "{old} cache(s) unused for more than {} days: `arca cache --cleanup` removes them",
-            a.max_age
+            "{} unused for more than {} days: `arca cache --cleanup` removes {}",
+            crate::util::count(old, "cache"),
+            a.max_age,
+            if old == 1 { "it" } else { "them" }
         ))?;
     }
     Ok(0)

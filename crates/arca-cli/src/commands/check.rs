@@ -87,7 +87,7 @@ fn print_text(
         eprintln!(
             "snapshot {} is damaged: {} affected",
             a.snapshot.short(),
-            plural(a.paths.len(), "path", "paths")
+            util::count(a.paths.len(), "path")
         );
         for p in a.paths.iter().take(50) {
             eprintln!("  {}", p.display());
@@ -123,31 +123,31 @@ fn print_text(
     if !g.quiet {
         let read = match subset {
             Some(DataSubset::Group { n, of }) => format!(
-                ", read group {n} of {of}: {} of {} packs, {} blobs ({})",
+                ", read group {n} of {of}: {} of {}, {} ({})",
                 rep.packs_read,
-                rep.packs,
-                rep.blobs_read,
+                util::count(rep.packs, "pack"),
+                util::count(rep.blobs_read, "blob"),
                 human_bytes(rep.bytes_read)
             ),
             Some(s) => format!(
-                ", read {s} of the packs: {} of {} packs, {} blobs ({})",
+                ", read {s} of the packs: {} of {}, {} ({})",
                 rep.packs_read,
-                rep.packs,
-                rep.blobs_read,
+                util::count(rep.packs, "pack"),
+                util::count(rep.blobs_read, "blob"),
                 human_bytes(rep.bytes_read)
             ),
             None if a.read_data => format!(
-                ", read {} blobs ({})",
-                rep.blobs_read,
+                ", read {} ({})",
+                util::count(rep.blobs_read, "blob"),
                 human_bytes(rep.bytes_read)
             ),
             None => String::new(),
         };
         super::out(&format!(
             "checked {}, {}, {}{read}",
-            plural(rep.snapshots, "snapshot", "snapshots"),
-            plural(rep.trees, "tree", "trees"),
-            plural(rep.packs, "pack", "packs"),
+            util::count(rep.snapshots, "snapshot"),
+            util::count(rep.trees, "tree"),
+            util::count(rep.packs, "pack"),
         ))?;
     }
     if rep.is_ok() {
@@ -163,17 +163,9 @@ fn print_text(
 /// What the summary line counts: the `error:` lines, and the `snapshot … is damaged` lines
 /// when there are any (they are listed too, and were left out of the count).
 fn found(rep: &CheckReport) -> String {
-    let errors = plural(rep.errors.len(), "error", "errors");
+    let errors = util::count(rep.errors.len(), "error");
     match rep.affected.len() {
         0 => errors,
-        d => format!(
-            "{errors} and {}",
-            plural(d, "damaged snapshot", "damaged snapshots")
-        ),
+        d => format!("{errors} and {}", util::count(d, "damaged snapshot")),
     }
-}
-
-/// `1 path`, `2 paths`.
-fn plural(count: usize, one: &str, many: &str) -> String {
-    format!("{count} {}", if count == 1 { one } else { many })
 }

@@ -150,17 +150,12 @@ fn describe(id: &Id, s: &Snapshot) -> String {
     )
 }
 
-/// `1 thing`, `2 things`.
-fn n(count: u64, what: &str) -> String {
-    format!("{count} {what}{}", if count == 1 { "" } else { "s" })
-}
-
 fn counts_text(c: &Counts) -> String {
     format!(
         "{} ({}), {}",
-        n(c.data_blobs, "data blob"),
+        util::count(c.data_blobs, "data blob"),
         human_bytes(c.data_bytes),
-        n(c.tree_blobs, "tree blob")
+        util::count(c.tree_blobs, "tree blob")
     )
 }
 
@@ -215,16 +210,16 @@ pub fn run(g: &Global, a: &CopyArgs) -> Result<u8> {
             let adopted = arca_repo::recover::preview_unindexed_packs(dst, &mut dst_index)?;
             if adopted.packs > 0 && !g.quiet {
                 eprintln!(
-                    "arca: would index {} packs an interrupted run left in the target",
-                    adopted.packs
+                    "arca: would index {} an interrupted run left in the target",
+                    util::count(adopted.packs, "pack")
                 );
             }
         } else {
             let adopted = arca_repo::recover::adopt_unindexed_packs(dst, &mut dst_index)?;
             if adopted.packs > 0 && !g.quiet {
                 eprintln!(
-                    "arca: indexed {} packs an interrupted run left in the target",
-                    adopted.packs
+                    "arca: indexed {} an interrupted run left in the target",
+                    util::count(adopted.packs, "pack")
                 );
             }
         }
@@ -339,15 +334,15 @@ fn summary_text(a: &CopyArgs, results: &[(Id, Outcome)], r: &CopyReport) -> Resu
     };
     super::out(&format!(
         "{verb} {}, skipped {skipped} already in the target",
-        n(copied as u64, "snapshot")
+        util::count(copied, "snapshot")
     ))?;
     let mut text = format!("{store} {}", counts_text(&r.stored));
     if !a.dry_run {
         text.push_str(&format!(
             "; wrote {} ({}) and {}",
-            n(r.packs_written, "pack"),
+            util::count(r.packs_written, "pack"),
             human_bytes(r.bytes_written),
-            n(r.index_files_written, "index file")
+            util::count(r.index_files_written, "index file")
         ));
     }
     super::out(&text)

@@ -306,8 +306,8 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
     }
     if a.dry_run {
         say(format!(
-            "dry run: would remove {} snapshots{}",
-            remove.len(),
+            "dry run: would remove {}{}",
+            util::count(remove.len(), "snapshot"),
             if a.prune { ", and prune" } else { "" }
         ))?;
         return Ok(0);
@@ -319,11 +319,11 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
     let failed = failures.len();
     if failed > 0 {
         bail!(
-            "{failed} of {} snapshots could not be removed",
-            remove.len()
+            "{failed} of {} could not be removed",
+            util::count(remove.len(), "snapshot")
         );
     }
-    say(format!("removed {} snapshots", remove.len()))?;
+    say(format!("removed {}", util::count(remove.len(), "snapshot")))?;
     if a.prune {
         say("running prune".into())?;
         let prune = super::prune::PruneArgs {
@@ -449,7 +449,7 @@ fn print_report(r: &GroupReport, compact: bool) -> Result<()> {
     use super::table::{Row, print};
     super::out(&format!("snapshots for {}:", r.key))?;
     if !r.keep.is_empty() {
-        super::out(&format!("keep {} snapshots:", r.keep.len()))?;
+        super::out(&format!("keep {}:", util::count(r.keep.len(), "snapshot")))?;
         let rows: Vec<Row<'_>> = r
             .keep
             .iter()
@@ -462,7 +462,10 @@ fn print_report(r: &GroupReport, compact: bool) -> Result<()> {
         print(&rows, true, compact)?;
     }
     if !r.remove.is_empty() {
-        super::out(&format!("remove {} snapshots:", r.remove.len()))?;
+        super::out(&format!(
+            "remove {}:",
+            util::count(r.remove.len(), "snapshot")
+        ))?;
         let rows: Vec<Row<'_>> = r
             .remove
             .iter()

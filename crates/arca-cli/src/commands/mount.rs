@@ -64,8 +64,8 @@ pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
     let mp = mountpoint.display().to_string();
     let helper = unmounter.helper_name();
     say(&format!(
-        "mounted {} snapshots at {mp}; press Ctrl-C or run `{helper} -u {mp}` to unmount",
-        mounted.snapshots()
+        "mounted {} at {mp}; press Ctrl-C or run `{helper} -u {mp}` to unmount",
+        util::count(mounted.snapshots(), "snapshot")
     ));
 
     // The first SIGINT/SIGTERM/SIGHUP unmounts (the session then ends and we exit 0); another

@@ -176,20 +176,23 @@ fn progress_line(g: &Global, a: &PruneArgs, p: &Arc<Progress>) -> ProgressLine {
     ProgressLine::start(util::interactive(g, a.json), move |elapsed| {
         let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
         let what = match p.phase() {
-            Phase::Walking => format!("finding used data: {} trees", n(&p.trees)),
+            Phase::Walking => format!("finding used data: {}", util::count(n(&p.trees), "tree")),
             Phase::Repacking => format!(
-                "repacking: {} of {} packs read, {} written",
+                "repacking: {} of {} read, {} written",
                 n(&p.packs_read),
-                n(&p.packs_to_read),
+                util::count(n(&p.packs_to_read), "pack"),
                 n(&p.packs_written)
             ),
             Phase::WritingIndex => {
-                format!("writing the index: {} files", n(&p.index_files_written))
+                format!(
+                    "writing the index: {}",
+                    util::count(n(&p.index_files_written), "file")
+                )
             }
             Phase::Deleting | Phase::Done => format!(
-                "deleting: {} of {} files",
+                "deleting: {} of {}",
                 n(&p.files_deleted),
-                n(&p.files_to_delete)
+                util::count(n(&p.files_to_delete), "file")
             ),
         };
         format!("[{}] {what}", util::human_duration(elapsed.as_secs_f64()))
@@ -200,12 +203,13 @@ fn print_plan(plan: &PrunePlan) -> Result<()> {
     let s = &plan.stats;
     let out = super::out;
     out(&format!(
-        "{} snapshots, {} trees walked",
-        s.snapshots, s.trees
+        "{}, {} walked",
+        util::count(s.snapshots, "snapshot"),
+        util::count(s.trees, "tree")
     ))?;
     out(&format!(
-        "used:    {} blobs, {}",
-        s.used_blobs,
+        "used:    {}, {}",
+        util::count(s.used_blobs, "blob"),
         human_bytes(s.used_bytes)
     ))?;
     let total = s.used_bytes + s.unused_bytes;
@@ -220,8 +224,8 @@ fn print_plan(plan: &PrunePlan) -> Result<()> {
         String::new()
     };
     out(&format!(
-        "unused:  {} blobs, {} ({share:.1}%){copies}",
-        s.unused_blobs,
+        "unused:  {}, {} ({share:.1}%){copies}",
+        util::count(s.unused_blobs, "blob"),
         human_bytes(s.unused_bytes)
     ))?;
     let mut packs = format!(
@@ -250,16 +254,16 @@ fn print_plan(plan: &PrunePlan) -> Result<()> {
     out(&packs)?;
     if s.adopted.packs > 0 {
         out(&format!(
-            "adopted: {} packs ({}, {} blobs) written by an earlier prune that stopped: indexed, \
-             their blobs not copied again",
-            s.adopted.packs,
+            "adopted: {} ({}, {}) written by an earlier prune that stopped: indexed, their \
+             blobs not copied again",
+            util::count(s.adopted.packs, "pack"),
             human_bytes(s.adopted.bytes),
-            s.adopted_blobs
+            util::count(s.adopted_blobs, "blob")
         ))?;
     }
     out(&format!(
-        "index:   {} files{}",
-        s.index_files,
+        "index:   {}{}",
+        util::count(s.index_files, "file"),
         if plan.rewrite_index {
             ", rewritten"
         } else {
@@ -303,11 +307,11 @@ fn print_packs(plan: &PrunePlan) -> Result<()> {
         lines.push((
             "adopt",
             format!(
-                "would adopt {} pack {} ({}: {} blobs, written by an earlier prune)",
+                "would adopt {} pack {} ({}: {}, written by an earlier prune)",
                 p.kind,
                 p.id,
                 human_bytes(p.size),
-                p.blobs.len()
+                util::count(p.blobs.len(), "blob")
             ),
         ));
     }
@@ -337,35 +341,35 @@ fn print_report(r: &PruneReport) -> Result<()> {
     let out = super::out;
     if r.packs_adopted > 0 {
         out(&format!(
-            "adopted {} packs ({}) written by an earlier run",
-            r.packs_adopted,
+            "adopted {} ({}) written by an earlier run",
+            util::count(r.packs_adopted, "pack"),
             human_bytes(r.bytes_adopted)
         ))?;
     }
     if r.blobs_repacked > 0 {
         out(&format!(
-            "repacked {} blobs into {} new packs ({})",
-            r.blobs_repacked,
-            r.packs_written,
+            "repacked {} into {} ({})",
+            util::count(r.blobs_repacked, "blob"),
+            util::count(r.packs_written, "new pack"),
             human_bytes(r.bytes_written)
         ))?;
     }
     if !r.index_files_written.is_empty() {
         out(&format!(
-            "wrote {} index files, deleted {} old ones",
-            r.index_files_written.len(),
+            "wrote {}, deleted {} old ones",
+            util::count(r.index_files_written.len(), "index file"),
             r.index_files_deleted
         ))?;
     }
     out(&format!(
-        "deleted {} packs ({})",
-        r.packs_deleted,
+        "deleted {} ({})",
+        util::count(r.packs_deleted, "pack"),
         human_bytes(r.bytes_deleted)
     ))?;
     if r.temp_files_removed > 0 {
         out(&format!(
-            "removed {} stale temporary files",
-            r.temp_files_removed
+            "removed {}",
+            util::count(r.temp_files_removed, "stale temporary file")
         ))?;
     }
     out(&format!("freed {}", human_bytes(r.freed_bytes())))

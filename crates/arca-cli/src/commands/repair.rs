@@ -202,30 +202,35 @@ fn packs(g: &Global, a: &RepairPacksArgs) -> Result<u8> {
             String::new()
         } else {
             format!(
-                "; {} damaged blobs have an intact copy in another pack",
-                rep.damaged_copies.len()
+                "; {} {} an intact copy in another pack",
+                util::count(rep.damaged_copies.len(), "damaged blob"),
+                if rep.damaged_copies.len() == 1 {
+                    "has"
+                } else {
+                    "have"
+                }
             )
         };
         super::out(&format!(
-            "{verb} {} blobs ({}) of {} packs into {} new packs; {} blobs lost{copies}",
-            rep.salvaged_blobs,
+            "{verb} {} ({}) of {} into {}; {} lost{copies}",
+            util::count(rep.salvaged_blobs, "blob"),
             util::human_bytes(rep.salvaged_bytes),
-            rep.packs.len(),
+            util::count(rep.packs.len(), "pack"),
             if a.dry_run {
-                "the".to_string()
+                "the new packs".to_string()
             } else {
-                rep.new_packs.len().to_string()
+                util::count(rep.new_packs.len(), "new pack")
             },
-            rep.lost.len()
+            util::count(rep.lost.len(), "blob")
         ))?;
         if a.dry_run {
             super::out("dry run: nothing was changed")?;
         } else {
             super::out(&format!(
-                "wrote {} index files, deleted {} old index files and {} damaged packs",
-                rep.index_files_written.len(),
-                rep.index_files_deleted.len(),
-                rep.packs_deleted.len()
+                "wrote {}, deleted {} and {}",
+                util::count(rep.index_files_written.len(), "index file"),
+                util::count(rep.index_files_deleted.len(), "old index file"),
+                util::count(rep.packs_deleted.len(), "damaged pack")
             ))?;
         }
     }
@@ -307,25 +312,33 @@ fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {
     }
     if !g.quiet {
         super::out(&format!(
-            "{} packs found: {} described by intact index files, {} headers read",
-            rep.packs_found, rep.packs_from_index, rep.headers_read
+            "{} found: {} described by intact index files, {} read",
+            util::count(rep.packs_found, "pack"),
+            rep.packs_from_index,
+            util::count(rep.headers_read, "header")
         ))?;
         let verb = if a.dry_run { "would index" } else { "indexed" };
         super::out(&format!(
-            "{verb} {} packs ({} blobs) in {} new index files; {} old index files {}",
-            rep.packs_indexed,
-            rep.blobs_indexed,
-            if a.dry_run {
-                rep.packs_indexed
-                    .div_ceil(arca_maintenance::repair::PACKS_PER_INDEX_FILE)
-            } else {
-                rep.written.len()
-            },
-            if a.dry_run {
-                rep.old_index_files - rep.newer_index_files.len()
-            } else {
-                rep.deleted.len()
-            },
+            "{verb} {} ({}) in {}; {} {}",
+            util::count(rep.packs_indexed, "pack"),
+            util::count(rep.blobs_indexed, "blob"),
+            util::count(
+                if a.dry_run {
+                    rep.packs_indexed
+                        .div_ceil(arca_maintenance::repair::PACKS_PER_INDEX_FILE)
+                } else {
+                    rep.written.len()
+                },
+                "new index file"
+            ),
+            util::count(
+                if a.dry_run {
+                    rep.old_index_files - rep.newer_index_files.len()
+                } else {
+                    rep.deleted.len()
+                },
+                "old index file"
+            ),
             if a.dry_run {
                 "would be deleted"
             } else {
@@ -433,22 +446,22 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
     if !g.quiet {
         if rep.damaged.is_empty() && rep.damaged_files.is_empty() {
             super::out(&format!(
-                "{} snapshots examined, none damaged",
-                rep.snapshots
+                "{} examined, none damaged",
+                util::count(rep.snapshots, "snapshot")
             ))?;
         }
         for d in &rep.damaged {
             let line = match (d.repaired, a.dry_run, d.root_lost.is_some()) {
                 (_, true, false) => format!(
-                    "snapshot {} would be repaired ({} paths)",
+                    "snapshot {} would be repaired ({})",
                     d.original.short(),
-                    d.changes.len()
+                    util::count(d.changes.len(), "path")
                 ),
                 (Some(new), _, _) => format!(
-                    "snapshot {} repaired as {} ({} paths){}",
+                    "snapshot {} repaired as {} ({}){}",
                     d.original.short(),
                     new.short(),
-                    d.changes.len(),
+                    util::count(d.changes.len(), "path"),
                     if d.forgotten {
                         ", original removed"
                     } else {

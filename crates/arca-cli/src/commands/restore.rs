@@ -20,7 +20,7 @@ use serde_json::json;
 
 use crate::cli::{Global, RestoreArgs};
 use crate::progress::{ProgressLine, Ticker};
-use crate::util::{self, human_bytes, human_duration, parse_duration, parse_size};
+use crate::util::{self, count, human_bytes, human_duration, noun, parse_duration, parse_size};
 
 use super::subfolder;
 
@@ -192,10 +192,10 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
         Ok(r) => r,
         Err(RestoreError::Interrupted) => {
             eprintln!(
-                "arca: interrupted: {} of {} files restored; run the same command again to finish \
+                "arca: interrupted: {} of {} restored; run the same command again to finish \
                  (what is in place is not fetched again)",
                 progress.files.load(Ordering::Relaxed),
-                progress.files_total.load(Ordering::Relaxed)
+                count(progress.files_total.load(Ordering::Relaxed), "file")
             );
             return Ok(super::INTERRUPTED);
         }
@@ -272,10 +272,10 @@ fn render(p: &Progress, el: Duration) -> String {
         String::new()
     };
     format!(
-        "[{}] {pct}{} of {} files, {} of {}, {}/s{eta}",
+        "[{}] {pct}{} of {}, {} of {}, {}/s{eta}",
         human_duration(secs),
         p.files.load(Ordering::Relaxed),
-        p.files_total.load(Ordering::Relaxed),
+        count(p.files_total.load(Ordering::Relaxed), "file"),
         human_bytes(bytes),
         human_bytes(total),
         human_bytes(rate as u64),
@@ -417,12 +417,11 @@ fn print_summary(
     let p = &r.plan;
     if r.dry_run {
         super::out(&format!(
-            "dry run of snapshot {} into {}: would restore {} files ({}), update {}, fix the \
-             metadata of {}, leave {} unchanged and {} alone{}; create {} directories; delete {} \
-             entries",
+            "dry run of snapshot {} into {}: would restore {} ({}), update {}, fix the metadata \
+             of {}, leave {} unchanged and {} alone{}; create {}; delete {}",
             id.short(),
             shown(&a.target),
-            p.files_new,
+            count(p.files_new, "file"),
             human_bytes(p.bytes_to_place),
             p.files_updated,
             metadata_fixes(p),
@@ -433,15 +432,15 @@ fn print_summary(
             } else {
                 String::new()
             },
-            p.dirs_new,
-            p.deletes
+            count(p.dirs_new, "directory"),
+            count(p.deletes, "entry")
         ))?;
         super::out(&format!(
-            "would fetch {} ({} blobs from {} packs), write {} from them, copy {} locally, take \
-             {} from --reuse-from; {} already in place, {} of holes",
+            "would fetch {} ({} from {}), write {} from them, copy {} locally, take {} from \
+             --reuse-from; {} already in place, {} of holes",
             human_bytes(p.bytes_to_fetch),
-            p.blobs_to_fetch,
-            p.packs_to_read,
+            count(p.blobs_to_fetch, "blob"),
+            count(p.packs_to_read, "pack"),
             human_bytes(p.bytes_to_write),
             human_bytes(p.bytes_to_copy),
             human_bytes(p.bytes_to_reuse),
@@ -450,40 +449,39 @@ fn print_summary(
         ))?;
         if r.deletes_failed > 0 {
             super::out(&format!(
-                "{} {} would not be deleted (see the errors above)",
-                r.deletes_failed,
-                if r.deletes_failed == 1 {
-                    "entry"
-                } else {
-                    "entries"
-                }
+                "{} would not be deleted (see the errors above)",
+                count(r.deletes_failed, "entry")
             ))?;
         }
         return Ok(());
     }
     // The breakdown is the plan's; a file that failed is in it but not among those restored.
     let planned = p.files_new + p.files_updated + p.files_unchanged + p.files_metadata;
-    let (count, label) = if r.files < planned {
+    let (restored, label) = if r.files < planned {
         (
-            format!("{} of {}", r.files + r.hardlinks, planned + r.hardlinks),
+            format!(
+                "{} of {}",
+                r.files + r.hardlinks,
+                count(planned + r.hardlinks, "file")
+            ),
             "planned: ",
         )
     } else {
-        ((r.files + r.hardlinks).to_string(), "")
+        (count(r.files + r.hardlinks, "file"), "")
     };
     let files = format!(
-        "{count} files ({label}{} new, {} updated, {} unchanged)",
+        "{restored} ({label}{} new, {} updated, {} unchanged)",
         p.files_new,
         p.files_updated,
         p.files_unchanged + p.files_metadata
     );
     super::out(&format!(
-        "restored snapshot {} to {}: {files}, {} dirs, {} other, {} hard links, {} in {}",
+        "restored snapshot {} to {}: {files}, {}, {} other, {}, {} in {}",
         id.short(),
         shown(&a.target),
-        r.dirs,
+        count(r.dirs, "dir"),
         r.others,
-        r.hardlinks,
+        count(r.hardlinks, "hard link"),
         human_bytes(r.bytes),
         human_duration(r.duration_seconds)
     ))?;
@@ -494,14 +492,13 @@ fn print_summary(
         && has_patterns;
     if p.files_new + p.files_updated > 0 || r.fetched_bytes > 0 || p.deletes > 0 {
         super::out(&format!(
-            "fetched {} in {} reads from {} packs; copied {} locally; {} already in place; \
-             deleted {} entries",
+            "fetched {} in {} from {}; copied {} locally; {} already in place; deleted {}",
             human_bytes(r.fetched_bytes),
-            r.requests,
-            r.packs_read,
+            count(r.requests, "read"),
+            count(r.packs_read, "pack"),
             human_bytes(r.bytes_copied + r.bytes_reused),
             human_bytes(p.bytes_in_place),
-            p.deletes
+            count(p.deletes, "entry")
         ))?;
     } else if p.files_skipped + p.files_blocked > 0
         || nothing_selected
@@ -516,8 +513,19 @@ fn print_summary(
     }
     if p.files_skipped > 0 {
         super::out(&format!(
-            "{} files left as they are (--overwrite {}), whatever they hold",
-            p.files_skipped, a.overwrite
+            "{} left as {} (--overwrite {}), whatever {}",
+            count(p.files_skipped, "file"),
+            if p.files_skipped == 1 {
+                "it is"
+            } else {
+                "they are"
+            },
+            a.overwrite,
+            if p.files_skipped == 1 {
+                "it holds"
+            } else {
+                "they hold"
+            }
         ))?;
     }
     if p.files_blocked > 0 {
@@ -534,7 +542,7 @@ fn print_summary(
         );
     }
     if a.verify {
-        super::out(&format!("verified {} files", r.files_verified))?;
+        super::out(&format!("verified {}", count(r.files_verified, "file")))?;
     }
     if r.other_copies > 0 {
         eprintln!(
@@ -554,19 +562,17 @@ fn print_summary(
     // The files not restored (something in the way) are counted above already.
     let failed =
         (paths.len() as u64).saturating_sub(r.verify_failures + r.deletes_failed + p.files_blocked);
-    let entries = |n: u64| if n == 1 { "entry" } else { "entries" };
     if failed > 0 {
         super::out(&format!(
             "{failed} {}{} could not be restored (see the errors above)",
             if p.files_blocked > 0 { "more " } else { "" },
-            entries(failed)
+            noun(failed, "entry")
         ))?;
     }
     if r.deletes_failed > 0 {
         super::out(&format!(
-            "{} {} could not be deleted (see the errors above)",
-            r.deletes_failed,
-            entries(r.deletes_failed)
+            "{} could not be deleted (see the errors above)",
+            count(r.deletes_failed, "entry")
         ))?;
     }
     if r.verify_failures > 0 {

@@ -108,18 +108,13 @@ pub fn run(g: &Global, a: &RewriteArgs) -> Result<u8> {
     Ok(0)
 }
 
-/// `n thing(s)`.
-fn count(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
 /// One removed entry: its path and what it held.
 fn removed_line(r: &Removed) -> Vec<u8> {
     let what = match r.kind {
         NodeKind::File => format!("file, {}", human_bytes(r.bytes)),
         NodeKind::Dir => format!(
             "dir: {}, {}",
-            count(r.files, "file", "files"),
+            util::count(r.files, "file"),
             human_bytes(r.bytes)
         ),
         k => k.name().to_string(),
@@ -148,8 +143,8 @@ fn print_report(rep: &RewriteReport, dry_run: bool, forget: bool) -> Result<()> 
         super::out(&format!(
             "snapshot {short}: {} {} ({}, {})",
             if dry_run { "would remove" } else { "removing" },
-            count(s.removed.len() as u64, "entry", "entries"),
-            count(s.files_removed, "file", "files"),
+            util::count(s.removed.len(), "entry"),
+            util::count(s.files_removed, "file"),
             human_bytes(s.bytes_removed)
         ))?;
         for r in &s.removed {
@@ -169,8 +164,8 @@ fn print_report(rep: &RewriteReport, dry_run: bool, forget: bool) -> Result<()> 
     super::out(&match (n, dry_run) {
         (0, false) => "no snapshots were modified".to_string(),
         (0, true) => "no snapshots would be modified".to_string(),
-        (n, false) => format!("modified {n} snapshots"),
-        (n, true) => format!("would modify {n} snapshots"),
+        (n, false) => format!("modified {}", util::count(n, "snapshot")),
+        (n, true) => format!("would modify {}", util::count(n, "snapshot")),
     })
 }
 

@@ -10,7 +10,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use crate::cli::{FilterArgs, Global};
-use crate::util;
+use crate::util::{self, count};
 
 /// Options of `arca stats`.
 #[derive(Debug, Args)]
@@ -126,17 +126,6 @@ fn selection_json(s: &Selection) -> Value {
     })
 }
 
-/// `1 pack`, `2 packs`.
-fn count(n: u64, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else if let Some(stem) = what.strip_suffix('y') {
-        format!("{n} {stem}ies")
-    } else {
-        format!("{n} {what}s")
-    }
-}
-
 fn line(label: &str, value: &str) -> Result<()> {
     super::out(&format!("{label:>24}:  {value}"))
 }
@@ -165,7 +154,7 @@ fn print_snapshot(s: &SnapshotStats, snap: &Snapshot) -> Result<()> {
     ))?;
     line(
         "Restore size",
-        &format!("{} ({} entries)", bytes(s.restore_size), s.entries),
+        &format!("{} ({})", bytes(s.restore_size), count(s.entries, "entry")),
     )?;
     line("Fragmentation", &fragmentation_text(&s.fragmentation))?;
     let p = &s.plan;
@@ -316,17 +305,17 @@ pub fn run(g: &Global, a: &StatsArgs) -> Result<u8> {
         }
         if per.len() > 1 {
             super::out("")?;
-            super::out(&format!("All {} snapshots together:", per.len()))?;
+            super::out(&format!("All {} together:", count(per.len(), "snapshot")))?;
             let f = &sel.fragmentation;
             line("Restore size", &bytes(f.restore_bytes))?;
             line("Fragmentation", &fragmentation_text(f))?;
             line(
                 "Distinct blobs",
                 &format!(
-                    "{} data ({} plaintext), {} trees; dedup ratio {:.2}x",
+                    "{} data ({} plaintext), {}; dedup ratio {:.2}x",
                     sel.data_blobs,
                     bytes(sel.data_plaintext),
-                    sel.tree_blobs,
+                    count(sel.tree_blobs, "tree"),
                     sel.dedup_ratio
                 ),
             )?;
@@ -347,10 +336,10 @@ pub fn run(g: &Global, a: &StatsArgs) -> Result<u8> {
             line(
                 "Index",
                 &format!(
-                    "{} ({} data, {} trees) in {} of {}; {} in memory",
+                    "{} ({} data, {}) in {} of {}; {} in memory",
                     count(r.index_blobs, "blob"),
                     r.index_data_blobs,
-                    r.index_tree_blobs,
+                    count(r.index_tree_blobs, "tree"),
                     count(r.index_files, "file"),
                     bytes(r.index_bytes),
                     bytes(r.index_memory_bytes)
@@ -364,8 +353,9 @@ pub fn run(g: &Global, a: &StatsArgs) -> Result<u8> {
         #[allow(clippy::print_stderr)]
         {
             eprintln!(
-                "warning: {} blobs the snapshots use are not in the index (run `arca check`)",
-                sel.missing_blobs
+                "warning: {} the snapshots use {} not in the index (run `arca check`)",
+                count(sel.missing_blobs, "blob"),
+                if sel.missing_blobs == 1 { "is" } else { "are" }
             );
         }
         return Ok(3);

@@ -75,5 +75,5 @@ pub(crate) fn print(rows: &[Row<'_>], reasons: bool, compact: bool) -> Result<()
         }
     }
     super::out(&rule)?;
-    super::out(&format!("{} snapshots", rows.len()))
+    super::out(&crate::util::count(rows.len(), "snapshot"))
 }

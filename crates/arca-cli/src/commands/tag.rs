@@ -164,8 +164,8 @@ pub fn run(g: &Global, a: &TagArgs) -> Result<u8> {
     say(&match (changed, a.dry_run) {
         (0, false) => "no snapshots were modified".to_string(),
         (0, true) => "no snapshots would be modified".to_string(),
-        (n, false) => format!("modified {n} snapshots"),
-        (n, true) => format!("would modify {n} snapshots"),
+        (n, false) => format!("modified {}", util::count(n, "snapshot")),
+        (n, true) => format!("would modify {}", util::count(n, "snapshot")),
     })?;
     Ok(0)
 }

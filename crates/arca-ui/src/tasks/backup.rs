@@ -15,6 +15,7 @@ use crate::html::bytes;
 use crate::jobs::{Job, Progress};
 use crate::profiles;
 use crate::state::{ApiError, App};
+use arca_format::text::count;
 
 /// `POST /api/backup`.
 #[derive(Debug, Clone, Deserialize)]
@@ -58,20 +59,20 @@ pub fn start_backup(app: &Arc<App>, r: BackupRequest) -> Result<Arc<Job>, ApiErr
         ctx.progress(move |el| {
             let r = Reading::read(&p, el);
             let total = r.done_of_total();
-            let mut text = format!("{} files, {}", r.files, bytes(r.bytes));
+            let mut text = format!("{}, {}", count(r.files, "file"), bytes(r.bytes));
             if total.is_some() {
                 text += &format!(
-                    " of {} {} files, {}",
+                    " of {} {}, {}",
                     if r.totals_final {
                         "total"
                     } else {
                         "found so far"
                     },
-                    r.total_files,
+                    count(r.total_files, "file"),
                     bytes(r.total_bytes)
                 );
             }
-            text += &format!(", {} errors", n.load(Ordering::Relaxed));
+            text += &format!(", {}", count(n.load(Ordering::Relaxed), "error"));
             Progress {
                 phase: "backing up".into(),
                 fraction: total.map(|_| r.fraction()),

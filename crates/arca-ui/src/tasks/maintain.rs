@@ -19,6 +19,7 @@ use crate::html::bytes;
 use crate::jobs::{Job, JobCtx, Progress};
 use crate::query::RawQuery;
 use crate::state::{ApiError, App};
+use arca_format::text::count;
 
 /// `POST /api/check`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -42,9 +43,9 @@ fn check_progress(p: &CheckProgress) -> Progress {
             fraction: (n(&p.snapshots) > 0)
                 .then(|| n(&p.snapshots_done) as f64 / n(&p.snapshots) as f64),
             text: format!(
-                "{}, {} trees",
-                of(n(&p.snapshots_done), n(&p.snapshots), "snapshots"),
-                n(&p.trees)
+                "{}, {}",
+                of(n(&p.snapshots_done), n(&p.snapshots), "snapshot"),
+                count(n(&p.trees), "tree")
             ),
             eta_seconds: None,
         },
@@ -52,7 +53,7 @@ fn check_progress(p: &CheckProgress) -> Progress {
             phase: "reading packs".into(),
             fraction: (n(&p.packs_to_read) > 0)
                 .then(|| n(&p.packs_read) as f64 / n(&p.packs_to_read) as f64),
-            text: of(n(&p.packs_read), n(&p.packs_to_read), "packs"),
+            text: of(n(&p.packs_read), n(&p.packs_to_read), "pack"),
             eta_seconds: None,
         },
         CheckPhase::Tracing => phase("finding the snapshots and files the damage hits"),
@@ -357,8 +358,8 @@ pub fn start_forget(app: &Arc<App>, r: ForgetRequest) -> Result<Arc<Job>, ApiErr
     }
     r.fields.group_by()?;
     let title = format!(
-        "forget {} snapshots{}",
-        r.expect.len(),
+        "forget {}{}",
+        count(r.expect.len(), "snapshot"),
         if r.prune { ", then prune" } else { "" }
     );
     let params = json!({"expect": r.expect, "prune": r.prune});
@@ -395,12 +396,12 @@ pub fn start_forget(app: &Arc<App>, r: ForgetRequest) -> Result<Arc<Job>, ApiErr
         }
         if !failures.is_empty() {
             return Err(format!(
-                "{} of {} snapshots could not be removed",
+                "{} of {} could not be removed",
                 failures.len(),
-                remove.len()
+                count(remove.len(), "snapshot")
             ));
         }
-        ctx.log(format!("removed {} snapshots", remove.len()));
+        ctx.log(format!("removed {}", count(remove.len(), "snapshot")));
         let mut v = json!({"removed": now, "policy": policy.to_string()});
         if r.prune {
             v["prune"] = run_prune(repo, ctx)?;
@@ -423,7 +424,7 @@ fn prune_progress(p: &PruneProgress, el: std::time::Duration) -> Progress {
     match p.phase() {
         Phase::Walking => Progress {
             phase: "finding used data".into(),
-            text: format!("{} trees", n(&p.trees)),
+            text: count(n(&p.trees), "tree"),
             ..Progress::default()
         },
         Phase::Repacking => rated(
@@ -432,21 +433,21 @@ fn prune_progress(p: &PruneProgress, el: std::time::Duration) -> Progress {
             n(&p.packs_to_read),
             el.as_secs_f64(),
             format!(
-                "{}, {} written",
-                of(n(&p.packs_read), n(&p.packs_to_read), "packs read"),
+                "{} read, {} written",
+                of(n(&p.packs_read), n(&p.packs_to_read), "pack"),
                 n(&p.packs_written)
             ),
         ),
         Phase::WritingIndex => Progress {
             phase: "writing the index".into(),
-            text: format!("{} files", n(&p.index_files_written)),
+            text: count(n(&p.index_files_written), "file"),
             ..Progress::default()
         },
         Phase::Deleting | Phase::Done => Progress {
             phase: "deleting".into(),
             fraction: (n(&p.files_to_delete) > 0)
                 .then(|| n(&p.files_deleted) as f64 / n(&p.files_to_delete) as f64),
-            text: of(n(&p.files_deleted), n(&p.files_to_delete), "files"),
+            text: of(n(&p.files_deleted), n(&p.files_to_delete), "file"),
             eta_seconds: None,
         },
     }
@@ -478,8 +479,8 @@ fn prune_with(repo: &Repository, ctx: &JobCtx, dry_run: bool) -> Result<Value, S
         "would_free": s.freed_bytes,
     });
     ctx.log(format!(
-        "unused: {} blobs, {}; packs: keep {}, repack {}, delete {}",
-        s.unused_blobs,
+        "unused: {}, {}; packs: keep {}, repack {}, delete {}",
+        count(s.unused_blobs, "blob"),
         bytes(s.unused_bytes),
         s.keep.packs,
         s.repack.packs,
@@ -487,8 +488,8 @@ fn prune_with(repo: &Repository, ctx: &JobCtx, dry_run: bool) -> Result<Value, S
     ));
     if s.adopted.packs > 0 {
         ctx.log(format!(
-            "adopted {} packs ({}) written by an earlier prune that stopped",
-            s.adopted.packs,
+            "adopted {} ({}) written by an earlier prune that stopped",
+            count(s.adopted.packs, "pack"),
             bytes(s.adopted.bytes)
         ));
     }

@@ -8,6 +8,7 @@ mod restore;
 
 use std::sync::Arc;
 
+use arca_format::text::count;
 use serde_json::Value;
 
 pub use backup::start_backup;
@@ -36,7 +37,7 @@ where
 
 /// `12.5%`-free progress text: `a of b` in a unit.
 fn of(done: u64, total: u64, unit: &str) -> String {
-    format!("{done} of {total} {unit}")
+    format!("{done} of {}", count(total, unit))
 }
 
 /// Progress with a fraction and an ETA from the rate so far.

@@ -19,6 +19,7 @@ use super::{rated, spawn};
 use crate::html::bytes;
 use crate::jobs::{Job, JobCtx};
 use crate::state::{ApiError, App};
+use arca_format::text::count;
 
 /// Entries a dry run lists at most.
 const PLANNED_LIMIT: usize = 1000;
@@ -172,7 +173,11 @@ pub fn start_restore(app: &Arc<App>, r: RestoreRequest) -> Result<Arc<Job>, ApiE
                 // A dry run restores nothing: "0 of 3 files" beside 100% read wrong.
                 return crate::jobs::Progress {
                     phase: "planned".into(),
-                    text: format!("{files_total} files, {} to restore", bytes(total)),
+                    text: format!(
+                        "{}, {} to restore",
+                        count(files_total, "file"),
+                        bytes(total)
+                    ),
                     ..Default::default()
                 };
             }
@@ -182,7 +187,8 @@ pub fn start_restore(app: &Arc<App>, r: RestoreRequest) -> Result<Arc<Job>, ApiE
                 total,
                 el.as_secs_f64(),
                 format!(
-                    "{files} of {files_total} files, {} of {}",
+                    "{files} of {}, {} of {}",
+                    count(files_total, "file"),
                     bytes(done),
                     bytes(total)
                 ),
@@ -197,10 +203,10 @@ pub fn start_restore(app: &Arc<App>, r: RestoreRequest) -> Result<Arc<Job>, ApiE
             Ok(rep) => rep,
             Err(RestoreError::Interrupted) => {
                 return Err(format!(
-                    "cancelled: {} of {} files restored; start the same restore again to finish \
+                    "cancelled: {} of {} restored; start the same restore again to finish \
                      (what is in place is not fetched again)",
                     progress.files.load(Ordering::Relaxed),
-                    progress.files_total.load(Ordering::Relaxed)
+                    count(progress.files_total.load(Ordering::Relaxed), "file")
                 ));
             }
             Err(e) => return Err(e.to_string()),
