@@ -47,19 +47,22 @@ impl Archive {
 #[non_exhaustive]
 pub enum DumpError {
     /// The path is not in the snapshot.
-    #[error("{} is not in the snapshot", path.display())]
+    #[error("{} is not in the snapshot", arca_format::text::shown(path))]
     NotFound {
         /// The path asked for.
         path: PathBuf,
     },
     /// A component of the path is not a folder.
-    #[error("{} is not a folder in the snapshot", path.display())]
+    #[error("{} is not a folder in the snapshot", arca_format::text::shown(path))]
     NotAFolder {
         /// The component's path.
         path: PathBuf,
     },
     /// The path names something that has no bytes to stream without an archive.
-    #[error("{} is a {kind}, not a file: dump it with --archive tar or zip", path.display())]
+    #[error(
+        "{} is a {kind}, not a file: dump it with --archive tar or zip",
+        arca_format::text::shown(path)
+    )]
     NotAFile {
         /// The path.
         path: PathBuf,
@@ -67,7 +70,10 @@ pub enum DumpError {
         kind: &'static str,
     },
     /// The path has `..` in it.
-    #[error("{}: invalid path in a snapshot ({why})", path.display())]
+    #[error(
+        "{}: invalid path in a snapshot ({why})",
+        arca_format::text::shown(path)
+    )]
     InvalidPath {
         /// The path.
         path: PathBuf,
@@ -75,7 +81,7 @@ pub enum DumpError {
         why: &'static str,
     },
     /// Reading a listing or a blob failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}", arca_format::text::shown(path))]
     Repo {
         /// The folder or file being read.
         path: PathBuf,
@@ -83,7 +89,7 @@ pub enum DumpError {
         source: RepoError,
     },
     /// An entry cannot be written to the archive.
-    #[error("{}: {detail}", path.display())]
+    #[error("{}: {detail}", arca_format::text::shown(path))]
     Entry {
         /// The entry.
         path: PathBuf,

@@ -60,7 +60,10 @@ impl Mode {
 #[non_exhaustive]
 pub enum StatsError {
     /// A directory listing of a snapshot could not be read.
-    #[error("snapshot {snapshot}: listing of {}: {detail}", path.display())]
+    #[error(
+        "snapshot {snapshot}: listing of {}: {detail}",
+        arca_format::text::shown(path)
+    )]
     Listing {
         /// Short id of the snapshot.
         snapshot: String,

@@ -33,10 +33,10 @@ pub fn expand(args: Vec<OsString>) -> Result<Vec<OsString>> {
     for name in &names {
         let path = locate(name)?;
         let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read profile {}", path.display()))?;
+            .with_context(|| format!("cannot read profile {}", arca_format::text::shown(&path)))?;
         let table: Table = text
             .parse()
-            .map_err(|e| anyhow!("profile {}: {e}", path.display()))?;
+            .map_err(|e| anyhow!("profile {}: {e}", arca_format::text::shown(&path)))?;
         profiles.push((path, table));
     }
     apply(args, &profiles)
@@ -47,10 +47,10 @@ pub fn expand(args: Vec<OsString>) -> Result<Vec<OsString>> {
 /// itself.
 pub fn check_for_backup(file: &std::path::Path) -> Result<()> {
     let text = std::fs::read_to_string(file)
-        .with_context(|| format!("cannot read profile {}", file.display()))?;
+        .with_context(|| format!("cannot read profile {}", arca_format::text::shown(file)))?;
     let table: Table = text
         .parse()
-        .map_err(|e| anyhow!("profile {}: {e}", file.display()))?;
+        .map_err(|e| anyhow!("profile {}: {e}", arca_format::text::shown(file)))?;
     apply(
         vec![OsString::from("arca"), OsString::from("backup")],
         &[(file.to_path_buf(), table)],
@@ -129,10 +129,13 @@ fn locate(name: &str) -> Result<PathBuf> {
     if let Some(p) = c.iter().find(|p| p.is_dir()) {
         bail!(
             "profile {name:?}: {} is a folder, not a profile file",
-            p.display()
+            arca_format::text::shown(p)
         );
     }
-    let tried: Vec<_> = c.iter().map(|p| p.display().to_string()).collect();
+    let tried: Vec<_> = c
+        .iter()
+        .map(|p| arca_format::text::shown(p).to_string())
+        .collect();
     bail!(
         "profile {name:?} not found (looked for {})",
         tried.join(", ")
@@ -684,7 +687,7 @@ fn apply(args: Vec<OsString>, profiles: &[(PathBuf, Table)]) -> Result<Vec<OsStr
     let mut positionals: Vec<OsString> = Vec::new();
     // Later profiles win: apply them first, so their options count as given for earlier ones.
     for (file, table) in profiles.iter().rev() {
-        let shown = file.display().to_string();
+        let shown = arca_format::text::shown(file).to_string();
         let mut globals = Vec::new();
         for (section, value) in table {
             let Value::Table(t) = value else {

@@ -1,10 +1,15 @@
-//! How text output says counts: one of a thing in the singular ("1 file", not "1 files").
+//! How text output says counts and paths: one of a thing in the singular ("1 file", not "1
+//! files"), and a path with bytes that are not UTF-8 (or control characters) escaped as
+//! `\xff`, as listings show it, not as U+FFFD.
 
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
+use std::ffi::OsStr;
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 
 use common::*;
 
@@ -81,4 +86,51 @@ fn one_thing_is_counted_in_the_singular() {
     let out = e.ok(&["check"]);
     assert!(out.contains("1 snapshot"), "{out}");
     no_plural_after_one(&out);
+}
+
+/// `dump --target` and the dump library's errors name paths as the rest of arca does: a
+/// byte that is not UTF-8 as `\xff`; they showed it as U+FFFD, so the name could not be
+/// told from another or typed again.
+#[test]
+fn dump_errors_escape_odd_bytes_in_paths() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    let odd = src.join(OsStr::from_bytes(b"e\xff"));
+    fs::create_dir_all(&odd).unwrap();
+    fs::write(odd.join("g"), b"z").unwrap();
+    e.ok(&["backup", "--quiet", src.to_str().unwrap()]);
+    let shown = format!("{}/e\\xff", src.display());
+
+    // DumpError::NotAFolder, from the library.
+    let mut deeper = odd.join("g").into_os_string();
+    deeper.push("/h");
+    let o = e.cmd(&["dump", "latest"]).arg(&deeper).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("{shown}/g is not a folder in the snapshot")),
+        "{err}"
+    );
+    assert!(!err.contains('\u{fffd}'), "{err}");
+
+    // --target in a folder that does not exist.
+    let target: PathBuf = e.path("out").join(OsStr::from_bytes(b"no\xffdir/f"));
+    let o = e
+        .cmd(&["dump", "latest"])
+        .arg(odd.join("g"))
+        .arg("--target")
+        .arg(&target)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "cannot create {}/out/no\\xffdir/f",
+            e.path("").display().to_string().trim_end_matches('/')
+        )),
+        "{err}"
+    );
+    assert!(!err.contains('\u{fffd}'), "{err}");
 }

@@ -136,7 +136,7 @@ impl fmt::Display for RewriteError {
                 "snapshot {}: cannot read the listing of {} (tree {}): {detail}; nothing was \
                  rewritten (run `arca check`)",
                 snapshot.short(),
-                path.display(),
+                arca_format::text::shown(path),
                 tree.short()
             ),
         }

@@ -30,7 +30,10 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
     let list = |files: &[std::path::PathBuf]| -> Result<Vec<String>> {
         let mut out = vec![];
         for f in files {
-            out.extend(read_list(f).with_context(|| format!("cannot read {}", f.display()))?);
+            out.extend(
+                read_list(f)
+                    .with_context(|| format!("cannot read {}", arca_format::text::shown(f)))?,
+            );
         }
         Ok(out)
     };
@@ -42,7 +45,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
     ] {
         for f in files {
             let listed = read_path_list_as(f, form)
-                .with_context(|| format!("cannot read {}", f.display()))?;
+                .with_context(|| format!("cannot read {}", arca_format::text::shown(f)))?;
             // restic globs the lines of `--files-from`; the verbatim and raw forms are names.
             match form {
                 ListForm::Trimmed => {
@@ -423,7 +426,7 @@ impl Observer for Told<'_> {
                    "item": path.to_string_lossy()})
             .to_string()
         } else {
-            format!("{:<10}{}", change.name(), path.display())
+            format!("{:<10}{}", change.name(), arca_format::text::shown(path))
         };
         self.line.suspend(|| {
             let _ = super::out(&text);

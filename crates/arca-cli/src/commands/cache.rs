@@ -71,8 +71,12 @@ pub fn run(g: &Global, a: &CacheArgs) -> Result<u8> {
     let root = util::cache_mode(g).root().ok_or_else(|| {
         anyhow!("no cache folder is known: set --cache-dir, XDG_CACHE_HOME or HOME")
     })?;
-    let folders = cache_folders(&root)
-        .with_context(|| format!("cannot list the cache folder {}", root.display()))?;
+    let folders = cache_folders(&root).with_context(|| {
+        format!(
+            "cannot list the cache folder {}",
+            arca_format::text::shown(&root)
+        )
+    })?;
     let max_age = Duration::from_secs(a.max_age.saturating_mul(86400));
     let is_old = |c: &CacheFolder| {
         SystemTime::now()
@@ -86,8 +90,12 @@ pub fn run(g: &Global, a: &CacheArgs) -> Result<u8> {
     let mut removed = 0usize;
     if a.cleanup {
         for c in folders.iter().filter(|c| is_old(c)) {
-            std::fs::remove_dir_all(&c.path)
-                .with_context(|| format!("cannot remove the old cache {}", c.path.display()))?;
+            std::fs::remove_dir_all(&c.path).with_context(|| {
+                format!(
+                    "cannot remove the old cache {}",
+                    arca_format::text::shown(&c.path)
+                )
+            })?;
             removed += 1;
         }
     }
@@ -110,7 +118,10 @@ pub fn run(g: &Global, a: &CacheArgs) -> Result<u8> {
         return Ok(0);
     }
     if folders.is_empty() {
-        super::out(&format!("no caches under {}", root.display()))?;
+        super::out(&format!(
+            "no caches under {}",
+            arca_format::text::shown(&root)
+        ))?;
         return Ok(0);
     }
     super::out(&format!(
@@ -131,7 +142,7 @@ pub fn run(g: &Global, a: &CacheArgs) -> Result<u8> {
     super::out(&format!(
         "{} in {}",
         crate::util::count(folders.len(), "cache"),
-        root.display()
+        arca_format::text::shown(&root)
     ))?;
     let old = folders.iter().filter(|c| is_old(c)).count();
     if a.cleanup {

@@ -90,7 +90,7 @@ fn print_text(
             util::count(a.paths.len(), "path")
         );
         for p in a.paths.iter().take(50) {
-            eprintln!("  {}", p.display());
+            eprintln!("  {}", arca_format::text::shown(p));
         }
         if a.paths.len() > 50 {
             eprintln!("  ... and {} more", a.paths.len() - 50);

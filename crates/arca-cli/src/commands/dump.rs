@@ -70,13 +70,10 @@ impl Pending {
     fn create(target: &Path) -> Result<(Self, File)> {
         let name = target
             .file_name()
-            .with_context(|| format!("--target {}: not a file name", target.display()))?;
+            .with_context(|| format!("--target {}: not a file name", shown(target)))?;
         // Refused before anything is read: the rename at the end could not replace it.
         if target.as_os_str().as_bytes().ends_with(b"/") {
-            bail!(
-                "--target {}: names a folder (name a file)",
-                target.display()
-            );
+            bail!("--target {}: names a folder (name a file)", shown(target));
         }
         let through = |what: &str| -> Result<(Self, File)> {
             let f = std::fs::OpenOptions::new()
@@ -84,7 +81,7 @@ impl Pending {
                 .create(true)
                 .truncate(true)
                 .open(target)
-                .with_context(|| format!("cannot open {} ({what})", target.display()))?;
+                .with_context(|| format!("cannot open {} ({what})", shown(target)))?;
             let p = Pending {
                 tmp: None,
                 target: target.to_path_buf(),
@@ -96,12 +93,12 @@ impl Pending {
         // What the name leads to: a symlink is written through to its target.
         let (real, mode) = match std::fs::metadata(target) {
             Ok(m) if m.is_dir() => {
-                bail!("--target {}: is a folder (name a file)", target.display())
+                bail!("--target {}: is a folder (name a file)", shown(target))
             }
             Ok(m) if !m.is_file() => return through("not a regular file: written through"),
             Ok(m) => {
                 let real = std::fs::canonicalize(target)
-                    .with_context(|| format!("cannot resolve {}", target.display()))?;
+                    .with_context(|| format!("cannot resolve {}", shown(target)))?;
                 (real, Some(m.permissions()))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -111,7 +108,7 @@ impl Pending {
                 (target.to_path_buf(), None)
             }
             Err(e) => {
-                return Err(e).with_context(|| format!("cannot look at {}", target.display()));
+                return Err(e).with_context(|| format!("cannot look at {}", shown(target)));
             }
         };
         let real_name = real.file_name().unwrap_or(name);
@@ -128,8 +125,7 @@ impl Pending {
         // Ctrl-C ends the process without destructors: it removes the partial file itself.
         crate::lock_signals::remove_on_signal(&tmp, super::INTERRUPTED);
         // Named as given: the temporary file beside it fails for the same reason.
-        let f =
-            File::create(&tmp).with_context(|| format!("cannot create {}", target.display()))?;
+        let f = File::create(&tmp).with_context(|| format!("cannot create {}", shown(target)))?;
         let pending = Pending {
             tmp: Some(tmp),
             target: real,
@@ -139,7 +135,7 @@ impl Pending {
         // The file replaced keeps its permissions.
         if let Some(mode) = mode {
             f.set_permissions(mode)
-                .with_context(|| format!("cannot set the permissions of {}", target.display()))?;
+                .with_context(|| format!("cannot set the permissions of {}", shown(target)))?;
         }
         Ok((pending, f))
     }
@@ -151,12 +147,12 @@ impl Pending {
             return Ok(());
         };
         f.sync_all()
-            .with_context(|| format!("cannot write {}", self.shown.display()))?;
+            .with_context(|| format!("cannot write {}", shown(&self.shown)))?;
         drop(f);
         std::fs::rename(tmp, &self.target).with_context(|| {
             format!(
                 "cannot put {} in place (renaming the finished dump onto it)",
-                self.shown.display()
+                shown(&self.shown)
             )
         })?;
         crate::lock_signals::keep_on_signal(tmp);
@@ -235,14 +231,14 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
             // A write that fails names the file written (stdout needs no name).
             let report = dump.write(&target, archive, &mut w).map_err(|e| match e {
                 arca_browse::dump::DumpError::Write { what, source } => {
-                    anyhow::anyhow!("writing the {what} {}: {source}", t.display())
+                    anyhow::anyhow!("writing the {what} {}: {source}", shown(t))
                 }
                 e => in_snapshot(e),
             })?;
             let file = w
                 .into_inner()
                 .map_err(|e| e.into_error())
-                .with_context(|| format!("cannot write {}", t.display()))?;
+                .with_context(|| format!("cannot write {}", shown(t)))?;
             pending.commit(file)?;
             report
         }

@@ -46,12 +46,16 @@ pub fn man(a: &ManArgs) -> Result<u8> {
         }
         Some(dir) => {
             if std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
-                anyhow::bail!("{} is a file, not a folder", dir.display());
+                anyhow::bail!("{} is a file, not a folder", arca_format::text::shown(dir));
             }
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create folder {}", dir.display()))?;
+            std::fs::create_dir_all(dir).with_context(|| {
+                format!("cannot create folder {}", arca_format::text::shown(dir))
+            })?;
             let n = write_pages(&cmd, "arca", dir)?;
-            super::out(&format!("wrote {n} manual pages to {}", dir.display()))?;
+            super::out(&format!(
+                "wrote {n} manual pages to {}",
+                arca_format::text::shown(dir)
+            ))?;
         }
     }
     Ok(0)
@@ -64,7 +68,7 @@ fn write_pages(cmd: &clap::Command, name: &str, dir: &Path) -> Result<usize> {
     let mut buf = Vec::new();
     clap_mangen::Man::new(cmd.clone().name(name.to_string()))
         .render(&mut buf)
-        .with_context(|| format!("cannot render {}", page.display()))?;
+        .with_context(|| format!("cannot render {}", arca_format::text::shown(&page)))?;
     // Written beside it and renamed into place: a full disk left the page cut short (an
     // empty or truncated page that man shows as such).
     let tmp = dir.join(format!(".{name}.1.tmp-{}", std::process::id()));
@@ -72,7 +76,8 @@ fn write_pages(cmd: &clap::Command, name: &str, dir: &Path) -> Result<usize> {
         std::fs::write(&tmp, keep_layout(buf)).and_then(|()| std::fs::rename(&tmp, &page));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
-        return Err(anyhow::Error::new(e).context(format!("cannot write {}", page.display())));
+        return Err(anyhow::Error::new(e)
+            .context(format!("cannot write {}", arca_format::text::shown(&page))));
     }
     let mut n = 1;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {

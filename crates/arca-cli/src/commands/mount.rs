@@ -61,7 +61,7 @@ pub fn run(g: &Global, a: &MountArgs) -> Result<u8> {
         report,
     )?;
     let unmounter = mounted.unmounter();
-    let mp = mountpoint.display().to_string();
+    let mp = arca_format::text::shown(&mountpoint).to_string();
     let helper = unmounter.helper_name();
     say(&format!(
         "mounted {} at {mp}; press Ctrl-C or run `{helper} -u {mp}` to unmount",

@@ -66,7 +66,7 @@ pub fn run(g: &Global, a: &RecoverArgs) -> Result<u8> {
     for (path, id) in &rep.emptied {
         crate::progress::warn(&format!(
             "{}: its listing {} is lost: saved as an empty folder",
-            path.display(),
+            arca_format::text::shown(path),
             id.short()
         ));
     }

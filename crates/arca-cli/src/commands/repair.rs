@@ -434,11 +434,11 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
             match &c.loss {
                 Loss::DirectoryEmptied { reason } => eprintln!(
                     "snapshot {short}: {}: directory replaced by an empty one ({reason})",
-                    c.path.display()
+                    arca_format::text::shown(&c.path)
                 ),
                 Loss::FileTruncated { size, kept, .. } => eprintln!(
                     "snapshot {short}: {}: file cut from {size} to {kept} bytes (lost data)",
-                    c.path.display()
+                    arca_format::text::shown(&c.path)
                 ),
             }
         }

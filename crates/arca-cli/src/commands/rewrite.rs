@@ -49,7 +49,9 @@ pub struct RewriteArgs {
 pub(crate) fn patterns(direct: &[String], files: &[PathBuf]) -> Result<Vec<String>> {
     let mut out = direct.to_vec();
     for f in files {
-        out.extend(read_list(f).with_context(|| format!("cannot read {}", f.display()))?);
+        out.extend(
+            read_list(f).with_context(|| format!("cannot read {}", arca_format::text::shown(f)))?,
+        );
     }
     Ok(out)
 }

@@ -70,22 +70,22 @@ fn first_line(text: &str) -> Zeroizing<String> {
 pub fn read_password_file(p: &Path) -> Result<Zeroizing<String>> {
     let bytes = std::fs::File::open(p)
         .and_then(read_secret)
-        .with_context(|| format!("cannot read password file {}", p.display()))?;
+        .with_context(|| format!("cannot read password file {}", arca_format::text::shown(p)))?;
     let text = std::str::from_utf8(&bytes).map_err(|_| {
         anyhow!(
             "password file {} holds bytes that are not UTF-8: passwords are text",
-            p.display()
+            arca_format::text::shown(p)
         )
     })?;
     let first = first_line(text);
     // No key has an empty password (init and key add refuse one).
     if first.is_empty() {
         if text.bytes().all(|b| b.is_ascii_whitespace()) {
-            bail!("password file {} is empty", p.display());
+            bail!("password file {} is empty", arca_format::text::shown(p));
         }
         bail!(
             "password file {}: its first line is empty (the password is the first line)",
-            p.display()
+            arca_format::text::shown(p)
         );
     }
     Ok(first)

@@ -194,7 +194,7 @@ impl<'a> Walker<'a> {
             let index = self.index;
             self.out.store(
                 &Tree { nodes: kept },
-                &format!("rewritten tree of {}", path.display()),
+                &format!("rewritten tree of {}", arca_format::text::shown(path)),
                 |t| index.contains(BlobKind::Tree, t),
             )?
         };
