@@ -21,7 +21,7 @@ pub mod uncached;
 
 pub use cache::CachedBackend;
 pub use fault::{Fault, FaultBackend, Op, Rule, Trigger};
-pub use local::{LocalBackend, file_in_the_way, file_not_folder};
+pub use local::{LocalBackend, NotFolder, file_in_the_way, file_not_folder};
 pub use memory::MemoryBackend;
 pub use metered::{BackendStats, MeteredBackend, StatsSnapshot, Throttle};
 pub use retry::{RetryBackend, RetryNotice, RetryPolicy, RetryStats, notify_retry, on_retry};
@@ -125,8 +125,8 @@ pub enum ErrorKind {
 pub enum RootKind {
     /// Nothing: no folder (or, on an object store, no object under the prefix).
     Nothing,
-    /// A file where the folder should be, or above it: why, said as "it is a file, not a
-    /// folder" or "F is a file, not a folder" ([`file_in_the_way`]).
+    /// A file (or a device, ...) where the folder should be, or above it: why, said as "it is
+    /// a file, not a folder" or "F is a device, not a folder" ([`file_in_the_way`]).
     FileInTheWay(String),
     /// A folder (or a prefix holding objects): something is there, a repository or not.
     Folder,

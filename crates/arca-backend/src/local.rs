@@ -18,25 +18,69 @@ use modes::Modes;
 use parallel::{LIST_THREADS, parallel_map};
 use sink::{LocalSink, sync_dir, temp_name};
 
-/// Why `dir` cannot be a repository's folder, when a file is in the way: "it is a file, not a
-/// folder" when `dir` is one, "F is a file, not a folder" when F, the nearest of its parents
-/// that exists, is (the system says only "Not a directory"); `None` when no file is in the way.
+/// Why `dir` cannot be a repository's folder, when something that is no folder is in the
+/// way: "it is a file, not a folder" (or a device, ...) when `dir` is one, "F is a file, not
+/// a folder" when F, the nearest of its parents that exists, is (the system says only "Not a
+/// directory"); `None` when nothing is in the way.
 pub fn file_in_the_way(dir: &Path) -> Option<String> {
-    let there = dir.ancestors().find(|a| fs::metadata(a).is_ok())?;
-    if there.is_dir() {
+    let (there, meta) = dir
+        .ancestors()
+        .find_map(|a| fs::metadata(a).ok().map(|m| (a, m)))?;
+    if meta.is_dir() {
         return None;
     }
     let above = (there != dir).then(|| there.display().to_string());
-    Some(file_not_folder(above.as_deref()))
+    Some(file_not_folder(
+        above.as_deref(),
+        NotFolder::of(&meta.file_type()),
+    ))
 }
 
-/// How a file in the way of a repository's folder is said, on every backend: "it is a file,
-/// not a folder" when it is at the folder's own path, "F is a file, not a folder" when it is
-/// `above` it.
-pub fn file_not_folder(above: Option<&str>) -> String {
+/// What is where a repository's folder (or one above it) should be, when it is no folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotFolder {
+    /// A regular file (or anything not named below).
+    File,
+    /// A character or block device (`/dev/null`).
+    Device,
+    /// A named pipe.
+    Pipe,
+    /// A socket.
+    Socket,
+}
+
+impl NotFolder {
+    /// The kind of a local entry (symbolic links followed).
+    pub fn of(t: &fs::FileType) -> Self {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_char_device() || t.is_block_device() {
+            Self::Device
+        } else if t.is_fifo() {
+            Self::Pipe
+        } else if t.is_socket() {
+            Self::Socket
+        } else {
+            Self::File
+        }
+    }
+
+    fn said(self) -> &'static str {
+        match self {
+            Self::File => "a file",
+            Self::Device => "a device",
+            Self::Pipe => "a named pipe",
+            Self::Socket => "a socket",
+        }
+    }
+}
+
+/// How an entry in the way of a repository's folder is said, on every backend: "it is a
+/// file, not a folder" (a device, a named pipe, a socket) when it is at the folder's own
+/// path, "F is a file, not a folder" when it is `above` it.
+pub fn file_not_folder(above: Option<&str>, what: NotFolder) -> String {
     match above {
-        None => "it is a file, not a folder".into(),
-        Some(f) => format!("{f} is a file, not a folder"),
+        None => format!("it is {}, not a folder", what.said()),
+        Some(f) => format!("{f} is {}, not a folder", what.said()),
     }
 }
 

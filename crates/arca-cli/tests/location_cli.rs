@@ -181,3 +181,31 @@ fn a_conflict_with_an_environment_variable_names_the_variable() {
         stderr(&typed_both)
     );
 }
+
+/// A device given for the repository's folder is said to be one: `arca -r /dev/null
+/// snapshots` said "it is a file, not a folder" of the character device.
+#[test]
+fn a_device_given_for_the_repository_is_named_a_device() {
+    let e = Env::new();
+    let o = std::process::Command::new(BIN)
+        .args(["-r", "/dev/null", "snapshots"])
+        .env("ARCA_PASSWORD", "x")
+        .env("XDG_CACHE_HOME", e.path("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o).trim(),
+        "arca: repository /dev/null does not exist: it is a device, not a folder"
+    );
+    let o = std::process::Command::new(BIN)
+        .args(["-r", "/dev/null/repo", "snapshots"])
+        .env("ARCA_PASSWORD", "x")
+        .env("XDG_CACHE_HOME", e.path("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        stderr(&o).trim(),
+        "arca: repository /dev/null/repo does not exist: /dev/null is a device, not a folder"
+    );
+}

@@ -303,10 +303,10 @@ impl SftpBackend {
         for p in prefixes {
             match fs.metadata(p).await {
                 Ok(m) if m.file_type().is_none_or(|t| t.is_dir()) => {}
-                Ok(_) => {
+                Ok(m) => {
                     return Err(Fail::Kind(
                         ErrorKind::AlreadyExists,
-                        arca_backend::file_not_folder(Some(&self.shown_path(p))),
+                        arca_backend::file_not_folder(Some(&self.shown_path(p)), not_folder(&m)),
                     ));
                 }
                 Err(e) if matches!(class(&e), Class::Status(ErrorKind::NotFound, _)) => {
@@ -397,8 +397,8 @@ impl SftpBackend {
                         false => RootKind::Nothing,
                     };
                 }
-                Ok(_) if *p == root => arca_backend::file_not_folder(None),
-                Ok(_) => arca_backend::file_not_folder(Some(&self.shown_path(p))),
+                Ok(m) if *p == root => arca_backend::file_not_folder(None, not_folder(&m)),
+                Ok(m) => arca_backend::file_not_folder(Some(&self.shown_path(p)), not_folder(&m)),
                 Err(e) if not_found(&e) => continue,
                 Err(_) => return RootKind::Unknown,
             };
@@ -421,6 +421,17 @@ impl SftpBackend {
                 })
             })
             .collect())
+    }
+}
+
+/// What a remote entry that is no folder is, as [`arca_backend::file_not_folder`] says it.
+fn not_folder(m: &openssh_sftp_client::metadata::MetaData) -> arca_backend::NotFolder {
+    use arca_backend::NotFolder;
+    match m.file_type() {
+        Some(t) if t.is_char_device() || t.is_block_device() => NotFolder::Device,
+        Some(t) if t.is_fifo() => NotFolder::Pipe,
+        Some(t) if t.is_socket() => NotFolder::Socket,
+        _ => NotFolder::File,
     }
 }
 
@@ -480,7 +491,7 @@ impl Backend for SftpBackend {
                     return match s.sftp.fs().metadata(&self.root).await {
                         Ok(m) if m.file_type().is_some_and(|t| !t.is_dir()) => Err(Fail::Kind(
                             ErrorKind::AlreadyExists,
-                            arca_backend::file_not_folder(None),
+                            arca_backend::file_not_folder(None, not_folder(&m)),
                         )),
                         _ => Err(e.into()),
                     };
