@@ -21,7 +21,7 @@ pub mod uncached;
 
 pub use cache::CachedBackend;
 pub use fault::{Fault, FaultBackend, Op, Rule, Trigger};
-pub use local::{LocalBackend, NotFolder, file_in_the_way, file_not_folder};
+pub use local::{LocalBackend, NotFolder, file_in_the_way, file_not_folder, folder_not_empty};
 pub use memory::MemoryBackend;
 pub use metered::{BackendStats, MeteredBackend, StatsSnapshot, Throttle};
 pub use retry::{RetryBackend, RetryNotice, RetryPolicy, RetryStats, notify_retry, on_retry};

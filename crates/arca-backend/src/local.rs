@@ -84,6 +84,15 @@ pub fn file_not_folder(above: Option<&str>, what: NotFolder) -> String {
     }
 }
 
+/// Why `init` refuses a folder holding `entries` entries that are not an interrupted init's,
+/// on every backend: "the folder is not empty (3 entries); choose an empty or new folder".
+pub fn folder_not_empty(entries: u64) -> String {
+    format!(
+        "the folder is not empty ({}); choose an empty or new folder",
+        arca_format::text::count(entries, "entry")
+    )
+}
+
 /// A repository in a local directory.
 #[derive(Debug, Clone)]
 pub struct LocalBackend {
@@ -235,11 +244,12 @@ impl Backend for LocalBackend {
                     // An init that stopped before the config may be run again.
                     let failed = |e| BackendError::io("create repository", loc.clone(), e);
                     let Some(files) = leftover::of_init(&self.root).map_err(failed)? else {
+                        let count = 1 + entries.count() as u64;
                         return Err(BackendError::new(
                             "create repository",
                             loc,
                             ErrorKind::AlreadyExists,
-                            "directory is not empty".into(),
+                            folder_not_empty(count),
                         ));
                     };
                     // Files written moments ago are another init's, which is about to write

@@ -163,7 +163,7 @@ fn init_runs_again_where_an_interrupted_init_stopped() {
         stderr(&o)
     );
     assert_eq!(fs::read_dir(e.repo.join("keys")).unwrap().count(), 1);
-    // A minute on, init again clears it (it made nothing: "directory is not empty").
+    // A minute on, init again clears it (it made nothing: "the folder is not empty").
     age_files(&e.repo);
     e.ok(&CHEAP_KEY);
     assert_eq!(
@@ -206,7 +206,7 @@ fn init_runs_again_where_an_interrupted_init_stopped() {
         fs::write(k.repo.join(extra), b"mine").unwrap();
         let o = k.run(&CHEAP_KEY);
         assert!(
-            stderr(&o).contains("directory is not empty"),
+            stderr(&o).contains("the folder is not empty"),
             "{}",
             stderr(&o)
         );

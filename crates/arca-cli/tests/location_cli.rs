@@ -209,3 +209,31 @@ fn a_device_given_for_the_repository_is_named_a_device() {
         "arca: repository /dev/null/repo does not exist: /dev/null is a device, not a folder"
     );
 }
+
+/// `init` into a local folder that holds something says what an SFTP one says, with the
+/// count: it said only "directory is not empty".
+#[test]
+fn init_into_a_folder_not_empty_counts_its_entries() {
+    let e = Env::new();
+    std::fs::create_dir_all(&e.repo).unwrap();
+    std::fs::write(e.repo.join("notes.txt"), b"x").unwrap();
+    let init = ["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"];
+    let o = e.run(&init);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o).trim(),
+        format!(
+            "arca: create repository {}: the folder is not empty (1 entry); choose an empty or \
+             new folder",
+            e.repo.display()
+        )
+    );
+    std::fs::write(e.repo.join("more.txt"), b"x").unwrap();
+    let o = e.run(&init);
+    assert!(
+        stderr(&o).contains("the folder is not empty (2 entries)"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read(e.repo.join("notes.txt")).unwrap(), b"x");
+}

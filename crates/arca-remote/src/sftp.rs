@@ -465,11 +465,7 @@ impl Backend for SftpBackend {
                         let Some(left) = leftover::of_init(&s, &self.root).await? else {
                             return Err(Fail::Kind(
                                 ErrorKind::AlreadyExists,
-                                format!(
-                                    "the folder is not empty ({} entries); choose an empty or \
-                                     new folder",
-                                    names.len()
-                                ),
+                                arca_backend::folder_not_empty(names.len() as u64),
                             ));
                         };
                         if left.fresh {
