@@ -267,13 +267,17 @@ impl Shared<'_> {
         {
             return;
         }
-        let have = (self.scan.dirs[d as usize] == DirAction::Exists)
-            .then(|| arca_fs::lstat(&dp.path).ok())
-            .flatten();
-        if have
-            .as_ref()
-            .is_some_and(|m| arca_fs::metadata_matches(&dp.path, m, node, self.metadata))
-        {
+        let exists = self.scan.dirs[d as usize] == DirAction::Exists;
+        let have = exists.then(|| arca_fs::lstat(&dp.path).ok()).flatten();
+        // A folder the scan found with the snapshot's metadata still has its xattrs: the
+        // restore sets a folder's xattrs only here, so only what writing inside it changes
+        // (its times) is looked at again. (Listing them again cost one llistxattr by full
+        // path per folder on a restore with nothing to do.)
+        let xattrs_right = exists && !self.scan.dir_meta_wrong[d as usize];
+        if have.as_ref().is_some_and(|m| {
+            arca_fs::stat_matches(&m.into(), node, self.metadata)
+                && (xattrs_right || arca_fs::xattrs_match(&dp.path, node, self.metadata))
+        }) {
             return;
         }
         for err in arca_fs::apply_metadata(&dp.path, node, self.metadata, have.as_ref()) {
