@@ -221,7 +221,7 @@ fn dry_run_writes_nothing_and_json_reports_the_rewrite() {
         format!(
             "snapshot {}: would remove 1 entry (1 file, 4.88 KiB)\n  {s}/secret.key (file, \
              4.88 KiB)\nwould save a new snapshot\nwould remove old snapshot {}\nwould modify 1 \
-             snapshots\n",
+             snapshot\n",
             &id[..8],
             &id[..8]
         )

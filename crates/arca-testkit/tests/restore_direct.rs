@@ -35,8 +35,8 @@ fn direct_writes_land_exactly_with_holes_and_copies() {
     fs::create_dir_all(src.join("d")).unwrap();
     let big = random_bytes(1, 9 << 20);
     fs::write(src.join("big"), &big).unwrap();
-    // The same content again (copied locally from the first, which went direct), and with a
-    // prefix that shifts every block boundary by an odd amount.
+    // The same content again (copied locally from the first), and with a prefix that shifts
+    // every block boundary by an odd amount.
     fs::write(src.join("d/same"), &big).unwrap();
     fs::write(src.join("d/shifted"), [&b"xyz"[..], &big].concat()).unwrap();
     // A long zero run between random data: it stays a hole.
@@ -83,9 +83,12 @@ fn direct_writes_land_exactly_with_holes_and_copies() {
         );
         direct_bytes.push(r.bytes_direct);
     }
-    // Most of the data went direct where allowed (every file system under test supports it),
-    // none when turned off.
-    assert!(direct_bytes[0] > 12 << 20, "{direct_bytes:?}");
+    // Much of the data went direct where allowed (every file system under test supports it),
+    // none when turned off. The first of several uses of a block in one job goes through the
+    // page cache (so that the copies made from it are of data known to have landed): how much
+    // of `big`, used three times, goes direct depends on how its uses fall into jobs; the
+    // random 6 MiB of `sparse` always do.
+    assert!(direct_bytes[0] > 6 << 20, "{direct_bytes:?}");
     assert!(direct_bytes[1] > 6 << 20, "{direct_bytes:?}");
     assert_eq!(direct_bytes[2], 0);
     assert!(direct_bytes[3] > 0, "{direct_bytes:?}");
