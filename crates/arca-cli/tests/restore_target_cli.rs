@@ -67,6 +67,19 @@ fn attributes_the_snapshot_lacks_do_not_survive_a_restore() {
     let dry = e.json(&["restore", "latest", "--target", t, "--dry-run", "--json"]);
     assert_eq!(dry["plan"]["files_metadata"], 1, "{dry}");
     assert_eq!(names(&f), ["user.kept", "user.stale"]);
+    // A file that is hashed (`--overwrite always`), its mode and times right, has its
+    // attributes looked at through the open file: the extra one goes, the changed value
+    // comes back.
+    xattr::set(&f, "user.kept", b"changed").unwrap();
+    let mtime = fs::metadata(&f).unwrap().modified().unwrap();
+    let out = e.ok(&["restore", "latest", "--target", t, "--overwrite", "always"]);
+    assert!(out.contains("nothing to fetch"), "{out}");
+    assert_eq!(names(&f), ["user.kept"]);
+    assert_eq!(
+        xattr::get(&f, "user.kept").unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
+    assert_eq!(fs::metadata(&f).unwrap().modified().unwrap(), mtime);
 }
 
 /// A folder whose only difference is an attribute (mode and times right) loses it on the next

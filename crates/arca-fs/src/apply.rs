@@ -249,9 +249,54 @@ pub fn xattrs_match(path: &Path, node: &Node, opts: MetadataOptions) -> bool {
     if !opts.xattrs {
         return true;
     }
-    match xattr::list(path) {
+    listed_xattrs_match(
+        xattr::list(path).map(|names| names.collect()),
+        |k| xattr::get(path, k),
+        node,
+    )
+}
+
+/// [`xattrs_match`] for entry `name` of directory `dir`, listed by name there where the
+/// kernel can (`path` is the entry's path, for the rest).
+pub fn xattrs_match_at(
+    dir: &crate::DirHandle,
+    name: &[u8],
+    path: &Path,
+    node: &Node,
+    opts: MetadataOptions,
+) -> bool {
+    if !opts.xattrs {
+        return true;
+    }
+    match dir.xattr_names(name) {
+        Some(names) => listed_xattrs_match(names, |k| xattr::get(path, k), node),
+        None => xattrs_match(path, node, opts),
+    }
+}
+
+/// [`xattrs_match`] for a file open for reading.
+pub fn file_xattrs_match(file: &File, node: &Node, opts: MetadataOptions) -> bool {
+    use xattr::FileExt;
+    if !opts.xattrs {
+        return true;
+    }
+    listed_xattrs_match(
+        file.list_xattr().map(|names| names.collect()),
+        |k| file.get_xattr(k),
+        node,
+    )
+}
+
+/// Whether the attributes `names` (as listed) are exactly the node's, with the node's values
+/// (`get` reads one).
+fn listed_xattrs_match(
+    names: io::Result<Vec<std::ffi::OsString>>,
+    get: impl Fn(&OsStr) -> io::Result<Option<Vec<u8>>>,
+    node: &Node,
+) -> bool {
+    match names {
         Ok(names) => {
-            if extra_xattrs(names, node).next().is_some() {
+            if extra_xattrs(names.into_iter(), node).next().is_some() {
                 return false;
             }
         }
@@ -259,7 +304,7 @@ pub fn xattrs_match(path: &Path, node: &Node, opts: MetadataOptions) -> bool {
         Err(_) => return false,
     }
     node.xattrs.iter().all(|(k, v)| {
-        xattr::get(path, OsStr::from_bytes(k))
+        get(OsStr::from_bytes(k))
             .ok()
             .flatten()
             .is_some_and(|have| &have == v)

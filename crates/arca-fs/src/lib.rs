@@ -20,7 +20,7 @@ mod sparse;
 
 pub use apply::{
     MetadataOptions, apply_file_metadata, apply_metadata, create_special, create_symlink,
-    metadata_matches, set_times, stat_matches, xattrs_match,
+    file_xattrs_match, metadata_matches, set_times, stat_matches, xattrs_match, xattrs_match_at,
 };
 pub use at::{DirHandle, Stat};
 pub use batch::{BatchReader, open_files_allowed};

@@ -136,6 +136,25 @@ impl<'p> DirCache<'p> {
         self.dir(ep.parent)?.open_noatime(&ep.name)
     }
 
+    /// Whether entry `name` of directory `d`, at `path`, carries exactly `node`'s xattrs
+    /// ([`arca_fs::xattrs_match`]), listed by name in the directory where the kernel can.
+    pub fn xattrs_match(
+        &mut self,
+        d: u32,
+        name: &[u8],
+        path: &std::path::Path,
+        node: &arca_format::Node,
+        opts: arca_fs::MetadataOptions,
+    ) -> bool {
+        if !opts.xattrs {
+            return true;
+        }
+        match self.dir(d) {
+            Ok(h) => arca_fs::xattrs_match_at(h, name, path, node, opts),
+            Err(_) => arca_fs::xattrs_match(path, node, opts),
+        }
+    }
+
     /// The target of symlink entry `e`.
     pub fn read_link(&mut self, e: u32) -> io::Result<Vec<u8>> {
         let ep = &self.plan.entries[e as usize];

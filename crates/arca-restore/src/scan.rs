@@ -437,7 +437,7 @@ impl Scanner<'_> {
                 let meta_wrong = dp.meta.as_ref().is_some_and(|meta| {
                     let node = meta.node();
                     !(arca_fs::stat_matches(&m, &node, self.metadata)
-                        && arca_fs::xattrs_match(&dp.path, &node, self.metadata))
+                        && at.xattrs_match(dp.parent, name, &dp.path, &node, self.metadata))
                 });
                 self.open_to_owner(&dp.path, &m);
                 return (DirAction::Exists, meta_wrong);
@@ -511,9 +511,9 @@ impl Scanner<'_> {
             Overwrite::IfNewer if older => return Ok(Decided::Done(EntryAction::Skip)),
             _ => {}
         }
-        let keep = || EntryAction::Keep {
+        let keep = |at: &mut DirCache<'_>| EntryAction::Keep {
             meta_ok: arca_fs::stat_matches(&m, node, self.metadata)
-                && arca_fs::xattrs_match(&path(), node, self.metadata),
+                && at.xattrs_match(ep.parent, &ep.name, &path(), node, self.metadata),
             meta_set: false,
         };
         let action = match ep.kind {
@@ -529,13 +529,13 @@ impl Scanner<'_> {
                     }
                 };
                 match m.is_symlink().then(|| read(at)).transpose()? {
-                    Some(t) if t == ep.meta.link_target() => keep(),
+                    Some(t) if t == ep.meta.link_target() => keep(at),
                     _ => EntryAction::Replace,
                 }
             }
             EntryKind::Special => {
                 if same_special(&m, node) {
-                    keep()
+                    keep(at)
                 } else {
                     EntryAction::Replace
                 }
@@ -549,7 +549,7 @@ impl Scanner<'_> {
                     && m.mtime == (node.mtime.sec, i64::from(node.mtime.nsec))
                     && !self.durable.distrusts(m.ctime)
                 {
-                    keep()
+                    keep(at)
                 } else {
                     return Ok(Decided::Hash(SmallFile {
                         entry: e as u32,
@@ -653,9 +653,10 @@ impl Scanner<'_> {
             let node = ep.meta.node();
             // Read again from the open file: reading may have moved its access time.
             let have = file.metadata().ok();
-            let meta_ok = have
-                .as_ref()
-                .is_some_and(|m| arca_fs::metadata_matches(&path, m, &node, self.metadata));
+            let meta_ok = have.as_ref().is_some_and(|m| {
+                arca_fs::stat_matches(&m.into(), &node, self.metadata)
+                    && arca_fs::file_xattrs_match(&file, &node, self.metadata)
+            });
             // Names beyond the restore's are split off, right or not (see entry_action).
             if h.nlink > 1
                 && have.as_ref().is_none_or(|m| {
