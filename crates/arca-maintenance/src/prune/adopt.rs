@@ -26,7 +26,7 @@ use std::collections::HashSet;
 use arca_backend::{ErrorKind, FileType};
 use arca_format::{Id, IndexPack};
 use arca_repo::blob::authenticate_blob;
-use arca_repo::recover::scan_headers;
+use arca_repo::recover::{HeaderScan, scan_headers};
 use arca_repo::{Index, RepoError, Repository};
 
 use super::decide::new_pack_bytes;
@@ -36,35 +36,37 @@ use super::{KeepBlob, PackAction, PruneError, PrunePlan};
 /// Moves the packs of `plan.unreferenced` that can stand for part of the repack into
 /// `plan.adopted` (see the module documentation): their blobs leave `plan.keep`, and the
 /// statistics count them as adopted rather than unreferenced or to copy. Reads each
-/// candidate's header, and the whole of each pack that qualifies by its header.
+/// candidate's header, and the whole of each pack that qualifies by its header. Returns the
+/// headers read, when any were: [`super::decide::orphan_copies`] needs those of the packs not
+/// adopted, and reads only the ones missing.
 pub(super) fn adopt(
     repo: &Repository,
     index: &Index,
     marks: &Marks,
     plan: &mut PrunePlan,
     pack_size: u64,
-) -> Result<(), PruneError> {
+) -> Result<Option<HeaderScan>, PruneError> {
     if plan.keep.is_empty() || plan.unreferenced.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let scan = scan_headers(repo, &plan.unreferenced);
     // By position in `plan.keep`: the sealed length of a blob an adopted pack provides.
     let mut covered: Vec<Option<u32>> = vec![None; plan.keep.len()];
     let mut adopted: Vec<IndexPack> = vec![];
-    for p in scan.packs {
-        let Some(slots) = needed(index, marks, plan, &covered, &p) else {
+    for p in &scan.packs {
+        let Some(slots) = needed(index, marks, plan, &covered, p) else {
             continue;
         };
-        if !intact(repo, &p)? {
+        if !intact(repo, p)? {
             continue;
         }
         for (s, len) in slots {
             covered[s] = Some(len);
         }
-        adopted.push(p);
+        adopted.push(p.clone());
     }
     if adopted.is_empty() {
-        return Ok(());
+        return Ok(Some(scan));
     }
     let before = new_pack_bytes(
         plan.stats.repack_used_bytes,
@@ -96,7 +98,7 @@ pub(super) fn adopt(
     let ids: HashSet<Id> = adopted.iter().map(|p| p.id).collect();
     plan.unreferenced.retain(|(id, _)| !ids.contains(id));
     plan.adopted = adopted;
-    Ok(())
+    Ok(Some(scan))
 }
 
 /// The positions in `plan.keep` that pack `p` provides, with the blobs' sealed lengths, when

@@ -365,25 +365,37 @@ pub(super) fn new_pack_bytes(used_bytes: u64, blobs: u64, pack_size: u64) -> u64
 /// The kept copies of used blobs that packs no index names hold too (left by a prune
 /// stopped after uploading, or a backup killed before its index). Those packs are deleted
 /// first, and with a damaged kept copy theirs would have been the only intact one (hunt 29):
-/// these copies are read before. One small read per such pack, of its header; a header that
-/// does not decode offers no copy to rely on.
+/// these copies are read before. One small read per such pack, of its header, unless
+/// `scanned` (the adoption's reading of them) has it already; a header that does not decode
+/// offers no copy to rely on.
 pub(super) fn orphan_copies(
     repo: &Repository,
     index: &Index,
     marks: &Marks,
     unreferenced: &[(Id, u64)],
+    scanned: Option<&arca_repo::recover::HeaderScan>,
 ) -> Result<Vec<SoleCopy>, RepoError> {
+    let known: std::collections::HashMap<Id, &arca_format::IndexPack> = scanned
+        .map(|s| s.packs.iter().map(|p| (p.id, p)).collect())
+        .unwrap_or_default();
     let mut copies = vec![];
     for (other, (id, size)) in unreferenced.iter().enumerate() {
-        let header = match read_pack_header(repo.backend().as_ref(), repo.sealer(), id, *size) {
-            Ok(h) => h,
-            Err(e) if e.is_corruption() => continue,
-            Err(e) => return Err(e),
+        let read;
+        let (kind, entries) = match known.get(id) {
+            Some(p) => (p.kind, &p.blobs),
+            None => match read_pack_header(repo.backend().as_ref(), repo.sealer(), id, *size) {
+                Ok(h) => {
+                    read = h;
+                    (read.kind, &read.entries)
+                }
+                Err(e) if e.is_corruption() => continue,
+                Err(e) => return Err(e),
+            },
         };
-        for e in &header.entries {
+        for e in entries {
             copies.extend(
                 index
-                    .positions(header.kind, &e.id)
+                    .positions(kind, &e.id)
                     .filter(|(pos, _)| marks.get(*pos))
                     .map(|(_, loc)| SoleCopy {
                         pack: loc.pack_index,

@@ -710,7 +710,7 @@ pub fn plan_with_progress(
         .collect();
     // Reads the headers of the packs no index names: under the exclusive lock, so none of
     // them is being written.
-    adopt::adopt(
+    let scanned = adopt::adopt(
         repo,
         index,
         &marks,
@@ -720,7 +720,8 @@ pub fn plan_with_progress(
     for (_, size) in &plan.unreferenced {
         plan.stats.unreferenced.add(*size);
     }
-    plan.orphan_copies = decide::orphan_copies(repo, index, &marks, &plan.unreferenced)?;
+    plan.orphan_copies =
+        decide::orphan_copies(repo, index, &marks, &plan.unreferenced, scanned.as_ref())?;
     plan.stats.freed_bytes += plan.stats.unreferenced.bytes;
     let changed = plan.packs.iter().any(|p| p.action != PackAction::Keep);
     let blobs: u64 = plan

@@ -183,10 +183,12 @@ fn a_damaged_unindexed_pack_is_not_adopted() {
 }
 
 /// A pack no index names whose blobs are not all ones the repack needs (here: a blob no
-/// snapshot uses beside a needed one) is deleted, as before.
+/// snapshot uses beside a needed one) is deleted, as before. Its header is read once: the
+/// search for copies of used blobs takes it from the adoption's reading.
 #[test]
 fn an_unindexed_pack_with_an_unneeded_blob_is_not_adopted() {
-    let mut f = half_used(Arc::new(MemoryBackend::new()));
+    let quota = Arc::new(Quota::new(u64::MAX));
+    let mut f = half_used(quota.clone());
     let clean = f.verify();
     // A copy of a used blob of the first pack, and an unused blob.
     let used = *f
@@ -200,9 +202,19 @@ fn an_unindexed_pack_with_an_unneeded_blob_is_not_adopted() {
     f.data(9999, 1000);
     f.cut();
     let orphan = f.pending.pop().unwrap().id;
+    let size = quota.stat(FileType::Pack, &orphan.to_hex()).unwrap().size;
+    arca_repo::pack::read_pack_header(quota.as_ref(), f.repo.sealer(), &orphan, size).unwrap();
+    let header_reads = quota.reads_of(&orphan);
+    assert!(header_reads > 0);
+    quota.reads.lock().unwrap().clear();
     let (plan, _) = f.prune(&thorough()).unwrap();
     assert!(plan.adopted.is_empty());
     assert_eq!(plan.unreferenced, vec![(orphan, plan.unreferenced[0].1)]);
+    assert_eq!(
+        quota.reads_of(&orphan),
+        header_reads,
+        "its header read once"
+    );
     assert!(!f.packs().contains(&orphan));
     assert_eq!(f.verify(), clean);
     all_well(&f);
@@ -213,9 +225,30 @@ fn an_unindexed_pack_with_an_unneeded_blob_is_not_adopted() {
 struct Quota {
     inner: MemoryBackend,
     cap: Mutex<u64>,
+    /// The names of the files read, a name per read.
+    reads: Mutex<Vec<String>>,
 }
 
 impl Quota {
+    fn new(cap: u64) -> Self {
+        Quota {
+            inner: MemoryBackend::new(),
+            cap: Mutex::new(cap),
+            reads: Mutex::new(vec![]),
+        }
+    }
+
+    /// The reads of pack `id` so far.
+    fn reads_of(&self, id: &Id) -> usize {
+        let name = id.to_hex();
+        self.reads
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| **n == name)
+            .count()
+    }
+
     fn used(&self) -> u64 {
         self.inner
             .list(FileType::Pack)
@@ -237,9 +270,11 @@ impl Backend for Quota {
         self.inner.list(t)
     }
     fn read(&self, t: FileType, name: &str) -> BackendResult<Vec<u8>> {
+        self.reads.lock().unwrap().push(name.to_string());
         self.inner.read(t, name)
     }
     fn read_range(&self, t: FileType, name: &str, offset: u64, len: u64) -> BackendResult<Vec<u8>> {
+        self.reads.lock().unwrap().push(name.to_string());
         self.inner.read_range(t, name, offset, len)
     }
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> BackendResult<()> {
@@ -266,10 +301,7 @@ impl Backend for Quota {
 /// rerun deleted the packs the last one wrote and failed at the same point again.
 #[test]
 fn reruns_on_a_nearly_full_disk_finish() {
-    let quota = Arc::new(Quota {
-        inner: MemoryBackend::new(),
-        cap: Mutex::new(u64::MAX),
-    });
+    let quota = Arc::new(Quota::new(u64::MAX));
     let f = half_used(quota.clone());
     let clean = f.verify();
     // Room for about half the new packs (they take half the packs' bytes in all).
