@@ -167,7 +167,7 @@ def test_forget_preview_and_errors(page):
     page.goto(BASE + "/forget")
     page.get_by_label("Keep the last").fill("2")
     page.get_by_role("button", name="Preview").click()
-    expect(page.locator("main")).to_contain_text("Remove 1 snapshots")
+    expect(page.locator("main")).to_contain_text("Remove 1 snapshot:")
     page.get_by_role("heading", name="Preview", exact=True).scroll_into_view_if_needed()
     shot(page, "forget")
     page.get_by_label("Keep the last").fill("-7")

@@ -9,6 +9,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 
+use arca_format::text::count;
+
 use crate::data::{self, SnapshotRow};
 use crate::html::{alert, bytes, duration, esc, page};
 use crate::jobs::JobState;
@@ -200,7 +202,7 @@ fn check_result(c: &Value) -> String {
     let ok = c["ok"].as_bool().unwrap_or(false);
     let mut b = format!(
         "<p class=\"{}\"><strong>{}</strong> <span class=\"muted\">({})</span></p>\
-         <p>Checked {} snapshots, {} trees, {} packs; read {} packs ({}).</p>",
+         <p>Checked {}, {}, {}; read {} ({}).</p>",
         if ok { "ok" } else { "bad" },
         if ok {
             "No errors were found."
@@ -208,10 +210,10 @@ fn check_result(c: &Value) -> String {
             "The check found errors."
         },
         esc(c["finished"].as_str().unwrap_or("")),
-        c["snapshots"],
-        c["trees"],
-        c["packs"],
-        c["packs_read"],
+        count(c["snapshots"].as_u64().unwrap_or(0), "snapshot"),
+        count(c["trees"].as_u64().unwrap_or(0), "tree"),
+        count(c["packs"].as_u64().unwrap_or(0), "pack"),
+        count(c["packs_read"].as_u64().unwrap_or(0), "pack"),
         bytes(c["bytes_read"].as_u64().unwrap_or(0)),
     );
     if c["errors"].as_array().is_some_and(|a| !a.is_empty()) {
@@ -399,15 +401,15 @@ fn preview_body(v: &Value, fields: &PolicyFields) -> String {
             .collect();
         let _ = write!(
             b,
-            "<p>Keep {} snapshots:</p>{}",
-            keep.len(),
+            "<p>Keep {}:</p>{}",
+            count(keep.len(), "snapshot"),
             snapshot_rows(&keep)
         );
         if !remove.is_empty() {
             let _ = write!(
                 b,
-                "<p class=\"bad\">Remove {} snapshots:</p>{}",
-                remove.len(),
+                "<p class=\"bad\">Remove {}:</p>{}",
+                count(remove.len(), "snapshot"),
                 snapshot_rows(&remove)
             );
         }
@@ -459,8 +461,8 @@ fn preview_body(v: &Value, fields: &PolicyFields) -> String {
         b,
         "<form method=\"post\" class=\"stack\" data-api=\"/api/forget\"><div class=\"form-error alert\" role=\"alert\"></div>{hidden_fields}\
          <label class=\"check\"><input type=\"checkbox\" name=\"prune\" checked> Then prune (delete the data only these snapshots used)</label>\
-         <div class=\"actions\"><button type=\"submit\" class=\"danger\">Remove {} snapshots</button></div></form>",
-        ids.len()
+         <div class=\"actions\"><button type=\"submit\" class=\"danger\">Remove {}</button></div></form>",
+        count(ids.len(), "snapshot")
     );
     b
 }
@@ -580,13 +582,13 @@ fn result_body(kind: &str, r: &Value, params: &Value) -> String {
         "restore" => restore_result(r, params),
         "backup" => {
             let mut b = format!(
-                "<p>Files: {} new, {} changed, {} unmodified. Added {} ({} stored). Processed {} files, {}.</p>",
+                "<p>Files: {} new, {} changed, {} unmodified. Added {} ({} stored). Processed {}, {}.</p>",
                 n("files_new"),
                 n("files_changed"),
                 n("files_unmodified"),
                 bytes(n("data_added")),
                 bytes(n("data_added_packed")),
-                n("total_files_processed"),
+                count(n("total_files_processed"), "file"),
                 bytes(n("total_bytes_processed"))
             );
             match r["snapshot_id"].as_str() {
@@ -597,7 +599,10 @@ fn result_body(kind: &str, r: &Value, params: &Value) -> String {
                         if n("errors") > 0 { "bad" } else { "ok" },
                         esc(id.get(..8).unwrap_or(id)),
                         if n("errors") > 0 {
-                            format!(", INCOMPLETE: {} entries could not be read", n("errors"))
+                            format!(
+                                ", INCOMPLETE: {} could not be read",
+                                count(n("errors"), "entry")
+                            )
                         } else {
                             String::new()
                         }
@@ -610,8 +615,8 @@ fn result_body(kind: &str, r: &Value, params: &Value) -> String {
         "check" => check_result(r),
         "forget" => {
             let mut b = format!(
-                "<p>Removed {} snapshots.</p>",
-                r["removed"].as_array().map_or(0, Vec::len)
+                "<p>Removed {}.</p>",
+                count(r["removed"].as_array().map_or(0, Vec::len), "snapshot")
             );
             if r["prune"].is_object() {
                 b.push_str(&prune_result(&r["prune"]));
@@ -626,10 +631,10 @@ fn result_body(kind: &str, r: &Value, params: &Value) -> String {
 fn prune_result(r: &Value) -> String {
     let n = |k: &str| r[k].as_u64().unwrap_or(0);
     let mut b = format!(
-        "<p>Used: {} blobs, {}. Unused: {} blobs, {}. Packs: keep {}, repack {}, delete {}.</p>",
-        n("used_blobs"),
+        "<p>Used: {}, {}. Unused: {}, {}. Packs: keep {}, repack {}, delete {}.</p>",
+        count(n("used_blobs"), "blob"),
         bytes(n("used_bytes")),
-        n("unused_blobs"),
+        count(n("unused_blobs"), "blob"),
         bytes(n("unused_bytes")),
         n("packs_keep"),
         n("packs_repack"),
@@ -655,14 +660,14 @@ fn restore_result(r: &Value, params: &Value) -> String {
     if r["dry_run"].as_bool() != Some(true) {
         let errors = n("errors");
         let mut b = format!(
-            "<p class=\"{}\">Restored {} files, {} folders, {} other entries ({}) into <span class=\"mono\">{target}</span>{}.</p>",
+            "<p class=\"{}\">Restored {}, {}, {} ({}) into <span class=\"mono\">{target}</span>{}.</p>",
             if errors > 0 { "bad" } else { "ok" },
-            n("files_restored"),
-            n("dirs_restored"),
-            n("others_restored"),
+            count(n("files_restored"), "file"),
+            count(n("dirs_restored"), "folder"),
+            count(n("others_restored"), "other entry"),
             bytes(n("bytes_restored")),
             if errors > 0 {
-                format!("; {errors} entries could not be restored")
+                format!("; {} could not be restored", count(errors, "entry"))
             } else {
                 String::new()
             }
@@ -673,17 +678,21 @@ fn restore_result(r: &Value, params: &Value) -> String {
         return b;
     }
     let mut b = format!(
-        "<p>Would restore {} files ({}), update {}, fix the metadata of {}, leave {} unchanged; create {} folders; delete {} entries in <span class=\"mono\">{target}</span>.</p>",
-        pn("files_new"),
+        "<p>Would restore {} ({}), update {}, fix the metadata of {}, leave {} unchanged; create {}; delete {} in <span class=\"mono\">{target}</span>.</p>",
+        count(pn("files_new"), "file"),
         bytes(pn("bytes_to_place")),
         pn("files_updated"),
         match pn("dirs_metadata") + pn("others_metadata") {
             0 => pn("files_metadata").to_string(),
-            more => format!("{} (and of {more} other entries)", pn("files_metadata")),
+            more => format!(
+                "{} (and of {})",
+                pn("files_metadata"),
+                count(more, "other entry")
+            ),
         },
         pn("files_unchanged"),
-        pn("dirs_new"),
-        pn("deletes"),
+        count(pn("dirs_new"), "folder"),
+        count(pn("deletes"), "entry"),
     );
     let planned = r["planned"].as_array().cloned().unwrap_or_default();
     if !planned.is_empty() {
@@ -705,8 +714,8 @@ fn restore_result(r: &Value, params: &Value) -> String {
         if n("planned_more") > 0 {
             let _ = write!(
                 b,
-                "<p class=\"muted\">and {} more entries.</p>",
-                n("planned_more")
+                "<p class=\"muted\">and {} more.</p>",
+                count(n("planned_more"), "entry")
             );
         }
     }
@@ -728,4 +737,54 @@ fn restore_result(r: &Value, params: &Value) -> String {
          <div class=\"actions\"><button type=\"submit\" name=\"dry_run\" value=\"false\">Restore now</button></div></form>"
     );
     b
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A job's summary counts one thing in the singular ("1 snapshot"), others in the plural.
+    #[test]
+    fn summaries_count_in_the_singular_for_one() {
+        let check = check_result(&json!({
+            "ok": true, "snapshots": 1, "trees": 2, "packs": 1, "packs_read": 0, "bytes_read": 0
+        }));
+        assert!(
+            check.contains("Checked 1 snapshot, 2 trees, 1 pack; read 0 packs"),
+            "{check}"
+        );
+        let forget = result_body("forget", &json!({"removed": ["a"]}), &json!({}));
+        assert!(forget.contains("Removed 1 snapshot."), "{forget}");
+        let restore = result_body(
+            "restore",
+            &json!({"files_restored": 1, "dirs_restored": 2, "others_restored": 1, "errors": 1}),
+            &json!({}),
+        );
+        assert!(
+            restore.contains("Restored 1 file, 2 folders, 1 other entry")
+                && restore.contains("; 1 entry could not be restored"),
+            "{restore}"
+        );
+        let dry = result_body(
+            "restore",
+            &json!({"dry_run": true, "plan": {"files_new": 1, "dirs_new": 1, "deletes": 3}}),
+            &json!({}),
+        );
+        assert!(
+            dry.contains("Would restore 1 file (")
+                && dry.contains("create 1 folder; delete 3 entries in"),
+            "{dry}"
+        );
+        let prune = result_body(
+            "prune",
+            &json!({"used_blobs": 1, "unused_blobs": 0}),
+            &json!({}),
+        );
+        assert!(
+            prune.contains("Used: 1 blob,") && prune.contains("Unused: 0 blobs,"),
+            "{prune}"
+        );
+    }
 }

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
+use arca_format::text::count;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
@@ -160,11 +161,11 @@ fn overview_body(o: &Overview, running: &str) -> String {
     let _ = write!(
         b,
         "<p class=\"muted\">The snapshots hold {} of files; the repository stores {} of unique \
-         data ({} before compression) in {} blobs, and {} of folder listings.</p>",
+         data ({} before compression) in {}, and {} of folder listings.</p>",
         bytes(o.snapshot_bytes),
         bytes(o.data.stored_bytes),
         bytes(o.data.raw_bytes),
-        o.data.blobs,
+        count(o.data.blobs, "blob"),
         bytes(o.trees.stored_bytes)
     );
     b.push_str("<h2>Last backup per host and paths</h2>");
@@ -257,8 +258,8 @@ fn snapshots_body(l: &SnapshotList, q: &RawQuery) -> String {
     );
     let _ = write!(
         b,
-        "<p class=\"muted\" aria-live=\"polite\">{} snapshots. Pick two (A and B) to compare them.</p>",
-        l.snapshots.len()
+        "<p class=\"muted\" aria-live=\"polite\">{}. Pick two (A and B) to compare them.</p>",
+        count(l.snapshots.len(), "snapshot")
     );
     let head = |key: &str, label: &str, num: bool| -> String {
         let (next, mark, aria) = if key == sort {
@@ -391,11 +392,11 @@ fn browse_body(l: &Listing) -> String {
     let _ = write!(
         b,
         "<form id=\"restore-form\" method=\"get\" action=\"/restore\"><input type=\"hidden\" name=\"snapshot\" value=\"{id}\"></form>\
-         <div class=\"table-wrap\"><table><caption class=\"muted\">{} entries in {}</caption><thead><tr>\
+         <div class=\"table-wrap\"><table><caption class=\"muted\">{} in {}</caption><thead><tr>\
          <th scope=\"col\"><input type=\"checkbox\" data-select-all=\"path\" aria-label=\"Select all\"></th>\
          <th scope=\"col\">Name</th><th scope=\"col\" class=\"num\">Size</th><th scope=\"col\">Modified</th>\
          <th scope=\"col\" class=\"hide-narrow\">Mode</th><th scope=\"col\" class=\"hide-narrow\">Owner</th><th scope=\"col\">Download</th></tr></thead><tbody>",
-        l.entries.len(),
+        count(l.entries.len(), "entry"),
         esc(&l.path)
     );
     if l.entries.is_empty() {
@@ -496,21 +497,21 @@ fn diff_body(d: &DiffView) -> String {
     let _ = write!(
         b,
         "<dl class=\"cards\"><div><dt>Files changed</dt><dd>{}</dd></div>\
-         <div><dt>Added</dt><dd>{} files, {} folders, {} other</dd></div>\
-         <div><dt>Removed</dt><dd>{} files, {} folders, {} other</dd></div>\
-         <div><dt>Data added</dt><dd>{} ({} blobs)</dd></div>\
-         <div><dt>Data removed</dt><dd>{} ({} blobs)</dd></div></dl>",
+         <div><dt>Added</dt><dd>{}, {}, {} other</dd></div>\
+         <div><dt>Removed</dt><dd>{}, {}, {} other</dd></div>\
+         <div><dt>Data added</dt><dd>{} ({})</dd></div>\
+         <div><dt>Data removed</dt><dd>{} ({})</dd></div></dl>",
         d.changed_files,
-        d.added.files,
-        d.added.dirs,
+        count(d.added.files, "file"),
+        count(d.added.dirs, "folder"),
         d.added.others,
-        d.removed.files,
-        d.removed.dirs,
+        count(d.removed.files, "file"),
+        count(d.removed.dirs, "folder"),
         d.removed.others,
         bytes(d.added.bytes),
-        d.added.data_blobs,
+        count(d.added.data_blobs, "blob"),
         bytes(d.removed.bytes),
-        d.removed.data_blobs,
+        count(d.removed.data_blobs, "blob"),
     );
     b.push_str(
         "<p class=\"muted\">+ added, − removed, M content modified, T type changed, U metadata changed.</p>",
