@@ -167,8 +167,9 @@ impl LocalBackend {
         self.root.join(t.path(name))
     }
 
+    /// `p` as errors name it: odd bytes escaped (`\xff`), not all shown as U+FFFD.
     fn shown(p: &Path) -> String {
-        p.display().to_string()
+        arca_format::text::shown(p).into_owned()
     }
 
     /// Whether the root holds a repository's `config`.

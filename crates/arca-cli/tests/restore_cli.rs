@@ -698,6 +698,14 @@ fn a_single_file_restores_into_the_target() {
         "{}",
         stderr(&o)
     );
+    // The entry is named byte for byte (it was shown with U+FFFD).
+    let o = restore(&rel, &e.path("t2"), &["--include", "*"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("--include cannot narrow") && err.contains("\\x") && !err.contains('\u{fffd}'),
+        "{err}"
+    );
     assert!(!e.path("t2").exists());
 }
 

@@ -286,3 +286,19 @@ fn walk(p: &Path) -> Vec<String> {
     }
     out
 }
+
+/// A repository folder whose name is not UTF-8 is named with its odd bytes escaped, so that
+/// two such folders are told apart (it was shown with U+FFFD).
+#[test]
+fn odd_bytes_in_the_location_are_escaped() {
+    use std::os::unix::ffi::OsStrExt;
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join(std::ffi::OsStr::from_bytes(b"repo\xff"));
+    let b = LocalBackend::new(root);
+    assert!(b.location().ends_with("repo\\xff"), "{}", b.location());
+    let err = b.read(FileType::Config, "config").unwrap_err().to_string();
+    assert!(
+        err.contains("repo\\xff/config") && !err.contains('\u{fffd}'),
+        "{err}"
+    );
+}

@@ -135,7 +135,7 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     if entry.is_some() && !(includes.is_empty() && iincludes.is_empty()) {
         bail!(
             "--include cannot narrow a restore of a single entry ({}); name its folder instead",
-            a.snapshot.to_string_lossy()
+            arca_format::text::shown(std::path::Path::new(&a.snapshot))
         );
     }
     let id = resolved.id;

@@ -206,9 +206,9 @@ impl clap::builder::TypedValueParser for TextPattern {
             clap::Error::raw(
                 clap::error::ErrorKind::ValueValidation,
                 format!(
-                    "{option} {:?}: a pattern must be text (UTF-8); match a name that is not \
-                     with a wildcard in place of its other bytes (e.g. `caf*`)\n",
-                    value.to_string_lossy()
+                    "{option} \"{}\": a pattern must be text (UTF-8); match a name that is \
+                     not with a wildcard in place of its other bytes (e.g. `caf*`)\n",
+                    arca_format::text::shown(std::path::Path::new(value))
                 ),
             )
         })?;
