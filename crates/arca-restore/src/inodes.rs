@@ -21,6 +21,9 @@ pub(crate) struct SharedInodes {
     split_for_names: Mutex<Vec<(u32, bool)>>,
     /// The names `--delete` removes that are further names of an inode with several.
     doomed: OnceLock<HashMap<(u64, u64), Vec<PathBuf>>>,
+    /// Entries whose path holds a file's content (by size and mtime) that the restore may
+    /// remove or link over: (entry, file). See [`crate::reuse::local`].
+    lenders: Mutex<Vec<(u32, u32)>>,
 }
 
 /// The hard-link group of entry `e`: its first entry.
@@ -66,6 +69,20 @@ impl SharedInodes {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push((e, meta_ok));
+    }
+
+    /// Entry `e`'s path holds the content of the snapshot's file `f` (by size and mtime),
+    /// and the restore may remove it or link over it: it can lend its blocks.
+    pub fn note_lender(&self, e: u32, f: u32) {
+        self.lenders
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((e, f));
+    }
+
+    /// The entries [`Self::note_lender`] noted.
+    pub fn take_lenders(&self) -> Vec<(u32, u32)> {
+        std::mem::take(&mut *self.lenders.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// The entries [`Self::note_split_for_names`] noted.

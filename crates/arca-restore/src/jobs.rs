@@ -1,7 +1,6 @@
 //! The messages of the restore network: what the scheduler asks fetchers and workers to do,
 //! and the one kind of report every job ends with; what a block that cannot be had says.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::ctx::Shared;
@@ -65,10 +64,11 @@ pub(crate) enum PlaceOp {
         len: u64,
         parts: Vec<(u32, Target)>,
     },
-    /// Copy it from a file of a `--reuse-from` tree, after checking it.
+    /// Copy it from a file that lends it (a `--reuse-from` tree's, or the target's own),
+    /// after checking it.
     Reuse {
         blob: u32,
-        path: PathBuf,
+        from: std::sync::Arc<crate::reuse::Source>,
         offset: u64,
         targets: Vec<Target>,
     },

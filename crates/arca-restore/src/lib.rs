@@ -505,10 +505,11 @@ pub fn restore(
     let mut scan = scanner.scan();
     let aliases = aliases::Aliases::new(&plan, &risky, &mut scan);
     let deferred = std::mem::take(&mut scan.deferred);
-    let reusable = if opts.reuse_from.is_empty() {
-        reuse::Reusable::new()
-    } else {
-        reuse::find(
+    // What the target holds where the restore will not find it (files replaced though
+    // right, further names of a group written anew): copied from there, not fetched.
+    let (mut reusable, to_hold) = reuse::local(&plan, &scan, inodes.take_lenders());
+    if !opts.reuse_from.is_empty() {
+        let found = reuse::find(
             &plan,
             &scan,
             (&opts.target, &roots),
@@ -516,8 +517,11 @@ pub fn restore(
             &checker,
             stat_threads,
             opts.cancel.as_deref().unwrap_or(&stop),
-        )
-    };
+        );
+        for (b, from) in found {
+            reusable.entry(b).or_insert(from);
+        }
+    }
     if opts
         .cancel
         .as_ref()
@@ -588,10 +592,16 @@ pub fn restore(
         opts.cancel.as_deref(),
     );
     sh.aliases = aliases;
+    // Before `prepare` removes them.
+    reuse::hold(&to_hold);
+    drop(to_hold);
     let ready = sh.prepare(io_threads);
     lap("prepare", &mut phases);
     // What hashing finds while content moves, for the summary and the report.
     let after = (!deferred.is_empty()).then(|| std::sync::Mutex::new(scan.clone()));
+    // The target's own blocks lent to the files written, for the summary made once hashing
+    // is over (with --reuse-from nothing is hashed then).
+    let lent = after.as_ref().map(|_| reusable.clone());
     let mut hashed_for = None;
     if ready {
         let (late_tx, late_rx) = crossbeam_channel::unbounded();
@@ -641,7 +651,7 @@ pub fn restore(
             report.plan = summary::summarize(
                 &plan,
                 done,
-                &reuse::Reusable::new(),
+                &lent.unwrap_or_default(),
                 observer,
                 summary::Tell::Deferred,
             );

@@ -11,9 +11,6 @@
 //!       └──────────── Done (room for every job in flight) ────────┘
 //! ```
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-
 use arca_repo::{Index, Repository};
 use crossbeam_channel::{Receiver, bounded};
 
@@ -39,7 +36,7 @@ pub(crate) fn run(
     repo: &Repository,
     index: &Index,
     t: Resolved,
-    reuse: HashMap<u32, (PathBuf, u64)>,
+    reuse: crate::reuse::Reusable,
     late: Receiver<Late>,
     observer: &dyn Observer,
 ) -> NetworkReport {

@@ -323,16 +323,14 @@ impl<'a, 's> Worker<'a, 's> {
                 },
                 PlaceOp::Reuse {
                     blob,
-                    path,
+                    from,
                     offset,
                     targets,
                 } => {
                     let bp = &sh.plan.blobs[blob as usize];
-                    let ok = arca_fs::open_noatime(&path).is_ok_and(|f| {
-                        self.scratch.resize(bp.raw_len as usize, 0);
-                        f.read_exact_at(&mut self.scratch, offset).is_ok()
-                            && self.repo.key().blob_id(&self.scratch) == bp.id
-                    });
+                    self.scratch.resize(bp.raw_len as usize, 0);
+                    let ok = from.read_exact_at(&mut self.scratch, offset).is_ok()
+                        && self.repo.key().blob_id(&self.scratch) == bp.id;
                     if !ok {
                         d.retry.push((blob, targets));
                         continue;
@@ -343,14 +341,21 @@ impl<'a, 's> Worker<'a, 's> {
                     let n = targets.len();
                     for (i, t) in targets.into_iter().enumerate() {
                         // Read from the tree once; further uses, once one landed, are local
-                        // copies of it (see `fetched`).
-                        let u = Use::of(landed.is_some(), i + 1 < n);
+                        // copies of it (see `fetched`). Every use of a block the target
+                        // itself lends is a local copy, as the plan counts it.
+                        let u = if from.local {
+                            Use::Copy
+                        } else {
+                            Use::of(landed.is_some(), i + 1 < n)
+                        };
                         if land(sh, &mut self.open, &mut self.direct, blob, t, &data, u)
-                            && u != Use::Copy
+                            && landed.is_none()
                         {
                             landed = Some(t);
-                            sh.counters.reused.fetch_add(len, Ordering::Relaxed);
-                            sh.counters.reused_blocks.fetch_add(1, Ordering::Relaxed);
+                            if !from.local {
+                                sh.counters.reused.fetch_add(len, Ordering::Relaxed);
+                                sh.counters.reused_blocks.fetch_add(1, Ordering::Relaxed);
+                            }
                         }
                         d.settled += len;
                     }

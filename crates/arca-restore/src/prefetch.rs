@@ -6,7 +6,6 @@
 //! wrong byte, and a backend that cannot use them ignores them.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -32,12 +31,7 @@ const POLL: Duration = Duration::from_millis(1);
 /// admitted at once: the blobs fetched for the files to write, packs in order of first need
 /// (as the scheduler's pack queue), each pack's blobs by offset, merged across gaps up to
 /// `gap` and cut at `max` bytes (as the scheduler's reads).
-pub(crate) fn hints(
-    sh: &Shared,
-    reuse: &HashMap<u32, (PathBuf, u64)>,
-    gap: u64,
-    max: u64,
-) -> Vec<Hint> {
+pub(crate) fn hints(sh: &Shared, reuse: &crate::reuse::Reusable, gap: u64, max: u64) -> Vec<Hint> {
     let plan = sh.plan;
     let scan = sh.scan;
     let mut seen = vec![false; plan.blobs.len()];

@@ -1,19 +1,117 @@
 //! Blocks other local trees can lend (`--reuse-from DIR`): the file at the same relative path
 //! in DIR (an older restore, or the original source) is hashed with the snapshot's chunk
 //! boundaries, and every block it holds becomes a source that is checked again when used.
+//! The target lends its own blocks the same way ([`local`]): a file right in content that the
+//! restore replaces (for names it has outside the restore), or another name of a file's
+//! hard-link group that holds its content, is a source of local copies.
 //! After the restore, `--verify` reads every restored file back against the snapshot.
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
 
 use crate::RestoreIssue;
 use crate::hashing::{BlockChecker, parallel_map};
 use crate::plan::{EntryKind, Plan};
 use crate::scan::{EntryAction, Scan};
 
-/// Blob → (file, offset) of a `--reuse-from` tree holding it.
-pub(crate) type Reusable = HashMap<u32, (PathBuf, u64)>;
+/// A file that lends blocks.
+#[derive(Debug)]
+pub(crate) struct Source {
+    pub path: PathBuf,
+    /// The target's own file (its blocks count as local copies, not as `--reuse-from`).
+    pub local: bool,
+    /// Opened before the restore removes `path` ([`hold`]): read instead of `path`.
+    pub held: OnceLock<File>,
+}
+
+impl Source {
+    fn new(path: PathBuf, local: bool) -> Arc<Self> {
+        Arc::new(Source {
+            path,
+            local,
+            held: OnceLock::new(),
+        })
+    }
+
+    /// Reads `buf.len()` bytes at `offset`: from the file held open, else from `path`.
+    pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        match self.held.get() {
+            Some(f) => f.read_exact_at(buf, offset),
+            None => arca_fs::open_noatime(&self.path)?.read_exact_at(buf, offset),
+        }
+    }
+}
+
+/// Blob → (file, offset) of a file holding it (a `--reuse-from` tree's, or the target's own:
+/// see [`local`]).
+pub(crate) type Reusable = HashMap<u32, (Arc<Source>, u64)>;
+
+/// Blocks the target itself holds where the restore would not find them: entries the scan
+/// noted ([`crate::inodes::SharedInodes::note_lender`]) whose path holds file `f`'s content
+/// by size and mtime (checked by hash when used). They lend only where the restore removes
+/// or links over them: a file replaced though right (names outside the restore), held open
+/// from before it is removed ([`hold`]; at most a quarter of the files this process may
+/// open, the same ones in a dry run); a further name of a group whose first name is written
+/// anew, read by its path, which stays until the group's names are linked. Returns the
+/// blocks, and the sources to hold open before the restore removes them.
+pub(crate) fn local(
+    plan: &Plan,
+    scan: &Scan,
+    mut lenders: Vec<(u32, u32)>,
+) -> (Reusable, Vec<Arc<Source>>) {
+    let mut map = Reusable::new();
+    let mut to_hold = vec![];
+    let room = usize::try_from(arca_fs::open_files_allowed() / 4).unwrap_or(256);
+    // In entry order (the scan notes them as its threads come to them): the dry run lends
+    // the same blocks from the same files.
+    lenders.sort_unstable();
+    for (e, f) in lenders {
+        let lends = match plan.entries[e as usize].kind {
+            EntryKind::File(_) => {
+                scan.entries[e as usize] == EntryAction::Replace && to_hold.len() < room
+            }
+            EntryKind::Link(first) => {
+                matches!(
+                    scan.entries[first as usize],
+                    EntryAction::Create | EntryAction::Replace
+                ) && !scan.is_deferred(first)
+                    && scan.entries[e as usize] == EntryAction::Create
+            }
+            _ => false,
+        };
+        if !lends {
+            continue;
+        }
+        let src = Source::new(plan.entry_path(e), true);
+        let mut lent = false;
+        for u in plan.file_uses(f) {
+            if !plan.blobs[u.blob as usize].zero {
+                map.entry(u.blob).or_insert_with(|| {
+                    lent = true;
+                    (src.clone(), u.offset)
+                });
+            }
+        }
+        if lent && matches!(plan.entries[e as usize].kind, EntryKind::File(_)) {
+            to_hold.push(src);
+        }
+    }
+    (map, to_hold)
+}
+
+/// Opens the sources [`local`] found that the restore removes, before it removes them; one
+/// that cannot be opened lends nothing (its blocks are fetched after all).
+pub(crate) fn hold(sources: &[Arc<Source>]) {
+    for s in sources {
+        if let Ok(f) = arca_fs::open_noatime(&s.path) {
+            let _ = s.held.set(f);
+        }
+    }
+}
 
 /// Finds blocks the files to restore need that `dirs` hold at the same relative paths: below
 /// a folder as the snapshot's paths are below the target (an older restore, `/` for the
@@ -77,8 +175,13 @@ pub(crate) fn find(
         out
     });
     let mut map = Reusable::new();
+    let mut sources: HashMap<PathBuf, Arc<Source>> = HashMap::new();
     for (b, p, off) in found.into_iter().flatten().flatten() {
-        map.entry(b).or_insert((p, off));
+        let src = sources
+            .entry(p)
+            .or_insert_with_key(|p| Source::new(p.clone(), false))
+            .clone();
+        map.entry(b).or_insert((src, off));
     }
     map
 }

@@ -299,6 +299,10 @@ impl Scanner<'_> {
         for e in self.inodes.seal(plan) {
             if matches!(scan.entries[e as usize], EntryAction::Keep { .. }) {
                 scan.entries[e as usize] = EntryAction::Replace;
+                // Right in content: its blocks are copied from it, not fetched.
+                if let EntryKind::File(f) = plan.entries[e as usize].kind {
+                    self.inodes.note_lender(e, f);
+                }
             }
         }
         if self.delete {
@@ -517,8 +521,17 @@ impl Scanner<'_> {
             meta_set: false,
         };
         let action = match ep.kind {
-            // Decided when the link is made: right inode, or replaced.
-            EntryKind::Link(_) => EntryAction::Create,
+            // Decided when the link is made: right inode, or replaced. Until then its content
+            // may serve the group's file (its first name missing, or replaced).
+            EntryKind::Link(first) => {
+                if let EntryKind::File(f) = self.plan.entries[first as usize].kind
+                    && m.is_file()
+                    && self.trusted(&m, f, node)
+                {
+                    self.inodes.note_lender(e as u32, f);
+                }
+                EntryAction::Create
+            }
             EntryKind::Symlink => {
                 // A dry run changes nothing, not even the link's access time.
                 let read = |at: &mut DirCache<'_>| {
@@ -541,14 +554,9 @@ impl Scanner<'_> {
                 }
             }
             EntryKind::File(f) => {
-                let size = self.plan.files[f as usize].size;
                 if !m.is_file() {
                     EntryAction::Replace
-                } else if self.overwrite == Overwrite::IfChanged
-                    && m.size == size
-                    && m.mtime == (node.mtime.sec, i64::from(node.mtime.nsec))
-                    && !self.durable.distrusts(m.ctime)
-                {
+                } else if self.overwrite == Overwrite::IfChanged && self.trusted(&m, f, node) {
                     keep(at)
                 } else {
                     return Ok(Decided::Hash(SmallFile {
@@ -573,11 +581,23 @@ impl Scanner<'_> {
                 if self.delete {
                     self.inodes.note_split_for_names(e as u32, meta_ok);
                 }
+                // Right in content: its blocks are copied from it, not fetched.
+                if let EntryKind::File(f) = ep.kind {
+                    self.inodes.note_lender(e as u32, f);
+                }
                 EntryAction::Replace
             }
             a => a,
         };
         Ok(Decided::Done(action))
+    }
+
+    /// Whether existing file `m` is trusted by size and mtime to hold file `f`'s content
+    /// (`node`: the snapshot's metadata for it), unless it may not have reached the disk.
+    fn trusted(&self, m: &arca_fs::Stat, f: u32, node: &Node) -> bool {
+        m.size == self.plan.files[f as usize].size
+            && m.mtime == (node.mtime.sec, i64::from(node.mtime.nsec))
+            && !self.durable.distrusts(m.ctime)
     }
 
     /// Whether inode `ino` of entry `e`, with `nlink` names, has names beyond those of its

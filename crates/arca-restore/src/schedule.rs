@@ -10,7 +10,6 @@
 //! so reporting never blocks and no choice of queue sizes or budget can deadlock.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -81,7 +80,7 @@ pub(crate) struct Links {
 pub(crate) struct Scheduler<'a, 's> {
     sh: &'a Shared<'s>,
     t: Resolved,
-    reuse: HashMap<u32, (PathBuf, u64)>,
+    reuse: crate::reuse::Reusable,
     state: Vec<State>,
     first_need: Vec<u32>,
     pack_blobs: HashMap<u32, Vec<u32>>,
@@ -125,7 +124,7 @@ pub(crate) struct Scheduler<'a, 's> {
 impl<'a, 's> Scheduler<'a, 's> {
     /// Prepares the schedule: which files get content, when each blob is first needed, and
     /// which verified blocks of the target can already serve as copy sources.
-    pub fn new(sh: &'a Shared<'s>, t: Resolved, reuse: HashMap<u32, (PathBuf, u64)>) -> Self {
+    pub fn new(sh: &'a Shared<'s>, t: Resolved, reuse: crate::reuse::Reusable) -> Self {
         let plan = sh.plan;
         let scan = sh.scan;
         let mut state = vec![State::Idle; plan.blobs.len()];
@@ -504,14 +503,15 @@ impl<'a, 's> Scheduler<'a, 's> {
         }
     }
 
-    /// Asks for blob `b`: from a `--reuse-from` tree when one holds it, else from its pack.
+    /// Asks for blob `b`: from a file that lends it when one does (a `--reuse-from` tree's,
+    /// or the target's own), else from its pack.
     fn request(&mut self, b: u32) {
-        if let Some((path, offset)) = self.reuse.get(&b) {
+        if let Some((from, offset)) = self.reuse.get(&b) {
             let targets = self.waiting.remove(&b).unwrap_or_default();
             self.state[b as usize] = State::InFlight;
             self.push_op(PlaceOp::Reuse {
                 blob: b,
-                path: path.clone(),
+                from: from.clone(),
                 offset: *offset,
                 targets,
             });

@@ -104,7 +104,8 @@ pub struct PlanSummary {
     pub packs_to_read: u64,
     /// File bytes written from fetched blobs.
     pub bytes_to_write: u64,
-    /// File bytes copied from blocks already on the target (duplicates, found blocks).
+    /// File bytes copied from blocks already on the target (duplicates, found blocks, and
+    /// blocks of files the restore replaces or links over: [`crate::reuse::local`]).
     pub bytes_to_copy: u64,
     /// File bytes from `--reuse-from` trees.
     pub bytes_to_reuse: u64,
@@ -289,8 +290,13 @@ pub(crate) fn summarize(
                     }
                     if !have.insert(bu.blob) {
                         s.bytes_to_copy += len;
-                    } else if reuse.contains_key(&bu.blob) {
-                        s.bytes_to_reuse += len;
+                    } else if let Some((from, _)) = reuse.get(&bu.blob) {
+                        // The target's own blocks are local copies, as the restore counts them.
+                        if from.local {
+                            s.bytes_to_copy += len;
+                        } else {
+                            s.bytes_to_reuse += len;
+                        }
                     } else {
                         s.blobs_to_fetch += 1;
                         s.bytes_to_fetch += u64::from(bp.length);

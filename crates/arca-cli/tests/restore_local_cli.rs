@@ -1,0 +1,129 @@
+//! What the target already holds is not fetched, also where the restore cannot keep it as it
+//! is: a file right in content that is replaced for a hard link it has outside the restore,
+//! and a file whose content the target holds only under another name of its hard-link group.
+//! Their blocks are copied from the old inode, checked by hash; the dry run counts them so.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+fn restored(target: &Path, src: &Path) -> PathBuf {
+    target.join(src.strip_prefix("/").unwrap())
+}
+
+/// Several blocks of content no other file has (that does not compress).
+fn content(seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..3_000_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// A dry run, then the restore: both plan the same bytes to fetch and to copy, the restore
+/// fetches none of them and copies what was planned. Returns the restore's summary.
+fn restore_fetching_nothing(e: &Env, t: &str) -> serde_json::Value {
+    let args = ["restore", "latest", "-t", t, "--json"];
+    let dry = e.json(&[&args[..], &["--dry-run"]].concat());
+    let real = e.json(&args);
+    for k in [
+        "bytes_to_fetch",
+        "bytes_to_copy",
+        "bytes_to_reuse",
+        "blobs_to_fetch",
+    ] {
+        assert_eq!(dry["plan"][k], real["plan"][k], "{k}: {dry} {real}");
+    }
+    assert_eq!(real["plan"]["bytes_to_fetch"].as_u64(), Some(0), "{real}");
+    assert_eq!(real["fetched_bytes"].as_u64(), Some(0), "{real}");
+    assert_eq!(real["bytes_reused"].as_u64(), Some(0), "{real}");
+    assert_eq!(
+        real["bytes_copied"], real["plan"]["bytes_to_copy"],
+        "{real}"
+    );
+    assert_eq!(real["errors"].as_u64(), Some(0), "{real}");
+    real
+}
+
+/// A restored file given a name outside the target is replaced on the next restore (kept, it
+/// would stay one file with that name), from its own old inode: nothing fetched, and the name
+/// outside keeps the old inode as it was.
+#[test]
+fn a_file_replaced_for_a_name_outside_is_copied_from_its_old_inode() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    let data = content(1);
+    fs::write(src.join("d/f"), &data).unwrap();
+    fs::set_permissions(src.join("d/f"), fs::Permissions::from_mode(0o640)).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "-q", "latest", "-t", t]);
+    let f = restored(&target, &src).join("d/f");
+    let outside = e.path("outside");
+    fs::hard_link(&f, &outside).unwrap();
+    let old = fs::metadata(&outside).unwrap();
+    let real = restore_fetching_nothing(&e, t);
+    assert!(
+        real["bytes_copied"].as_u64().unwrap() >= data.len() as u64,
+        "{real}"
+    );
+    let (new, src_meta) = (
+        fs::metadata(&f).unwrap(),
+        fs::metadata(src.join("d/f")).unwrap(),
+    );
+    assert_eq!(fs::read(&f).unwrap(), data);
+    assert_ne!(new.ino(), old.ino());
+    assert_eq!((new.nlink(), new.mode() & 0o7777), (1, 0o640));
+    assert_eq!(new.mtime(), src_meta.mtime());
+    assert_eq!(new.mtime_nsec(), src_meta.mtime_nsec());
+    // The name outside is the old inode, untouched.
+    let after = fs::metadata(&outside).unwrap();
+    assert_eq!((after.ino(), after.nlink()), (old.ino(), 1));
+    assert_eq!((after.mtime(), after.ctime()), (old.mtime(), old.ctime()));
+    assert_eq!(fs::read(&outside).unwrap(), data);
+}
+
+/// A hard-link group whose first name is gone from the target, its other name still holding
+/// the content: the first is written from that name, which is then linked to it.
+#[test]
+fn a_file_is_copied_from_another_name_of_its_group() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("d1")).unwrap();
+    fs::create_dir_all(src.join("d2")).unwrap();
+    let data = content(2);
+    fs::write(src.join("d1/a"), &data).unwrap();
+    fs::hard_link(src.join("d1/a"), src.join("d2/b")).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "-q", "latest", "-t", t]);
+    let back = restored(&target, &src);
+    fs::remove_file(back.join("d1/a")).unwrap();
+    let real = restore_fetching_nothing(&e, t);
+    assert!(
+        real["bytes_copied"].as_u64().unwrap() >= data.len() as u64,
+        "{real}"
+    );
+    let (a, b) = (
+        fs::metadata(back.join("d1/a")).unwrap(),
+        fs::metadata(back.join("d2/b")).unwrap(),
+    );
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+    assert_eq!(fs::read(back.join("d1/a")).unwrap(), data);
+    assert_eq!(a.mtime(), fs::metadata(src.join("d1/a")).unwrap().mtime());
+}
