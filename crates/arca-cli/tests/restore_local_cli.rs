@@ -127,3 +127,73 @@ fn a_file_is_copied_from_another_name_of_its_group() {
     assert_eq!(fs::read(back.join("d1/a")).unwrap(), data);
     assert_eq!(a.mtime(), fs::metadata(src.join("d1/a")).unwrap().mtime());
 }
+
+/// The same for a file whose mtime is wrong, so that it is hashed (while content moves, in
+/// the restore; before, in the dry run): found whole, it is replaced for its name outside
+/// and lends its blocks, the restore and the dry run counting them alike.
+#[test]
+fn a_file_hashed_and_replaced_for_a_name_outside_is_copied_from_its_old_inode() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    let data = content(3);
+    fs::write(src.join("d/f"), &data).unwrap();
+    fs::write(src.join("d/other"), content(4)).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "-q", "latest", "-t", t]);
+    let f = restored(&target, &src).join("d/f");
+    let outside = e.path("outside");
+    fs::hard_link(&f, &outside).unwrap();
+    let touched = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+    fs::File::options()
+        .write(true)
+        .open(&outside)
+        .unwrap()
+        .set_modified(touched)
+        .unwrap();
+    // The other file is gone: it is fetched, the only bytes that are.
+    fs::remove_file(restored(&target, &src).join("d/other")).unwrap();
+    let old = fs::metadata(&outside).unwrap();
+    let args = ["restore", "latest", "-t", t, "--json"];
+    let dry = e.json(&[&args[..], &["--dry-run"]].concat());
+    let real = e.json(&args);
+    for k in [
+        "bytes_to_fetch",
+        "bytes_to_copy",
+        "bytes_to_reuse",
+        "blobs_to_fetch",
+    ] {
+        assert_eq!(dry["plan"][k], real["plan"][k], "{k}: {dry} {real}");
+    }
+    assert_eq!(real["files_hashed"].as_u64(), Some(1), "{real}");
+    assert!(
+        real["plan"]["bytes_to_copy"].as_u64().unwrap() >= data.len() as u64,
+        "{real}"
+    );
+    assert_eq!(
+        real["bytes_copied"], real["plan"]["bytes_to_copy"],
+        "{real}"
+    );
+    let fetched = real["fetched_bytes"].as_u64().unwrap();
+    assert!(fetched > 0 && fetched < data.len() as u64 * 3 / 2, "{real}");
+    assert_eq!(real["errors"].as_u64(), Some(0), "{real}");
+    let (new, src_meta) = (
+        fs::metadata(&f).unwrap(),
+        fs::metadata(src.join("d/f")).unwrap(),
+    );
+    assert_eq!(fs::read(&f).unwrap(), data);
+    assert_ne!(new.ino(), old.ino());
+    assert_eq!(new.nlink(), 1);
+    assert_eq!(new.mtime(), src_meta.mtime());
+    let after = fs::metadata(&outside).unwrap();
+    assert_eq!((after.ino(), after.nlink()), (old.ino(), 1));
+    assert_eq!(after.modified().unwrap(), touched);
+    assert_eq!(fs::read(&outside).unwrap(), data);
+    assert_eq!(
+        fs::read(restored(&target, &src).join("d/other")).unwrap(),
+        content(4)
+    );
+}

@@ -13,12 +13,15 @@ pub(crate) struct Target {
 }
 
 /// A file the scan had to hash, hashed while content moved: it holds the blocks `held` says
-/// (one per use of the file), and is to be written (`write`) or is whole already.
+/// (one per use of the file), and is to be written (`write`) or is whole already. A file
+/// right in content that is written anew all the same (for its names beyond the restore's)
+/// lends its blocks from the old inode, held open (`lender`).
 #[derive(Debug)]
 pub(crate) struct Late {
     pub file: u32,
     pub held: Vec<bool>,
     pub write: bool,
+    pub lender: Option<std::sync::Arc<crate::reuse::Source>>,
 }
 
 /// A blob carried by a ranged read, and what to do with it.

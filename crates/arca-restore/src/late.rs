@@ -5,7 +5,7 @@
 //! to the scheduler to be written; the scheduler hears of both, for the blocks they hold.
 
 use std::sync::Mutex;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crossbeam_channel::Sender;
 
@@ -17,12 +17,14 @@ use crate::small_files::SmallFile;
 /// Hashes `files` (entries the scan left as `Patch` for this) with `scanner`, finishing or
 /// handing on each one; `after` (the scan) gets every outcome recorded. Returns when all are
 /// hashed or the restore stops; dropping `tx` then tells the scheduler no more will come.
+/// `room`: how many more files it may hold open to lend their blocks.
 pub(crate) fn hash_while_restoring(
     scanner: &Scanner<'_>,
     sh: &Shared<'_>,
     files: Vec<SmallFile>,
     tx: Sender<Late>,
     after: &Mutex<Scan>,
+    room: &AtomicUsize,
 ) {
     let plan = sh.plan;
     scanner.hash(files, &|h: &SmallFile, (action, held)| {
@@ -59,6 +61,7 @@ pub(crate) fn hash_while_restoring(
                     file: h.file,
                     held,
                     write: false,
+                    lender: None,
                 });
                 sh.keep_entry(h.entry, meta_ok, meta_set);
             }
@@ -68,15 +71,30 @@ pub(crate) fn hash_while_restoring(
                     file: h.file,
                     held,
                     write: true,
+                    lender: None,
                 });
             }
-            // Replace (other names, or unreadable): written anew.
+            // Replace (other names, or unreadable): written anew. Whole (replaced only for
+            // its names beyond the restore's), it is held open before it is removed, and
+            // lends its blocks (as `reuse::local` counts them; `room`: files it may hold).
             _ => {
+                let whole = !held.is_empty() && held.iter().all(|&x| x);
+                let lender = whole
+                    .then(|| arca_fs::open_noatime(&plan.entry_path(h.entry)).ok())
+                    .flatten()
+                    .filter(|_| {
+                        room.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                            r.checked_sub(1)
+                        })
+                        .is_ok()
+                    })
+                    .map(|f| crate::reuse::Source::opened(plan.entry_path(h.entry), f));
                 if sh.remove_for_rewrite(h.entry, h.file) {
                     let _ = tx.send(Late {
                         file: h.file,
                         held: vec![false; uses.len()],
                         write: true,
+                        lender,
                     });
                 }
             }

@@ -507,7 +507,8 @@ pub fn restore(
     let deferred = std::mem::take(&mut scan.deferred);
     // What the target holds where the restore will not find it (files replaced though
     // right, further names of a group written anew): copied from there, not fetched.
-    let (mut reusable, to_hold) = reuse::local(&plan, &scan, inodes.take_lenders());
+    let lenders = inodes.take_lenders();
+    let (mut reusable, to_hold) = reuse::local(&plan, &scan, lenders.clone());
     if !opts.reuse_from.is_empty() {
         let found = reuse::find(
             &plan,
@@ -594,14 +595,14 @@ pub fn restore(
     sh.aliases = aliases;
     // Before `prepare` removes them.
     reuse::hold(&to_hold);
+    // Files found whole while content moves may be held too, up to the same number.
+    let room =
+        std::sync::atomic::AtomicUsize::new(reuse::held_at_most().saturating_sub(to_hold.len()));
     drop(to_hold);
     let ready = sh.prepare(io_threads);
     lap("prepare", &mut phases);
     // What hashing finds while content moves, for the summary and the report.
     let after = (!deferred.is_empty()).then(|| std::sync::Mutex::new(scan.clone()));
-    // The target's own blocks lent to the files written, for the summary made once hashing
-    // is over (with --reuse-from nothing is hashed then).
-    let lent = after.as_ref().map(|_| reusable.clone());
     let mut hashed_for = None;
     if ready {
         let (late_tx, late_rx) = crossbeam_channel::unbounded();
@@ -611,10 +612,10 @@ pub fn restore(
                     stop: sh.stop_flag(),
                     ..scanner
                 };
-                let (sh, deferred) = (&sh, deferred);
+                let (sh, deferred, room) = (&sh, deferred, &room);
                 Some(s.spawn(move || {
                     let began = Instant::now();
-                    late::hash_while_restoring(&late_scanner, sh, deferred, late_tx, after);
+                    late::hash_while_restoring(&late_scanner, sh, deferred, late_tx, after, room);
                     began.elapsed().as_secs_f64()
                 }))
             } else {
@@ -648,10 +649,14 @@ pub fn restore(
     let after = after.map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()));
     let scan = match &after {
         Some(done) => {
+            // The target's own blocks lent to the files written, those found whole while
+            // content moved included (with --reuse-from nothing is hashed then).
+            let mut lenders = lenders;
+            lenders.extend(inodes.take_lenders());
             report.plan = summary::summarize(
                 &plan,
                 done,
-                &lent.unwrap_or_default(),
+                &reuse::local(&plan, done, lenders).0,
                 observer,
                 summary::Tell::Deferred,
             );

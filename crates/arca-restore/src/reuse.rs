@@ -36,6 +36,13 @@ impl Source {
         })
     }
 
+    /// The target's file at `path`, already open: read through `file`.
+    pub fn opened(path: PathBuf, file: File) -> Arc<Self> {
+        let src = Source::new(path, true);
+        let _ = src.held.set(file);
+        src
+    }
+
     /// Reads `buf.len()` bytes at `offset`: from the file held open, else from `path`.
     pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
@@ -65,7 +72,7 @@ pub(crate) fn local(
 ) -> (Reusable, Vec<Arc<Source>>) {
     let mut map = Reusable::new();
     let mut to_hold = vec![];
-    let room = usize::try_from(arca_fs::open_files_allowed() / 4).unwrap_or(256);
+    let room = held_at_most();
     // In entry order (the scan notes them as its threads come to them): the dry run lends
     // the same blocks from the same files.
     lenders.sort_unstable();
@@ -101,6 +108,11 @@ pub(crate) fn local(
         }
     }
     (map, to_hold)
+}
+
+/// How many of the target's files the restore holds open at most to lend their blocks.
+pub(crate) fn held_at_most() -> usize {
+    usize::try_from(arca_fs::open_files_allowed() / 4).unwrap_or(256)
 }
 
 /// Opens the sources [`local`] found that the restore removes, before it removes them; one

@@ -145,7 +145,10 @@ impl Scan {
         if let Some(held) = held {
             let fp = plan.files[h.file as usize];
             self.files_hashed += 1;
-            self.in_place[fp.first as usize..fp.end as usize].copy_from_slice(&held);
+            // A file replaced holds nothing in place (whole, it lends its blocks instead).
+            if action != EntryAction::Replace {
+                self.in_place[fp.first as usize..fp.end as usize].copy_from_slice(&held);
+            }
         }
         self.entries[h.entry as usize] = action;
     }
@@ -683,7 +686,10 @@ impl Scanner<'_> {
                     self.foreign_names(h.entry, m.nlink(), m.dev(), m.ino(), meta_ok)
                 })
             {
-                return (EntryAction::Replace, Some(vec![false; held.len()]));
+                // Right in content: its blocks are copied from it, not fetched (the blocks
+                // it holds go with it: `Scan::record` counts none in place).
+                self.inodes.note_lender(h.entry, h.file);
+                return (EntryAction::Replace, Some(held));
             }
             let meta_set = !meta_ok
                 && self.fix_metadata

@@ -330,6 +330,15 @@ impl<'a, 's> Scheduler<'a, 's> {
     fn on_late(&mut self, l: Late) {
         let plan = self.sh.plan;
         let fp = plan.files[l.file as usize];
+        if let Some(from) = &l.lender {
+            for bu in plan.file_uses(l.file) {
+                if !plan.blobs[bu.blob as usize].zero {
+                    self.reuse
+                        .entry(bu.blob)
+                        .or_insert_with(|| (from.clone(), bu.offset));
+                }
+            }
+        }
         let mut copies = vec![];
         for (u, &h) in (fp.first..fp.end).zip(&l.held) {
             let bu = plan.uses[u as usize];
