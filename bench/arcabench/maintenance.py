@@ -446,6 +446,11 @@ def _mb(b) -> str:
     return f"{b / 1e6:.1f} MB" if abs(b) >= 1e6 else f"{b / 1e3:.0f} kB"
 
 
+def _count(n, what: str) -> str:
+    """`n` and `what` (singular), in the plural unless n is 1: "1 index file", "2 new packs"."""
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
 def _load_text(meta: dict) -> str:
     if meta.get("loadavg_end") is None:
         return ""
@@ -587,16 +592,16 @@ def _arca_prune(ds) -> list:
     be = sm.get("backend") or {}
     dry = _med(ds, "prune_dry_run", "arca")
     wall = run.get("wall_s")
-    out = [f"*arca's prune (its median run), from its JSON summary*: {sm.get('snapshots')} "
-           "snapshots, "
+    out = [f"*arca's prune (its median run), from its JSON summary*: "
+           f"{_count(sm.get('snapshots', 0), 'snapshot')}, "
            f"{sm.get('trees', 0):,} trees walked; used {sm.get('used_blobs', 0):,} blobs "
            f"({_mb(sm.get('used_bytes'))}), unused {sm.get('unused_blobs', 0):,} "
            f"({_mb(sm.get('unused_bytes'))}); packs kept {sm.get('packs_keep')}, repacked "
            f"{sm.get('packs_repack')} ({_mb(sm.get('packs_repack_bytes'))}, "
            f"{sm.get('repack_blobs', 0):,} blobs, {_mb(sm.get('repack_used_bytes'))} copied), "
            f"deleted {sm.get('packs_delete')} ({_mb(sm.get('packs_delete_bytes'))}); "
-           f"{sm.get('packs_written', 0)} new packs ({_mb(sm.get('bytes_written'))}), "
-           f"{sm.get('index_files_written', 0)} index files written, "
+           f"{_count(sm.get('packs_written', 0), 'new pack')} ({_mb(sm.get('bytes_written'))}), "
+           f"{_count(sm.get('index_files_written', 0), 'index file')} written, "
            f"{sm.get('index_files_deleted', 0)} deleted; freed {_mb(sm.get('freed_bytes'))} "
            f"by its count. Backend: {be.get('requests', 0):,} requests, "
            f"{_mb(be.get('bytes_read'))} read, {_mb(be.get('bytes_written'))} written."]
