@@ -195,3 +195,41 @@ fn a_file_hashed_and_replaced_for_a_name_outside_is_copied_from_its_old_inode() 
         content(4)
     );
 }
+
+/// A group whose first name holds other bytes (so it is hashed) and has a name outside (so it
+/// is replaced), its other name still holding the content: the restore hashes the first name
+/// while content moves, after the sources are chosen, and fetches; the dry run, which hashes
+/// it first, plans the same (it counted copies from the other name that the restore fetched).
+#[test]
+fn a_dry_run_plans_no_copies_from_a_group_whose_first_name_is_hashed() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("d1")).unwrap();
+    fs::create_dir_all(src.join("d2")).unwrap();
+    let data = content(5);
+    fs::write(src.join("d1/a"), &data).unwrap();
+    fs::hard_link(src.join("d1/a"), src.join("d2/b")).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "-q", "latest", "-t", t]);
+    let back = restored(&target, &src);
+    // The first name: a new file of the same size with other bytes, linked outside too.
+    fs::remove_file(back.join("d1/a")).unwrap();
+    fs::write(back.join("d1/a"), content(6)).unwrap();
+    let outside = e.path("outside");
+    fs::hard_link(back.join("d1/a"), &outside).unwrap();
+    let args = ["restore", "latest", "-t", t, "--json"];
+    let dry = e.json(&[&args[..], &["--dry-run"]].concat());
+    let real = e.json(&args);
+    plans_agree(&dry, &real);
+    assert_eq!(real["errors"].as_u64(), Some(0), "{real}");
+    let (a, b) = (
+        fs::metadata(back.join("d1/a")).unwrap(),
+        fs::metadata(back.join("d2/b")).unwrap(),
+    );
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+    assert_eq!(fs::read(back.join("d1/a")).unwrap(), data);
+    assert_eq!(fs::read(&outside).unwrap(), content(6));
+}

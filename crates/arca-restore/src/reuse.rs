@@ -84,8 +84,10 @@ pub(crate) fn local(
             EntryKind::Link(first) => {
                 matches!(
                     scan.entries[first as usize],
-                    EntryAction::Create | EntryAction::Replace
-                ) && !scan.is_deferred(first)
+                    EntryAction::Create | EntryAction::Replace // Not when the first name had to be hashed: a real run hashes it while
+                                                               // content moves, after the sources are chosen, so a dry run (which hashes
+                                                               // it first) would count copies the real run fetches.
+                ) && !scan.hashed_or_deferred(first)
                     && scan.entries[e as usize] == EntryAction::Create
             }
             _ => false,

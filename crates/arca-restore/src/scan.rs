@@ -115,6 +115,9 @@ pub(crate) struct Scan {
     /// `Patch` until then, and `deferred_entry` marks them.
     pub deferred: Vec<SmallFile>,
     pub deferred_entry: Vec<bool>,
+    /// Per entry (empty when none was): hashing settled it ([`Scan::record`]), before content
+    /// moved or while it did.
+    pub hashed_entry: Vec<bool>,
 }
 
 impl Scan {
@@ -127,6 +130,12 @@ impl Scan {
             dir_meta_wrong: vec![false; plan.dirs.len()],
             ..Scan::default()
         }
+    }
+
+    /// Whether entry `e` was hashed, or waits to be: what the target holds under its path
+    /// was not trusted by size and mtime.
+    pub fn hashed_or_deferred(&self, e: u32) -> bool {
+        self.is_deferred(e) || self.hashed_entry.get(e as usize).is_some_and(|&h| h)
     }
 
     /// Whether entry `e` waits for its hashing.
@@ -142,6 +151,10 @@ impl Scan {
         action: EntryAction,
         held: Option<Vec<bool>>,
     ) {
+        if self.hashed_entry.is_empty() {
+            self.hashed_entry = vec![false; plan.entries.len()];
+        }
+        self.hashed_entry[h.entry as usize] = true;
         if let Some(held) = held {
             let fp = plan.files[h.file as usize];
             self.files_hashed += 1;
