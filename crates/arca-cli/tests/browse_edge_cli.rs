@@ -604,32 +604,43 @@ fn backup_and_restore_summaries_carry_restic_names() {
     assert_eq!(again["bytes_skipped"], 5, "{again}");
 }
 
+/// The short id of the one snapshot.
+fn short_id(e: &Env) -> String {
+    e.json(&["snapshots", "--json"])[0]["short_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// `args`, with every pack read refused, exits 1 with one line of error saying `want`.
+fn fails_reading(e: &Env, args: &[&str], want: &str) {
+    let o = e
+        .cmd(args)
+        .env("ARCA_TEST_FAULTS", "read:pack:from=0:denied")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    assert!(err.contains(want), "{args:?}: {err}");
+}
+
 /// `ls` names the folder and the snapshot whose listing it cannot read, as `find` does: it
 /// said only the pack's read error (`read …/data/…: Permission denied`).
 #[test]
 fn ls_names_the_listing_it_cannot_read() {
     let e = one_snapshot();
-    let short = e.json(&["snapshots", "--json"])[0]["short_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let short = short_id(&e);
     let src = e.path("src");
     for args in [
         vec!["ls", "latest"],
         vec!["ls", "--json", "latest"],
         vec!["ls", "latest", src.to_str().unwrap()],
     ] {
-        let o = e
-            .cmd(&args)
-            .env("ARCA_TEST_FAULTS", "read:pack:from=0:denied")
-            .output()
-            .unwrap();
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
-        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
-        assert!(
-            err.contains(&format!("cannot read the listing of / in snapshot {short}")),
-            "{args:?}: {err}"
+        fails_reading(
+            &e,
+            &args,
+            &format!("cannot read the listing of / in snapshot {short}"),
         );
     }
 }
@@ -639,27 +650,13 @@ fn ls_names_the_listing_it_cannot_read() {
 #[test]
 fn dump_names_the_snapshot_it_cannot_read() {
     let e = one_snapshot();
-    let short = e.json(&["snapshots", "--json"])[0]["short_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let short = short_id(&e);
     let a = e.path("src/a.txt");
     for args in [
         vec!["dump", "latest", "/"],
         vec!["dump", "latest", a.to_str().unwrap()],
     ] {
-        let o = e
-            .cmd(&args)
-            .env("ARCA_TEST_FAULTS", "read:pack:from=0:denied")
-            .output()
-            .unwrap();
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
-        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
-        assert!(
-            err.contains(&format!("snapshot {short}: /")),
-            "{args:?}: {err}"
-        );
+        fails_reading(&e, &args, &format!("snapshot {short}: /"));
     }
 }
 

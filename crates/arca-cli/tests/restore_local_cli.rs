@@ -101,22 +101,29 @@ fn a_file_replaced_for_a_name_outside_is_copied_from_its_old_inode() {
     assert_eq!(fs::read(&outside).unwrap(), data);
 }
 
-/// A hard-link group whose first name is gone from the target, its other name still holding
-/// the content: the first is written from that name, which is then linked to it.
-#[test]
-fn a_file_is_copied_from_another_name_of_its_group() {
+/// A repository whose snapshot holds a hard-link group (`d1/a`, `d2/b`) of `content(seed)`,
+/// restored into `target`: the environment, the source, the target and the content.
+fn restored_group(seed: u64) -> (Env, PathBuf, PathBuf, Vec<u8>) {
     let e = Env::new();
     e.init(&[]);
     let src = e.path("src");
     fs::create_dir_all(src.join("d1")).unwrap();
     fs::create_dir_all(src.join("d2")).unwrap();
-    let data = content(2);
+    let data = content(seed);
     fs::write(src.join("d1/a"), &data).unwrap();
     fs::hard_link(src.join("d1/a"), src.join("d2/b")).unwrap();
     e.ok(&["backup", "-q", src.to_str().unwrap()]);
     let target = e.path("target");
+    e.ok(&["restore", "-q", "latest", "-t", target.to_str().unwrap()]);
+    (e, src, target, data)
+}
+
+/// A hard-link group whose first name is gone from the target, its other name still holding
+/// the content: the first is written from that name, which is then linked to it.
+#[test]
+fn a_file_is_copied_from_another_name_of_its_group() {
+    let (e, src, target, data) = restored_group(2);
     let t = target.to_str().unwrap();
-    e.ok(&["restore", "-q", "latest", "-t", t]);
     let back = restored(&target, &src);
     fs::remove_file(back.join("d1/a")).unwrap();
     let real = restore_fetching_nothing(&e, t);
@@ -202,18 +209,8 @@ fn a_file_hashed_and_replaced_for_a_name_outside_is_copied_from_its_old_inode() 
 /// it first, plans the same (it counted copies from the other name that the restore fetched).
 #[test]
 fn a_dry_run_plans_no_copies_from_a_group_whose_first_name_is_hashed() {
-    let e = Env::new();
-    e.init(&[]);
-    let src = e.path("src");
-    fs::create_dir_all(src.join("d1")).unwrap();
-    fs::create_dir_all(src.join("d2")).unwrap();
-    let data = content(5);
-    fs::write(src.join("d1/a"), &data).unwrap();
-    fs::hard_link(src.join("d1/a"), src.join("d2/b")).unwrap();
-    e.ok(&["backup", "-q", src.to_str().unwrap()]);
-    let target = e.path("target");
+    let (e, src, target, data) = restored_group(5);
     let t = target.to_str().unwrap();
-    e.ok(&["restore", "-q", "latest", "-t", t]);
     let back = restored(&target, &src);
     // The first name: a new file of the same size with other bytes, linked outside too.
     fs::remove_file(back.join("d1/a")).unwrap();
