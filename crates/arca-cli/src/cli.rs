@@ -479,7 +479,8 @@ pub struct RestoreArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
     /// What to do with files already in the target: if-changed (trust size and mtime, else
-    /// hash block by block and replace only wrong blocks), always (hash every file), if-newer,
+    /// hash block by block and replace only wrong blocks; symlinks alike: trusted by size and
+    /// mtime, else read), always (hash every file, read every symlink), if-newer,
     /// never (files a stopped or failed restore left unfinished are dated before their
     /// snapshot time, so every mode but never looks at them again; after a restore killed
     /// outright, by SIGKILL or a power cut, which dates nothing, rerun with if-changed or

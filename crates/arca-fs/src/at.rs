@@ -256,7 +256,7 @@ impl DirHandle {
 
     /// The target of symlink `name`, leaving its access time at `atime` (seconds and
     /// nanoseconds: what it was before), which reading a link moves: for looking without
-    /// changing anything (a dry run).
+    /// changing anything (a restore's scan of its target).
     pub fn read_link_keeping_atime(&self, name: &[u8], atime: (i64, i64)) -> io::Result<Vec<u8>> {
         let target = self.read_link(name)?;
         let _ = nix::sys::stat::utimensat(

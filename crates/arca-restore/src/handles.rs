@@ -155,13 +155,8 @@ impl<'p> DirCache<'p> {
         }
     }
 
-    /// The target of symlink entry `e`.
-    pub fn read_link(&mut self, e: u32) -> io::Result<Vec<u8>> {
-        let ep = &self.plan.entries[e as usize];
-        self.dir(ep.parent)?.read_link(&ep.name)
-    }
-
-    /// As [`Self::read_link`], putting the link's access time back to `atime` after.
+    /// The target of symlink entry `e`, putting the link's access time back to `atime`
+    /// (what it was before the read) after.
     pub fn read_link_keeping_atime(&mut self, e: u32, atime: (i64, i64)) -> io::Result<Vec<u8>> {
         let ep = &self.plan.entries[e as usize];
         self.dir(ep.parent)?

@@ -184,14 +184,7 @@ impl Shared<'_> {
     pub fn keep_entry(&self, e: u32, meta_ok: bool, meta_set: bool) {
         let ep = &self.plan.entries[e as usize];
         let path = &self.plan.entry_path(e);
-        if meta_ok && ep.kind == EntryKind::Symlink {
-            // The scan read the link, which moved its access time back to now.
-            if let Err(err) = arca_fs::set_times(path, &ep.meta.node())
-                && self.fs_error(&err)
-            {
-                return;
-            }
-        } else if !meta_ok && !meta_set {
+        if !meta_ok && !meta_set {
             // What it has now, so that only what differs is changed (an append-only file
             // whose atime alone differed got "cannot change owner/mode" errors).
             let have = arca_fs::lstat(path).ok();

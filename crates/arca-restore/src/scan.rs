@@ -549,17 +549,20 @@ impl Scanner<'_> {
                 EntryAction::Create
             }
             EntryKind::Symlink => {
-                // A dry run changes nothing, not even the link's access time.
-                let read = |at: &mut DirCache<'_>| {
-                    if self.fix_metadata {
-                        at.read_link(e as u32)
-                    } else {
-                        at.read_link_keeping_atime(e as u32, m.atime)
-                    }
-                };
-                match m.is_symlink().then(|| read(at)).transpose()? {
-                    Some(t) if t == ep.meta.link_target() => keep(at),
-                    _ => EntryAction::Replace,
+                let target = ep.meta.link_target();
+                if !m.is_symlink() {
+                    EntryAction::Replace
+                } else if self.overwrite == Overwrite::IfChanged
+                    && self.trusted_link(&m, target.len(), node)
+                {
+                    // As a file: trusted by size and mtime, and not read, which would move
+                    // its access time (relatime moves one not newer than the link's ctime,
+                    // as every restored link's is), to be set back at once.
+                    keep(at)
+                } else if at.read_link_keeping_atime(e as u32, m.atime)? == target {
+                    keep(at)
+                } else {
+                    EntryAction::Replace
                 }
             }
             EntryKind::Special => {
@@ -612,6 +615,14 @@ impl Scanner<'_> {
     /// (`node`: the snapshot's metadata for it), unless it may not have reached the disk.
     fn trusted(&self, m: &arca_fs::Stat, f: u32, node: &Node) -> bool {
         m.size == self.plan.files[f as usize].size
+            && m.mtime == (node.mtime.sec, i64::from(node.mtime.nsec))
+            && !self.durable.distrusts(m.ctime)
+    }
+
+    /// Whether existing symlink `m` is trusted by its size (the length of its target) and
+    /// mtime to point where the snapshot's (`target_len` bytes long) does, as files are.
+    fn trusted_link(&self, m: &arca_fs::Stat, target_len: usize, node: &Node) -> bool {
+        usize::try_from(m.size).is_ok_and(|s| s == target_len)
             && m.mtime == (node.mtime.sec, i64::from(node.mtime.nsec))
             && !self.durable.distrusts(m.ctime)
     }
