@@ -94,6 +94,9 @@ struct Listed<'t> {
     old: Option<Id>,
     slots: Vec<Slot>,
     later: Vec<(u32, Later<'t>)>,
+    /// The directory's (device, inode), from the directory the walk listed (not by path):
+    /// what its subdirectories must be in.
+    seen: Option<(u64, u64)>,
 }
 
 impl Listed<'_> {
@@ -105,6 +108,7 @@ impl Listed<'_> {
             old,
             slots: vec![],
             later: vec![],
+            seen: None,
         }
     }
 }
@@ -205,7 +209,8 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 .ok()
                 .map_or((0, 0), |m| (m.dev(), m.ino()));
             self.ancestors.push(key);
-            let first = self.walk_dir(0, None, root, key.0, parent_root, None, Some(src))?;
+            let at = (key.0, None);
+            let first = self.walk_dir(0, None, root, at, parent_root, None, Some(src))?;
             self.drive(first, true)
         } else {
             let first = self.walk_virtual(0, None, root, src, parent_root)?;
@@ -219,9 +224,14 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
     /// holds the directories on the way to the one being walked (loops are not followed);
     /// `walked` says whether `first`'s is among them.
     fn drive<'t>(&mut self, first: Listed<'t>, walked: bool) -> Result<(), Fatal> {
-        // Per directory whose work is under way: its id, whether it is in `ancestors`, and
-        // the work left.
-        type Frame<'t> = (DirId, bool, std::vec::IntoIter<(u32, Later<'t>)>);
+        // Per directory whose work is under way: its id, whether it is in `ancestors`, its
+        // (device, inode) as listed, and the work left.
+        type Frame<'t> = (
+            DirId,
+            bool,
+            Option<(u64, u64)>,
+            std::vec::IntoIter<(u32, Later<'t>)>,
+        );
         let mut stack: Vec<Frame<'t>> = vec![];
         let mut next = Some((first, walked));
         loop {
@@ -232,14 +242,14 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                     old: l.old,
                     slots: l.slots,
                 })?;
-                stack.push((l.id, walked, l.later.into_iter()));
+                stack.push((l.id, walked, l.seen, l.later.into_iter()));
             }
-            let Some((id, _, work)) = stack.last_mut() else {
+            let Some((id, _, _, work)) = stack.last_mut() else {
                 return Ok(());
             };
             let id = *id;
             let Some((slot, work)) = work.next() else {
-                if let Some((_, true, _)) = stack.pop() {
+                if let Some((_, true, _, _)) = stack.pop() {
                     self.ancestors.pop();
                 }
                 continue;
@@ -254,15 +264,18 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                     None
                 }
                 Later::Walk(child, path, key, old, nested) => {
+                    let within = stack.last().and_then(|f| f.2);
                     self.ancestors.push(key);
                     Some((
-                        self.walk_dir(child, me, &path, key.0, old, None, nested)?,
+                        self.walk_dir(child, me, &path, (key.0, within), old, None, nested)?,
                         true,
                     ))
                 }
                 Later::Tagged(child, path, key, old, tag) => {
+                    let within = stack.last().and_then(|f| f.2);
                     self.ancestors.push(key);
-                    let l = self.walk_dir(child, me, &path, key.0, old, Some(&tag), None)?;
+                    let at = (key.0, within);
+                    let l = self.walk_dir(child, me, &path, at, old, Some(&tag), None)?;
                     Some((l, true))
                 }
                 Later::Virtual(child, path, src, old) => {
@@ -330,6 +343,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             old,
             slots,
             later,
+            seen: None,
         })
     }
 
@@ -409,14 +423,15 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         ))
     }
 
-    /// Lists a real directory and sends its entries.
+    /// Lists a real directory and sends its entries. `at` is the directory's device and,
+    /// when the walk listed the directory holding it, that one's (device, inode).
     #[allow(clippy::too_many_arguments)]
     fn walk_dir<'t>(
         &mut self,
         id: DirId,
         link: Option<(DirId, u32)>,
         dir: &Path,
-        dev: u64,
+        at: (u64, Option<(u64, u64)>),
         old: Option<Id>,
         only: Option<&[u8]>,
         nested: Option<&'t SourceTree>,
@@ -424,8 +439,24 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         if self.ctx.cancelled() {
             return Err(Fatal::Cancelled);
         }
-        let mut names = match arca_fs::list_dir_names(dir) {
-            Ok(n) => n,
+        if let Some(h) = &self.ctx.opts.hooks.before_list {
+            h(dir);
+        }
+        let (dev, within) = at;
+        let (mut names, seen) = match arca_fs::list_dir_names_and_ids(dir) {
+            // Not in the directory listed before it: a folder above it was renamed away and
+            // replaced since (by a symlink, or another folder), and the path now leads
+            // elsewhere (whose contents, from outside the tree, were stored under this name
+            // without a word).
+            Ok(l) if within.is_some_and(|w| l.parent.is_some_and(|p| p != w)) => {
+                let msg = format!(
+                    "{}: replaced during backup (a folder above it was moved); stored empty",
+                    arca_format::text::shown(dir)
+                );
+                self.ctx.report.warn(dir, WarningKind::Vanished, msg);
+                return Ok(Listed::empty(id, link, old));
+            }
+            Ok(l) => (l.names, l.id),
             Err(e) => {
                 // The folder's entry is already in its parent's listing: it is stored with
                 // its metadata and nothing in it, and the warning says so.
@@ -523,6 +554,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             old,
             slots,
             later,
+            seen,
         })
     }
 

@@ -71,6 +71,8 @@ pub type PathHook = std::sync::Arc<dyn Fn(&std::path::Path) + Send + Sync>;
 pub struct Hooks {
     /// Called with a file's path just before it is opened for reading.
     pub before_read: Option<PathHook>,
+    /// Called with a directory's path just before the walk lists it.
+    pub before_list: Option<PathHook>,
 }
 
 impl std::fmt::Debug for Hooks {

@@ -102,6 +102,35 @@ pub fn list_dir_names(path: &Path) -> io::Result<Vec<Vec<u8>>> {
     Ok(dir_entries(&mut dir)?.into_iter().map(|(n, _)| n).collect())
 }
 
+/// A folder listed by [`list_dir_names_and_ids`]: its names, and the (device, inode) of the
+/// folder itself and of the one that holds it (its `..`), both looked up from the open
+/// folder, not by path; `None` where that failed (a folder that may be listed but not
+/// searched).
+pub struct Listing {
+    /// The names, without `.` and `..`.
+    pub names: Vec<Vec<u8>>,
+    /// The folder listed.
+    pub id: Option<(u64, u64)>,
+    /// The folder holding it.
+    pub parent: Option<(u64, u64)>,
+}
+
+/// As [`list_dir_names`], with the identities of the folder listed and of its parent: a walk
+/// that reaches a folder by its path can tell that it is still inside the folder it listed
+/// before, and not reached through a folder above replaced by a symlink since.
+pub fn list_dir_names_and_ids(path: &Path) -> io::Result<Listing> {
+    let fd = crate::io_on_long_path(path, |p| open_dir_fd_noatime(None, p))?;
+    let id = nix::sys::stat::fstat(&fd)
+        .ok()
+        .map(|st| (st.st_dev, st.st_ino));
+    let parent = nix::sys::stat::fstatat(&fd, "..", nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+        .ok()
+        .map(|st| (st.st_dev, st.st_ino));
+    let mut dir = Dir::from_fd(fd).map_err(errno)?;
+    let names = dir_entries(&mut dir)?.into_iter().map(|(n, _)| n).collect();
+    Ok(Listing { names, id, parent })
+}
+
 /// The names in directory `path` (without `.` and `..`), each with whether it is a
 /// directory, read without updating the directory's access time when the process may do so.
 pub fn list_dir_noatime(path: &Path) -> io::Result<Vec<(Vec<u8>, bool)>> {

@@ -25,8 +25,9 @@ pub use apply::{
 pub use at::{DirHandle, Stat};
 pub use batch::{BatchReader, open_files_allowed};
 pub use content::{
-    copy_range, dir_entries, list_dir_names, list_dir_noatime, open_dir_fd_noatime,
-    open_dir_noatime, open_for_restore, open_noatime, preallocate, punch_hole, shares_extents,
+    Listing, copy_range, dir_entries, list_dir_names, list_dir_names_and_ids, list_dir_noatime,
+    open_dir_fd_noatime, open_dir_noatime, open_for_restore, open_noatime, preallocate, punch_hole,
+    shares_extents,
 };
 pub use direct::{
     AlignedBuf, DIRECT_ALIGN, DIRECT_MIN, DirectWrite, direct_span, open_direct, write_pages_direct,

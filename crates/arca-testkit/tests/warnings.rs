@@ -57,6 +57,7 @@ fn vanished_and_changed_files_are_reported() {
         paths: vec![src.clone()],
         hooks: Hooks {
             before_read: Some(hook),
+            ..Hooks::default()
         },
         ..BackupOptions::default()
     };
@@ -184,6 +185,7 @@ fn a_hard_linked_file_whose_first_name_goes_away_is_stored_under_the_others() {
             paths: vec![src.clone()],
             hooks: Hooks {
                 before_read: Some(hook),
+                ..Hooks::default()
             },
             ..BackupOptions::default()
         };
@@ -250,6 +252,7 @@ fn names_waiting_on_a_read_survive_a_second_read_of_their_file() {
         read_concurrency: 1,
         hooks: Hooks {
             before_read: Some(hook),
+            ..Hooks::default()
         },
         ..BackupOptions::default()
     };

@@ -1,0 +1,122 @@
+//! Folders moved while the backup walks them: a folder above one not yet listed renamed away
+//! and replaced, by a symlink to a folder outside the tree or by another folder. The walk,
+//! which reaches folders by their paths, went through the replacement and stored what lay
+//! there (a folder outside the backed-up tree) under the old name, without a word.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use arca_backup::{BackupOptions, Hooks, Progress, Warning, WarningKind, backup};
+use common::*;
+
+#[test]
+fn a_folder_reached_through_a_replaced_folder_above_it_is_not_stored_from_elsewhere() {
+    for how in ["symlink", "folder"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        fs::create_dir_all(src.join("d/sub")).unwrap();
+        fs::write(src.join("d/sub/mine"), b"in the tree").unwrap();
+        // Outside the backed-up tree.
+        let outside = tmp.path().join("outside");
+        fs::create_dir_all(outside.join("sub")).unwrap();
+        fs::write(outside.join("sub/secret"), b"never in the tree").unwrap();
+        let repo = init(local(&tmp.path().join("repo")));
+        let sub = src.join("d/sub");
+        let (d, moved) = (src.join("d"), src.join("d-moved"));
+        let out_dir = outside.clone();
+        let hook = Arc::new(move |p: &Path| {
+            if p != sub {
+                return;
+            }
+            fs::rename(&d, &moved).unwrap();
+            match how {
+                "symlink" => std::os::unix::fs::symlink(&out_dir, &d).unwrap(),
+                _ => fs::rename(&out_dir, &d).unwrap(),
+            }
+        });
+        let opts = BackupOptions {
+            paths: vec![src.clone()],
+            hooks: Hooks {
+                before_list: Some(hook),
+                ..Hooks::default()
+            },
+            ..BackupOptions::default()
+        };
+        let r = backup(&repo, &opts, &Progress::default(), &|_: &Warning| {}).unwrap();
+        let warned: Vec<(String, WarningKind)> = r
+            .warnings
+            .iter()
+            .map(|w| {
+                let p = w.path.strip_prefix(&src).unwrap().display().to_string();
+                (p, w.kind)
+            })
+            .collect();
+        assert!(
+            warned.contains(&("d/sub".into(), WarningKind::Vanished)),
+            "{how}: {warned:?}"
+        );
+        assert!(
+            r.warnings.iter().any(|w| w
+                .message
+                .contains("replaced during backup (a folder above it was moved); stored empty")),
+            "{how}: {:?}",
+            r.warnings
+        );
+        assert!(!r.snapshot.complete, "{how}");
+        let target = tmp.path().join("t");
+        do_restore(&repo, "latest", &target).unwrap();
+        let out = restored(&target, &src);
+        assert!(
+            !out.join("d/sub/secret").exists(),
+            "{how}: stored from elsewhere"
+        );
+        assert!(out.join("d/sub").is_dir(), "{how}");
+        assert_eq!(fs::read_dir(out.join("d/sub")).unwrap().count(), 0, "{how}");
+    }
+}
+
+/// The folder itself replaced by another folder of the same parent (renamed over it, as a
+/// program swapping in a new version does) is still listed: what it holds was at that path.
+#[test]
+fn a_folder_renamed_over_by_a_sibling_is_stored_as_the_sibling() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    fs::create_dir_all(src.join("d/sub")).unwrap();
+    fs::create_dir_all(src.join("d/zz-new")).unwrap();
+    fs::write(src.join("d/sub/old"), b"old").unwrap();
+    fs::write(src.join("d/zz-new/new"), b"new").unwrap();
+    let repo = init(local(&tmp.path().join("repo")));
+    let sub = src.join("d/sub");
+    let new = src.join("d/zz-new");
+    let hook = Arc::new(move |p: &Path| {
+        if p == sub {
+            fs::remove_dir_all(&sub).unwrap();
+            fs::rename(&new, &sub).unwrap();
+        }
+    });
+    let opts = BackupOptions {
+        paths: vec![src.clone()],
+        hooks: Hooks {
+            before_list: Some(hook),
+            ..Hooks::default()
+        },
+        ..BackupOptions::default()
+    };
+    let r = backup(&repo, &opts, &Progress::default(), &|_: &Warning| {}).unwrap();
+    assert!(
+        !r.warnings
+            .iter()
+            .any(|w| w.message.contains("a folder above it was moved")),
+        "{:?}",
+        r.warnings
+    );
+    let target = tmp.path().join("t");
+    do_restore(&repo, "latest", &target).unwrap();
+    let out = restored(&target, &src);
+    assert_eq!(fs::read(out.join("d/sub/new")).unwrap(), b"new");
+}
