@@ -120,6 +120,8 @@ impl Listed<'_> {
 struct Within<'t> {
     dev: Option<u64>,
     nested: Option<&'t SourceTree>,
+    /// The (device, inode) of the directory the walk listed the entry in, as listed.
+    folder: Option<(u64, u64)>,
 }
 
 pub(crate) struct Walker<'c, 'a, 's> {
@@ -327,6 +329,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 let within = Within {
                     dev: None,
                     nested: Some(child),
+                    folder: None,
                 };
                 self.entry(id, slot, path, name, &meta, pnode, within)?
             } else {
@@ -517,6 +520,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             let mut within = Within {
                 dev: Some(dev),
                 nested: None,
+                folder: seen,
             };
             // A backed-up path below this one: where the walk would not reach it as named
             // (through a symlink, or onto another file system with `one_file_system`), the
@@ -584,7 +588,14 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 self.excluded += 1;
                 Ok(None)
             }
-            NodeKind::File => Ok(Some(self.file(dir, slot, path, node, parent))),
+            NodeKind::File => Ok(Some(self.file(
+                dir,
+                slot,
+                path,
+                node,
+                parent,
+                within.folder,
+            ))),
             NodeKind::Dir => {
                 let key = (node.dev, node.inode);
                 let old = parent.and_then(|p| p.subtree);
@@ -635,6 +646,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         path: PathBuf,
         mut node: Node,
         parent: Option<&Node>,
+        folder: Option<(u64, u64)>,
     ) -> (Slot, Option<Later<'t>>) {
         self.summary.total_files_processed += 1;
         self.summary.total_bytes_processed += node.size;
@@ -683,6 +695,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             changed: parent.is_some(),
             link: (node.nlink > 1).then(|| self.ctx.links.lead(key)),
             node,
+            folder,
         };
         (Slot::Reading, Some(Later::Read(Box::new(job))))
     }

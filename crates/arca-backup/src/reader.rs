@@ -40,6 +40,8 @@ pub(crate) struct FileJob {
     pub changed: bool,
     /// A hard-linked file whose other names wait for its content.
     pub link: Option<LinkKey>,
+    /// The (device, inode) of the directory the walk listed it in, when it did.
+    pub folder: Option<(u64, u64)>,
 }
 
 /// Where one reader's time went.
@@ -113,6 +115,13 @@ pub(crate) struct FileReader<'c, 'a, 's> {
     other_name: bool,
 }
 
+/// Whether `path`'s folder, as its path leads now, is the directory `folder` (device, inode).
+fn in_folder(path: &Path, folder: (u64, u64)) -> bool {
+    path.parent()
+        .and_then(|p| arca_fs::lstat(p).ok())
+        .is_some_and(|m| (m.dev(), m.ino()) == folder)
+}
+
 /// A reader stopped early: the saver stopped (its error is reported by the pipeline) or the
 /// backup was cancelled.
 pub(crate) struct Halt;
@@ -149,11 +158,12 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                 mut node,
                 changed,
                 link,
+                folder,
             } = job;
             let listed = node.size;
             // Kept for reading another name of a hard-linked file when this one fails.
             let spare = link.map(|_| node.clone());
-            let done = match self.read_file(&path, &mut node) {
+            let done = match self.read_file(&path, &mut node, folder) {
                 Ok(true) => {
                     // The walk counted the size listed; what counts is what was read (a file
                     // cut or grown while read).
@@ -215,7 +225,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
         while let Some(other) = self.ctx.links.next_other(key) {
             let mut node = listed.clone();
             self.other_name = true;
-            let r = self.read_file(&other, &mut node);
+            let r = self.read_file(&other, &mut node, None);
             self.other_name = false;
             if r? {
                 return Ok(Some((node.content, node.size)));
@@ -246,8 +256,13 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
     }
 
     /// Reads and chunks a file into `node.content`; false when it was skipped with a
-    /// warning.
-    fn read_file(&mut self, path: &Path, node: &mut Node) -> Result<bool, Halt> {
+    /// warning. `folder`: the (device, inode) of the directory the walk listed it in.
+    fn read_file(
+        &mut self,
+        path: &Path,
+        node: &mut Node,
+        folder: Option<(u64, u64)>,
+    ) -> Result<bool, Halt> {
         if let Some(h) = &self.ctx.opts.hooks.before_read {
             h(path);
         }
@@ -286,8 +301,15 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             // Replaced by another file since it was listed (a program saving by writing a new
             // file and renaming it over the old one): the file now there is stored, with its
             // own metadata, as restic does. Not for hard links, whose names are grouped by
-            // inode.
-            Ok(m) if m.is_file() && node.nlink <= 1 && m.nlink() == 1 => {
+            // inode; nor when the path no longer leads into the folder listed (a folder on
+            // the way renamed away and replaced, by a symlink to a folder outside the tree:
+            // a file from there was stored under this name without a word).
+            Ok(m)
+                if m.is_file()
+                    && node.nlink <= 1
+                    && m.nlink() == 1
+                    && folder.is_none_or(|f| in_folder(path, f)) =>
+            {
                 let mut names = arca_fs::NameCache::new();
                 match arca_fs::read_node(path, &node.name, &m, &mut names) {
                     Ok(now) => *node = now,

@@ -1,7 +1,8 @@
-//! Folders moved while the backup walks them: a folder above one not yet listed renamed away
-//! and replaced, by a symlink to a folder outside the tree or by another folder. The walk,
-//! which reaches folders by their paths, went through the replacement and stored what lay
-//! there (a folder outside the backed-up tree) under the old name, without a word.
+//! Folders moved while the backup walks them: a folder above one not yet listed (or a file
+//! not yet read) renamed away and replaced, by a symlink to a folder outside the tree or by
+//! another folder. The walk and the readers, which reach entries by their paths, went through
+//! the replacement and stored what lay there (outside the backed-up tree) under the old
+//! name, without a word.
 
 #![allow(clippy::unwrap_used)]
 
@@ -119,4 +120,57 @@ fn a_folder_renamed_over_by_a_sibling_is_stored_as_the_sibling() {
     do_restore(&repo, "latest", &target).unwrap();
     let out = restored(&target, &src);
     assert_eq!(fs::read(out.join("d/sub/new")).unwrap(), b"new");
+}
+
+/// The same for a file: its folder renamed away and replaced just before the file is read.
+/// The file then found by its path, from outside the tree, was stored under its name as if
+/// saved there by rename (a new file in the same folder still is).
+#[test]
+fn a_file_reached_through_a_replaced_folder_is_not_stored_from_elsewhere() {
+    for how in ["symlink", "folder"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        fs::create_dir_all(src.join("d")).unwrap();
+        fs::write(src.join("d/f"), b"in the tree").unwrap();
+        let outside = tmp.path().join("outside");
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("f"), b"never in the tree").unwrap();
+        let repo = init(local(&tmp.path().join("repo")));
+        let f = src.join("d/f");
+        let (d, moved) = (src.join("d"), src.join("d-moved"));
+        let out_dir = outside.clone();
+        let hook = Arc::new(move |p: &Path| {
+            if p != f {
+                return;
+            }
+            fs::rename(&d, &moved).unwrap();
+            match how {
+                "symlink" => std::os::unix::fs::symlink(&out_dir, &d).unwrap(),
+                _ => fs::rename(&out_dir, &d).unwrap(),
+            }
+        });
+        let opts = BackupOptions {
+            paths: vec![src.clone()],
+            hooks: Hooks {
+                before_read: Some(hook),
+                ..Hooks::default()
+            },
+            ..BackupOptions::default()
+        };
+        let r = backup(&repo, &opts, &Progress::default(), &|_: &Warning| {}).unwrap();
+        let warned: Vec<(String, WarningKind)> = r
+            .warnings
+            .iter()
+            .map(|w| {
+                let p = w.path.strip_prefix(&src).unwrap().display().to_string();
+                (p, w.kind)
+            })
+            .collect();
+        assert_eq!(warned, [("d/f".into(), WarningKind::Vanished)], "{how}");
+        assert!(!r.snapshot.complete, "{how}");
+        let target = tmp.path().join("t");
+        do_restore(&repo, "latest", &target).unwrap();
+        let out = restored(&target, &src);
+        assert!(!out.join("d/f").exists(), "{how}: stored from elsewhere");
+    }
 }
