@@ -122,6 +122,24 @@ fn in_folder(path: &Path, folder: (u64, u64)) -> bool {
         .is_some_and(|m| (m.dev(), m.ino()) == folder)
 }
 
+/// Whether `file` is on a file system whose files list a size that is not their content's
+/// (/proc's 0, /sys's page), which are read to their end whatever it says.
+fn sizes_are_not_contents(file: &File) -> bool {
+    use nix::sys::statfs as fs;
+    const PSEUDO: [fs::FsType; 9] = [
+        fs::PROC_SUPER_MAGIC,
+        fs::SYSFS_MAGIC,
+        fs::DEBUGFS_MAGIC,
+        fs::TRACEFS_MAGIC,
+        fs::SECURITYFS_MAGIC,
+        fs::CGROUP_SUPER_MAGIC,
+        fs::CGROUP2_SUPER_MAGIC,
+        fs::SELINUX_MAGIC,
+        fs::SMACK_MAGIC,
+    ];
+    fs::fstatfs(file).is_ok_and(|st| PSEUDO.contains(&st.filesystem_type()))
+}
+
 /// A reader stopped early: the saver stopped (its error is reported by the pipeline) or the
 /// backup was cancelled.
 pub(crate) struct Halt;
@@ -371,7 +389,10 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                 (node.mtime.sec, i64::from(node.mtime.nsec)),
                 (node.ctime.sec, i64::from(node.ctime.nsec)),
             );
-            if after.len() != node.size || times != before || total != node.size {
+            // Size and times as listed, but another count of bytes read: a file system
+            // whose sizes are not its files' contents (/proc, /sys), not a change.
+            let moved = after.len() != node.size || times != before;
+            if moved || (total != node.size && !sizes_are_not_contents(&file)) {
                 let msg = format!(
                     "{}: changed while it was read; stored as read ({total} bytes)",
                     arca_format::text::shown(path)
