@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use arca_format::{BlobKind, Id, Node, NodeKind, SnapshotSummary, Timespec, Tree};
+use arca_format::{BlobKind, Id, Node, NodeKind, SnapshotSummary, Tree};
 use arca_fs::{NameCache, read_node_since};
 use arca_repo::RepoError;
 use arca_repo::profile::Clock;
@@ -21,7 +21,7 @@ use crate::filter::{Filter, Verdict};
 use crate::pipeline::Ctx;
 use crate::pipeline::ParentTrees;
 use crate::prefetch::Prefetcher;
-use crate::reader::{FileJob, FileReader, Halt};
+use crate::reader::FileJob;
 use crate::sources::{SourceTree, join};
 
 /// Why the walk stopped.
@@ -480,6 +480,9 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 return Ok(Listed::empty(id, link, old));
             }
         };
+        if let Some(h) = &self.ctx.opts.hooks.after_list {
+            h(dir);
+        }
         if let Some(only) = only {
             names.retain(|n| n == only);
         }
@@ -552,6 +555,19 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             }
         }
         drop(parent);
+        // The entries were looked at by path: the folder moved away and replaced meanwhile
+        // (by a symlink to a folder outside the tree), those looked at since were another
+        // folder's. Its files are read only if their path leads into the folder listed
+        // (its folders are walked only if they are in it, see above).
+        if let Some(s) = seen
+            && !arca_fs::lstat(dir).is_ok_and(|m| (m.dev(), m.ino()) == s)
+        {
+            for (_, l) in &mut later {
+                if let Later::Read(job) = l {
+                    job.strict = true;
+                }
+            }
+        }
         Ok(Listed {
             id,
             link,
@@ -696,88 +712,9 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             link: (node.nlink > 1).then(|| self.ctx.links.lead(key)),
             node,
             folder,
+            strict: false,
         };
         (Slot::Reading, Some(Later::Read(Box::new(job))))
-    }
-
-    /// Backs up what `reader` yields as one file `/NAME` (`--stdin`), owned by the current
-    /// user, mode 0644, dated now, read on this thread. A `NAME` of several names (`db/x.sql`)
-    /// puts the file in folders made for it (0755, the same owner and time), as restic does.
-    pub(crate) fn run_stdin<R: std::io::Read>(
-        &mut self,
-        name: &[u8],
-        reader: R,
-    ) -> Result<(), Fatal> {
-        let (uid, gid) = arca_repo::host::ids();
-        let ns = arca_repo::host::now_ns();
-        let now = Timespec {
-            sec: ns.div_euclid(1_000_000_000),
-            nsec: ns.rem_euclid(1_000_000_000) as u32,
-        };
-        let path = join(Path::new("/"), name);
-        let mut parts: Vec<&[u8]> = name.split(|&b| b == b'/').collect();
-        let file_name = parts.pop().unwrap_or(name);
-        let mut node = Node {
-            name: file_name.to_vec(),
-            kind: Some(NodeKind::File),
-            mode: 0o644,
-            uid,
-            gid,
-            user: arca_repo::host::username().into_bytes(),
-            group: arca_repo::host::groupname().into_bytes(),
-            mtime: now,
-            atime: now,
-            ctime: now,
-            nlink: 1,
-            ..Node::default()
-        };
-        let folder = Node {
-            kind: Some(NodeKind::Dir),
-            mode: 0o755,
-            ..node.clone()
-        };
-        let mut file_reader = FileReader::new(self.ctx);
-        let read = file_reader.chunk(&path, reader);
-        let mut slots = vec![];
-        match read {
-            Ok(Some((content, total))) => {
-                node.content = content;
-                node.size = total;
-                self.summary.files_new += 1;
-                self.summary.total_files_processed += 1;
-                self.summary.total_bytes_processed += total;
-                slots.push(Slot::Ready(node));
-            }
-            Ok(None) => {}
-            Err(Halt) => {
-                return Err(match self.ctx.cancelled() {
-                    true => Fatal::Cancelled,
-                    false => Fatal::Stopped,
-                });
-            }
-        }
-        crate::pipeline::add_summary(&mut self.summary, &file_reader.summary);
-        let (mut id, mut parent) = (0, None);
-        for d in parts {
-            let dir = Node {
-                name: d.to_vec(),
-                ..folder.clone()
-            };
-            self.send(Msg::Dir {
-                id,
-                parent,
-                old: None,
-                slots: vec![Slot::Dir(dir)],
-            })?;
-            parent = Some((id, 0));
-            id = self.new_dir();
-        }
-        self.send(Msg::Dir {
-            id,
-            parent,
-            old: None,
-            slots,
-        })
     }
 }
 
@@ -793,5 +730,6 @@ pub(crate) fn count_name(summary: &mut SnapshotSummary, changed: bool) -> crate:
     }
 }
 
+mod stdin;
 #[cfg(test)]
 mod tests;

@@ -73,6 +73,9 @@ pub struct Hooks {
     pub before_read: Option<PathHook>,
     /// Called with a directory's path just before the walk lists it.
     pub before_list: Option<PathHook>,
+    /// Called with a directory's path once the walk listed it, before it looks at its
+    /// entries.
+    pub after_list: Option<PathHook>,
 }
 
 impl std::fmt::Debug for Hooks {

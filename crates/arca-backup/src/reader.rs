@@ -42,6 +42,9 @@ pub(crate) struct FileJob {
     pub link: Option<LinkKey>,
     /// The (device, inode) of the directory the walk listed it in, when it did.
     pub folder: Option<(u64, u64)>,
+    /// That directory moved while the walk looked at its entries (by path): the file is
+    /// read only if its path still leads into it.
+    pub strict: bool,
 }
 
 /// Where one reader's time went.
@@ -177,11 +180,13 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                 changed,
                 link,
                 folder,
+                strict,
             } = job;
             let listed = node.size;
             // Kept for reading another name of a hard-linked file when this one fails.
             let spare = link.map(|_| node.clone());
-            let done = match self.read_file(&path, &mut node, folder) {
+            let within = folder.filter(|_| strict);
+            let done = match self.read_file(&path, &mut node, folder, within) {
                 Ok(true) => {
                     // The walk counted the size listed; what counts is what was read (a file
                     // cut or grown while read).
@@ -243,7 +248,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
         while let Some(other) = self.ctx.links.next_other(key) {
             let mut node = listed.clone();
             self.other_name = true;
-            let r = self.read_file(&other, &mut node, None);
+            let r = self.read_file(&other, &mut node, None, None);
             self.other_name = false;
             if r? {
                 return Ok(Some((node.content, node.size)));
@@ -274,12 +279,15 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
     }
 
     /// Reads and chunks a file into `node.content`; false when it was skipped with a
-    /// warning. `folder`: the (device, inode) of the directory the walk listed it in.
+    /// warning. `folder`: the (device, inode) of the directory the walk listed it in, which
+    /// a file found replaced must be in to be stored; `within`: the same, which the file
+    /// must be in whatever it is.
     fn read_file(
         &mut self,
         path: &Path,
         node: &mut Node,
         folder: Option<(u64, u64)>,
+        within: Option<(u64, u64)>,
     ) -> Result<bool, Halt> {
         if let Some(h) = &self.ctx.opts.hooks.before_read {
             h(path);
@@ -307,7 +315,11 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
         };
         // One fstat: the entry is still the file we listed, and whether it has holes.
         let sparse = match file.metadata() {
-            Ok(m) if m.is_file() && m.ino() == node.inode => {
+            Ok(m)
+                if m.is_file()
+                    && m.ino() == node.inode
+                    && within.is_none_or(|f| in_folder(path, f)) =>
+            {
                 if quiet {
                     node.ctime = arca_format::Timespec {
                         sec: m.ctime(),

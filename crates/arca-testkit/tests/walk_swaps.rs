@@ -174,3 +174,47 @@ fn a_file_reached_through_a_replaced_folder_is_not_stored_from_elsewhere() {
         assert!(!out.join("d/f").exists(), "{how}: stored from elsewhere");
     }
 }
+
+/// The folder replaced after it was listed, while its entries are looked at: the entries
+/// looked at since are the other folder's (same names), and its files were stored, from
+/// outside the tree, under the listed folder's name without a word.
+#[test]
+fn files_looked_at_after_their_folder_was_replaced_are_not_stored_from_elsewhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    fs::write(src.join("d/f"), b"in the tree").unwrap();
+    let outside = tmp.path().join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(outside.join("f"), b"never in the tree").unwrap();
+    let repo = init(local(&tmp.path().join("repo")));
+    let (d, moved) = (src.join("d"), src.join("d-moved"));
+    let hook = Arc::new(move |p: &Path| {
+        if p == d {
+            fs::rename(&d, &moved).unwrap();
+            std::os::unix::fs::symlink(&outside, &d).unwrap();
+        }
+    });
+    let opts = BackupOptions {
+        paths: vec![src.clone()],
+        hooks: Hooks {
+            after_list: Some(hook),
+            ..Hooks::default()
+        },
+        ..BackupOptions::default()
+    };
+    let r = backup(&repo, &opts, &Progress::default(), &|_: &Warning| {}).unwrap();
+    let warned: Vec<(String, WarningKind)> = r
+        .warnings
+        .iter()
+        .map(|w| {
+            let p = w.path.strip_prefix(&src).unwrap().display().to_string();
+            (p, w.kind)
+        })
+        .collect();
+    assert_eq!(warned, [("d/f".into(), WarningKind::Vanished)]);
+    let target = tmp.path().join("t");
+    do_restore(&repo, "latest", &target).unwrap();
+    let out = restored(&target, &src);
+    assert!(!out.join("d/f").exists(), "stored from elsewhere");
+}

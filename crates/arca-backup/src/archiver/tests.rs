@@ -1,6 +1,7 @@
 //! The change rule of the walk: which attributes make a file be read again.
 
 use super::*;
+use arca_format::Timespec;
 
 /// Every attribute of the change rule changing alone, and together: a file is reused
 /// only when none changed.
