@@ -323,3 +323,34 @@ fn join(first: &Path, second: &Path, mtime: std::time::SystemTime) {
         .set_modified(mtime)
         .unwrap();
 }
+
+/// A restore with nothing to do counts the names already linked as the first one counted the
+/// names it linked, as it counts files found right: it said "4 files (0 new, 0 updated, 4
+/// unchanged), …, 0 hard links" where the first restore had said "6 files …, 2 hard links".
+#[test]
+fn a_rerun_counts_the_hard_links_already_in_place() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    for i in 1..=4 {
+        fs::write(src.join(format!("f{i}")), format!("{i}")).unwrap();
+    }
+    fs::hard_link(src.join("f1"), src.join("d/l1")).unwrap();
+    fs::hard_link(src.join("f2"), src.join("d/l2")).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let t = e.path("target");
+    let t = t.to_str().unwrap();
+    let first = e.ok(&["restore", "latest", "-t", t]);
+    assert!(
+        first.contains(": 6 files (4 new, 0 updated, 0 unchanged)"),
+        "{first}"
+    );
+    assert!(first.contains(" 2 hard links"), "{first}");
+    let again = e.ok(&["restore", "latest", "-t", t]);
+    assert!(
+        again.contains(": 6 files (0 new, 0 updated, 4 unchanged)"),
+        "{again}"
+    );
+    assert!(again.contains(" 2 hard links"), "{again}");
+}

@@ -190,7 +190,7 @@ pub struct RestoreReport {
     pub dirs: u64,
     /// Symlinks, FIFOs, devices and sockets.
     pub others: u64,
-    /// Hard links.
+    /// Further names of hard-link groups in place at the end (linked, or found linked).
     pub hardlinks: u64,
     /// File bytes in the restore (holes included).
     pub bytes: u64,
@@ -729,7 +729,9 @@ pub fn restore(
                 }
         })
         .flat_map(|(_, links)| links)
-        .filter(|&&l| restored(l))
+        // A name already linked counts as a file found right does (it was left out, so that
+        // a restore with nothing to do said "0 hard links" where the first said 2).
+        .filter(|&&l| restored(l) || (scan.is_linked(l) && made(&plan.entries[l as usize])))
         .count() as u64;
     report.others = (0..plan.entries.len() as u32)
         .filter(|&e| {

@@ -118,6 +118,9 @@ pub(crate) struct Scan {
     /// Per entry (empty when none was): hashing settled it ([`Scan::record`]), before content
     /// moved or while it did.
     pub hashed_entry: Vec<bool>,
+    /// Per entry (empty when none was): a further name of a hard-link group that is its first
+    /// name's inode already, left as it is ([`Scanner::settle_links_of`]).
+    pub linked_entry: Vec<bool>,
 }
 
 impl Scan {
@@ -136,6 +139,12 @@ impl Scan {
     /// was not trusted by size and mtime.
     pub fn hashed_or_deferred(&self, e: u32) -> bool {
         self.is_deferred(e) || self.hashed_entry.get(e as usize).is_some_and(|&h| h)
+    }
+
+    /// Whether entry `e`, a further name of a hard-link group, is its first name's inode
+    /// already: in place, though left alone (Skip).
+    pub fn is_linked(&self, e: u32) -> bool {
+        self.linked_entry.get(e as usize).is_some_and(|&l| l)
     }
 
     /// Whether entry `e` waits for its hashing.
@@ -395,6 +404,10 @@ impl Scanner<'_> {
                     .is_ok_and(|m| m.ino() == f.ino() && m.dev() == f.dev())
             {
                 scan.entries[l as usize] = EntryAction::Skip;
+                if scan.linked_entry.is_empty() {
+                    scan.linked_entry = vec![false; self.plan.entries.len()];
+                }
+                scan.linked_entry[l as usize] = true;
             }
         }
     }
