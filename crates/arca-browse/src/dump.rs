@@ -218,10 +218,19 @@ pub(crate) enum Msg {
     Failed(DumpError),
 }
 
+/// What a sink did with an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Started {
+    /// Written: its content, if any, follows.
+    Written,
+    /// Left out because the format cannot hold it (no content follows), and why.
+    Skipped(&'static str),
+}
+
 /// Where a dump's entries go.
 pub(crate) trait Sink {
-    /// Starts an entry; `false` when the format cannot hold it (skipped, no content follows).
-    fn entry(&mut self, e: &Entry) -> Result<bool, DumpError>;
+    /// Starts an entry, or says why the format cannot hold it.
+    fn entry(&mut self, e: &Entry) -> Result<Started, DumpError>;
     /// Appends content to the current entry.
     fn data(&mut self, bytes: &[u8]) -> Result<(), DumpError>;
     /// Ends the output (archive trailer, flush).
@@ -234,8 +243,8 @@ struct Raw<W: Write> {
 }
 
 impl<W: Write> Sink for Raw<W> {
-    fn entry(&mut self, _: &Entry) -> Result<bool, DumpError> {
-        Ok(true)
+    fn entry(&mut self, _: &Entry) -> Result<Started, DumpError> {
+        Ok(Started::Written)
     }
     fn data(&mut self, bytes: &[u8]) -> Result<(), DumpError> {
         self.out
@@ -409,6 +418,9 @@ fn drain<S: Sink>(
     let mut expected = 0u64;
     let mut current: Option<Box<Entry>> = None;
     let mut written = 0u64;
+    // The current entry was left out: its content (a file's, when its name does not fit)
+    // is read all the same but not written, or it would land in the entry before.
+    let mut dropping = false;
     let short = |e: &Entry, written: u64| DumpError::Entry {
         path: e.snapshot_path(),
         detail: format!("content ended after {written} of {} bytes", e.size),
@@ -427,37 +439,38 @@ fn drain<S: Sink>(
                 } else {
                     0
                 };
-                if sink.entry(&e)? {
-                    report.entries += 1;
-                    match (&e.link, e.node.kind()) {
-                        (Some(_), _) => report.hardlinks += 1,
-                        (None, NodeKind::File) => report.files += 1,
-                        _ => {}
+                let started = sink.entry(&e)?;
+                dropping = started != Started::Written;
+                match started {
+                    Started::Written => {
+                        report.entries += 1;
+                        match (&e.link, e.node.kind()) {
+                            (Some(_), _) => report.hardlinks += 1,
+                            (None, NodeKind::File) => report.files += 1,
+                            _ => {}
+                        }
                     }
-                } else {
-                    report.skipped.push(Skipped {
-                        path: e.snapshot_path(),
-                        reason: match e.node.kind() {
-                            NodeKind::Socket => "a socket has no archive entry",
-                            NodeKind::Fifo => "a zip archive cannot hold a FIFO",
-                            NodeKind::Dir => {
-                                "a zip folder entry cannot hold a name that is not UTF-8 (its \
-                                 files, stored with their names' bytes, make the folder; its \
-                                 mode and time are not kept)"
-                            }
-                            _ => "a zip archive cannot hold a device node",
-                        },
-                    });
+                    Started::Skipped(reason) => {
+                        report.skipped.push(Skipped {
+                            path: e.snapshot_path(),
+                            reason,
+                        });
+                    }
                 }
                 current = Some(e);
             }
             Msg::Data(d) => {
                 written += d.len() as u64;
-                report.bytes += d.len() as u64;
-                sink.data(&d)?;
+                if !dropping {
+                    report.bytes += d.len() as u64;
+                    sink.data(&d)?;
+                }
             }
             Msg::Zeros(mut n) => {
                 written += n;
+                if dropping {
+                    continue;
+                }
                 report.bytes += n;
                 while n > 0 {
                     let k = n.min(ZEROS.len() as u64);

@@ -8,7 +8,7 @@ use std::io::Write;
 
 use arca_format::{NodeKind, Timespec};
 
-use super::{DumpError, Entry, Sink};
+use super::{DumpError, Entry, Sink, Started};
 
 const BLOCK: usize = 512;
 
@@ -38,10 +38,10 @@ impl<W: Write> TarSink<W> {
 }
 
 impl<W: Write> Sink for TarSink<W> {
-    fn entry(&mut self, e: &Entry) -> Result<bool, DumpError> {
+    fn entry(&mut self, e: &Entry) -> Result<Started, DumpError> {
         self.pad()?;
         let Some(typeflag) = typeflag(e) else {
-            return Ok(false);
+            return Ok(Started::Skipped("a socket has no archive entry"));
         };
         let (pax, header) = headers(e, typeflag);
         if !pax.is_empty() {
@@ -58,7 +58,7 @@ impl<W: Write> Sink for TarSink<W> {
         self.put(&header.finish())?;
         let size = if typeflag == b'0' { e.size } else { 0 };
         self.pad = ((BLOCK as u64 - size % BLOCK as u64) % BLOCK as u64) as usize;
-        Ok(true)
+        Ok(Started::Written)
     }
 
     fn data(&mut self, bytes: &[u8]) -> Result<(), DumpError> {

@@ -194,3 +194,51 @@ fn a_lost_pack_fails_naming_the_file() {
         e => panic!("{e}"),
     }
 }
+
+#[test]
+fn a_zip_leaves_out_a_path_too_long_for_it_and_writes_the_rest() {
+    use std::io::Read;
+    use std::sync::mpsc::sync_channel;
+
+    use super::{DumpReport, Entry, Msg, Sink, drain};
+
+    let entry = |path: Vec<u8>, size: u64| {
+        Msg::Entry(Box::new(Entry {
+            path,
+            node: file("x", &[]),
+            size,
+            link: None,
+        }))
+    };
+    // 300 folders of 250 bytes: a path of about 75 KiB, more than a zip name can be.
+    let mut long = [vec![b'd'; 250], b"/".to_vec()].concat().repeat(300);
+    long.push(b'f');
+    let (tx, rx) = sync_channel(8);
+    for m in [
+        entry(long, 5),
+        Msg::Data(b"abc".to_vec()),
+        Msg::Zeros(2),
+        entry(b"ok".to_vec(), 2),
+        Msg::Data(b"hi".to_vec()),
+    ] {
+        tx.send(m).unwrap();
+    }
+    drop(tx);
+    let mut out = vec![];
+    let mut sink = super::zip::ZipSink::new(&mut out);
+    let mut report = DumpReport::default();
+    drain(&mut sink, rx, &mut report).unwrap();
+    sink.finish().unwrap();
+    drop(sink);
+    assert_eq!(report.skipped.len(), 1, "{report:?}");
+    assert!(report.skipped[0].reason.contains("64 KiB"));
+    assert_eq!((report.entries, report.files, report.bytes), (1, 1, 2));
+    // The long name's content went nowhere: the archive holds the other file, whole.
+    let mut z = ::zip::ZipArchive::new(std::io::Cursor::new(out)).unwrap();
+    assert_eq!(z.len(), 1);
+    let mut f = z.by_index(0).unwrap();
+    assert_eq!(f.name().unwrap(), "ok");
+    let mut text = String::new();
+    f.read_to_string(&mut text).unwrap();
+    assert_eq!(text, "hi");
+}

@@ -4,7 +4,7 @@
 //! entries, file content deflated (zip64 for files from 4 GiB). Names are stored as they are
 //! (flagged UTF-8 when they are), but a folder whose path is not UTF-8 gets no entry (the
 //! zip crate takes folder names as text). Zip has no hard links (each name holds the
-//! content), FIFOs or device nodes (left out, reported).
+//! content), FIFOs or device nodes, nor names over 64 KiB (left out, reported).
 
 use std::io::Write;
 
@@ -12,13 +12,16 @@ use arca_format::{NodeKind, Timespec};
 use zip::write::{FullFileOptions, StreamWriter};
 use zip::{CompressionMethod, DateTime, System, ZipWriter};
 
-use super::{DumpError, Entry, Sink};
+use super::{DumpError, Entry, Sink, Started};
 
 const S_IFREG: u32 = 0o100_000;
 const S_IFDIR: u32 = 0o040_000;
 const S_IFLNK: u32 = 0o120_000;
 /// Extended timestamp extra field (Info-ZIP "UT").
 const EXTENDED_TIMESTAMP: u16 = 0x5455;
+/// Longest entry name written. A local header's name and extra fields share 64 KiB with its
+/// fixed 30 bytes (the zip crate refuses more); the extra fields written take under 64.
+const MAX_NAME: usize = u16::MAX as usize - 30 - 64;
 
 /// Writes a streamed zip archive to `out`.
 pub(crate) struct ZipSink<W: Write> {
@@ -100,7 +103,7 @@ pub(crate) fn dos_time(t: Timespec) -> DateTime {
 }
 
 impl<W: Write> Sink for ZipSink<W> {
-    fn entry(&mut self, e: &Entry) -> Result<bool, DumpError> {
+    fn entry(&mut self, e: &Entry) -> Result<Started, DumpError> {
         let Some(zip) = self.zip.as_mut() else {
             return Err(DumpError::Internal("zip archive already finished".into()));
         };
@@ -110,13 +113,22 @@ impl<W: Write> Sink for ZipSink<W> {
             NodeKind::File => (S_IFREG, CompressionMethod::Deflated, false),
             NodeKind::Dir => (S_IFDIR, CompressionMethod::Stored, true),
             NodeKind::Symlink => (S_IFLNK, CompressionMethod::Stored, false),
-            NodeKind::Fifo | NodeKind::CharDev | NodeKind::BlockDev | NodeKind::Socket => {
-                return Ok(false);
+            NodeKind::Fifo => return Ok(Started::Skipped("a zip archive cannot hold a FIFO")),
+            NodeKind::CharDev | NodeKind::BlockDev => {
+                return Ok(Started::Skipped("a zip archive cannot hold a device node"));
             }
+            NodeKind::Socket => return Ok(Started::Skipped("a socket has no archive entry")),
         };
         let mut name = e.path.clone();
         if suffix {
             name.push(b'/');
+        }
+        // Left out rather than ending the dump (the zip crate refuses it): the rest of the
+        // archive is still written.
+        if name.len() > MAX_NAME {
+            return Ok(Started::Skipped(
+                "its path is longer than a zip entry name can be (64 KiB)",
+            ));
         }
         let mut opts = FullFileOptions::default()
             .compression_method(method)
@@ -136,18 +148,22 @@ impl<W: Write> Sink for ZipSink<W> {
             // text gets no folder entry: a lossy one split the folder in two on extraction
             // (the entry's, empty, and the one its files' byte names make).
             let Ok(name) = String::from_utf8(name) else {
-                return Ok(false);
+                return Ok(Started::Skipped(
+                    "a zip folder entry cannot hold a name that is not UTF-8 (its files, \
+                     stored with their names' bytes, make the folder; its mode and time are not \
+                     kept)",
+                ));
             };
             zip.add_directory(name, opts)
                 .map_err(|err| zip_err(e, err))?;
-            return Ok(true);
+            return Ok(Started::Written);
         }
         zip.start_file_with_options(opts.name(&name))
             .map_err(|err| zip_err(e, err))?;
         if n.kind() == NodeKind::Symlink {
             zip.write_all(&n.link_target).map_err(write_err)?;
         }
-        Ok(true)
+        Ok(Started::Written)
     }
 
     fn data(&mut self, bytes: &[u8]) -> Result<(), DumpError> {
