@@ -102,6 +102,18 @@ pub(crate) fn dos_time(t: Timespec) -> DateTime {
     .unwrap_or_default()
 }
 
+/// The 32 bits of the extended-timestamp field for `sec`, `None` out of its range. Info-ZIP's
+/// unzip (64-bit `time_t`) reads them unsigned when the entry's DOS time is from 2038-01-18
+/// on, and signed otherwise: times up to 2106 fit (written as signed, later ones as
+/// unsigned); without the field, unzip took a 2040 time from the DOS time, in the extracting
+/// machine's time zone (hours off when it differs from the dumping one's) and to 2 seconds.
+fn ut_seconds(sec: i64) -> Option<[u8; 4]> {
+    if let Ok(s) = i32::try_from(sec) {
+        return Some(s.to_le_bytes());
+    }
+    u32::try_from(sec).ok().map(u32::to_le_bytes)
+}
+
 impl<W: Write> Sink for ZipSink<W> {
     fn entry(&mut self, e: &Entry) -> Result<Started, DumpError> {
         let Some(zip) = self.zip.as_mut() else {
@@ -136,9 +148,9 @@ impl<W: Write> Sink for ZipSink<W> {
             .external_attributes((kind_bits | perm) << 16)
             .last_modified_time(dos_time(n.mtime))
             .large_file(n.kind() == NodeKind::File && e.size >= zip::ZIP64_BYTES_THR - (1 << 20));
-        if let Ok(secs) = i32::try_from(n.mtime.sec) {
+        if let Some(secs) = ut_seconds(n.mtime.sec) {
             let mut ut = vec![1u8];
-            ut.extend_from_slice(&secs.to_le_bytes());
+            ut.extend_from_slice(&secs);
             opts.add_extra_field(EXTENDED_TIMESTAMP, ut, false)
                 .map_err(|err| zip_err(e, err))?;
         }
@@ -188,5 +200,46 @@ impl<W: Write> Sink for ZipSink<W> {
             })?
             .into_inner();
         out.out.flush().map_err(write_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn times_after_2038_keep_their_utc_seconds() {
+        let mut out = vec![];
+        let mut sink = ZipSink::new(&mut out);
+        for (name, sec) in [("y2040", 2_208_988_801i64), ("y2023", 1_700_000_001)] {
+            let e = Entry {
+                path: name.as_bytes().to_vec(),
+                node: arca_format::Node {
+                    kind: Some(NodeKind::Symlink),
+                    mode: 0o777,
+                    mtime: Timespec { sec, nsec: 0 },
+                    link_target: b"t".to_vec(),
+                    ..arca_format::Node::default()
+                },
+                size: 0,
+                link: None,
+            };
+            assert_eq!(sink.entry(&e).unwrap(), Started::Written);
+        }
+        sink.finish().unwrap();
+        drop(sink);
+        let has = |sec: u32| {
+            let mut ut = b"UT\x05\x00\x01".to_vec();
+            ut.extend_from_slice(&sec.to_le_bytes());
+            out.windows(ut.len()).filter(|w| *w == &ut[..]).count()
+        };
+        // In the local header and the central directory.
+        assert_eq!(has(2_208_988_801), 2);
+        assert_eq!(has(1_700_000_001), 2);
+        assert_eq!(ut_seconds(-1), Some([0xff; 4]));
+        assert_eq!(ut_seconds(1 << 32), None);
+        assert_eq!(ut_seconds(-(1 << 31) - 1), None);
     }
 }
