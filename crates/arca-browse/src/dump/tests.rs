@@ -242,3 +242,88 @@ fn a_zip_leaves_out_a_path_too_long_for_it_and_writes_the_rest() {
     f.read_to_string(&mut text).unwrap();
     assert_eq!(text, "hi");
 }
+
+/// A member of a tar archive: path, type, link target and content.
+type Member = (Vec<u8>, u8, Vec<u8>, Vec<u8>);
+
+/// The members of a tar archive the dump wrote (pax `path` and `linkpath` records applied).
+fn tar_members(tar: &[u8]) -> Vec<Member> {
+    let field = |b: &[u8]| b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())].to_vec();
+    let mut out = vec![];
+    let mut pax: Vec<(Vec<u8>, Vec<u8>)> = vec![];
+    let mut at = 0;
+    while tar[at..at + 512].iter().any(|&b| b != 0) {
+        let h = &tar[at..at + 512];
+        let octal = String::from_utf8(field(&h[124..136])).unwrap();
+        let size = usize::from_str_radix(octal.trim(), 8).unwrap();
+        let data = &tar[at + 512..at + 512 + size];
+        at += 512 + size.div_ceil(512) * 512;
+        if h[156] == b'x' {
+            let mut rest = data;
+            while !rest.is_empty() {
+                let sp = rest.iter().position(|&b| b == b' ').unwrap();
+                let len: usize = std::str::from_utf8(&rest[..sp]).unwrap().parse().unwrap();
+                let rec = &rest[sp + 1..len - 1];
+                let eq = rec.iter().position(|&b| b == b'=').unwrap();
+                pax.push((rec[..eq].to_vec(), rec[eq + 1..].to_vec()));
+                rest = &rest[len..];
+            }
+            continue;
+        }
+        let mut name = field(&h[..100]);
+        let mut link = field(&h[157..257]);
+        for (k, v) in pax.drain(..) {
+            match &k[..] {
+                b"path" => name = v,
+                b"linkpath" => link = v,
+                _ => {}
+            }
+        }
+        out.push((name, h[156], link, data.to_vec()));
+    }
+    out
+}
+
+#[test]
+fn names_of_one_inode_with_different_contents_are_not_tar_links() {
+    let repo = repo();
+    let ids = pack(&repo, BlobKind::Data, &[block(1), block(2)]);
+    let linked = |name: &str, id: Id, inode: u64| Node {
+        dev: 5,
+        inode,
+        nlink: 2,
+        ..file(name, &[(id, 1000)])
+    };
+    // a and b share inode 7 but not their content (the file changed between the reads of its
+    // names); c and d share inode 9 and their content.
+    let nodes = vec![
+        linked("a", ids[0], 7),
+        linked("b", ids[1], 7),
+        linked("c", ids[0], 9),
+        linked("d", ids[0], 9),
+    ];
+    let tree = Tree { nodes }.encode().unwrap();
+    let root = pack(&repo, BlobKind::Tree, &[tree])[0];
+    let index = repo.load_index().unwrap();
+    let d = Dump::new(&repo, &index);
+    let mut tar = vec![];
+    let r = d
+        .write(&Target::Root(root), Some(Archive::Tar), &mut tar)
+        .unwrap();
+    assert_eq!((r.files, r.hardlinks), (3, 1));
+    let m = tar_members(&tar);
+    let kinds: Vec<_> = m
+        .iter()
+        .map(|(p, t, l, _)| (String::from_utf8_lossy(p), *t, String::from_utf8_lossy(l)))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("a".into(), b'0', "".into()),
+            ("b".into(), b'0', "".into()),
+            ("c".into(), b'0', "".into()),
+            ("d".into(), b'1', "c".into()),
+        ]
+    );
+    assert_eq!(m[1].3, block(2), "b holds its own content");
+}

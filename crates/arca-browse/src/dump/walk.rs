@@ -30,10 +30,12 @@ pub(crate) struct Walker<'a> {
     pub out: SyncSender<Item>,
 }
 
-/// The first archive path of an inode with several links, and how many names of it are still
-/// to come (the entry is dropped once all are met).
+/// The first archive path of an inode with several links, what it holds (its size and content
+/// list), and how many names of it are still to come (the entry is dropped once all are met).
 struct FirstName {
     path: Vec<u8>,
+    size: u64,
+    content: Vec<arca_format::ContentRef>,
     left: u64,
 }
 
@@ -84,18 +86,24 @@ impl Walker<'_> {
         if self.hardlinks && node.kind() == NodeKind::File && node.nlink > 1 && node.inode != 0 {
             let key = (node.dev, node.inode);
             match links.get_mut(&key) {
-                Some(first) => {
+                // A name whose size or content differs from the first's (the file changed
+                // between the reads of its names, or a damaged listing) keeps its own content,
+                // as restore keeps it: a link would give it the first name's.
+                Some(first) if first.size == node.size && first.content == node.content => {
                     link = Some(first.path.clone());
                     first.left = first.left.saturating_sub(1);
                     if first.left == 0 {
                         links.remove(&key);
                     }
                 }
+                Some(_) => {}
                 None => {
                     links.insert(
                         key,
                         FirstName {
                             path: path.clone(),
+                            size: node.size,
+                            content: node.content.clone(),
                             left: node.nlink - 1,
                         },
                     );
