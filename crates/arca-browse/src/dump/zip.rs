@@ -242,4 +242,38 @@ mod tests {
         assert_eq!(ut_seconds(1 << 32), None);
         assert_eq!(ut_seconds(-(1 << 31) - 1), None);
     }
+
+    #[test]
+    fn the_longest_name_fits_with_every_extra_field() {
+        let mut out = vec![];
+        let mut sink = ZipSink::new(&mut out);
+        for (i, (len, size, started)) in [
+            (MAX_NAME, 5u64 << 30, Started::Written),
+            (MAX_NAME, 0, Started::Written),
+            (MAX_NAME + 1, 0, Started::Skipped("")),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut path = vec![b'n'; len - 1];
+            path.push(b'0' + i as u8);
+            let e = Entry {
+                path,
+                node: arca_format::Node {
+                    kind: Some(NodeKind::File),
+                    mtime: Timespec { sec: 1, nsec: 0 },
+                    ..arca_format::Node::default()
+                },
+                size,
+                link: None,
+            };
+            // (An error would print the whole name.)
+            let got = sink.entry(&e).map_err(|e| e.to_string().len()).unwrap();
+            assert_eq!(
+                std::mem::discriminant(&got),
+                std::mem::discriminant(&started),
+                "{len} {size}"
+            );
+        }
+    }
 }
