@@ -328,7 +328,10 @@ impl<'a> Dump<'a> {
                 source,
             })?;
         here.push(last);
-        let folder_asked = path.as_os_str().as_bytes().ends_with(b"/");
+        // `file/` and `file/.` name a folder (path components drop the `.`, which took
+        // `file/.` for the file).
+        let raw = path.as_os_str().as_bytes();
+        let folder_asked = raw.ends_with(b"/") || raw.ends_with(b"/.");
         match t.nodes.into_iter().find(|n| n.name == last.as_bytes()) {
             Some(node) if folder_asked && !node.is_dir() => {
                 Err(DumpError::NotAFolder { path: here })

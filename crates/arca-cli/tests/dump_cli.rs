@@ -510,9 +510,11 @@ fn bad_paths_and_snapshots_fail_with_one_line() {
         "no snapshot matches \"latest\" with --host elsewhere",
     );
     fail(&["dump", "latest", &s("top.bin/x")], "is not a folder");
-    // A file named with a trailing slash is not a folder either (for ls too).
-    fail(&["dump", "latest", &s("top.bin/")], "is not a folder");
-    fail(&["ls", "latest", &s("top.bin/")], "is not a folder");
+    // A file named with a trailing slash (or `/.`) is not a folder either (for ls too).
+    for spelled in ["top.bin/", "top.bin/."] {
+        fail(&["dump", "latest", &s(spelled)], "is not a folder");
+        fail(&["ls", "latest", &s(spelled)], "is not a folder");
+    }
     fail(&["dump", "latest", &s("link")], "is a symlink, not a file");
     fail(&["dump", "latest", &s("docs/../top.bin")], "`..`");
     // A failed dump leaves no --target behind, and no temporary file.

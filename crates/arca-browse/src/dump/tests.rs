@@ -158,6 +158,12 @@ fn resolve_and_refuse() {
         d.resolve(root, Path::new("f1/x")),
         Err(DumpError::NotAFolder { path }) if path == Path::new("/f1")
     ));
+    for spelled in ["f1/", "/f1/."] {
+        assert!(matches!(
+            d.resolve(root, Path::new(spelled)),
+            Err(DumpError::NotAFolder { path }) if path == Path::new("/f1")
+        ));
+    }
     assert!(matches!(
         d.resolve(root, Path::new("../f1")),
         Err(DumpError::InvalidPath { .. })

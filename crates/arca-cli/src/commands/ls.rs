@@ -209,7 +209,9 @@ fn list_path(
     if comps.is_empty() {
         return l.walk(&root, Path::new("/"), deep);
     }
-    let folder_asked = start.as_os_str().as_bytes().ends_with(b"/");
+    // `file/.` names a folder as `file/` does (path components drop the `.`).
+    let raw = start.as_os_str().as_bytes();
+    let folder_asked = raw.ends_with(b"/") || raw.ends_with(b"/.");
     for (i, name) in comps.iter().enumerate() {
         let t = repo.load_tree(index, &tree).with_context(|| {
             format!(
