@@ -1,5 +1,6 @@
 //! The dump's zip writer, streamed (no seeking: sizes and checksums follow each entry in a
-//! data descriptor, so stdout works): unix modes in the external attributes, mtimes as local
+//! data descriptor, so stdout works): unix modes in the external attributes, owners in the
+//! Info-ZIP "ux" field (restored by `unzip -X`), mtimes as local
 //! DOS times plus the extended-timestamp field (UTC seconds), symlinks as unix symlink
 //! entries, file content deflated (zip64 for files from 4 GiB). Names are stored as they are
 //! (flagged UTF-8 when they are), but a folder whose path is not UTF-8 gets no entry (the
@@ -19,6 +20,8 @@ const S_IFDIR: u32 = 0o040_000;
 const S_IFLNK: u32 = 0o120_000;
 /// Extended timestamp extra field (Info-ZIP "UT").
 const EXTENDED_TIMESTAMP: u16 = 0x5455;
+/// Info-ZIP's new Unix extra field ("ux"): the owner's uid and gid, which `unzip -X` restores.
+const UNIX_OWNER: u16 = 0x7875;
 /// Longest entry name written. A local header's name and extra fields share 64 KiB with its
 /// fixed 30 bytes (the zip crate refuses more); the extra fields written take under 64.
 const MAX_NAME: usize = u16::MAX as usize - 30 - 64;
@@ -114,6 +117,16 @@ fn ut_seconds(sec: i64) -> Option<[u8; 4]> {
     u32::try_from(sec).ok().map(u32::to_le_bytes)
 }
 
+/// The "ux" field's data: version 1, then the uid and the gid, each as its size (4) and
+/// little-endian bytes.
+fn owner_field(uid: u32, gid: u32) -> Vec<u8> {
+    let mut f = vec![1u8, 4];
+    f.extend_from_slice(&uid.to_le_bytes());
+    f.push(4);
+    f.extend_from_slice(&gid.to_le_bytes());
+    f
+}
+
 impl<W: Write> Sink for ZipSink<W> {
     fn entry(&mut self, e: &Entry) -> Result<Started, DumpError> {
         let Some(zip) = self.zip.as_mut() else {
@@ -154,6 +167,8 @@ impl<W: Write> Sink for ZipSink<W> {
             opts.add_extra_field(EXTENDED_TIMESTAMP, ut, false)
                 .map_err(|err| zip_err(e, err))?;
         }
+        opts.add_extra_field(UNIX_OWNER, owner_field(n.uid, n.gid), false)
+            .map_err(|err| zip_err(e, err))?;
         if n.kind() == NodeKind::Dir {
             // A folder entry written as a file would need seeking back to fix its header;
             // `add_directory` writes it whole, but takes the name as text. A name that is not
@@ -275,5 +290,33 @@ mod tests {
                 "{len} {size}"
             );
         }
+    }
+
+    #[test]
+    fn owners_ride_in_the_unix_extra_field() {
+        let mut out = vec![];
+        let mut sink = ZipSink::new(&mut out);
+        let e = Entry {
+            path: b"f".to_vec(),
+            node: arca_format::Node {
+                kind: Some(NodeKind::File),
+                mode: 0o644,
+                uid: 3_000_000,
+                gid: 4_000_000,
+                ..arca_format::Node::default()
+            },
+            size: 0,
+            link: None,
+        };
+        assert_eq!(sink.entry(&e).unwrap(), Started::Written);
+        sink.finish().unwrap();
+        drop(sink);
+        // Id 0x7875, 11 bytes: version 1, a 4-byte uid, a 4-byte gid.
+        let mut ux = vec![0x75, 0x78, 11, 0, 1, 4];
+        ux.extend_from_slice(&3_000_000u32.to_le_bytes());
+        ux.push(4);
+        ux.extend_from_slice(&4_000_000u32.to_le_bytes());
+        let n = out.windows(ux.len()).filter(|w| *w == &ux[..]).count();
+        assert_eq!(n, 2, "in the local header and the central directory");
     }
 }

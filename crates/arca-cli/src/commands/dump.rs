@@ -21,7 +21,7 @@ use crate::util;
 pub enum ArchiveArg {
     /// POSIX pax tar: modes, owners, times in nanoseconds, links, devices, FIFOs, xattrs
     Tar,
-    /// Zip (streamed): modes, mtimes, symlinks; no hard links, FIFOs or devices
+    /// Zip (streamed): modes, owners (unzip -X), mtimes, symlinks; no hard links, FIFOs or devices
     Zip,
 }
 
