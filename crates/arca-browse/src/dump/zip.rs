@@ -105,11 +105,12 @@ pub(crate) fn dos_time(t: Timespec) -> DateTime {
     .unwrap_or_default()
 }
 
-/// The 32 bits of the extended-timestamp field for `sec`, `None` out of its range. Info-ZIP's
-/// unzip (64-bit `time_t`) reads them unsigned when the entry's DOS time is from 2038-01-18
-/// on, and signed otherwise: times up to 2106 fit (written as signed, later ones as
-/// unsigned); without the field, unzip took a 2040 time from the DOS time, in the extracting
-/// machine's time zone (hours off when it differs from the dumping one's) and to 2 seconds.
+/// The 32 bits of the extended-timestamp field for `sec`, `None` out of its range (before
+/// 1901 or after 2106). Info-ZIP's unzip (64-bit `time_t`) reads them unsigned when the
+/// entry's DOS time is from 2038-01-18 on, and signed otherwise: times to 2038 are written
+/// signed, later ones unsigned. Without the field, unzip took a 2040 time from the DOS time,
+/// in the extracting machine's time zone (hours off when it differs from the dumping one's)
+/// and to 2 seconds.
 fn ut_seconds(sec: i64) -> Option<[u8; 4]> {
     if let Ok(s) = i32::try_from(sec) {
         return Some(s.to_le_bytes());
