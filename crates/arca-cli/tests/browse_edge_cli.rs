@@ -255,6 +255,20 @@ fn dump_of_a_fifo_proposes_only_tar() {
         err.contains("is a fifo, not a file: dump it with --archive tar\n"),
         "{err}"
     );
+    // Asked for alone in a zip, it is refused too: that archive was empty, with success.
+    let o = e.run(&["dump", "-a", "zip", "latest", fifo.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty());
+    let err = stderr(&o);
+    assert!(
+        err.contains("is a fifo: a zip archive cannot hold it (dump it with --archive tar)\n"),
+        "{err}"
+    );
+    // In a tar it is written.
+    let o = e.run(&["dump", "-a", "tar", "latest", fifo.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let fifo_header = |b: &[u8]| b.len() == 512 && b[156] == b'6' && &b[257..262] == b"ustar";
+    assert!(o.stdout.chunks(512).any(fifo_header), "a FIFO entry");
 }
 
 /// `key add` and `key passwd` take restic's `--user` and `--host`: the names the new key
