@@ -69,6 +69,20 @@ pub enum DumpError {
         /// Its kind.
         kind: &'static str,
     },
+    /// The entry asked for alone is of a kind the archive cannot hold (a FIFO or device in
+    /// a zip, a socket in either): refused before anything is written, as the archive would
+    /// be empty.
+    #[error("{} is a {kind}: {why}", arca_format::text::shown(path))]
+    CannotHold {
+        /// The path.
+        path: PathBuf,
+        /// Its kind.
+        kind: &'static str,
+        /// Why.
+        why: &'static str,
+        /// A tar archive can hold it.
+        tar_can: bool,
+    },
     /// The path has `..` in it.
     #[error(
         "{}: invalid path in a snapshot ({why})",
@@ -130,6 +144,27 @@ impl Target {
             Target::Root(_) => true,
             Target::Entry { node, .. } => node.is_dir(),
         }
+    }
+
+    /// Refuses an entry asked for alone that `archive` cannot hold: its archive would be
+    /// empty (with a warning, and success).
+    pub fn check_archive(&self, archive: Archive) -> Result<(), DumpError> {
+        let Target::Entry { path, node } = self else {
+            return Ok(());
+        };
+        let (why, tar_can) = match (archive, node.kind()) {
+            (_, NodeKind::Socket) => ("it has no content or archive entry", false),
+            (Archive::Zip, NodeKind::Fifo | NodeKind::CharDev | NodeKind::BlockDev) => {
+                ("a zip archive cannot hold it", true)
+            }
+            _ => return Ok(()),
+        };
+        Err(DumpError::CannotHold {
+            path: path.clone(),
+            kind: node.kind().name(),
+            why,
+            tar_can,
+        })
     }
 }
 

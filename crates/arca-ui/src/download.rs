@@ -58,6 +58,7 @@ fn dump_error(e: DumpError) -> ApiError {
         DumpError::NotFound { .. } => StatusCode::NOT_FOUND,
         DumpError::NotAFolder { .. }
         | DumpError::NotAFile { .. }
+        | DumpError::CannotHold { .. }
         | DumpError::InvalidPath { .. } => StatusCode::BAD_REQUEST,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
@@ -67,6 +68,9 @@ fn dump_error(e: DumpError) -> ApiError {
             "{} is a {kind}, not a file: download it with format=tar or format=zip",
             path.display()
         ),
+        DumpError::CannotHold { tar_can: true, .. } => {
+            format!("{e} (download it with format=tar)")
+        }
         _ => e.to_string(),
     };
     ApiError::with(status, message)
@@ -162,6 +166,11 @@ pub async fn download(
                 (node.kind() == arca_format::NodeKind::File).then_some(node.size),
             ),
         };
+        // Alone in an archive that cannot hold it, it would be an empty archive.
+        if let Some(Err(e)) = archive.map(|kind| target.check_archive(kind)) {
+            let _ = ready_tx.send(Err(dump_error(e)));
+            return;
+        }
         if archive.is_none()
             && !matches!(&target, Target::Entry { node, .. } if node.kind() == arca_format::NodeKind::File)
         {

@@ -400,6 +400,33 @@ fn downloads_are_the_files_bytes() {
             .unwrap()
             .contains("is a folder, not a file")
     );
+    // A FIFO alone as zip would be an empty archive: refused before any byte (it was an
+    // empty zip, with success), as tar it is an entry.
+    let fifo = f.src.join("fifo");
+    let r = get(
+        &s,
+        &format!(
+            "/api/snapshots/latest/download?path={}&format=zip",
+            q(&fifo)
+        ),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .unwrap()
+            .ends_with("is a fifo: a zip archive cannot hold it (download it with format=tar)"),
+        "{}",
+        r.text()
+    );
+    let r = get(
+        &s,
+        &format!(
+            "/api/snapshots/latest/download?path={}&format=tar",
+            q(&fifo)
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
     let r = get(
         &s,
         &format!("/api/snapshots/latest/download?path={}&format=rar", q(&dir)),

@@ -222,18 +222,12 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
     }
     // Archived alone, an entry the archive cannot hold gave an empty archive (and a warning)
     // with success; refused before anything is written.
-    if let (Target::Entry { path, node }, Some(kind)) = (&target, archive) {
-        use arca_format::NodeKind as K;
-        let why = match (kind, node.kind()) {
-            (_, K::Socket) => Some(" (a socket has no content or archive entry)"),
-            (Archive::Zip, K::Fifo | K::CharDev | K::BlockDev) => {
-                Some(": a zip archive cannot hold it (dump it with --archive tar)")
-            }
-            _ => None,
+    if let Some(Err(e)) = archive.map(|kind| target.check_archive(kind)) {
+        let hint = match e {
+            DumpError::CannotHold { tar_can: true, .. } => " (dump it with --archive tar)",
+            _ => "",
         };
-        if let Some(why) = why {
-            bail!("{} is a {}{why}", shown(path), node.kind().name());
-        }
+        bail!("{e}{hint}");
     }
     // A listing or a file that cannot be read is named with its snapshot, as when the path
     // is looked up (it was "/: read …" for a whole snapshot).
