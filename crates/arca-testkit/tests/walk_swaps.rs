@@ -12,8 +12,39 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
-use arca_backup::{BackupOptions, Hooks, Progress, Warning, WarningKind, backup};
+use arca_backup::{BackupOptions, BackupReport, Hooks, Progress, Warning, WarningKind, backup};
 use common::*;
+
+/// Moves folder `d` away (to `d-moved`) and puts `outside` in its place: a symlink to it
+/// (`how` = "symlink"), or the folder itself renamed there.
+fn swap(d: &Path, outside: &Path, how: &str) {
+    fs::rename(d, d.with_file_name("d-moved")).unwrap();
+    match how {
+        "symlink" => std::os::unix::fs::symlink(outside, d).unwrap(),
+        _ => fs::rename(outside, d).unwrap(),
+    }
+}
+
+/// Backs `src` up into `repo` with `hooks`.
+fn back_up(repo: &arca_repo::Repository, src: &Path, hooks: Hooks) -> BackupReport {
+    let opts = BackupOptions {
+        paths: vec![src.to_path_buf()],
+        hooks,
+        ..BackupOptions::default()
+    };
+    backup(repo, &opts, &Progress::default(), &|_: &Warning| {}).unwrap()
+}
+
+/// The warnings' paths (below `src`) and kinds.
+fn warned(r: &BackupReport, src: &Path) -> Vec<(String, WarningKind)> {
+    r.warnings
+        .iter()
+        .map(|w| {
+            let p = w.path.strip_prefix(src).unwrap().display().to_string();
+            (p, w.kind)
+        })
+        .collect()
+}
 
 #[test]
 fn a_folder_reached_through_a_replaced_folder_above_it_is_not_stored_from_elsewhere() {
@@ -27,36 +58,18 @@ fn a_folder_reached_through_a_replaced_folder_above_it_is_not_stored_from_elsewh
         fs::create_dir_all(outside.join("sub")).unwrap();
         fs::write(outside.join("sub/secret"), b"never in the tree").unwrap();
         let repo = init(local(&tmp.path().join("repo")));
-        let sub = src.join("d/sub");
-        let (d, moved) = (src.join("d"), src.join("d-moved"));
-        let out_dir = outside.clone();
+        let (sub, d) = (src.join("d/sub"), src.join("d"));
         let hook = Arc::new(move |p: &Path| {
-            if p != sub {
-                return;
-            }
-            fs::rename(&d, &moved).unwrap();
-            match how {
-                "symlink" => std::os::unix::fs::symlink(&out_dir, &d).unwrap(),
-                _ => fs::rename(&out_dir, &d).unwrap(),
+            if p == sub {
+                swap(&d, &outside, how);
             }
         });
-        let opts = BackupOptions {
-            paths: vec![src.clone()],
-            hooks: Hooks {
-                before_list: Some(hook),
-                ..Hooks::default()
-            },
-            ..BackupOptions::default()
+        let hooks = Hooks {
+            before_list: Some(hook),
+            ..Hooks::default()
         };
-        let r = backup(&repo, &opts, &Progress::default(), &|_: &Warning| {}).unwrap();
-        let warned: Vec<(String, WarningKind)> = r
-            .warnings
-            .iter()
-            .map(|w| {
-                let p = w.path.strip_prefix(&src).unwrap().display().to_string();
-                (p, w.kind)
-            })
-            .collect();
+        let r = back_up(&repo, &src, hooks);
+        let warned = warned(&r, &src);
         assert!(
             warned.contains(&("d/sub".into(), WarningKind::Vanished)),
             "{how}: {warned:?}"
@@ -100,15 +113,11 @@ fn a_folder_renamed_over_by_a_sibling_is_stored_as_the_sibling() {
             fs::rename(&new, &sub).unwrap();
         }
     });
-    let opts = BackupOptions {
-        paths: vec![src.clone()],
-        hooks: Hooks {
-            before_list: Some(hook),
-            ..Hooks::default()
-        },
-        ..BackupOptions::default()
+    let hooks = Hooks {
+        before_list: Some(hook),
+        ..Hooks::default()
     };
-    let r = backup(&repo, &opts, &Progress::default(), &|_: &Warning| {}).unwrap();
+    let r = back_up(&repo, &src, hooks);
     assert!(
         !r.warnings
             .iter()
@@ -136,37 +145,22 @@ fn a_file_reached_through_a_replaced_folder_is_not_stored_from_elsewhere() {
         fs::create_dir_all(&outside).unwrap();
         fs::write(outside.join("f"), b"never in the tree").unwrap();
         let repo = init(local(&tmp.path().join("repo")));
-        let f = src.join("d/f");
-        let (d, moved) = (src.join("d"), src.join("d-moved"));
-        let out_dir = outside.clone();
+        let (f, d) = (src.join("d/f"), src.join("d"));
         let hook = Arc::new(move |p: &Path| {
-            if p != f {
-                return;
-            }
-            fs::rename(&d, &moved).unwrap();
-            match how {
-                "symlink" => std::os::unix::fs::symlink(&out_dir, &d).unwrap(),
-                _ => fs::rename(&out_dir, &d).unwrap(),
+            if p == f {
+                swap(&d, &outside, how);
             }
         });
-        let opts = BackupOptions {
-            paths: vec![src.clone()],
-            hooks: Hooks {
-                before_read: Some(hook),
-                ..Hooks::default()
-            },
-            ..BackupOptions::default()
+        let hooks = Hooks {
+            before_read: Some(hook),
+            ..Hooks::default()
         };
-        let r = backup(&repo, &opts, &Progress::default(), &|_: &Warning| {}).unwrap();
-        let warned: Vec<(String, WarningKind)> = r
-            .warnings
-            .iter()
-            .map(|w| {
-                let p = w.path.strip_prefix(&src).unwrap().display().to_string();
-                (p, w.kind)
-            })
-            .collect();
-        assert_eq!(warned, [("d/f".into(), WarningKind::Vanished)], "{how}");
+        let r = back_up(&repo, &src, hooks);
+        assert_eq!(
+            warned(&r, &src),
+            [("d/f".into(), WarningKind::Vanished)],
+            "{how}"
+        );
         assert!(!r.snapshot.complete, "{how}");
         let target = tmp.path().join("t");
         do_restore(&repo, "latest", &target).unwrap();
@@ -188,31 +182,18 @@ fn files_looked_at_after_their_folder_was_replaced_are_not_stored_from_elsewhere
     fs::create_dir_all(&outside).unwrap();
     fs::write(outside.join("f"), b"never in the tree").unwrap();
     let repo = init(local(&tmp.path().join("repo")));
-    let (d, moved) = (src.join("d"), src.join("d-moved"));
+    let d = src.join("d");
     let hook = Arc::new(move |p: &Path| {
         if p == d {
-            fs::rename(&d, &moved).unwrap();
-            std::os::unix::fs::symlink(&outside, &d).unwrap();
+            swap(&d, &outside, "symlink");
         }
     });
-    let opts = BackupOptions {
-        paths: vec![src.clone()],
-        hooks: Hooks {
-            after_list: Some(hook),
-            ..Hooks::default()
-        },
-        ..BackupOptions::default()
+    let hooks = Hooks {
+        after_list: Some(hook),
+        ..Hooks::default()
     };
-    let r = backup(&repo, &opts, &Progress::default(), &|_: &Warning| {}).unwrap();
-    let warned: Vec<(String, WarningKind)> = r
-        .warnings
-        .iter()
-        .map(|w| {
-            let p = w.path.strip_prefix(&src).unwrap().display().to_string();
-            (p, w.kind)
-        })
-        .collect();
-    assert_eq!(warned, [("d/f".into(), WarningKind::Vanished)]);
+    let r = back_up(&repo, &src, hooks);
+    assert_eq!(warned(&r, &src), [("d/f".into(), WarningKind::Vanished)]);
     let target = tmp.path().join("t");
     do_restore(&repo, "latest", &target).unwrap();
     let out = restored(&target, &src);
