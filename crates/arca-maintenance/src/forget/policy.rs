@@ -6,14 +6,15 @@ use std::fmt;
 use super::buckets::{COUNT_PERIODS, Period, count_name};
 use super::{CalendarDuration, ParseError, UNLIMITED};
 
-/// Parses a keep count: a number of at least -1, or `unlimited` (-1).
+/// Parses a keep count: a number of at least -1, or `unlimited` (-1). A count past
+/// `i32::MAX` (restic takes any 64-bit count) is `i32::MAX`: no group has that many buckets.
 pub fn parse_count(s: &str) -> Result<i32, ParseError> {
     let t = s.trim();
     if t.eq_ignore_ascii_case("unlimited") {
         return Ok(UNLIMITED);
     }
-    match t.parse::<i32>() {
-        Ok(n) if n >= UNLIMITED => Ok(n),
+    match t.parse::<i64>() {
+        Ok(n) if n >= i64::from(UNLIMITED) => Ok(i32::try_from(n).unwrap_or(i32::MAX)),
         _ => Err(ParseError(format!(
             "invalid keep count {s:?}: expected a number of at least 0, or -1 or \"unlimited\" for all"
         ))),

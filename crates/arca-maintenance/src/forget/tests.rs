@@ -163,6 +163,11 @@ fn durations_parse_and_print() {
     assert_eq!(parse_count("7").unwrap(), 7);
     assert!(parse_count("-2").is_err());
     assert!(parse_count("many").is_err());
+    // restic takes any 64-bit count: one past i32 keeps as many as there are (it was refused
+    // as "expected a number of at least 0").
+    assert_eq!(parse_count("99999999999").unwrap(), i32::MAX);
+    assert_eq!(parse_count("2147483647").unwrap(), i32::MAX);
+    assert!(parse_count("-99999999999").is_err());
 }
 
 #[test]
