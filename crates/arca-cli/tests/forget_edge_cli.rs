@@ -292,3 +292,55 @@ fn a_forget_whose_prune_fails_still_says_what_it_removed() {
     e.ok(&["prune"]);
     e.ok(&["check", "--read-data"]);
 }
+
+/// As restic: a lone `--host ''` is no host filter. It selected the snapshots whose host name
+/// is empty, which none is, so `forget --host '' --keep-last 1` removed nothing and said only
+/// "nothing to remove"; and it counted as the filter `--unsafe-allow-remove-all` wants.
+#[test]
+fn an_empty_host_filter_selects_every_host() {
+    let e = timeline(&[
+        ("a", "", "2026-01-01 10:00:00"),
+        ("a", "", "2026-01-02 10:00:00"),
+        ("b", "", "2026-01-03 10:00:00"),
+        ("b", "", "2026-01-04 10:00:00"),
+    ]);
+    let v: Value = serde_json::from_str(&e.ok(&[
+        "forget",
+        "--host",
+        "",
+        "--keep-last",
+        "1",
+        "--dry-run",
+        "--json",
+    ]))
+    .unwrap();
+    let groups = v.as_array().unwrap();
+    let host_and_counts: Vec<(&str, usize, usize)> = groups
+        .iter()
+        .map(|g| {
+            (
+                g["host"].as_str().unwrap(),
+                g["keep"].as_array().unwrap().len(),
+                g["remove"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    assert_eq!(host_and_counts, [("a", 1, 1), ("b", 1, 1)], "{v}");
+    let listed: Value =
+        serde_json::from_str(&e.ok(&["snapshots", "--json", "--host", ""])).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 4);
+    let o = e.run(&["forget", "--unsafe-allow-remove-all", "--host", ""]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--host"), "{}", stderr(&o));
+    assert_eq!(hosts(&e), ["a", "a", "b", "b"]);
+    // With another name, the empty one still matches no snapshot (as restic).
+    let o = e.ok(&["snapshots", "--json", "--host", "", "--host", "b"]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&o)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}

@@ -179,11 +179,8 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
     // As restic: with no policy, --unsafe-allow-remove-all removes every snapshot that the
     // filter selects (a retired host's), and wants a filter.
     let remove_all = a.snapshots.is_empty() && policy.is_empty() && a.unsafe_allow_remove_all;
-    if remove_all
-        && a.filter.hosts.is_empty()
-        && a.filter.tags.is_empty()
-        && a.filter.paths.is_empty()
-    {
+    let filter = super::filter(&a.filter);
+    if remove_all && filter.hosts.is_empty() && filter.tags.is_empty() && filter.paths.is_empty() {
         bail!(
             "--unsafe-allow-remove-all without a policy removes every snapshot a filter \
              selects: give --host, --tag or --path (nothing was removed)"
@@ -218,7 +215,6 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
             "forget",
         )?)
     };
-    let filter = super::filter(&a.filter);
     let (reports, damaged) = if remove_all {
         let all: Vec<String> = opened
             .repo

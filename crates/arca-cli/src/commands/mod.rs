@@ -167,7 +167,10 @@ fn stages_json(stages: &[arca_repo::profile::StageProfile]) -> serde_json::Value
 }
 
 /// The snapshot filter from `--host`, `--tag` and `--path`. A path is made absolute and
-/// normalized as `backup` stores it (`src/`, `./src` and `//x/src` name `/x/src`).
+/// normalized as `backup` stores it (`src/`, `./src` and `//x/src` name `/x/src`). A lone
+/// `--host ''` is no host filter, as restic reads it (its way to unset a default host): no
+/// snapshot has an empty host name (`backup --host ''` records this machine's), so it selected
+/// nothing, and `forget --host '' --keep-last 1` removed nothing, silently.
 fn filter(f: &FilterArgs) -> SnapshotFilter {
     // Names that are not UTF-8 are recorded with U+FFFD (FORMAT.md), and so compared.
     let path = |p: &std::path::PathBuf| {
@@ -177,7 +180,10 @@ fn filter(f: &FilterArgs) -> SnapshotFilter {
         )
     };
     SnapshotFilter {
-        hosts: f.hosts.clone(),
+        hosts: match f.hosts.as_slice() {
+            [only] if only.is_empty() => vec![],
+            hosts => hosts.to_vec(),
+        },
         tags: SnapshotFilter::tag_lists(&f.tags),
         paths: f.paths.iter().map(path).collect(),
     }
