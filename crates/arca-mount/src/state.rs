@@ -77,6 +77,8 @@ pub(crate) struct State {
     next_fh: AtomicU64,
     blocks: Cache<Id, Arc<Vec<u8>>>,
     trees: Cache<Id, Arc<Tree>>,
+    /// The id of an all-zero blob of the chunker's largest size: a hole of a sparse file.
+    hole: Id,
     pub(crate) owner: Owner,
     report: Report,
     /// Messages already reported (at most [`TOLD_MAX`]).
@@ -212,7 +214,11 @@ impl State {
         let snaps = load_snapshots(&repo, &filter, seen.iter().copied(), &report)?;
         let (files, index) = load_index(&repo)?;
         let trees = (opts.cache_size / 4).max(4 << 20);
+        let hole = repo
+            .key()
+            .blob_id(&vec![0u8; repo.config().chunker.max as usize]);
         Ok(Self {
+            hole,
             index: RwLock::new(Arc::new(index)),
             index_files: Mutex::new(files),
             layout: RwLock::new(Arc::new(Layout::build(snaps))),
@@ -480,7 +486,7 @@ impl State {
             }
             None => {
                 let e = self.entry(ino).ok_or(Errno::ENOENT)?;
-                Ok(attr::node_attr(ino, &e.node))
+                Ok(attr::node_attr(ino, &e.node, &self.hole))
             }
         }
     }
@@ -510,7 +516,7 @@ impl State {
                 let t = self.tree(&tree, parent)?;
                 let node = t.find(name).ok_or(Errno::ENOENT)?;
                 let ino = content_ino(parent, root, node);
-                let a = attr::node_attr(ino, node);
+                let a = attr::node_attr(ino, node, &self.hole);
                 let mut entries = lock(&self.entries);
                 let e = entries.entry(ino).or_insert_with(|| Entry {
                     node: Arc::new(node.clone()),
