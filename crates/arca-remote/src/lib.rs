@@ -52,6 +52,11 @@ pub const EXTENDED_OPTIONS: &[(&str, &str)] = &[
         "profile of ~/.aws/config and ~/.aws/credentials (default: AWS_PROFILE)",
     ),
     (
+        "s3.timeout",
+        "how long a request may go unanswered before it is abandoned and retried; an upload \
+         gets this plus time for its bytes at a slow link's pace (default 120s)",
+    ),
+    (
         "sftp.command",
         "the whole command that starts the SFTP session, e.g. 'ssh -p 2222 host -s sftp'",
     ),
@@ -105,6 +110,17 @@ pub fn open(location: &Location, opts: &RemoteOptions) -> Result<Arc<dyn Backend
         Location::S3(s) => Arc::new(S3Backend::open(s, &S3Options::from_remote(s, opts)?)?),
         Location::Sftp(s) => Arc::new(SftpBackend::open(s, &SftpOptions::from_remote(opts)?)?),
     })
+}
+
+/// `30`, `30s` or `5m`: a duration of at least a second.
+pub(crate) fn parse_seconds(v: &str) -> Option<std::time::Duration> {
+    let v = v.trim();
+    let (n, unit) = match v.strip_suffix('m') {
+        Some(n) => (n, 60),
+        None => (v.strip_suffix('s').unwrap_or(v), 1),
+    };
+    let secs = n.parse::<u64>().ok()?.checked_mul(unit)?;
+    (secs > 0).then(|| std::time::Duration::from_secs(secs))
 }
 
 /// An error about the location's configuration (not retried).

@@ -40,7 +40,8 @@ pub struct S3Options {
     pub storage_class: Option<String>,
     /// Profile of the AWS configuration files; `None`: `AWS_PROFILE`.
     pub profile: Option<String>,
-    /// Longest time a request may take before it is abandoned (and retried).
+    /// `s3.timeout`: longest time a request may take before it is abandoned (and retried);
+    /// an upload gets this plus its size at [`SLOWEST_UPLOAD`] bytes a second.
     pub timeout: Duration,
     /// Longest wait for the server's first answer (the first requests are small: the config,
     /// a listing); a server that accepts connections and stays silent, or an address whose
@@ -66,18 +67,40 @@ impl S3Options {
             }
         };
         let nonempty = |k: &str| o.get(k).filter(|v| !v.is_empty()).map(str::to_string);
+        let timeout = match o.get("s3.timeout") {
+            None => DEFAULT_TIMEOUT,
+            Some(v) => crate::parse_seconds(v).ok_or_else(|| {
+                config_error(
+                    &loc.to_string(),
+                    format!("s3.timeout {v:?}: expected seconds (30, 30s, 5m) of at least 1 s"),
+                )
+            })?,
+        };
         Ok(Self {
             connections: o.connections.unwrap_or(S3_CONNECTIONS).max(1),
             bucket_lookup,
             region: nonempty("s3.region"),
             storage_class: nonempty("s3.storage-class"),
             profile: nonempty("s3.profile"),
-            timeout: Duration::from_secs(120),
+            timeout,
             first_answer: Duration::from_secs(30),
             credentials: None,
         })
     }
 }
+
+/// `s3.timeout` when not given.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The slowest pace, in bytes a second, an upload is given time for on top of
+/// [`S3Options::timeout`] (256 kbit/s): a PUT sends its whole body before the server answers,
+/// so one deadline of `timeout` for it failed every pack upload on a link slower than the
+/// pack size per `timeout` (16 MiB in 120 s, about 1.1 Mbit/s per connection), retried
+/// until the backup gave up.
+pub const SLOWEST_UPLOAD: u64 = 32 * 1024;
+
+/// How the message of an upload [`S3Backend::write`] gave up on begins.
+const UPLOAD_TOO_SLOW: &str = "the server did not take the upload of";
 
 /// What a listing of the location ([`S3Backend::first_object`]) says is there: a prefix
 /// holding objects is something, not a repository; none is nothing. A listing that failed (no
@@ -97,6 +120,9 @@ const NO_FIRST_ANSWER: &str = "no first answer from the server";
 #[derive(Debug)]
 pub struct S3Backend {
     op: Operator,
+    /// `op` without the timeout layer's bound on a body's transfer: uploads, which
+    /// [`S3Backend::write`] bounds by their size instead.
+    put: Operator,
     loc: S3Location,
     shown: String,
     gate: Gate,
@@ -152,15 +178,20 @@ impl S3Backend {
         if let Some(c) = &opts.storage_class {
             b = b.default_storage_class(c);
         }
-        let op = Operator::new(b)
-            .map_err(|e| config_error(&shown, e.message().to_string()))?
-            .layer(
-                TimeoutLayer::new()
-                    .with_timeout(opts.timeout)
-                    .with_io_timeout(opts.timeout),
-            );
+        let op = Operator::new(b).map_err(|e| config_error(&shown, e.message().to_string()))?;
+        let put = op.clone().layer(
+            TimeoutLayer::new()
+                .with_timeout(opts.timeout)
+                .with_io_timeout(Duration::MAX / 4),
+        );
+        let op = op.layer(
+            TimeoutLayer::new()
+                .with_timeout(opts.timeout)
+                .with_io_timeout(opts.timeout),
+        );
         Ok(Self {
             op,
+            put,
             loc: loc.clone(),
             shown,
             gate: Gate::new(opts.connections),
@@ -370,6 +401,9 @@ impl S3Backend {
             _ if e.message() == NO_FIRST_ANSWER => {
                 (ErrorKind::Other, self.no_answer(self.opts.first_answer))
             }
+            _ if e.message().starts_with(UPLOAD_TOO_SLOW) => {
+                (ErrorKind::Transient, e.message().to_string())
+            }
             // The timeout layer's own error ("io operation timeout reached"): say who did not
             // answer, and for how long.
             _ if e.message().contains("timeout reached") => {
@@ -419,6 +453,12 @@ impl S3Backend {
             format!("wanted {len} bytes at offset {offset}, the object ends at {size}"),
         )
     }
+}
+
+/// How long an upload of `len` bytes may take: `timeout` plus its bytes at
+/// [`SLOWEST_UPLOAD`].
+fn upload_deadline(timeout: Duration, len: usize) -> Duration {
+    timeout.saturating_add(Duration::from_secs(len as u64 / SLOWEST_UPLOAD))
 }
 
 fn env_nonempty(k: &str) -> Option<String> {
@@ -635,8 +675,25 @@ impl Backend for S3Backend {
     fn write(&self, t: FileType, name: &str, data: &[u8]) -> Result<()> {
         let path = t.path(name);
         let body = opendal::Buffer::from(data.to_vec());
-        self.run("write", &path, self.op.write(&path, body))?;
-        Ok(())
+        let limit = upload_deadline(self.opts.timeout, data.len());
+        let put = self.put.write(&path, body);
+        let bounded = async move {
+            tokio::time::timeout(limit, put).await.unwrap_or_else(|_| {
+                Err(opendal::Error::new(
+                    opendal::ErrorKind::Unexpected,
+                    format!(
+                        "{UPLOAD_TOO_SLOW} {} bytes within {} s (s3.timeout, plus time for the \
+                         bytes at 256 kbit/s)",
+                        data.len(),
+                        limit.as_secs()
+                    ),
+                )
+                .set_temporary())
+            })
+        };
+        self.run_raw(bounded)?
+            .map_err(|e| self.error("write", &path, &e))
+            .map(|_| ())
     }
 
     fn delete(&self, t: FileType, name: &str) -> Result<()> {

@@ -6,23 +6,12 @@ use arca_backend::Result;
 
 use super::session;
 use super::words::split_words;
-use crate::{RemoteOptions, SftpLocation, config_error};
+use crate::{RemoteOptions, SftpLocation, config_error, parse_seconds};
 
 /// How long ssh may take to connect and exchange greetings with the server (TCP and SSH
 /// handshake, not the login): without it, a host that swallows packets or a port that
 /// accepts and stays silent made every command hang for good.
 const CONNECT_TIMEOUT: &str = "ConnectTimeout=30";
-
-/// `30`, `30s` or `5m`: a duration of at least a second.
-fn parse_seconds(v: &str) -> Option<std::time::Duration> {
-    let v = v.trim();
-    let (n, unit) = match v.strip_suffix('m') {
-        Some(n) => (n, 60),
-        None => (v.strip_suffix('s').unwrap_or(v), 1),
-    };
-    let secs = n.parse::<u64>().ok()?.checked_mul(unit)?;
-    (secs > 0).then(|| std::time::Duration::from_secs(secs))
-}
 
 /// How to start the SFTP session.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
