@@ -283,17 +283,23 @@ pub async fn forget_page(State(app): State<Arc<App>>, q: RawQuery) -> Response {
             esc(&q.text(k).unwrap_or_default())
         );
     }
+    form.push_str("</div><div class=\"cards\">");
+    for (k, label, v) in fields.spans() {
+        let _ = write!(
+            form,
+            "<div class=\"field\"><label for=\"{k}\">{label}</label><input id=\"{k}\" name=\"{k}\" type=\"text\" size=\"8\" value=\"{}\" placeholder=\"e.g. 7d or 1y2m\"></div>",
+            esc(v.as_deref().unwrap_or_default())
+        );
+    }
     let _ = write!(
         form,
-        "</div><div class=\"field\"><label for=\"keep_within\">Keep everything within</label>\
-         <input id=\"keep_within\" name=\"keep_within\" type=\"text\" value=\"{}\" placeholder=\"e.g. 7d or 1y2m\"></div>\
-         <div class=\"field\"><label for=\"keep_tag\">Keep snapshots tagged</label>\
+        "</div><div class=\"field\"><label for=\"keep_tag\">Keep snapshots tagged</label>\
          <input id=\"keep_tag\" name=\"keep_tag\" type=\"text\" value=\"{}\" placeholder=\"e.g. keep\"></div>\
          <div class=\"field\"><label for=\"host\">Only snapshots of host</label>\
          <input id=\"host\" name=\"host\" type=\"text\" value=\"{}\"></div></fieldset>\
          <div class=\"actions\"><button type=\"submit\">Preview</button></div>\
-         <p class=\"muted\">The preview changes nothing. Counts are numbers or \"unlimited\".</p></form>",
-        esc(&q.text("keep_within").unwrap_or_default()),
+         <p class=\"muted\">The preview changes nothing. Counts are numbers or \"unlimited\"; \
+         spans count back from the newest snapshot (\"Daily within 7d\": the newest of each day of the last 7 days).</p></form>",
         esc(&q.text("keep_tag").unwrap_or_default()),
         esc(&q.text("host").unwrap_or_default()),
     );
@@ -430,6 +436,9 @@ fn preview_body(v: &Value, fields: &PolicyFields) -> String {
         Some(other) => other.to_string(),
         None => String::new(),
     };
+    let spans = fields
+        .spans()
+        .map(|(k, _, v)| (k, v.clone().unwrap_or_default()));
     for (k, val) in [
         ("keep_last", text(&fields.keep_last)),
         ("keep_hourly", text(&fields.keep_hourly)),
@@ -437,12 +446,11 @@ fn preview_body(v: &Value, fields: &PolicyFields) -> String {
         ("keep_weekly", text(&fields.keep_weekly)),
         ("keep_monthly", text(&fields.keep_monthly)),
         ("keep_yearly", text(&fields.keep_yearly)),
-        (
-            "keep_within",
-            fields.keep_within.clone().unwrap_or_default(),
-        ),
         ("host", fields.host.clone().unwrap_or_default()),
-    ] {
+    ]
+    .into_iter()
+    .chain(spans)
+    {
         if !val.is_empty() {
             hidden_fields.push_str(&hidden(k, &val));
         }

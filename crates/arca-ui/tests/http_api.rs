@@ -706,10 +706,10 @@ fn restore_backup_forget_and_prune_jobs() {
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(r.json()["error"].as_str().unwrap().contains("keep rule"));
     // Fields the API does not know are refused, not ignored (another policy would apply).
-    let r = get(&s, "/api/forget/preview?keep_within_daily=7d");
+    let r = get(&s, "/api/forget/preview?keep_minutely=7");
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(
-        r.text().contains("unknown field(s) keep_within_daily"),
+        r.text().contains("unknown field(s) keep_minutely"),
         "{}",
         r.text()
     );

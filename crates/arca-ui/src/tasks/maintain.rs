@@ -155,6 +155,21 @@ pub struct PolicyFields {
     /// `--keep-within` (e.g. `1y2m3d`).
     #[serde(default)]
     pub keep_within: Option<String>,
+    /// `--keep-within-hourly`: the newest snapshot of each hour within this span.
+    #[serde(default)]
+    pub keep_within_hourly: Option<String>,
+    /// `--keep-within-daily`.
+    #[serde(default)]
+    pub keep_within_daily: Option<String>,
+    /// `--keep-within-weekly`.
+    #[serde(default)]
+    pub keep_within_weekly: Option<String>,
+    /// `--keep-within-monthly`.
+    #[serde(default)]
+    pub keep_within_monthly: Option<String>,
+    /// `--keep-within-yearly`.
+    #[serde(default)]
+    pub keep_within_yearly: Option<String>,
     /// `--keep-tag` lists (`a,b` needs both).
     #[serde(default)]
     pub keep_tag: Vec<String>,
@@ -178,6 +193,11 @@ impl PolicyFields {
             keep_monthly: v("keep_monthly"),
             keep_yearly: v("keep_yearly"),
             keep_within: q.text("keep_within"),
+            keep_within_hourly: q.text("keep_within_hourly"),
+            keep_within_daily: q.text("keep_within_daily"),
+            keep_within_weekly: q.text("keep_within_weekly"),
+            keep_within_monthly: q.text("keep_within_monthly"),
+            keep_within_yearly: q.text("keep_within_yearly"),
             keep_tag: q
                 .all("keep_tag")
                 .into_iter()
@@ -192,9 +212,37 @@ impl PolicyFields {
         }
     }
 
+    /// The keep-within spans as given: field name, the form's label, value.
+    pub fn spans(&self) -> [(&'static str, &'static str, &Option<String>); 6] {
+        [
+            ("keep_within", "Keep everything within", &self.keep_within),
+            (
+                "keep_within_hourly",
+                "Hourly within",
+                &self.keep_within_hourly,
+            ),
+            ("keep_within_daily", "Daily within", &self.keep_within_daily),
+            (
+                "keep_within_weekly",
+                "Weekly within",
+                &self.keep_within_weekly,
+            ),
+            (
+                "keep_within_monthly",
+                "Monthly within",
+                &self.keep_within_monthly,
+            ),
+            (
+                "keep_within_yearly",
+                "Yearly within",
+                &self.keep_within_yearly,
+            ),
+        ]
+    }
+
     /// The fields this API knows, to refuse others: an unsupported rule
-    /// (`keep_within_daily`) or filter (`tag`) silently ignored applies another policy.
-    pub const KNOWN: [&'static str; 10] = [
+    /// (`keep_minutely`) or filter (`tag`) silently ignored applies another policy.
+    pub const KNOWN: [&'static str; 15] = [
         "keep_last",
         "keep_hourly",
         "keep_daily",
@@ -202,6 +250,11 @@ impl PolicyFields {
         "keep_monthly",
         "keep_yearly",
         "keep_within",
+        "keep_within_hourly",
+        "keep_within_daily",
+        "keep_within_weekly",
+        "keep_within_monthly",
+        "keep_within_yearly",
         "keep_tag",
         "group_by",
         "host",
@@ -235,11 +288,11 @@ impl PolicyFields {
             };
             parse_count(&s).map_err(|e| ApiError::bad(format!("{name}: {e}")))
         };
-        let within = match self.keep_within.as_deref().map(str::trim) {
-            None | Some("") => CalendarDuration::default(),
-            Some(s) => s
-                .parse()
-                .map_err(|e| ApiError::bad(format!("keep within: {e}")))?,
+        let span = |name: &str, v: &Option<String>| -> Result<CalendarDuration, ApiError> {
+            match v.as_deref().map(str::trim) {
+                None | Some("") => Ok(CalendarDuration::default()),
+                Some(s) => s.parse().map_err(|e| ApiError::bad(format!("{name}: {e}"))),
+            }
         };
         let p = Policy {
             last: count("keep last", &self.keep_last)?,
@@ -248,7 +301,12 @@ impl PolicyFields {
             weekly: count("keep weekly", &self.keep_weekly)?,
             monthly: count("keep monthly", &self.keep_monthly)?,
             yearly: count("keep yearly", &self.keep_yearly)?,
-            within,
+            within: span("keep within", &self.keep_within)?,
+            within_hourly: span("keep within hourly", &self.keep_within_hourly)?,
+            within_daily: span("keep within daily", &self.keep_within_daily)?,
+            within_weekly: span("keep within weekly", &self.keep_within_weekly)?,
+            within_monthly: span("keep within monthly", &self.keep_within_monthly)?,
+            within_yearly: span("keep within yearly", &self.keep_within_yearly)?,
             tags: self
                 .keep_tag
                 .iter()
@@ -261,7 +319,6 @@ impl PolicyFields {
                 })
                 .filter(|l| !l.is_empty())
                 .collect(),
-            ..Policy::default()
         };
         p.validate().map_err(|e| ApiError::bad(e.to_string()))?;
         Ok(p)
