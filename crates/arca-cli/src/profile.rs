@@ -8,7 +8,8 @@
 //! per command (`[backup]`, `[forget]`, `[restore]`...; `[repair.index]` for subcommands), whose
 //! keys are the command's long option names, or the name of its positional arguments
 //! (`paths = [...]` for backup). Options given on the command line win over the profile's,
-//! wherever they are typed; repeatable options (`exclude`, `tag`...) take both. Later profiles
+//! wherever they are typed; repeatable options (`exclude`, `tag`...) take both, but `--host ''`
+//! (no host filter) leaves out the profile's hosts. Later profiles
 //! override earlier ones, and a command's section overrides `[global]`. Relative paths are left
 //! relative, so resolve against the current folder as on the command line.
 
@@ -496,6 +497,15 @@ fn section_args(
         if given.has(long) && !repeatable {
             continue;
         }
+        // `--host ''` typed (or set by a later profile) clears the profile's hosts: a lone
+        // empty host is no host filter (restic's way to unset a default host), but added to
+        // the profile's it left their filter in place, and a profile's hosts could not be unset.
+        if long == "host"
+            && repeatable
+            && given.values.iter().any(|(n, v)| n == long && v.is_empty())
+        {
+            continue;
+        }
         if replaced_by_conflicting(cmd, arg, given) {
             continue;
         }
@@ -659,7 +669,7 @@ impl Section<'_> {
 fn given_with(typed: &Parsed, added: &[&[OsString]], added_positionals: &[OsString]) -> Parsed {
     let mut p = Parsed {
         given: typed.given.clone(),
-        values: Vec::new(),
+        values: typed.values.clone(),
         positional: typed.positional || !added_positionals.is_empty(),
     };
     for a in added {
@@ -770,13 +780,18 @@ fn apply(args: Vec<OsString>, profiles: &[(PathBuf, Table)]) -> Result<Vec<OsStr
     Ok(out)
 }
 
-/// Records the long names of `--name[=value]` tokens in `added` as given.
+/// Records the long names of `--name[=value]` tokens in `added` as given, with their values.
 fn note_given(p: &mut Parsed, added: &[OsString]) {
     for a in added {
         let s = a.to_string_lossy();
         if let Some(rest) = s.strip_prefix("--") {
-            let name = rest.split_once('=').map_or(rest, |(n, _)| n);
+            let (name, value) = rest
+                .split_once('=')
+                .map_or((rest, None), |(n, v)| (n, Some(v)));
             p.given.push(name.to_string());
+            if let Some(v) = value {
+                p.values.push((name.to_string(), OsString::from(v)));
+            }
         }
     }
 }

@@ -344,3 +344,54 @@ fn an_empty_host_filter_selects_every_host() {
         2
     );
 }
+
+/// `--host ''` on the command line clears a profile's hosts, as a lone `--host ''` is no host
+/// filter: it was added to the profile's (repeatable options take both), which left the
+/// profile's filter in place, so no command line could see past it. A later profile's
+/// `host = ""` clears an earlier one's alike; another host typed still adds to the profile's.
+#[test]
+fn an_empty_host_clears_the_profiles_hosts() {
+    let e = timeline(&[
+        ("a", "", "2026-01-01 10:00:00"),
+        ("a", "", "2026-01-02 10:00:00"),
+        ("b", "", "2026-01-03 10:00:00"),
+        ("b", "", "2026-01-04 10:00:00"),
+    ]);
+    let profile = e.path("p.toml");
+    fs::write(
+        &profile,
+        "[snapshots]\nhost = [\"a\"]\n[forget]\nhost = \"a\"\n",
+    )
+    .unwrap();
+    let clear = e.path("clear.toml");
+    fs::write(&clear, "[snapshots]\nhost = \"\"\n").unwrap();
+    let (p, c) = (profile.to_str().unwrap(), clear.to_str().unwrap());
+    let count = |args: &[&str]| -> usize {
+        let v: Value = serde_json::from_str(&e.ok(args)).unwrap();
+        v.as_array().unwrap().len()
+    };
+    assert_eq!(count(&["-P", p, "snapshots", "--json"]), 2);
+    assert_eq!(count(&["-P", p, "snapshots", "--json", "--host", ""]), 4);
+    assert_eq!(count(&["-P", p, "snapshots", "--host=", "--json"]), 4);
+    assert_eq!(count(&["-P", p, "-P", c, "snapshots", "--json"]), 4);
+    assert_eq!(count(&["-P", p, "snapshots", "--json", "--host", "b"]), 4);
+    let v: Value = serde_json::from_str(&e.ok(&[
+        "-P",
+        p,
+        "forget",
+        "--host",
+        "",
+        "--keep-last",
+        "1",
+        "--dry-run",
+        "--json",
+    ]))
+    .unwrap();
+    let hosts: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["a", "b"], "{v}");
+}
