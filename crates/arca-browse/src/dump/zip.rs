@@ -1,7 +1,8 @@
 //! The dump's zip writer, streamed (no seeking: sizes and checksums follow each entry in a
 //! data descriptor, so stdout works): unix modes in the external attributes, owners in the
 //! Info-ZIP "ux" field (restored by `unzip -X`), mtimes as local
-//! DOS times plus the extended-timestamp field (UTC seconds), symlinks as unix symlink
+//! DOS times (clamped to 1980–2107) plus the extended-timestamp field (UTC seconds, signed
+//! before 1970, unsigned from 2038, none past 2106), symlinks as unix symlink
 //! entries, file content deflated (zip64 for files from 4 GiB). Names are stored as they are
 //! (flagged UTF-8 when they are), but a folder whose path is not UTF-8 gets no entry (the
 //! zip crate takes folder names as text). Zip has no hard links (each name holds the
@@ -257,6 +258,63 @@ mod tests {
         assert_eq!(ut_seconds(-1), Some([0xff; 4]));
         assert_eq!(ut_seconds(1 << 32), None);
         assert_eq!(ut_seconds(-(1 << 31) - 1), None);
+    }
+
+    /// Out of DOS's 1980–2107, the DOS field is clamped (1980-01-01 00:00:00, which unzip
+    /// needs to read a UT time before 1970 as signed; 2107-12-31 23:59:58), and the UT field
+    /// keeps the true time where its 32 bits reach (1901–2106), signed before 1970.
+    #[test]
+    fn times_out_of_the_dos_range_are_clamped_and_kept_in_the_ut_field() {
+        let fields = |d: DateTime| {
+            (
+                d.year(),
+                d.month(),
+                d.day(),
+                d.hour(),
+                d.minute(),
+                d.second(),
+            )
+        };
+        let t = |sec| dos_time(Timespec { sec, nsec: 0 });
+        // 1950-06-01 12:00 UTC, 1901-12-14 00:00 UTC: before 1980 in every time zone.
+        for sec in [-618_062_400, -2_147_472_000, 0] {
+            assert_eq!(fields(t(sec)), (1980, 1, 1, 0, 0, 0), "{sec}");
+        }
+        // 2110-06-01 00:00 UTC: after 2107 in every time zone, past the UT field's 2106.
+        assert_eq!(fields(t(4_431_024_000)), (2107, 12, 31, 23, 59, 58));
+        let mut out = vec![];
+        let mut sink = ZipSink::new(&mut out);
+        for (name, sec) in [("y1950", -618_062_400i64), ("y2110", 4_431_024_000)] {
+            let e = Entry {
+                path: name.as_bytes().to_vec(),
+                node: arca_format::Node {
+                    kind: Some(NodeKind::Symlink),
+                    mode: 0o777,
+                    mtime: Timespec { sec, nsec: 0 },
+                    link_target: b"t".to_vec(),
+                    ..arca_format::Node::default()
+                },
+                size: 0,
+                link: None,
+            };
+            assert_eq!(sink.entry(&e).unwrap(), Started::Written);
+        }
+        sink.finish().unwrap();
+        drop(sink);
+        let mut ut = b"UT\x05\x00\x01".to_vec();
+        let any_ut = out.windows(ut.len()).filter(|w| *w == &ut[..]).count();
+        ut.extend_from_slice(&(-618_062_400i32).to_le_bytes());
+        let n = out.windows(ut.len()).filter(|w| *w == &ut[..]).count();
+        // In the local header and the central directory, and none for 2110.
+        assert_eq!((n, any_ut), (2, 2));
+        let mut read = zip::ZipArchive::new(std::io::Cursor::new(out)).unwrap();
+        for (name, want) in [
+            ("y1950", (1980, 1, 1, 0, 0, 0)),
+            ("y2110", (2107, 12, 31, 23, 59, 58)),
+        ] {
+            let e = read.by_name(name).unwrap();
+            assert_eq!(e.last_modified().map(fields), Some(want), "{name}");
+        }
     }
 
     #[test]
