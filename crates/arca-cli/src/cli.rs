@@ -171,7 +171,7 @@ pub enum Command {
     Copy(Box<crate::commands::copy::CopyArgs>),
     /// Add, remove or set the tags of snapshots
     Tag(Box<crate::commands::tag::TagArgs>),
-    /// Rewrite snapshots without the paths matching --exclude
+    /// Rewrite snapshots without the paths matching --exclude, or with a new host or time
     Rewrite(Box<crate::commands::rewrite::RewriteArgs>),
     /// Browse the snapshots as a read-only file system (FUSE)
     Mount(Box<crate::commands::mount::MountArgs>),

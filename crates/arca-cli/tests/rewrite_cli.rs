@@ -466,3 +466,92 @@ fn a_negation_takes_back_what_it_takes_back_in_backup() {
     ]);
     assert_eq!(listed(&e), by_backup);
 }
+
+/// restic's `rewrite --new-host` and `--new-time` change only those fields: the tree stays
+/// (no pack or index file is written), the copy gets the "rewrite" tag unless `--forget`
+/// removes the original, and a snapshot that has the values already is left alone. The
+/// options did not exist (exit 2: "unexpected argument").
+#[test]
+fn new_host_and_new_time_change_only_the_metadata() {
+    let (e, _src, id) = setup();
+    let before = snapshots(&e);
+    let old = &before[&id];
+    let packs = fs::read_dir(e.repo.join("index")).unwrap().count();
+    let out = e.ok(&[
+        "rewrite",
+        "--new-host",
+        "elsewhere",
+        "--new-time",
+        "2020-02-03T04:05:06Z",
+        &id[..8],
+    ]);
+    let after = snapshots(&e);
+    let n = new_id(&before, &after);
+    let old_time = chrono::DateTime::parse_from_rfc3339(old["time"].as_str().unwrap())
+        .unwrap()
+        .with_timezone(&chrono::Local)
+        .format("%Y-%m-%d %H:%M:%S");
+    let new_time = chrono::DateTime::parse_from_rfc3339("2020-02-03T04:05:06Z")
+        .unwrap()
+        .with_timezone(&chrono::Local)
+        .format("%Y-%m-%d %H:%M:%S");
+    let short = &id[..8];
+    assert_eq!(
+        out,
+        format!(
+            "snapshot {short}: setting host to elsewhere (was {})\nsnapshot {short}: setting \
+             time to {new_time} (was {old_time})\nsaved new snapshot {}\nmodified 1 snapshot\n",
+            old["hostname"].as_str().unwrap(),
+            &n[..8]
+        )
+    );
+    let new = &after[&n];
+    assert_eq!(new["hostname"], "elsewhere");
+    assert_eq!(new["time"], "2020-02-03T04:05:06Z");
+    assert_eq!(new["tree"], old["tree"], "the tree is kept");
+    assert_eq!(new["tags"], json!(["daily", "rewrite"]));
+    assert_eq!(new["original"], id.as_str());
+    assert_eq!(new["paths"], old["paths"]);
+    assert!(after.contains_key(&id), "the original is kept");
+    assert_eq!(
+        fs::read_dir(e.repo.join("index")).unwrap().count(),
+        packs,
+        "no index file: nothing but the snapshot is written"
+    );
+
+    // The copy has these values already.
+    let again = e.ok(&["rewrite", "--new-host", "elsewhere", &n[..8]]);
+    assert_eq!(
+        again,
+        format!(
+            "snapshot {}: nothing to rewrite\nno snapshots were modified\n",
+            &n[..8]
+        )
+    );
+
+    // --forget: the original goes, no tag is added.
+    let v = e.json(&[
+        "rewrite",
+        "--json",
+        "--forget",
+        "--new-host",
+        "third",
+        &id[..8],
+    ]);
+    assert_eq!(v["snapshots"][0]["old_hostname"], old["hostname"]);
+    assert_eq!(v["snapshots"][0]["hostname"], "third");
+    assert_eq!(v["snapshots"][0]["time"], Value::Null, "the time stays");
+    let last = snapshots(&e);
+    assert!(!last.contains_key(&id));
+    let third = v["snapshots"][0]["new_snapshot_id"].as_str().unwrap();
+    assert_eq!(last[third]["tags"], json!(["daily"]));
+    assert_eq!(last[third]["time"], old["time"]);
+
+    let o = e.run(&["rewrite", &n[..8]]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--new-host or --new-time"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -1,5 +1,6 @@
 //! `arca rewrite`: snapshots rewritten without the paths an exclusion predicate selects (the
-//! CLI builds it from backup's `--exclude` patterns), the originals kept or forgotten.
+//! CLI builds it from backup's `--exclude` patterns), or with another host name or time
+//! ([`NewMetadata`], restic's `--new-host` and `--new-time`), the originals kept or forgotten.
 //!
 //! Each chosen snapshot's listings are loaded in bulk ([`arca_repo::trees::TreeLoader`]) and
 //! rewritten bottom-up: a dropped entry leaves its listing, a listing that changed is stored as
@@ -27,6 +28,7 @@ use std::path::{Path, PathBuf};
 use arca_backend::FileType;
 use arca_format::{Id, IndexFile, NodeKind, Snapshot};
 use arca_repo::{Index, RepoError, Repository};
+use chrono::{DateTime, FixedOffset};
 
 use walk::Walker;
 
@@ -37,6 +39,35 @@ pub const REWRITE_TAG: &str = "rewrite";
 /// a directory or not (the flag), is dropped, with everything below it.
 pub type Excluded<'e> = dyn Fn(&Path, bool) -> bool + 'e;
 
+/// New values for fields of the rewritten snapshots (restic's `rewrite --new-host` and
+/// `--new-time`); `None` keeps the snapshot's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewMetadata {
+    /// The host name to record.
+    pub hostname: Option<String>,
+    /// The time to record.
+    pub time: Option<DateTime<FixedOffset>>,
+}
+
+impl NewMetadata {
+    /// The new host name, when it differs from the snapshot's.
+    pub fn hostname_for(&self, s: &Snapshot) -> Option<&str> {
+        self.hostname.as_deref().filter(|h| *h != s.hostname)
+    }
+
+    /// The new time, when it differs from the snapshot's (the same instant in another
+    /// time zone counts as a change: the zone is recorded too).
+    pub fn time_for(&self, s: &Snapshot) -> Option<DateTime<FixedOffset>> {
+        self.time
+            .filter(|t| *t != s.time || t.offset() != s.time.offset())
+    }
+
+    /// Whether the snapshot's host name or time would change.
+    pub fn changes(&self, s: &Snapshot) -> bool {
+        self.hostname_for(s).is_some() || self.time_for(s).is_some()
+    }
+}
+
 /// Options of [`rewrite_snapshots`].
 #[derive(Debug, Clone, Default)]
 pub struct RewriteOptions {
@@ -44,6 +75,8 @@ pub struct RewriteOptions {
     pub forget: bool,
     /// Compute and report; write and delete nothing.
     pub dry_run: bool,
+    /// Host name and time to set.
+    pub metadata: NewMetadata,
 }
 
 /// One entry dropped from a snapshot.
@@ -80,6 +113,10 @@ pub struct RewrittenSnapshot {
     /// Every backed-up path of the snapshot is excluded: it is left as it is (an empty
     /// snapshot that still names its paths would only mislead; `forget` removes it).
     pub emptied: bool,
+    /// The host name it had, when the copy records another.
+    pub old_hostname: Option<String>,
+    /// The time it had, when the copy records another.
+    pub old_time: Option<DateTime<FixedOffset>>,
 }
 
 /// What [`rewrite_snapshots`] did (or would do, in a dry run).
@@ -158,27 +195,21 @@ impl From<RepoError> for RewriteError {
     }
 }
 
-/// Rewrites `snapshots` (id and snapshot, each once) without the entries `excluded` selects,
-/// using `index` (the repository's loaded index). See the module documentation for the order
-/// of writes and the lock to hold.
+/// Rewrites `snapshots` (id and snapshot, each once) without the entries `excluded` selects
+/// (`None`: no tree is read, only the metadata of `opts` changes), using `index` (the
+/// repository's loaded index). A snapshot with nothing to drop and no field to change is left
+/// alone. See the module documentation for the order of writes and the lock to hold.
 pub fn rewrite_snapshots(
     repo: &Repository,
     index: &Index,
     snapshots: &[(Id, Snapshot)],
-    excluded: &Excluded<'_>,
+    excluded: Option<&Excluded<'_>>,
     opts: &RewriteOptions,
 ) -> Result<RewriteReport, RewriteError> {
     let mut rep = RewriteReport::default();
-    let mut walker = Walker::new(repo, index, excluded, opts.dry_run);
+    let none = |_: &Path, _: bool| false;
+    let mut walker = Walker::new(repo, index, excluded.unwrap_or(&none), opts.dry_run);
     for (id, s) in snapshots {
-        // Every backed-up path excluded (itself or a folder above it): the snapshot is left as
-        // it is, and no tree is written for it (they were, and stayed unused until a prune).
-        let dropped = |p: &String| {
-            Path::new(p)
-                .ancestors()
-                .filter(|a| a.parent().is_some())
-                .any(|a| excluded(a, true))
-        };
         let mut r = RewrittenSnapshot {
             original: *id,
             new: None,
@@ -188,6 +219,24 @@ pub fn rewrite_snapshots(
             bytes_removed: 0,
             forgotten: false,
             emptied: false,
+            old_hostname: None,
+            old_time: None,
+        };
+        let Some(excluded) = excluded else {
+            // Only the metadata changes: the tree stays.
+            if opts.metadata.changes(s) {
+                r.new = Some(rewritten((*id, s), s.tree, 0, 0, opts));
+            }
+            rep.snapshots.push(r.with_old_metadata(s));
+            continue;
+        };
+        // Every backed-up path excluded (itself or a folder above it): the snapshot is left as
+        // it is, and no tree is written for it (they were, and stayed unused until a prune).
+        let dropped = |p: &String| {
+            Path::new(p)
+                .ancestors()
+                .filter(|a| a.parent().is_some())
+                .any(|a| excluded(a, true))
         };
         if !s.paths.is_empty() && s.paths.iter().all(dropped) {
             r.emptied = true;
@@ -203,10 +252,12 @@ pub fn rewrite_snapshots(
             if !s.paths.is_empty() && s.paths.iter().all(gone) {
                 r.emptied = true;
             } else {
-                r.new = Some(rewritten((*id, s), o.id, o.files, o.bytes, opts.forget));
+                r.new = Some(rewritten((*id, s), o.id, o.files, o.bytes, opts));
             }
+        } else if opts.metadata.changes(s) {
+            r.new = Some(rewritten((*id, s), s.tree, 0, 0, opts));
         }
-        rep.snapshots.push(r);
+        rep.snapshots.push(r.with_old_metadata(s));
     }
     walker.out.flush()?;
     rep.trees_written = walker.out.written;
@@ -254,17 +305,43 @@ pub fn rewrite_snapshots(
     Ok(rep)
 }
 
-/// The copy of snapshot `id` with root `tree`: same time, host, paths and parent, and `id` as
-/// its original (unless it has one already); [`REWRITE_TAG`] added unless the original is
-/// forgotten; the summary's totals less what was dropped (the other counts describe the
-/// backup run and stay).
-fn rewritten((id, s): (Id, &Snapshot), tree: Id, files: u64, bytes: u64, forget: bool) -> Snapshot {
+impl RewrittenSnapshot {
+    /// Records the host name and time the original had, where its copy records others.
+    fn with_old_metadata(mut self, s: &Snapshot) -> Self {
+        if let Some(new) = &self.new {
+            self.old_hostname = (new.hostname != s.hostname).then(|| s.hostname.clone());
+            self.old_time =
+                (new.time != s.time || new.time.offset() != s.time.offset()).then_some(s.time);
+        }
+        self
+    }
+}
+
+/// The copy of snapshot `id` with root `tree`: same paths and parent, the time and host of
+/// `opts.metadata` or its own, and `id` as its original (unless it has one already);
+/// [`REWRITE_TAG`] added unless the original is forgotten; the summary's totals less what was
+/// dropped (the other counts describe the backup run and stay).
+fn rewritten(
+    (id, s): (Id, &Snapshot),
+    tree: Id,
+    files: u64,
+    bytes: u64,
+    opts: &RewriteOptions,
+) -> Snapshot {
     let mut new = s.clone();
-    new.tree = tree;
-    // No longer the tree a copy was made of.
-    new.copied_tree = None;
+    if tree != s.tree {
+        new.tree = tree;
+        // No longer the tree a copy was made of.
+        new.copied_tree = None;
+    }
+    if let Some(h) = opts.metadata.hostname_for(s) {
+        new.hostname = h.to_string();
+    }
+    if let Some(t) = opts.metadata.time_for(s) {
+        new.time = t;
+    }
     new.original.get_or_insert(id);
-    if !forget && !new.tags.iter().any(|t| t == REWRITE_TAG) {
+    if !opts.forget && !new.tags.iter().any(|t| t == REWRITE_TAG) {
         new.tags.push(REWRITE_TAG.to_string());
     }
     new.summary.total_files_processed = new.summary.total_files_processed.saturating_sub(files);

@@ -1,5 +1,6 @@
 //! `arca rewrite`: copies of snapshots without the paths matching `--exclude` patterns (the
-//! same patterns as backup's), the originals kept or, with `--forget`, removed.
+//! same patterns as backup's) or with another host name or time (`--new-host`, `--new-time`,
+//! as restic's), the originals kept or, with `--forget`, removed.
 //!
 //! Locks: shared without `--forget` (only new packs, an index file and snapshots are written,
 //! as a backup does, so backups may run beside it and prune may not), exclusive with
@@ -13,7 +14,9 @@ use anyhow::{Context, Result, bail};
 use arca_backup::filter::read_list;
 use arca_format::NodeKind;
 use arca_fs::pattern::PathMatcher;
-use arca_maintenance::rewrite::{Removed, RewriteOptions, RewriteReport, rewrite_snapshots};
+use arca_maintenance::rewrite::{
+    NewMetadata, Removed, RewriteOptions, RewriteReport, RewrittenSnapshot, rewrite_snapshots,
+};
 use arca_repo::LockKind;
 use clap::Args;
 use serde_json::{Value, json};
@@ -35,6 +38,12 @@ pub struct RewriteArgs {
     /// no "rewrite" tag); run prune afterwards to free the space
     #[arg(long)]
     pub forget: bool,
+    /// Record this host name in the rewritten snapshots
+    #[arg(long, value_name = "HOST", value_parser = crate::util::non_empty_arg)]
+    pub new_host: Option<String>,
+    /// Record this time in the rewritten snapshots: "2006-01-02 15:04:05" (local) or RFC 3339
+    #[arg(long, value_name = "TIME", value_parser = crate::util::snapshot_time_arg)]
+    pub new_time: Option<String>,
     #[command(flatten)]
     pub filter: FilterArgs,
     /// Print what would be removed, write nothing
@@ -69,8 +78,15 @@ pub fn run(g: &Global, a: &RewriteArgs) -> Result<u8> {
     let x = &a.exclude;
     let exact = matcher(&patterns(&x.excludes, &x.exclude_files)?, false)?;
     let folded = matcher(&patterns(&x.iexcludes, &x.iexclude_files)?, true)?;
-    if exact.is_none() && folded.is_none() {
-        bail!("nothing to do: give --exclude, --iexclude or a pattern file");
+    let metadata = NewMetadata {
+        hostname: a.new_host.clone(),
+        time: a.new_time.as_deref().and_then(util::parse_snapshot_time),
+    };
+    let has_patterns = exact.is_some() || folded.is_some();
+    if !has_patterns && metadata == NewMetadata::default() {
+        bail!(
+            "nothing to do: give --exclude, --iexclude, a pattern file, --new-host or --new-time"
+        );
     }
     // Backup's rule: a folder a `!` pattern may take something back from is kept, and what
     // it holds is judged entry by entry.
@@ -100,8 +116,12 @@ pub fn run(g: &Global, a: &RewriteArgs) -> Result<u8> {
     let opts = RewriteOptions {
         forget: a.forget,
         dry_run: a.dry_run,
+        metadata,
     };
-    let rep = rewrite_snapshots(repo, &index, &chosen, &excluded, &opts)?;
+    // Without patterns no listing is read: only the host name or time changes.
+    let excluded: Option<&arca_maintenance::rewrite::Excluded<'_>> =
+        has_patterns.then_some(&excluded);
+    let rep = rewrite_snapshots(repo, &index, &chosen, excluded, &opts)?;
     if a.json {
         super::out(&report_json(&rep, a).to_string())?;
     } else if !g.quiet {
@@ -142,15 +162,20 @@ fn print_report(rep: &RewriteReport, dry_run: bool, forget: bool) -> Result<()> 
             super::out(&format!("snapshot {short}: nothing to rewrite"))?;
             continue;
         }
-        super::out(&format!(
-            "snapshot {short}: {} {} ({}, {})",
-            if dry_run { "would remove" } else { "removing" },
-            util::count(s.removed.len(), "entry"),
-            util::count(s.files_removed, "file"),
-            human_bytes(s.bytes_removed)
-        ))?;
+        if !s.removed.is_empty() {
+            super::out(&format!(
+                "snapshot {short}: {} {} ({}, {})",
+                if dry_run { "would remove" } else { "removing" },
+                util::count(s.removed.len(), "entry"),
+                util::count(s.files_removed, "file"),
+                human_bytes(s.bytes_removed)
+            ))?;
+        }
         for r in &s.removed {
             super::out_bytes(&removed_line(r))?;
+        }
+        for line in metadata_lines(s, dry_run) {
+            super::out(&line)?;
         }
         match s.new_id {
             Some(new) => super::out(&format!("saved new snapshot {}", new.short()))?,
@@ -171,13 +196,43 @@ fn print_report(rep: &RewriteReport, dry_run: bool, forget: bool) -> Result<()> 
     })
 }
 
+/// `snapshot 1a7e2847: setting host to h2 (was h1)`, and the same for the time.
+fn metadata_lines(s: &RewrittenSnapshot, dry_run: bool) -> Vec<String> {
+    let (Some(new), short) = (&s.new, s.original.short()) else {
+        return vec![];
+    };
+    let verb = if dry_run { "would set" } else { "setting" };
+    let mut out = vec![];
+    if let Some(old) = &s.old_hostname {
+        out.push(format!(
+            "snapshot {short}: {verb} host to {} (was {old})",
+            new.hostname
+        ));
+    }
+    if let Some(old) = &s.old_time {
+        out.push(format!(
+            "snapshot {short}: {verb} time to {} (was {})",
+            shown_time(&new.time),
+            shown_time(old)
+        ));
+    }
+    out
+}
+
+/// A snapshot time as the listings show it (local time, to the second).
+fn shown_time(t: &chrono::DateTime<chrono::FixedOffset>) -> String {
+    t.with_timezone(&chrono::Local)
+        .format("%Y-%m-%d %H:%M:%S")
+        .to_string()
+}
+
 /// The JSON report: one document.
 fn report_json(rep: &RewriteReport, a: &RewriteArgs) -> Value {
     let snaps: Vec<Value> = rep
         .snapshots
         .iter()
         .map(|s| {
-            json!({
+            let mut v = json!({
                 "snapshot_id": s.original.to_hex(),
                 "modified": s.new.is_some(),
                 "emptied": s.emptied,
@@ -192,7 +247,16 @@ fn report_json(rep: &RewriteReport, a: &RewriteArgs) -> Value {
                     "files": r.files,
                     "bytes": r.bytes,
                 })).collect::<Vec<_>>(),
-            })
+            });
+            if a.new_host.is_some() || a.new_time.is_some() {
+                // What changed (`null`: kept), only when asked to change it.
+                let new = |changed: bool| s.new.as_ref().filter(|_| changed);
+                v["old_hostname"] = json!(s.old_hostname);
+                v["hostname"] = json!(new(s.old_hostname.is_some()).map(|n| &n.hostname));
+                v["old_time"] = json!(s.old_time.map(|t| t.to_rfc3339()));
+                v["time"] = json!(new(s.old_time.is_some()).map(|n| n.time.to_rfc3339()));
+            }
+            v
         })
         .collect();
     json!({

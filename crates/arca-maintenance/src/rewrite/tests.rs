@@ -25,7 +25,7 @@ fn run(fx: &Fx, excluded: &Excluded<'_>, opts: &RewriteOptions) -> RewriteReport
         .unwrap()
         .into_iter()
         .collect();
-    rewrite_snapshots(&fx.repo, &index, &snaps, excluded, opts).unwrap()
+    rewrite_snapshots(&fx.repo, &index, &snaps, Some(excluded), opts).unwrap()
 }
 
 fn clean(rep: &CheckReport) {
@@ -166,6 +166,7 @@ fn a_dry_run_reports_the_same_and_writes_nothing() {
         &RewriteOptions {
             dry_run: true,
             forget: true,
+            ..Default::default()
         },
     );
     assert_eq!(files(&fx), before);
@@ -228,20 +229,41 @@ fn the_summary_totals_lose_what_was_dropped() {
     s.summary.total_files_processed = 10;
     s.summary.total_bytes_processed = 1000;
     s.summary.files_new = 4;
-    let n = rewritten((Id([5; 32]), &s), Id([2; 32]), 3, 300, false);
+    let n = rewritten(
+        (Id([5; 32]), &s),
+        Id([2; 32]),
+        3,
+        300,
+        &RewriteOptions::default(),
+    );
     assert_eq!(n.tree, Id([2; 32]));
     assert_eq!(
         n.original,
         Some(Id([5; 32])),
         "it names the snapshot it was made from"
     );
-    let again = rewritten((Id([6; 32]), &n), Id([3; 32]), 0, 0, false);
+    let again = rewritten(
+        (Id([6; 32]), &n),
+        Id([3; 32]),
+        0,
+        0,
+        &RewriteOptions::default(),
+    );
     assert_eq!(again.original, Some(Id([5; 32])), "the first of the chain");
     assert_eq!(n.tags, vec!["rewrite"], "the tag is not doubled");
     assert_eq!(n.summary.total_files_processed, 7);
     assert_eq!(n.summary.total_bytes_processed, 700);
     assert_eq!(n.summary.files_new, 4);
-    let n = rewritten((Id([5; 32]), &s), Id([2; 32]), 30, 3000, true);
+    let n = rewritten(
+        (Id([5; 32]), &s),
+        Id([2; 32]),
+        30,
+        3000,
+        &RewriteOptions {
+            forget: true,
+            ..Default::default()
+        },
+    );
     assert_eq!(n.summary.total_files_processed, 0);
 }
 
@@ -256,7 +278,7 @@ fn an_unreadable_listing_stops_before_anything_is_saved() {
         &fx.repo,
         &index,
         &snaps,
-        &only(&["/b"]),
+        Some(&only(&["/b"])),
         &RewriteOptions::default(),
     )
     .unwrap_err();
@@ -337,7 +359,7 @@ fn a_rerun_after_a_stop_takes_the_copy_already_saved() {
     let original = fx.backend.read(FileType::Snapshot, &name).unwrap();
     let forget = RewriteOptions {
         forget: true,
-        dry_run: false,
+        ..Default::default()
     };
     let first = run(&fx, &only(&["/b"]), &forget);
     let copy = first.snapshots[0].new_id.unwrap();
@@ -350,4 +372,43 @@ fn a_rerun_after_a_stop_takes_the_copy_already_saved() {
     let redone: Vec<_> = rerun.snapshots.iter().filter_map(|r| r.new_id).collect();
     assert_eq!(redone, [copy]);
     assert_eq!(fx.ids(FileType::Snapshot), [copy]);
+}
+
+/// restic's `rewrite --new-host --new-time`: only the metadata changes (no tree is read or
+/// written, the tree id stays); a snapshot that already has the values is left alone.
+#[test]
+fn new_metadata_changes_only_the_host_and_time() {
+    let fx = build();
+    let old = fx.repo.load_snapshot(&fx.snapshot).unwrap();
+    let packs_before = fx.ids(FileType::Pack);
+    let time = chrono::DateTime::parse_from_rfc3339("2020-02-03T04:05:06+01:00").unwrap();
+    let opts = RewriteOptions {
+        metadata: NewMetadata {
+            hostname: Some("elsewhere".into()),
+            time: Some(time),
+        },
+        ..Default::default()
+    };
+    let index = fx.repo.load_index().unwrap();
+    let snaps = fx.repo.list_snapshots(&Default::default()).unwrap();
+    let rep = rewrite_snapshots(&fx.repo, &index, &snaps, None, &opts).unwrap();
+    let r = &rep.snapshots[0];
+    assert!(r.removed.is_empty());
+    assert_eq!(r.old_hostname.as_deref(), Some(old.hostname.as_str()));
+    assert_eq!(r.old_time, Some(old.time));
+    let new = fx.repo.load_snapshot(&r.new_id.unwrap()).unwrap();
+    let mut want = old.clone();
+    want.hostname = "elsewhere".into();
+    want.time = time;
+    want.original = Some(fx.snapshot);
+    want.tags.push(REWRITE_TAG.into());
+    assert_eq!(new, want);
+    assert_eq!(fx.ids(FileType::Pack), packs_before, "no tree written");
+    assert_eq!(rep.index_file, None);
+
+    // The copy has the values already: nothing to do.
+    let again =
+        rewrite_snapshots(&fx.repo, &index, &[(r.new_id.unwrap(), new)], None, &opts).unwrap();
+    assert!(again.snapshots[0].new.is_none());
+    assert_eq!(fx.ids(FileType::Snapshot).len(), 2);
 }
