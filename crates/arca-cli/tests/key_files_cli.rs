@@ -86,3 +86,60 @@ fn a_key_short_of_memory_is_named_beside_the_keys_that_refused() {
         .unwrap();
     assert_eq!(o.status.code(), Some(12), "{}", stderr(&o));
 }
+
+/// A byte flipped in the header of a key file (its magic) made it "cannot be decoded", and
+/// the password of that key was told it is wrong (exit 12); a byte flipped further on was
+/// reported as a damaged file (exit 1). Both now name the file as damaged, exit 1, and the
+/// password of another key still opens the repository.
+#[test]
+fn a_key_file_damaged_in_its_header_is_named_as_damaged() {
+    let e = Env::new();
+    e.init(&[]);
+    let other = e.path("other-password");
+    fs::write(&other, "second password\n").unwrap();
+    e.ok(&[
+        "key",
+        "add",
+        "--new-password-file",
+        other.to_str().unwrap(),
+        "--kdf-memory-kib",
+        "256",
+        "--kdf-iterations",
+        "1",
+    ]);
+    let v = e.json(&["key", "list", "--json"]);
+    let current = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["current"] == true)
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = e.repo.join("keys").join(&current);
+    let mut bytes = fs::read(&path).unwrap();
+    // Its magic "AKEY" becomes "AKEX".
+    assert_eq!(&bytes[8..12], b"AKEY");
+    bytes[11] ^= 1;
+    fs::write(&path, bytes).unwrap();
+
+    let o = e.run(&["snapshots"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(!err.contains("wrong password"), "{err}");
+    assert!(
+        err.contains(&format!("key file {current} is damaged")),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    // The other key's password opens it, and `key list` names the damaged file.
+    let o = e
+        .cmd(&["key", "list"])
+        .env("ARCA_PASSWORD", "second password")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&current[..8]), "{}", stderr(&o));
+}

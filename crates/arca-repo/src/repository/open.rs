@@ -183,6 +183,14 @@ impl Repository {
             }
             let file = match decoded {
                 Ok(f) => f,
+                // Its bytes do not hash to its name: a damaged key file (a byte flipped in its
+                // header), not one of a newer version. Named as damaged, as one that decodes
+                // is: it was reported as a wrong password (exit 12) when it held the
+                // password's key.
+                Err(_) if content_id.to_hex() != k.name => {
+                    damaged.push(k.name.clone());
+                    continue;
+                }
                 Err(e) => {
                     reasons.push((format!("{}: {e}", k.name), e.is_newer()));
                     undecodable.push(k.name.clone());
