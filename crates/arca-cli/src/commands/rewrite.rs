@@ -112,7 +112,12 @@ pub fn run(g: &Global, a: &RewriteArgs) -> Result<u8> {
         Some(util::take_lock(g, repo, kind, "rewrite")?)
     };
     let chosen = super::tag::select(repo, &super::filter(&a.filter), &a.snapshots)?;
-    let index = repo.load_index()?;
+    // Only the listings need it: a change of host or time alone does not load it.
+    let index = if has_patterns {
+        repo.load_index()?
+    } else {
+        arca_repo::Index::default()
+    };
     let opts = RewriteOptions {
         forget: a.forget,
         dry_run: a.dry_run,
