@@ -9,6 +9,7 @@
 //! the raw bytes of one file, [`tar`] or [`zip`].
 
 mod fetch;
+mod sparse;
 mod tar;
 #[cfg(test)]
 mod tests;
@@ -186,7 +187,8 @@ pub struct DumpReport {
     pub files: u64,
     /// Hard links written as links to an earlier entry.
     pub hardlinks: u64,
-    /// File content bytes written (before any archive framing or compression).
+    /// File content bytes written (before any archive framing or compression; the holes of
+    /// a sparse file count, though a tar stores them as a map).
     pub bytes: u64,
     /// Ranged pack reads made for file content.
     pub reads: u64,
@@ -262,12 +264,32 @@ pub(crate) enum Started {
     Skipped(&'static str),
 }
 
+/// Zeros to write holes from.
+pub(crate) static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+
+/// The id and length of an all-zero blob of the chunker's largest size: how a sparse file's
+/// holes are stored (restore leaves them as holes; a dump never reads them).
+pub(crate) fn hole_blob(repo: &Repository) -> (Id, u32) {
+    let max = repo.config().chunker.max;
+    (repo.key().blob_id(&vec![0u8; max as usize]), max)
+}
+
 /// Where a dump's entries go.
 pub(crate) trait Sink {
     /// Starts an entry, or says why the format cannot hold it.
     fn entry(&mut self, e: &Entry) -> Result<Started, DumpError>;
     /// Appends content to the current entry.
     fn data(&mut self, bytes: &[u8]) -> Result<(), DumpError>;
+    /// Appends `n` zeros of a hole (a hole blob) to the current entry: written as zeros
+    /// unless the format keeps holes.
+    fn zeros(&mut self, mut n: u64) -> Result<(), DumpError> {
+        while n > 0 {
+            let k = n.min(ZEROS.len() as u64);
+            self.data(&ZEROS[..k as usize])?;
+            n -= k;
+        }
+        Ok(())
+    }
     /// Ends the output (archive trailer, flush).
     fn finish(&mut self) -> Result<(), DumpError>;
 }
@@ -393,7 +415,10 @@ impl<'a> Dump<'a> {
         out: W,
     ) -> Result<DumpReport, DumpError> {
         match (archive, target) {
-            (Some(Archive::Tar), _) => self.run(target, true, tar::TarSink::new(out)),
+            (Some(Archive::Tar), _) => {
+                let sink = tar::TarSink::new(out, hole_blob(self.repo));
+                self.run(target, true, sink)
+            }
             (Some(Archive::Zip), _) => self.run(target, false, zip::ZipSink::new(out)),
             (None, Target::Entry { node, .. }) if node.kind() == NodeKind::File => {
                 self.run(target, false, Raw { out })
@@ -452,7 +477,6 @@ fn drain<S: Sink>(
     msgs: std::sync::mpsc::Receiver<Msg>,
     report: &mut DumpReport,
 ) -> Result<(), DumpError> {
-    static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
     let mut expected = 0u64;
     let mut current: Option<Box<Entry>> = None;
     let mut written = 0u64;
@@ -504,16 +528,11 @@ fn drain<S: Sink>(
                     sink.data(&d)?;
                 }
             }
-            Msg::Zeros(mut n) => {
+            Msg::Zeros(n) => {
                 written += n;
-                if dropping {
-                    continue;
-                }
-                report.bytes += n;
-                while n > 0 {
-                    let k = n.min(ZEROS.len() as u64);
-                    sink.data(&ZEROS[..k as usize])?;
-                    n -= k;
+                if !dropping {
+                    report.bytes += n;
+                    sink.zeros(n)?;
                 }
             }
             Msg::Reads(n) => report.reads = n,

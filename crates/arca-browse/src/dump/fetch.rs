@@ -87,7 +87,6 @@ where
 {
     /// A fetcher for `dump`'s repository, spawning its reads in `scope`.
     pub fn new(dump: &Dump<'a>, scope: &'scope Scope<'scope, 'env>, out: SyncSender<Msg>) -> Self {
-        let max = dump.repo.config().chunker.max;
         Fetcher {
             repo: dump.repo,
             index: dump.index,
@@ -97,7 +96,7 @@ where
             max_read: dump.max_read.max(1),
             in_flight_max: dump.reads_in_flight.max(1),
             gather: dump.gather,
-            zero: (dump.repo.key().blob_id(&vec![0u8; max as usize]), max),
+            zero: super::hole_blob(dump.repo),
             slots: VecDeque::new(),
             open: None,
             reads: VecDeque::new(),

@@ -3,12 +3,20 @@
 //! ctime) and its extended attributes (`SCHILY.xattr.NAME`); paths, link targets and owner
 //! names that do not fit ustar's fields, or are not ASCII, go there too (`hdrcharset=BINARY`
 //! when not UTF-8), as do sizes, owners and times out of ustar's range.
+//!
+//! A regular file with holes (at least one all-zero blob of the chunker's largest size) is a
+//! sparse member in GNU tar's format 1.0, as `tar --sparse --format=pax` writes it: the
+//! extended header has `GNU.sparse.major=1`, `GNU.sparse.minor=0`, the real path in
+//! `GNU.sparse.name` and the real size in `GNU.sparse.realsize`; the ustar header names
+//! `DIR/GNUSparseFile.0/NAME` (what a reader without sparse support extracts) and gives the
+//! stored size; the data starts with the [`SparseMap`] and holds the data regions only.
 
 use std::io::Write;
 
-use arca_format::{NodeKind, Timespec};
+use arca_format::{Id, NodeKind, Timespec};
 
-use super::{DumpError, Entry, Sink, Started};
+use super::sparse::SparseMap;
+use super::{DumpError, Entry, Sink, Started, ZEROS};
 
 const BLOCK: usize = 512;
 
@@ -17,11 +25,22 @@ pub(crate) struct TarSink<W: Write> {
     out: W,
     /// Padding owed after the current entry's content.
     pad: usize,
+    /// Id and length of a hole blob.
+    hole: (Id, u32),
+    /// The current file's map when it is written sparse.
+    sparse: Option<SparseMap>,
 }
 
 impl<W: Write> TarSink<W> {
-    pub fn new(out: W) -> Self {
-        TarSink { out, pad: 0 }
+    /// A writer to `out`; `hole` is the id and length of an all-zero blob of the chunker's
+    /// largest size, which a sparse file's holes are.
+    pub fn new(out: W, hole: (Id, u32)) -> Self {
+        TarSink {
+            out,
+            pad: 0,
+            hole,
+            sparse: None,
+        }
     }
 
     fn put(&mut self, b: &[u8]) -> Result<(), DumpError> {
@@ -35,6 +54,29 @@ impl<W: Write> TarSink<W> {
         let n = std::mem::take(&mut self.pad);
         self.put(&[0u8; BLOCK][..n])
     }
+
+    /// Writes `n` bytes of the current file's content, from `bytes` or zeros when `None`:
+    /// all of them, or, for a sparse file, those in its data regions.
+    fn content(&mut self, bytes: Option<&[u8]>, n: u64) -> Result<(), DumpError> {
+        let ranges = match &mut self.sparse {
+            Some(map) => map.route(n),
+            None => vec![(0, n as usize)],
+        };
+        for (a, b) in ranges {
+            match bytes {
+                Some(bytes) => self.put(&bytes[a..b])?,
+                None => {
+                    let mut left = b - a;
+                    while left > 0 {
+                        let k = left.min(ZEROS.len());
+                        self.put(&ZEROS[..k])?;
+                        left -= k;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl<W: Write> Sink for TarSink<W> {
@@ -43,7 +85,12 @@ impl<W: Write> Sink for TarSink<W> {
         let Some(typeflag) = typeflag(e) else {
             return Ok(Started::Skipped("a socket has no archive entry"));
         };
-        let (pax, header) = headers(e, typeflag);
+        self.sparse = match typeflag {
+            b'0' => SparseMap::of(&e.node.content, self.hole, e.size),
+            _ => None,
+        };
+        let map = self.sparse.as_ref().map(SparseMap::text);
+        let (pax, header) = headers(e, typeflag, self.sparse.as_ref());
         if !pax.is_empty() {
             let mut x = Header::new(b'x');
             x.name(&pax_name(&e.path));
@@ -56,13 +103,24 @@ impl<W: Write> Sink for TarSink<W> {
             self.pad()?;
         }
         self.put(&header.finish())?;
-        let size = if typeflag == b'0' { e.size } else { 0 };
+        if let Some(map) = &map {
+            self.put(map)?;
+        }
+        let size = match (&self.sparse, typeflag) {
+            (Some(m), _) => m.data_len(),
+            (None, b'0') => e.size,
+            (None, _) => 0,
+        };
         self.pad = ((BLOCK as u64 - size % BLOCK as u64) % BLOCK as u64) as usize;
         Ok(Started::Written)
     }
 
     fn data(&mut self, bytes: &[u8]) -> Result<(), DumpError> {
-        self.put(bytes)
+        self.content(Some(bytes), bytes.len() as u64)
+    }
+
+    fn zeros(&mut self, n: u64) -> Result<(), DumpError> {
+        self.content(None, n)
     }
 
     fn finish(&mut self) -> Result<(), DumpError> {
@@ -255,8 +313,20 @@ pub(crate) fn major_minor(dev: u64) -> (u64, u64) {
     (major, minor)
 }
 
-/// The extended header's records and the ustar header of an entry.
-fn headers(e: &Entry, typeflag: u8) -> (Vec<u8>, Header) {
+/// The name in the ustar header of a sparse member, `DIR/GNUSparseFile.0/NAME` as GNU tar
+/// writes it (with 0 for its process id): a reader without sparse support extracts the map
+/// and data there, beside where the file belongs.
+fn sparse_stand_in(path: &[u8]) -> Vec<u8> {
+    let (dir, base) = match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&path[..=i], &path[i + 1..]),
+        None => (&b""[..], path),
+    };
+    [dir, b"GNUSparseFile.0/", base].concat()
+}
+
+/// The extended header's records and the ustar header of an entry; `sparse` is the map of a
+/// file written sparse.
+fn headers(e: &Entry, typeflag: u8, sparse: Option<&SparseMap>) -> (Vec<u8>, Header) {
     let n = &e.node;
     let mut pax = vec![];
     let mut h = Header::new(typeflag);
@@ -265,7 +335,21 @@ fn headers(e: &Entry, typeflag: u8) -> (Vec<u8>, Header) {
     if typeflag == b'5' {
         path.push(b'/');
     }
-    if !h.name(&path) || !path.is_ascii() {
+    if let Some(map) = sparse {
+        // The real path is in GNU.sparse.name, whatever its length or bytes (GNU tar and
+        // libarchive take it over `path`, which is not written: a reader without sparse
+        // support would put the map at the real name). The stand-in is cut to fit.
+        h.name(&sparse_stand_in(&path));
+        binary |= std::str::from_utf8(&path).is_err();
+        record(&mut pax, b"GNU.sparse.major", b"1");
+        record(&mut pax, b"GNU.sparse.minor", b"0");
+        record(&mut pax, b"GNU.sparse.name", &path);
+        record(
+            &mut pax,
+            b"GNU.sparse.realsize",
+            map.size.to_string().as_bytes(),
+        );
+    } else if !h.name(&path) || !path.is_ascii() {
         binary |= std::str::from_utf8(&path).is_err();
         record(&mut pax, b"path", &path);
     }
@@ -287,7 +371,11 @@ fn headers(e: &Entry, typeflag: u8) -> (Vec<u8>, Header) {
     if !h.octal(116, 8, u64::from(n.gid)) {
         record(&mut pax, b"gid", n.gid.to_string().as_bytes());
     }
-    let size = if typeflag == b'0' { e.size } else { 0 };
+    let size = match (sparse, typeflag) {
+        (Some(m), _) => m.text().len() as u64 + m.data_len(),
+        (None, b'0') => e.size,
+        (None, _) => 0,
+    };
     if !h.octal(124, 12, size) {
         record(&mut pax, b"size", size.to_string().as_bytes());
     }
