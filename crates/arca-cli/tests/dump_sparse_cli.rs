@@ -1,7 +1,8 @@
 //! `arca dump --archive tar` of sparse files: a file with holes is a GNU sparse 1.0 member
 //! (pax), so the archive holds its data only and GNU tar, bsdtar (when installed) and
 //! Python's tarfile extract it with its holes and its bytes; a hard link to it, a long
-//! non-UTF-8 name and a file without holes come through as well.
+//! non-UTF-8 name and a file without holes come through as well. In a zip, which has no
+//! sparse form, the holes are deflated zeros: small, though extraction writes them.
 
 #![allow(clippy::unwrap_used)]
 
@@ -167,4 +168,52 @@ with tarfile.open(sys.argv[1]) as t:
     let out = y.join(src.strip_prefix("/").unwrap());
     same_and_sparse(&src, &out, &names, "bsdtar");
     assert_eq!(ino(out.join("disk.img")), ino(out.join("link.img")));
+}
+
+/// Zip has no sparse form: a sparse file's holes are zeros there, which deflate makes about a
+/// thousand times smaller (extraction writes every zero).
+#[test]
+fn a_sparse_file_in_a_zip_is_deflated_zeros() {
+    let e = Env::new();
+    let src = e.path("src");
+    fs::create_dir(&src).unwrap();
+    let island = random_bytes(5, 100_000);
+    sparse(&src.join("disk.img"), &[(8 << 20, &island)]);
+    e.init(&SMALL_CHUNKS);
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let archive = e.path("a.zip");
+    e.ok(&[
+        "dump",
+        "latest",
+        src.to_str().unwrap(),
+        "--archive",
+        "zip",
+        "-t",
+        archive.to_str().unwrap(),
+    ]);
+    let len = fs::metadata(&archive).unwrap().len();
+    assert!(len < 1 << 20, "zip of {len} bytes");
+    let script = r#"
+import hashlib, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for i in z.infolist():
+        if i.filename.endswith('/disk.img'):
+            print(i.file_size, hashlib.sha256(z.read(i)).hexdigest())
+"#;
+    let o = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&archive)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "python: {}", stderr(&o));
+    let hash = Command::new("sha256sum")
+        .arg(src.join("disk.img"))
+        .output()
+        .unwrap();
+    let hash = String::from_utf8(hash.stdout).unwrap();
+    assert_eq!(
+        String::from_utf8(o.stdout).unwrap().trim(),
+        format!("{SIZE} {}", &hash[..64])
+    );
 }
