@@ -333,3 +333,54 @@ fn names_of_one_inode_with_different_contents_are_not_tar_links() {
     );
     assert_eq!(m[1].3, block(2), "b holds its own content");
 }
+
+#[test]
+fn a_file_with_holes_is_a_sparse_member_holding_its_data_only() {
+    let repo = repo();
+    let ids = pack(&repo, BlobKind::Data, &[block(1), block(2)]);
+    // The hole blob is never read: it need not be in the repository.
+    let hole = repo.key().blob_id(&[0u8; 16384]);
+    let long = "a".repeat(150);
+    let linked = |name: &str| Node {
+        dev: 5,
+        inode: 7,
+        nlink: 2,
+        ..file(name, &[(hole, 16384), (ids[0], 1000), (hole, 16384)])
+    };
+    let nodes = vec![linked(&long), file("d", &[(ids[1], 1000)]), linked("link")];
+    let tree = Tree { nodes }.encode().unwrap();
+    let root = pack(&repo, BlobKind::Tree, &[tree])[0];
+    let index = repo.load_index().unwrap();
+    let d = Dump::new(&repo, &index);
+    let mut tar = vec![];
+    let r = d
+        .write(&Target::Root(root), Some(Archive::Tar), &mut tar)
+        .unwrap();
+    assert_eq!((r.files, r.hardlinks, r.bytes), (2, 1, 1000 + 33768));
+    let m = tar_members(&tar);
+    // A file without holes as before; the sparse one under its stand-in name (cut to 100
+    // bytes), its real name in GNU.sparse.name, not in `path`; its hard link to that name.
+    assert_eq!(m[1], (b"d".to_vec(), b'0', vec![], block(2)));
+    let stand_in = format!("GNUSparseFile.0/{long}");
+    assert_eq!(m[0].0, &stand_in.as_bytes()[..100]);
+    assert_eq!(
+        m[2],
+        (b"link".to_vec(), b'1', long.clone().into_bytes(), vec![])
+    );
+    let has = |s: &[u8]| tar.windows(s.len()).any(|w| w == s);
+    assert!(has(format!(" GNU.sparse.name={long}\n").as_bytes()));
+    for rec in ["GNU.sparse.major=1\n", "GNU.sparse.minor=0\n"] {
+        assert!(has(rec.as_bytes()), "{rec}");
+    }
+    assert!(has(b"29 GNU.sparse.realsize=33768\n"));
+    assert!(!has(b" path="));
+    // The map (the data at 16384, widened to a block; an empty region at the end), then the
+    // data: 1,536 bytes for a file of 33,768.
+    let data = &m[0].3;
+    assert_eq!(data.len(), 512 + 1024);
+    let map = b"2\n16384\n1024\n33768\n0\n";
+    assert_eq!(&data[..map.len()], map);
+    assert!(data[map.len()..512].iter().all(|&b| b == 0));
+    assert_eq!(&data[512..1512], &block(1)[..]);
+    assert!(data[1512..].iter().all(|&b| b == 0));
+}
