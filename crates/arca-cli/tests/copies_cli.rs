@@ -19,7 +19,10 @@ fn twice_stored(e: &Env) -> (PathBuf, Vec<(PathBuf, u64, u64)>) {
     let (one, two) = (e.path("one"), e.path("two"));
     fs::create_dir_all(&one).unwrap();
     fs::create_dir_all(&two).unwrap();
-    let data = random_bytes(7, 3_000_000);
+    // 12 MB: whatever the repository's chunk boundaries, the blocks before the last (at most
+    // 4 MiB) fill a 1 MiB pack, so the file lies in two packs at least and `--cap 1` stores
+    // some again. With 3 MB, chunks of 0.7 and 2.3 MB could share one pack: nothing capped.
+    let data = random_bytes(7, 12_000_000);
     fs::write(one.join("x"), &data).unwrap();
     fs::write(two.join("x"), &data).unwrap();
     e.ok(&["backup", "-q", one.to_str().unwrap()]);
