@@ -401,10 +401,13 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                 (node.mtime.sec, i64::from(node.mtime.nsec)),
                 (node.ctime.sec, i64::from(node.ctime.nsec)),
             );
-            // Size and times as listed, but another count of bytes read: a file system
-            // whose sizes are not its files' contents (/proc, /sys), not a change.
-            let moved = after.len() != node.size || times != before;
-            if moved || (total != node.size && !sizes_are_not_contents(&file)) {
+            // On a file system whose sizes are not its files' contents (/proc, /sys) neither
+            // the size nor the times say anything about a change: the times are those of the
+            // inode's last instantiation, new whenever the kernel dropped it between the walk's
+            // lstat and this read (CI saw /sys/kernel/mm/transparent_hugepage/enabled warned
+            // so). Such a file is stored as read, without a word, as restic stores it.
+            let moved = after.len() != node.size || times != before || total != node.size;
+            if moved && !sizes_are_not_contents(&file) {
                 let msg = format!(
                     "{}: changed while it was read; stored as read ({total} bytes)",
                     arca_format::text::shown(path)
