@@ -115,8 +115,10 @@ fn a_no_change_backup_and_snapshots_read_almost_nothing_remote() {
     eprintln!("no-change backup: {with} requests with the cache, {without} without");
     // The config read; the key, index, pack and snapshot listings; the snapshot write; the
     // shared lock (a listing, its write, a second listing, its removal); and, if a folder
-    // above the tree changed, a tree pack and an index file.
-    assert!(with <= 12, "{with} requests with the cache");
+    // above the tree changed, a tree pack and an index file. A backup slow to get there (a
+    // loaded machine: CI counted 13) looks for its lock once more before each of the index
+    // file and the snapshot when it last saw it over 2 s before (`check_held_before_write`).
+    assert!(with <= 14, "{with} requests with the cache");
     assert!(without >= with + 8, "{without} without vs {with} with");
 
     // Listing snapshots: config, key listing, snapshot listing; all else is local (once the
