@@ -270,8 +270,7 @@ pub(crate) static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 /// The id and length of an all-zero blob of the chunker's largest size: how a sparse file's
 /// holes are stored (restore leaves them as holes; a dump never reads them).
 pub(crate) fn hole_blob(repo: &Repository) -> (Id, u32) {
-    let max = repo.config().chunker.max;
-    (repo.key().blob_id(&vec![0u8; max as usize]), max)
+    (repo.hole_blob_id(), repo.config().chunker.max)
 }
 
 /// Where a dump's entries go.

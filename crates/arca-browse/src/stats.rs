@@ -249,9 +249,7 @@ fn set(bits: &mut [u64], i: usize) -> bool {
 impl<'a> Stats<'a> {
     /// Empty counts for `mode`.
     pub fn new(repo: &'a Repository, index: &'a Index, mode: Mode) -> Self {
-        let zero = repo
-            .key()
-            .blob_id(&vec![0u8; repo.config().chunker.max as usize]);
+        let zero = repo.hole_blob_id();
         Stats {
             repo,
             index,

@@ -214,9 +214,7 @@ impl State {
         let snaps = load_snapshots(&repo, &filter, seen.iter().copied(), &report)?;
         let (files, index) = load_index(&repo)?;
         let trees = (opts.cache_size / 4).max(4 << 20);
-        let hole = repo
-            .key()
-            .blob_id(&vec![0u8; repo.config().chunker.max as usize]);
+        let hole = repo.hole_blob_id();
         Ok(Self {
             hole,
             index: RwLock::new(Arc::new(index)),

@@ -179,6 +179,12 @@ impl Repository {
     pub fn key(&self) -> &MasterKey {
         &self.key
     }
+    /// The id of an all-zero blob of the chunker's largest size: how a sparse file's holes
+    /// are stored (restore leaves them as holes, dump and mount count them as such).
+    pub fn hole_blob_id(&self) -> Id {
+        self.key
+            .blob_id(&vec![0u8; self.config.chunker.max as usize])
+    }
     /// The sealing cipher.
     pub fn sealer(&self) -> &Sealer {
         &self.sealer

@@ -61,9 +61,7 @@ pub fn plan_footprint(
         excludes: vec![],
         only: vec![],
     };
-    let zero_id = repo
-        .key()
-        .blob_id(&vec![0u8; repo.config().chunker.max as usize]);
+    let zero_id = repo.hole_blob_id();
     let plan = Planner {
         index,
         sel: &sel,

@@ -440,9 +440,7 @@ pub fn restore(
         });
     }
     lap("trees", &mut phases);
-    let zero_id = repo
-        .key()
-        .blob_id(&vec![0u8; repo.config().chunker.max as usize]);
+    let zero_id = repo.hole_blob_id();
     let plan = plan::Planner {
         index,
         sel: &sel,
