@@ -267,6 +267,19 @@ pub(crate) enum Started {
 /// Zeros to write holes from.
 pub(crate) static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
+/// Hands `n` zeros to `put`, a slice of [`ZEROS`] at a time.
+pub(crate) fn put_zeros(
+    mut n: u64,
+    mut put: impl FnMut(&[u8]) -> Result<(), DumpError>,
+) -> Result<(), DumpError> {
+    while n > 0 {
+        let k = n.min(ZEROS.len() as u64);
+        put(&ZEROS[..k as usize])?;
+        n -= k;
+    }
+    Ok(())
+}
+
 /// The id and length of an all-zero blob of the chunker's largest size: how a sparse file's
 /// holes are stored (restore leaves them as holes; a dump never reads them).
 pub(crate) fn hole_blob(repo: &Repository) -> (Id, u32) {
@@ -281,13 +294,8 @@ pub(crate) trait Sink {
     fn data(&mut self, bytes: &[u8]) -> Result<(), DumpError>;
     /// Appends `n` zeros of a hole (a hole blob) to the current entry: written as zeros
     /// unless the format keeps holes.
-    fn zeros(&mut self, mut n: u64) -> Result<(), DumpError> {
-        while n > 0 {
-            let k = n.min(ZEROS.len() as u64);
-            self.data(&ZEROS[..k as usize])?;
-            n -= k;
-        }
-        Ok(())
+    fn zeros(&mut self, n: u64) -> Result<(), DumpError> {
+        put_zeros(n, |z| self.data(z))
     }
     /// Ends the output (archive trailer, flush).
     fn finish(&mut self) -> Result<(), DumpError>;

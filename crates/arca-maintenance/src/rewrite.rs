@@ -58,14 +58,18 @@ impl NewMetadata {
     /// The new time, when it differs from the snapshot's (the same instant in another
     /// time zone counts as a change: the zone is recorded too).
     pub fn time_for(&self, s: &Snapshot) -> Option<DateTime<FixedOffset>> {
-        self.time
-            .filter(|t| *t != s.time || t.offset() != s.time.offset())
+        self.time.filter(|t| !same_time(t, &s.time))
     }
 
     /// Whether the snapshot's host name or time would change.
     pub fn changes(&self, s: &Snapshot) -> bool {
         self.hostname_for(s).is_some() || self.time_for(s).is_some()
     }
+}
+
+/// Whether two times are the same instant in the same zone (the zone is recorded too).
+fn same_time(a: &DateTime<FixedOffset>, b: &DateTime<FixedOffset>) -> bool {
+    a == b && a.offset() == b.offset()
 }
 
 /// Options of [`rewrite_snapshots`].
@@ -310,8 +314,7 @@ impl RewrittenSnapshot {
     fn with_old_metadata(mut self, s: &Snapshot) -> Self {
         if let Some(new) = &self.new {
             self.old_hostname = (new.hostname != s.hostname).then(|| s.hostname.clone());
-            self.old_time =
-                (new.time != s.time || new.time.offset() != s.time.offset()).then_some(s.time);
+            self.old_time = (!same_time(&new.time, &s.time)).then_some(s.time);
         }
         self
     }

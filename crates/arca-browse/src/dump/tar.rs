@@ -16,7 +16,7 @@ use std::io::Write;
 use arca_format::{Id, NodeKind, Timespec};
 
 use super::sparse::SparseMap;
-use super::{DumpError, Entry, Sink, Started, ZEROS};
+use super::{DumpError, Entry, Sink, Started, put_zeros};
 
 const BLOCK: usize = 512;
 
@@ -65,14 +65,7 @@ impl<W: Write> TarSink<W> {
         for (a, b) in ranges {
             match bytes {
                 Some(bytes) => self.put(&bytes[a..b])?,
-                None => {
-                    let mut left = b - a;
-                    while left > 0 {
-                        let k = left.min(ZEROS.len());
-                        self.put(&ZEROS[..k])?;
-                        left -= k;
-                    }
-                }
+                None => put_zeros((b - a) as u64, |z| self.put(z))?,
             }
         }
         Ok(())
