@@ -26,7 +26,7 @@ pub use args::{
 pub use lock::{lock, take_lock};
 pub use password::{
     STDIN_IS_DATA, ask_password, env_password, extend_secret, kdf, new_password, password,
-    password_from_command, read_password_file,
+    password_from_command, read_password_file, refuse_blank,
 };
 
 /// An open repository and the counters of its backend.

@@ -143,3 +143,91 @@ fn a_key_file_damaged_in_its_header_is_named_as_damaged() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains(&current[..8]), "{}", stderr(&o));
 }
+
+/// The number of key files.
+fn keys(e: &Env) -> usize {
+    fs::read_dir(e.repo.join("keys")).unwrap().count()
+}
+
+/// A new password that is empty or only whitespace is refused by `init`, `key add` and `key
+/// passwd`, naming where it came from (ARCA_PASSWORD, a password file, a password command,
+/// standard input, ARCA_NEW_PASSWORD), exit 1, with no repository or key written (a
+/// password of spaces was taken). A key that already has such a password still opens the
+/// repository: only new passwords are refused.
+#[test]
+fn a_blank_new_password_is_refused_naming_where_it_came_from() {
+    let e = Env::new();
+    let blank = e.path("blank");
+    fs::write(&blank, "   \n").unwrap();
+    let b = blank.to_str().unwrap();
+    let named_file = format!("password file {b}");
+    let init = ["init", "--kdf-memory-kib", "256", "--kdf-iterations", "1"];
+    let refused = |o: &std::process::Output, source: &str| {
+        let err = stderr(o);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(source) && err.contains("refused") && err.contains("only whitespace"),
+            "{source}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    };
+    let o = e.cmd(&init).env("ARCA_PASSWORD", "   ").output().unwrap();
+    refused(&o, "from ARCA_PASSWORD");
+    let o = e.cmd(&init).arg("--password-file").arg(b).output().unwrap();
+    refused(&o, &named_file);
+    let o = e
+        .cmd(&init)
+        .args(["--password-command", "echo '  '"])
+        .output()
+        .unwrap();
+    refused(&o, "from password command \"echo '  '\"");
+    let mut c = e.cmd(&init);
+    c.env_remove("ARCA_PASSWORD")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(b"   \n").unwrap();
+    }
+    refused(&child.wait_with_output().unwrap(), "from standard input");
+    assert!(!e.repo.join("config").exists(), "nothing written");
+
+    e.init(&[]);
+    let before = fs::read_dir(e.repo.join("keys")).unwrap().count();
+    let o = e
+        .cmd(&["key", "add"])
+        .env("ARCA_NEW_PASSWORD", "  ")
+        .output()
+        .unwrap();
+    refused(&o, "from ARCA_NEW_PASSWORD");
+    let o = e.run(&["key", "passwd", "--new-password-file", b]);
+    refused(&o, &named_file);
+    assert_eq!(keys(&e), before, "no key written or removed");
+    e.ok(&["snapshots"]);
+
+    // A key made with such a password before (by the library) still opens the repository.
+    let backend = std::sync::Arc::new(arca_backend::LocalBackend::new(&e.repo));
+    let repo = arca_repo::Repository::open(backend, b"test password").unwrap();
+    let kdf = arca_format::KdfParams {
+        memory_kib: 256,
+        iterations: 1,
+        parallelism: 1,
+    };
+    repo.add_key_for(b"   ", kdf, &arca_repo::KeyOwner::default())
+        .unwrap();
+    let o = e
+        .cmd(&["snapshots"])
+        .env("ARCA_PASSWORD", "   ")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = e
+        .cmd(&["snapshots"])
+        .arg("--password-file")
+        .arg(b)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+}

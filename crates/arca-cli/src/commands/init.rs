@@ -45,7 +45,13 @@ pub fn run(g: &Global, a: &InitArgs) -> Result<u8> {
         copied = Some((keys, location));
     }
     let pw = if let Some(c) = &g.password_command {
-        util::password_from_command(c)?
+        let pw = util::password_from_command(c)?;
+        util::refuse_blank(
+            &pw,
+            "password for the new repository",
+            &format!("password command {c:?}"),
+        )?;
+        pw
     } else {
         util::new_password(
             g.password_file.as_deref(),

@@ -198,12 +198,29 @@ pub fn env_password(name: &str) -> Result<Option<Zeroizing<String>>> {
     }
 }
 
-/// A new password: from `file`, `ARCA_NEW_PASSWORD`, or prompted twice.
+/// Refuses new password `p` when it is empty or only whitespace (as restic refuses an empty
+/// one): such a key is as good as none. `source` names where it came from. Only new
+/// passwords are checked: an existing key opens with whatever password it was given.
+pub fn refuse_blank(p: &str, what: &str, source: &str) -> Result<()> {
+    if p.is_empty() {
+        bail!("empty {what} from {source} refused: a key needs a password");
+    }
+    if p.trim().is_empty() {
+        bail!("{what} from {source} refused: it is only whitespace (a key needs a password)");
+    }
+    Ok(())
+}
+
+/// A new password: from `file`, `ARCA_NEW_PASSWORD`, or prompted twice. One that is empty
+/// or only whitespace is refused, naming where it came from.
 pub fn new_password(file: Option<&Path>, env_var: &str, what: &str) -> Result<Zeroizing<String>> {
-    let p = if let Some(f) = file {
-        read_password_file(f)?
+    let (p, source) = if let Some(f) = file {
+        (
+            read_password_file(f)?,
+            format!("password file {}", arca_format::text::shown(f)),
+        )
     } else if let Some(p) = env_password(env_var)? {
-        p
+        (p, env_var.to_string())
     } else {
         let missing = if env_var == "ARCA_PASSWORD" {
             GIVE_PASSWORD.replace("no password", &format!("no {what}"))
@@ -220,12 +237,12 @@ pub fn new_password(file: Option<&Path>, env_var: &str, what: &str) -> Result<Ze
             if *a != *b {
                 bail!("passwords do not match");
             }
+            (a, "the prompt".to_string())
+        } else {
+            (a, "standard input".to_string())
         }
-        a
     };
-    if p.is_empty() {
-        bail!("empty password refused");
-    }
+    refuse_blank(&p, what, &source)?;
     Ok(p)
 }
 
