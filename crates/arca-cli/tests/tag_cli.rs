@@ -286,3 +286,56 @@ fn a_folder_in_a_snapshot_is_refused_as_such() {
     }
     assert_eq!(snapshot_files(&e), files, "nothing changed");
 }
+
+/// `tag`, `rewrite` and `forget` over every snapshot leave a damaged snapshot file out, name
+/// it once, handle the others, and exit 3 as `copy` does (tag and rewrite exited 0 with a
+/// warning, so a script could not tell that a snapshot was not handled). Named snapshots
+/// exit 0; `snapshots` (a listing) still exits 0.
+#[test]
+fn commands_over_every_snapshot_exit_3_when_a_damaged_file_is_left_out() {
+    let (e, a, b) = setup();
+    let file = e.repo.join("snapshots").join(&a);
+    let mut bytes = fs::read(&file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x20;
+    fs::write(&file, &bytes).unwrap();
+    let short = &a[..8];
+    let left_out = |args: &[&str]| {
+        let o = e.run(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {err}");
+        assert_eq!(
+            err.matches("damaged snapshot file").count(),
+            1,
+            "{args:?}: named once: {err}"
+        );
+        assert!(err.contains(short), "{args:?}: {err}");
+        assert!(
+            err.contains("1 snapshot file could not be read and was left out"),
+            "{args:?}: {err}"
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    left_out(&["tag", "--add", "x", "--dry-run"]);
+    let out = left_out(&["tag", "--add", "x"]);
+    assert!(out.contains("modified 1 snapshot"), "{out}");
+    left_out(&["rewrite", "--new-host", "h3", "--dry-run"]);
+    let out = left_out(&["rewrite", "--new-host", "h3", "--forget"]);
+    assert!(out.contains("modified 1 snapshot"), "{out}");
+    left_out(&["forget", "--keep-last", "1", "--dry-run"]);
+    left_out(&["forget", "--keep-last", "1"]);
+    assert!(file.exists(), "the damaged file stays");
+    // The other snapshot was handled: tagged and moved to h3, once.
+    let after = snapshots(&e);
+    assert_eq!(after.len(), 1, "{after:?}");
+    let s = after.values().next().unwrap();
+    assert_eq!(tags(s), vec!["daily", "keep", "x"]);
+    assert_eq!(s["hostname"], "h3");
+    assert!(!after.contains_key(&b));
+    // Named, the other snapshot is handled without a look at the damaged one.
+    let id = after.keys().next().unwrap().clone();
+    let o = e.run(&["tag", "--add", "y", &id[..8]]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = e.run(&["snapshots"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -215,16 +215,21 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
             "forget",
         )?)
     };
+    // Snapshot files that cannot be read are left out of the policy (named once): the
+    // command then exits 3, as copy and tag do.
+    let mut left_out = 0;
     let (reports, damaged) = if remove_all {
-        let all: Vec<String> = opened
-            .repo
-            .list_snapshots(&filter)?
-            .iter()
-            .map(|(id, _)| id.to_hex())
-            .collect();
+        let (list, left) = super::list_all(&opened.repo, &filter)?;
+        left_out = left;
+        let all: Vec<String> = list.iter().map(|(id, _)| id.to_hex()).collect();
         by_ids(&opened, &filter, &all, a.group_by)?
     } else if a.snapshots.is_empty() {
-        (by_policy(&opened, &filter, &policy, a.group_by)?, vec![])
+        let (list, left) = super::list_all(&opened.repo, &filter)?;
+        left_out = left;
+        (
+            forget::plan(list, &policy, a.group_by, chrono::Utc::now()),
+            vec![],
+        )
     } else {
         let filtered =
             !(filter.hosts.is_empty() && filter.tags.is_empty() && filter.paths.is_empty());
@@ -298,7 +303,7 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
         } else {
             "nothing to remove".into()
         })?;
-        return Ok(0);
+        return Ok(super::left_out_exit(left_out));
     }
     if a.dry_run {
         say(format!(
@@ -306,7 +311,7 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
             util::count(remove.len(), "snapshot"),
             if a.prune { ", and prune" } else { "" }
         ))?;
-        return Ok(0);
+        return Ok(super::left_out_exit(left_out));
     }
     let failures = forget::remove_snapshots(&opened.repo, &remove)?;
     for (id, e) in &failures {
@@ -345,18 +350,7 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
             both(v)?;
         }
     }
-    Ok(0)
-}
-
-/// Groups the snapshots passing `filter` and applies `policy` to each group.
-fn by_policy(
-    opened: &Opened,
-    filter: &SnapshotFilter,
-    policy: &Policy,
-    group_by: GroupBy,
-) -> Result<Vec<GroupReport>> {
-    let list = opened.repo.list_snapshots(filter)?;
-    Ok(forget::plan(list, policy, group_by, chrono::Utc::now()))
+    Ok(super::left_out_exit(left_out))
 }
 
 /// Resolves the named snapshots (all of them before anything is removed) and groups them;

@@ -189,6 +189,41 @@ fn filter(f: &FilterArgs) -> SnapshotFilter {
     }
 }
 
+/// Every snapshot passing `filter`, oldest first, and how many snapshot files were left out
+/// (damaged, or a newer arca's): each is named once on stderr, as listings name it.
+fn list_all(
+    repo: &arca_repo::Repository,
+    filter: &SnapshotFilter,
+) -> Result<(Vec<(arca_format::Id, arca_format::Snapshot)>, usize)> {
+    let (list, damaged) = repo.list_snapshots_report(filter)?;
+    for (id, e) in &damaged {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("arca: {}", arca_repo::damaged_snapshot_message(id, e));
+        }
+    }
+    Ok((list, damaged.len()))
+}
+
+/// The exit code of a command that went over every snapshot (`tag`, `rewrite`, `forget`)
+/// when `left_out` snapshot files could not be read: 3, as `copy`'s, with a last line saying
+/// so (the files were named as they were found), so that a script sees that not every
+/// snapshot was handled; 0 when none was left out.
+fn left_out_exit(left_out: usize) -> u8 {
+    if left_out == 0 {
+        return 0;
+    }
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!(
+            "arca: {} could not be read and {} left out (named above)",
+            crate::util::count(left_out, "snapshot file"),
+            if left_out == 1 { "was" } else { "were" }
+        );
+    }
+    3
+}
+
 /// Standard output, locked, whose write errors say that they are standard output's (a full
 /// disk behind `> file` read as a bare "No space left on device"); the error keeps its kind, so
 /// a closed pipe is still recognised.

@@ -111,7 +111,7 @@ pub fn run(g: &Global, a: &RewriteArgs) -> Result<u8> {
     } else {
         Some(util::take_lock(g, repo, kind, "rewrite")?)
     };
-    let chosen = super::tag::select(repo, &super::filter(&a.filter), &a.snapshots)?;
+    let (chosen, left_out) = super::tag::select(repo, &super::filter(&a.filter), &a.snapshots)?;
     // Only the listings need it: a change of host or time alone does not load it.
     let index = if has_patterns {
         repo.load_index()?
@@ -132,7 +132,7 @@ pub fn run(g: &Global, a: &RewriteArgs) -> Result<u8> {
     } else if !g.quiet {
         print_report(&rep, a.dry_run, a.forget)?;
     }
-    Ok(0)
+    Ok(super::left_out_exit(left_out))
 }
 
 /// One removed entry: its path and what it held.

@@ -8,7 +8,8 @@ use crate::util;
 
 pub fn run(g: &Global, a: &SnapshotsArgs) -> Result<u8> {
     let opened = util::open(g)?;
-    let mut list = super::tag::select(&opened.repo, &super::filter(&a.filter), &a.snapshots)?;
+    // A listing leaves a damaged file out with a warning (named once) and exits 0.
+    let (mut list, _) = super::tag::select(&opened.repo, &super::filter(&a.filter), &a.snapshots)?;
     list.sort_by_key(|(id, s)| (s.time, *id));
     // As restic's: `-g ''` groups by nothing, so the snapshots are listed ungrouped (a plain
     // table and a plain JSON array), not as one group keyed "all snapshots".

@@ -68,14 +68,15 @@ impl TagArgs {
 }
 
 /// The snapshots named by `specs` (each once, in the order given, all resolved before
-/// anything changes), or without names every snapshot passing `filter`, oldest first.
+/// anything changes), or without names every snapshot passing `filter`, oldest first; and
+/// how many snapshot files were left out of the latter (each named on stderr).
 pub(super) fn select(
     repo: &Repository,
     filter: &SnapshotFilter,
     specs: &[String],
-) -> Result<Vec<(Id, Snapshot)>> {
+) -> Result<(Vec<(Id, Snapshot)>, usize)> {
     if specs.is_empty() {
-        return Ok(repo.list_snapshots(filter)?);
+        return super::list_all(repo, filter);
     }
     let mut seen = HashSet::new();
     let mut found = vec![];
@@ -85,7 +86,7 @@ pub(super) fn select(
             found.push((id, s));
         }
     }
-    Ok(found)
+    Ok((found, 0))
 }
 
 /// Runs `tag`.
@@ -101,7 +102,7 @@ pub fn run(g: &Global, a: &TagArgs) -> Result<u8> {
     } else {
         Some(util::take_lock(g, repo, LockKind::Exclusive, "tag")?)
     };
-    let chosen = select(repo, &super::filter(&a.filter), &a.snapshots)?;
+    let (chosen, left_out) = select(repo, &super::filter(&a.filter), &a.snapshots)?;
     let say = |line: &str| -> Result<()> {
         if a.json || g.quiet {
             Ok(())
@@ -167,5 +168,5 @@ pub fn run(g: &Global, a: &TagArgs) -> Result<u8> {
         (n, false) => format!("modified {}", util::count(n, "snapshot")),
         (n, true) => format!("would modify {}", util::count(n, "snapshot")),
     })?;
-    Ok(0)
+    Ok(super::left_out_exit(left_out))
 }
