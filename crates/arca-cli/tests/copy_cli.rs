@@ -16,43 +16,6 @@ use arca_testkit::{compare, random_bytes};
 use common::*;
 use serde_json::Value;
 
-/// Where `e`'s repository is, as `--from-repo` takes it.
-fn location(e: &Env) -> String {
-    e.location
-        .clone()
-        .unwrap_or_else(|| e.repo.to_str().unwrap().to_string())
-}
-
-/// `arca -r DST ARGS --from-repo SRC` with the source's password in `ARCA_FROM_PASSWORD` and
-/// the source's environment (S3 credentials) too.
-fn from_cmd(dst: &Env, src: &Env, args: &[&str]) -> Command {
-    let from = location(src);
-    let mut c = dst.cmd(&[args, &["--from-repo", &from]].concat());
-    c.envs(src.vars.iter().map(|(k, v)| (k, v)));
-    c.env("ARCA_FROM_PASSWORD", "test password")
-        .env_remove("ARCA_FROM_PASSWORD_FILE")
-        .env_remove("ARCA_FROM_PASSWORD_COMMAND")
-        .env_remove("ARCA_FROM_REPOSITORY");
-    c
-}
-
-fn run_ok(mut c: Command) -> String {
-    let o = c.output().unwrap();
-    assert!(
-        o.status.success(),
-        "{c:?} failed: {}\n{}",
-        o.status,
-        stderr(&o)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// `copy --json` (with `extra` arguments); the summary.
-fn copy_json(dst: &Env, src: &Env, extra: &[&str]) -> Value {
-    let out = run_ok(from_cmd(dst, src, &[&["copy", "--json"], extra].concat()));
-    serde_json::from_str(out.lines().last().unwrap()).unwrap()
-}
-
 /// `init --copy-chunker-params --from-repo SRC` (small KDF cost); its output.
 fn init_copying(dst: &Env, src: &Env) -> String {
     run_ok(from_cmd(
@@ -703,4 +666,50 @@ fn an_unreadable_source_snapshot_exits_3_after_copying_the_others() {
     assert!(err.contains(&name[..8]), "{err}");
     assert!(err.contains("1 source snapshot could not be read"), "{err}");
     assert_eq!(snapshots(&dst).len(), 1);
+}
+
+/// A copy stopped after it saved its first snapshot (the disk full for the second): the
+/// rerun says the first is already in the target (`skipped`, naming it), not copied again,
+/// and copies the second; its JSON tells the two apart (`skipped` with the target id, and
+/// `copied`). Already right: this test proves it.
+#[test]
+fn a_rerun_of_a_stopped_copy_says_which_snapshot_was_already_there() {
+    let src = Env::new();
+    src.init(&[]);
+    let dir = src.path("d");
+    fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    fs::write(dir.join("f"), "one").unwrap();
+    backup(&src, &[d]);
+    fs::write(dir.join("f"), "two").unwrap();
+    backup(&src, &[d]);
+    let dst = Env::new();
+    dst.init(&[]);
+    let o = from_cmd(&dst, &src, &["copy"])
+        .env("ARCA_TEST_FAULTS", "write:snapshot:from=2:nospace")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let first = snapshots(&dst);
+    assert_eq!(first.len(), 1);
+    let saved = first[0]["id"].as_str().unwrap().to_string();
+    let text = run_ok(from_cmd(&dst, &src, &["copy", "--dry-run"]));
+    assert!(
+        text.contains(&format!(
+            "skipped (already in the target as {})",
+            &saved[..8]
+        )),
+        "{text}"
+    );
+    let v = copy_json(&dst, &src, &[]);
+    let st: Vec<(&str, &str)> = v["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["status"].as_str().unwrap(), s["target"].as_str().unwrap()))
+        .collect();
+    assert_eq!(st[0], ("skipped", saved.as_str()), "{v}");
+    assert_eq!(st[1].0, "copied", "{v}");
+    assert_ne!(st[1].1, saved, "{v}");
+    assert_eq!(snapshots(&dst).len(), 2);
 }

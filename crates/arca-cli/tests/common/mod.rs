@@ -179,3 +179,40 @@ pub fn run_limited(mut cmd: Command, resource: nix::sys::resource::Resource, val
     }
     cmd.output().unwrap()
 }
+
+/// Where `e`'s repository is, as `--from-repo` takes it.
+pub fn location(e: &Env) -> String {
+    e.location
+        .clone()
+        .unwrap_or_else(|| e.repo.to_str().unwrap().to_string())
+}
+
+/// `arca -r DST ARGS --from-repo SRC` with the source's password in `ARCA_FROM_PASSWORD` and
+/// the source's environment (S3 credentials) too.
+pub fn from_cmd(dst: &Env, src: &Env, args: &[&str]) -> Command {
+    let from = location(src);
+    let mut c = dst.cmd(&[args, &["--from-repo", &from]].concat());
+    c.envs(src.vars.iter().map(|(k, v)| (k, v)));
+    c.env("ARCA_FROM_PASSWORD", "test password")
+        .env_remove("ARCA_FROM_PASSWORD_FILE")
+        .env_remove("ARCA_FROM_PASSWORD_COMMAND")
+        .env_remove("ARCA_FROM_REPOSITORY");
+    c
+}
+
+pub fn run_ok(mut c: Command) -> String {
+    let o = c.output().unwrap();
+    assert!(
+        o.status.success(),
+        "{c:?} failed: {}\n{}",
+        o.status,
+        stderr(&o)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `copy --json` (with `extra` arguments); the summary.
+pub fn copy_json(dst: &Env, src: &Env, extra: &[&str]) -> serde_json::Value {
+    let out = run_ok(from_cmd(dst, src, &[&["copy", "--json"], extra].concat()));
+    serde_json::from_str(out.lines().last().unwrap()).unwrap()
+}
