@@ -668,6 +668,95 @@ fn an_unreadable_source_snapshot_exits_3_after_copying_the_others() {
     assert_eq!(snapshots(&dst).len(), 1);
 }
 
+/// Two source snapshots alike in all that copy compares (the same time, host, paths, tags and
+/// tree, one naming the other as its original: a snapshot moved to another host and back by
+/// `rewrite`, with the `rewrite` tag removed): the real run copies one and skips the other as
+/// copied earlier in the run, and the dry run before it said it would copy both, counting
+/// the blobs of one. The dry run's counts are now the real run's.
+#[test]
+fn a_dry_run_counts_alike_snapshots_as_the_real_run_does() {
+    let src = Env::new();
+    src.init(&[]);
+    let dir = src.path("d");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("f"), "some data").unwrap();
+    let a = backup(&src, &["--host", "h1", dir.to_str().unwrap()])["snapshot_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    src.ok(&["rewrite", "--new-host", "h2", &a[..8]]);
+    src.ok(&[
+        "rewrite",
+        "--forget",
+        "--new-host",
+        "h1",
+        "--host",
+        "h2",
+        "latest",
+    ]);
+    src.ok(&[
+        "tag", "--remove", "rewrite", "--tag", "rewrite", "--host", "h1",
+    ]);
+    let alike: Vec<Value> = snapshots(&src)
+        .into_iter()
+        .filter(|s| s["hostname"] == "h1")
+        .collect();
+    assert_eq!(alike.len(), 2, "{alike:?}");
+    assert_eq!(alike[0]["tree"], alike[1]["tree"]);
+    assert_eq!(alike[0]["tags"], alike[1]["tags"]);
+
+    let dst = Env::new();
+    dst.init(&[]);
+    let counts = |v: &Value| {
+        let statuses: Vec<Value> = v["snapshots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["status"].clone())
+            .collect();
+        (
+            v["snapshots_copied"].clone(),
+            v["snapshots_skipped"].clone(),
+            v["data_blobs"].clone(),
+            v["tree_blobs"].clone(),
+            statuses,
+        )
+    };
+    let dry = copy_json(&dst, &src, &["--dry-run"]);
+    let real = copy_json(&dst, &src, &[]);
+    assert_eq!(real["snapshots_copied"], 1, "{real}");
+    assert_eq!(real["snapshots_skipped"], 1, "{real}");
+    let (c, sk, d, t, mut st) = counts(&dry);
+    st.iter_mut()
+        .filter(|s| *s == "would_copy")
+        .for_each(|s| *s = "copied".into());
+    assert_eq!((c, sk, d, t, st), counts(&real), "{dry}\n{real}");
+    // The dry run names the snapshot the skipped one is alike.
+    let skipped = dry["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["status"] == "skipped")
+        .unwrap();
+    assert!(skipped["target"].is_null(), "{skipped}");
+    let fresh = Env::new();
+    fresh.init(&[]);
+    let text = run_ok(from_cmd(&fresh, &src, &["copy", "--dry-run"]));
+    assert!(
+        text.contains("would be skipped (alike snapshot")
+            && text.contains("would copy 1 snapshot, skipped 1"),
+        "{text}"
+    );
+    assert!(
+        skipped["alike"].as_str().is_some_and(|a| dry["snapshots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["source"] == a && s["status"] == "would_copy")),
+        "{dry}"
+    );
+}
+
 /// A copy stopped after it saved its first snapshot (the disk full for the second): the
 /// rerun says the first is already in the target (`skipped`, naming it), not copied again,
 /// and copies the second; its JSON tells the two apart (`skipped` with the target id, and

@@ -170,6 +170,9 @@ fn counts_json(m: &mut serde_json::Map<String, Value>, c: &Counts) {
 enum Outcome {
     Copied(Box<SnapshotCopy>),
     Skipped(Id),
+    /// Dry run: alike this source snapshot, which the run would copy first (the real run
+    /// then skips it as copied earlier in the run).
+    AlikeEarlier(Id),
 }
 
 pub fn run(g: &Global, a: &CopyArgs) -> Result<u8> {
@@ -233,13 +236,22 @@ pub fn run(g: &Global, a: &CopyArgs) -> Result<u8> {
     };
     let mut copier = Copier::new(&src, &src_index, dst, &dst_index, opts);
     let mut results = vec![];
+    // A dry run saves nothing: the copies it would make, with their sources, so that a later
+    // source snapshot alike one of them is counted as skipped, as the real run skips it.
+    let mut would_copy: Vec<(Id, Snapshot)> = vec![];
     for (id, s) in &snaps {
         let found = existing
             .iter()
             .find(|(_, t)| same_snapshot(t, (id, s), by_id))
-            .map(|(t, _)| *t);
+            .map(|(t, _)| Outcome::Skipped(*t))
+            .or_else(|| {
+                would_copy
+                    .iter()
+                    .find(|(_, t)| same_snapshot(t, (id, s), by_id))
+                    .map(|(from, _)| Outcome::AlikeEarlier(*from))
+            });
         let outcome = match found {
-            Some(t) => Outcome::Skipped(t),
+            Some(o) => o,
             None => {
                 if !std::mem::replace(&mut noted, true) {
                     eprintln!(
@@ -264,8 +276,9 @@ pub fn run(g: &Global, a: &CopyArgs) -> Result<u8> {
                             .with_context(|| format!("copying snapshot {}", id.short()));
                     }
                 };
-                if let Some(new) = c.id {
-                    existing.push((new, c.snapshot.clone()));
+                match c.id {
+                    Some(new) => existing.push((new, c.snapshot.clone())),
+                    None => would_copy.push((*id, c.snapshot.clone())),
                 }
                 Outcome::Copied(Box::new(c))
             }
@@ -301,6 +314,11 @@ fn line(id: &Id, s: &Snapshot, o: &Outcome) -> String {
             "{}: skipped (already in the target as {})",
             describe(id, s),
             t.short()
+        ),
+        Outcome::AlikeEarlier(from) => format!(
+            "{}: would be skipped (alike snapshot {}, which would be copied first)",
+            describe(id, s),
+            from.short()
         ),
         Outcome::Copied(c) => match c.id {
             Some(new) => format!(
@@ -362,6 +380,10 @@ fn summary_json(
             m.insert("source".into(), json!(id.to_hex()));
             let (status, target) = match o {
                 Outcome::Skipped(t) => ("skipped", Some(*t)),
+                Outcome::AlikeEarlier(from) => {
+                    m.insert("alike".into(), json!(from.to_hex()));
+                    ("skipped", None)
+                }
                 Outcome::Copied(c) => {
                     counts_json(&mut m, &c.stored);
                     let s = &c.snapshot;
