@@ -253,6 +253,7 @@ fn dry_run_writes_nothing_and_json_reports_the_rewrite() {
                 "modified": true,
                 "emptied": false,
                 "new_snapshot_id": n,
+                "adopted": false,
                 "forgotten": true,
                 "tags": ["daily"],
                 "files_removed": 1,
@@ -553,5 +554,77 @@ fn new_host_and_new_time_change_only_the_metadata() {
         stderr(&o).contains("--new-host or --new-time"),
         "{}",
         stderr(&o)
+    );
+}
+
+/// A copy an earlier run saved is taken, not saved again, and the output says so: a rerun
+/// without `--forget`, and a `--forget` run stopped before it removed the original (its file
+/// put back here), printed "saved new snapshot X" for a snapshot they did not save, and
+/// their JSON could not tell it from one saved. Now the line is "found new snapshot X, saved
+/// by an earlier run" and JSON has `adopted`.
+#[test]
+fn a_copy_saved_by_an_earlier_run_is_reported_as_found() {
+    let (e, _src, id) = setup();
+    let short = &id[..8];
+    let json = |args: &[&str]| -> Value {
+        let v = e.json(&[&["rewrite", "--json"], args].concat());
+        v["snapshots"][0].clone()
+    };
+    let first = json(&["--new-host", "h2", short]);
+    assert_eq!(first["adopted"], false, "{first}");
+    let new = first["new_snapshot_id"].as_str().unwrap().to_string();
+    let files = repo_files(&e);
+    let out = e.ok(&["rewrite", "--new-host", "h2", short]);
+    assert!(
+        out.contains(&format!(
+            "found new snapshot {}, saved by an earlier run",
+            &new[..8]
+        )) && !out.contains("saved new snapshot"),
+        "{out}"
+    );
+    let again = json(&["--new-host", "h2", short]);
+    assert_eq!(again["adopted"], true, "{again}");
+    assert_eq!(again["new_snapshot_id"], new.as_str(), "{again}");
+    assert_eq!(repo_files(&e), files, "nothing written");
+
+    // A --forget run stopped after saving its copy: the original is back beside it.
+    let original = e.repo.join("snapshots").join(&id);
+    let bytes = fs::read(&original).unwrap();
+    let v = json(&["--forget", "--new-host", "h3", short]);
+    let forgot = v["new_snapshot_id"].as_str().unwrap().to_string();
+    assert_eq!(v["adopted"], false, "{v}");
+    fs::write(&original, &bytes).unwrap();
+    let out = e.ok(&["rewrite", "--forget", "--new-host", "h3", short]);
+    assert!(
+        out.contains(&format!(
+            "found new snapshot {}, saved by an earlier run",
+            &forgot[..8]
+        )) && out.contains(&format!("removed old snapshot {short}")),
+        "{out}"
+    );
+    assert!(!original.exists());
+
+    // The same for tag.
+    let tagged = e.repo.join("snapshots").join(&forgot);
+    let bytes = fs::read(&tagged).unwrap();
+    let out = e.ok(&["tag", "--json", "--add", "x", &forgot[..8]]);
+    let line: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(line["adopted"], false, "{line}");
+    let retagged = line["new_snapshot_id"].as_str().unwrap().to_string();
+    fs::write(&tagged, &bytes).unwrap();
+    let out = e.ok(&["tag", "--add", "x", &forgot[..8]]);
+    assert_eq!(
+        out,
+        format!(
+            "modified snapshot {} → {} (found, saved by an earlier run)\nmodified 1 snapshot\n",
+            &forgot[..8],
+            &retagged[..8]
+        )
+    );
+    assert!(!tagged.exists());
+    assert_eq!(
+        snapshots(&e).len(),
+        2,
+        "the first rewrite's copy, and the retagged one"
     );
 }

@@ -196,6 +196,7 @@ fn json_lines_name_old_and_new_ids() {
                 "message_type": "changed",
                 "old_snapshot_id": old,
                 "new_snapshot_id": new,
+                "adopted": false,
                 "old_tags": old_tags,
                 "tags": new_tags,
             })

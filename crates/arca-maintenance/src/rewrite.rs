@@ -106,6 +106,9 @@ pub struct RewrittenSnapshot {
     pub new: Option<Snapshot>,
     /// The saved copy's id (`None` in a dry run or when left alone).
     pub new_id: Option<Id>,
+    /// The copy was in the repository already (an earlier run saved it and stopped before
+    /// removing the original, or ran without `forget`): it is taken and nothing is saved.
+    pub adopted: bool,
     /// What was dropped, in tree order.
     pub removed: Vec<Removed>,
     /// Regular files dropped.
@@ -218,6 +221,7 @@ pub fn rewrite_snapshots(
             original: *id,
             new: None,
             new_id: None,
+            adopted: false,
             removed: vec![],
             files_removed: 0,
             bytes_removed: 0,
@@ -288,7 +292,10 @@ pub fn rewrite_snapshots(
             continue;
         };
         r.new_id = Some(match crate::saved_copy(&saved, new) {
-            Some(copy) => copy,
+            Some(copy) => {
+                r.adopted = true;
+                copy
+            }
             None => repo.save_snapshot_replacing(new, &r.original)?,
         });
         if opts.forget {

@@ -68,6 +68,9 @@ pub struct Retagged {
     pub snapshot: Snapshot,
     /// The new file's id (`None` in a dry run).
     pub new_id: Option<Id>,
+    /// The new file was in the repository already, saved by an earlier run stopped before it
+    /// removed the original: it is taken and nothing is saved.
+    pub adopted: bool,
 }
 
 /// A snapshot whose change could not be completed.
@@ -132,6 +135,7 @@ pub fn retag(
         old_tags: snapshot.tags.clone(),
         snapshot: new,
         new_id: None,
+        adopted: false,
     };
     if dry_run {
         return Ok(Some(r));
@@ -142,7 +146,10 @@ pub fn retag(
         source: Box::new(source),
     };
     let new_id = match crate::saved_copy(saved, &r.snapshot) {
-        Some(copy) => copy,
+        Some(copy) => {
+            r.adopted = true;
+            copy
+        }
         None => repo
             .save_snapshot_replacing(&r.snapshot, &id)
             .map_err(|e| fail(None, e))?,

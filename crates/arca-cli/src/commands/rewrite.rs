@@ -183,6 +183,12 @@ fn print_report(rep: &RewriteReport, dry_run: bool, forget: bool) -> Result<()> 
             super::out(&line)?;
         }
         match s.new_id {
+            // Saved by an earlier run (stopped before it removed the original, or run
+            // without --forget): nothing was saved now.
+            Some(new) if s.adopted => super::out(&format!(
+                "found new snapshot {}, saved by an earlier run",
+                new.short()
+            ))?,
             Some(new) => super::out(&format!("saved new snapshot {}", new.short()))?,
             None => super::out("would save a new snapshot")?,
         }
@@ -242,6 +248,7 @@ fn report_json(rep: &RewriteReport, a: &RewriteArgs) -> Value {
                 "modified": s.new.is_some(),
                 "emptied": s.emptied,
                 "new_snapshot_id": s.new_id.map(|i| i.to_hex()),
+                "adopted": s.adopted,
                 "forgotten": s.forgotten,
                 "tags": s.new.as_ref().map(|n| n.tags.clone()),
                 "files_removed": s.files_removed,

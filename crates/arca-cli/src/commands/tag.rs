@@ -128,6 +128,7 @@ pub fn run(g: &Global, a: &TagArgs) -> Result<u8> {
                     "message_type": "changed",
                     "old_snapshot_id": id.to_hex(),
                     "new_snapshot_id": r.new_id.map(|n| n.to_hex()),
+                    "adopted": r.adopted,
                     "old_tags": r.old_tags,
                     "tags": r.snapshot.tags,
                 })
@@ -135,6 +136,12 @@ pub fn run(g: &Global, a: &TagArgs) -> Result<u8> {
             )?;
         }
         match r.new_id {
+            // The copy an earlier, stopped run saved: only the original was removed now.
+            Some(new) if r.adopted => say(&format!(
+                "modified snapshot {} → {} (found, saved by an earlier run)",
+                id.short(),
+                new.short()
+            ))?,
             Some(new) => say(&format!(
                 "modified snapshot {} → {}",
                 id.short(),
