@@ -26,7 +26,7 @@ pub struct PathMatcher {
     /// Per pattern: it starts with `!`.
     negated: Vec<bool>,
     /// Letters match regardless of case: patterns and paths are compared in lower case
-    /// (Unicode's, as restic's `--iexclude`; names that are not UTF-8 fold ASCII only).
+    /// (Unicode's, as restic's `--iexclude`; bytes that are not UTF-8 stay as they are).
     fold: bool,
 }
 
@@ -148,7 +148,7 @@ impl PathMatcher {
         }
         Cow::Owned(match path.to_str() {
             Some(s) => go_lower(s).into(),
-            None => OsStr::from_bytes(&path.as_os_str().as_bytes().to_ascii_lowercase()).into(),
+            None => OsStr::from_bytes(&lower_bytes(path.as_os_str().as_bytes())).into(),
         })
     }
 
@@ -201,6 +201,19 @@ fn go_lower(s: &str) -> String {
             }
         })
         .collect()
+}
+
+/// `bytes` in lower case as [`go_lower`] makes text, its bytes that are not UTF-8 kept as they
+/// are: a path with such a byte in one name still has its other names folded in full (folded
+/// as ASCII only, `/data/ÄRGER/junk\xff.tmp` escaped `--iexclude 'ärger/*.tmp'`, and
+/// `--delete` removed it as extra).
+fn lower_bytes(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        out.extend_from_slice(go_lower(chunk.valid()).as_bytes());
+        out.extend_from_slice(chunk.invalid());
+    }
+    out
 }
 
 /// Whether pattern `p` (cleaned) could match something below directory `dir`: true unless it
@@ -314,6 +327,15 @@ mod tests {
 
     fn m(p: &[&str]) -> PathMatcher {
         PathMatcher::new(&p.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn a_path_with_bytes_that_are_not_utf8_is_folded_in_full() {
+        let x = PathMatcher::with_case(&["ärger/*.tmp".to_string()], true).unwrap();
+        let p = |b: &[u8]| Path::new(OsStr::from_bytes(b)).to_path_buf();
+        assert!(x.matches(&p(b"/d/\xc3\x84RGER/junk\xff.TMP")));
+        assert!(x.matches(&p(b"/d/\xc3\x84RGER/J\xffunk.tmp")));
+        assert!(!x.matches(&p(b"/d/\xc3\x84RGER/junk\xff.txt")));
     }
 
     #[test]
