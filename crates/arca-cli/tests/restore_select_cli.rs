@@ -70,3 +70,77 @@ fn a_case_insensitive_pattern_folds_every_name_of_a_path_with_bytes_that_are_not
     );
     assert!(!at2.join("keep.txt").exists());
 }
+
+/// `--delete` removes an extra folder only with what the selection covers in it: one holding
+/// an excluded file keeps it (and the folders leading to it), and a folder in the way of a
+/// file of the snapshot that holds one stays, the file not restored (exit 3), the dry run
+/// saying so alike. Each was removed whole, the excluded files with it.
+#[test]
+fn delete_leaves_excluded_entries_inside_extra_folders() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    fs::write(src.join("d/file"), b"snapshot's").unwrap();
+    fs::write(src.join("d/kept"), b"kept").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let t = e.path("t");
+    e.ok(&["restore", "-q", "latest", "--target", t.to_str().unwrap()]);
+    let d = t.join(src.strip_prefix("/").unwrap()).join("d");
+    // An extra folder with an excluded file deep inside, and other entries.
+    fs::create_dir_all(d.join("extra/sub/deeper")).unwrap();
+    fs::write(d.join("extra/sub/deeper/notes.keep"), b"mine").unwrap();
+    fs::write(d.join("extra/sub/other"), b"extra").unwrap();
+    fs::write(d.join("extra/other"), b"extra").unwrap();
+    fs::create_dir_all(d.join("extra/clean")).unwrap();
+    fs::write(d.join("extra/clean/x"), b"extra").unwrap();
+    // An extra folder with nothing excluded: removed whole, as before.
+    fs::create_dir_all(d.join("gone/sub")).unwrap();
+    fs::write(d.join("gone/sub/x"), b"extra").unwrap();
+    // A folder where the snapshot has a file, holding an excluded file.
+    fs::remove_file(d.join("file")).unwrap();
+    fs::create_dir_all(d.join("file")).unwrap();
+    fs::write(d.join("file/a.keep"), b"mine too").unwrap();
+
+    let args = [
+        "restore",
+        "latest",
+        "--target",
+        t.to_str().unwrap(),
+        "--delete",
+        "--exclude",
+        "*.keep",
+    ];
+    let o = e.run(&[&args[..], &["--dry-run"]].concat());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{out}{}", stderr(&o));
+    assert!(out.contains("delete 4 entries"), "{out}");
+    assert!(out.contains("would delete file"), "{out}");
+    assert!(out.contains("cannot restore file"), "{out}");
+    let o = e.run(&args);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{out}{}", stderr(&o));
+    assert!(stderr(&o).contains("holds entries"), "{}", stderr(&o));
+    assert!(out.contains("deleted 4 entries"), "{out}");
+    assert_eq!(
+        fs::read(d.join("extra/sub/deeper/notes.keep")).unwrap(),
+        b"mine"
+    );
+    assert_eq!(fs::read(d.join("file/a.keep")).unwrap(), b"mine too");
+    for gone in ["extra/sub/other", "extra/other", "extra/clean", "gone"] {
+        assert!(!d.join(gone).exists(), "{gone}");
+    }
+    assert_eq!(fs::read(d.join("kept")).unwrap(), b"kept");
+
+    // Without the exclude, the folders go whole and the file is restored.
+    e.ok(&[
+        "restore",
+        "-q",
+        "latest",
+        "--target",
+        t.to_str().unwrap(),
+        "--delete",
+    ]);
+    assert!(!d.join("extra").exists());
+    assert_eq!(fs::read(d.join("file")).unwrap(), b"snapshot's");
+}

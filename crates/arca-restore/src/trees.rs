@@ -33,6 +33,13 @@ impl Selection {
         !self.includes.is_empty() || !self.excludes.is_empty() || !self.only.is_empty()
     }
 
+    /// Whether something below the folder at snapshot path `dir`, selected as a whole, could
+    /// still be left out: an exclude pattern, or a `!` include taking something back.
+    pub fn may_leave_out_below(&self, dir: &Path) -> bool {
+        self.excludes.iter().any(|x| x.may_match_below(dir))
+            || self.includes.iter().any(|m| m.takes_back_below(dir))
+    }
+
     /// Whether the entry (a directory when `is_dir`) at snapshot path `path` belongs to the
     /// restore, given whether its parent is selected as a whole: `None` = left out;
     /// `Some(selected)` = kept, and selected as a whole (a directory may be kept only to reach

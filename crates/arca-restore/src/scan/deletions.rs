@@ -2,6 +2,7 @@
 //! covers, and the names a case-insensitive target gives the snapshot's own.
 
 use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 use super::{Deletion, DirAction, EntryAction, Scan, Scanner, backed_up};
 use crate::hashing::parallel_map;
@@ -44,26 +45,91 @@ impl Scanner<'_> {
                 let name = std::ffi::OsStr::from_bytes(&name);
                 let snap = dp.snap_path.join(name);
                 if self.sel.decide(is_dir, &snap, dp.selected) == Some(true) {
-                    out.push(Deletion {
-                        path: dp.path.join(name),
-                        is_dir,
-                    });
+                    let path = dp.path.join(name);
+                    match is_dir {
+                        true => out.extend(self.selected_within(path, &snap)),
+                        false => out.push(Deletion { path, is_dir }),
+                    }
                 }
             }
             out
         });
         scan.deletes = found.into_iter().flatten().flatten().collect();
         // A folder where the snapshot has a file goes too (with all it holds): it is listed
-        // and counted as deleted, not only replaced.
-        for (e, a) in scan.entries.iter().enumerate() {
+        // and counted as deleted, not only replaced. Unless it holds entries the selection
+        // leaves out: then it stays, and the file is not restored.
+        for (e, a) in scan.entries.iter_mut().enumerate() {
             if *a != EntryAction::Replace {
                 continue;
             }
             let path = plan.entry_path(e as u32);
-            if arca_fs::lstat(&path).is_ok_and(|m| m.is_dir()) {
+            if !arca_fs::lstat(&path).is_ok_and(|m| m.is_dir()) {
+                continue;
+            }
+            let ep = &plan.entries[e];
+            let snap = plan.dirs[ep.parent as usize]
+                .snap_path
+                .join(std::ffi::OsStr::from_bytes(&ep.name));
+            let (clean, _) = self.walk_selected(&path, &snap, true);
+            if clean {
                 scan.deletes.push(Deletion { path, is_dir: true });
+            } else {
+                *a = EntryAction::Blocked(format!(
+                    "{}: a directory is in the way, and it holds entries the --include/--exclude \
+                     patterns leave out; nothing removed",
+                    arca_format::text::shown(&path)
+                ));
             }
         }
+    }
+
+    /// What `--delete` removes of the extra folder `dir` (snapshot path `snap`), which the
+    /// selection covers: the folder whole, unless something inside it is left out (`--exclude
+    /// '*.keep' --delete` removed `extra/a.keep` with its folder `extra`); then the selected
+    /// entries inside it, and the folders leading to what is left out stay.
+    fn selected_within(&self, dir: PathBuf, snap: &Path) -> Vec<Deletion> {
+        let (clean, inside) = self.walk_selected(&dir, snap, true);
+        match clean {
+            true => vec![Deletion {
+                path: dir,
+                is_dir: true,
+            }],
+            false => inside,
+        }
+    }
+
+    /// Walks the target's folder `dir` (snapshot path `snap`, selected as a whole or not):
+    /// whether the selection covers all it holds, and when not, the entries inside it that it
+    /// covers (folders whole where it covers all they hold). A folder that cannot be listed
+    /// counts as holding something left out. Without patterns that could leave out something
+    /// below a covered folder, nothing is walked.
+    fn walk_selected(&self, dir: &Path, snap: &Path, selected: bool) -> (bool, Vec<Deletion>) {
+        if selected && !self.sel.may_leave_out_below(snap) {
+            return (true, vec![]);
+        }
+        let Ok(listing) = arca_fs::list_dir_noatime(dir) else {
+            return (false, vec![]);
+        };
+        let mut clean = true;
+        let mut out = vec![];
+        for (name, is_dir) in listing {
+            let name = std::ffi::OsStr::from_bytes(&name);
+            let (path, snap) = (dir.join(name), snap.join(name));
+            match self.sel.decide(is_dir, &snap, selected) {
+                Some(true) if !is_dir => out.push(Deletion { path, is_dir }),
+                Some(s) if is_dir => {
+                    let (c, inside) = self.walk_selected(&path, &snap, s);
+                    if c && s {
+                        out.push(Deletion { path, is_dir });
+                    } else {
+                        clean = false;
+                        out.extend(inside);
+                    }
+                }
+                _ => clean = false,
+            }
+        }
+        (clean, out)
     }
 }
 
