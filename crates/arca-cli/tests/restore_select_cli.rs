@@ -144,3 +144,53 @@ fn delete_leaves_excluded_entries_inside_extra_folders() {
     assert!(!d.join("extra").exists());
     assert_eq!(fs::read(d.join("file")).unwrap(), b"snapshot's");
 }
+
+/// An extra folder holding both an excluded file and a mount point is refused whole, as one
+/// without the excluded file is: taken entry by entry, the files on the mounted file system
+/// went.
+#[test]
+fn an_extra_folder_holding_a_mount_is_not_taken_apart() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"x").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let t = e.path("t");
+    e.ok(&["restore", "-q", "latest", "--target", t.to_str().unwrap()]);
+    let extra = t.join(src.strip_prefix("/").unwrap()).join("extra");
+    let mnt = extra.join("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    fs::write(extra.join("a.keep"), b"mine").unwrap();
+    fs::write(extra.join("other"), b"extra").unwrap();
+    let mounted = arca_testkit::is_root()
+        && nix::mount::mount(
+            Some("tmpfs"),
+            &mnt,
+            Some("tmpfs"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        )
+        .is_ok();
+    if !mounted {
+        eprintln!("cannot mount here: skipped");
+        return;
+    }
+    let _unmount = Unmount(&mnt);
+    fs::write(mnt.join("data"), b"on the mount").unwrap();
+    fs::write(mnt.join("b.keep"), b"excluded, on the mount").unwrap();
+    let o = e.run(&[
+        "restore",
+        "latest",
+        "--target",
+        t.to_str().unwrap(),
+        "--delete",
+        "--exclude",
+        "*.keep",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is a mount point"), "{}", stderr(&o));
+    assert_eq!(fs::read(mnt.join("data")).unwrap(), b"on the mount");
+    assert_eq!(fs::read(extra.join("a.keep")).unwrap(), b"mine");
+    assert!(extra.join("other").exists());
+}

@@ -86,10 +86,12 @@ impl Scanner<'_> {
     /// What `--delete` removes of the extra folder `dir` (snapshot path `snap`), which the
     /// selection covers: the folder whole, unless something inside it is left out (`--exclude
     /// '*.keep' --delete` removed `extra/a.keep` with its folder `extra`); then the selected
-    /// entries inside it, and the folders leading to what is left out stay.
+    /// entries inside it, and the folders leading to what is left out stay. A folder holding a
+    /// mount point stays whole, for [`crate::spare::keep_mounted`] to refuse and report (its
+    /// entries taken one by one, those on the mounted file system went).
     fn selected_within(&self, dir: PathBuf, snap: &Path) -> Vec<Deletion> {
         let (clean, inside) = self.walk_selected(&dir, snap, true);
-        match clean {
+        match clean || arca_fs::mount_point_within(&dir).is_some() {
             true => vec![Deletion {
                 path: dir,
                 is_dir: true,
