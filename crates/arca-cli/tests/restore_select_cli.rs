@@ -194,3 +194,60 @@ fn an_extra_folder_holding_a_mount_is_not_taken_apart() {
     assert_eq!(fs::read(extra.join("a.keep")).unwrap(), b"mine");
     assert!(extra.join("other").exists());
 }
+
+/// An extra folder tree thousands of folders deep, with an excluded file at its bottom, is
+/// walked without exhausting a thread's stack (walked by recursion, the restore aborted).
+#[test]
+fn a_deep_extra_folder_with_an_excluded_file_is_walked() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"x").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let t = e.path("t");
+    e.ok(&["restore", "-q", "latest", "--target", t.to_str().unwrap()]);
+    let top = t.join(src.strip_prefix("/").unwrap()).join("deep");
+    // Built through a descriptor per level: the path soon exceeds PATH_MAX.
+    fs::create_dir(&top).unwrap();
+    let mut dir = nix::dir::Dir::open(
+        &top,
+        nix::fcntl::OFlag::O_DIRECTORY,
+        nix::sys::stat::Mode::empty(),
+    )
+    .unwrap();
+    for _ in 0..10_000 {
+        nix::sys::stat::mkdirat(&dir, "x", nix::sys::stat::Mode::from_bits_truncate(0o755))
+            .unwrap();
+        dir = nix::dir::Dir::openat(
+            &dir,
+            "x",
+            nix::fcntl::OFlag::O_DIRECTORY,
+            nix::sys::stat::Mode::empty(),
+        )
+        .unwrap();
+    }
+    let fd = nix::fcntl::openat(
+        &dir,
+        "a.keep",
+        nix::fcntl::OFlag::O_CREAT | nix::fcntl::OFlag::O_WRONLY,
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    drop(fd);
+    fs::write(top.join("x/other"), b"extra").unwrap();
+    let o = e.run(&[
+        "restore",
+        "latest",
+        "--target",
+        t.to_str().unwrap(),
+        "--delete",
+        "--exclude",
+        "*.keep",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    assert!(out.contains("deleted 1 entry"), "{out}");
+    assert!(!top.join("x/other").exists());
+    assert!(top.join("x/x").is_dir());
+}

@@ -103,35 +103,69 @@ impl Scanner<'_> {
     /// Walks the target's folder `dir` (snapshot path `snap`, selected as a whole or not):
     /// whether the selection covers all it holds, and when not, the entries inside it that it
     /// covers (folders whole where it covers all they hold). A folder that cannot be listed
-    /// counts as holding something left out. Without patterns that could leave out something
-    /// below a covered folder, nothing is walked.
+    /// counts as holding something left out. Folders the selection covers whole, with no
+    /// pattern that could leave out something below them, are not listed. An explicit stack:
+    /// a tree 10,000 folders deep overflowed the thread's stack when walked by recursion.
     fn walk_selected(&self, dir: &Path, snap: &Path, selected: bool) -> (bool, Vec<Deletion>) {
-        if selected && !self.sel.may_leave_out_below(snap) {
-            return (true, vec![]);
+        struct Frame {
+            path: PathBuf,
+            snap: PathBuf,
+            selected: bool,
+            names: std::vec::IntoIter<(Vec<u8>, bool)>,
+            clean: bool,
+            /// Where its deletions begin in the output.
+            start: usize,
         }
-        let Ok(listing) = arca_fs::list_dir_noatime(dir) else {
-            return (false, vec![]);
-        };
-        let mut clean = true;
-        let mut out = vec![];
-        for (name, is_dir) in listing {
-            let name = std::ffi::OsStr::from_bytes(&name);
-            let (path, snap) = (dir.join(name), snap.join(name));
-            match self.sel.decide(is_dir, &snap, selected) {
-                Some(true) if !is_dir => out.push(Deletion { path, is_dir }),
-                Some(s) if is_dir => {
-                    let (c, inside) = self.walk_selected(&path, &snap, s);
-                    if c && s {
-                        out.push(Deletion { path, is_dir });
-                    } else {
-                        clean = false;
-                        out.extend(inside);
-                    }
+        let open = |path: PathBuf, snap: PathBuf, selected: bool, start: usize| {
+            let (names, clean) = if selected && !self.sel.may_leave_out_below(&snap) {
+                (vec![], true)
+            } else {
+                match arca_fs::list_dir_noatime(&path) {
+                    Ok(l) => (l, true),
+                    Err(_) => (vec![], false),
                 }
-                _ => clean = false,
+            };
+            Frame {
+                path,
+                snap,
+                selected,
+                names: names.into_iter(),
+                clean,
+                start,
+            }
+        };
+        let mut out = vec![];
+        let mut stack = vec![open(dir.to_path_buf(), snap.to_path_buf(), selected, 0)];
+        while let Some(top) = stack.last_mut() {
+            if let Some((name, is_dir)) = top.names.next() {
+                let name = std::ffi::OsStr::from_bytes(&name);
+                let (path, snap) = (top.path.join(name), top.snap.join(name));
+                match self.sel.decide(is_dir, &snap, top.selected) {
+                    Some(true) if !is_dir => out.push(Deletion { path, is_dir }),
+                    Some(s) if is_dir => {
+                        let frame = open(path, snap, s, out.len());
+                        stack.push(frame);
+                    }
+                    _ => top.clean = false,
+                }
+                continue;
+            }
+            let Some(done) = stack.pop() else { break };
+            let Some(parent) = stack.last_mut() else {
+                return (done.clean, out);
+            };
+            if done.clean && done.selected {
+                // Covered whole: the folder goes, with all it holds.
+                out.truncate(done.start);
+                out.push(Deletion {
+                    path: done.path,
+                    is_dir: true,
+                });
+            } else {
+                parent.clean = false;
             }
         }
-        (clean, out)
+        (true, out)
     }
 }
 
