@@ -251,3 +251,33 @@ fn a_deep_extra_folder_with_an_excluded_file_is_walked() {
     assert!(!top.join("x/other").exists());
     assert!(top.join("x/x").is_dir());
 }
+
+/// A dry run's summary puts the bytes to put in place after the files new and updated, which
+/// both count in them: "would restore 0 files (4 B), update 1" gave the bytes of the file to
+/// update as if they were those of no new file.
+#[test]
+fn a_dry_runs_bytes_to_place_cover_the_files_to_update_too() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), b"four").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let t = e.path("t");
+    e.ok(&["restore", "-q", "latest", "--target", t.to_str().unwrap()]);
+    let a = t.join(src.strip_prefix("/").unwrap()).join("a");
+    fs::write(&a, b"FOUR").unwrap();
+    let dry = e.ok(&[
+        "restore",
+        "latest",
+        "--target",
+        t.to_str().unwrap(),
+        "--overwrite",
+        "always",
+        "--dry-run",
+    ]);
+    assert!(
+        dry.contains("would restore 0 files, update 1 (4 B to put in place)"),
+        "{dry}"
+    );
+}

@@ -686,10 +686,10 @@ fn restore_result(r: &Value, params: &Value) -> String {
         return b;
     }
     let mut b = format!(
-        "<p>Would restore {} ({}), update {}, fix the metadata of {}, leave {} unchanged; create {}; delete {} in <span class=\"mono\">{target}</span>.</p>",
+        "<p>Would restore {}, update {} ({} to put in place), fix the metadata of {}, leave {} unchanged; create {}; delete {} in <span class=\"mono\">{target}</span>.</p>",
         count(pn("files_new"), "file"),
-        bytes(pn("bytes_to_place")),
         pn("files_updated"),
+        bytes(pn("bytes_to_place")),
         match pn("dirs_metadata") + pn("others_metadata") {
             0 => pn("files_metadata").to_string(),
             more => format!(
@@ -781,7 +781,7 @@ mod tests {
             &json!({}),
         );
         assert!(
-            dry.contains("Would restore 1 file (")
+            dry.contains("Would restore 1 file, update 0 (0 B to put in place)")
                 && dry.contains("create 1 folder; delete 3 entries in"),
             "{dry}"
         );

@@ -417,13 +417,13 @@ fn print_summary(
     let p = &r.plan;
     if r.dry_run {
         super::out(&format!(
-            "dry run of snapshot {} into {}: would restore {} ({}), update {}, fix the metadata \
-             of {}, leave {} unchanged and {} alone{}; create {}; delete {}",
+            "dry run of snapshot {} into {}: would restore {}, update {} ({} to put in place), \
+             fix the metadata of {}, leave {} unchanged and {} alone{}; create {}; delete {}",
             id.short(),
             shown(&a.target),
             count(p.files_new, "file"),
-            human_bytes(p.bytes_to_place),
             p.files_updated,
+            human_bytes(p.bytes_to_place),
             metadata_fixes(p),
             p.files_unchanged,
             p.files_skipped,
