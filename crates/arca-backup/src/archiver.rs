@@ -3,14 +3,14 @@
 //! directory's entries to the tree assembler. It never reads file contents itself.
 
 use std::collections::HashMap;
-use std::fs::{self, Metadata};
+use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use arca_format::{BlobKind, Id, Node, NodeKind, SnapshotSummary, Tree};
-use arca_fs::{NameCache, read_node_since};
+use arca_fs::{DirHandle, NameCache, Stat, read_node_at};
 use arca_repo::RepoError;
 use arca_repo::profile::Clock;
 use crossbeam_channel::Sender;
@@ -45,6 +45,10 @@ impl From<RepoError> for Fatal {
 pub(crate) const PREFETCH_THREADS: usize = 32;
 /// A stat slower than this on average (ns) came from the disk, not the cache.
 pub(crate) const COLD_STAT_NS: f64 = 6_000.0;
+/// Directories held open at most for their files' jobs ([`Walker::lend`])...
+const LENT_FOLDERS: usize = 64;
+/// ... and at most this share of the open-file limit.
+const LENT_SHARE: u64 = 16;
 
 /// Whether the parent's entry shows the file unchanged (restic's rule: type, size, mtime,
 /// ctime and inode all equal).
@@ -117,11 +121,24 @@ impl Listed<'_> {
 /// walk on (none for a backed-up path: a mount point named is backed up), and the backed-up
 /// paths below the entry ([`SourceTree`]'s children of a target).
 #[derive(Clone, Copy)]
-struct Within<'t> {
+struct Within<'t, 'f> {
     dev: Option<u64>,
     nested: Option<&'t SourceTree>,
-    /// The (device, inode) of the directory the walk listed the entry in, as listed.
-    folder: Option<(u64, u64)>,
+    /// The directory the walk listed the entry in.
+    folder: Option<&'f Folder>,
+}
+
+/// A directory the walk listed, held open while it looks at its entries: each entry's
+/// metadata is taken relative to it (`fstatat`), so it is the entry listed even when a
+/// folder on the path is renamed and replaced meanwhile (by path, the walk took another
+/// folder's entries of the same names).
+struct Folder {
+    dir: Arc<DirHandle>,
+    /// Its (device, inode), as listed.
+    id: Option<(u64, u64)>,
+    /// Whether its files' jobs take it along, for the readers to open them in it too; else
+    /// they open them by path (see [`Walker::lend`]).
+    lent: bool,
 }
 
 pub(crate) struct Walker<'c, 'a, 's> {
@@ -143,6 +160,11 @@ pub(crate) struct Walker<'c, 'a, 's> {
     excluded: u64,
     /// Moving average of the walk's own stat times (ns).
     stat_ns: f64,
+    /// Directories whose files' jobs took them along, until the last is read: their
+    /// descriptors stay open until then.
+    lent: Vec<Weak<DirHandle>>,
+    /// How many of those may be open at once ([`Walker::lend`]).
+    lend_max: usize,
     pub(crate) clock: Clock,
 }
 
@@ -170,8 +192,28 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             summary: SnapshotSummary::default(),
             excluded: 0,
             stat_ns: COLD_STAT_NS * 2.0,
+            lent: vec![],
+            lend_max: ctx.opts.hooks.lent_folders.unwrap_or_else(|| {
+                let allowed = arca_fs::open_files_allowed() / LENT_SHARE;
+                usize::try_from(allowed).map_or(LENT_FOLDERS, |n| n.min(LENT_FOLDERS))
+            }),
             clock: Clock::new(),
         }
+    }
+
+    /// Whether a directory just listed may go along with its files' jobs. Its descriptor
+    /// then stays open until its last file is read; these are few (the jobs queued, the
+    /// files being read, and the files of the directories above the walk that sort after
+    /// the folder it is in), but a tree thousands of levels deep, or a low `ulimit -n`,
+    /// would hold too many: past [`Self::lend_max`], files are opened by their path, which
+    /// the readers check still leads into the directory listed.
+    fn lend(&mut self, dir: &Arc<DirHandle>) -> bool {
+        self.lent.retain(|w| w.strong_count() > 0);
+        if self.lent.len() >= self.lend_max {
+            return false;
+        }
+        self.lent.push(Arc::downgrade(dir));
+        true
     }
 
     /// Ends the walk, closing its channels; returns its counters and clock.
@@ -317,7 +359,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 continue;
             }
             let meta = match arca_fs::lstat(&path) {
-                Ok(m) => m,
+                Ok(m) => Stat::from(&m),
                 Err(e) => {
                     self.ctx.report.warn_io(&path, "stat", &e);
                     continue;
@@ -353,8 +395,8 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
     /// Whether backed-up path `src`, a symlink with backed-up paths below it (`link` and
     /// `link/file`), is stored as the directory it leads to (warned): as a symlink, the paths
     /// below it were left out without a word.
-    fn follows(&mut self, path: &Path, meta: &Metadata, src: &SourceTree) -> bool {
-        if !meta.file_type().is_symlink() || src.children.is_empty() {
+    fn follows(&mut self, path: &Path, meta: &Stat, src: &SourceTree) -> bool {
+        if !meta.is_symlink() || src.children.is_empty() {
             return false;
         }
         let msg = format!(
@@ -387,13 +429,13 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         &mut self,
         path: PathBuf,
         name: &[u8],
-        meta: Metadata,
+        meta: Stat,
         src: &'t SourceTree,
         pnode: Option<&Node>,
     ) -> Option<(Slot, Option<Later<'t>>)> {
-        let meta = if meta.file_type().is_symlink() {
+        let meta = if meta.is_symlink() {
             match arca_fs::io_on_long_path(&path, |p| std::fs::metadata(p)) {
-                Ok(m) => m,
+                Ok(m) => Stat::from(&m),
                 Err(e) => {
                     self.ctx.report.warn_io(&path, "stat", &e);
                     return None;
@@ -403,7 +445,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             meta
         };
         let earlier = pnode.filter(|p| self.ctx.reuse_metadata && self.ctx.settled(p));
-        let node = match read_node_since(&path, name, &meta, &mut self.names, earlier) {
+        let node = match read_node_at(None, &path, name, &meta, &mut self.names, earlier) {
             Ok(n) => n,
             Err(e) => {
                 self.ctx.report.warn_io(&path, e.op, &e.source);
@@ -446,7 +488,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             h(dir);
         }
         let (dev, within) = at;
-        let (mut names, seen) = match arca_fs::list_dir_names_and_ids(dir) {
+        let (mut names, seen, held) = match arca_fs::list_dir_names_and_ids(dir) {
             // Not in the directory listed before it: a folder above it was renamed away and
             // replaced since (by a symlink, or another folder), and the path now leads
             // elsewhere (whose contents, from outside the tree, were stored under this name
@@ -459,7 +501,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 self.ctx.report.warn(dir, WarningKind::Vanished, msg);
                 return Ok(Listed::empty(id, link, old));
             }
-            Ok(l) => (l.names, l.id),
+            Ok(l) => (l.names, l.id, Arc::new(l.dir)),
             Err(e) => {
                 // The folder's entry is already in its parent's listing: it is stored with
                 // its metadata and nothing in it, and the warning says so.
@@ -494,6 +536,11 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         let parent = self.parent_tree(old);
         let mut slots = Vec::with_capacity(names.len());
         let mut later = vec![];
+        let folder = Folder {
+            lent: self.lend(&held),
+            dir: held,
+            id: seen,
+        };
         for name in names {
             let path = join(dir, &name);
             let verdict = self.filter.judge(&path);
@@ -502,7 +549,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
                 continue;
             }
             let t = Instant::now();
-            let meta = arca_fs::lstat(&path);
+            let meta = folder.dir.lstat(&name);
             self.stat_ns = 0.95 * self.stat_ns + 0.05 * t.elapsed().as_nanos() as f64;
             let meta = match meta {
                 Ok(m) => m,
@@ -523,19 +570,19 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             let mut within = Within {
                 dev: Some(dev),
                 nested: None,
-                folder: seen,
+                folder: Some(&folder),
             };
             // A backed-up path below this one: where the walk would not reach it as named
             // (through a symlink, or onto another file system with `one_file_system`), the
             // way to it is stored as when it is backed up alone, and it is walked as a
             // backed-up path; else the walk goes on, watching for the ones further down.
-            let crosses = self.ctx.opts.one_file_system && meta.dev() != dev;
+            let crosses = self.ctx.opts.one_file_system && meta.dev != dev;
             let done = match nested.and_then(|n| n.children.get(&name)) {
                 Some(sub)
-                    if (!sub.target && (meta.file_type().is_symlink() || crosses))
+                    if (!sub.target && (meta.is_symlink() || crosses))
                         || (sub.target && self.follows(&path, &meta, sub)) =>
                 {
-                    if !sub.target && meta.file_type().is_symlink() {
+                    if !sub.target && meta.is_symlink() {
                         self.replaced_by_way(&path);
                     }
                     self.on_the_way(path, &name, meta, sub, pnode)
@@ -555,11 +602,13 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             }
         }
         drop(parent);
-        // The entries were looked at by path: the folder moved away and replaced meanwhile
-        // (by a symlink to a folder outside the tree), those looked at since were another
-        // folder's. Its files are read only if their path leads into the folder listed
-        // (its folders are walked only if they are in it, see above).
-        if let Some(s) = seen
+        // Files opened by path (not in the directory held): the folder moved away and
+        // replaced meanwhile (by a symlink to a folder outside the tree), their paths lead
+        // into another folder. They are read only if their path leads into the folder
+        // listed (its folders are walked only if they are in it, see above).
+        if !folder.lent
+            && let Some(s) = seen
+            && later.iter().any(|(_, l)| matches!(l, Later::Read(_)))
             && !arca_fs::lstat(dir).is_ok_and(|m| (m.dev(), m.ino()) == s)
         {
             for (_, l) in &mut later {
@@ -586,12 +635,14 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         slot: u32,
         path: PathBuf,
         name: &[u8],
-        meta: &Metadata,
+        meta: &Stat,
         parent: Option<&Node>,
-        within: Within<'t>,
+        within: Within<'t, '_>,
     ) -> Result<Option<(Slot, Option<Later<'t>>)>, Fatal> {
         let earlier = parent.filter(|p| self.ctx.reuse_metadata && self.ctx.settled(p));
-        let mut node = match read_node_since(&path, name, meta, &mut self.names, earlier) {
+        let at = within.folder.map(|f| &*f.dir);
+        let node = read_node_at(at, &path, name, meta, &mut self.names, earlier);
+        let mut node = match node {
             Ok(n) => n,
             Err(e) => {
                 self.ctx.report.warn_io(&path, e.op, &e.source);
@@ -662,7 +713,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         path: PathBuf,
         mut node: Node,
         parent: Option<&Node>,
-        folder: Option<(u64, u64)>,
+        folder: Option<&Folder>,
     ) -> (Slot, Option<Later<'t>>) {
         self.summary.total_files_processed += 1;
         self.summary.total_bytes_processed += node.size;
@@ -711,8 +762,9 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             changed: parent.is_some(),
             link: (node.nlink > 1).then(|| self.ctx.links.lead(key)),
             node,
-            folder,
+            folder: folder.and_then(|f| f.id),
             strict: false,
+            at: folder.filter(|f| f.lent).map(|f| Arc::clone(&f.dir)),
         };
         (Slot::Reading, Some(Later::Read(Box::new(job))))
     }

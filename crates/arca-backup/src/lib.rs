@@ -76,6 +76,9 @@ pub struct Hooks {
     /// Called with a directory's path once the walk listed it, before it looks at its
     /// entries.
     pub after_list: Option<PathHook>,
+    /// The most directories held open for the readers to open their files in (default: by
+    /// the open-file limit); past it, and with 0, files are opened by their path.
+    pub lent_folders: Option<usize>,
 }
 
 impl std::fmt::Debug for Hooks {

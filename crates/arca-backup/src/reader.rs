@@ -7,10 +7,12 @@ use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arca_chunker::{Chunker, StreamChunker};
 use arca_format::{BlobKind, ContentRef, Id, Node, SnapshotSummary};
+use arca_fs::DirHandle;
 use arca_repo::profile::StageProfile;
 use crossbeam_channel::{Receiver, Sender};
 
@@ -45,6 +47,9 @@ pub(crate) struct FileJob {
     /// That directory moved while the walk looked at its entries (by path): the file is
     /// read only if its path still leads into it.
     pub strict: bool,
+    /// That directory, held open: the file is opened in it by name (it is then the file
+    /// listed, or one put in its place in that directory), else by its path.
+    pub at: Option<Arc<DirHandle>>,
 }
 
 /// Where one reader's time went.
@@ -181,12 +186,13 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                 link,
                 folder,
                 strict,
+                at,
             } = job;
             let listed = node.size;
             // Kept for reading another name of a hard-linked file when this one fails.
             let spare = link.map(|_| node.clone());
             let within = folder.filter(|_| strict);
-            let done = match self.read_file(&path, &mut node, folder, within) {
+            let done = match self.read_file(&path, &mut node, at.as_deref(), folder, within) {
                 Ok(true) => {
                     // The walk counted the size listed; what counts is what was read (a file
                     // cut or grown while read).
@@ -248,7 +254,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
         while let Some(other) = self.ctx.links.next_other(key) {
             let mut node = listed.clone();
             self.other_name = true;
-            let r = self.read_file(&other, &mut node, None, None);
+            let r = self.read_file(&other, &mut node, None, None, None);
             self.other_name = false;
             if r? {
                 return Ok(Some((node.content, node.size)));
@@ -279,16 +285,22 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
     }
 
     /// Reads and chunks a file into `node.content`; false when it was skipped with a
-    /// warning. `folder`: the (device, inode) of the directory the walk listed it in, which
-    /// a file found replaced must be in to be stored; `within`: the same, which the file
+    /// warning. `at`: the directory the walk listed it in, held open, to open it in by name;
+    /// else it is opened by path, and `folder`, the (device, inode) of that directory, is
+    /// what a file found replaced must be in to be stored; `within`: the same, which the file
     /// must be in whatever it is.
     fn read_file(
         &mut self,
         path: &Path,
         node: &mut Node,
+        at: Option<&DirHandle>,
         folder: Option<(u64, u64)>,
         within: Option<(u64, u64)>,
     ) -> Result<bool, Halt> {
+        let (folder, within) = match at {
+            Some(_) => (None, None),
+            None => (folder, within),
+        };
         if let Some(h) = &self.ctx.opts.hooks.before_read {
             h(path);
         }
@@ -306,7 +318,11 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                 report.warn_io(path, what, e);
             }
         };
-        let file = match Self::open(path) {
+        let opened = match at {
+            Some(dir) => dir.open_noatime(&node.name),
+            None => Self::open(path),
+        };
+        let file = match opened {
             Ok(f) => f,
             Err(e) => {
                 skip_io("open", &e);
@@ -341,7 +357,8 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                     && folder.is_none_or(|f| in_folder(path, f)) =>
             {
                 let mut names = arca_fs::NameCache::new();
-                match arca_fs::read_node(path, &node.name, &m, &mut names) {
+                let stat = arca_fs::Stat::from(&m);
+                match arca_fs::read_node_at(at, path, &node.name, &stat, &mut names, None) {
                     Ok(now) => *node = now,
                     Err(e) => {
                         skip(WarningKind::Vanished, e.to_string());

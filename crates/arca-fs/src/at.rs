@@ -133,7 +133,7 @@ fn split_names(list: &[u8]) -> Vec<OsString> {
 
 /// An open directory (a path handle: it can look at and open its entries, not list them).
 #[derive(Debug)]
-pub struct DirHandle(OwnedFd);
+pub struct DirHandle(pub(crate) OwnedFd);
 
 impl DirHandle {
     /// Opens directory `path`, not following a symlink in its last component.
@@ -178,6 +178,31 @@ impl DirHandle {
             Err(Errno::ENOENT | Errno::ENOTDIR) => Ok(None),
             Err(e) => Err(errno(e)),
         }
+    }
+
+    /// `lstat` of entry `name`, as [`Self::stat`], with a missing entry an error
+    /// (`NotFound`) like any other.
+    pub fn lstat(&self, name: &[u8]) -> io::Result<Stat> {
+        nix::sys::stat::fstatat(
+            &self.0,
+            OsStr::from_bytes(name),
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .map(Stat::from)
+        .map_err(errno)
+    }
+
+    /// A path that leads to entry `name` of this directory whatever has been renamed since
+    /// it was opened (`/proc/self/fd/N/name`), for the calls that take only a path (reading
+    /// an extended attribute); `None` without `/proc`.
+    pub(crate) fn entry_path(&self, name: &[u8]) -> Option<std::path::PathBuf> {
+        static PROC: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if !*PROC.get_or_init(|| Path::new("/proc/self/fd").is_dir()) {
+            return None;
+        }
+        let mut p = std::path::PathBuf::from(format!("/proc/self/fd/{}", self.0.as_raw_fd()));
+        p.push(OsStr::from_bytes(name));
+        Some(p)
     }
 
     /// Opens file `name` for reading without updating its access time when the process may
@@ -375,6 +400,48 @@ mod tests {
             h.xattr_names(b"missing").unwrap().unwrap_err().kind(),
             io::ErrorKind::NotFound
         );
+    }
+
+    /// An entry looked at in a directory held open is that directory's, though the
+    /// directory was renamed away and another put at its path since: its lstat, symlink
+    /// target and xattrs (by path, the other directory's were read).
+    #[test]
+    fn entries_are_looked_at_in_the_directory_held_whatever_is_renamed() {
+        let d = tempfile::tempdir().unwrap();
+        let (dir, other) = (d.path().join("dir"), d.path().join("other"));
+        for (p, target) in [(&dir, "mine"), (&other, "theirs")] {
+            fs::create_dir(p).unwrap();
+            fs::write(p.join("f"), target).unwrap();
+            std::os::unix::fs::symlink(target, p.join("l")).unwrap();
+        }
+        let xattrs = xattr::set(dir.join("f"), "user.a", b"1").is_ok();
+        let listing = crate::list_dir_names_and_ids(&dir).unwrap();
+        let mine = fs::symlink_metadata(dir.join("f")).unwrap();
+        fs::rename(&dir, d.path().join("moved")).unwrap();
+        fs::rename(&other, &dir).unwrap();
+
+        let h = &listing.dir;
+        assert_eq!(h.lstat(b"f").unwrap(), Stat::from(&mine));
+        assert_eq!(
+            h.lstat(b"missing").unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        let mut names = crate::NameCache::new();
+        let at = |name: &[u8], names: &mut crate::NameCache| {
+            let path = dir.join(OsStr::from_bytes(name));
+            let stat = h.lstat(name).unwrap();
+            crate::read_node_at(Some(h), &path, name, &stat, names, None).unwrap()
+        };
+        assert_eq!(at(b"l", &mut names).link_target, b"mine");
+        let f = at(b"f", &mut names);
+        assert_eq!((f.inode, f.size), (mine.ino(), 4));
+        if xattrs {
+            assert_eq!(f.xattrs, vec![(b"user.a".to_vec(), b"1".to_vec())]);
+        }
+        // By path: the other directory's.
+        let l = fs::symlink_metadata(dir.join("l")).unwrap();
+        let by_path = crate::read_node(&dir.join("l"), b"l", &l, &mut names).unwrap();
+        assert_eq!(by_path.link_target, b"theirs");
     }
 
     #[test]

@@ -102,10 +102,10 @@ pub fn list_dir_names(path: &Path) -> io::Result<Vec<Vec<u8>>> {
     Ok(dir_entries(&mut dir)?.into_iter().map(|(n, _)| n).collect())
 }
 
-/// A folder listed by [`list_dir_names_and_ids`]: its names, and the (device, inode) of the
+/// A folder listed by [`list_dir_names_and_ids`]: its names, the (device, inode) of the
 /// folder itself and of the one that holds it (its `..`), both looked up from the open
-/// folder, not by path; `None` where that failed (a folder that may be listed but not
-/// searched).
+/// folder, not by path (`None` where that failed: a folder that may be listed but not
+/// searched), and the folder itself, still open.
 pub struct Listing {
     /// The names, without `.` and `..`.
     pub names: Vec<Vec<u8>>,
@@ -113,11 +113,16 @@ pub struct Listing {
     pub id: Option<(u64, u64)>,
     /// The folder holding it.
     pub parent: Option<(u64, u64)>,
+    /// The folder listed, open: its entries are looked at and opened relative to it, so
+    /// they are the entries listed even when a folder on its path is renamed and replaced
+    /// meanwhile (by path, another folder's entries of the same names were taken).
+    pub dir: crate::DirHandle,
 }
 
-/// As [`list_dir_names`], with the identities of the folder listed and of its parent: a walk
-/// that reaches a folder by its path can tell that it is still inside the folder it listed
-/// before, and not reached through a folder above replaced by a symlink since.
+/// As [`list_dir_names`], with the identities of the folder listed and of its parent, and
+/// the folder kept open: a walk that reaches a folder by its path can tell that it is still
+/// inside the folder it listed before, and not reached through a folder above replaced by a
+/// symlink since, and it looks at the entries in the folder it listed.
 pub fn list_dir_names_and_ids(path: &Path) -> io::Result<Listing> {
     let fd = crate::io_on_long_path(path, |p| open_dir_fd_noatime(None, p))?;
     let id = nix::sys::stat::fstat(&fd)
@@ -126,9 +131,15 @@ pub fn list_dir_names_and_ids(path: &Path) -> io::Result<Listing> {
     let parent = nix::sys::stat::fstatat(&fd, "..", nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
         .ok()
         .map(|st| (st.st_dev, st.st_ino));
-    let mut dir = Dir::from_fd(fd).map_err(errno)?;
+    // The listing reads through a descriptor of its own, closed with it.
+    let mut dir = Dir::from_fd(crate::fds::patiently(|| fd.try_clone())?).map_err(errno)?;
     let names = dir_entries(&mut dir)?.into_iter().map(|(n, _)| n).collect();
-    Ok(Listing { names, id, parent })
+    Ok(Listing {
+        names,
+        id,
+        parent,
+        dir: crate::DirHandle(fd),
+    })
 }
 
 /// The names in directory `path` (without `.` and `..`), each with whether it is a

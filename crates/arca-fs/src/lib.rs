@@ -35,7 +35,7 @@ pub use direct::{
 pub use fds::patiently;
 pub use long::{ShortPath, io_on_long_path, is_too_long, lstat, on_long_path};
 pub use mounts::mount_point_within;
-pub use read::{NameCache, read_node, read_node_since, read_xattrs};
+pub use read::{NameCache, read_node, read_node_at, read_node_since, read_xattrs, read_xattrs_at};
 pub use sparse::{is_zero, write_sparse, write_sparse_over, write_sparse_reserved};
 
 pub use arca_format::Node;

@@ -4,12 +4,11 @@ use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
 use arca_format::{Node, NodeKind, Timespec};
 
-use crate::FsError;
+use crate::{DirHandle, FsError, Stat};
 
 /// Caches uid → user name and gid → group name lookups.
 #[derive(Debug, Default)]
@@ -61,14 +60,40 @@ fn ts(sec: i64, nsec: i64) -> Timespec {
 /// Reads the extended attributes of `path` without following symlinks, sorted by name.
 /// A file system without xattr support yields none.
 pub fn read_xattrs(path: &Path) -> Result<arca_format::Xattrs, FsError> {
-    let names = match xattr::list(path) {
+    collect_xattrs(path, path, xattr::list(path).map(|n| n.collect()))
+}
+
+/// [`read_xattrs`] of entry `name` of `dir` (whose path is `path`, named in errors): the
+/// entry's own, whatever has been renamed on the way to it since `dir` was opened.
+pub fn read_xattrs_at(
+    dir: &DirHandle,
+    name: &[u8],
+    path: &Path,
+) -> Result<arca_format::Xattrs, FsError> {
+    let at = dir.entry_path(name);
+    let at = at.as_deref().unwrap_or(path);
+    let names = match dir.xattr_names(name) {
+        Some(names) => names,
+        None => xattr::list(at).map(|n| n.collect()),
+    };
+    collect_xattrs(at, path, names)
+}
+
+/// The values of the attributes `names` of the entry at `at` (whose path is `path`, named in
+/// errors), sorted by name.
+fn collect_xattrs(
+    at: &Path,
+    path: &Path,
+    names: io::Result<Vec<std::ffi::OsString>>,
+) -> Result<arca_format::Xattrs, FsError> {
+    let names = match names {
         Ok(n) => n,
         Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return Ok(vec![]),
         Err(e) => return Err(FsError::new("list xattrs of", path, e)),
     };
     let mut out = vec![];
     for name in names {
-        match xattr::get(path, &name) {
+        match xattr::get(at, &name) {
             Ok(Some(v)) => out.push((name.as_bytes().to_vec(), v)),
             // Removed between list and get.
             Ok(None) => {}
@@ -114,30 +139,50 @@ pub fn read_node_since(
     names: &mut NameCache,
     earlier: Option<&Node>,
 ) -> Result<Node, FsError> {
-    crate::long::fs_on_long_path(path, |p| read_node_short(p, name, meta, names, earlier))
+    read_node_at(None, path, name, &Stat::from(meta), names, earlier)
+}
+
+/// [`read_node_since`] from an entry's lstat `meta`, reading its symlink target and xattrs
+/// as entry `name` of `dir` when given (its metadata then all comes from the directory
+/// `dir` is, whatever has been renamed since on the way to it), else by `path` (which
+/// errors name either way).
+pub fn read_node_at(
+    dir: Option<&DirHandle>,
+    path: &Path,
+    name: &[u8],
+    meta: &Stat,
+    names: &mut NameCache,
+    earlier: Option<&Node>,
+) -> Result<Node, FsError> {
+    match dir {
+        Some(dir) => read_node_short(path, Some(dir), name, meta, names, earlier),
+        None => crate::long::fs_on_long_path(path, |p| {
+            read_node_short(p, None, name, meta, names, earlier)
+        }),
+    }
 }
 
 fn read_node_short(
     path: &Path,
+    dir: Option<&DirHandle>,
     name: &[u8],
-    meta: &fs::Metadata,
+    meta: &Stat,
     names: &mut NameCache,
     earlier: Option<&Node>,
 ) -> Result<Node, FsError> {
-    let ft = meta.file_type();
-    let kind = if ft.is_file() {
+    let kind = if meta.is_file() {
         NodeKind::File
-    } else if ft.is_dir() {
+    } else if meta.is_dir() {
         NodeKind::Dir
-    } else if ft.is_symlink() {
+    } else if meta.is_symlink() {
         NodeKind::Symlink
-    } else if ft.is_fifo() {
+    } else if meta.is_fifo() {
         NodeKind::Fifo
-    } else if ft.is_char_device() {
+    } else if meta.is_char_device() {
         NodeKind::CharDev
-    } else if ft.is_block_device() {
+    } else if meta.is_block_device() {
         NodeKind::BlockDev
-    } else if ft.is_socket() {
+    } else if meta.is_socket() {
         NodeKind::Socket
     } else {
         return Err(FsError::new(
@@ -146,9 +191,8 @@ fn read_node_short(
             io::Error::other("unknown file type"),
         ));
     };
-    let ctime = ts(meta.ctime(), meta.ctime_nsec());
-    let same =
-        earlier.filter(|e| e.kind == Some(kind) && e.inode == meta.ino() && e.ctime == ctime);
+    let ctime = ts(meta.ctime.0, meta.ctime.1);
+    let same = earlier.filter(|e| e.kind == Some(kind) && e.inode == meta.ino && e.ctime == ctime);
     // Reading an entry moves its atime where atimes are kept, unless it is opened with
     // O_NOATIME, which only its owner (or root) may do, and which readlink lacks. For an
     // entry unchanged since `earlier` that this process cannot read without moving its
@@ -156,45 +200,43 @@ fn read_node_short(
     // store every listing holding such entries again on every run with nothing changed. The
     // atime of `earlier` is kept instead.
     let atime = match same {
-        Some(e) if kind == NodeKind::Symlink || !reads_keep_atime(meta.uid()) => e.atime,
-        _ => ts(meta.atime(), meta.atime_nsec()),
+        Some(e) if kind == NodeKind::Symlink || !reads_keep_atime(meta.uid) => e.atime,
+        _ => ts(meta.atime.0, meta.atime.1),
     };
     let link_target = match same {
         Some(e) => e.link_target.clone(),
-        None if kind == NodeKind::Symlink => fs::read_link(path)
-            .map_err(|e| FsError::new("read symlink", path, e))?
-            .into_os_string()
-            .into_vec(),
+        None if kind == NodeKind::Symlink => match dir {
+            Some(dir) => dir.read_link(name),
+            None => fs::read_link(path).map(|t| t.into_os_string().into_vec()),
+        }
+        .map_err(|e| FsError::new("read symlink", path, e))?,
         None => vec![],
     };
-    let xattrs = match same {
-        Some(e) => e.xattrs.clone(),
-        None => read_xattrs(path)?,
+    let xattrs = match (same, dir) {
+        (Some(e), _) => e.xattrs.clone(),
+        (None, Some(dir)) => read_xattrs_at(dir, name, path)?,
+        (None, None) => read_xattrs(path)?,
     };
     Ok(Node {
         name: name.to_vec(),
         kind: Some(kind),
-        mode: meta.mode() & 0o7777,
-        uid: meta.uid(),
-        gid: meta.gid(),
-        user: names.user(meta.uid()),
-        group: names.group(meta.gid()),
-        mtime: ts(meta.mtime(), meta.mtime_nsec()),
+        mode: meta.mode & 0o7777,
+        uid: meta.uid,
+        gid: meta.gid,
+        user: names.user(meta.uid),
+        group: names.group(meta.gid),
+        mtime: ts(meta.mtime.0, meta.mtime.1),
         atime,
         ctime,
-        dev: meta.dev(),
-        inode: meta.ino(),
-        nlink: meta.nlink(),
+        dev: meta.dev,
+        inode: meta.ino,
+        nlink: meta.nlink,
         rdev: if matches!(kind, NodeKind::CharDev | NodeKind::BlockDev) {
-            meta.rdev()
+            meta.rdev
         } else {
             0
         },
-        size: if kind == NodeKind::File {
-            meta.size()
-        } else {
-            0
-        },
+        size: if kind == NodeKind::File { meta.size } else { 0 },
         link_target,
         xattrs,
         content: vec![],

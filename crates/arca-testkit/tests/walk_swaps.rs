@@ -1,8 +1,9 @@
 //! Folders moved while the backup walks them: a folder above one not yet listed (or a file
 //! not yet read) renamed away and replaced, by a symlink to a folder outside the tree or by
-//! another folder. The walk and the readers, which reach entries by their paths, went through
-//! the replacement and stored what lay there (outside the backed-up tree) under the old
-//! name, without a word.
+//! another folder. The walk and the readers, which reached entries by their paths, went
+//! through the replacement and stored what lay there (outside the backed-up tree) under the
+//! old name, without a word. A listed folder's entries are now looked at (and its files
+//! opened) in the folder held open; folders below it are still reached by path.
 
 #![allow(clippy::unwrap_used)]
 
@@ -133,10 +134,17 @@ fn a_folder_renamed_over_by_a_sibling_is_stored_as_the_sibling() {
 
 /// The same for a file: its folder renamed away and replaced just before the file is read.
 /// The file then found by its path, from outside the tree, was stored under its name as if
-/// saved there by rename (a new file in the same folder still is).
+/// saved there by rename (a new file in the same folder still is). Opened in the folder
+/// listed, held open, it is the file listed, stored; opened by its path (past the folders
+/// held open at once, here none), it is skipped with a warning.
 #[test]
 fn a_file_reached_through_a_replaced_folder_is_not_stored_from_elsewhere() {
-    for how in ["symlink", "folder"] {
+    for (how, lent) in [
+        ("symlink", None),
+        ("folder", None),
+        ("symlink", Some(0)),
+        ("folder", Some(0)),
+    ] {
         let tmp = tempfile::tempdir().unwrap();
         let src = tmp.path().join("src");
         fs::create_dir_all(src.join("d")).unwrap();
@@ -153,27 +161,42 @@ fn a_file_reached_through_a_replaced_folder_is_not_stored_from_elsewhere() {
         });
         let hooks = Hooks {
             before_read: Some(hook),
+            lent_folders: lent,
             ..Hooks::default()
         };
         let r = back_up(&repo, &src, hooks);
+        let target = tmp.path().join("t");
+        do_restore(&repo, "latest", &target).unwrap();
+        let out = restored(&target, &src);
+        if lent.is_none() {
+            assert_eq!(warned(&r, &src), [], "{how}");
+            assert!(r.snapshot.complete, "{how}");
+            assert_eq!(fs::read(out.join("d/f")).unwrap(), b"in the tree", "{how}");
+            continue;
+        }
         assert_eq!(
             warned(&r, &src),
             [("d/f".into(), WarningKind::Vanished)],
             "{how}"
         );
         assert!(!r.snapshot.complete, "{how}");
-        let target = tmp.path().join("t");
-        do_restore(&repo, "latest", &target).unwrap();
-        let out = restored(&target, &src);
         assert!(!out.join("d/f").exists(), "{how}: stored from elsewhere");
     }
 }
 
 /// The folder replaced after it was listed, while its entries are looked at: the entries
-/// looked at since are the other folder's (same names), and its files were stored, from
-/// outside the tree, under the listed folder's name without a word.
+/// looked at since were the other folder's (same names), and its files were stored, from
+/// outside the tree, under the listed folder's name without a word. The files are now the
+/// listed folder's, opened in it; opened by their path (none held open), they are skipped
+/// with a warning.
 #[test]
 fn files_looked_at_after_their_folder_was_replaced_are_not_stored_from_elsewhere() {
+    for lent in [None, Some(0)] {
+        files_looked_at_after_their_folder_was_replaced(lent);
+    }
+}
+
+fn files_looked_at_after_their_folder_was_replaced(lent: Option<usize>) {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     fs::create_dir_all(src.join("d")).unwrap();
@@ -190,12 +213,77 @@ fn files_looked_at_after_their_folder_was_replaced_are_not_stored_from_elsewhere
     });
     let hooks = Hooks {
         after_list: Some(hook),
+        lent_folders: lent,
         ..Hooks::default()
     };
     let r = back_up(&repo, &src, hooks);
-    assert_eq!(warned(&r, &src), [("d/f".into(), WarningKind::Vanished)]);
     let target = tmp.path().join("t");
     do_restore(&repo, "latest", &target).unwrap();
     let out = restored(&target, &src);
+    if lent.is_none() {
+        assert_eq!(warned(&r, &src), []);
+        assert_eq!(fs::read(out.join("d/f")).unwrap(), b"in the tree");
+        return;
+    }
+    assert_eq!(warned(&r, &src), [("d/f".into(), WarningKind::Vanished)]);
     assert!(!out.join("d/f").exists(), "stored from elsewhere");
+}
+
+/// The folder replaced after it was listed, while its entries are looked at: by path, the
+/// walk took the other folder's entries of the same names, and stored their metadata (a
+/// symlink's target, a file's or folder's mode) under the listed folder's names without a
+/// word. Looked at in the folder listed, held open, they are its own.
+#[test]
+fn entries_looked_at_after_their_folder_was_replaced_keep_their_own_metadata() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let mode = |p: &Path, m: u32| fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap();
+    for how in ["symlink", "folder"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        let d = src.join("d");
+        fs::create_dir_all(d.join("sub")).unwrap();
+        fs::write(d.join("f"), b"in the tree").unwrap();
+        symlink("mine", d.join("l")).unwrap();
+        mode(&d.join("f"), 0o640);
+        mode(&d.join("sub"), 0o750);
+        // Outside the backed-up tree: the same names, other metadata.
+        let outside = tmp.path().join("outside");
+        fs::create_dir_all(outside.join("sub")).unwrap();
+        fs::write(outside.join("sub/secret"), b"never in the tree").unwrap();
+        fs::write(outside.join("f"), b"never in the tree").unwrap();
+        symlink("theirs", outside.join("l")).unwrap();
+        mode(&outside.join("f"), 0o604);
+        mode(&outside.join("sub"), 0o705);
+        let repo = init(local(&tmp.path().join("repo")));
+        let hook = Arc::new(move |p: &Path| {
+            if p == d {
+                swap(&d, &outside, how);
+            }
+        });
+        let hooks = Hooks {
+            after_list: Some(hook),
+            ..Hooks::default()
+        };
+        let r = back_up(&repo, &src, hooks);
+        let target = tmp.path().join("t");
+        do_restore(&repo, "latest", &target).unwrap();
+        let out = restored(&target, &src).join("d");
+        assert_eq!(
+            fs::read_link(out.join("l")).unwrap(),
+            Path::new("mine"),
+            "{how}: another folder's symlink stored"
+        );
+        let perm = |p: &Path| fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(perm(&out.join("sub")), 0o750, "{how}");
+        assert_eq!(perm(&out.join("f")), 0o640, "{how}");
+        assert_eq!(fs::read(out.join("f")).unwrap(), b"in the tree", "{how}");
+        // The folder below is reached by its path, through the replacement: stored empty,
+        // warned.
+        assert!(!out.join("sub/secret").exists(), "{how}");
+        assert_eq!(
+            warned(&r, &src),
+            [("d/sub".into(), WarningKind::Vanished)],
+            "{how}"
+        );
+    }
 }
