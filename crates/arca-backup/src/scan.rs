@@ -4,18 +4,24 @@
 //!
 //! It follows the backup's rules (no symlink following, the same exclusions, file-system
 //! boundaries, loops) but stores nothing and reports nothing: whatever cannot be read is
-//! skipped silently, since the backup itself warns about it.
+//! skipped silently, since the backup itself warns about it. As the backup does, it looks at
+//! a folder's entries in the folder it listed, held open (`fstatat`), not by their paths,
+//! which walked every component again for each; it holds one folder open at a time, and
+//! counts the folder's files as soon as it is listed.
 
 use std::ffi::OsStr;
-use std::fs::Metadata;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use arca_fs::Stat;
 
 use crate::Progress;
 use crate::filter::{Excludes, Filter};
 use crate::sources;
+
+/// A directory's folders left to walk, with their lstat.
+type Folders = std::vec::IntoIter<(Vec<u8>, Stat)>;
 
 /// Files counted locally before the shared totals are updated.
 const FLUSH_EVERY: u64 = 128;
@@ -54,7 +60,7 @@ pub fn estimate(
         let Ok(meta) = arca_fs::lstat(&target) else {
             continue;
         };
-        scan.entry(&mut target.clone(), &meta, None);
+        scan.entry(&mut target.clone(), &Stat::from(&meta), None);
     }
     scan.flush();
     if !scan.stopped() {
@@ -113,17 +119,17 @@ impl Scan<'_> {
     /// One entry at `path` (restored to its value on return), in a directory on device
     /// `dir_dev` (none for a backed-up path), and everything below it, depth first with a
     /// stack of its own (no recursion: a tree thousands of levels deep overflowed it).
-    fn entry(&mut self, path: &mut PathBuf, meta: &Metadata, dir_dev: Option<u64>) {
+    fn entry(&mut self, path: &mut PathBuf, meta: &Stat, dir_dev: Option<u64>) {
         let base = self.ancestors.len();
-        // Per directory being listed: the names left and its device.
-        let mut stack: Vec<(std::vec::IntoIter<Vec<u8>>, u64)> = vec![];
-        if let Some(names) = self.enter(path, meta, dir_dev) {
-            stack.push((names, meta.dev()));
+        // Per directory being walked: its folders left and its device.
+        let mut stack: Vec<(Folders, u64)> = vec![];
+        if let Some(dirs) = self.enter(path, meta, dir_dev) {
+            stack.push((dirs, meta.dev));
         }
-        while let Some((names, dev)) = stack.last_mut() {
+        while let Some((dirs, dev)) = stack.last_mut() {
             let dev = *dev;
-            let next = if self.stopped() { None } else { names.next() };
-            let Some(name) = next else {
+            let next = if self.stopped() { None } else { dirs.next() };
+            let Some((name, meta)) = next else {
                 stack.pop();
                 self.ancestors.truncate(base + stack.len());
                 if !stack.is_empty() {
@@ -132,11 +138,8 @@ impl Scan<'_> {
                 continue;
             };
             path.push(OsStr::from_bytes(&name));
-            if !self.filter.excludes_path(path)
-                && let Ok(meta) = arca_fs::lstat(path)
-                && let Some(names) = self.enter(path, &meta, Some(dev))
-            {
-                stack.push((names, meta.dev()));
+            if let Some(dirs) = self.enter(path, &meta, Some(dev)) {
+                stack.push((dirs, meta.dev));
                 continue;
             }
             path.pop();
@@ -145,38 +148,52 @@ impl Scan<'_> {
     }
 
     /// Counts the entry at `path` if it is a file; if it is a directory to walk, notes it
-    /// among the ancestors and returns its names, sorted.
-    fn enter(
-        &mut self,
-        path: &Path,
-        meta: &Metadata,
-        dir_dev: Option<u64>,
-    ) -> Option<std::vec::IntoIter<Vec<u8>>> {
-        let kind = meta.file_type();
-        if kind.is_file() {
-            if !self.filter.too_large(meta.len()) {
-                self.files += 1;
-                self.bytes += meta.len();
-                if self.files >= FLUSH_EVERY {
-                    self.flush();
-                }
-            }
+    /// among the ancestors, counts the files in it and returns its folders (not excluded),
+    /// sorted, with their lstat.
+    fn enter(&mut self, path: &mut PathBuf, meta: &Stat, dir_dev: Option<u64>) -> Option<Folders> {
+        if meta.is_file() {
+            self.count(meta.size);
             return None;
         }
-        let key = (meta.dev(), meta.ino());
-        if !kind.is_dir()
+        let key = (meta.dev, meta.ino);
+        if !meta.is_dir()
             || self.ancestors.contains(&key)
-            || (self.one_file_system && dir_dev.is_some_and(|d| d != meta.dev()))
+            || (self.one_file_system && dir_dev.is_some_and(|d| d != meta.dev))
             // A tag that cannot be read leaves the directory backed up.
             || matches!(self.filter.tagged(path), Ok(Some(_)))
         {
             return None;
         }
-        let mut names = arca_fs::list_dir_names(path).ok()?;
+        let mut listing = arca_fs::list_dir_names_and_ids(path).ok()?;
         // The backup's order, so that the scan stays ahead of it.
-        names.sort_unstable();
+        listing.names.sort_unstable();
+        let mut dirs = vec![];
+        for name in listing.names {
+            path.push(OsStr::from_bytes(&name));
+            let excluded = self.filter.excludes_path(path);
+            path.pop();
+            if excluded {
+                continue;
+            }
+            match listing.dir.lstat(&name) {
+                Ok(m) if m.is_file() => self.count(m.size),
+                Ok(m) if m.is_dir() => dirs.push((name, m)),
+                _ => {}
+            }
+        }
         self.ancestors.push(key);
-        Some(names.into_iter())
+        Some(dirs.into_iter())
+    }
+
+    /// Counts a file of `size` bytes, unless the size limit leaves it out.
+    fn count(&mut self, size: u64) {
+        if !self.filter.too_large(size) {
+            self.files += 1;
+            self.bytes += size;
+            if self.files >= FLUSH_EVERY {
+                self.flush();
+            }
+        }
     }
 }
 
@@ -184,6 +201,7 @@ impl Scan<'_> {
 mod tests {
     use super::*;
     use std::fs;
+    use std::path::Path;
 
     fn run(paths: &[PathBuf], x: &Excludes) -> (u64, u64, bool) {
         let p = Progress::default();
