@@ -281,3 +281,44 @@ fn a_dry_runs_bytes_to_place_cover_the_files_to_update_too() {
         "{dry}"
     );
 }
+
+/// `ID:FOLDER --delete` into `/` is refused: the folder's contents would stand for the whole
+/// file system and everything else in `/` would go (restic does it). Asked as a dry run, so
+/// that a missing refusal cannot harm the machine; the whole snapshot into `/` is not refused.
+#[test]
+fn a_folder_of_a_snapshot_with_delete_into_the_root_is_refused() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("docs")).unwrap();
+    fs::write(src.join("docs/a"), b"a").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let folder = format!("latest:{}", src.join("docs").display());
+    for target in ["/", "/.", "//"] {
+        let o = e.run(&[
+            "restore",
+            &folder,
+            "--target",
+            target,
+            "--delete",
+            "--dry-run",
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{target}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("would stand for the whole file system"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    // Without --delete, or into a folder, it runs.
+    e.ok(&["restore", &folder, "--target", "/", "--dry-run"]);
+    let t = e.path("t");
+    e.ok(&[
+        "restore",
+        &folder,
+        "--target",
+        t.to_str().unwrap(),
+        "--delete",
+    ]);
+    assert_eq!(fs::read(t.join("a")).unwrap(), b"a");
+}

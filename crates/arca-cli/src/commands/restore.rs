@@ -143,6 +143,19 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
         None => (resolved.snap, None),
         Some((path, node)) => {
             let (snap, roots) = folder_as_snapshot(repo, &index, resolved.snap, path, node)?;
+            // The folder's contents would stand for the whole file system, and `--delete`
+            // would remove all that it lacks from `/` (restic does so).
+            if a.delete
+                && roots.iter().any(|r| r == Path::new("/"))
+                && std::fs::canonicalize(&a.target).is_ok_and(|t| t == Path::new("/"))
+            {
+                bail!(
+                    "--delete with {} into /: the folder would stand for the whole file system, \
+                     and everything else in / would be deleted; restore it into a folder, or \
+                     restore the whole snapshot",
+                    arca_format::text::shown(Path::new(&a.snapshot))
+                );
+            }
             (snap, Some(roots))
         }
     };
