@@ -381,6 +381,7 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
             "damaged": rep.damaged.iter().map(|d| json!({
                 "original": d.original.to_hex(),
                 "repaired": d.repaired.map(|i| i.to_hex()),
+                "adopted": d.adopted,
                 "root_lost": d.root_lost,
                 "forgotten": d.forgotten,
                 "changes": d.changes.iter().map(|c| match &c.loss {
@@ -458,10 +459,15 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
                     util::count(d.changes.len(), "path")
                 ),
                 (Some(new), _, _) => format!(
-                    "snapshot {} repaired as {} ({}){}",
+                    "snapshot {} repaired as {} ({}{}){}",
                     d.original.short(),
                     new.short(),
                     util::count(d.changes.len(), "path"),
+                    if d.adopted {
+                        "; found, saved by an earlier run"
+                    } else {
+                        ""
+                    },
                     if d.forgotten {
                         ", original removed"
                     } else {

@@ -60,6 +60,9 @@ pub struct RepairedSnapshot {
     pub original: Id,
     /// The repaired copy saved (`None` in a dry run, or when nothing could be salvaged).
     pub repaired: Option<Id>,
+    /// The repaired copy was in the repository already (an earlier run saved it): it is
+    /// taken and nothing is saved.
+    pub adopted: bool,
     /// What was cut, by path.
     pub changes: Vec<Change>,
     /// Set when the snapshot's root listing is lost: no repaired copy can be saved (the
@@ -206,9 +209,13 @@ pub fn repair_snapshots(
     };
     let saved = all.as_deref().unwrap_or(&snapshots);
     for (i, new) in planned {
-        rep.damaged[i].repaired = Some(match crate::saved_copy(saved, &new) {
-            Some(copy) => copy,
-            None => repo.save_snapshot_replacing(&new, &rep.damaged[i].original)?,
+        let d = &mut rep.damaged[i];
+        d.repaired = Some(match crate::saved_copy(saved, &new) {
+            Some(copy) => {
+                d.adopted = true;
+                copy
+            }
+            None => repo.save_snapshot_replacing(&new, &d.original)?,
         });
     }
     if opts.forget {

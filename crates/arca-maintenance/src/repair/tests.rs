@@ -421,6 +421,7 @@ fn lost_data_blobs_truncate_files_and_the_copy_is_tagged() {
     // (a second, equal copy was saved: hunt 22).
     assert_eq!(r.trees_written, 0);
     assert_eq!(r.damaged[0].repaired, Some(new));
+    assert!(r.damaged[0].adopted);
     assert_eq!(fx.ids(FileType::Snapshot), vec![new]);
     clean(&check(&fx.repo, read_data()).unwrap());
 }
