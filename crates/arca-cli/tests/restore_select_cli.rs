@@ -9,8 +9,26 @@ mod common;
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 
 use common::*;
+
+/// A new repository holding one snapshot of `src` (its `files`, by path below it), restored
+/// into `t`: returns `src`, `t` and where `src` is inside `t`.
+fn restored(e: &Env, files: &[(&str, &[u8])]) -> (PathBuf, PathBuf, PathBuf) {
+    e.init(&[]);
+    let src = e.path("src");
+    for (name, data) in files {
+        let p = src.join(name);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, data).unwrap();
+    }
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let t = e.path("t");
+    e.ok(&["restore", "-q", "latest", "--target", t.to_str().unwrap()]);
+    let at = t.join(src.strip_prefix("/").unwrap());
+    (src, t, at)
+}
 
 /// A name with a byte that is not UTF-8, in a folder whose name is upper-case UTF-8 beyond
 /// ASCII: `--iexclude 'ärger/*.tmp'` covers it as it covers `junk.tmp`, so `--delete` leaves
@@ -18,15 +36,9 @@ use common::*;
 #[test]
 fn a_case_insensitive_pattern_folds_every_name_of_a_path_with_bytes_that_are_not_utf8() {
     let e = Env::new();
-    e.init(&[]);
-    let src = e.path("src");
+    let (src, t, at) = restored(&e, &[("ÄRGER/keep.txt", b"keep")]);
     let dir = src.join("ÄRGER");
-    fs::create_dir_all(&dir).unwrap();
-    fs::write(dir.join("keep.txt"), b"keep").unwrap();
-    e.ok(&["backup", "-q", src.to_str().unwrap()]);
-    let t = e.path("t");
-    e.ok(&["restore", "-q", "latest", "--target", t.to_str().unwrap()]);
-    let at = t.join(dir.strip_prefix("/").unwrap());
+    let at = at.join("ÄRGER");
     let odd = at.join(OsStr::from_bytes(b"junk\xff.tmp"));
     fs::write(&odd, b"mine").unwrap();
     fs::write(at.join("junk.tmp"), b"mine too").unwrap();
@@ -78,15 +90,8 @@ fn a_case_insensitive_pattern_folds_every_name_of_a_path_with_bytes_that_are_not
 #[test]
 fn delete_leaves_excluded_entries_inside_extra_folders() {
     let e = Env::new();
-    e.init(&[]);
-    let src = e.path("src");
-    fs::create_dir_all(src.join("d")).unwrap();
-    fs::write(src.join("d/file"), b"snapshot's").unwrap();
-    fs::write(src.join("d/kept"), b"kept").unwrap();
-    e.ok(&["backup", "-q", src.to_str().unwrap()]);
-    let t = e.path("t");
-    e.ok(&["restore", "-q", "latest", "--target", t.to_str().unwrap()]);
-    let d = t.join(src.strip_prefix("/").unwrap()).join("d");
+    let (_, t, at) = restored(&e, &[("d/file", b"snapshot's"), ("d/kept", b"kept")]);
+    let d = at.join("d");
     // An extra folder with an excluded file deep inside, and other entries.
     fs::create_dir_all(d.join("extra/sub/deeper")).unwrap();
     fs::write(d.join("extra/sub/deeper/notes.keep"), b"mine").unwrap();
@@ -151,14 +156,8 @@ fn delete_leaves_excluded_entries_inside_extra_folders() {
 #[test]
 fn an_extra_folder_holding_a_mount_is_not_taken_apart() {
     let e = Env::new();
-    e.init(&[]);
-    let src = e.path("src");
-    fs::create_dir_all(&src).unwrap();
-    fs::write(src.join("f"), b"x").unwrap();
-    e.ok(&["backup", "-q", src.to_str().unwrap()]);
-    let t = e.path("t");
-    e.ok(&["restore", "-q", "latest", "--target", t.to_str().unwrap()]);
-    let extra = t.join(src.strip_prefix("/").unwrap()).join("extra");
+    let (_, t, at) = restored(&e, &[("f", b"x")]);
+    let extra = at.join("extra");
     let mnt = extra.join("mnt");
     fs::create_dir_all(&mnt).unwrap();
     fs::write(extra.join("a.keep"), b"mine").unwrap();
@@ -200,14 +199,8 @@ fn an_extra_folder_holding_a_mount_is_not_taken_apart() {
 #[test]
 fn a_deep_extra_folder_with_an_excluded_file_is_walked() {
     let e = Env::new();
-    e.init(&[]);
-    let src = e.path("src");
-    fs::create_dir_all(&src).unwrap();
-    fs::write(src.join("f"), b"x").unwrap();
-    e.ok(&["backup", "-q", src.to_str().unwrap()]);
-    let t = e.path("t");
-    e.ok(&["restore", "-q", "latest", "--target", t.to_str().unwrap()]);
-    let top = t.join(src.strip_prefix("/").unwrap()).join("deep");
+    let (_, t, at) = restored(&e, &[("f", b"x")]);
+    let top = at.join("deep");
     // Built through a descriptor per level: the path soon exceeds PATH_MAX.
     fs::create_dir(&top).unwrap();
     let mut dir = nix::dir::Dir::open(
@@ -258,14 +251,8 @@ fn a_deep_extra_folder_with_an_excluded_file_is_walked() {
 #[test]
 fn a_dry_runs_bytes_to_place_cover_the_files_to_update_too() {
     let e = Env::new();
-    e.init(&[]);
-    let src = e.path("src");
-    fs::create_dir_all(&src).unwrap();
-    fs::write(src.join("a"), b"four").unwrap();
-    e.ok(&["backup", "-q", src.to_str().unwrap()]);
-    let t = e.path("t");
-    e.ok(&["restore", "-q", "latest", "--target", t.to_str().unwrap()]);
-    let a = t.join(src.strip_prefix("/").unwrap()).join("a");
+    let (_, t, at) = restored(&e, &[("a", b"four")]);
+    let a = at.join("a");
     fs::write(&a, b"FOUR").unwrap();
     let dry = e.ok(&[
         "restore",
