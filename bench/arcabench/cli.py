@@ -25,7 +25,7 @@ ROOT = os.path.dirname(BENCH)
 
 DEFAULT_RUNS = {"small": 3, "medium": 3, "many": 1, "generations": 3}
 SETTINGS = {
-    "arca": "defaults (zstd level 3; a blob whose sample is no smaller at level 3 than at level 1 "
+    "arca": "defaults (zstd level 3; a blob whose sample is not 1/64 smaller at level 3 than at level 1 "
             "is compressed at level 1), encrypted, local repository",
     "arca-remote": "as arca, backend throttled: {lat} per request, {bw}/s",
     "restic": "Debian's package; repository v2, --compression auto (zstd default level), "

@@ -204,7 +204,7 @@ pub struct KdfArgs {
 #[derive(Debug, Args)]
 pub struct InitArgs {
     /// Default zstd compression level for data (0 = off, 1-22; -7 to -1 = faster). A blob
-    /// whose sample gains nothing at this level over level 1 is compressed at level 1, an
+    /// whose sample gains under 1/64 at this level over level 1 is compressed at level 1, an
     /// incompressible one is stored as is
     #[arg(long, default_value_t = 3, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-7..=22))]
     pub compression: i32,

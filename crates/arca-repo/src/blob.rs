@@ -38,9 +38,10 @@ const PROBE_SAMPLE: usize = 4096;
 /// spaced pieces) is compressed at the fastest level: when it shrinks by less than 3%,
 /// incompressible data (media, archives, encrypted files) is stored as is without a full
 /// compression pass. When it shrinks and `level` is above 1, the sample is compressed at
-/// `level` too: if that is no smaller, the level's match search finds nothing level 1 does
-/// not (literal-heavy data, where level 3 runs at a quarter of level 1's speed for the same
-/// or a larger output) and level 1 is used.
+/// `level` too: if that saves less than 1/64 of level 1's size, the level's match search
+/// finds nothing level 1 does not (literal-heavy data, where level 3 runs at a quarter of
+/// level 1's speed for an output within a few bytes of level 1's, smaller or larger by
+/// chance) and level 1 is used.
 fn choose_level(
     cctx: &mut zstd::bulk::Compressor<'static>,
     data: &[u8],
@@ -69,7 +70,7 @@ fn choose_level(
         return Some(level);
     }
     match size_at(cctx, level) {
-        Some(n) if n >= fast => Some(1),
+        Some(n) if n + fast / 64 >= fast => Some(1),
         _ => Some(level),
     }
 }
@@ -321,8 +322,8 @@ mod tests {
     }
 
     /// Text whose letters are random (few repeats for a match search to find): level 3
-    /// gains nothing over level 1 on it, so level 1 is used; text with real repeats keeps
-    /// the level asked for.
+    /// gains nothing worth its speed over level 1 on it, so level 1 is used; text with
+    /// real repeats keeps the level asked for.
     #[test]
     fn literal_heavy_data_is_compressed_at_level_one() {
         let mut cctx = zstd::bulk::Compressor::new(3).unwrap();
@@ -335,6 +336,17 @@ mod tests {
             .collect();
         assert_eq!(choose_level(&mut cctx, &literal, 3), Some(1));
         assert_eq!(choose_level(&mut cctx, &noise, 3), None);
+        // Level 3 comes out a few bytes smaller than level 1 on some draws of such text
+        // (a CI run met one): that is no gain worth its speed.
+        for _ in 0..64 {
+            let mut draw = vec![0u8; 1 << 20];
+            arca_crypto::random_bytes(&mut draw).unwrap();
+            let text: Vec<u8> = draw
+                .iter()
+                .map(|b| letters[usize::from(*b) % letters.len()])
+                .collect();
+            assert_eq!(choose_level(&mut cctx, &text, 3), Some(1));
+        }
         let words = [
             "backup ",
             "restore ",
