@@ -158,10 +158,10 @@ mod tests {
             ..BackupOptions::default()
         };
         let e = Estimator::start(&opts, &progress);
-        for _ in 0..500 {
-            if progress.totals_final.load(Ordering::Acquire) {
-                break;
-            }
+        // Dropping the estimator stops a scan not yet over: wait for it (a minute at most,
+        // for a loaded machine; 2.5 s was the bound).
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while !progress.totals_final.load(Ordering::Acquire) && std::time::Instant::now() < until {
             std::thread::sleep(Duration::from_millis(5));
         }
         drop(e);
