@@ -197,12 +197,14 @@ mod tests {
         let args_file = tmp.path().join("args");
         let script = format!("printf '%s\\n' \"$@\" > '{}'", args_file.display());
         assert!(open_browser(&["sh", "-c", &script, "xdg-open"], &page));
-        let until = Instant::now() + Duration::from_secs(20);
-        while !args_file.exists() && Instant::now() < until {
+        // The shell creates the file before printf writes to it: the arguments are there once
+        // the line ends (waiting a fixed 100 ms after the file appeared could read it empty).
+        let until = Instant::now() + Duration::from_secs(60);
+        let mut args = String::new();
+        while !args.ends_with('\n') && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(20));
+            args = std::fs::read_to_string(&args_file).unwrap_or_default();
         }
-        std::thread::sleep(Duration::from_millis(100));
-        let args = std::fs::read_to_string(&args_file).unwrap();
         assert!(!args.contains(token), "{args}");
         assert_eq!(args.trim_end(), page);
         let file = server.open_page().unwrap().to_path_buf();
