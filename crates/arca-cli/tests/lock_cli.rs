@@ -49,9 +49,12 @@ fn prune_refuses_while_a_backup_runs_and_the_backup_completes() {
     e.ok(&["backup", "--quiet", s]);
     assert_eq!(lock_files(&e), 0, "a finished backup leaves no lock");
     fs::write(src.join("new"), random_bytes(999, 3_000_000)).unwrap();
-    // A slow backup (every request takes 30 ms) holds its shared lock for a while.
+    // A backup whose snapshot takes 10 s to write holds its shared lock meanwhile. (With
+    // every request taking 30 ms it held it for 0.3 to 0.6 s, against 0.12 to 0.16 s for the
+    // second backup and the prune below: a loaded machine could let it finish first.)
     let backup = e
-        .cmd(&["backup", "--json", "--backend-latency", "30ms", s])
+        .cmd(&["backup", "--json", s])
+        .env("ARCA_TEST_FAULTS", "write:snapshot:always:delay=10s")
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
