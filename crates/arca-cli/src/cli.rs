@@ -490,8 +490,9 @@ pub struct RestoreArgs {
     pub overwrite: arca_restore::Overwrite,
     /// Remove entries that the snapshot does not have from the restored backup folders (not
     /// from the folders above them, such as the target itself when the snapshot is of one path),
-    /// never what --include/--exclude leave out, even inside a folder it removes. ID:FOLDER
-    /// into / is refused with it
+    /// never what --include/--exclude leave out, even inside a folder it removes; with
+    /// --include it removes the matching extra entries inside any folder (--include '*.txt'
+    /// takes notes/f.txt, notes stays). ID:FOLDER into / is refused with it
     #[arg(long)]
     pub delete: bool,
     /// Print what would be fetched, written and deleted, and change nothing

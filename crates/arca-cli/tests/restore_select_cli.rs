@@ -309,3 +309,52 @@ fn a_folder_of_a_snapshot_with_delete_into_the_root_is_refused() {
     ]);
     assert_eq!(fs::read(t.join("a")).unwrap(), b"a");
 }
+
+/// `--include '*.txt' --delete`: extra folders that no pattern names, holding matching files
+/// among others. The matching files go, the others and their folders stay (the whole folder
+/// stayed, its `f.txt` too); a folder that matches goes whole.
+#[test]
+fn delete_with_an_include_reaches_into_extra_folders() {
+    let e = Env::new();
+    let files: [(&str, &[u8]); 3] = [("a.txt", b"a"), ("d/b.txt", b"b"), ("d/c.bin", b"c")];
+    let (_, t, at) = restored(&e, &files);
+    fs::create_dir_all(at.join("extra/sub")).unwrap();
+    fs::write(at.join("extra/f.txt"), b"extra").unwrap();
+    fs::write(at.join("extra/sub/g.txt"), b"extra").unwrap();
+    fs::write(at.join("extra/other.bin"), b"mine").unwrap();
+    fs::write(at.join("d/extra.txt"), b"extra").unwrap();
+    fs::write(at.join("d/extra.bin"), b"mine").unwrap();
+    fs::create_dir_all(at.join("all.txt/in")).unwrap();
+    fs::write(at.join("all.txt/in/x.bin"), b"extra").unwrap();
+
+    let args = [
+        "restore",
+        "latest",
+        "--target",
+        t.to_str().unwrap(),
+        "--delete",
+        "--include",
+        "*.txt",
+    ];
+    let dry = e.ok(&[&args[..], &["--dry-run", "-v"]].concat());
+    assert!(dry.contains("delete 4 entries"), "{dry}");
+    for gone in ["extra/f.txt", "extra/sub/g.txt", "d/extra.txt", "all.txt"] {
+        let path = at.join(gone).display().to_string();
+        let listed = dry
+            .lines()
+            .any(|l| l.starts_with("would delete ") && l.ends_with(&path));
+        assert!(listed, "{path}: {dry}");
+    }
+    assert!(at.join("extra/f.txt").exists());
+    let out = e.ok(&args);
+    assert!(out.contains("deleted 4 entries"), "{out}");
+    for gone in ["extra/f.txt", "extra/sub/g.txt", "d/extra.txt", "all.txt"] {
+        assert!(!at.join(gone).exists(), "{gone}");
+    }
+    assert_eq!(fs::read(at.join("extra/other.bin")).unwrap(), b"mine");
+    assert_eq!(fs::read(at.join("d/extra.bin")).unwrap(), b"mine");
+    assert!(at.join("extra/sub").is_dir());
+    for (name, data) in files {
+        assert_eq!(fs::read(at.join(name)).unwrap(), data, "{name}");
+    }
+}

@@ -44,12 +44,14 @@ impl Scanner<'_> {
                 }
                 let name = std::ffi::OsStr::from_bytes(&name);
                 let snap = dp.snap_path.join(name);
-                if self.sel.decide(is_dir, &snap, dp.selected) == Some(true) {
-                    let path = dp.path.join(name);
-                    match is_dir {
-                        true => out.extend(self.selected_within(path, &snap)),
-                        false => out.push(Deletion { path, is_dir }),
-                    }
+                let path = dp.path.join(name);
+                match self.sel.decide(is_dir, &snap, dp.selected) {
+                    Some(true) if is_dir => out.extend(self.selected_within(path, &snap)),
+                    Some(true) => out.push(Deletion { path, is_dir }),
+                    // A folder not selected whole that may hold selected entries (`--include
+                    // '*.txt'` and an extra `notes/f.txt`): those go, the folder stays.
+                    Some(false) if is_dir => out.extend(self.reached_within(path, &snap)),
+                    _ => {}
                 }
             }
             out
@@ -98,6 +100,22 @@ impl Scanner<'_> {
             }],
             false => inside,
         }
+    }
+
+    /// What `--delete` removes inside the extra folder `dir` (snapshot path `snap`), which the
+    /// selection enters but does not cover whole: the selected entries it holds (they stayed,
+    /// with their folder, when the folder itself matched no pattern). One holding a mount point
+    /// is handed on whole, for [`crate::spare::keep_mounted`] to refuse and report: its
+    /// entries on the mounted file system are not the restore's to remove.
+    fn reached_within(&self, dir: PathBuf, snap: &Path) -> Vec<Deletion> {
+        let (_, inside) = self.walk_selected(&dir, snap, false);
+        if inside.is_empty() || arca_fs::mount_point_within(&dir).is_none() {
+            return inside;
+        }
+        vec![Deletion {
+            path: dir,
+            is_dir: true,
+        }]
     }
 
     /// Walks the target's folder `dir` (snapshot path `snap`, selected as a whole or not):
