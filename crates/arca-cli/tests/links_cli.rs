@@ -354,3 +354,49 @@ fn a_rerun_counts_the_hard_links_already_in_place() {
     );
     assert!(again.contains(" 2 hard links"), "{again}");
 }
+
+/// A hard-link group the target holds split (the further name a copy of its own) is joined
+/// again, and the name linked over is listed as updated, not as new: the dry run and `-v` said
+/// "restore hardlink", JSON "restored", for a name the target had. A name the target lacks
+/// is still new.
+#[test]
+fn a_split_hard_link_is_listed_as_updated() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("sub")).unwrap();
+    fs::write(src.join("a"), b"linked data").unwrap();
+    fs::hard_link(src.join("a"), src.join("sub/b")).unwrap();
+    fs::hard_link(src.join("a"), src.join("sub/c")).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("target");
+    let t = target.to_str().unwrap();
+    e.ok(&["restore", "-q", "latest", "-t", t]);
+    let back = restored(&target, &src);
+    // sub/b split off as a copy, sub/c gone.
+    fs::remove_file(back.join("sub/b")).unwrap();
+    fs::copy(back.join("a"), back.join("sub/b")).unwrap();
+    fs::remove_file(back.join("sub/c")).unwrap();
+    let (b, c) = (back.join("sub/b"), back.join("sub/c"));
+
+    let listed = e.ok(&["restore", "latest", "-t", t, "--dry-run", "-v"]);
+    let line = |verb: &str, p: &std::path::Path| format!("{verb} hardlink {}", p.display());
+    assert!(listed.contains(&line("would update", &b)), "{listed}");
+    assert!(listed.contains(&line("would restore", &c)), "{listed}");
+    let o = e.run(&["restore", "--json", "-v", "latest", "-t", t]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let action = |p: &std::path::Path| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["item"] == p.to_str().unwrap())
+            .map(|v| v["action"].as_str().unwrap().to_string())
+    };
+    assert_eq!(action(&b).as_deref(), Some("updated"));
+    assert_eq!(action(&c).as_deref(), Some("restored"));
+    let ino = fs::metadata(back.join("a")).unwrap().ino();
+    for p in [&b, &c] {
+        assert_eq!(fs::metadata(p).unwrap().ino(), ino, "{}", p.display());
+    }
+    assert_eq!(fs::metadata(back.join("a")).unwrap().nlink(), 3);
+}

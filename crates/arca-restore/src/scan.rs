@@ -121,6 +121,10 @@ pub(crate) struct Scan {
     /// Per entry (empty when none was): a further name of a hard-link group that is its first
     /// name's inode already, left as it is ([`Scanner::settle_links_of`]).
     pub linked_entry: Vec<bool>,
+    /// Per entry (empty when none was): a further name of a hard-link group that the target
+    /// holds as another inode (the group split, or another file there), which the link
+    /// replaces: listed as an update, not as new.
+    pub link_over: Vec<bool>,
 }
 
 impl Scan {
@@ -145,6 +149,12 @@ impl Scan {
     /// already: in place, though left alone (Skip).
     pub fn is_linked(&self, e: u32) -> bool {
         self.linked_entry.get(e as usize).is_some_and(|&l| l)
+    }
+
+    /// Whether entry `e`, a further name of a hard-link group, replaces what the target
+    /// holds under its name.
+    pub fn links_over(&self, e: u32) -> bool {
+        self.link_over.get(e as usize).is_some_and(|&l| l)
     }
 
     /// Whether entry `e` waits for its hashing.
@@ -378,6 +388,19 @@ impl Scanner<'_> {
     /// for each such name).
     fn settle_links(&self, scan: &mut Scan) {
         for (&first, links) in &self.plan.links {
+            // A name to link that the target holds already (as another inode, or one settled
+            // below) is replaced: an update.
+            for &l in links {
+                if scan.entries[l as usize] == EntryAction::Create
+                    && self.looked_at(l)
+                    && arca_fs::lstat(&self.plan.entry_path(l)).is_ok()
+                {
+                    if scan.link_over.is_empty() {
+                        scan.link_over = vec![false; self.plan.entries.len()];
+                    }
+                    scan.link_over[l as usize] = true;
+                }
+            }
             // A first name kept, or patched in place, stays this inode (not one still to be
             // hashed: it says Patch until then, and may be replaced).
             let stays = match scan.entries[first as usize] {

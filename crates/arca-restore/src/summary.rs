@@ -230,6 +230,9 @@ pub(crate) fn summarize(
         }
         let mut bytes = 0;
         let shown = match action {
+            // A hard link made over the name the target holds as another file (the group
+            // split there) changes an existing entry, as a file patched does.
+            EntryAction::Create if scan.links_over(e as u32) => Action::Update,
             EntryAction::Create | EntryAction::Replace => Action::Restore,
             EntryAction::Patch => Action::Update,
             EntryAction::Keep { meta_ok: false, .. } => {
