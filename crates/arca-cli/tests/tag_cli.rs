@@ -288,9 +288,9 @@ fn a_folder_in_a_snapshot_is_refused_as_such() {
     assert_eq!(snapshot_files(&e), files, "nothing changed");
 }
 
-/// `tag`, `rewrite` and `forget` over every snapshot leave a damaged snapshot file out, name
-/// it once, handle the others, and exit 3 as `copy` does (tag and rewrite exited 0 with a
-/// warning, so a script could not tell that a snapshot was not handled). Named snapshots
+/// `tag`, `rewrite`, `forget`, `find` and `stats` over every snapshot leave a damaged
+/// snapshot file out, name it once, handle the others, and exit 3 as `copy` does (they exited
+/// 0 with a warning, so a script could not tell that a snapshot was not handled). Named snapshots
 /// exit 0; `snapshots` (a listing) still exits 0.
 #[test]
 fn commands_over_every_snapshot_exit_3_when_a_damaged_file_is_left_out() {
@@ -326,6 +326,11 @@ fn commands_over_every_snapshot_exit_3_when_a_damaged_file_is_left_out() {
     left_out(&["forget", "--keep-last", "1", "--dry-run"]);
     left_out(&["forget", "--keep-last", "1"]);
     assert!(file.exists(), "the damaged file stays");
+    // find and stats over every snapshot give results without it, and say so.
+    let out = left_out(&["find", "*"]);
+    assert!(!out.contains(short), "{out}");
+    left_out(&["stats"]);
+    left_out(&["stats", "--json"]);
     // The other snapshot was handled: tagged and moved to h3, once.
     let after = snapshots(&e);
     assert_eq!(after.len(), 1, "{after:?}");
@@ -337,6 +342,12 @@ fn commands_over_every_snapshot_exit_3_when_a_damaged_file_is_left_out() {
     let id = after.keys().next().unwrap().clone();
     let o = e.run(&["tag", "--add", "y", &id[..8]]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // (tag saved it anew, under a new id)
+    let id = snapshots(&e).keys().next().unwrap().clone();
+    for args in [&["stats", &id[..8]][..], &["find", "*", "-s", &id[..8]]] {
+        let o = e.run(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+    }
     let o = e.run(&["snapshots"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }

@@ -257,11 +257,15 @@ fn time_arg(s: &str) -> Result<String, String> {
     })
 }
 
-/// The snapshots to search, newest first (oldest first with `--reverse`).
-fn select(repo: &Repository, a: &FindArgs) -> Result<Vec<(Id, Snapshot)>> {
+/// The snapshots to search, newest first (oldest first with `--reverse`), and how many
+/// damaged snapshot files were left out (each named on stderr).
+fn select(repo: &Repository, a: &FindArgs) -> Result<(Vec<(Id, Snapshot)>, usize)> {
     let filter = super::filter(&a.filter);
+    let mut left_out = 0;
     let mut v: Vec<(Id, Snapshot)> = if a.snapshots.is_empty() {
-        repo.list_snapshots(&filter)?
+        let (list, left) = super::list_all(repo, &filter)?;
+        left_out = left;
+        list
     } else {
         let mut v: Vec<(Id, Snapshot)> = vec![];
         for spec in &a.snapshots {
@@ -276,7 +280,7 @@ fn select(repo: &Repository, a: &FindArgs) -> Result<Vec<(Id, Snapshot)>> {
     if !a.reverse {
         v.reverse();
     }
-    Ok(v)
+    Ok((v, left_out))
 }
 
 pub fn run(g: &Global, a: &FindArgs) -> Result<u8> {
@@ -303,7 +307,7 @@ pub fn run(g: &Global, a: &FindArgs) -> Result<u8> {
     let opened = util::open(g)?;
     let repo = &opened.repo;
     let _lock = util::lock(g, repo, arca_repo::LockKind::Shared, "find")?;
-    let snapshots = select(repo, a)?;
+    let (snapshots, left_out) = select(repo, a)?;
     let index = repo.load_index()?;
     let (query, packs) = match args {
         What::Names(q) => (Query::Names(*q), vec![]),
@@ -350,5 +354,5 @@ pub fn run(g: &Global, a: &FindArgs) -> Result<u8> {
     if failed > 0 {
         anyhow::bail!("{failed} snapshot(s) could not be searched whole (see the errors above)");
     }
-    Ok(0)
+    Ok(super::left_out_exit(left_out))
 }

@@ -205,7 +205,8 @@ fn list_all(
     Ok((list, damaged.len()))
 }
 
-/// The exit code of a command that went over every snapshot (`tag`, `rewrite`, `forget`)
+/// The exit code of a command that went over every snapshot (`tag`, `rewrite`, `forget`,
+/// `find`, `stats`)
 /// when `left_out` snapshot files could not be read: 3, as `copy`'s, with a last line saying
 /// so (the files were named as they were found), so that a script sees that not every
 /// snapshot was handled; 0 when none was left out.

@@ -180,8 +180,12 @@ pub fn run(g: &Global, a: &StatsArgs) -> Result<u8> {
     let repo = &opened.repo;
     let _lock = util::lock(g, repo, arca_repo::LockKind::Shared, "stats")?;
     let filter = super::filter(&a.filter);
+    // Damaged snapshot files are named as found; the totals leave them out, and exit 3 says so.
+    let mut left_out = 0;
     let mut chosen: Vec<(Id, Snapshot)> = if a.snapshots.is_empty() {
-        repo.list_snapshots(&filter)?
+        let (list, left) = super::list_all(repo, &filter)?;
+        left_out = left;
+        list
     } else {
         let mut v = vec![];
         for spec in &a.snapshots {
@@ -360,5 +364,5 @@ pub fn run(g: &Global, a: &StatsArgs) -> Result<u8> {
         }
         return Ok(3);
     }
-    Ok(0)
+    Ok(super::left_out_exit(left_out))
 }
