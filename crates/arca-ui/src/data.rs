@@ -147,6 +147,34 @@ pub struct Overview {
     pub last_backups: Vec<LastBackup>,
     /// The last check run from this interface, if any.
     pub last_check: Option<Value>,
+    /// Snapshot files that could not be read, left out of the counts.
+    pub damaged: Vec<DamagedFile>,
+}
+
+/// A snapshot file that could not be read (damaged, or a newer arca's): left out of the
+/// lists, and shown so, as the command line names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DamagedFile {
+    /// Its id (hex).
+    pub id: String,
+    /// What is wrong with it, and how to remove it.
+    pub message: String,
+}
+
+/// Snapshots with their ids, oldest first.
+type SnapshotsById = Vec<(Id, Snapshot)>;
+
+/// Every snapshot, and the snapshot files left out.
+fn all_snapshots(repo: &Repository) -> Result<(SnapshotsById, Vec<DamagedFile>), ApiError> {
+    let (list, damaged) = repo.list_snapshots_report(&SnapshotFilter::default())?;
+    let damaged = damaged
+        .iter()
+        .map(|(id, e)| DamagedFile {
+            id: id.to_hex(),
+            message: arca_repo::damaged_snapshot_message(id, e),
+        })
+        .collect();
+    Ok((list, damaged))
 }
 
 fn ratio(a: u64, b: u64) -> Option<f64> {
@@ -187,7 +215,7 @@ pub fn overview(
         c.stored_bytes += u64::from(loc.length);
         c.raw_bytes += u64::from(loc.raw_length);
     }
-    let snaps = repo.list_snapshots(&SnapshotFilter::default())?;
+    let (snaps, damaged) = all_snapshots(repo)?;
     let snapshot_bytes = snaps
         .iter()
         .map(|(_, s)| s.summary.total_bytes_processed)
@@ -234,6 +262,7 @@ pub fn overview(
         compression_ratio: ratio(data.raw_bytes, data.stored_bytes),
         last_backups,
         last_check,
+        damaged,
     })
 }
 
@@ -248,6 +277,8 @@ pub struct SnapshotList {
     pub hosts: Vec<String>,
     /// Every tag.
     pub tags: Vec<String>,
+    /// Snapshot files that could not be read, left out of the list.
+    pub damaged: Vec<DamagedFile>,
 }
 
 /// Sort keys of the snapshot list.
@@ -290,7 +321,7 @@ pub fn snapshots(repo: &Repository, q: &RawQuery) -> Result<SnapshotList, ApiErr
             "invalid order {order:?} (asc, desc)"
         )));
     }
-    let all = repo.list_snapshots(&SnapshotFilter::default())?;
+    let (all, damaged) = all_snapshots(repo)?;
     let hosts: BTreeSet<String> = all.iter().map(|(_, s)| s.hostname.clone()).collect();
     let tags: BTreeSet<String> = all.iter().flat_map(|(_, s)| s.tags.clone()).collect();
     let mut rows: Vec<SnapshotRow> = all
@@ -318,6 +349,7 @@ pub fn snapshots(repo: &Repository, q: &RawQuery) -> Result<SnapshotList, ApiErr
         snapshots: rows,
         hosts: hosts.into_iter().collect(),
         tags: tags.into_iter().collect(),
+        damaged,
     })
 }
 

@@ -118,8 +118,26 @@ pub async fn overview_page(State(app): State<Arc<App>>) -> Response {
     render(&app, "/", "Overview", r, |o| overview_body(o, &running))
 }
 
+/// The snapshot files left out of a list, as an alert naming each (empty when none).
+fn damaged_alert(damaged: &[data::DamagedFile]) -> String {
+    if damaged.is_empty() {
+        return String::new();
+    }
+    let items: String = damaged
+        .iter()
+        .map(|d| format!("<li>{}</li>", esc(&d.message)))
+        .collect();
+    format!(
+        "<div class=\"alert\" role=\"alert\"><strong>{} could not be read and {} left out:\
+         </strong><ul>{items}</ul></div>",
+        count(damaged.len(), "snapshot file"),
+        if damaged.len() == 1 { "is" } else { "are" }
+    )
+}
+
 fn overview_body(o: &Overview, running: &str) -> String {
     let mut b = String::from("<h1>Repository overview</h1>");
+    b.push_str(&damaged_alert(&o.damaged));
     if !running.is_empty() {
         let _ = write!(
             b,
@@ -234,6 +252,7 @@ fn snapshots_body(l: &SnapshotList, q: &RawQuery) -> String {
     let tag = q.text("tag").unwrap_or_default();
     let path = q.text("path").unwrap_or_default();
     let mut b = String::from("<h1>Snapshots</h1>");
+    b.push_str(&damaged_alert(&l.damaged));
     let mut hosts = String::from("<option value=\"\">any host</option>");
     for h in &l.hosts {
         let sel = if *h == host { " selected" } else { "" };

@@ -219,6 +219,46 @@ fn posts_need_the_csrf_token_and_this_origin() {
     assert_eq!(get(&s, "/api/overview").json()["last_check"]["ok"], true);
 }
 
+/// A damaged snapshot file is left out of the overview and the snapshot list, and both say
+/// so, naming it, as the command line does (the server only warned on its own stderr, and the
+/// pages showed one snapshot fewer without a word).
+#[test]
+fn a_damaged_snapshot_file_is_named_on_the_overview_and_the_list() {
+    let f = Fixture::new();
+    let s = f.start();
+    let list = get(&s, "/api/snapshots").json();
+    assert_eq!(list["damaged"], json!([]));
+    let id = list["snapshots"][0]["id"].as_str().unwrap().to_string();
+    let file = f.repo.join("snapshots").join(&id);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x20;
+    std::fs::write(&file, &bytes).unwrap();
+
+    let o = get(&s, "/api/overview").json();
+    assert_eq!(o["snapshots"], 1);
+    let l = get(&s, "/api/snapshots").json();
+    assert_eq!(l["snapshots"].as_array().unwrap().len(), 1);
+    for damaged in [&o["damaged"], &l["damaged"]] {
+        assert_eq!(damaged.as_array().unwrap().len(), 1, "{damaged}");
+        assert_eq!(damaged[0]["id"], id.as_str());
+        let message = damaged[0]["message"].as_str().unwrap();
+        assert!(message.contains("damaged snapshot file"), "{message}");
+        assert!(
+            message.contains(&format!("arca forget {}", &id[..8])),
+            "{message}"
+        );
+    }
+    for page in ["/", "/snapshots"] {
+        let text = get(&s, page).text();
+        assert!(
+            text.contains("1 snapshot file could not be read and is left out"),
+            "{page}: {text}"
+        );
+        assert!(text.contains(&id[..8]), "{page}: {text}");
+    }
+}
+
 #[test]
 fn overview_snapshots_tree_and_diff() {
     let f = Fixture::new();
