@@ -162,11 +162,20 @@ pub struct DamagedFile {
 }
 
 /// Snapshots with their ids, oldest first.
-type SnapshotsById = Vec<(Id, Snapshot)>;
+pub type SnapshotsById = Vec<(Id, Snapshot)>;
 
 /// Every snapshot, and the snapshot files left out.
 fn all_snapshots(repo: &Repository) -> Result<(SnapshotsById, Vec<DamagedFile>), ApiError> {
-    let (list, damaged) = repo.list_snapshots_report(&SnapshotFilter::default())?;
+    snapshots_report(repo, &SnapshotFilter::default())
+}
+
+/// The snapshots passing `filter`, oldest first, and the snapshot files left out (all of
+/// them: a damaged file cannot be told to pass the filter or not).
+pub fn snapshots_report(
+    repo: &Repository,
+    filter: &SnapshotFilter,
+) -> Result<(SnapshotsById, Vec<DamagedFile>), ApiError> {
+    let (list, damaged) = repo.list_snapshots_report(filter)?;
     let damaged = damaged
         .iter()
         .map(|(id, e)| DamagedFile {

@@ -370,7 +370,7 @@ fn preview_body(v: &Value, fields: &PolicyFields) -> String {
     let mut b = format!(
         "<h2>Preview</h2><p>Policy: {}.</p>",
         esc(v["policy"].as_str().unwrap_or(""))
-    );
+    ) + &crate::pages::damaged_alert_json(&v["damaged"]);
     for g in v["groups"].as_array().into_iter().flatten() {
         let key = &g["group_key"];
         let paths: Vec<&str> = key["paths"]

@@ -120,12 +120,28 @@ pub async fn overview_page(State(app): State<Arc<App>>) -> Response {
 
 /// The snapshot files left out of a list, as an alert naming each (empty when none).
 fn damaged_alert(damaged: &[data::DamagedFile]) -> String {
+    let messages: Vec<&str> = damaged.iter().map(|d| d.message.as_str()).collect();
+    damaged_messages_alert(&messages)
+}
+
+/// [`damaged_alert`] of a JSON answer's `damaged` list (the forget preview's).
+pub(crate) fn damaged_alert_json(damaged: &serde_json::Value) -> String {
+    let messages: Vec<&str> = damaged
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d["message"].as_str())
+        .collect();
+    damaged_messages_alert(&messages)
+}
+
+fn damaged_messages_alert(damaged: &[&str]) -> String {
     if damaged.is_empty() {
         return String::new();
     }
     let items: String = damaged
         .iter()
-        .map(|d| format!("<li>{}</li>", esc(&d.message)))
+        .map(|m| format!("<li>{}</li>", esc(m)))
         .collect();
     format!(
         "<div class=\"alert\" role=\"alert\"><strong>{} could not be read and {} left out:\

@@ -91,3 +91,52 @@ fn keep_within_spans_in_the_form_the_preview_and_the_job() {
     );
     assert_eq!(get(&s, "/api/overview").json()["snapshots"], 2);
 }
+
+/// A damaged snapshot file is named by the forget preview (JSON and page) and by the job's
+/// log and result, as `arca forget` names it; the job removes what the preview showed and
+/// leaves the damaged file (the server only warned on its own stderr).
+#[test]
+fn forget_names_a_damaged_snapshot_file_it_leaves_out() {
+    let f = Fixture::new();
+    let s = f.start();
+    // A third snapshot of the same host and paths, and one of the three damaged.
+    let r = post(&s, "/api/backup", &json!({"profile": "home"}));
+    assert_eq!(r.status, 202, "{}", r.text());
+    let j = wait_job(&s, r.json()["job"]["id"].as_u64().unwrap());
+    assert_eq!(j["state"], "done", "{j}");
+    let list = get(&s, "/api/snapshots?sort=time&order=asc").json();
+    let id = list["snapshots"][0]["id"].as_str().unwrap().to_string();
+    let file = f.repo.join("snapshots").join(&id);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x20;
+    std::fs::write(&file, &bytes).unwrap();
+
+    let p = get(&s, "/api/forget/preview?keep_last=1").json();
+    assert_eq!(p["damaged"].as_array().unwrap().len(), 1, "{p}");
+    assert_eq!(p["damaged"][0]["id"], id.as_str(), "{p}");
+    let remove = p["remove"].as_array().unwrap().clone();
+    assert_eq!(remove.len(), 1, "{p}");
+    let page = get(&s, "/forget?preview=1&keep_last=1").text();
+    assert!(
+        page.contains("1 snapshot file could not be read and is left out"),
+        "{page}"
+    );
+    assert!(page.contains(&id[..8]), "{page}");
+    let r = post(
+        &s,
+        "/api/forget",
+        &json!({"keep_last": "1", "expect": remove}),
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let j = wait_job(&s, r.json()["job"]["id"].as_u64().unwrap());
+    assert_eq!(j["state"], "done", "{j}");
+    assert_eq!(j["result"]["removed"], json!(remove), "{j}");
+    assert_eq!(j["result"]["damaged"][0]["id"], id.as_str(), "{j}");
+    let logged = j["log"].as_array().unwrap().iter().any(|l| {
+        l.as_str()
+            .is_some_and(|l| l.contains("damaged snapshot file") && l.contains(&id[..8]))
+    });
+    assert!(logged, "{j}");
+    assert!(file.exists(), "the damaged file stays");
+}

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{of, rated, spawn};
-use crate::data::SnapshotRow;
+use crate::data::{DamagedFile, SnapshotRow};
 use crate::html::bytes;
 use crate::jobs::{Job, JobCtx, Progress};
 use crate::query::RawQuery;
@@ -348,13 +348,17 @@ impl PolicyFields {
 /// The refusal of a policy without keep rules.
 const NO_RULE: &str = "give at least one keep rule: a policy that keeps nothing is refused";
 
-/// The decisions of `fields` on the repository's snapshots now.
-fn decide(repo: &Repository, fields: &PolicyFields) -> Result<(Policy, Vec<GroupPlan>), ApiError> {
+/// The decisions of `fields` on the repository's snapshots now, and the snapshot files left
+/// out (damaged, or a newer arca's), as `arca forget` names them.
+fn decide(
+    repo: &Repository,
+    fields: &PolicyFields,
+) -> Result<(Policy, Vec<GroupPlan>, Vec<DamagedFile>), ApiError> {
     let policy = fields.policy()?;
     if policy.is_empty() {
         return Err(ApiError::bad(NO_RULE));
     }
-    let list = repo.list_snapshots(&fields.filter())?;
+    let (list, damaged) = crate::data::snapshots_report(repo, &fields.filter())?;
     let plans = forget::plan(list, &policy, fields.group_by()?, chrono::Utc::now());
     // As `arca forget`: a policy keeping none of a group (a misspelt tag) is refused.
     if let Some(first) = forget::emptied_groups(&plans).first() {
@@ -365,7 +369,7 @@ fn decide(repo: &Repository, fields: &PolicyFields) -> Result<(Policy, Vec<Group
             first.key
         )));
     }
-    Ok((policy, plans))
+    Ok((policy, plans, damaged))
 }
 
 fn row(id: &Id, s: &Snapshot) -> SnapshotRow {
@@ -374,7 +378,7 @@ fn row(id: &Id, s: &Snapshot) -> SnapshotRow {
 
 /// What a policy keeps and removes, per group (no lock, changes nothing).
 pub fn forget_preview(repo: &Repository, fields: &PolicyFields) -> Result<Value, ApiError> {
-    let (policy, plans) = decide(repo, fields)?;
+    let (policy, plans, damaged) = decide(repo, fields)?;
     let groups: Vec<Value> = plans
         .iter()
         .map(|g| {
@@ -388,7 +392,10 @@ pub fn forget_preview(repo: &Repository, fields: &PolicyFields) -> Result<Value,
         })
         .collect();
     let remove: Vec<String> = forget::removed_ids(&plans).iter().map(Id::to_hex).collect();
-    Ok(json!({"policy": policy.to_string(), "groups": groups, "remove": remove}))
+    Ok(
+        json!({"policy": policy.to_string(), "groups": groups, "remove": remove,
+        "damaged": damaged}),
+    )
 }
 
 /// `POST /api/forget`: the policy, and the ids the preview showed as removed.
@@ -433,7 +440,10 @@ pub fn start_forget(app: &Arc<App>, r: ForgetRequest) -> Result<Arc<Job>, ApiErr
         ctx.phase("taking the exclusive lock");
         let _lock = app.lock(repo, LockKind::Exclusive, "forget", &|| ctx.cancelled())?;
         ctx.phase("deciding");
-        let (policy, plans) = decide(repo, &r.fields).map_err(|e| e.message)?;
+        let (policy, plans, damaged) = decide(repo, &r.fields).map_err(|e| e.message)?;
+        for d in &damaged {
+            ctx.log(d.message.clone());
+        }
         let remove = forget::removed_ids(&plans);
         let mut now: Vec<String> = remove.iter().map(Id::to_hex).collect();
         let mut expected = r.expect.clone();
@@ -459,7 +469,7 @@ pub fn start_forget(app: &Arc<App>, r: ForgetRequest) -> Result<Arc<Job>, ApiErr
             ));
         }
         ctx.log(format!("removed {}", count(remove.len(), "snapshot")));
-        let mut v = json!({"removed": now, "policy": policy.to_string()});
+        let mut v = json!({"removed": now, "policy": policy.to_string(), "damaged": damaged});
         if r.prune {
             v["prune"] = run_prune(repo, ctx)?;
         }
