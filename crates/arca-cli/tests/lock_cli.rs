@@ -90,9 +90,12 @@ fn retry_lock_waits_for_the_holder_and_gives_up_with_exit_11() {
     let src = tree(&e, 30);
     e.init(&[&["--pack-size", "1MiB"][..], &SMALL_CHUNKS].concat());
     let s = src.to_str().unwrap();
-    // A slow backup holds its shared lock for a few seconds.
+    // A backup whose snapshot takes 5 s to write holds its shared lock meanwhile. (With
+    // every request taking 200 ms it held it about a second beyond the prune's 1 s retry: a
+    // loaded machine could let it finish first, and the prune then ran.)
     let slow_backup = || {
-        e.cmd(&["backup", "--quiet", "--backend-latency", "200ms", s])
+        e.cmd(&["backup", "--quiet", s])
+            .env("ARCA_TEST_FAULTS", "write:snapshot:always:delay=5s")
             .spawn()
             .unwrap()
     };
