@@ -92,9 +92,12 @@ fn fixture() -> Fx {
         &text_bytes(4, 100),
         "2019-05-05 00:00:00",
     );
+    // Over twice the largest chunk (256 KiB): three blobs at least (200 KB could stay one
+    // chunk, the boundaries being random per repository, and objects_blob_tree_and_pack
+    // needs two).
     write(
         &src.join("top.bin"),
-        &random_bytes(5, 200_000),
+        &random_bytes(5, 600_000),
         "2018-01-01 00:00:00",
     );
     symlink("docs/a.txt", src.join("link.txt")).unwrap();
@@ -110,7 +113,7 @@ fn fixture() -> Fx {
     );
     write(
         &src.join("top-copy.bin"),
-        &random_bytes(5, 200_000),
+        &random_bytes(5, 600_000),
         "2018-01-01 00:00:00",
     );
     e.ok(&["backup", "--host", "h2", s]);
