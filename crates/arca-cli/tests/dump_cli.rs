@@ -517,6 +517,22 @@ fn bad_paths_and_snapshots_fail_with_one_line() {
     }
     fail(&["dump", "latest", &s("link")], "is a symlink, not a file");
     fail(&["dump", "latest", &s("docs/../top.bin")], "`..`");
+    // A path given without its leading `/` from the backed-up folder's name on: the message
+    // offers the whole path (paths in a snapshot start at /), in dump, ls and restore alike.
+    let mean = format!("(paths in a snapshot start at /: did you mean {missing}?)");
+    fail(&["dump", "latest", "src/nope.txt"], &mean);
+    fail(&["ls", "latest", "src/nope.txt"], &mean);
+    let into = e.path("into");
+    let target = into.to_str().unwrap();
+    fail(&["restore", "latest:src/nope.txt", "--target", target], &mean);
+    // A path no backed-up folder leads to: the snapshot's paths are named.
+    let holds = format!("(paths in a snapshot start at /; it holds {})", src.display());
+    fail(&["dump", "latest", "elsewhere/x"], &holds);
+    fail(&["ls", "latest", "elsewhere/x"], &holds);
+    // Given whole, or inside ID:SUBFOLDER, a missing path gets no such hint.
+    let o = e.run(&["dump", &format!("latest:{}", src.display()), "src/x"]);
+    assert!(!stderr(&o).contains("start at /"), "{}", stderr(&o));
+    assert!(!stderr(&e.run(&["dump", "latest", &missing])).contains("start at /"));
     // A failed dump leaves no --target behind, and no temporary file.
     let out = e.path("out");
     fs::create_dir(&out).unwrap();

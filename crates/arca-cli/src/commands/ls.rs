@@ -202,6 +202,7 @@ fn list_path(
     (id, root): (&Id, Id),
     (start, print_self): (&Path, bool),
     deep: bool,
+    hint: &dyn Fn(&Path) -> String,
 ) -> Result<()> {
     let mut tree = root;
     let mut here = PathBuf::from("/");
@@ -221,7 +222,12 @@ fn list_path(
             )
         })?;
         let Some(n) = t.find(name.as_bytes()) else {
-            bail!("{} is not in snapshot {}", shown(start), id.short());
+            bail!(
+                "{} is not in snapshot {}{}",
+                shown(start),
+                id.short(),
+                hint(start)
+            );
         };
         here.push(name);
         let last = i + 1 == comps.len();
@@ -242,7 +248,12 @@ fn list_path(
             }
             (None, true) if print_self => l.print(n, &here)?,
             (None, true) => {}
-            (None, false) => bail!("{} is not in snapshot {}", shown(start), id.short()),
+            (None, false) => bail!(
+                "{} is not in snapshot {}{}",
+                shown(start),
+                id.short(),
+                hint(start)
+            ),
         }
     }
     Ok(())
@@ -280,10 +291,23 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
         l.walk(&snap.tree, Path::new("/"), true)?;
         return Ok(0);
     }
+    // Inside `ID:SUBFOLDER`, paths are taken from that folder: no hint applies.
+    let hint = |p: &Path| match resolved.folder {
+        None => super::subfolder::relative_hint(&resolved.snap, p.as_os_str().as_bytes()),
+        Some(_) => String::new(),
+    };
     for (start, (list, print_self)) in a.listed.iter().zip(plan(&a.listed, a.recursive)) {
         if list {
             let start = (start.as_path(), print_self);
-            list_path(repo, &index, &l, (&id, snap.tree), start, a.recursive)?;
+            list_path(
+                repo,
+                &index,
+                &l,
+                (&id, snap.tree),
+                start,
+                a.recursive,
+                &hint,
+            )?;
         }
     }
     Ok(0)

@@ -33,6 +33,54 @@ pub fn normalize(p: &[u8], what: &str) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// What to add to "X is not in snapshot S" when X was given without its leading `/`
+/// (`src/b`): a snapshot's paths start at the root of the machine it was taken on, so `src/b`
+/// of a backup of `/home/me/src` is `/home/me/src/b`. Offers the paths the snapshot has under
+/// a backed-up path whose last name is the first one given; names the snapshot's paths
+/// when none is. Empty for a path given whole.
+pub fn relative_hint(snap: &Snapshot, given: &[u8]) -> String {
+    if given.starts_with(b"/") {
+        return String::new();
+    }
+    let Ok(whole) = normalize(given, "path") else {
+        return String::new();
+    };
+    let first = whole[1..].split(|b| *b == b'/').next().unwrap_or_default();
+    let mut fits: Vec<String> = snap
+        .paths
+        .iter()
+        .filter_map(|p| {
+            let (parent, last) = p.trim_end_matches('/').rsplit_once('/')?;
+            (last.as_bytes() == first).then(|| {
+                let mut full = parent.as_bytes().to_vec();
+                full.extend_from_slice(&whole);
+                shown(Path::new(OsStr::from_bytes(&full))).to_string()
+            })
+        })
+        .collect();
+    fits.sort();
+    fits.dedup();
+    match fits.as_slice() {
+        [] if !snap.paths.is_empty() => {
+            const SHOWN: usize = 3;
+            let mut paths: Vec<String> = snap.paths.iter().take(SHOWN).cloned().collect();
+            if snap.paths.len() > SHOWN {
+                paths.push(format!("{} more", snap.paths.len() - SHOWN));
+            }
+            format!(
+                " (paths in a snapshot start at /; it holds {})",
+                paths.join(", ")
+            )
+        }
+        [] => String::new(),
+        [one] => format!(" (paths in a snapshot start at /: did you mean {one}?)"),
+        many => format!(
+            " (paths in a snapshot start at /: did you mean one of {}?)",
+            many.join(", ")
+        ),
+    }
+}
+
 /// A snapshot named by `spec` (id, prefix or "latest", optionally `:SUBFOLDER`), with the
 /// folder's normalized path and node when one is given.
 pub struct Resolved {
@@ -128,9 +176,10 @@ pub fn resolve_entry(
     }
     let missing = || {
         anyhow::anyhow!(
-            "{} is not in snapshot {}",
+            "{} is not in snapshot {}{}",
             shown(Path::new(OsStr::from_bytes(&path))),
-            id.short()
+            id.short(),
+            relative_hint(&snap, &sub)
         )
     };
     // The folder holding the last name, then the entry inside it: one walk down.
