@@ -524,9 +524,15 @@ fn bad_paths_and_snapshots_fail_with_one_line() {
     fail(&["ls", "latest", "src/nope.txt"], &mean);
     let into = e.path("into");
     let target = into.to_str().unwrap();
-    fail(&["restore", "latest:src/nope.txt", "--target", target], &mean);
+    fail(
+        &["restore", "latest:src/nope.txt", "--target", target],
+        &mean,
+    );
     // A path no backed-up folder leads to: the snapshot's paths are named.
-    let holds = format!("(paths in a snapshot start at /; it holds {})", src.display());
+    let holds = format!(
+        "(paths in a snapshot start at /; it holds {})",
+        src.display()
+    );
     fail(&["dump", "latest", "elsewhere/x"], &holds);
     fail(&["ls", "latest", "elsewhere/x"], &holds);
     // Given whole, or inside ID:SUBFOLDER, a missing path gets no such hint.

@@ -638,6 +638,78 @@ fn the_path_given_is_named() {
     once(&stderr(&o), &named);
 }
 
+/// A list file that cannot be read is named with the option that gave it (the message said
+/// only "cannot read /path", which left the user to guess which of several lists it was).
+#[test]
+fn a_list_file_is_named_with_its_option() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f1"), b"hello").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let missing = e.path("no-such-list");
+    let m = missing.to_str().unwrap();
+    let t = e.path("t");
+    let target = t.to_str().unwrap();
+    let src = src.to_str().unwrap();
+    for (option, args) in [
+        ("--exclude-file", vec!["backup", src, "--exclude-file", m]),
+        ("--iexclude-file", vec!["backup", src, "--iexclude-file", m]),
+        ("--files-from", vec!["backup", "--files-from", m]),
+        (
+            "--files-from-verbatim",
+            vec!["backup", "--files-from-verbatim", m],
+        ),
+        ("--files-from-raw", vec!["backup", "--files-from-raw", m]),
+        (
+            "--include-file",
+            vec!["restore", "latest", "--target", target, "--include-file", m],
+        ),
+        (
+            "--exclude-file",
+            vec!["restore", "latest", "--target", target, "--exclude-file", m],
+        ),
+        (
+            "--iinclude-file",
+            vec![
+                "restore",
+                "latest",
+                "--target",
+                target,
+                "--iinclude-file",
+                m,
+            ],
+        ),
+        (
+            "--iexclude-file",
+            vec![
+                "restore",
+                "latest",
+                "--target",
+                target,
+                "--iexclude-file",
+                m,
+            ],
+        ),
+        (
+            "--exclude-file",
+            vec!["rewrite", "latest", "--exclude-file", m],
+        ),
+        (
+            "--iexclude-file",
+            vec!["rewrite", "latest", "--iexclude-file", m],
+        ),
+    ] {
+        let o = e.run(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = stderr(&o);
+        once(&err, &format!("cannot read {option} {m}"));
+        once(&err, "No such file or directory");
+    }
+    assert!(!t.exists());
+}
+
 /// A pattern that does not compile is named as it was given, with the cause: the message
 /// showed the glob it is rewritten to as well (`error parsing glob '**/[abc'`).
 #[test]

@@ -27,25 +27,28 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         None => 0,
     };
     let cancel = super::cancel_on_signals(super::INTERRUPTED)?;
-    let list = |files: &[std::path::PathBuf]| -> Result<Vec<String>> {
+    let list = |files: &[std::path::PathBuf], option: &str| -> Result<Vec<String>> {
         let mut out = vec![];
         for f in files {
-            out.extend(
-                read_list(f)
-                    .with_context(|| format!("cannot read {}", arca_format::text::shown(f)))?,
-            );
+            out.extend(read_list(f).with_context(|| {
+                format!("cannot read {option} {}", arca_format::text::shown(f))
+            })?);
         }
         Ok(out)
     };
     let mut paths = a.paths.clone();
-    for (files, form) in [
-        (&a.files_from, ListForm::Trimmed),
-        (&a.files_from_verbatim, ListForm::Verbatim),
-        (&a.files_from_raw, ListForm::Raw),
+    for (files, form, option) in [
+        (&a.files_from, ListForm::Trimmed, "--files-from"),
+        (
+            &a.files_from_verbatim,
+            ListForm::Verbatim,
+            "--files-from-verbatim",
+        ),
+        (&a.files_from_raw, ListForm::Raw, "--files-from-raw"),
     ] {
         for f in files {
             let listed = read_path_list_as(f, form)
-                .with_context(|| format!("cannot read {}", arca_format::text::shown(f)))?;
+                .with_context(|| format!("cannot read {option} {}", arca_format::text::shown(f)))?;
             // restic globs the lines of `--files-from`; the verbatim and raw forms are names.
             match form {
                 ListForm::Trimmed => {
@@ -67,9 +70,9 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         );
     }
     let mut patterns = a.exclude.excludes.clone();
-    patterns.extend(list(&a.exclude.exclude_files)?);
+    patterns.extend(list(&a.exclude.exclude_files, "--exclude-file")?);
     let mut ipatterns = a.exclude.iexcludes.clone();
-    ipatterns.extend(list(&a.exclude.iexclude_files)?);
+    ipatterns.extend(list(&a.exclude.iexclude_files, "--iexclude-file")?);
     let larger_than = match &a.exclude_larger_than {
         Some(s) => Some(
             util::parse_size(s).with_context(|| format!("invalid --exclude-larger-than {s:?}"))?,

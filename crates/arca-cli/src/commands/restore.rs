@@ -124,10 +124,10 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     let index = repo.load_index()?;
     let (resolved, entry) = subfolder::resolve_entry(repo, &index, found)?;
     // The patterns given and those of the pattern files (`--include-file`, ...).
-    let includes = super::rewrite::patterns(&a.includes, &a.include_files)?;
-    let excludes = super::rewrite::patterns(&a.excludes, &a.exclude_files)?;
-    let iincludes = super::rewrite::patterns(&a.iincludes, &a.iinclude_files)?;
-    let iexcludes = super::rewrite::patterns(&a.iexcludes, &a.iexclude_files)?;
+    let includes = super::rewrite::patterns(&a.includes, &a.include_files, "--include-file")?;
+    let excludes = super::rewrite::patterns(&a.excludes, &a.exclude_files, "--exclude-file")?;
+    let iincludes = super::rewrite::patterns(&a.iincludes, &a.iinclude_files, "--iinclude-file")?;
+    let iexcludes = super::rewrite::patterns(&a.iexcludes, &a.iexclude_files, "--iexclude-file")?;
     let has_patterns = !(includes.is_empty()
         && excludes.is_empty()
         && iincludes.is_empty()

@@ -54,12 +54,14 @@ pub struct RewriteArgs {
     pub json: bool,
 }
 
-/// The patterns given directly and in files.
-pub(crate) fn patterns(direct: &[String], files: &[PathBuf]) -> Result<Vec<String>> {
+/// The patterns given directly and in files (given by `option`, which a file that cannot be
+/// read is named with).
+pub(crate) fn patterns(direct: &[String], files: &[PathBuf], option: &str) -> Result<Vec<String>> {
     let mut out = direct.to_vec();
     for f in files {
         out.extend(
-            read_list(f).with_context(|| format!("cannot read {}", arca_format::text::shown(f)))?,
+            read_list(f)
+                .with_context(|| format!("cannot read {option} {}", arca_format::text::shown(f)))?,
         );
     }
     Ok(out)
@@ -76,8 +78,14 @@ fn matcher(patterns: &[String], ignore_case: bool) -> Result<Option<PathMatcher>
 /// Runs `rewrite`.
 pub fn run(g: &Global, a: &RewriteArgs) -> Result<u8> {
     let x = &a.exclude;
-    let exact = matcher(&patterns(&x.excludes, &x.exclude_files)?, false)?;
-    let folded = matcher(&patterns(&x.iexcludes, &x.iexclude_files)?, true)?;
+    let exact = matcher(
+        &patterns(&x.excludes, &x.exclude_files, "--exclude-file")?,
+        false,
+    )?;
+    let folded = matcher(
+        &patterns(&x.iexcludes, &x.iexclude_files, "--iexclude-file")?,
+        true,
+    )?;
     let metadata = NewMetadata {
         hostname: a.new_host.clone(),
         time: a.new_time.as_deref().and_then(util::parse_snapshot_time),
