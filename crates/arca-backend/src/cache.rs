@@ -463,6 +463,9 @@ impl Backend for CachedBackend {
         }
         self.inner.read(t, name)
     }
+    fn read_stored(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
+        self.inner.read_stored(t, name)
+    }
     fn read_range(&self, t: FileType, name: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
         if t == FileType::Pack {
             let mut buf = vec![];

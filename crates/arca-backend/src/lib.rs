@@ -296,6 +296,16 @@ pub trait Backend: Send + Sync + fmt::Debug {
         self.read_range_into(t, name, offset, len, buf)?;
         Ok(0)
     }
+    /// Reads a whole file from where the repository keeps it, past any local copy: a caching
+    /// layer answers [`Backend::read`] from the copy it made when the file was written, so a
+    /// file damaged on its way to the repository (a key `key passwd` relies on before it
+    /// removes the old one, a snapshot that replaces another) would read back whole from
+    /// there. The default is [`Backend::read`]; a caching layer reads from the layer below,
+    /// and `Arc` passes it on (the cache is the outermost layer: decorators below it need
+    /// nothing).
+    fn read_stored(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
+        self.read(t, name)
+    }
     /// What this backend is like (defaults: remote, nothing known).
     fn hints(&self) -> BackendHints {
         BackendHints::default()
@@ -413,6 +423,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
         buf: &mut Vec<u8>,
     ) -> Result<usize> {
         (**self).read_range_bulk(t, name, offset, len, buf)
+    }
+    fn read_stored(&self, t: FileType, name: &str) -> Result<Vec<u8>> {
+        (**self).read_stored(t, name)
     }
     fn hints(&self) -> BackendHints {
         (**self).hints()

@@ -98,7 +98,12 @@ impl Repository {
     /// Reads snapshot `id`, just saved, back; one that does not read is removed again, and
     /// one that cannot be removed is named in the error, with what to do.
     fn read_back(&self, id: Id) -> Result<Id> {
-        let read = match self.load_snapshot(&id) {
+        // From the repository itself: the cache's copy is what was sent, not what arrived.
+        let read = match self
+            .load_stored_file(FileType::Snapshot, &id)
+            .and_then(|body| {
+                Snapshot::decode(&body).map_err(|e| RepoError::format(format!("snapshot {id}"), e))
+            }) {
             Ok(_) => return Ok(id),
             Err(e) => e,
         };
@@ -446,6 +451,51 @@ mod tests {
             fault: arca_backend::Fault::Fail(std::io::ErrorKind::Other),
         });
         assert!(broken.list_snapshots(&SnapshotFilter::default()).is_err());
+    }
+
+    /// Behind the local cache (a remote repository), a file just written is read back from
+    /// the repository, not from the cache's copy of what was sent: a snapshot or a new key
+    /// damaged on the way is found and removed (the cache answered the read-back with the
+    /// good copy, and `key passwd` then removed the old key, the only one that opened).
+    #[test]
+    fn files_damaged_on_the_way_are_found_past_the_cache() {
+        let fault = Arc::new(arca_backend::FaultBackend::new(MemoryBackend::new()));
+        let dir = tempfile::tempdir().unwrap();
+        let cached = arca_backend::CachedBackend::new(
+            Arc::clone(&fault) as Arc<dyn Backend>,
+            dir.path().join("cache"),
+        );
+        let repo = crate::testing::repo(Arc::new(cached));
+        let corrupt_next_write = |t| {
+            fault.add(arca_backend::Rule {
+                op: Some(arca_backend::Op::Write),
+                file_type: Some(t),
+                trigger: arca_backend::Trigger::Nth(1),
+                fault: arca_backend::Fault::Corrupt,
+            })
+        };
+        let stored = |t| fault.inner().list(t).unwrap().len();
+        // Sent whole: kept.
+        let good = repo.save_snapshot_checked(&snapshot(0, "h")).unwrap();
+        assert_eq!(stored(FileType::Snapshot), 1);
+        corrupt_next_write(FileType::Snapshot);
+        let e = repo.save_snapshot_checked(&snapshot(1, "h")).unwrap_err();
+        assert!(!matches!(e, RepoError::SnapshotLeft { .. }), "{e}");
+        assert_eq!(stored(FileType::Snapshot), 1);
+        assert!(repo.load_snapshot(&good).is_ok());
+
+        let kdf = arca_format::KdfParams {
+            memory_kib: 64,
+            iterations: 1,
+            parallelism: 1,
+        };
+        let keys = stored(FileType::Key);
+        corrupt_next_write(FileType::Key);
+        let e = repo.add_key(b"other", kdf).unwrap_err();
+        assert!(e.to_string().contains("did not read back"), "{e}");
+        assert_eq!(stored(FileType::Key), keys);
+        repo.add_key(b"other", kdf).unwrap();
+        assert_eq!(stored(FileType::Key), keys + 1);
     }
 
     /// A snapshot that does not read back once written is removed; one whose removal fails

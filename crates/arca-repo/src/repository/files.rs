@@ -65,10 +65,22 @@ impl Repository {
 
     /// Reads, verifies and opens a sealed file, returning its body.
     pub fn load_file(&self, t: FileType, id: &Id) -> Result<Vec<u8>> {
+        let bytes = self.backend.read(t, &id.to_hex())?;
+        self.open_file(t, id, &bytes)
+    }
+
+    /// [`Self::load_file`] from the repository itself, past the local cache
+    /// ([`arca_backend::Backend::read_stored`]): to check a file just written.
+    pub(crate) fn load_stored_file(&self, t: FileType, id: &Id) -> Result<Vec<u8>> {
+        let bytes = self.backend.read_stored(t, &id.to_hex())?;
+        self.open_file(t, id, &bytes)
+    }
+
+    /// Verifies and opens the sealed file `bytes`, read as file `id` of type `t`.
+    fn open_file(&self, t: FileType, id: &Id, bytes: &[u8]) -> Result<Vec<u8>> {
         let name = id.to_hex();
-        let bytes = self.backend.read(t, &name)?;
         let what = format!("{t} {name}");
-        if file_id(&bytes) != *id {
+        if file_id(bytes) != *id {
             return Err(RepoError::IdMismatch { file: what });
         }
         let kind = match t {
@@ -79,7 +91,7 @@ impl Repository {
             FileType::Pack => EnvelopeKind::Pack,
             FileType::Lock => EnvelopeKind::Lock,
         };
-        let header = match EnvelopeHeader::decode(&bytes, kind) {
+        let header = match EnvelopeHeader::decode(bytes, kind) {
             Ok(h) => h,
             // A newer envelope is only believed when its header authenticates (it is the
             // associated data): else a damaged header byte would read as a newer arca's.
@@ -91,7 +103,7 @@ impl Repository {
             }
             Err(e) => return Err(RepoError::format(&what, e)),
         };
-        open_sealed(&self.sealer, &header, &bytes, &what)
+        open_sealed(&self.sealer, &header, bytes, &what)
     }
 
     /// Writes an index file.

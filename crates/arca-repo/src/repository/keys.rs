@@ -40,7 +40,8 @@ impl Repository {
         self.backend.write(FileType::Key, &id.to_hex(), &bytes)?;
         // Read back before anything relies on it (`key passwd` then removes the old key): a
         // key damaged on the way would open nothing, and with the old one gone, nothing would.
-        let read = self.backend.read(FileType::Key, &id.to_hex());
+        // From the repository itself, not from the cache's copy of what was sent.
+        let read = self.backend.read_stored(FileType::Key, &id.to_hex());
         if read.as_ref().is_ok_and(|back| *back == bytes) {
             return Ok(id);
         }
