@@ -535,10 +535,20 @@ fn bad_paths_and_snapshots_fail_with_one_line() {
     );
     fail(&["dump", "latest", "elsewhere/x"], &holds);
     fail(&["ls", "latest", "elsewhere/x"], &holds);
-    // Given whole, or inside ID:SUBFOLDER, a missing path gets no such hint.
+    // Given from / on, but from the backed-up folder's name on: the whole path is offered.
+    let whole =
+        format!("(a snapshot keeps the whole path of what was backed up: did you mean {missing}?)");
+    fail(&["ls", "latest", "/src/nope.txt"], &whole);
+    fail(&["dump", "latest", "/src/nope.txt"], &whole);
+    fail(
+        &["ls", "latest", "/elsewhere/x"],
+        &format!("(the snapshot holds {})", src.display()),
+    );
+    // A name missing inside a backed-up folder, or inside ID:SUBFOLDER, gets no hint.
     let o = e.run(&["dump", &format!("latest:{}", src.display()), "src/x"]);
-    assert!(!stderr(&o).contains("start at /"), "{}", stderr(&o));
-    assert!(!stderr(&e.run(&["dump", "latest", &missing])).contains("start at /"));
+    assert!(!stderr(&o).contains(" ("), "{}", stderr(&o));
+    let o = e.run(&["dump", "latest", &missing]);
+    assert!(!stderr(&o).contains(" ("), "{}", stderr(&o));
     // A failed dump leaves no --target behind, and no temporary file.
     let out = e.path("out");
     fs::create_dir(&out).unwrap();

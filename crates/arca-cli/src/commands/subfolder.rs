@@ -33,15 +33,13 @@ pub fn normalize(p: &[u8], what: &str) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// What to add to "X is not in snapshot S" when X was given without its leading `/`
-/// (`src/b`): a snapshot's paths start at the root of the machine it was taken on, so `src/b`
-/// of a backup of `/home/me/src` is `/home/me/src/b`. Offers the paths the snapshot has under
-/// a backed-up path whose last name is the first one given; names the snapshot's paths
-/// when none is. Empty for a path given whole.
+/// What to add to "X is not in snapshot S": a snapshot keeps the whole path of what was
+/// backed up, from the root of the machine it was taken on, so `src/b` (or `/src/b`) of a
+/// backup of `/home/me/src` is `/home/me/src/b`. Offers that path when a backed-up path's
+/// last name is the first one given; else, for a path outside every backed-up path, names
+/// the snapshot's paths. Empty for a path inside one (a name missing there needs no hint).
 pub fn relative_hint(snap: &Snapshot, given: &[u8]) -> String {
-    if given.starts_with(b"/") {
-        return String::new();
-    }
+    let relative = !given.starts_with(b"/");
     let Ok(whole) = normalize(given, "path") else {
         return String::new();
     };
@@ -51,7 +49,7 @@ pub fn relative_hint(snap: &Snapshot, given: &[u8]) -> String {
         .iter()
         .filter_map(|p| {
             let (parent, last) = p.trim_end_matches('/').rsplit_once('/')?;
-            (last.as_bytes() == first).then(|| {
+            (!parent.is_empty() && last.as_bytes() == first).then(|| {
                 let mut full = parent.as_bytes().to_vec();
                 full.extend_from_slice(&whole);
                 shown(Path::new(OsStr::from_bytes(&full))).to_string()
@@ -60,24 +58,31 @@ pub fn relative_hint(snap: &Snapshot, given: &[u8]) -> String {
         .collect();
     fits.sort();
     fits.dedup();
+    let why = if relative {
+        "paths in a snapshot start at /"
+    } else {
+        "a snapshot keeps the whole path of what was backed up"
+    };
+    let inside = snap.paths.iter().any(|p| {
+        let p = p.trim_end_matches('/').as_bytes();
+        whole.starts_with(p) && matches!(whole.get(p.len()), None | Some(b'/'))
+    });
     match fits.as_slice() {
-        [] if !snap.paths.is_empty() => {
+        [] if snap.paths.is_empty() || (inside && !relative) => String::new(),
+        [] => {
             const SHOWN: usize = 3;
             let mut paths: Vec<String> = snap.paths.iter().take(SHOWN).cloned().collect();
             if snap.paths.len() > SHOWN {
                 paths.push(format!("{} more", snap.paths.len() - SHOWN));
             }
-            format!(
-                " (paths in a snapshot start at /; it holds {})",
-                paths.join(", ")
-            )
+            if relative {
+                format!(" ({why}; it holds {})", paths.join(", "))
+            } else {
+                format!(" (the snapshot holds {})", paths.join(", "))
+            }
         }
-        [] => String::new(),
-        [one] => format!(" (paths in a snapshot start at /: did you mean {one}?)"),
-        many => format!(
-            " (paths in a snapshot start at /: did you mean one of {}?)",
-            many.join(", ")
-        ),
+        [one] => format!(" ({why}: did you mean {one}?)"),
+        many => format!(" ({why}: did you mean one of {}?)", many.join(", ")),
     }
 }
 
