@@ -315,6 +315,73 @@ fn throttling_and_resets_from_the_network_are_retried() {
     );
 }
 
+/// Every upload carries a checksum the server checks (crc32c by default, `-o
+/// s3.checksum=md5`): a body damaged on the way (one byte flipped by a proxy, the first time
+/// each object is sent) is refused (`400 BadDigest`) and sent again, and the repository holds
+/// every file whole. With `-o s3.checksum=off` the same damage is stored, unseen.
+#[test]
+fn uploads_damaged_on_the_way_are_refused_and_sent_again() {
+    use arca_testkit::s3d::{ConnectionFault, FaultProxy};
+    let e0 = Env::new();
+    let s3 = server(&e0);
+    let src = e0.path("src");
+    sample(&src);
+    for i in 0..10u64 {
+        fs::write(src.join(format!("f{i}")), random_bytes(i, 300_000)).unwrap();
+    }
+    let s = src.to_str().unwrap();
+    for (bucket, option) in [
+        ("default", None),
+        ("md5", Some("md5")),
+        ("off", Some("off")),
+    ] {
+        s3.bucket(bucket);
+        // Made straight on the server; then the backup goes through the proxy.
+        let direct = s3_env(&s3, bucket, "r");
+        direct.init(&SMALL_CHUNKS);
+        let proxy = FaultProxy::start(s3.port, |_| ConnectionFault::FlipBody);
+        let e = Env::remote(
+            format!("s3:http://127.0.0.1:{}/{bucket}/r", proxy.port),
+            s3.env(),
+        );
+        let mut args = vec![];
+        let o = option.map(|c| format!("s3.checksum={c}"));
+        if let Some(o) = &o {
+            args.extend(["-o", o.as_str()]);
+        }
+        args.extend(["backup", "--json", "--connections", "2", s]);
+        let b = e.json(&args);
+        assert_eq!(b["errors"], 0, "{b}");
+        assert!(
+            proxy.flipped() >= 3,
+            "only {} bodies flipped",
+            proxy.flipped()
+        );
+        let retries = b["backend"]["retries"].as_u64().unwrap();
+        // Read straight from the server.
+        let check = direct.run(&["check", "--read-data"]);
+        if option == Some("off") {
+            assert_eq!(retries, 0, "{b}");
+            assert_ne!(check.status.code(), Some(0), "the damage was not stored");
+            continue;
+        }
+        assert!(retries >= proxy.flipped(), "{b}");
+        assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+        let target = e0.path(&format!("t-{bucket}"));
+        direct.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+        assert!(compare::diff_trees(&src, &restored(&target, &src)).is_empty());
+    }
+    // An unknown value is refused, naming it.
+    let e = s3_env(&s3, "md5", "r");
+    let o = e.run(&["-o", "s3.checksum=sha1", "snapshots"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("s3.checksum \"sha1\": expected crc32c, md5 or off"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// A server down for 20 s while a backup runs (its connections refused) is waited out: the
 /// server answered before, so a refused connection is an outage, not a wrong address, and the
 /// retries last about half a minute. Before, the backup failed at the first refused

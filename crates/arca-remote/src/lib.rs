@@ -57,6 +57,12 @@ pub const EXTENDED_OPTIONS: &[(&str, &str)] = &[
          gets this plus time for its bytes at a slow link's pace (default 120s)",
     ),
     (
+        "s3.checksum",
+        "crc32c|md5|off: a checksum on every upload, which the server checks, refusing a body \
+         damaged on the way (then sent again) (default crc32c, which a server without S3's \
+         flexible checksums ignores; md5 is checked by every S3 and costs CPU)",
+    ),
+    (
         "sftp.command",
         "the whole command that starts the SFTP session, e.g. 'ssh -p 2222 host -s sftp'",
     ),

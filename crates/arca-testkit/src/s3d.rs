@@ -155,6 +155,10 @@ pub enum ConnectionFault {
     SlowDown,
     /// Read its first request, then close it without an answer (a reset).
     Reset,
+    /// Forward it with one byte of its request's body flipped (damage on the way), the first
+    /// time a request with a body names its method and path: sent again, it passes (a
+    /// request without a body passes untouched).
+    FlipBody,
 }
 
 /// A TCP proxy in front of a server that injects S3 throttling and connection resets by
@@ -164,8 +168,9 @@ pub struct FaultProxy {
     /// Port on 127.0.0.1.
     pub port: u16,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    /// Connections served so far, and how many got a fault.
-    pub counts: std::sync::Arc<[std::sync::atomic::AtomicU64; 2]>,
+    /// Connections served so far, how many got a fault, and how many request bodies were
+    /// flipped.
+    pub counts: std::sync::Arc<[std::sync::atomic::AtomicU64; 3]>,
 }
 
 impl FaultProxy {
@@ -179,8 +184,9 @@ impl FaultProxy {
             .set_nonblocking(true)
             .expect("nonblocking listener");
         let stop = Arc::new(AtomicBool::new(false));
-        let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
         let (stop2, counts2) = (stop.clone(), counts.clone());
+        let seen = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
         std::thread::spawn(move || {
             let mut n = 0u64;
             while !stop2.load(Ordering::Relaxed) {
@@ -197,7 +203,12 @@ impl FaultProxy {
                 if fault != ConnectionFault::Pass {
                     counts2[1].fetch_add(1, Ordering::Relaxed);
                 }
-                std::thread::spawn(move || serve(client, target, fault));
+                let (counts, seen) = (counts2.clone(), seen.clone());
+                std::thread::spawn(move || {
+                    if serve(client, target, fault, &seen) {
+                        counts[2].fetch_add(1, Ordering::Relaxed);
+                    }
+                });
             }
         });
         FaultProxy { port, stop, counts }
@@ -206,6 +217,11 @@ impl FaultProxy {
     /// Connections that got a fault.
     pub fn faults(&self) -> u64 {
         self.counts[1].load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Request bodies flipped ([`ConnectionFault::FlipBody`] on a request with a body).
+    pub fn flipped(&self) -> u64 {
+        self.counts[2].load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -242,12 +258,19 @@ fn read_head(c: &mut TcpStream) -> std::io::Result<Option<(Vec<String>, u64)>> {
     Ok(Some((lines, len)))
 }
 
-fn serve(mut client: TcpStream, target: u16, fault: ConnectionFault) {
+/// Serves one connection; returns whether a request body was flipped. `seen`: the request
+/// lines whose bodies were flipped before.
+fn serve(
+    mut client: TcpStream,
+    target: u16,
+    fault: ConnectionFault,
+    seen: &std::sync::Mutex<std::collections::HashSet<String>>,
+) -> bool {
     use std::io::{Read, Write};
     let _ = client.set_nonblocking(false);
     let _ = client.set_read_timeout(Some(Duration::from_secs(30)));
     let Ok(Some((lines, len))) = read_head(&mut client) else {
-        return;
+        return false;
     };
     match fault {
         ConnectionFault::SlowDown => {
@@ -263,11 +286,11 @@ fn serve(mut client: TcpStream, target: u16, fault: ConnectionFault) {
         }
         // Dropping the connection with the request unanswered.
         ConnectionFault::Reset => {}
-        ConnectionFault::Pass => {
+        ConnectionFault::Pass | ConnectionFault::FlipBody => {
             // One request per connection (`connection: close`), so that every request
             // passes through the plan.
             let Ok(mut server) = TcpStream::connect(("127.0.0.1", target)) else {
-                return;
+                return false;
             };
             let mut head: Vec<&str> = lines
                 .iter()
@@ -276,13 +299,27 @@ fn serve(mut client: TcpStream, target: u16, fault: ConnectionFault) {
                 .collect();
             head.push("connection: close");
             let text = format!("{}\r\n\r\n", head.join("\r\n"));
-            if server.write_all(text.as_bytes()).is_err()
-                || std::io::copy(&mut (&mut client).take(len), &mut server).is_err()
-            {
-                return;
+            let mut body = Vec::new();
+            if (&mut client).take(len).read_to_end(&mut body).is_err() {
+                return false;
+            }
+            let flipped = fault == ConnectionFault::FlipBody
+                && !body.is_empty()
+                && seen
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(lines.first().cloned().unwrap_or_default());
+            if flipped {
+                let mid = body.len() / 2;
+                body[mid] ^= 0x01;
+            }
+            if server.write_all(text.as_bytes()).is_err() || server.write_all(&body).is_err() {
+                return flipped;
             }
             let _ = std::io::copy(&mut server, &mut client);
             let _ = client.shutdown(std::net::Shutdown::Both);
+            return flipped;
         }
     }
+    false
 }
