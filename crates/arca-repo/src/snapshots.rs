@@ -81,6 +81,11 @@ impl SnapshotFilter {
     }
 }
 
+/// Decodes the opened body of snapshot file `id`.
+fn decode_snapshot(id: &Id, body: &[u8]) -> Result<Snapshot> {
+    Snapshot::decode(body).map_err(|e| RepoError::format(format!("snapshot {id}"), e))
+}
+
 impl Repository {
     /// Saves a snapshot; call only after the index files naming its blobs are written.
     pub fn save_snapshot(&self, s: &Snapshot) -> Result<Id> {
@@ -101,9 +106,8 @@ impl Repository {
         // From the repository itself: the cache's copy is what was sent, not what arrived.
         let read = match self
             .load_stored_file(FileType::Snapshot, &id)
-            .and_then(|body| {
-                Snapshot::decode(&body).map_err(|e| RepoError::format(format!("snapshot {id}"), e))
-            }) {
+            .and_then(|body| decode_snapshot(&id, &body))
+        {
             Ok(_) => return Ok(id),
             Err(e) => e,
         };
@@ -142,8 +146,7 @@ impl Repository {
 
     /// Loads one snapshot.
     pub fn load_snapshot(&self, id: &Id) -> Result<Snapshot> {
-        let body = self.load_file(FileType::Snapshot, id)?;
-        Snapshot::decode(&body).map_err(|e| RepoError::format(format!("snapshot {id}"), e))
+        decode_snapshot(id, &self.load_file(FileType::Snapshot, id)?)
     }
 
     /// All snapshots passing `filter`, oldest first, as [`Repository::list_snapshots_report`]

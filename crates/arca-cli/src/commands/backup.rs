@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use arca_backup::estimate::{Estimator, Reading};
-use arca_backup::filter::{ListForm, expand_files_from, read_list, read_path_list_as};
+use arca_backup::filter::{ListForm, expand_files_from, read_path_list_as};
 use arca_backup::{
     BackupError, BackupOptions, Excludes, FileChange, Observer, ParentMode, Progress, ReadAhead,
     Warning, WarningKind, backup_reader, backup_with,
@@ -27,15 +27,6 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
         None => 0,
     };
     let cancel = super::cancel_on_signals(super::INTERRUPTED)?;
-    let list = |files: &[std::path::PathBuf], option: &str| -> Result<Vec<String>> {
-        let mut out = vec![];
-        for f in files {
-            out.extend(read_list(f).with_context(|| {
-                format!("cannot read {option} {}", arca_format::text::shown(f))
-            })?);
-        }
-        Ok(out)
-    };
     let mut paths = a.paths.clone();
     for (files, form, option) in [
         (&a.files_from, ListForm::Trimmed, "--files-from"),
@@ -69,10 +60,9 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
              no file)"
         );
     }
-    let mut patterns = a.exclude.excludes.clone();
-    patterns.extend(list(&a.exclude.exclude_files, "--exclude-file")?);
-    let mut ipatterns = a.exclude.iexcludes.clone();
-    ipatterns.extend(list(&a.exclude.iexclude_files, "--iexclude-file")?);
+    let x = &a.exclude;
+    let patterns = super::rewrite::patterns(&x.excludes, &x.exclude_files, "--exclude-file")?;
+    let ipatterns = super::rewrite::patterns(&x.iexcludes, &x.iexclude_files, "--iexclude-file")?;
     let larger_than = match &a.exclude_larger_than {
         Some(s) => Some(
             util::parse_size(s).with_context(|| format!("invalid --exclude-larger-than {s:?}"))?,

@@ -291,11 +291,7 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
         l.walk(&snap.tree, Path::new("/"), true)?;
         return Ok(0);
     }
-    // Inside `ID:SUBFOLDER`, paths are taken from that folder: no hint applies.
-    let hint = |p: &Path| match resolved.folder {
-        None => super::subfolder::relative_hint(&resolved.snap, p.as_os_str().as_bytes()),
-        Some(_) => String::new(),
-    };
+    let hint = |p: &Path| resolved.missing_hint(p.as_os_str().as_bytes());
     for (start, (list, print_self)) in a.listed.iter().zip(plan(&a.listed, a.recursive)) {
         if list {
             let start = (start.as_path(), print_self);

@@ -96,6 +96,15 @@ pub struct Resolved {
 }
 
 impl Resolved {
+    /// [`relative_hint`] for `given`, a path looked up from the snapshot's root; none inside
+    /// `ID:SUBFOLDER`, whose paths are taken from that folder.
+    pub fn missing_hint(&self, given: &[u8]) -> String {
+        match self.folder {
+            None => relative_hint(&self.snap, given),
+            Some(_) => String::new(),
+        }
+    }
+
     /// The folder node the spec stands for: the subfolder's, or the snapshot's root.
     pub fn node(&self) -> Node {
         match &self.folder {
