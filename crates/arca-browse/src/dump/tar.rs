@@ -1,8 +1,9 @@
 //! The dump's tar writer: POSIX pax, as GNU tar `--format=pax` writes and `tar --xattrs`
 //! reads it. Every entry has an extended header with its times in nanoseconds (mtime, atime,
 //! ctime) and its extended attributes (`SCHILY.xattr.NAME`); paths, link targets and owner
-//! names that do not fit ustar's fields, or are not ASCII, go there too (`hdrcharset=BINARY`
-//! when not UTF-8), as do sizes, owners and times out of ustar's range.
+//! names that do not fit ustar's fields, or are not ASCII, go there too, as do sizes, owners
+//! and times out of ustar's range; but a path or link target that is not UTF-8 stays in
+//! ustar's fields, or, too long for them, goes in a GNU long name (`L`, `K`).
 //!
 //! A regular file with holes (at least one all-zero blob of the chunker's largest size) is a
 //! sparse member in GNU tar's format 1.0, as `tar --sparse --format=pax` writes it: the
@@ -83,7 +84,20 @@ impl<W: Write> Sink for TarSink<W> {
             _ => None,
         };
         let map = self.sparse.as_ref().map(SparseMap::text);
-        let (pax, header) = headers(e, typeflag, self.sparse.as_ref());
+        let (pax, header, longs) = headers(e, typeflag, self.sparse.as_ref());
+        for (kind, name) in longs {
+            // GNU's long name or link target ('L', 'K'): a NUL-terminated member of its own
+            // before the entry, its bytes as they are.
+            let mut l = Header::new(kind);
+            l.name(b"././@LongLink");
+            l.octal(100, 8, 0o644);
+            l.octal(124, 12, name.len() as u64 + 1);
+            l.octal(136, 12, 0);
+            self.put(&l.finish())?;
+            self.put(&name)?;
+            self.pad = BLOCK - name.len() % BLOCK;
+            self.pad()?;
+        }
         if !pax.is_empty() {
             let mut x = Header::new(b'x');
             x.name(&pax_name(&e.path));
@@ -317,33 +331,52 @@ fn sparse_stand_in(path: &[u8]) -> Vec<u8> {
     [dir, b"GNUSparseFile.0/", base].concat()
 }
 
-/// The extended header's records and the ustar header of an entry; `sparse` is the map of a
-/// file written sparse.
-fn headers(e: &Entry, typeflag: u8, sparse: Option<&SparseMap>) -> (Vec<u8>, Header) {
+/// Long names and link targets that go in members of their own ahead of the entry (GNU's
+/// `L` and `K`).
+type Longs = Vec<(u8, Vec<u8>)>;
+
+/// The extended header's records, the ustar header and the long names of an entry; `sparse`
+/// is the map of a file written sparse.
+///
+/// A path or link target that is not UTF-8 is never a pax record: those are UTF-8 unless
+/// `hdrcharset=BINARY` says otherwise, which GNU tar does not know (it warns about every
+/// entry), and without which bsdtar fails the extraction. It stays in ustar's fields when it
+/// fits, else goes in a GNU long name, which both read as bytes.
+fn headers(e: &Entry, typeflag: u8, sparse: Option<&SparseMap>) -> (Vec<u8>, Header, Longs) {
     let n = &e.node;
     let mut pax = vec![];
     let mut h = Header::new(typeflag);
+    let mut longs = Longs::new();
     let mut binary = false;
     let mut path = e.path.clone();
     if typeflag == b'5' {
         path.push(b'/');
     }
+    let utf8 = std::str::from_utf8(&path).is_ok();
     if let Some(map) = sparse {
-        // The real path is in GNU.sparse.name, whatever its length or bytes (GNU tar and
-        // libarchive take it over `path`, which is not written: a reader without sparse
-        // support would put the map at the real name). The stand-in is cut to fit.
-        h.name(&sparse_stand_in(&path));
-        binary |= std::str::from_utf8(&path).is_err();
+        // The real path is in GNU.sparse.name, whatever its length (GNU tar and libarchive
+        // take it over `path`, which is not written: a reader without sparse support would
+        // put the map at the real name). The stand-in is cut to fit. A path that is not
+        // UTF-8 is the entry's own name instead (see above), which the readers of the
+        // format take when GNU.sparse.name is missing.
         record(&mut pax, b"GNU.sparse.major", b"1");
         record(&mut pax, b"GNU.sparse.minor", b"0");
-        record(&mut pax, b"GNU.sparse.name", &path);
+        if utf8 {
+            h.name(&sparse_stand_in(&path));
+            record(&mut pax, b"GNU.sparse.name", &path);
+        } else if !h.name(&path) {
+            longs.push((b'L', path.clone()));
+        }
         record(
             &mut pax,
             b"GNU.sparse.realsize",
             map.size.to_string().as_bytes(),
         );
+    } else if !utf8 {
+        if !h.name(&path) {
+            longs.push((b'L', path.clone()));
+        }
     } else if !h.name(&path) || !path.is_ascii() {
-        binary |= std::str::from_utf8(&path).is_err();
         record(&mut pax, b"path", &path);
     }
     let target: &[u8] = match &e.link {
@@ -352,8 +385,11 @@ fn headers(e: &Entry, typeflag: u8, sparse: Option<&SparseMap>) -> (Vec<u8>, Hea
     };
     if matches!(typeflag, b'1' | b'2') {
         h.text(157, 100, target);
-        if target.len() > 100 || !target.is_ascii() {
-            binary |= std::str::from_utf8(target).is_err();
+        if std::str::from_utf8(target).is_err() {
+            if target.len() > 100 {
+                longs.push((b'K', target.to_vec()));
+            }
+        } else if target.len() > 100 || !target.is_ascii() {
             record(&mut pax, b"linkpath", target);
         }
     }
@@ -411,7 +447,7 @@ fn headers(e: &Entry, typeflag: u8, sparse: Option<&SparseMap>) -> (Vec<u8>, Hea
         first.extend_from_slice(&pax);
         pax = first;
     }
-    (pax, h)
+    (pax, h, longs)
 }
 
 #[cfg(test)]
