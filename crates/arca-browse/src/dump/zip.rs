@@ -4,8 +4,7 @@
 //! DOS times (clamped to 1980–2107) plus the extended-timestamp field (UTC seconds, signed
 //! before 1970, unsigned from 2038, none past 2106), symlinks as unix symlink
 //! entries, file content deflated (zip64 for files from 4 GiB). Names are stored as they are
-//! (flagged UTF-8 when they are), but a folder whose path is not UTF-8 gets no entry (the
-//! zip crate takes folder names as text). Zip has no hard links (each name holds the
+//! (flagged UTF-8 when they are). Zip has no hard links (each name holds the
 //! content), FIFOs or device nodes, nor names over 64 KiB (left out, reported).
 
 use std::io::Write;
@@ -19,6 +18,8 @@ use super::{DumpError, Entry, Sink, Started};
 const S_IFREG: u32 = 0o100_000;
 const S_IFDIR: u32 = 0o040_000;
 const S_IFLNK: u32 = 0o120_000;
+/// MS-DOS's folder attribute, in the low byte of the external attributes.
+const MSDOS_DIRECTORY: u32 = 0x10;
 /// Extended timestamp extra field (Info-ZIP "UT").
 const EXTENDED_TIMESTAMP: u16 = 0x5455;
 /// Info-ZIP's new Unix extra field ("ux"): the owner's uid and gid, which `unzip -X` restores.
@@ -171,21 +172,23 @@ impl<W: Write> Sink for ZipSink<W> {
         }
         opts.add_extra_field(UNIX_OWNER, owner_field(n.uid, n.gid), false)
             .map_err(|err| zip_err(e, err))?;
-        if n.kind() == NodeKind::Dir {
-            // A folder entry written as a file would need seeking back to fix its header;
-            // `add_directory` writes it whole, but takes the name as text. A name that is not
-            // text gets no folder entry: a lossy one split the folder in two on extraction
-            // (the entry's, empty, and the one its files' byte names make).
-            let Ok(name) = String::from_utf8(name) else {
-                return Ok(Started::Skipped(
-                    "a zip folder entry cannot hold a name that is not UTF-8 (its files, \
-                     stored with their names' bytes, make the folder; its mode and time are not \
-                     kept)",
-                ));
-            };
+        if n.kind() == NodeKind::Dir
+            && let Ok(name) = String::from_utf8(name.clone())
+        {
             zip.add_directory(name, opts)
                 .map_err(|err| zip_err(e, err))?;
             return Ok(Started::Written);
+        }
+        if n.kind() == NodeKind::Dir {
+            // `add_directory` takes the name as text (a lossy name split the folder in two on
+            // extraction, and no entry lost its mode and time). A folder whose name is not is
+            // an empty entry named with its bytes and a `/`, as `add_directory` writes it,
+            // but streamed: the zip crate streams an entry (a data descriptor after it) only
+            // if its unix mode is not a folder's, and seeks back to finish it otherwise. So
+            // it is marked a folder by MS-DOS's attribute (0x10) and its name, which is how
+            // unzip, bsdtar and Python's zipfile tell one; its unix mode holds the
+            // permissions.
+            opts = opts.external_attributes((perm << 16) | MSDOS_DIRECTORY);
         }
         zip.start_file_with_options(opts.name(&name))
             .map_err(|err| zip_err(e, err))?;
