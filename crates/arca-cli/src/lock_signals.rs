@@ -139,8 +139,17 @@ mod tests {
 
     #[test]
     fn a_hang_up_stops_a_command_unless_it_was_started_to_ignore_it() {
-        // The test runner does not ignore SIGHUP; `nohup` would.
+        use nix::sys::signal::{SigHandler, Signal, signal};
+        // Both ways, whatever the test runner was started with (`nohup` passes SIGHUP on
+        // ignored). SAFETY: setting a disposition to SIG_IGN or SIG_DFL installs no handler.
+        #[allow(unsafe_code)]
+        let set = |h| unsafe { signal(Signal::SIGHUP, h) };
+        let before = set(SigHandler::SigIgn).unwrap();
+        assert!(ignored_at_start(SIGHUP));
+        assert!(!stop_signals().contains(&SIGHUP));
+        set(SigHandler::SigDfl).unwrap();
         assert!(!ignored_at_start(SIGHUP));
         assert!(stop_signals().contains(&SIGHUP));
+        set(before).unwrap();
     }
 }

@@ -22,7 +22,7 @@ fn signal(child: &Child, sig: Signal) {
 
 /// Starts `arca ARGS` with the test faults `faults` (`ARCA_TEST_FAULTS`), its output captured.
 fn with_faults(e: &Env, args: &[&str], faults: &str) -> Child {
-    e.cmd(args)
+    hangup_default(&mut e.cmd(args))
         .env("ARCA_TEST_FAULTS", faults)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

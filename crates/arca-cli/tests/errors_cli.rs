@@ -324,7 +324,8 @@ fn sigterm_at_the_password_prompt_leaves_echo_on() {
     e.init(&[]);
     for (sig, code) in [("TERM", 143), ("HUP", 129)] {
         let script = format!(
-            "env -u ARCA_PASSWORD {} -r {} snapshots </dev/tty & pid=$!; sleep 1; kill -{sig} $pid; \
+            "env -u ARCA_PASSWORD --default-signal=HUP {} -r {} snapshots </dev/tty & pid=$!; \
+             sleep 1; kill -{sig} $pid; \
              wait $pid; echo rc=$?; {ECHO_SETTING}",
             common::BIN,
             e.repo.display()

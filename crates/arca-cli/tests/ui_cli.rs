@@ -23,7 +23,9 @@ fn start(e: &Env, args: &[&str]) -> (Child, String) {
 fn start_env(e: &Env, args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
     let mut c = e.cmd(&[&["ui", "--no-open"], args].concat());
     c.envs(env.iter().copied());
-    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    hangup_default(&mut c)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
     let out = child.stdout.take().unwrap();
     let mut lines = BufReader::new(out).lines();

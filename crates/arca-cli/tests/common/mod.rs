@@ -180,6 +180,25 @@ pub fn run_limited(mut cmd: Command, resource: nix::sys::resource::Resource, val
     cmd.output().unwrap()
 }
 
+/// Lets `cmd` be hung up: SIGHUP back to its default action in the child. Tests run under
+/// `nohup` pass SIGHUP on ignored, and arca keeps ignoring a hang-up it was started to ignore
+/// (as `nohup` asks), so a test that hangs a command up waited for it in vain.
+pub fn hangup_default(cmd: &mut Command) -> &mut Command {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    use std::os::unix::process::CommandExt;
+    // SAFETY: sigaction is async-signal-safe, and setting a disposition to SIG_DFL installs
+    // no handler; nothing else runs between fork and exec.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(|| {
+            signal(Signal::SIGHUP, SigHandler::SigDfl)
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
+    }
+    cmd
+}
+
 /// Where `e`'s repository is, as `--from-repo` takes it.
 pub fn location(e: &Env) -> String {
     e.location
