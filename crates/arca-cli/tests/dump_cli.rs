@@ -33,6 +33,22 @@ fn has_gnu_tar() -> bool {
         .unwrap_or(false)
 }
 
+fn has_bsdtar() -> bool {
+    Command::new("bsdtar").arg("--version").output().is_ok()
+}
+
+/// `TOOL -xpf ARCHIVE -C INTO` (`tar` or `bsdtar`), into a new folder `into`.
+fn extract(tool: &str, archive: &Path, into: &Path) -> std::process::Output {
+    fs::create_dir(into).unwrap();
+    Command::new(tool)
+        .arg("-xpf")
+        .arg(archive)
+        .arg("-C")
+        .arg(into)
+        .output()
+        .unwrap()
+}
+
 fn python(script: &str, arg: &Path) -> serde_json::Value {
     let o = Command::new("python3")
         .arg("-c")
@@ -270,30 +286,16 @@ fn long_and_odd_names_and_the_root() {
     let archive = e.path("all.tar");
     e.ok(&["dump", "latest", "/", "-t", archive.to_str().unwrap()]);
     let x = e.path("x");
-    fs::create_dir(&x).unwrap();
-    let o = Command::new("tar")
-        .arg("-xpf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(&x)
-        .output()
-        .unwrap();
+    let o = extract("tar", &archive, &x);
     assert!(o.status.success(), "{}", stderr(&o));
     // Not a warning: `hdrcharset`, which GNU tar does not know, is not written for names.
     assert_eq!(stderr(&o), "");
     same_but_atimes(&src, &x.join(inside(&src)));
     // bsdtar reads the names as bytes too (a `path` record that is not UTF-8, without
     // `hdrcharset`, failed its extraction).
-    if Command::new("bsdtar").arg("--version").output().is_ok() {
+    if has_bsdtar() {
         let y = e.path("y");
-        fs::create_dir(&y).unwrap();
-        let o = Command::new("bsdtar")
-            .arg("-xpf")
-            .arg(&archive)
-            .arg("-C")
-            .arg(&y)
-            .output()
-            .unwrap();
+        let o = extract("bsdtar", &archive, &y);
         assert!(o.status.success(), "bsdtar: {}", stderr(&o));
         assert_eq!(stderr(&o), "");
         same_but_atimes(&src, &y.join(inside(&src)));
@@ -411,16 +413,9 @@ fn zip_of_a_folder_holds_modes_times_links_and_bytes() {
     assert_eq!(seen, compare::snapshot(&src).unwrap().len());
     // bsdtar makes the folder of the odd name once, with its bytes, permissions and time
     // (unzip and Python take such names for CP437 and translate them).
-    if Command::new("bsdtar").arg("--version").output().is_ok() {
+    if has_bsdtar() {
         let x = e.path("unzipped");
-        fs::create_dir(&x).unwrap();
-        let o = Command::new("bsdtar")
-            .arg("-xpf")
-            .arg(&archive)
-            .arg("-C")
-            .arg(&x)
-            .output()
-            .unwrap();
+        let o = extract("bsdtar", &archive, &x);
         assert!(o.status.success(), "bsdtar: {}", stderr(&o));
         let out = x.join(inside(&src));
         let m = fs::symlink_metadata(out.join(OsStr::from_bytes(b"dir\xff"))).unwrap();
@@ -731,14 +726,7 @@ fn reads_merged_across_files_or_not_give_the_same_archive() {
     let archive = e.path("a.tar");
     fs::write(&archive, &default.stdout).unwrap();
     let x = e.path("x");
-    fs::create_dir(&x).unwrap();
-    let o = Command::new("tar")
-        .arg("-xpf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(&x)
-        .output()
-        .unwrap();
+    let o = extract("tar", &archive, &x);
     assert!(o.status.success(), "{}", stderr(&o));
     same_but_atimes(&src, &x.join(inside(&src)));
 }
@@ -816,14 +804,7 @@ fn dump_and_stats_on_s3() {
         archive.to_str().unwrap(),
     ]);
     let x = e.path("x");
-    fs::create_dir(&x).unwrap();
-    let o = Command::new("tar")
-        .arg("-xpf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(&x)
-        .output()
-        .unwrap();
+    let o = extract("tar", &archive, &x);
     assert!(o.status.success(), "{}", stderr(&o));
     same_but_atimes(&src, &x.join(inside(&src)));
     let v = e.json(&["stats", "--json"]);

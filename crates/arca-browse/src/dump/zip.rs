@@ -172,14 +172,12 @@ impl<W: Write> Sink for ZipSink<W> {
         }
         opts.add_extra_field(UNIX_OWNER, owner_field(n.uid, n.gid), false)
             .map_err(|err| zip_err(e, err))?;
-        if n.kind() == NodeKind::Dir
-            && let Ok(name) = String::from_utf8(name.clone())
-        {
-            zip.add_directory(name, opts)
-                .map_err(|err| zip_err(e, err))?;
-            return Ok(Started::Written);
-        }
         if n.kind() == NodeKind::Dir {
+            if let Ok(text) = std::str::from_utf8(&name) {
+                zip.add_directory(text, opts)
+                    .map_err(|err| zip_err(e, err))?;
+                return Ok(Started::Written);
+            }
             // `add_directory` takes the name as text (a lossy name split the folder in two on
             // extraction, and no entry lost its mode and time). A folder whose name is not is
             // an empty entry named with its bytes and a `/`, as `add_directory` writes it,
