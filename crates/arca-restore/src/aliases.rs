@@ -11,6 +11,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use crate::canon::Canon;
 use crate::plan::{EntryKind, Plan};
 use crate::scan::{DirAction, EntryAction, Scan};
 
@@ -30,6 +31,11 @@ pub(crate) struct Aliases {
     blocked: HashSet<u32>,
     /// (device, inode) of each file a risky file opened, and that file.
     owners: Mutex<HashMap<(u64, u64), u32>>,
+    /// Where risky entries land as the target stores their names ([`Canon`]), the entry
+    /// each own path belongs to, and which file first opened each stored path.
+    canon: Canon,
+    by_path: HashMap<PathBuf, u32>,
+    stored_owners: Mutex<HashMap<PathBuf, u32>>,
 }
 
 /// Per directory and per entry of the plan, whether its path may alias another's
@@ -144,26 +150,40 @@ pub(crate) fn merged_names(
     risky: &Risky,
     dirs: &[DirAction],
 ) -> HashMap<usize, Vec<Vec<u8>>> {
+    // One folder by inode (a bind mount too), or by the path the target stores (exfat-fuse
+    // gives `Docs` and `docs` two inode numbers).
+    let canon = Canon::new(risky.dirs.clone());
     let mut by_inode: HashMap<(u64, u64), Vec<usize>> = HashMap::new();
+    let mut by_path: HashMap<PathBuf, Vec<usize>> = HashMap::new();
     for (d, dp) in plan.dirs.iter().enumerate() {
         if risky.dirs[d]
             && dirs[d] == DirAction::Exists
             && let Ok(m) = arca_fs::lstat(&dp.path)
         {
             by_inode.entry((m.dev(), m.ino())).or_default().push(d);
+            by_path
+                .entry(canon.dir(plan, d as u32))
+                .or_default()
+                .push(d);
         }
     }
-    let mut out = HashMap::new();
-    for group in by_inode.into_values().filter(|g| g.len() > 1) {
-        let mut names: Vec<Vec<u8>> = group
+    let mut out: HashMap<usize, Vec<Vec<u8>>> = HashMap::new();
+    for group in by_inode
+        .into_values()
+        .chain(by_path.into_values())
+        .filter(|g| g.len() > 1)
+    {
+        let names: Vec<Vec<u8>> = group
             .iter()
             .flat_map(|&d| plan.dirs[d].names.iter().cloned())
             .collect();
+        for d in group {
+            out.entry(d).or_default().extend(names.iter().cloned());
+        }
+    }
+    for names in out.values_mut() {
         names.sort_unstable();
         names.dedup();
-        for d in group {
-            out.insert(d, names.clone());
-        }
     }
     out
 }
@@ -257,8 +277,16 @@ impl Aliases {
                 blocked.insert(e);
             }
         }
-        // Below folders that are one folder of the target: two names of one file there.
+        // Below folders that are one folder of the target: two names of one file there,
+        // told by the path the target stores (exfat-fuse gives each name its own inode
+        // number) and by inode.
+        let canon = Canon::new(risky.dirs.clone());
+        let by_path: HashMap<PathBuf, u32> = (0..plan.entries.len() as u32)
+            .filter(|&e| risky_entries[e as usize])
+            .map(|e| (plan.entry_path(e), e))
+            .collect();
         let mut seen: HashMap<(u64, u64), u32> = HashMap::new();
+        let mut seen_at: HashMap<PathBuf, u32> = HashMap::new();
         for (e, ep) in plan.entries.iter().enumerate() {
             if !risky_entries[e]
                 || blocked.contains(&(e as u32))
@@ -268,11 +296,20 @@ impl Aliases {
                 continue;
             }
             let path = plan.entry_path(e as u32);
-            // Hard links are names of one inode too, on any file system; aliases of one name
-            // are one link.
             let Ok(m) = arca_fs::lstat(&path) else {
                 continue;
             };
+            let stored = canon.entry(plan, e as u32);
+            let holder = another_at(plan, &by_path, &blocked, &stored, &path, e as u32)
+                .or_else(|| seen_at.get(&stored).map(|&o| plan.entry_path(o)));
+            if let Some(other) = holder {
+                block(scan, e as u32, &path, reason(&path, &other));
+                blocked.insert(e as u32);
+                continue;
+            }
+            seen_at.insert(stored, e as u32);
+            // Hard links are names of one inode too, on any file system; aliases of one name
+            // are one link.
             if m.nlink() != 1 {
                 continue;
             }
@@ -301,6 +338,9 @@ impl Aliases {
             twins,
             blocked,
             owners: Mutex::new(HashMap::new()),
+            canon,
+            by_path,
+            stored_owners: Mutex::new(HashMap::new()),
         }
     }
 
@@ -312,8 +352,22 @@ impl Aliases {
         if !self.risky.get(f as usize).is_some_and(|&r| r) {
             return Ok(());
         }
-        let m = file.metadata()?;
         let entry = plan.files[f as usize].entry;
+        // By the names the target lists: the file opened is stored under another entry's
+        // path (`docs/x` opened `Docs/x`), or another file opened it first.
+        let own = plan.entry_path(entry);
+        let stored = self.canon.entry(plan, entry);
+        if let Some(other) = another_at(plan, &self.by_path, &self.blocked, &stored, &own, entry) {
+            return Err(taken(&other));
+        }
+        {
+            let mut owners = self.stored_owners.lock().unwrap_or_else(|p| p.into_inner());
+            let owner = *owners.entry(stored).or_insert(f);
+            if owner != f {
+                return Err(taken(&plan.file_path(owner)));
+            }
+        }
+        let m = file.metadata()?;
         if let Some(&g) = self.twins.get(&entry) {
             for &s in &self.groups[g].entries {
                 // A hard link of this file shares its inode by right.
@@ -351,6 +405,24 @@ impl Aliases {
         }
         listed_member(plan, group, e, &listed)
     }
+}
+
+/// The entry of the snapshot whose own path is `stored`, where the target stores entry `e`
+/// (own path `own`): not `e` itself, a hard link of it, or an entry not restored.
+fn another_at(
+    plan: &Plan,
+    by_path: &HashMap<PathBuf, u32>,
+    blocked: &HashSet<u32>,
+    stored: &Path,
+    own: &Path,
+    e: u32,
+) -> Option<PathBuf> {
+    if stored == own {
+        return None;
+    }
+    let &o = by_path.get(stored)?;
+    let link_of_e = matches!(plan.entries[o as usize].kind, EntryKind::Link(x) if x == e);
+    (o != e && !blocked.contains(&o) && !link_of_e).then(|| stored.to_path_buf())
 }
 
 /// The error of an entry whose name the target's file system takes for `other`'s.

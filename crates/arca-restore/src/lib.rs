@@ -12,6 +12,7 @@
 
 mod aliases;
 mod cache;
+mod canon;
 mod ctx;
 mod direct;
 mod durable;
@@ -19,6 +20,7 @@ mod fetch;
 mod finish;
 mod followed;
 mod footprint;
+mod grain;
 mod guard;
 mod handles;
 mod hashing;

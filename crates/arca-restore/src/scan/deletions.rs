@@ -191,7 +191,7 @@ impl Scanner<'_> {
 /// another case: on a case-insensitive file system (vfat, exFAT, a casefolded folder), the
 /// snapshot's `Report.txt` is the target's `report.txt`, which the scan found and kept, and
 /// `--delete` removed it as extra (exit 0, the file lost). Told by a name equal but for case
-/// that leads to the same inode.
+/// that leads to the same inode, or that the folder stores as `name`.
 fn alias_of_known(dir: &std::path::Path, name: &[u8], names: &[Vec<u8>]) -> bool {
     use std::os::unix::fs::MetadataExt;
     // Folded as the case-alias check folds (upper then lower case: ß and SS, ς and σ too).
@@ -211,7 +211,12 @@ fn alias_of_known(dir: &std::path::Path, name: &[u8], names: &[Vec<u8>]) -> bool
     let Some(mine) = ino(name) else {
         return false;
     };
-    twins.into_iter().any(|t| ino(t) == Some(mine))
+    // Or by the name the folder stores for the snapshot's (exfat-fuse gives each name of a
+    // file its own inode number).
+    twins.iter().any(|t| ino(t) == Some(mine))
+        || twins
+            .iter()
+            .any(|t| crate::canon::stored_name(dir, t).as_deref() == Some(name))
 }
 
 #[cfg(test)]

@@ -1,0 +1,151 @@
+//! Restores onto a real case-insensitive file system: exFAT through exfat-fuse, in an image
+//! on a loop device. exfat-fuse gives each name its own inode number, so `Report.txt` and
+//! `report.txt` look like two files to anything that compares inodes.
+//!
+//! Needs root, `mkfs.exfat`, `mount.exfat-fuse` and `losetup`; skipped without them, unless
+//! `ARCA_REQUIRE_EXFAT` is set (CI), which makes a missing piece a failure.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+/// An exFAT file system mounted at a folder of the test's, taken down when dropped.
+struct Exfat {
+    dir: PathBuf,
+    device: String,
+}
+
+impl Drop for Exfat {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir).status();
+        let _ = Command::new("losetup").args(["-d", &self.device]).status();
+    }
+}
+
+/// Makes and mounts an exFAT image at `e`'s `ex`; `None` (said on stderr) where that
+/// cannot be done here.
+fn exfat(e: &Env) -> Option<Exfat> {
+    let skip = |why: &str| {
+        assert!(
+            std::env::var_os("ARCA_REQUIRE_EXFAT").is_none(),
+            "ARCA_REQUIRE_EXFAT is set, and {why}"
+        );
+        eprintln!("skipped: {why}");
+        None
+    };
+    if !arca_testkit::is_root() {
+        return skip("a loop device needs root");
+    }
+    let image = e.path("exfat.img");
+    fs::File::create(&image).unwrap().set_len(64 << 20).unwrap();
+    let made = Command::new("mkfs.exfat")
+        .arg(&image)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !made {
+        return skip("no mkfs.exfat (exfatprogs)");
+    }
+    let Some(device) = Command::new("losetup")
+        .args(["-f", "--show"])
+        .arg(&image)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    else {
+        return skip("no free loop device");
+    };
+    let dir = e.path("ex");
+    fs::create_dir_all(&dir).unwrap();
+    let mounted = Command::new("mount.exfat-fuse")
+        .arg(&device)
+        .arg(&dir)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let ex = Exfat { dir, device };
+    if !mounted {
+        return skip("cannot mount with mount.exfat-fuse (exfat-fuse, /dev/fuse)");
+    }
+    // It is the case-insensitive file system this test is about.
+    fs::write(ex.dir.join("Probe"), b"").unwrap();
+    assert!(ex.dir.join("probe").exists());
+    fs::remove_file(ex.dir.join("Probe")).unwrap();
+    Some(ex)
+}
+
+/// The one name of `folder` that folds equal to `name`.
+fn stored(folder: &Path, name: &str) -> String {
+    let names: Vec<String> = fs::read_dir(folder)
+        .unwrap()
+        .map(|d| d.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.eq_ignore_ascii_case(name))
+        .collect();
+    assert_eq!(names.len(), 1, "{folder:?}: {names:?}");
+    names[0].clone()
+}
+
+/// Two files and two folders whose names differ only in case: each name the file system
+/// keeps holds what the snapshot has under that name, the other is reported (exit 3), and
+/// `--delete` removes nothing the snapshot has under either name. Reruns change nothing.
+/// Before, with inode numbers per name, `a.txt` was written into `A.txt` without a word,
+/// `docs/x` into `Docs/x`, each rerun swapped them back, and `--delete` removed `docs/y` as
+/// an extra entry of `Docs`.
+#[test]
+fn names_that_differ_only_in_case_never_overwrite_each_other() {
+    let e = Env::new();
+    let Some(ex) = exfat(&e) else { return };
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("Docs")).unwrap();
+    fs::create_dir_all(src.join("docs")).unwrap();
+    let content = |n: &str| format!("the snapshot's {n}\n");
+    for n in ["A.txt", "a.txt", "Docs/x", "docs/x", "docs/y", "other"] {
+        fs::write(src.join(n), content(n)).unwrap();
+    }
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = ex.dir.join("r");
+    let snap = format!("latest:{}", src.display());
+    let restore = |extra: &[&str]| {
+        let mut a = vec!["restore", &snap, "--target", target.to_str().unwrap()];
+        a.extend_from_slice(extra);
+        let o = e.run(&a);
+        (o.status.code(), stderr(&o))
+    };
+    let mut kept = None;
+    for extra in [&[][..], &[], &["--delete"], &["--delete"]] {
+        let (code, err) = restore(extra);
+        assert_eq!(code, Some(3), "{extra:?}: {err}");
+        assert!(err.contains("differ only in case"), "{err}");
+        let file = stored(&target, "a.txt");
+        let dir = stored(&target, "docs");
+        let other_file = if file == "A.txt" { "a.txt" } else { "A.txt" };
+        let other_dir = if dir == "Docs" { "docs" } else { "Docs" };
+        assert!(err.contains(&format!("r/{other_file}")), "{err}");
+        assert!(err.contains(&format!("r/{other_dir}/x")), "{err}");
+        // The name kept holds its own content, in every run the same.
+        let now = (file.clone(), dir.clone());
+        assert_eq!(*kept.get_or_insert(now.clone()), now);
+        assert_eq!(
+            fs::read_to_string(target.join(&file)).unwrap(),
+            content(&file)
+        );
+        let x = format!("{dir}/x");
+        assert_eq!(fs::read_to_string(target.join(&x)).unwrap(), content(&x));
+        // docs/y lands in the folder kept, and --delete does not take it for extra.
+        assert_eq!(
+            fs::read_to_string(target.join(&dir).join("y")).unwrap(),
+            content("docs/y"),
+            "{extra:?}"
+        );
+        assert_eq!(
+            fs::read_to_string(target.join("other")).unwrap(),
+            content("other")
+        );
+    }
+}
