@@ -149,3 +149,75 @@ fn names_that_differ_only_in_case_never_overwrite_each_other() {
         );
     }
 }
+
+/// exFAT keeps mtimes to the second here (exfat-fuse), so a restored file's mtime is the
+/// snapshot's cut: a rerun trusts it all the same (nothing hashed, nothing written), and so
+/// does `--overwrite if-newer`, while a file changed since is still found and put right.
+/// Before, every rerun hashed every file, and `if-newer` restored them all again.
+#[test]
+fn a_rerun_trusts_mtimes_the_file_system_kept_to_its_grain() {
+    let e = Env::new();
+    let Some(ex) = exfat(&e) else { return };
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..8u64 {
+        fs::write(
+            src.join(format!("f{i}")),
+            arca_testkit::random_bytes(i, 50_000),
+        )
+        .unwrap();
+        // A time with nanoseconds, as most files have (one already whole is kept whole).
+        let t = nix::sys::time::TimeSpec::new(1_700_000_000 + i as i64, 123_456_789);
+        nix::sys::stat::utimensat(
+            nix::fcntl::AT_FDCWD,
+            &src.join(format!("f{i}")),
+            &t,
+            &t,
+            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+        )
+        .unwrap();
+    }
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = ex.dir.join("r");
+    let snap = format!("latest:{}", src.display());
+    let restore = |extra: &[&str]| {
+        let mut a = vec![
+            "restore",
+            &snap,
+            "--target",
+            target.to_str().unwrap(),
+            "--json",
+        ];
+        a.extend_from_slice(extra);
+        e.json(&a)
+    };
+    restore(&[]);
+    let kept = fs::metadata(target.join("f0")).unwrap();
+    assert_ne!(
+        std::os::unix::fs::MetadataExt::mtime_nsec(&kept),
+        123_456_789,
+        "this exFAT keeps nanoseconds: the test shows nothing"
+    );
+    for extra in [&[][..], &["--overwrite", "if-newer"]] {
+        let s = restore(extra);
+        assert_eq!(s["files_hashed"], 0, "{extra:?}: {s}");
+        assert_eq!(s["bytes_written"], 0, "{extra:?}: {s}");
+    }
+    // Changed since, same size: its mtime is now, so it is hashed and put right.
+    let mut changed = fs::read(target.join("f3")).unwrap();
+    changed[0] ^= 0xff;
+    fs::write(target.join("f3"), &changed).unwrap();
+    let s = restore(&[]);
+    assert_eq!(s["files_hashed"], 1, "{s}");
+    assert_eq!(
+        fs::read(target.join("f3")).unwrap(),
+        fs::read(src.join("f3")).unwrap()
+    );
+    // No probe file is left in the target.
+    let names: Vec<_> = fs::read_dir(&target)
+        .unwrap()
+        .map(|d| d.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 8, "{names:?}");
+}

@@ -480,11 +480,13 @@ pub fn restore(
     let inodes = inodes::SharedInodes::default();
     // Joined before the scan, and so before anything is written into the target.
     let durable = durable.and_then(|h| h.join().ok()).unwrap_or_default();
+    let grain = grain::Grain::new(&plan.dirs[0].path, !opts.dry_run);
     let scanner = scan::Scanner {
         plan: &plan,
         risky: &risky,
         looked: &looked,
         inodes: &inodes,
+        grain: &grain,
         repository: repository.as_ref(),
         follow: &followed.links,
         clashing: &followed.clashes,

@@ -230,6 +230,8 @@ pub(crate) struct Scanner<'a> {
     pub looked: &'a std::sync::OnceLock<Vec<bool>>,
     /// The target's inodes with several names that entries reach.
     pub inodes: &'a crate::inodes::SharedInodes,
+    /// How finely the target keeps mtimes: a file restored there has the snapshot's, cut.
+    pub grain: &'a crate::grain::Grain,
 }
 
 /// Whether snapshot path `p` is at or below one of the backed-up `roots` (not one of the
@@ -561,10 +563,12 @@ impl Scanner<'_> {
                 ))
             }));
         }
-        let older = m.mtime >= (node.mtime.sec, i64::from(node.mtime.nsec));
+        let snap_mtime = (node.mtime.sec, i64::from(node.mtime.nsec));
         match self.overwrite {
             Overwrite::Never => return Ok(Decided::Done(EntryAction::Skip)),
-            Overwrite::IfNewer if older => return Ok(Decided::Done(EntryAction::Skip)),
+            Overwrite::IfNewer if self.grain.not_older(m.dev, m.mtime, snap_mtime) => {
+                return Ok(Decided::Done(EntryAction::Skip));
+            }
             _ => {}
         }
         let keep = |at: &mut DirCache<'_>| EntryAction::Keep {
@@ -651,7 +655,9 @@ impl Scanner<'_> {
     /// (`node`: the snapshot's metadata for it), unless it may not have reached the disk.
     fn trusted(&self, m: &arca_fs::Stat, f: u32, node: &Node) -> bool {
         m.size == self.plan.files[f as usize].size
-            && m.mtime == (node.mtime.sec, i64::from(node.mtime.nsec))
+            && self
+                .grain
+                .same(m.dev, m.mtime, (node.mtime.sec, i64::from(node.mtime.nsec)))
             && !self.durable.distrusts(m.ctime)
     }
 
@@ -659,7 +665,9 @@ impl Scanner<'_> {
     /// mtime to point where the snapshot's (`target_len` bytes long) does, as files are.
     fn trusted_link(&self, m: &arca_fs::Stat, target_len: usize, node: &Node) -> bool {
         usize::try_from(m.size).is_ok_and(|s| s == target_len)
-            && m.mtime == (node.mtime.sec, i64::from(node.mtime.nsec))
+            && self
+                .grain
+                .same(m.dev, m.mtime, (node.mtime.sec, i64::from(node.mtime.nsec)))
             && !self.durable.distrusts(m.ctime)
     }
 
