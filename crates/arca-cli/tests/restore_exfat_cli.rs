@@ -221,3 +221,48 @@ fn a_rerun_trusts_mtimes_the_file_system_kept_to_its_grain() {
         .collect();
     assert_eq!(names.len(), 8, "{names:?}");
 }
+
+/// Names exFAT does not take (`?`, `:`, `|`, bytes that are not UTF-8), symlinks and hard
+/// links fail with the reason: exfat-fuse says "No such file or directory" of a name in a
+/// folder that is there, "Function not implemented" of a symlink. The other entries are
+/// restored.
+#[test]
+fn names_the_file_system_refuses_say_why() {
+    use std::os::unix::ffi::OsStrExt;
+    let e = Env::new();
+    let Some(ex) = exfat(&e) else { return };
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("a|b")).unwrap();
+    fs::write(src.join("what?"), b"q").unwrap();
+    fs::write(src.join("a|b/in"), b"i").unwrap();
+    fs::write(src.join(std::ffi::OsStr::from_bytes(b"bad\xff")), b"b").unwrap();
+    fs::write(src.join("fine"), b"f").unwrap();
+    std::os::unix::fs::symlink("fine", src.join("link")).unwrap();
+    fs::hard_link(src.join("fine"), src.join("hard")).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = ex.dir.join("r");
+    let snap = format!("latest:{}", src.display());
+    let o = e.run(&["restore", &snap, "--target", target.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    for (name, c) in [("what?", "'?'"), ("a|b", "'|'")] {
+        let line = err
+            .lines()
+            .find(|l| l.contains(&format!("r/{name}:")))
+            .unwrap_or_else(|| panic!("{name}: {err}"));
+        assert!(
+            line.contains(&format!("the name holds {c}")),
+            "{line}\n{err}"
+        );
+    }
+    for (name, why) in [
+        ("bad\\xff", "not UTF-8"),
+        ("r/link", "makes no symlinks"),
+        ("r/hard", "makes no hard links"),
+    ] {
+        let line = err.lines().find(|l| l.contains(name)).unwrap();
+        assert!(line.contains(why), "{line}");
+    }
+    assert_eq!(fs::read(target.join("fine")).unwrap(), b"f");
+}

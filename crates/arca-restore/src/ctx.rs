@@ -306,8 +306,49 @@ fn entry_error(e: &FsError) -> String {
                  for attributes is full; its further attributes were not set)"
             )
         }
+        // exFAT says "no such file", FAT and NTFS "invalid argument", for a name they do not
+        // take, in a folder that is there.
+        Some(libc::ENOENT | libc::EINVAL) if e.op.starts_with("create") || e.op == "link" => {
+            match refused_character(&e.path) {
+                Some(c) => format!(
+                    "{e} (the name holds {c}, which this file system may not take in names: \
+                     FAT, exFAT and NTFS refuse \" * : < > ? \\ | and control characters)"
+                ),
+                None => e.to_string(),
+            }
+        }
+        Some(libc::ENOSYS | libc::EPERM | libc::EOPNOTSUPP) if e.op == "create symlink" => {
+            format!("{e} (this file system makes no symlinks: FAT and exFAT have none)")
+        }
+        Some(libc::EPERM | libc::EOPNOTSUPP) if e.op == "link" => {
+            format!("{e} (this file system makes no hard links: FAT and exFAT have none)")
+        }
+        Some(libc::EMLINK) if e.op == "link" => {
+            format!("{e} (the file has as many names as this file system allows)")
+        }
+        Some(libc::EILSEQ) => {
+            format!("{e} (this file system stores names as Unicode, and this name is not UTF-8)")
+        }
         _ => e.to_string(),
     }
+}
+
+/// The first character of `path`'s name that FAT, exFAT and NTFS refuse in names, shown,
+/// when the folder holding it is there (else the folder is what is missing).
+fn refused_character(path: &std::path::Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    if !path.parent().is_some_and(std::path::Path::is_dir) {
+        return None;
+    }
+    let name = path.file_name()?.as_bytes();
+    let c = *name
+        .iter()
+        .find(|&&c| c < 0x20 || b"\"*:<>?\\|".contains(&c))?;
+    Some(if c < 0x20 {
+        format!("the control character \\x{c:02x}")
+    } else {
+        format!("'{}'", char::from(c))
+    })
 }
 
 /// For every file of `plan`, whether one of its blocks has another use (in it or elsewhere).
