@@ -222,7 +222,7 @@ impl Shared<'_> {
                 _ => {
                     let kind = &self.plan.entries[e as usize].kind;
                     if let Err(err) = link(first, kind, &lpath, || self.aliases.alias(self.plan, l))
-                        && self.fs_error(&err)
+                        && self.link_failed(err, first, l)
                     {
                         return;
                     }
@@ -230,6 +230,47 @@ impl Shared<'_> {
             }
             self.entry_done(l);
         }
+    }
+
+    /// Hard link `l` to `first` could not be made (`err`): where the file system makes no
+    /// hard links (exFAT, FAT) or no more of them for this file, a regular file is written as
+    /// a copy instead, with its metadata, and said so (exit 3: not one file as in the
+    /// snapshot, but nothing missing). Returns whether the error was fatal.
+    fn link_failed(&self, err: FsError, first: &std::path::Path, l: u32) -> bool {
+        let no_links = matches!(
+            err.source.raw_os_error(),
+            Some(libc::EPERM | libc::EOPNOTSUPP | libc::EMLINK)
+        );
+        let is_file = arca_fs::lstat(first).is_ok_and(|m| m.is_file());
+        if !(err.op == "link" && no_links && is_file) {
+            return self.fs_error(&err);
+        }
+        let path = &err.path;
+        let copied = arca_fs::io_on_long_path(path, |p| fs::copy(first, p))
+            .map_err(|e| FsError::new("copy", path, e));
+        if let Err(e) = copied {
+            return self.fs_error(&e);
+        }
+        let node = self.plan.entries[l as usize].meta.node();
+        for e in arca_fs::apply_metadata(path, &node, self.metadata, None) {
+            if self.fs_error(&e) {
+                return true;
+            }
+        }
+        self.issue(
+            path,
+            format!(
+                "{}: written as a copy of {}: {} (a change to one will not show in the other)",
+                arca_format::text::shown(path),
+                arca_format::text::shown(first),
+                if err.source.raw_os_error() == Some(libc::EMLINK) {
+                    "the file has as many names as this file system allows"
+                } else {
+                    "this file system makes no hard links"
+                }
+            ),
+        );
+        false
     }
 
     /// Entry `e` is complete (or given up on): its directory may now be complete too.
