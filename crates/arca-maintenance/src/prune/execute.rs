@@ -89,13 +89,14 @@ pub fn execute(
             PackAction::Repack => !covered(i),
             PackAction::Delete | PackAction::Forget => false,
         };
-        let written = write_index(
+        let (written, deleted) = write_index(
             repo,
             plan,
             &old_files,
             &stays,
             plan.adopted.clone(),
             progress,
+            &mut report,
         )?;
         report.packs_adopted = plan.adopted.len() as u64;
         report.bytes_adopted = plan.adopted.iter().map(|p| p.size).sum();
@@ -105,7 +106,7 @@ pub fn execute(
         arca_repo::lock::check_held()?;
         let mut doomed: Vec<(FileType, Id, u64)> = old_files
             .iter()
-            .filter(|id| !written.contains(id))
+            .filter(|id| !written.contains(id) && !deleted.contains(id))
             .map(|id| (FileType::Index, *id, 0))
             .collect();
         for (i, p) in plan.packs.iter().enumerate() {
@@ -130,8 +131,17 @@ pub fn execute(
         progress.set_phase(Phase::WritingIndex);
         new_packs.extend(plan.adopted.iter().cloned());
         let keep = |i: usize| plan.packs[i].action == PackAction::Keep;
-        report.index_files_written =
-            write_index(repo, plan, &old_files, &keep, new_packs, progress)?;
+        let (written, deleted) = write_index(
+            repo,
+            plan,
+            &old_files,
+            &keep,
+            new_packs,
+            progress,
+            &mut report,
+        )?;
+        report.index_files_written = written;
+        old_files.retain(|id| !deleted.contains(id));
     }
     // Cancelled: old and new index files both list what they list; the next prune tidies.
     progress.go_on()?;
@@ -595,11 +605,17 @@ fn find_entry(h: &PackHeader, offset: u32) -> Option<&arca_format::pack::PackEnt
         .map(|j| &h.entries[j])
 }
 
-/// Writes a new index: every pack `stays` (by plan position) as the index files `old_files`
-/// list it, then the packs of `extra` (new and adopted ones; the old files' entries for
-/// adopted packs are left for these); [`INDEX_BLOBS`] blobs per file, the last file naming
-/// the old ones as superseded. Fails, before anything is deleted, if an old index file
-/// cannot be read or names a pack the plan does not know, or a pack that stays is not found.
+/// Writes a new index: the packs of `extra` (new and adopted ones; the old files' entries for
+/// adopted packs are left for these), then every pack that `stays` (by plan position) as the
+/// index files `old_files` list it; [`INDEX_BLOBS`] blobs per file. Each old file is deleted
+/// as soon as the files written name every pack of it that stays (and the packs of `extra`,
+/// written first), and the file that completes it names it as superseded: the rewrite needs
+/// room for one new file, not for the whole index, so a prune on a nearly full disk frees
+/// space instead of failing. A file that does not fit (no space) is written again in
+/// smaller files, down to [`MIN_INDEX_BLOBS`]. Whenever it stops, the index files there name
+/// every pack that stays. Fails if an old index file cannot be read or names a pack the plan
+/// does not know (nothing of it deleted), or a pack that stays is not found. Returns the
+/// files written and the old ones deleted.
 fn write_index(
     repo: &Repository,
     plan: &PrunePlan,
@@ -607,7 +623,8 @@ fn write_index(
     stays: &dyn Fn(usize) -> bool,
     extra: Vec<IndexPack>,
     progress: &Progress,
-) -> Result<Vec<Id>, PruneError> {
+    report: &mut PruneReport,
+) -> Result<(Vec<Id>, Vec<Id>), PruneError> {
     let pos: HashMap<Id, usize> = plan
         .packs
         .iter()
@@ -616,19 +633,35 @@ fn write_index(
         .collect();
     let adopted: HashSet<Id> = plan.adopted.iter().map(|p| p.id).collect();
     let mut emitted = vec![false; plan.packs.len()];
-    let mut kept: Vec<IndexPack> = vec![];
-    let mut written = vec![];
-    let mut blobs = 0usize;
-    let mut flush = |packs: &mut Vec<IndexPack>, supersedes: Vec<Id>| -> Result<(), PruneError> {
-        let f = IndexFile {
-            supersedes,
-            packs: std::mem::take(packs),
-        };
-        written.push(repo.save_index(&f)?);
-        Progress::bump(&progress.index_files_written, 1);
-        Ok(())
+    let mut w = IndexWriter {
+        repo,
+        progress,
+        kept: extra,
+        pending: vec![],
+        limit: INDEX_BLOBS,
+        written: vec![],
+        deleted: vec![],
     };
+    // The old files that name no pack that stays go first: deleted before anything is
+    // written (or right after the new packs' entries), their room is what the rest needs. A
+    // first reading tells them apart (each file is read twice, one at a time).
+    let mut order: Vec<(bool, Id)> = Vec::with_capacity(old_files.len());
     for id in old_files {
+        let file = repo.load_index_file(id)?;
+        let any = file
+            .packs
+            .iter()
+            .any(|p| pos.get(&p.id).is_some_and(|&i| stays(i)));
+        order.push((any, *id));
+    }
+    order.sort_by_key(|(any, _)| *any);
+    let mut first_staying = true;
+    for (any, id) in &order {
+        if *any && std::mem::replace(&mut first_staying, false) {
+            while !w.kept.is_empty() && w.pending.iter().any(|(_, end)| *end > 0) {
+                w.flush(report)?;
+            }
+        }
         let file = repo.load_index_file(id)?;
         for p in file.packs {
             let Some(&i) = pos.get(&p.id) else {
@@ -643,12 +676,12 @@ fn write_index(
             if !stays(i) || std::mem::replace(&mut emitted[i], true) {
                 continue;
             }
-            blobs += p.blobs.len();
-            kept.push(p);
-            if blobs >= INDEX_BLOBS {
-                flush(&mut kept, vec![])?;
-                blobs = 0;
-            }
+            w.kept.push(p);
+        }
+        w.pending.push((*id, w.kept.len()));
+        w.settle(report)?;
+        while w.blobs() >= w.limit {
+            w.flush(report)?;
         }
     }
     if let Some(p) = (0..plan.packs.len()).find(|&i| stays(i) && !emitted[i]) {
@@ -657,16 +690,101 @@ fn write_index(
             plan.packs[p].id
         )));
     }
-    for p in extra {
-        blobs += p.blobs.len();
-        kept.push(p);
-        if blobs >= INDEX_BLOBS {
-            flush(&mut kept, vec![])?;
-            blobs = 0;
+    while !w.kept.is_empty() {
+        w.flush(report)?;
+    }
+    // Nothing stays: one empty file replaces the old ones left.
+    if w.written.is_empty() {
+        w.flush(report)?;
+    }
+    w.settle(report)?;
+    Ok((w.written, w.deleted))
+}
+
+/// The smallest index file [`write_index`] splits a file that does not fit into.
+const MIN_INDEX_BLOBS: usize = 1_000;
+
+/// The new index as [`write_index`] writes it.
+struct IndexWriter<'a> {
+    repo: &'a Repository,
+    progress: &'a Progress,
+    /// Index entries not written yet, in order.
+    kept: Vec<IndexPack>,
+    /// Old index files not deleted yet, each with how many of `kept` must be written before
+    /// the files written name every pack of it that stays.
+    pending: Vec<(Id, usize)>,
+    /// Blobs per file: [`INDEX_BLOBS`], less after a file did not fit.
+    limit: usize,
+    written: Vec<Id>,
+    deleted: Vec<Id>,
+}
+
+impl IndexWriter<'_> {
+    fn blobs(&self) -> usize {
+        self.kept.iter().map(|p| p.blobs.len()).sum()
+    }
+
+    /// Writes the first packs of `kept`, up to `limit` blobs (at least one pack), as one
+    /// file naming the old files it completes, then deletes those. A file that does not fit
+    /// is tried again smaller.
+    fn flush(&mut self, report: &mut PruneReport) -> Result<(), PruneError> {
+        loop {
+            let mut n = 0;
+            let mut blobs = 0;
+            while n < self.kept.len() && (n == 0 || blobs + self.kept[n].blobs.len() <= self.limit)
+            {
+                blobs += self.kept[n].blobs.len();
+                n += 1;
+            }
+            let f = IndexFile {
+                supersedes: self
+                    .pending
+                    .iter()
+                    .filter(|(_, end)| *end <= n)
+                    .map(|(id, _)| *id)
+                    .collect(),
+                packs: self.kept[..n].to_vec(),
+            };
+            match self.repo.save_index(&f) {
+                Ok(id) => {
+                    self.written.push(id);
+                    Progress::bump(&self.progress.index_files_written, 1);
+                    self.kept.drain(..n);
+                    for (_, end) in &mut self.pending {
+                        *end = end.saturating_sub(n);
+                    }
+                    return self.settle(report);
+                }
+                Err(e) if is_no_space(&e) && n > 1 && self.limit > MIN_INDEX_BLOBS => {
+                    self.limit = (self.limit / 4).max(MIN_INDEX_BLOBS);
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
     }
-    // The last file replaces the old ones: with it written, the new files cover every pack
-    // that stays.
-    flush(&mut kept, old_files.to_vec())?;
-    Ok(written)
+
+    /// Deletes the old files whose packs that stay the files written all name.
+    fn settle(&mut self, report: &mut PruneReport) -> Result<(), PruneError> {
+        let done: Vec<Id> = self
+            .pending
+            .iter()
+            .filter(|(_, end)| *end == 0)
+            .map(|(id, _)| *id)
+            .collect();
+        if done.is_empty() {
+            return Ok(());
+        }
+        self.pending.retain(|(_, end)| *end > 0);
+        let doomed: Vec<(FileType, Id, u64)> =
+            done.iter().map(|id| (FileType::Index, *id, 0)).collect();
+        Progress::bump(&self.progress.files_to_delete, doomed.len() as u64);
+        delete(self.repo, &doomed, self.progress, report)?;
+        self.deleted.extend(done);
+        Ok(())
+    }
+}
+
+/// Whether `e` says the repository's storage is full.
+fn is_no_space(e: &arca_repo::RepoError) -> bool {
+    matches!(e, arca_repo::RepoError::Backend(b) if b.kind == arca_backend::ErrorKind::NoSpace)
 }

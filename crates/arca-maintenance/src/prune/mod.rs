@@ -35,9 +35,13 @@
 //!    deleted: a rerun of a prune stopped by a full disk frees space before it writes;
 //! 1. the used blobs of the packs to repack are read (merged ranged reads), verified and
 //!    copied, still sealed, into new packs (tree and data blobs apart), which are uploaded;
-//! 2. new index files are written naming every kept pack and the new packs (up to
-//!    [`INDEX_BLOBS`] blobs per file; the last one lists the old files as superseded);
-//! 3. the old index files are deleted;
+//! 2. new index files are written naming the new packs, then every kept pack (up to
+//!    [`INDEX_BLOBS`] blobs per file, fewer when a file does not fit); each old index file
+//!    is deleted as soon as the files written name every kept pack it names (those naming
+//!    none first), and the file that completes it lists it as superseded: the rewrite needs
+//!    room for one index file, not for the whole index, so a prune on a nearly full disk
+//!    frees space;
+//! 3. the old index files left are deleted;
 //! 4. the packs to delete and the repacked packs are deleted;
 //! 5. temporary files (`.tmp-*`) older than an hour are removed.
 //!

@@ -3,6 +3,7 @@
 mod adopt;
 mod fixture;
 mod order;
+mod space;
 
 use std::collections::HashSet;
 use std::sync::Arc;
