@@ -246,6 +246,9 @@ impl Aliases {
         // Names with a twin: the folder's listing tells whose name the file system kept.
         let mut twins = HashMap::new();
         let mut blocked = HashSet::new();
+        // Each folder listed once (nothing is made while the scan runs): a folder of 10,000
+        // twins was listed once per pair.
+        let mut listings: HashMap<u32, Option<HashSet<Vec<u8>>>> = HashMap::new();
         for (g, group) in risky.twins.iter().enumerate() {
             for &e in &group.entries {
                 twins.insert(e, g);
@@ -254,8 +257,13 @@ impl Aliases {
             if !exists(scan, first) {
                 continue;
             }
-            let dir = &plan.dirs[plan.entries[first as usize].parent as usize].path;
-            let Some(listed) = listing(dir) else { continue };
+            let parent = plan.entries[first as usize].parent;
+            let Some(listed) = listings
+                .entry(parent)
+                .or_insert_with(|| listing(&plan.dirs[parent as usize].path))
+            else {
+                continue;
+            };
             // A name kept by another's file (or folder) of the snapshot is not restored; of
             // those kept by a name the snapshot does not have, the first takes it.
             let mut keeper = None;
@@ -265,7 +273,7 @@ impl Aliases {
                 if listed.contains(name) || arca_fs::lstat(&path).is_err() {
                     continue;
                 }
-                let why = match (listed_member(plan, group, e, &listed), keeper) {
+                let why = match (listed_member(plan, group, e, listed), keeper) {
                     (Some(other), _) => reason(&path, &other),
                     (None, Some(k)) => reason(&path, &plan.entry_path(k)),
                     (None, None) => {
@@ -299,7 +307,7 @@ impl Aliases {
             let Ok(m) = arca_fs::lstat(&path) else {
                 continue;
             };
-            let stored = canon.entry(plan, e as u32);
+            let stored = stored_path(&canon, plan, &twins, &groups, e as u32);
             let holder = another_at(plan, &by_path, &blocked, &stored, &path, e as u32)
                 .or_else(|| seen_at.get(&stored).map(|&o| plan.entry_path(o)));
             if let Some(other) = holder {
@@ -356,7 +364,7 @@ impl Aliases {
         // By the names the target lists: the file opened is stored under another entry's
         // path (`docs/x` opened `Docs/x`), or another file opened it first.
         let own = plan.entry_path(entry);
-        let stored = self.canon.entry(plan, entry);
+        let stored = stored_path(&self.canon, plan, &self.twins, &self.groups, entry);
         if let Some(other) = another_at(plan, &self.by_path, &self.blocked, &stored, &own, entry) {
             return Err(taken(&other));
         }
@@ -405,6 +413,38 @@ impl Aliases {
         }
         listed_member(plan, group, e, &listed)
     }
+}
+
+/// Where entry `e` is stored on the target ([`Canon::entry`]), without listing its folder
+/// where that cannot change the answer: in a folder no other folder may merge with, a name
+/// none of whose twins there leads anywhere is its own (on a case-insensitive file system
+/// they would lead to `e`'s file). A folder of 10,000 twins was listed once per file.
+fn stored_path(
+    canon: &Canon,
+    plan: &Plan,
+    twins: &HashMap<u32, usize>,
+    groups: &[Twins],
+    e: u32,
+) -> PathBuf {
+    let ep = &plan.entries[e as usize];
+    if !canon.risky_dir(ep.parent) {
+        let resolves = |p: &Path| arca_fs::lstat(p).is_ok();
+        let twin_there = twins.get(&e).is_some_and(|&g| {
+            let group = &groups[g];
+            group
+                .entries
+                .iter()
+                .any(|&s| s != e && resolves(&plan.entry_path(s)))
+                || group
+                    .dirs
+                    .iter()
+                    .any(|&d| resolves(&plan.dirs[d as usize].path))
+        });
+        if !twin_there {
+            return plan.entry_path(e);
+        }
+    }
+    canon.entry(plan, e)
 }
 
 /// The entry of the snapshot whose own path is `stored`, where the target stores entry `e`
