@@ -74,7 +74,7 @@ impl Canon {
     /// file system stored differently. A folder not there yet keeps its own name.
     pub fn dir(&self, plan: &Plan, d: u32) -> PathBuf {
         let dp = &plan.dirs[d as usize];
-        if dp.parent == NO_PARENT || !self.risky_dirs.get(d as usize).is_some_and(|&r| r) {
+        if dp.parent == NO_PARENT || !self.risky_dir(d) {
             return dp.path.clone();
         }
         if let Some(p) = self.lock().get(&d) {

@@ -320,16 +320,26 @@ fn entry_error(e: &FsError) -> String {
         Some(libc::ENOSYS | libc::EPERM | libc::EOPNOTSUPP) if e.op == "create symlink" => {
             format!("{e} (this file system makes no symlinks: FAT and exFAT have none)")
         }
-        Some(libc::EPERM | libc::EOPNOTSUPP) if e.op == "link" => {
-            format!("{e} (this file system makes no hard links: FAT and exFAT have none)")
-        }
-        Some(libc::EMLINK) if e.op == "link" => {
-            format!("{e} (the file has as many names as this file system allows)")
-        }
+        _ if let Some(why) = no_link(e) => format!("{e} ({why})"),
         Some(libc::EILSEQ) => {
             format!("{e} (this file system stores names as Unicode, and this name is not UTF-8)")
         }
         _ => e.to_string(),
+    }
+}
+
+/// Why hard link `e` could not be made, when the file system makes none (exFAT, FAT) or no
+/// more for this file; `None` for any other failure.
+pub(crate) fn no_link(e: &FsError) -> Option<&'static str> {
+    if e.op != "link" {
+        return None;
+    }
+    match e.source.raw_os_error() {
+        Some(libc::EPERM | libc::EOPNOTSUPP) => {
+            Some("this file system makes no hard links: FAT and exFAT have none")
+        }
+        Some(libc::EMLINK) => Some("the file has as many names as this file system allows"),
+        _ => None,
     }
 }
 

@@ -237,14 +237,11 @@ impl Shared<'_> {
     /// a copy instead, with its metadata, and said so (exit 3: not one file as in the
     /// snapshot, but nothing missing). Returns whether the error was fatal.
     fn link_failed(&self, err: FsError, first: &std::path::Path, l: u32) -> bool {
-        let no_links = matches!(
-            err.source.raw_os_error(),
-            Some(libc::EPERM | libc::EOPNOTSUPP | libc::EMLINK)
-        );
-        let is_file = arca_fs::lstat(first).is_ok_and(|m| m.is_file());
-        if !(err.op == "link" && no_links && is_file) {
+        let Some(why) =
+            crate::ctx::no_link(&err).filter(|_| arca_fs::lstat(first).is_ok_and(|m| m.is_file()))
+        else {
             return self.fs_error(&err);
-        }
+        };
         let path = &err.path;
         let copied = arca_fs::io_on_long_path(path, |p| fs::copy(first, p))
             .map_err(|e| FsError::new("copy", path, e));
@@ -260,14 +257,9 @@ impl Shared<'_> {
         self.issue(
             path,
             format!(
-                "{}: written as a copy of {}: {} (a change to one will not show in the other)",
+                "{}: written as a copy of {}: {why} (a change to one will not show in the other)",
                 arca_format::text::shown(path),
                 arca_format::text::shown(first),
-                if err.source.raw_os_error() == Some(libc::EMLINK) {
-                    "the file has as many names as this file system allows"
-                } else {
-                    "this file system makes no hard links"
-                }
             ),
         );
         false

@@ -2,15 +2,15 @@
 //! those that are whole and hold only blobs its repack needs, and repacks only the rest.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arca_backend::{
-    Backend, BackendError, ErrorKind, Fault, FaultBackend, FileInfo, FileType, MemoryBackend,
-    MeteredBackend, Op, Result as BackendResult, Rule, Throttle, Trigger,
+    Backend, Fault, FaultBackend, FileType, MemoryBackend, MeteredBackend, Op, Rule, Throttle,
+    Trigger,
 };
 use arca_format::{ContentRef, Id};
 
-use super::fixture::Fixture;
+use super::fixture::{Fixture, Quota};
 use super::thorough;
 use crate::prune::PackAction;
 
@@ -187,7 +187,7 @@ fn a_damaged_unindexed_pack_is_not_adopted() {
 /// search for copies of used blobs takes it from the adoption's reading.
 #[test]
 fn an_unindexed_pack_with_an_unneeded_blob_is_not_adopted() {
-    let quota = Arc::new(Quota::new(u64::MAX));
+    let quota = Arc::new(Quota::new(FileType::Pack, u64::MAX));
     let mut f = half_used(quota.clone());
     let clean = f.verify();
     // A copy of a used blob of the first pack, and an unused blob.
@@ -220,88 +220,12 @@ fn an_unindexed_pack_with_an_unneeded_blob_is_not_adopted() {
     all_well(&f);
 }
 
-/// A local disk of `cap` bytes of packs: a pack write that would pass it fails as a full disk.
-#[derive(Debug)]
-struct Quota {
-    inner: MemoryBackend,
-    cap: Mutex<u64>,
-    /// The names of the files read, a name per read.
-    reads: Mutex<Vec<String>>,
-}
-
-impl Quota {
-    fn new(cap: u64) -> Self {
-        Quota {
-            inner: MemoryBackend::new(),
-            cap: Mutex::new(cap),
-            reads: Mutex::new(vec![]),
-        }
-    }
-
-    /// The reads of pack `id` so far.
-    fn reads_of(&self, id: &Id) -> usize {
-        let name = id.to_hex();
-        self.reads
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|n| **n == name)
-            .count()
-    }
-
-    fn used(&self) -> u64 {
-        self.inner
-            .list(FileType::Pack)
-            .unwrap()
-            .iter()
-            .map(|f| f.size)
-            .sum()
-    }
-}
-
-impl Backend for Quota {
-    fn location(&self) -> String {
-        self.inner.location()
-    }
-    fn create(&self) -> BackendResult<()> {
-        self.inner.create()
-    }
-    fn list(&self, t: FileType) -> BackendResult<Vec<FileInfo>> {
-        self.inner.list(t)
-    }
-    fn read(&self, t: FileType, name: &str) -> BackendResult<Vec<u8>> {
-        self.reads.lock().unwrap().push(name.to_string());
-        self.inner.read(t, name)
-    }
-    fn read_range(&self, t: FileType, name: &str, offset: u64, len: u64) -> BackendResult<Vec<u8>> {
-        self.reads.lock().unwrap().push(name.to_string());
-        self.inner.read_range(t, name, offset, len)
-    }
-    fn write(&self, t: FileType, name: &str, data: &[u8]) -> BackendResult<()> {
-        if t == FileType::Pack && self.used() + data.len() as u64 > *self.cap.lock().unwrap() {
-            return Err(BackendError::new(
-                "write",
-                t.path(name),
-                ErrorKind::NoSpace,
-                "no space left on device".into(),
-            ));
-        }
-        self.inner.write(t, name, data)
-    }
-    fn delete(&self, t: FileType, name: &str) -> BackendResult<()> {
-        self.inner.delete(t, name)
-    }
-    fn stat(&self, t: FileType, name: &str) -> BackendResult<FileInfo> {
-        self.inner.stat(t, name)
-    }
-}
-
 /// On a disk too full for the whole repack, each rerun adopts what the run before wrote and
 /// deletes the packs that made redundant before it writes: a few reruns finish. Before, each
 /// rerun deleted the packs the last one wrote and failed at the same point again.
 #[test]
 fn reruns_on_a_nearly_full_disk_finish() {
-    let quota = Arc::new(Quota::new(u64::MAX));
+    let quota = Arc::new(Quota::new(FileType::Pack, u64::MAX));
     let f = half_used(quota.clone());
     let clean = f.verify();
     // Room for about half the new packs (they take half the packs' bytes in all).

@@ -3,9 +3,11 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use arca_backend::{Backend, FileType};
+use arca_backend::{
+    Backend, BackendError, ErrorKind, FileInfo, FileType, MemoryBackend, Result as BackendResult,
+};
 use arca_format::{
     BlobKind, ContentRef, Id, IndexFile, IndexPack, KdfParams, Node, NodeKind, Snapshot, Tree,
 };
@@ -279,4 +281,85 @@ pub(super) fn two(backend: Arc<dyn Backend>) -> Two {
     ]);
     let new = f.snapshot(root_new);
     Two { f, old, new }
+}
+
+/// A local disk where the files of one type may take `cap` bytes in all: a write of that type
+/// that would pass it fails as a full disk (the other types take no room).
+#[derive(Debug)]
+pub(super) struct Quota {
+    pub(super) inner: MemoryBackend,
+    /// The type of the files that take room.
+    kind: FileType,
+    pub(super) cap: Mutex<u64>,
+    /// The names of the files read, a name per read.
+    pub(super) reads: Mutex<Vec<String>>,
+}
+
+impl Quota {
+    pub(super) fn new(kind: FileType, cap: u64) -> Self {
+        Quota {
+            inner: MemoryBackend::new(),
+            kind,
+            cap: Mutex::new(cap),
+            reads: Mutex::new(vec![]),
+        }
+    }
+
+    /// The reads of pack `id` so far.
+    pub(super) fn reads_of(&self, id: &Id) -> usize {
+        let name = id.to_hex();
+        self.reads
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| **n == name)
+            .count()
+    }
+
+    /// The bytes the files of its type take.
+    pub(super) fn used(&self) -> u64 {
+        self.inner
+            .list(self.kind)
+            .unwrap()
+            .iter()
+            .map(|f| f.size)
+            .sum()
+    }
+}
+
+impl Backend for Quota {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    fn create(&self) -> BackendResult<()> {
+        self.inner.create()
+    }
+    fn list(&self, t: FileType) -> BackendResult<Vec<FileInfo>> {
+        self.inner.list(t)
+    }
+    fn read(&self, t: FileType, name: &str) -> BackendResult<Vec<u8>> {
+        self.reads.lock().unwrap().push(name.to_string());
+        self.inner.read(t, name)
+    }
+    fn read_range(&self, t: FileType, name: &str, offset: u64, len: u64) -> BackendResult<Vec<u8>> {
+        self.reads.lock().unwrap().push(name.to_string());
+        self.inner.read_range(t, name, offset, len)
+    }
+    fn write(&self, t: FileType, name: &str, data: &[u8]) -> BackendResult<()> {
+        if t == self.kind && self.used() + data.len() as u64 > *self.cap.lock().unwrap() {
+            return Err(BackendError::new(
+                "write",
+                t.path(name),
+                ErrorKind::NoSpace,
+                "no space left on device".into(),
+            ));
+        }
+        self.inner.write(t, name, data)
+    }
+    fn delete(&self, t: FileType, name: &str) -> BackendResult<()> {
+        self.inner.delete(t, name)
+    }
+    fn stat(&self, t: FileType, name: &str) -> BackendResult<FileInfo> {
+        self.inner.stat(t, name)
+    }
 }

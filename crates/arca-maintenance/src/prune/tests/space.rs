@@ -2,66 +2,13 @@
 //! soon as the new ones cover it (the files naming only deleted packs first), so that the
 //! rewrite needs room for one file, not for the whole index.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use arca_backend::{
-    Backend, BackendError, ErrorKind, FileInfo, FileType, MemoryBackend, Result as BackendResult,
-};
+use arca_backend::{Backend, FileType};
 use arca_format::ContentRef;
 
-use super::fixture::Fixture;
+use super::fixture::{Fixture, Quota};
 use super::thorough;
-
-/// A disk whose index files may take `cap` bytes in all (packs and the rest take none).
-#[derive(Debug)]
-struct IndexQuota {
-    inner: MemoryBackend,
-    cap: Mutex<u64>,
-}
-
-impl IndexQuota {
-    fn index_bytes(&self) -> u64 {
-        let files = self.inner.list(FileType::Index).unwrap();
-        files.iter().map(|f| f.size).sum()
-    }
-}
-
-impl Backend for IndexQuota {
-    fn location(&self) -> String {
-        self.inner.location()
-    }
-    fn create(&self) -> BackendResult<()> {
-        self.inner.create()
-    }
-    fn list(&self, t: FileType) -> BackendResult<Vec<FileInfo>> {
-        self.inner.list(t)
-    }
-    fn read(&self, t: FileType, name: &str) -> BackendResult<Vec<u8>> {
-        self.inner.read(t, name)
-    }
-    fn read_range(&self, t: FileType, name: &str, offset: u64, len: u64) -> BackendResult<Vec<u8>> {
-        self.inner.read_range(t, name, offset, len)
-    }
-    fn write(&self, t: FileType, name: &str, data: &[u8]) -> BackendResult<()> {
-        if t == FileType::Index
-            && self.index_bytes() + data.len() as u64 > *self.cap.lock().unwrap()
-        {
-            return Err(BackendError::new(
-                "write",
-                t.path(name),
-                ErrorKind::NoSpace,
-                "no space left on device".into(),
-            ));
-        }
-        self.inner.write(t, name, data)
-    }
-    fn delete(&self, t: FileType, name: &str) -> BackendResult<()> {
-        self.inner.delete(t, name)
-    }
-    fn stat(&self, t: FileType, name: &str) -> BackendResult<FileInfo> {
-        self.inner.stat(t, name)
-    }
-}
 
 /// Two backups of about the same size, each with its index file; the first one forgotten.
 /// With no room for a new index file beside both old ones, prune deletes the forgotten
@@ -70,10 +17,7 @@ impl Backend for IndexQuota {
 /// and failed for lack of space every time, freeing nothing.
 #[test]
 fn a_prune_without_room_for_a_second_index_frees_space() {
-    let quota = Arc::new(IndexQuota {
-        inner: MemoryBackend::new(),
-        cap: Mutex::new(u64::MAX),
-    });
+    let quota = Arc::new(Quota::new(FileType::Index, u64::MAX));
     let mut f = Fixture::new(quota.clone());
     let backup = |f: &mut Fixture, seed: u64| {
         // Many small blobs: the index file is as large as the data is small.
@@ -86,18 +30,14 @@ fn a_prune_without_room_for_a_second_index_frees_space() {
     f.forget(old);
     let clean = f.verify();
     let packs_before = f.packs();
-    let full = quota.index_bytes();
+    let full = quota.used();
     assert_eq!(quota.inner.list(FileType::Index).unwrap().len(), 2);
     // Room for half an index file more.
     *quota.cap.lock().unwrap() = full + full / 4;
     let (_, report) = f.prune(&thorough()).unwrap();
     assert_eq!(report.index_files_deleted, 2, "{report:?}");
     assert!(report.packs_deleted > 0, "{report:?}");
-    assert!(
-        quota.index_bytes() <= full / 2 + full / 8,
-        "{}",
-        quota.index_bytes()
-    );
+    assert!(quota.used() <= full / 2 + full / 8, "{}", quota.used());
     assert!(f.packs().len() < packs_before.len());
     assert_eq!(f.verify(), clean);
     assert_eq!(f.indexed(), clean, "nothing unused is left");
