@@ -67,6 +67,16 @@ pub(crate) fn unchanged_but(parent: &Node, now: &Node, ctime: bool, inode: bool)
         && (inode || parent.inode == now.inode)
 }
 
+/// What a walk counts that the snapshot does not store.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct WalkCounts {
+    /// Entries left out by the exclusion rules.
+    pub excluded: u64,
+    /// Files read again only because their inode number is not the parent snapshot's
+    /// (see [`crate::BackupReport::renumbered`]).
+    pub renumbered: u64,
+}
+
 /// Work found in a directory, done once its entries have been sent.
 enum Later<'t> {
     /// A changed file for the readers.
@@ -156,8 +166,8 @@ pub(crate) struct Walker<'c, 'a, 's> {
     ancestors: Vec<(u64, u64)>,
     next_dir: DirId,
     summary: SnapshotSummary,
-    /// Entries left out by the exclusion rules.
-    excluded: u64,
+    /// What the walk counted besides the snapshot's summary.
+    counts: WalkCounts,
     /// Moving average of the walk's own stat times (ns).
     stat_ns: f64,
     /// Directories whose files' jobs took them along, until the last is read: their
@@ -190,7 +200,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             ancestors: vec![],
             next_dir: 0,
             summary: SnapshotSummary::default(),
-            excluded: 0,
+            counts: WalkCounts::default(),
             stat_ns: COLD_STAT_NS * 2.0,
             lent: vec![],
             lend_max: ctx.opts.hooks.lent_folders.unwrap_or_else(|| {
@@ -217,8 +227,8 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
     }
 
     /// Ends the walk, closing its channels; returns its counters and clock.
-    pub(crate) fn into_parts(self) -> (SnapshotSummary, u64, Clock) {
-        (self.summary, self.excluded, self.clock)
+    pub(crate) fn into_parts(self) -> (SnapshotSummary, WalkCounts, Clock) {
+        (self.summary, self.counts, self.clock)
     }
 
     fn new_dir(&mut self) -> DirId {
@@ -355,7 +365,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             if self.filter.excludes_target(&path)
                 || (child.target && tag.as_ref().is_some_and(|t| t.as_bytes() != &name[..]))
             {
-                self.excluded += 1;
+                self.counts.excluded += 1;
                 continue;
             }
             let meta = match arca_fs::lstat(&path) {
@@ -545,7 +555,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             let path = join(dir, &name);
             let verdict = self.filter.judge(&path);
             if verdict == Verdict::Excluded {
-                self.excluded += 1;
+                self.counts.excluded += 1;
                 continue;
             }
             let t = Instant::now();
@@ -561,7 +571,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
             if verdict == Verdict::KeptIfDir {
                 let dev = self.ctx.opts.one_file_system.then_some(dev);
                 if !meta.is_dir() || !self.filter.takes_back_in(&path, dev) {
-                    self.excluded += 1;
+                    self.counts.excluded += 1;
                     continue;
                 }
             }
@@ -652,7 +662,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         let parent = parent.filter(|p| p.kind == node.kind);
         match node.kind() {
             NodeKind::File if self.filter.too_large(node.size) => {
-                self.excluded += 1;
+                self.counts.excluded += 1;
                 Ok(None)
             }
             NodeKind::File => Ok(Some(self.file(
@@ -719,14 +729,18 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         self.summary.total_bytes_processed += node.size;
         let key = (node.dev, node.inode);
         let (known, opts) = (&self.ctx.known, self.ctx.opts);
-        if !opts.force
-            && let Some(p) = parent
-            && unchanged_but(p, &node, opts.ignore_ctime, opts.ignore_inode)
-            && self.ctx.settled(p)
-            && p.content
-                .iter()
-                .all(|c| known.contains(BlobKind::Data, &c.id))
-        {
+        // The parent's entry, when it stands for this file but perhaps for its inode number.
+        let reusable = parent.filter(|p| {
+            !opts.force
+                && unchanged_but(p, &node, opts.ignore_ctime, true)
+                && self.ctx.settled(p)
+                && p.content
+                    .iter()
+                    .all(|c| known.contains(BlobKind::Data, &c.id))
+        });
+        if reusable.is_some_and(|p| !opts.ignore_inode && p.inode != node.inode) {
+            self.counts.renumbered += 1;
+        } else if let Some(p) = reusable {
             node.content = p.content.clone();
             self.summary.files_unmodified += 1;
             self.ctx.report.file(&path, crate::FileChange::Unchanged);

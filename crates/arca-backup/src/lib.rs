@@ -321,6 +321,10 @@ pub struct BackupReport {
     pub skipped: bool,
     /// Entries left out by the exclusion rules.
     pub excluded: u64,
+    /// Files read again only because their inode number is not the one the parent snapshot
+    /// recorded (size and times unchanged). On file systems that number files anew at each
+    /// mount (FUSE and SMB mounts, exFAT) that is every file; `ignore_inode` trusts them.
+    pub renumbered: u64,
     /// The snapshot.
     pub snapshot: Snapshot,
     /// Problems met.
@@ -627,7 +631,7 @@ fn run<'w>(
             .into());
         }
     };
-    let (mut summary, excluded) = (out.summary, out.excluded);
+    let (mut summary, counts) = (out.summary, out.counts);
     // As restic: `false | arca backup --stdin` saved an empty file, exit 0, and a failed
     // dump went unnoticed until the restore (`warm` is empty only for `--stdin`).
     if warm.is_empty() && summary.total_bytes_processed == 0 {
@@ -673,7 +677,8 @@ fn run<'w>(
         snapshot_id,
         dry_run: opts.dry_run,
         skipped,
-        excluded,
+        excluded: counts.excluded,
+        renumbered: counts.renumbered,
         snapshot,
         warnings,
         duration_seconds: started.elapsed().as_secs_f64(),

@@ -100,7 +100,7 @@ pub(crate) struct Outcome {
     pub root: Result<Id, Fatal>,
     pub summary: SnapshotSummary,
     pub warnings: Vec<Warning>,
-    pub excluded: u64,
+    pub counts: crate::archiver::WalkCounts,
     pub saved: Result<SaverStats, RepoError>,
     pub profile: Vec<StageProfile>,
     /// Blocks stored again by capping, and their bytes.
@@ -183,16 +183,16 @@ pub(crate) fn run(
             walker.clock.busy();
             // Dropping the walker closes its senders: the readers finish their queue, then
             // the assembler sees every sender gone.
-            let (summary, excluded, clock) = walker.into_parts();
+            let (summary, counts, clock) = walker.into_parts();
             let reads: Vec<_> = reader_handles
                 .into_iter()
                 .filter_map(|h| h.join().ok())
                 .map(|r| (r.summary, r.times, r.copied, r.skipped))
                 .collect();
             let assembled = assembler.join().ok();
-            ((root, summary, excluded, clock), reads, assembled)
+            ((root, summary, counts, clock), reads, assembled)
         });
-        let (root, mut summary, excluded, walk_clock) = walked;
+        let (root, mut summary, counts, walk_clock) = walked;
         let mut times: Vec<ReadTimes> = vec![];
         let mut capped = (0, 0);
         // Files the walk counted as processed but that could not be read are not in the
@@ -237,7 +237,7 @@ pub(crate) fn run(
             root,
             summary,
             warnings,
-            excluded,
+            counts,
             saved,
             profile,
             capped,

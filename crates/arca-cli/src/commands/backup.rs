@@ -191,6 +191,10 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
             id.short()
         );
     }
+    // In the JSON summary as `files_renumbered`.
+    if let Some(note) = renumbered_note(&report).filter(|_| !a.json && !g.quiet) {
+        eprintln!("arca: note: {note}");
+    }
     // A report that cannot be written (stdout on a full disk) fails the command, but the
     // snapshot is there: the error says so.
     print_summary(g, a, &report, &opened).map_err(|e| {
@@ -205,6 +209,26 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
     })?;
     let errors = report.snapshot.summary.errors;
     Ok(if errors > 0 { 3 } else { 0 })
+}
+
+/// Files read again fewer than this many times for a new inode number alone say nothing.
+const RENUMBERED_NOTE_MIN: u64 = 10;
+
+/// A note when most files that looked unchanged were read again only because their inode
+/// numbers changed: a file system that numbers files anew at each mount (FUSE and SMB mounts,
+/// exFAT) makes every backup read everything, and `--ignore-inode` is the way out.
+fn renumbered_note(report: &arca_backup::BackupReport) -> Option<String> {
+    let n = report.renumbered;
+    let trusted = report.snapshot.summary.files_unmodified;
+    (n >= RENUMBERED_NOTE_MIN && n >= trusted).then(|| {
+        format!(
+            "{} read again only because their inode numbers are not those of the parent \
+             snapshot (size and times unchanged); file systems that number files anew at each \
+             mount (FUSE and SMB mounts, exFAT) do that, and on those `--ignore-inode` trusts \
+             size and times",
+            count(n, "file")
+        )
+    })
 }
 
 /// Prints the summary of a finished backup (text, or the JSON summary line).
@@ -222,6 +246,7 @@ fn print_summary(
             "dry_run": report.dry_run,
             "skipped": report.skipped,
             "excluded": report.excluded,
+            "files_renumbered": report.renumbered,
             "parent": report.snapshot.parent.map(|p| p.to_hex()),
             "files_new": s.files_new,
             "files_changed": s.files_changed,
