@@ -16,17 +16,15 @@ use std::sync::Mutex;
 use crate::aliases::folded;
 use crate::plan::{NO_PARENT, Plan};
 
-/// The name folder `folder` holds `name` under: `name` itself when listed; when it is not
-/// listed and yet leads somewhere (a case-insensitive file system), the one listed name
-/// that folds equal to it. `None` when `name` leads nowhere, the folder cannot be read, or
+/// The name folder `folder`, whose `listing` is at hand, holds `name` under: `name` itself
+/// when listed; when it is not listed and yet leads somewhere (a case-insensitive file
+/// system), the one listed name that folds equal to it. `None` when `name` leads nowhere or
 /// no single listed name explains it.
-pub(crate) fn stored_name(folder: &Path, name: &[u8]) -> Option<Vec<u8>> {
-    let listing = arca_fs::list_dir_noatime(folder).ok()?;
-    stored_in(folder, &listing, name)
-}
-
-/// [`stored_name`] with the folder's `listing` at hand.
-fn stored_in(folder: &Path, listing: &[(Vec<u8>, bool)], name: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn stored_in(
+    folder: &Path,
+    listing: &[(Vec<u8>, bool)],
+    name: &[u8],
+) -> Option<Vec<u8>> {
     if listing.iter().any(|(n, _)| n[..] == *name) {
         return Some(name.to_vec());
     }
@@ -108,7 +106,8 @@ impl Canon {
         self.risky_dirs.get(d as usize).is_some_and(|&r| r)
     }
 
-    /// [`stored_name`], but a folder found to tell case apart is not listed again.
+    /// The name `folder` holds `name` under ([`stored_in`], `None` when the folder cannot be
+    /// listed); a folder found to tell case apart is not listed again.
     pub fn stored(&self, folder: &Path, name: &[u8]) -> Option<Vec<u8>> {
         let sensitive = || self.sensitive.lock().unwrap_or_else(|p| p.into_inner());
         if sensitive().contains(folder) {
@@ -128,7 +127,12 @@ impl Canon {
 
 #[cfg(test)]
 mod tests {
-    use super::stored_name;
+    use super::stored_in;
+
+    fn stored_name(folder: &std::path::Path, name: &[u8]) -> Option<Vec<u8>> {
+        let listing = arca_fs::list_dir_noatime(folder).ok()?;
+        stored_in(folder, &listing, name)
+    }
 
     /// A listed name is its own; one not listed that leads nowhere has none (a
     /// case-sensitive folder: `Report.txt` is not `report.txt`'s).

@@ -36,13 +36,14 @@ impl Scanner<'_> {
             let mut known: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
             known.sort_unstable();
             let mut out = vec![];
-            for (name, is_dir) in listing {
+            for (name, is_dir) in &listing {
+                let is_dir = *is_dir;
                 if known.binary_search(&name.as_slice()).is_ok()
-                    || alias_of_known(&dp.path, &name, names)
+                    || alias_of_known(&dp.path, &listing, name, names)
                 {
                     continue;
                 }
-                let name = std::ffi::OsStr::from_bytes(&name);
+                let name = std::ffi::OsStr::from_bytes(name);
                 let snap = dp.snap_path.join(name);
                 let path = dp.path.join(name);
                 match self.sel.decide(is_dir, &snap, dp.selected) {
@@ -191,8 +192,14 @@ impl Scanner<'_> {
 /// another case: on a case-insensitive file system (vfat, exFAT, a casefolded folder), the
 /// snapshot's `Report.txt` is the target's `report.txt`, which the scan found and kept, and
 /// `--delete` removed it as extra (exit 0, the file lost). Told by a name equal but for case
-/// that leads to the same inode, or that the folder stores as `name`.
-fn alias_of_known(dir: &std::path::Path, name: &[u8], names: &[Vec<u8>]) -> bool {
+/// that leads to the same inode, or that the folder (whose `listing` is at hand) stores as
+/// `name`.
+fn alias_of_known(
+    dir: &std::path::Path,
+    listing: &[(Vec<u8>, bool)],
+    name: &[u8],
+    names: &[Vec<u8>],
+) -> bool {
     use std::os::unix::fs::MetadataExt;
     // Folded as the case-alias check folds (upper then lower case: ß and SS, ς and σ too).
     let folded = crate::aliases::folded(name);
@@ -216,7 +223,7 @@ fn alias_of_known(dir: &std::path::Path, name: &[u8], names: &[Vec<u8>]) -> bool
     twins.iter().any(|t| ino(t) == Some(mine))
         || twins
             .iter()
-            .any(|t| crate::canon::stored_name(dir, t).as_deref() == Some(name))
+            .any(|t| crate::canon::stored_in(dir, listing, t).as_deref() == Some(name))
 }
 
 #[cfg(test)]
@@ -237,17 +244,20 @@ mod tests {
         fs::write(d.join("NOTES"), b"another file").unwrap();
         fs::write(d.join("notes"), b"its own").unwrap();
         let names = vec![b"Report.txt".to_vec(), b"NOTES".to_vec()];
-        assert!(alias_of_known(d, b"report.txt", &names));
+        let listing = arca_fs::list_dir_noatime(d).unwrap();
+        assert!(alias_of_known(d, &listing, b"report.txt", &names));
         // Another name of the same file, not a case variant: extra.
-        assert!(!alias_of_known(d, b"copy.txt", &names));
+        assert!(!alias_of_known(d, &listing, b"copy.txt", &names));
         // A case variant that is a file of its own (a case-sensitive file system): extra.
-        assert!(!alias_of_known(d, b"notes", &names));
+        assert!(!alias_of_known(d, &listing, b"notes", &names));
         // Folded as casefolded ext4 folds: the target's `Straße` is the snapshot's
         // `STRASSE`, which `--delete` removed as extra (exit 0, hunt 17 follow-up).
         fs::write(d.join("STRASSE"), b"kept").unwrap();
         fs::hard_link(d.join("STRASSE"), d.join("Straße")).unwrap();
+        let listing = arca_fs::list_dir_noatime(d).unwrap();
         assert!(alias_of_known(
             d,
+            &listing,
             "Straße".as_bytes(),
             &[b"STRASSE".to_vec()]
         ));
