@@ -15,6 +15,9 @@ use nix::sys::time::TimeSpec;
 
 use crate::{FsError, errno};
 
+/// What an error setting an entry's owner says it was doing ([`FsError::op`]).
+pub const OWNER_OP: &str = "change owner of";
+
 /// Which metadata to restore.
 #[derive(Debug, Clone, Copy)]
 pub struct MetadataOptions {
@@ -50,12 +53,21 @@ pub fn create_special(path: &Path, node: &Node) -> Result<(), FsError> {
     crate::long::fs_on_long_path(path, |p| create_special_short(p, node))
 }
 
+/// What an error creating a FIFO, a socket or a device node says it was doing
+/// ([`FsError::op`]).
+pub const SPECIAL_OPS: [&str; 4] = [
+    "create FIFO",
+    "create socket",
+    "create character device",
+    "create block device",
+];
+
 fn create_special_short(path: &Path, node: &Node) -> Result<(), FsError> {
-    let kind = match node.kind() {
-        NodeKind::Fifo => SFlag::S_IFIFO,
-        NodeKind::Socket => SFlag::S_IFSOCK,
-        NodeKind::CharDev => SFlag::S_IFCHR,
-        NodeKind::BlockDev => SFlag::S_IFBLK,
+    let (kind, op) = match node.kind() {
+        NodeKind::Fifo => (SFlag::S_IFIFO, SPECIAL_OPS[0]),
+        NodeKind::Socket => (SFlag::S_IFSOCK, SPECIAL_OPS[1]),
+        NodeKind::CharDev => (SFlag::S_IFCHR, SPECIAL_OPS[2]),
+        NodeKind::BlockDev => (SFlag::S_IFBLK, SPECIAL_OPS[3]),
         other => {
             return Err(FsError::new(
                 "create",
@@ -65,8 +77,17 @@ fn create_special_short(path: &Path, node: &Node) -> Result<(), FsError> {
         }
     };
     let perm = Mode::from_bits_truncate(node.mode & 0o777);
-    mknod(path, kind, perm, node.rdev as libc::dev_t)
-        .map_err(|e| FsError::new("create", path, errno(e)))
+    mknod(path, kind, perm, node.rdev as libc::dev_t).map_err(|e| {
+        // exfat-fuse, which holds no FIFOs, makes an empty regular file under the name and
+        // then fails: the name was free (else EEXIST), so what is there now is that file,
+        // which would pass for a restored entry.
+        if e != nix::errno::Errno::EEXIST
+            && fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0)
+        {
+            let _ = fs::remove_file(path);
+        }
+        FsError::new(op, path, errno(e))
+    })
 }
 
 fn timespec(t: arca_format::Timespec) -> TimeSpec {
@@ -120,7 +141,7 @@ fn apply_metadata_short(
         && let Err(e) = std::os::unix::fs::lchown(path, Some(node.uid), Some(node.gid))
         && (opts.is_root || e.raw_os_error() != Some(libc::EPERM))
     {
-        errs.push(FsError::new("change owner of", path, e));
+        errs.push(FsError::new(OWNER_OP, path, e));
     }
     if opts.xattrs {
         remove_extra_xattrs(
@@ -192,7 +213,7 @@ pub fn apply_file_metadata(
         && let Err(e) = std::os::unix::fs::fchown(file, Some(node.uid), Some(node.gid))
         && (opts.is_root || e.raw_os_error() != Some(libc::EPERM))
     {
-        errs.push(FsError::new("change owner of", path, e));
+        errs.push(FsError::new(OWNER_OP, path, e));
     }
     if opts.xattrs {
         remove_extra_xattrs(

@@ -283,6 +283,29 @@ pub fn shares_extents(path: &Path) -> bool {
     }
 }
 
+/// Whether the file system holding `path` (or, when `path` is not there, its folder) may
+/// refuse Unix metadata even to root: FAT, exFAT and NTFS (in the kernel or through FUSE)
+/// keep no owners and hold no FIFOs or device nodes; NFS with root_squash and SMB mounts
+/// refuse owners.
+pub fn may_refuse_unix_metadata(path: &Path) -> bool {
+    use nix::sys::statfs::{FUSE_SUPER_MAGIC, FsType, MSDOS_SUPER_MAGIC, NFS_SUPER_MAGIC, statfs};
+    const OTHERS: [FsType; 5] = [
+        FsType(0x2011_bab0), // exFAT
+        FsType(0x5346_544e), // NTFS
+        FsType(0xfe53_4d42), // SMB2
+        FsType(0xff53_4d42), // CIFS
+        FsType(0x517b),      // SMB
+    ];
+    let at = match path.symlink_metadata() {
+        Ok(_) => path,
+        Err(_) => path.parent().unwrap_or(path),
+    };
+    statfs(at).is_ok_and(|s| {
+        let t = s.filesystem_type();
+        [FUSE_SUPER_MAGIC, MSDOS_SUPER_MAGIC, NFS_SUPER_MAGIC].contains(&t) || OTHERS.contains(&t)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

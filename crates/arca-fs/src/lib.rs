@@ -19,15 +19,16 @@ mod read;
 mod sparse;
 
 pub use apply::{
-    MetadataOptions, apply_file_metadata, apply_metadata, create_special, create_symlink,
-    file_xattrs_match, metadata_matches, set_times, stat_matches, xattrs_match, xattrs_match_at,
+    MetadataOptions, OWNER_OP, SPECIAL_OPS, apply_file_metadata, apply_metadata, create_special,
+    create_symlink, file_xattrs_match, metadata_matches, set_times, stat_matches, xattrs_match,
+    xattrs_match_at,
 };
 pub use at::{DirHandle, Stat};
 pub use batch::{BatchReader, open_files_allowed};
 pub use content::{
     Listing, copy_range, dir_entries, list_dir_names, list_dir_names_and_ids, list_dir_noatime,
-    open_dir_fd_noatime, open_dir_noatime, open_for_restore, open_noatime, preallocate, punch_hole,
-    shares_extents,
+    may_refuse_unix_metadata, open_dir_fd_noatime, open_dir_noatime, open_for_restore,
+    open_noatime, preallocate, punch_hole, shares_extents,
 };
 pub use direct::{
     AlignedBuf, DIRECT_ALIGN, DIRECT_MIN, DirectWrite, direct_span, open_direct, write_pages_direct,

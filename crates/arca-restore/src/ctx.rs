@@ -93,6 +93,8 @@ pub(crate) struct Shared<'a> {
     pub progress: &'a Progress,
     observer: &'a dyn Observer,
     issues: Mutex<Vec<RestoreIssue>>,
+    /// Entries whose owner the file system refused ([`Self::owner_refused`]).
+    owners_refused: AtomicU64,
     stop: AtomicBool,
     fatal: Mutex<Option<RestoreError>>,
     cancel: Option<&'a AtomicBool>,
@@ -137,6 +139,7 @@ impl<'a> Shared<'a> {
             progress,
             observer,
             issues: Mutex::new(vec![]),
+            owners_refused: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             fatal: Mutex::new(None),
             cancel,
@@ -217,9 +220,41 @@ impl<'a> Shared<'a> {
     /// or read-only, otherwise an issue of that entry. Returns whether it was fatal.
     pub fn fs_error(&self, e: &FsError) -> bool {
         self.fatal_fs_error(e) || {
-            self.issue(&e.path, entry_error(e));
+            if !self.owner_refused(e) {
+                self.issue(&e.path, entry_error(e));
+            }
             false
         }
+    }
+
+    /// Whether `e` is an owner the target's file system refuses even to root (a non-root
+    /// restore does not report owners it may not set): on FAT, exFAT or NTFS, which keep
+    /// none, and on NFS with root_squash or SMB, every file but root's meets it. The first
+    /// is an issue, saying why; the others are counted ([`Self::owners_refused`]), not
+    /// listed one by one.
+    fn owner_refused(&self, e: &FsError) -> bool {
+        if e.op != arca_fs::OWNER_OP
+            || e.source.raw_os_error() != Some(libc::EPERM)
+            || !arca_fs::may_refuse_unix_metadata(&e.path)
+        {
+            return false;
+        }
+        if self.owners_refused.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.issue(
+                &e.path,
+                format!(
+                    "{e} (this file system does not let even root set owners: FAT, exFAT and \
+                     NTFS keep none, NFS with root_squash and SMB mounts refuse them; further \
+                     entries whose owner it refuses are counted, not listed)"
+                ),
+            );
+        }
+        true
+    }
+
+    /// Entries whose owner the file system refused ([`Self::owner_refused`]).
+    pub fn owners_refused(&self) -> u64 {
+        self.owners_refused.load(Ordering::Relaxed)
     }
 
     /// A file-system error writing file `f`: fatal as [`Self::fs_error`], otherwise the
@@ -319,6 +354,15 @@ fn entry_error(e: &FsError) -> String {
         }
         Some(libc::ENOSYS | libc::EPERM | libc::EOPNOTSUPP) if e.op == "create symlink" => {
             format!("{e} (this file system makes no symlinks: FAT and exFAT have none)")
+        }
+        Some(libc::EIO | libc::EPERM | libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL)
+            if arca_fs::SPECIAL_OPS.contains(&e.op)
+                && arca_fs::may_refuse_unix_metadata(&e.path) =>
+        {
+            format!(
+                "{e} (this file system may hold no FIFOs, sockets or device nodes: FAT, exFAT \
+                 and NTFS have none)"
+            )
         }
         _ if let Some(why) = no_link(e) => format!("{e} ({why})"),
         Some(libc::EILSEQ) => {

@@ -259,6 +259,10 @@ pub struct RestoreReport {
     /// Entries `--delete` could not remove, or in a dry run would leave (each is also in
     /// `issues`; `plan.deletes` counts only those removed).
     pub deletes_failed: u64,
+    /// Entries whose owner the target's file system refuses even to root (FAT, exFAT and
+    /// NTFS keep none; NFS with root_squash and SMB mounts refuse them): the first is in
+    /// `issues`, with why, the others are only counted here.
+    pub owners_refused: u64,
     /// Most block data held at once (reads in flight and cache).
     pub peak_memory: u64,
     /// Reads retried after transient failures.
@@ -708,6 +712,7 @@ pub fn restore(
         .filter(|(f, a)| f.load(Ordering::Relaxed) || matches!(a, scan::DirAction::Blocked(_)));
     report.dirs = report.dirs.saturating_sub(not_made.count() as u64);
     report.issues.extend(sh.take_issues());
+    report.owners_refused = sh.owners_refused();
     // Nor what the scan found in the way, or what failed: the summary counted a symlink and
     // a hard link that were reported not restored (hunt 30).
     let failed_paths: std::collections::HashSet<&Path> =

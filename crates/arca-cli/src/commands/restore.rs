@@ -378,6 +378,7 @@ fn summary_json(
         "entries_warmed": r.entries_warmed,
         "files_verified": r.files_verified,
         "verify_failures": r.verify_failures,
+        "owners_refused": r.owners_refused,
         "peak_memory": r.peak_memory,
         "retries": r.retries,
         "stalls": r.stalls,
@@ -573,8 +574,17 @@ fn print_summary(
     let paths: std::collections::HashSet<&Path> =
         r.issues.iter().map(|i| i.path.as_path()).collect();
     // The files not restored (something in the way) are counted above already.
-    let failed =
-        (paths.len() as u64).saturating_sub(r.verify_failures + r.deletes_failed + p.files_blocked);
+    // Owners the file system refused: the first is among the errors, the others counted.
+    let failed = (paths.len() as u64 + r.owners_refused.saturating_sub(1))
+        .saturating_sub(r.verify_failures + r.deletes_failed + p.files_blocked);
+    if r.owners_refused > 1 {
+        eprintln!(
+            "error: {} more {} whose owner the file system refused, as above (their \
+             contents and other metadata were restored)",
+            r.owners_refused - 1,
+            noun(r.owners_refused - 1, "entry")
+        );
+    }
     if failed > 0 {
         super::out(&format!(
             "{failed} {}{} could not be restored (see the errors above)",
