@@ -416,6 +416,14 @@ fn owners_a_file_system_refuses_are_said_once_and_counted() {
         "{err}"
     );
     assert!(out.contains("5 entries could not be restored"), "{out}");
+    // Under -q too: errors are not quieted.
+    let o = e.run(&["restore", "-q", &snap, "--target", target.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        stderr(&o).contains("4 more entries whose owner the file system refused"),
+        "{}",
+        stderr(&o)
+    );
     for (i, name) in owned.iter().enumerate() {
         assert_eq!(
             fs::read_to_string(target.join("d").join(name)).unwrap(),

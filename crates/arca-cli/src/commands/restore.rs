@@ -217,6 +217,16 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     // A dry run that finds entries it could not restore says so by its exit code, as the
     // real run would (it exited 0).
     let errors = report.issues.len() + usize::from(a.dry_run && report.plan.reported_blocked > 0);
+    // An error line, printed under -q as the first of them was (in the JSON summary as
+    // `owners_refused`).
+    if report.owners_refused > 1 && !a.json {
+        eprintln!(
+            "error: {} more {} whose owner the file system refused, as above (their \
+             contents and other metadata were restored)",
+            report.owners_refused - 1,
+            noun(report.owners_refused - 1, "entry")
+        );
+    }
     if a.json {
         super::out(&summary_json(&id, &report, &opened.stats).to_string())?;
     } else if !g.quiet {
@@ -577,14 +587,6 @@ fn print_summary(
     // Owners the file system refused: the first is among the errors, the others counted.
     let failed = (paths.len() as u64 + r.owners_refused.saturating_sub(1))
         .saturating_sub(r.verify_failures + r.deletes_failed + p.files_blocked);
-    if r.owners_refused > 1 {
-        eprintln!(
-            "error: {} more {} whose owner the file system refused, as above (their \
-             contents and other metadata were restored)",
-            r.owners_refused - 1,
-            noun(r.owners_refused - 1, "entry")
-        );
-    }
     if failed > 0 {
         super::out(&format!(
             "{failed} {}{} could not be restored (see the errors above)",
