@@ -186,6 +186,27 @@ pub fn authenticate_blob(
         })
 }
 
+/// [`authenticate_blob`] where the sealed bytes lie, leaving them decrypted on success
+/// (unspecified on failure): for a buffer read only to be checked, once its bytes have been
+/// copied elsewhere, without the copy that leaving them sealed costs.
+pub fn authenticate_blob_in_place(
+    sealer: &Sealer,
+    kind: BlobKind,
+    id: Id,
+    pack: Id,
+    sealed: &mut [u8],
+) -> Result<()> {
+    sealer
+        .open_in_place(id.as_bytes(), sealed, &|| format!("{kind} blob {id}"))
+        .map(|_| ())
+        .map_err(|e| RepoError::BlobCorrupt {
+            kind,
+            id,
+            pack,
+            detail: e.to_string(),
+        })
+}
+
 /// Opens a sealed blob and checks that its plaintext hashes to `id`.
 pub fn open_blob(
     key: &MasterKey,
@@ -302,6 +323,7 @@ impl BlobOpener {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arca_format::Cipher;
 
     #[test]
     fn probe_skips_only_incompressible_blobs() {
@@ -379,25 +401,36 @@ mod tests {
         assert_eq!(zstd::bulk::decompress(&c, literal.len()).unwrap(), literal);
     }
 
+    /// Both checks, the one leaving the bytes sealed and the one opening them where they
+    /// lie, with both ciphers: the exact bytes and id pass, anything else fails.
     #[test]
     fn authenticating_a_blob_needs_its_exact_bytes_and_id() {
         let key = MasterKey::from_secret([7; 32]);
-        let sealer = key.cipher();
         let data = b"some data to seal".repeat(100);
         let id = key.blob_id(&data);
-        let pack = Id::default();
-        let b = seal_blob(&sealer, BlobKind::Data, id, &data, 3).unwrap();
-        authenticate_blob(&sealer, BlobKind::Data, id, pack, &b.bytes).unwrap();
-        for i in [0, NONCE_LEN, b.bytes.len() / 2, b.bytes.len() - 1] {
-            let mut bad = b.bytes.clone();
-            bad[i] ^= 0x10;
-            let e = authenticate_blob(&sealer, BlobKind::Data, id, pack, &bad).unwrap_err();
-            assert!(matches!(e, RepoError::BlobCorrupt { .. }), "{e}");
-        }
         let other = key.blob_id(b"other");
-        assert!(authenticate_blob(&sealer, BlobKind::Data, other, pack, &b.bytes).is_err());
-        let short = &b.bytes[..10];
-        assert!(authenticate_blob(&sealer, BlobKind::Data, id, pack, short).is_err());
+        let pack = Id::default();
+        for cipher in [Cipher::XChaCha20Poly1305, Cipher::Xaes256Gcm] {
+            let sealer = key.sealer(cipher);
+            let b = seal_blob(&sealer, BlobKind::Data, id, &data, 3).unwrap();
+            let check = |id: Id, bytes: &[u8]| {
+                let sealed = authenticate_blob(&sealer, BlobKind::Data, id, pack, bytes);
+                let mut copy = bytes.to_vec();
+                let in_place =
+                    authenticate_blob_in_place(&sealer, BlobKind::Data, id, pack, &mut copy);
+                assert_eq!(sealed.is_ok(), in_place.is_ok(), "{cipher:?}");
+                sealed
+            };
+            check(id, &b.bytes).unwrap();
+            for i in [0, NONCE_LEN, b.bytes.len() / 2, b.bytes.len() - 1] {
+                let mut bad = b.bytes.clone();
+                bad[i] ^= 0x10;
+                let e = check(id, &bad).unwrap_err();
+                assert!(matches!(e, RepoError::BlobCorrupt { .. }), "{e}");
+            }
+            assert!(check(other, &b.bytes).is_err());
+            assert!(check(id, &b.bytes[..10]).is_err());
+        }
     }
 
     #[test]

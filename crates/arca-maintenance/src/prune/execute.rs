@@ -8,7 +8,7 @@ use std::time::Duration;
 use arca_backend::{Backend, FileType};
 use arca_format::pack::PackHeader;
 use arca_format::{BlobKind, Id, IndexFile, IndexPack};
-use arca_repo::blob::authenticate_blob;
+use arca_repo::blob::{authenticate_blob, authenticate_blob_in_place};
 use arca_repo::pack::{PackWriter, read_pack_header};
 use arca_repo::trees::TreeLoader;
 use arca_repo::trees::ranges::{Span, coalesce, read_with_retry};
@@ -297,33 +297,34 @@ fn repack(
         written.extend(r.packs);
         leftovers.extend(r.leftovers);
     }
-    let mut ship = |w: PackWriter| -> Result<(), PruneError> {
-        let (p, n) = upload(repo, w, progress)?;
+    // The partly filled packs, merged kind by kind into as few as fit, then uploaded side
+    // by side: one after the other, they ended every repack with one core hashing and
+    // writing while the other waited.
+    leftovers.sort_by_key(|w| w.kind().code());
+    let mut merged: Vec<PackWriter> = vec![];
+    for w in leftovers {
+        match merged.last_mut() {
+            Some(c) if c.kind() == w.kind() && c.size() + w.size() <= pack_size + pack_size / 8 => {
+                c.absorb(w)?;
+            }
+            _ => merged.push(w),
+        }
+    }
+    let shipped: Vec<Result<Uploaded, PruneError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = merged
+            .into_iter()
+            .map(|w| s.spawn(move || upload(repo, w, progress)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    for r in shipped {
+        let (p, n, _) = r?;
         report.packs_written += 1;
         report.bytes_written += n;
         written.push(p);
-        Ok(())
-    };
-    // The partly filled packs, merged kind by kind into as few as fit.
-    leftovers.sort_by_key(|w| w.kind().code());
-    let mut current: Option<PackWriter> = None;
-    for w in leftovers {
-        current = Some(match current.take() {
-            Some(mut c)
-                if c.kind() == w.kind() && c.size() + w.size() <= pack_size + pack_size / 8 =>
-            {
-                c.absorb(w)?;
-                c
-            }
-            Some(c) => {
-                ship(c)?;
-                w
-            }
-            None => w,
-        });
-    }
-    if let Some(c) = current {
-        ship(c)?;
     }
     Ok(written)
 }
@@ -334,6 +335,9 @@ struct Filler<'a> {
     progress: &'a Progress,
     pack_size: usize,
     writers: [Option<PackWriter>; 2],
+    /// The buffer of the last pack uploaded, for the next: a new one per pack cost a page
+    /// fault and the zeroing of every page it filled.
+    spare: Option<Vec<u8>>,
     out: Repacked,
 }
 
@@ -355,8 +359,11 @@ impl Filler<'_> {
         {
             self.ship(full)?;
         }
-        let w =
-            self.writers[kind.code() as usize].get_or_insert_with(|| PackWriter::new(kind, cap));
+        let spare = &mut self.spare;
+        let w = self.writers[kind.code() as usize].get_or_insert_with(|| match spare.take() {
+            Some(buf) => PackWriter::with_buffer(kind, buf),
+            None => PackWriter::new(kind, cap),
+        });
         w.add_sealed(id, raw_len, sealed)?;
         self.out.blobs += 1;
         Ok(())
@@ -375,7 +382,8 @@ impl Filler<'_> {
 
     /// Uploads a pack whose blobs are all verified.
     fn ship(&mut self, w: PackWriter) -> Result<(), PruneError> {
-        let (p, n) = upload(self.repo, w, self.progress)?;
+        let (p, n, buf) = upload(self.repo, w, self.progress)?;
+        self.spare = Some(buf);
         self.out.packs.push(p);
         self.out.bytes_written += n;
         Ok(())
@@ -400,6 +408,7 @@ fn repack_some(
         progress,
         pack_size: repo.config().pack_size as usize,
         writers: [None, None],
+        spare: None,
         out: Repacked::default(),
     };
     while !stop.load(Ordering::Relaxed) {
@@ -415,12 +424,11 @@ fn repack_some(
     Ok(out)
 }
 
-/// Seals and uploads one new pack; returns its index entry and size.
-fn upload(
-    repo: &Repository,
-    w: PackWriter,
-    progress: &Progress,
-) -> Result<(IndexPack, u64), PruneError> {
+/// A pack uploaded: its index entry, its size and its buffer (for the next).
+type Uploaded = (IndexPack, u64, Vec<u8>);
+
+/// Seals and uploads one new pack.
+fn upload(repo: &Repository, w: PackWriter, progress: &Progress) -> Result<Uploaded, PruneError> {
     let p = w.finish(repo.sealer())?;
     let name = p.id.to_hex();
     if p.index.kind == BlobKind::Tree {
@@ -428,14 +436,15 @@ fn upload(
     }
     repo.backend().write(FileType::Pack, &name, &p.bytes)?;
     Progress::bump(&progress.packs_written, 1);
-    Ok((p.index, p.bytes.len() as u64))
+    Ok((p.index, p.bytes.len() as u64, p.bytes))
 }
 
 /// Reads the used blobs of pack `i` (its header, then merged ranges), checks each against
-/// the plan and authenticates it (its Poly1305 tag, which covers every sealed byte and the
-/// blob's id) before appending it, still sealed, to `filler`'s pack: a damaged blob fails
-/// the prune before its pack is uploaded, and before anything is deleted. The bytes are
-/// copied unchanged, so decrypting and hashing them would find nothing the tag does not.
+/// the plan, appends it, still sealed, to `filler`'s pack and authenticates it (its tag,
+/// which covers every sealed byte and the blob's id) before that pack can be uploaded: a
+/// damaged blob fails the prune before its pack is uploaded, and before anything is
+/// deleted. The bytes are copied unchanged, so hashing their plaintext would find nothing
+/// the tag does not.
 #[allow(clippy::too_many_arguments)]
 fn copy_pack(
     plan: &PrunePlan,
@@ -495,12 +504,14 @@ fn copy_pack(
         for s in &r.items {
             let (id, raw_len) = s.item;
             let start = at + (s.offset - r.offset) as usize;
-            let Some(sealed) = buf.get(start..start + s.len as usize) else {
+            let Some(sealed) = buf.get_mut(start..start + s.len as usize) else {
                 return Err(bad("a read came back short".into()));
             };
-            authenticate_blob(repo.sealer(), p.kind, id, p.id, sealed)
-                .map_err(|e| bad(e.cause()))?;
+            // Copied first, then checked where it was read (which decrypts it there): its
+            // pack is uploaded only after, so a blob that fails never leaves this thread.
             filler.append(p.kind, id, raw_len, sealed)?;
+            authenticate_blob_in_place(repo.sealer(), p.kind, id, p.id, sealed)
+                .map_err(|e| bad(e.cause()))?;
             filler.ship_if_full(p.kind)?;
         }
     }
