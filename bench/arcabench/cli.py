@@ -321,7 +321,9 @@ def write_outputs(results: dict, base: str, plot_dir: str, write_docs: bool, log
         if has_maint:
             doc = s3.splice_section(doc, "\n".join(maintenance.render_file(maint_json)) + "\n",
                                     heading=maintenance.HEADING)
-            log("replaced the Maintenance section of docs/BENCHMARKS.md (the rest is unchanged)")
+            doc = maintenance.splice_headline(doc, maintenance.headline(merged))
+            log("replaced the Maintenance section of docs/BENCHMARKS.md and its lines of the "
+                "headline (the rest is unchanged)")
         with open(path, "w") as f:
             f.write(doc)
     elif write_docs:

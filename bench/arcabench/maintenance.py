@@ -714,3 +714,27 @@ def headline(m: dict | None) -> list:
             f"({'met' if met.get('rss_per_blob') else 'NOT met'}), prune planning "
             f"{f['plan_s']:.2f} s ({'met' if met.get('plan_s') else 'NOT met'})")
     return lines
+
+
+HEADLINE_PREFIXES = ("- **Maintenance** —", "- **Index at scale** —")
+
+
+def splice_headline(doc: str, lines: list) -> str:
+    """docs/BENCHMARKS.md with its maintenance lines of the headline (`headline`'s) replaced
+    by `lines`: where the old ones stood, else at the end of the headline list. A document
+    without a headline is returned as it is. (A maintenance-only run replaces the Maintenance
+    section; without this, the headline kept the previous run's maintenance figures.)"""
+    rows = doc.splitlines(keepends=True)
+    head = next((i for i, l in enumerate(rows) if l.rstrip("\n") == "## Headline"), None)
+    if head is None:
+        return doc
+    end = next((i for i in range(head + 1, len(rows)) if rows[i].startswith("## ")), len(rows))
+    body = rows[head + 1:end]
+    at = next((i for i, l in enumerate(body) if l.startswith(HEADLINE_PREFIXES)), None)
+    kept = [l for l in body if not l.startswith(HEADLINE_PREFIXES)]
+    if at is None:
+        # After the last item of the list.
+        items = [i for i, l in enumerate(kept) if l.startswith("- ")]
+        at = items[-1] + 1 if items else len(kept)
+    new = [f"- {h}\n" for h in lines]
+    return "".join(rows[:head + 1] + kept[:at] + new + kept[at:] + rows[end:])

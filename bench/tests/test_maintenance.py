@@ -203,6 +203,23 @@ class DocsTests(unittest.TestCase):
         self.assertIn("## Capping (FAST'13)\n\nc\n", again)
 
 
+    def test_splice_headline_replaces_only_the_maintenance_lines(self):
+        doc = ("# arca benchmarks\n\n## Headline\n\n- **small** — fast\n"
+               "- **Maintenance** — prune wall time: old\n- **Maintenance** — freed: old\n"
+               "- **Index at scale** — old\n\n## Results\n\n- **Maintenance** — not here\n")
+        new = mt.splice_headline(doc, ["**Maintenance** — prune wall time: new",
+                                       "**Index at scale** — new"])
+        self.assertEqual(new, "# arca benchmarks\n\n## Headline\n\n- **small** — fast\n"
+                         "- **Maintenance** — prune wall time: new\n- **Index at scale** — new\n"
+                         "\n## Results\n\n- **Maintenance** — not here\n")
+        # No maintenance lines yet: after the last item; no headline: unchanged.
+        bare = "## Headline\n\n- **small** — fast\n\n## Results\n"
+        self.assertEqual(mt.splice_headline(bare, ["**Maintenance** — m"]),
+                         "## Headline\n\n- **small** — fast\n- **Maintenance** — m\n\n"
+                         "## Results\n")
+        self.assertEqual(mt.splice_headline("## Results\n", ["x"]), "## Results\n")
+
+
 class CommandTests(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="arcabench-test-")
