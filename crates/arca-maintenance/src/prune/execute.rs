@@ -14,6 +14,7 @@ use arca_repo::trees::TreeLoader;
 use arca_repo::trees::ranges::{Span, coalesce, read_with_retry};
 use arca_repo::{Index, Repository};
 
+use super::packer::Packer;
 use super::{
     INDEX_BLOBS, KeepBlob, PackAction, Phase, Progress, PruneError, PrunePlan, PruneReport,
 };
@@ -223,21 +224,10 @@ fn delete(
     Ok(())
 }
 
-/// What one repacking thread did.
-#[derive(Default)]
-struct Repacked {
-    /// Index entries of the packs it uploaded.
-    packs: Vec<IndexPack>,
-    bytes_written: u64,
-    blobs: u64,
-    /// Its partly filled packs, merged and uploaded at the end.
-    leftovers: Vec<PackWriter>,
-}
-
 /// Copies the used blobs of the packs to repack into new packs and uploads them; returns
-/// the new packs' index entries. Each thread reads packs, appends their used blobs (still
-/// sealed) to packs of its own, verifies them, and uploads its packs as they fill; the
-/// partly filled ones are merged at the end.
+/// the new packs' index entries. Each thread reads packs and appends their used blobs
+/// (still sealed) to the packs all threads fill ([`Packer`]), checking each after; a pack is
+/// uploaded once full and every blob in it checked.
 fn repack(
     repo: &Repository,
     plan: &PrunePlan,
@@ -257,8 +247,8 @@ fn repack(
     let stop = AtomicBool::new(false);
     let (gap, max_read, threads) = read_shape(repo, &stop);
     let threads = threads.clamp(1, MAX_READERS);
-    // Each thread holds a pack being filled (memory), and waits for the backend while it
-    // uploads one (a local pack is synced to disk): one thread more than the cores keeps them
+    // Each thread waits for the backend while it reads, and while it uploads a pack it
+    // completed (a local pack is synced to disk): one thread more than the cores keeps them
     // busy; a remote backend's latency wants the loader's count.
     let threads = if repo.backend().hints().local {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -267,14 +257,14 @@ fn repack(
         threads
     }
     .min(todo.len());
-    let pack_size = repo.config().pack_size as usize;
+    let packer = Packer::new(repo, progress);
     let next = AtomicUsize::new(0);
-    let done: Vec<Result<Repacked, PruneError>> = std::thread::scope(|s| {
+    let done: Vec<Result<(), PruneError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
-                let (todo, next, stop) = (&todo, &next, &stop);
+                let (todo, next, stop, packer) = (&todo, &next, &stop, &packer);
                 s.spawn(move || {
-                    let r = repack_some(repo, plan, todo, next, gap, max_read, progress, stop);
+                    let r = repack_some(plan, todo, next, gap, max_read, stop, packer);
                     if r.is_err() {
                         stop.store(true, Ordering::Relaxed);
                     }
@@ -287,148 +277,47 @@ fn repack(
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     });
-    let mut written = vec![];
-    let mut leftovers = vec![];
     for r in done {
-        let r = r?;
-        report.packs_written += r.packs.len() as u64;
-        report.bytes_written += r.bytes_written;
-        report.blobs_repacked += r.blobs;
-        written.extend(r.packs);
-        leftovers.extend(r.leftovers);
+        r?;
     }
-    // The partly filled packs, merged kind by kind into as few as fit, then uploaded side
-    // by side: one after the other, they ended every repack with one core hashing and
-    // writing while the other waited.
-    leftovers.sort_by_key(|w| w.kind().code());
-    let mut merged: Vec<PackWriter> = vec![];
-    for w in leftovers {
-        match merged.last_mut() {
-            Some(c) if c.kind() == w.kind() && c.size() + w.size() <= pack_size + pack_size / 8 => {
-                c.absorb(w)?;
-            }
-            _ => merged.push(w),
-        }
-    }
-    let shipped: Vec<Result<Uploaded, PruneError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = merged
-            .into_iter()
-            .map(|w| s.spawn(move || upload(repo, w, progress)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    });
-    for r in shipped {
-        let (p, n, _) = r?;
-        report.packs_written += 1;
-        report.bytes_written += n;
-        written.push(p);
-    }
-    Ok(written)
-}
-
-/// One repacking thread's packs being filled, and what it did.
-struct Filler<'a> {
-    repo: &'a Repository,
-    progress: &'a Progress,
-    pack_size: usize,
-    writers: [Option<PackWriter>; 2],
-    /// The buffer of the last pack uploaded, for the next: a new one per pack cost a page
-    /// fault and the zeroing of every page it filled.
-    spare: Option<Vec<u8>>,
-    out: Repacked,
-}
-
-impl Filler<'_> {
-    /// Appends a blob, still sealed, to the pack of its kind.
-    fn append(
-        &mut self,
-        kind: BlobKind,
-        id: Id,
-        raw_len: u32,
-        sealed: &[u8],
-    ) -> Result<(), PruneError> {
-        let cap = self.pack_size + self.pack_size / 8;
-        let slot = &mut self.writers[kind.code() as usize];
-        // A pack that this blob would push past its buffer goes first (its blobs are all
-        // verified), so buffers never grow.
-        if slot.as_ref().is_some_and(|w| w.size() + sealed.len() > cap)
-            && let Some(full) = slot.take()
-        {
-            self.ship(full)?;
-        }
-        let spare = &mut self.spare;
-        let w = self.writers[kind.code() as usize].get_or_insert_with(|| match spare.take() {
-            Some(buf) => PackWriter::with_buffer(kind, buf),
-            None => PackWriter::new(kind, cap),
-        });
-        w.add_sealed(id, raw_len, sealed)?;
-        self.out.blobs += 1;
-        Ok(())
-    }
-
-    /// Uploads the pack of `kind` if it is full (called once its blobs are verified).
-    fn ship_if_full(&mut self, kind: BlobKind) -> Result<(), PruneError> {
-        let slot = &mut self.writers[kind.code() as usize];
-        if slot.as_ref().is_some_and(|w| w.size() >= self.pack_size)
-            && let Some(full) = slot.take()
-        {
-            self.ship(full)?;
-        }
-        Ok(())
-    }
-
-    /// Uploads a pack whose blobs are all verified.
-    fn ship(&mut self, w: PackWriter) -> Result<(), PruneError> {
-        let (p, n, buf) = upload(self.repo, w, self.progress)?;
-        self.spare = Some(buf);
-        self.out.packs.push(p);
-        self.out.bytes_written += n;
-        Ok(())
-    }
+    let packed = packer.finish()?;
+    report.packs_written += packed.packs.len() as u64;
+    report.bytes_written += packed.bytes_written;
+    report.blobs_repacked += packed.blobs;
+    Ok(packed.packs)
 }
 
 /// One repacking thread: takes packs from `todo` until none is left or `stop` is raised.
-#[allow(clippy::too_many_arguments)]
 fn repack_some(
-    repo: &Repository,
     plan: &PrunePlan,
     todo: &[usize],
     next: &AtomicUsize,
     gap: u64,
     max_read: u64,
-    progress: &Progress,
     stop: &AtomicBool,
-) -> Result<Repacked, PruneError> {
+    packer: &Packer<'_>,
+) -> Result<(), PruneError> {
     let mut buf = vec![];
-    let mut filler = Filler {
-        repo,
-        progress,
-        pack_size: repo.config().pack_size as usize,
-        writers: [None, None],
-        spare: None,
-        out: Repacked::default(),
-    };
     while !stop.load(Ordering::Relaxed) {
-        progress.go_on()?;
+        packer.progress().go_on()?;
         let Some(&i) = todo.get(next.fetch_add(1, Ordering::Relaxed)) else {
             break;
         };
-        copy_pack(plan, i, gap, max_read, &mut buf, stop, &mut filler)?;
-        Progress::bump(&progress.packs_read, 1);
+        copy_pack(plan, i, gap, max_read, &mut buf, stop, packer)?;
+        Progress::bump(&packer.progress().packs_read, 1);
     }
-    let mut out = filler.out;
-    out.leftovers = filler.writers.into_iter().flatten().collect();
-    Ok(out)
+    Ok(())
 }
 
 /// A pack uploaded: its index entry, its size and its buffer (for the next).
-type Uploaded = (IndexPack, u64, Vec<u8>);
+pub(super) type Uploaded = (IndexPack, u64, Vec<u8>);
 
 /// Seals and uploads one new pack.
-fn upload(repo: &Repository, w: PackWriter, progress: &Progress) -> Result<Uploaded, PruneError> {
+pub(super) fn upload(
+    repo: &Repository,
+    w: PackWriter,
+    progress: &Progress,
+) -> Result<Uploaded, PruneError> {
     let p = w.finish(repo.sealer())?;
     let name = p.id.to_hex();
     if p.index.kind == BlobKind::Tree {
@@ -440,12 +329,11 @@ fn upload(repo: &Repository, w: PackWriter, progress: &Progress) -> Result<Uploa
 }
 
 /// Reads the used blobs of pack `i` (its header, then merged ranges), checks each against
-/// the plan, appends it, still sealed, to `filler`'s pack and authenticates it (its tag,
+/// the plan, appends it, still sealed, to `packer`'s pack and authenticates it (its tag,
 /// which covers every sealed byte and the blob's id) before that pack can be uploaded: a
 /// damaged blob fails the prune before its pack is uploaded, and before anything is
 /// deleted. The bytes are copied unchanged, so hashing their plaintext would find nothing
 /// the tag does not.
-#[allow(clippy::too_many_arguments)]
 fn copy_pack(
     plan: &PrunePlan,
     i: usize,
@@ -453,9 +341,9 @@ fn copy_pack(
     max_read: u64,
     buf: &mut Vec<u8>,
     stop: &AtomicBool,
-    filler: &mut Filler<'_>,
+    packer: &Packer<'_>,
 ) -> Result<(), PruneError> {
-    let repo = filler.repo;
+    let repo = packer.repo();
     let p = &plan.packs[i];
     let bad = |error: String| PruneError::BadPack {
         id: p.id,
@@ -508,11 +396,11 @@ fn copy_pack(
                 return Err(bad("a read came back short".into()));
             };
             // Copied first, then checked where it was read (which decrypts it there): its
-            // pack is uploaded only after, so a blob that fails never leaves this thread.
-            filler.append(p.kind, id, raw_len, sealed)?;
+            // pack is uploaded only once this and every other blob in it passed.
+            let ticket = packer.append(p.kind, id, raw_len, sealed)?;
             authenticate_blob_in_place(repo.sealer(), p.kind, id, p.id, sealed)
                 .map_err(|e| bad(e.cause()))?;
-            filler.ship_if_full(p.kind)?;
+            packer.checked(ticket)?;
         }
     }
     Ok(())

@@ -58,6 +58,7 @@
 mod adopt;
 mod decide;
 mod execute;
+mod packer;
 mod walk;
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 mod adopt;
 mod fixture;
 mod order;
+mod packer;
 mod space;
 
 use std::collections::HashSet;
