@@ -178,12 +178,17 @@ pub fn authenticate_blob(
 ) -> Result<()> {
     sealer
         .authenticate(id.as_bytes(), sealed, &|| format!("{kind} blob {id}"))
-        .map_err(|e| RepoError::BlobCorrupt {
-            kind,
-            id,
-            pack,
-            detail: e.to_string(),
-        })
+        .map_err(|e| corrupt(kind, id, pack, &e))
+}
+
+/// A blob that failed its check, as both checks report it.
+fn corrupt(kind: BlobKind, id: Id, pack: Id, e: &arca_crypto::CryptoError) -> RepoError {
+    RepoError::BlobCorrupt {
+        kind,
+        id,
+        pack,
+        detail: e.to_string(),
+    }
 }
 
 /// [`authenticate_blob`] where the sealed bytes lie, leaving them decrypted on success
@@ -199,12 +204,7 @@ pub fn authenticate_blob_in_place(
     sealer
         .open_in_place(id.as_bytes(), sealed, &|| format!("{kind} blob {id}"))
         .map(|_| ())
-        .map_err(|e| RepoError::BlobCorrupt {
-            kind,
-            id,
-            pack,
-            detail: e.to_string(),
-        })
+        .map_err(|e| corrupt(kind, id, pack, &e))
 }
 
 /// Opens a sealed blob and checks that its plaintext hashes to `id`.

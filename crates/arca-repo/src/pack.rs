@@ -151,33 +151,6 @@ impl PackWriter {
         Ok(())
     }
 
-    /// Appends every blob of `other` (of the same kind), as if added here one by one.
-    pub fn absorb(&mut self, other: PackWriter) -> Result<()> {
-        if other.stream.is_some() {
-            return Err(RepoError::Invalid {
-                what: "pack",
-                detail: "cannot absorb a pack already being written".into(),
-            });
-        }
-        if other.kind != self.kind {
-            return Err(RepoError::Invalid {
-                what: "pack",
-                detail: format!("cannot put {} blobs in a {} pack", other.kind, self.kind),
-            });
-        }
-        let body = other.buf.get(HEADER_LEN..).unwrap_or_default();
-        let base = self.offset_for(body.len())?;
-        self.buf.extend_from_slice(body);
-        self.drain()?;
-        self.entries
-            .extend(other.entries.into_iter().map(|e| PackEntry {
-                offset: e.offset - HEADER_LEN as u32 + base,
-                ..e
-            }));
-        self.raw_bytes += other.raw_bytes;
-        Ok(())
-    }
-
     /// The offset `len` more bytes would start at, if the pack stays within 4 GiB.
     fn offset_for(&self, len: usize) -> Result<u32> {
         let too_big = || RepoError::Invalid {

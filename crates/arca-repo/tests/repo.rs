@@ -183,50 +183,6 @@ fn tampered_files_are_detected() {
     assert!(r.load_index().unwrap().is_empty());
 }
 
-#[test]
-fn packs_merged_by_absorb_read_back_like_packs_built_blob_by_blob() {
-    let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
-    let r = Repository::init(b.clone(), b"pw", &opts()).unwrap();
-    let mut parts = vec![];
-    let mut blobs = vec![];
-    for part in 0..3u32 {
-        let mut w = PackWriter::new(BlobKind::Data, 1 << 16);
-        for i in 0..50u32 {
-            let data = format!("part {part} blob {i} ")
-                .repeat(i as usize + 1)
-                .into_bytes();
-            let id = r.key().blob_id(&data);
-            let sealed = seal_blob(r.sealer(), BlobKind::Data, id, &data, 3).unwrap();
-            w.add_sealed(id, sealed.raw_len, &sealed.bytes).unwrap();
-            blobs.push((id, data));
-        }
-        parts.push(w);
-    }
-    let mut parts = parts.into_iter();
-    let mut merged = parts.next().unwrap();
-    for p in parts {
-        merged.absorb(p).unwrap();
-    }
-    assert!(
-        merged.absorb(PackWriter::new(BlobKind::Tree, 16)).is_err(),
-        "kinds do not mix"
-    );
-    assert_eq!(merged.len(), 150);
-    let p = merged.finish(r.sealer()).unwrap();
-    b.write(FileType::Pack, &p.id.to_hex(), &p.bytes).unwrap();
-    let h = read_pack_header(b.as_ref(), r.sealer(), &p.id, p.bytes.len() as u64).unwrap();
-    assert_eq!(h.entries, p.index.blobs);
-    r.save_index(&IndexFile {
-        supersedes: vec![],
-        packs: vec![p.index.clone()],
-    })
-    .unwrap();
-    let index = r.load_index().unwrap();
-    for (id, data) in &blobs {
-        assert_eq!(&r.read_blob(&index, BlobKind::Data, id).unwrap(), data);
-    }
-}
-
 /// The config names the cipher (version 3 for XAES-256-GCM, version 1 as before for
 /// XChaCha20-Poly1305); the config itself is XChaCha20-Poly1305 in both, every other sealed
 /// file the named cipher, and the other cipher does not open it.

@@ -25,18 +25,17 @@ const SPARE_BUFFERS: usize = 2;
 #[must_use = "a pack holding an unchecked blob is never uploaded"]
 pub(super) struct Ticket(u64);
 
-/// A pack being filled, or full and waiting for the checks of its last blobs.
+/// A pack being filled, or full (no longer its kind's open one) and waiting for the checks of
+/// its last blobs: uploaded as soon as `unchecked` is 0.
 struct Filling {
     w: PackWriter,
     /// Blobs appended whose check has not passed yet.
     unchecked: usize,
-    /// No more blobs go in: uploaded as soon as `unchecked` is 0.
-    full: bool,
 }
 
 #[derive(Default)]
 struct State {
-    /// The pack being filled per kind (a key of `packs`).
+    /// The pack being filled per kind (a key of `packs`); every other pack is full.
     open: [Option<u64>; 2],
     packs: HashMap<u64, Filling>,
     next_key: u64,
@@ -47,11 +46,10 @@ struct State {
 }
 
 impl State {
-    /// Marks pack `key` full; returns it when none of its blobs awaits a check.
-    fn close(&mut self, key: u64) -> Option<PackWriter> {
-        let f = self.packs.get_mut(&key)?;
-        f.full = true;
-        if f.unchecked > 0 {
+    /// Takes pack `key` out when it is full and none of its blobs awaits a check.
+    fn take_ready(&mut self, key: u64) -> Option<PackWriter> {
+        let f = self.packs.get(&key)?;
+        if f.unchecked > 0 || self.open[f.w.kind().code() as usize] == Some(key) {
             return None;
         }
         self.packs.remove(&key).map(|f| f.w)
@@ -119,7 +117,7 @@ impl<'a> Packer<'a> {
                     .is_some_and(|f| f.w.size() + sealed.len() > cap)
             {
                 st.open[k] = None;
-                ready = st.close(key);
+                ready = st.take_ready(key);
             }
             let key = match st.open[k] {
                 Some(key) => key,
@@ -130,14 +128,7 @@ impl<'a> Packer<'a> {
                     };
                     let key = st.next_key;
                     st.next_key += 1;
-                    st.packs.insert(
-                        key,
-                        Filling {
-                            w,
-                            unchecked: 0,
-                            full: false,
-                        },
-                    );
+                    st.packs.insert(key, Filling { w, unchecked: 0 });
                     st.open[k] = Some(key);
                     key
                 }
@@ -147,7 +138,6 @@ impl<'a> Packer<'a> {
             f.unchecked += 1;
             st.blobs += 1;
             if f.w.size() >= self.pack_size {
-                f.full = true;
                 st.open[k] = None;
             }
             key
@@ -166,11 +156,7 @@ impl<'a> Packer<'a> {
             let st = &mut *guard;
             let f = st.packs.get_mut(&t.0).ok_or_else(|| lost("checked"))?;
             f.unchecked -= 1;
-            if f.full && f.unchecked == 0 {
-                st.packs.remove(&t.0).map(|f| f.w)
-            } else {
-                None
-            }
+            st.take_ready(t.0)
         };
         match ready {
             Some(w) => self.upload(w),

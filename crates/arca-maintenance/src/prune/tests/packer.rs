@@ -5,8 +5,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use arca_backend::{FileType, MemoryBackend};
-use arca_format::BlobKind;
-use arca_repo::blob::seal_blob;
+use arca_format::{BlobKind, Id};
+use arca_repo::blob::{SealedBlob, seal_blob};
 
 use super::super::Progress;
 use super::super::packer::Packer;
@@ -21,6 +21,14 @@ fn packs(f: &Fixture) -> HashSet<String> {
         .collect()
 }
 
+/// A data blob of `len` bytes made from `seed`: its id, length and sealed form.
+fn blob(f: &Fixture, seed: u64, len: usize) -> (Id, u32, SealedBlob) {
+    let data = bytes(seed, len);
+    let id = f.repo.key().blob_id(&data);
+    let sealed = seal_blob(f.repo.sealer(), BlobKind::Data, id, &data, 0).unwrap();
+    (id, len as u32, sealed)
+}
+
 /// Two "threads" fill one pack (1 MiB packs here, blobs of 300 KiB): one checks each of its
 /// blobs at once, the other has not checked its first yet. The pack is closed when a blob no
 /// longer fits, and not uploaded until that check; then exactly that pack is, and `finish`
@@ -31,16 +39,7 @@ fn a_full_pack_waits_for_the_check_of_every_blob_in_it() {
     let before = packs(&f);
     let progress = Progress::default();
     let packer = Packer::new(&f.repo, &progress);
-    let sealer = f.repo.sealer();
-    let blob = |seed: u64| {
-        let data = bytes(seed, 300 << 10);
-        let id = f.repo.key().blob_id(&data);
-        (
-            id,
-            data.len() as u32,
-            seal_blob(sealer, BlobKind::Data, id, &data, 0).unwrap(),
-        )
-    };
+    let blob = |seed: u64| blob(&f, seed, 300 << 10);
     // "Thread A" appends and has not checked yet.
     let (id, len, sealed) = blob(1);
     let waiting = packer
@@ -91,11 +90,9 @@ fn a_blob_never_checked_is_never_uploaded() {
     let before = packs(&f);
     let progress = Progress::default();
     let packer = Packer::new(&f.repo, &progress);
-    let data = bytes(9, 1000);
-    let id = f.repo.key().blob_id(&data);
-    let sealed = seal_blob(f.repo.sealer(), BlobKind::Data, id, &data, 0).unwrap();
+    let (id, len, sealed) = blob(&f, 9, 1000);
     let _unchecked = packer
-        .append(BlobKind::Data, id, 1000, &sealed.bytes)
+        .append(BlobKind::Data, id, len, &sealed.bytes)
         .unwrap();
     assert!(packer.finish().is_err());
     assert_eq!(packs(&f), before);
