@@ -59,8 +59,13 @@ fn prune_refuses_while_a_backup_runs_and_the_backup_completes() {
         .spawn()
         .unwrap();
     wait_locks(&e, 1);
-    // A second backup shares the repository.
+    // A second backup shares the repository, and so do the repairs' dry runs, which only
+    // read (they took an exclusive lock and were refused); a real repair is refused.
     e.ok(&["backup", "--quiet", s]);
+    e.ok(&["repair", "index", "--dry-run"]);
+    e.ok(&["repair", "snapshots", "--dry-run"]);
+    let repair = e.run(&["repair", "index"]);
+    assert_eq!(repair.status.code(), Some(11), "{}", stderr(&repair));
     let prune = e.run(&["prune"]);
     assert_eq!(prune.status.code(), Some(11), "{}", stderr(&prune));
     let err = stderr(&prune);
@@ -278,6 +283,24 @@ fn a_read_only_repository_says_which_commands_cannot_run() {
     let o = e.run(&["check"]);
     assert!(stderr(&o).contains("--no-lock"), "{}", stderr(&o));
     e.ok(&["check", "--no-lock"]);
+    // A repair's dry run only reads: it runs with --no-lock, and without it is pointed
+    // there (it took an exclusive lock whatever --no-lock said, and said repair writes).
+    let packs = e.ok(&["list", "packs"]);
+    let pack = packs.lines().next().unwrap().to_string();
+    for args in [
+        &["repair", "index", "--dry-run"][..],
+        &["repair", "snapshots", "--dry-run"],
+        &["repair", "packs", &pack, "--dry-run"],
+    ] {
+        let o = e.run(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = stderr(&o);
+        assert!(
+            err.contains("--no-lock") && !err.contains("writes to it"),
+            "{args:?}: {err}"
+        );
+        e.ok(&[args, &["--no-lock"]].concat());
+    }
     // A backup's dry run writes nothing and takes no lock (hunt 11: it said backup writes).
     let out = e.ok(&["backup", "--dry-run", src.to_str().unwrap()]);
     assert!(out.contains("dry run: nothing was written"), "{out}");

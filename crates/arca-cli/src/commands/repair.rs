@@ -121,10 +121,26 @@ fn resolve_packs(repo: &arca_repo::Repository, specs: &[String]) -> Result<Vec<I
     Ok(out)
 }
 
+/// The lock a repair holds: exclusive when it changes the repository. A dry run only reads:
+/// a shared lock keeps prune out while backups go on, and `--no-lock` takes none (it took
+/// an exclusive lock whatever `--no-lock` said, and on a read-only repository failed,
+/// saying repair writes to it).
+fn repair_lock(
+    g: &Global,
+    repo: &arca_repo::Repository,
+    dry_run: bool,
+) -> Result<Option<arca_repo::Lock>> {
+    if dry_run {
+        util::lock(g, repo, arca_repo::LockKind::Shared, "repair --dry-run")
+    } else {
+        util::take_lock(g, repo, arca_repo::LockKind::Exclusive, "repair").map(Some)
+    }
+}
+
 fn packs(g: &Global, a: &RepairPacksArgs) -> Result<u8> {
     // The local cache must not serve index files this command replaces.
     let opened = util::open_uncached(g)?;
-    let _lock = util::take_lock(g, &opened.repo, arca_repo::LockKind::Exclusive, "repair")?;
+    let _lock = repair_lock(g, &opened.repo, a.dry_run)?;
     let packs = resolve_packs(&opened.repo, &a.packs)?;
     let rep = repair_packs(
         &opened.repo,
@@ -248,7 +264,7 @@ fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {
     // The index is not loaded (it may be unreadable), and the local cache must not serve
     // index files this command replaces.
     let opened = util::open_uncached(g)?;
-    let _lock = util::take_lock(g, &opened.repo, arca_repo::LockKind::Exclusive, "repair")?;
+    let _lock = repair_lock(g, &opened.repo, a.dry_run)?;
     let rep = repair_index(
         &opened.repo,
         RepairIndexOptions {
@@ -358,7 +374,7 @@ fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {
 fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
     let opened = util::open_uncached(g)?;
     let repo = &opened.repo;
-    let _lock = util::take_lock(g, repo, arca_repo::LockKind::Exclusive, "repair")?;
+    let _lock = repair_lock(g, repo, a.dry_run)?;
     let mut chosen = vec![];
     for s in &a.snapshots {
         // Named without reading it: a damaged or newer one is reported by the repair.
@@ -372,6 +388,18 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
             snapshots: chosen,
         },
     )?;
+    // Exit 3 when a damaged snapshot stays in the repository as it is (one that cannot be
+    // repaired, or a snapshot file that cannot be read, without --forget): it exited 0, and
+    // a script took the repository for repaired while `check` still failed.
+    // A dry run removes nothing and saves nothing: there, one stays if its root is lost.
+    let stays = |d: &arca_maintenance::repair::RepairedSnapshot| {
+        d.repaired.is_none()
+            && !d.forgotten
+            && (!a.dry_run || (d.root_lost.is_some() && !a.forget))
+    };
+    let kept =
+        rep.damaged.iter().any(stays) || (!a.forget && !rep.damaged_files.is_empty());
+    let left_damaged = if kept { 3 } else { 0 };
     if a.json {
         let v = json!({
             "message_type": "summary",
@@ -412,7 +440,7 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
             "backend": util::stats_json(&opened.stats),
         });
         super::out(&v.to_string())?;
-        return Ok(0);
+        return Ok(left_damaged);
     }
     for (id, why) in &rep.damaged_files {
         eprintln!("snapshot file {id} is damaged: {why}");
@@ -507,5 +535,5 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
             ))?;
         }
     }
-    Ok(0)
+    Ok(left_damaged)
 }
