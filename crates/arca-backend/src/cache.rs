@@ -219,7 +219,8 @@ impl CachedBackend {
         if !self.warned.swap(true, Ordering::Relaxed) {
             #[allow(clippy::print_stderr)]
             {
-                eprintln!(
+                let _ = writeln!(
+                    std::io::stderr(),
                     "arca: warning: cannot write to the local cache {}: {e} (carrying on without it)",
                     self.dir.display()
                 );

@@ -1,6 +1,17 @@
 //! The `arca` binary: parses the command line and hands over to the library crates.
 //! Exit codes: 0 success, 1 fatal error, 3 finished but some entries failed.
 
+/// `eprintln!` for the whole crate (defined before the modules, it shadows the standard one
+/// in all of them): a line stderr cannot take is dropped. The standard macro panics when
+/// stderr's reader is gone (`arca backup 2>&1 | head -1`, a logger that died): a backup
+/// exited 101 without saving its snapshot, a restore stopped halfway.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod cli;
 mod commands;
 mod hoist;

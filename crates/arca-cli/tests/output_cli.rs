@@ -208,3 +208,45 @@ fn man_pages_cut_short_by_a_full_disk_are_not_left_behind() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A closed standard error (`2>&1 | head -1`, a logger that died) does not stop a backup or a
+/// restore either: the first warning line panicked (exit 101), the backup saved no snapshot
+/// and the restore stopped halfway. The lines are dropped and the work finishes, exit 3.
+#[test]
+fn a_closed_stderr_does_not_stop_a_backup_or_a_restore() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    for n in 0..20 {
+        fs::write(
+            src.join(format!("f{n:02}")),
+            arca_testkit::random_bytes(n, 5_000),
+        )
+        .unwrap();
+    }
+    let closed_stderr = |args: &[&str]| {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        e.cmd(args).stderr(writer).output().unwrap()
+    };
+    // A source that is not there: one warning line, and an incomplete snapshot.
+    let missing = e.path("missing");
+    let o = closed_stderr(&["backup", src.to_str().unwrap(), missing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(snapshot_count(&e), 1);
+    // A folder where the first file belongs: one error line; the other files are restored.
+    let target = e.path("t");
+    let first = target.join(src.strip_prefix("/").unwrap()).join("f00");
+    fs::create_dir_all(first.join("inside")).unwrap();
+    let o = closed_stderr(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3));
+    for n in 1..20 {
+        let name = format!("f{n:02}");
+        assert_eq!(
+            fs::read(first.with_file_name(&name)).unwrap(),
+            fs::read(src.join(&name)).unwrap(),
+            "{name}"
+        );
+    }
+}

@@ -2,6 +2,7 @@
 
 use arca_backend::FileType;
 use arca_format::{Id, Snapshot};
+use std::io::Write as _;
 
 use crate::{RepoError, Repository, Result};
 
@@ -246,7 +247,11 @@ impl Repository {
 fn damaged_snapshot_warning(id: &Id, e: &RepoError) {
     #[allow(clippy::print_stderr)]
     {
-        eprintln!("arca: {}", damaged_snapshot_message(id, e));
+        let _ = writeln!(
+            std::io::stderr(),
+            "arca: {}",
+            damaged_snapshot_message(id, e)
+        );
     }
 }
 

@@ -393,12 +393,9 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
     // a script took the repository for repaired while `check` still failed.
     // A dry run removes nothing and saves nothing: there, one stays if its root is lost.
     let stays = |d: &arca_maintenance::repair::RepairedSnapshot| {
-        d.repaired.is_none()
-            && !d.forgotten
-            && (!a.dry_run || (d.root_lost.is_some() && !a.forget))
+        d.repaired.is_none() && !d.forgotten && (!a.dry_run || (d.root_lost.is_some() && !a.forget))
     };
-    let kept =
-        rep.damaged.iter().any(stays) || (!a.forget && !rep.damaged_files.is_empty());
+    let kept = rep.damaged.iter().any(stays) || (!a.forget && !rep.damaged_files.is_empty());
     let left_damaged = if kept { 3 } else { 0 };
     if a.json {
         let v = json!({

@@ -5,6 +5,7 @@ use arca_backend::FileType;
 use arca_crypto::Sealer;
 use arca_format::envelope::{EnvelopeHeader, EnvelopeKind, FLAG_ZSTD, HEADER_LEN};
 use arca_format::{BlobKind, Id, IndexFile};
+use std::io::Write as _;
 
 use super::{Repository, file_id};
 use crate::index::{Index, IndexBuilder};
@@ -239,9 +240,13 @@ fn damaged_index_warning(e: &RepoError) {
     {
         if e.is_newer_format() {
             // Not damage: `repair index` would delete a newer arca's index file.
-            eprintln!("arca: warning: {e}; the blobs it lists are treated as missing");
+            let _ = writeln!(
+                std::io::stderr(),
+                "arca: warning: {e}; the blobs it lists are treated as missing"
+            );
         } else {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "arca: warning: damaged index file ({e}); run `arca repair index` (the blobs \
                  it lists are treated as missing until then)"
             );

@@ -1,6 +1,7 @@
 //! Opening a repository: every key file is read, then tried cheapest first with the password,
 //! and the one that opens the config gives the repository, read through a local cache if asked.
 
+use std::io::Write as _;
 use std::sync::Arc;
 
 use arca_backend::cache::{CachedBackend, find_in_root, prepare_root};
@@ -350,7 +351,10 @@ impl Repository {
 fn cache_warning(why: &str) {
     #[allow(clippy::print_stderr)]
     {
-        eprintln!("arca: warning: {why}; carrying on without a local cache");
+        let _ = writeln!(
+            std::io::stderr(),
+            "arca: warning: {why}; carrying on without a local cache"
+        );
     }
 }
 
