@@ -207,8 +207,26 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
             ))
         }
     })?;
-    let errors = report.snapshot.summary.errors;
-    Ok(if errors > 0 { 3 } else { 0 })
+    Ok(exit_code(report.snapshot.summary.errors, &report.warnings))
+}
+
+/// 3 when entries could not be read (the snapshot is incomplete) or files changed while
+/// they were read (stored as read, possibly inconsistent: the snapshot is complete, but the
+/// run exits 3, as documented; it exited 0, and a script could not tell); else 0.
+fn exit_code(errors: u64, warnings: &[Warning]) -> u8 {
+    if errors > 0 || changed_while_read(warnings) > 0 {
+        3
+    } else {
+        0
+    }
+}
+
+/// How many files changed while they were read.
+fn changed_while_read(warnings: &[Warning]) -> usize {
+    warnings
+        .iter()
+        .filter(|w| w.kind == WarningKind::ChangedWhileRead)
+        .count()
 }
 
 /// Files read again fewer than this many times for a new inode number alone say nothing.
@@ -261,6 +279,7 @@ fn print_summary(
             "total_files_processed": s.total_files_processed,
             "total_bytes_processed": s.total_bytes_processed,
             "errors": s.errors,
+            "changed_while_read": changed_while_read(&report.warnings),
             "complete": report.snapshot.complete,
             "warnings": report.warnings.iter().map(|w| w.message.clone()).collect::<Vec<_>>(),
             "duration_seconds": report.duration_seconds,
@@ -326,6 +345,13 @@ fn print_summary(
             ))?;
         } else {
             super::out(&format!("snapshot {} saved", report.snapshot_id.short()))?;
+        }
+        let changed = changed_while_read(&report.warnings);
+        if changed > 0 && !report.dry_run {
+            super::out(&format!(
+                "{} changed while read: stored as read, possibly inconsistent (named above)",
+                count(changed as u64, "file")
+            ))?;
         }
         if a.profile {
             super::print_stages(&report.profile)?;
@@ -487,6 +513,21 @@ mod tests {
         assert_eq!(v["error"]["message"], "/src/a\"b: vanished");
         assert_eq!(v["kind"], "vanished");
         assert_eq!(warning_line(&w, false), "warning: /src/a\"b: vanished");
+    }
+
+    /// A file that changed while it was read makes the run exit 3, though the snapshot is
+    /// complete; a symlink stored as the folder it leads to does not.
+    #[test]
+    fn a_file_changed_while_read_exits_3() {
+        let w = |kind| Warning {
+            path: "/src/f".into(),
+            kind,
+            message: String::new(),
+        };
+        assert_eq!(exit_code(0, &[]), 0);
+        assert_eq!(exit_code(0, &[w(WarningKind::Followed)]), 0);
+        assert_eq!(exit_code(0, &[w(WarningKind::ChangedWhileRead)]), 3);
+        assert_eq!(exit_code(1, &[w(WarningKind::Unreadable)]), 3);
     }
 
     fn status(files: u64, bytes: u64, total_files: u64, total_bytes: u64, fin: bool) -> Status {
