@@ -22,7 +22,22 @@ use crate::errno;
 /// special bits (setuid, setgid, sticky) are never set here.
 /// Reading through it (a later block copied from it) does not move its access time.
 pub fn open_for_restore(path: &Path, mode: u32) -> io::Result<File> {
+    let flags = OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    if let Some(b) = crate::beneath::target_of(path) {
+        let mode = Mode::from_bits_truncate(mode & 0o777 | 0o600);
+        return crate::fds::patiently(|| noatime_if_allowed(|f| b.open(path, flags | f, mode)));
+    }
     crate::io_on_long_path(path, |p| open_for_restore_short(p, mode))
+}
+
+/// Runs `open` with `O_NOATIME`, and without it where the process may not use it (not the
+/// file's owner, not root).
+fn noatime_if_allowed(open: impl Fn(OFlag) -> io::Result<OwnedFd>) -> io::Result<File> {
+    match open(OFlag::O_NOATIME) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(OFlag::empty()),
+        r => r,
+    }
+    .map(File::from)
 }
 
 fn open_for_restore_short(path: &Path, mode: u32) -> io::Result<File> {
@@ -46,6 +61,12 @@ fn open_for_restore_short(path: &Path, mode: u32) -> io::Result<File> {
 /// waits: a FIFO found where a file was (replaced since it was looked at) is opened at once
 /// instead of blocking until a writer comes (O_NONBLOCK does nothing to regular files).
 pub fn open_noatime(path: &Path) -> io::Result<File> {
+    if let Some(b) = crate::beneath::target_of(path) {
+        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
+        return crate::fds::patiently(|| {
+            noatime_if_allowed(|f| b.open(path, flags | f, Mode::empty()))
+        });
+    }
     crate::io_on_long_path(path, open_noatime_short)
 }
 

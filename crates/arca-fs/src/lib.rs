@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 mod apply;
 mod at;
 mod batch;
+mod beneath;
 mod content;
 mod direct;
 mod fds;
@@ -25,6 +26,7 @@ pub use apply::{
 };
 pub use at::{DirHandle, Stat};
 pub use batch::{BatchReader, open_files_allowed};
+pub use beneath::{Confined, confine};
 pub use content::{
     Listing, copy_range, dir_entries, list_dir_names, list_dir_names_and_ids, list_dir_noatime,
     may_refuse_unix_metadata, open_dir_fd_noatime, open_dir_noatime, open_for_restore,

@@ -14,7 +14,7 @@ use crate::FsError;
 use nix::sys::stat::Mode;
 
 /// Each step opens at most this many bytes of path (well below PATH_MAX).
-const STEP: usize = 2048;
+pub(crate) const STEP: usize = 2048;
 
 /// Whether `e` says that a path was too long for the kernel.
 pub fn is_too_long(e: &io::Error) -> bool {
@@ -97,7 +97,11 @@ pub(crate) fn fs_on_long_path<T>(
     path: &Path,
     op: impl FnMut(&Path) -> Result<T, FsError>,
 ) -> Result<T, FsError> {
-    on_long_path(path, |e: &FsError| is_too_long(&e.source), op).map_err(renamed(path))
+    match crate::beneath::target_of(path) {
+        Some(b) => b.run(path, |e| FsError::new("reach", path, e), op),
+        None => on_long_path(path, |e: &FsError| is_too_long(&e.source), op),
+    }
+    .map_err(renamed(path))
 }
 
 /// Gives an error about a short name the path it stands for.
@@ -114,7 +118,11 @@ pub fn io_on_long_path<T>(
     path: &Path,
     mut op: impl FnMut(&Path) -> io::Result<T>,
 ) -> io::Result<T> {
-    crate::fds::patiently(|| on_long_path(path, is_too_long, &mut op))
+    crate::fds::patiently(|| match crate::beneath::target_of(path) {
+        // Below a restore's target: its folder opened beneath the target (beneath.rs).
+        Some(b) => b.run(path, |e| e, &mut op),
+        None => on_long_path(path, is_too_long, &mut op),
+    })
 }
 
 #[cfg(test)]

@@ -380,10 +380,10 @@ fn link(
             .map_err(|e| FsError::new("replace", path, e))?,
         Err(_) => {}
     }
-    // Both names may be long: the source through its short name too.
-    let linked = arca_fs::io_on_long_path(path, |p| match arca_fs::ShortPath::new(first) {
-        Ok(f) if first.as_os_str().len() >= 4096 => fs::hard_link(f.path(), p),
-        _ => fs::hard_link(first, p),
+    // Both names reached as every path of the target is (long ones through short names,
+    // and never through a symlink of the target: a file outside it is not linked in).
+    let linked = arca_fs::io_on_long_path(first, |f| {
+        arca_fs::io_on_long_path(path, |p| fs::hard_link(f, p))
     });
     linked.map_err(|e| FsError::new("link", path, e))
 }

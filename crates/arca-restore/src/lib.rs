@@ -479,6 +479,16 @@ pub fn restore(
     };
     let warmed = warmer.map_or(0, warm::Warmer::finish);
     let followed = followed::followed_links(&plan, &roots);
+    // From here on every path operation below the target opens its folder beneath the
+    // target, through no symlink but those followed (arca-fs beneath.rs): a folder swapped
+    // for a symlink while the restore runs leads nowhere (files were written outside the
+    // target through one).
+    let through: Vec<PathBuf> = followed
+        .links
+        .iter()
+        .map(|&d| plan.dirs[d as usize].path.clone())
+        .collect();
+    let _confined = arca_fs::confine(&opts.target, &through);
     let risky = aliases::risky_paths(&plan);
     let looked = std::sync::OnceLock::new();
     let inodes = inodes::SharedInodes::default();
