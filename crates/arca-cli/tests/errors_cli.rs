@@ -206,6 +206,43 @@ fn empty_variables_are_unset_and_passwords_are_text() {
     once(&stderr(&o), "ARCA_PASSWORD holds bytes that are not UTF-8");
 }
 
+/// A password file or command gives its first line, and nothing past it is read: an endless
+/// one (`--password-file /dev/zero`, `--password-command 'yes pw'`) was read to its end,
+/// memory growing until the process was killed. A command printing on after the line ends
+/// on SIGPIPE, which is no failure; one that fails is still named.
+#[test]
+fn only_the_first_line_of_a_password_file_or_command_is_read() {
+    let e = Env::new();
+    e.init(&[]);
+    let run = |args: &[&str]| {
+        let mut c = e.cmd(args);
+        c.env_remove("ARCA_PASSWORD");
+        run_limited(c, nix::sys::resource::Resource::RLIMIT_AS, 4 << 30)
+    };
+    let o = run(&["--password-command", "yes 'test password'", "snapshots"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&[
+        "--password-command",
+        "echo 'test password'; exit 3",
+        "snapshots",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    once(&stderr(&o), "failed (exit status: 3)");
+    let o = run(&["--password-file", "/dev/zero", "snapshots"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    once(&stderr(&o), "no line end in its first 64 KiB");
+    let file = e.path("pw");
+    let mut text = b"test password\n".to_vec();
+    text.resize(10 << 20, b'x');
+    fs::write(&file, &text).unwrap();
+    let o = run(&["--password-file", file.to_str().unwrap(), "snapshots"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    fs::write(&file, "\n\nsecond line\n").unwrap();
+    let o = run(&["--password-file", file.to_str().unwrap(), "snapshots"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    once(&stderr(&o), "its first line is empty");
+}
+
 /// A password piped on standard input is its first line (read into wiped storage, byte by
 /// byte, so nothing after it is taken); bytes that are not UTF-8 are refused. The source
 /// password file of `copy` is read as the repository's: an empty one is named, not tried.

@@ -10,9 +10,15 @@ use zeroize::Zeroizing;
 
 use crate::cli::{Global, KdfArgs};
 
-/// Reads `r` to its end into zeroizing storage. The buffer grows by copying into a larger
-/// zeroizing one, which wipes the smaller when dropped: no reallocation leaves a copy of the
-/// secret in freed memory (as `read_to_string` or `read_to_end` would).
+/// The most a password file or command may give before its first line ends.
+const LONGEST_LINE: usize = 64 << 10;
+
+/// Reads `r` into zeroizing storage up to its first `\n` (kept) or its end, and at most
+/// [`LONGEST_LINE`] bytes; what follows the line in the last piece read is dropped. Reading
+/// to the end took every byte of `--password-file /dev/zero` or `--password-command 'yes
+/// pw'`, memory growing until the process was killed. The buffer grows by copying into a
+/// larger zeroizing one, which wipes the smaller when dropped: no reallocation leaves a copy
+/// of the secret in freed memory (as `read_to_string` or `read_to_end` would).
 fn read_secret(mut r: impl io::Read) -> io::Result<Zeroizing<Vec<u8>>> {
     let mut out = Zeroizing::new(Vec::with_capacity(256));
     let mut chunk = Zeroizing::new([0u8; 256]);
@@ -23,7 +29,18 @@ fn read_secret(mut r: impl io::Read) -> io::Result<Zeroizing<Vec<u8>>> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        extend_secret(&mut out, &chunk[..n]);
+        let piece = &chunk[..n];
+        if let Some(end) = piece.iter().position(|b| *b == b'\n') {
+            extend_secret(&mut out, &piece[..=end]);
+            return Ok(out);
+        }
+        extend_secret(&mut out, piece);
+        if out.len() > LONGEST_LINE {
+            return Err(io::Error::other(format!(
+                "no line end in its first {} KiB: the password is the first line",
+                LONGEST_LINE >> 10
+            )));
+        }
     }
 }
 
@@ -80,7 +97,12 @@ pub fn read_password_file(p: &Path) -> Result<Zeroizing<String>> {
     let first = first_line(text);
     // No key has an empty password (init and key add refuse one).
     if first.is_empty() {
-        if text.bytes().all(|b| b.is_ascii_whitespace()) {
+        // Empty, or blank lines only? What follows the first line is looked at, bounded.
+        let mut rest = vec![];
+        let _ = std::fs::File::open(p).and_then(|f| {
+            io::Read::read_to_end(&mut io::Read::take(f, LONGEST_LINE as u64), &mut rest)
+        });
+        if rest.iter().all(|b| b.is_ascii_whitespace()) {
             bail!("password file {} is empty", arca_format::text::shown(p));
         }
         bail!(
@@ -142,7 +164,9 @@ pub fn password_from_command(cmd: &str) -> Result<Zeroizing<String>> {
         .stderr(std::process::Stdio::inherit())
         .spawn()
         .with_context(|| format!("cannot run password command {cmd:?}"))?;
-    // Read here rather than by `output()`, whose buffer is freed without being wiped.
+    // Read here rather than by `output()`, whose buffer is freed without being wiped; only
+    // the first line, then the pipe is closed: a command printing on (`yes pw`) ends on
+    // SIGPIPE, which is no failure.
     let read = child.stdout.take().map(read_secret).transpose();
     let status = child
         .wait()
@@ -150,7 +174,12 @@ pub fn password_from_command(cmd: &str) -> Result<Zeroizing<String>> {
     let stdout = read
         .with_context(|| format!("cannot read the output of password command {cmd:?}"))?
         .unwrap_or_default();
-    if !status.success() {
+    // Killed by SIGPIPE, or a shell saying so of its last command (128 + 13), once the line
+    // was read and the pipe closed.
+    let piped_on = stdout.ends_with(b"\n")
+        && (std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGPIPE)
+            || status.code() == Some(128 + libc::SIGPIPE));
+    if !status.success() && !piped_on {
         bail!("password command {cmd:?} failed ({status})");
     }
     // Taken as text, as a password file or ARCA_PASSWORD: bytes that are not UTF-8 were
