@@ -123,14 +123,36 @@ const STDIN_LISTS: &[&[u8]] = &[
     b"--iinclude-file",
 ];
 
+/// Whether `--json` is among the options (before a `--`).
+fn wants_json(args: &[std::ffi::OsString]) -> bool {
+    args.iter()
+        .skip(1)
+        .take_while(|a| a.as_encoded_bytes() != b"--")
+        .any(|a| a.as_encoded_bytes() == b"--json")
+}
+
+/// Prints fatal error `e` (exit `code`): under `--json` one JSON line (restic's
+/// `exit_error`), else `arca: ` and the error on one line.
+fn report_fatal(json: bool, code: u8, e: &anyhow::Error) {
+    if json {
+        let line = serde_json::json!({
+            "message_type": "exit_error",
+            "code": code,
+            "message": one_line(e),
+        });
+        eprintln!("{line}");
+    } else {
+        eprintln!("arca: {}", one_line(e));
+    }
+}
+
 fn main() -> ExitCode {
-    let args = match profile::expand(std::env::args_os().collect()) {
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let args = match profile::expand(raw.clone()) {
         Ok(a) => a,
         Err(e) => {
-            #[allow(clippy::print_stderr)]
-            {
-                eprintln!("arca: {}", one_line(&e));
-            }
+            // Under --json too: it printed plain text there.
+            report_fatal(wants_json(&raw), 1, &e);
             return ExitCode::from(1);
         }
     };
@@ -146,11 +168,7 @@ fn main() -> ExitCode {
     });
     util::STDIN_IS_DATA.store(stdin_data, std::sync::atomic::Ordering::Relaxed);
     // A fatal error under `--json` is a JSON line too (restic's `exit_error`).
-    let json = args
-        .iter()
-        .skip(1)
-        .take_while(|a| a.as_encoded_bytes() != b"--")
-        .any(|a| a.as_encoded_bytes() == b"--json");
+    let json = wants_json(&args);
     util::JSON_ERRORS.store(json, std::sync::atomic::Ordering::Relaxed);
     let cli = cli::parse(hoist::hoist_flags(args));
     raise_open_files_limit();
@@ -183,17 +201,7 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             let code = failure_code(&e);
-            #[allow(clippy::print_stderr)]
-            if json {
-                let line = serde_json::json!({
-                    "message_type": "exit_error",
-                    "code": code,
-                    "message": one_line(&e),
-                });
-                eprintln!("{line}");
-            } else {
-                eprintln!("arca: {}", one_line(&e));
-            }
+            report_fatal(json, code, &e);
             ExitCode::from(code)
         }
     }
@@ -204,7 +212,9 @@ fn main() -> ExitCode {
 fn failure_code(e: &anyhow::Error) -> u8 {
     use arca_repo::RepoError;
     for cause in e.chain() {
-        if cause.downcast_ref::<commands::Interrupted>().is_some() {
+        if cause.downcast_ref::<commands::Interrupted>().is_some()
+            || cause.downcast_ref::<commands::Stopped>().is_some()
+        {
             return commands::INTERRUPTED;
         }
         match cause.downcast_ref::<RepoError>() {

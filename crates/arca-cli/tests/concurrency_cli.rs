@@ -454,7 +454,7 @@ fn a_signal_during_the_last_uploads_stops_the_backup() {
     // Every pack takes 3 s to upload: the reading is long over when the signal comes.
     let child = with_faults(
         &e,
-        &["backup", "--quiet", src.to_str().unwrap()],
+        &["backup", "--quiet", "--json", src.to_str().unwrap()],
         "write:pack:always:delay=3s",
     );
     wait_locks(&e, 1);
@@ -462,6 +462,15 @@ fn a_signal_during_the_last_uploads_stops_the_backup() {
     signal(&child, Signal::SIGTERM);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    // Under --json, said as every fatal error is (it was a plain text line).
+    let err = stderr(&out);
+    let last: serde_json::Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+    assert_eq!(last["message_type"], "exit_error", "{err}");
+    assert_eq!(last["code"], 130, "{err}");
+    assert!(
+        last["message"].as_str().unwrap().contains("interrupted"),
+        "{err}"
+    );
     assert_eq!(
         fs::read_dir(e.repo.join("snapshots")).unwrap().count(),
         0,

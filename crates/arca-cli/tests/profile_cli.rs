@@ -169,6 +169,16 @@ fn profile_errors_name_the_file_and_the_key() {
     let err = stderr(&o);
     assert!(err.contains("profile \"missing\" not found"), "{err}");
     assert!(err.contains("config/arca/missing.toml"), "{err}");
+    // Under --json, one exit_error line, as every fatal error (it was plain text).
+    let o = bare(&e, &cwd, &["-P", "missing", "snapshots", "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    let line: serde_json::Value = serde_json::from_str(err.trim()).unwrap();
+    assert_eq!(line["message_type"], "exit_error", "{err}");
+    assert!(
+        line["message"].as_str().unwrap().contains("not found"),
+        "{err}"
+    );
     fs::write(e.path("bad.toml"), "[backup]\nexclud = [\"x\"]\n").unwrap();
     let o = bare(&e, &cwd, &["-P", "bad", "snapshots"]);
     assert_eq!(o.status.code(), Some(1));

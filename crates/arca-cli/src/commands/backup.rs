@@ -174,8 +174,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
             drop(scanner);
             drop(ticker);
             drop(line);
-            eprintln!("arca: {e}");
-            return Ok(super::INTERRUPTED);
+            return Err(super::Stopped(e.to_string()).into());
         }
         Err(e) => return Err(e.into()),
     };

@@ -93,6 +93,20 @@ impl std::fmt::Display for Interrupted {
 
 impl std::error::Error for Interrupted {}
 
+/// A command that Ctrl-C (SIGINT, SIGTERM, SIGHUP) stopped once it wound down: what it
+/// leaves, told as every fatal error is (exit 130; under `--json` an `exit_error` line, where
+/// it was plain text).
+#[derive(Debug)]
+pub(crate) struct Stopped(pub String);
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Stopped {}
+
 /// A flag set by the first SIGINT or SIGTERM; a second one while the command winds down
 /// ends the process with `exit_code` once the locks it holds are removed (it left them
 /// behind), and a third at once.

@@ -204,13 +204,13 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     let report = match result {
         Ok(r) => r,
         Err(RestoreError::Interrupted) => {
-            eprintln!(
-                "arca: interrupted: {} of {} restored; run the same command again to finish \
+            return Err(super::Stopped(format!(
+                "interrupted: {} of {} restored; run the same command again to finish \
                  (what is in place is not fetched again)",
                 progress.files.load(Ordering::Relaxed),
                 count(progress.files_total.load(Ordering::Relaxed), "file")
-            );
-            return Ok(super::INTERRUPTED);
+            ))
+            .into());
         }
         Err(e) => return Err(e.into()),
     };

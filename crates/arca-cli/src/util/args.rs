@@ -137,9 +137,18 @@ pub fn thread_count(s: &str) -> Result<usize, String> {
 
 /// clap's check of a DURATION option, as [`size_arg`].
 pub fn duration_arg(s: &str) -> Result<String, String> {
-    parse_duration(s)
-        .map(|_| s.to_string())
-        .map_err(|_| "expected a duration such as 100us, 20ms, 1.5s, 2m or 1h30m".into())
+    parse_duration(s).map(|_| s.to_string()).map_err(|e| {
+        // What is wrong, when more is known than that it is no duration (a duration too
+        // long, an unknown unit: it said only what durations look like).
+        let why = e.to_string();
+        if why.ends_with("out of range") {
+            "out of range: a duration must stay below 1e9 s (about 31 years)".into()
+        } else if why.contains("unit") {
+            format!("{why}: expected a duration such as 100us, 20ms, 1.5s, 2m or 1h30m")
+        } else {
+            "expected a duration such as 100us, 20ms, 1.5s, 2m or 1h30m".into()
+        }
+    })
 }
 
 /// Parses durations like `20ms`, `1.5s`, `100us`, `2h`, and Go's sums such as `1h30m`; a
@@ -310,5 +319,26 @@ mod tests {
             Duration::from_millis(3_723_004)
         );
         assert_eq!(parse_duration(".5s").unwrap(), Duration::from_millis(500));
+    }
+
+    /// A refused duration says what is wrong with it when that is known: too long, or a
+    /// unit it does not know (both said only what durations look like).
+    #[test]
+    fn a_refused_duration_says_why() {
+        assert!(
+            duration_arg("300000h")
+                .unwrap_err()
+                .contains("out of range")
+        );
+        let e = duration_arg("5x").unwrap_err();
+        assert!(
+            e.contains("unit \"x\"") && e.contains("such as 100us"),
+            "{e}"
+        );
+        assert!(
+            duration_arg("soon")
+                .unwrap_err()
+                .starts_with("expected a duration")
+        );
     }
 }
