@@ -400,3 +400,52 @@ fn a_split_hard_link_is_listed_as_updated() {
     }
     assert_eq!(fs::metadata(back.join("a")).unwrap().nlink(), 3);
 }
+
+/// A group whose first name cannot be restored (a folder in its way): its other names are
+/// not linked, and every listing says so, the dry run's and `--json -v` included (they said
+/// "restore hardlink" for a name that was never made). A first name left as it is
+/// (`--overwrite never`) gets its other names linked, and counted (the summary said "0 hard
+/// links").
+#[test]
+fn the_names_of_a_group_whose_first_is_not_restored_are_listed_as_not_restored() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("a"), b"data").unwrap();
+    fs::hard_link(src.join("a"), src.join("b")).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let target = e.path("t");
+    let back = restored(&target, &src);
+    fs::create_dir_all(back.join("a")).unwrap();
+    let t = target.to_str().unwrap();
+    for dry in [true, false] {
+        let mut args = vec!["restore", "latest", "-t", t, "-v", "--json"];
+        if dry {
+            args.push("--dry-run");
+        }
+        let o = e.run(&args);
+        assert_eq!(o.status.code(), Some(3), "dry {dry}: {}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        let b = back.join("b");
+        let line = out
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["item"] == b.to_str().unwrap())
+            .unwrap_or_else(|| panic!("b not listed: {out}"));
+        assert_eq!(line["action"], "blocked", "dry {dry}: {line}");
+        assert!(!b.exists());
+    }
+    let err = stderr(&e.run(&["restore", "latest", "-t", t]));
+    assert!(err.contains("not linked"), "{err}");
+
+    fs::remove_dir(back.join("a")).unwrap();
+    fs::write(back.join("a"), b"other").unwrap();
+    let out = e.ok(&["restore", "latest", "-t", t, "--overwrite", "never"]);
+    assert!(out.contains("1 hard link,"), "{out}");
+    let (a, b) = (
+        fs::metadata(back.join("a")).unwrap(),
+        fs::metadata(back.join("b")).unwrap(),
+    );
+    assert_eq!(a.ino(), b.ino());
+}
