@@ -520,7 +520,7 @@ pub fn restore(
     };
     let mut scan = scanner.scan();
     let aliases = aliases::Aliases::new(&plan, &risky, &mut scan);
-    unlinkable(&plan, &mut scan);
+    scan.unlink_blocked_groups(&plan);
     let deferred = std::mem::take(&mut scan.deferred);
     // What the target holds where the restore will not find it (files replaced though
     // right, further names of a group written anew): copied from there, not fetched.
@@ -796,29 +796,4 @@ pub fn restore(
 /// Where `path`, an absolute path of the snapshot, lands under `target`.
 pub fn target_path(target: &Path, path: &Path) -> PathBuf {
     target.join(path.strip_prefix("/").unwrap_or(path))
-}
-
-/// The further names of a hard-link group whose first name is not restored (a folder in its
-/// way, its own folder not restored) are not linked either: said so by the plan, so that
-/// `-v`, `--json` and a dry run no longer list them as restored, and the run reports them
-/// as it reports every entry it cannot restore.
-fn unlinkable(plan: &plan::Plan, scan: &mut scan::Scan) {
-    for (&first, links) in &plan.links {
-        if !matches!(scan.entries[first as usize], scan::EntryAction::Blocked(_)) {
-            continue;
-        }
-        for &l in links {
-            let action = &mut scan.entries[l as usize];
-            if !matches!(
-                action,
-                scan::EntryAction::Skip | scan::EntryAction::Blocked(_)
-            ) {
-                *action = scan::EntryAction::Blocked(format!(
-                    "{}: not linked: {} was not restored",
-                    arca_format::text::shown(&plan.entry_path(l)),
-                    arca_format::text::shown(&plan.entry_path(first))
-                ));
-            }
-        }
-    }
 }

@@ -23,6 +23,7 @@ use crate::trees::Selection;
 
 mod deletions;
 mod doomed;
+mod groups;
 
 /// Why an entry inside a folder that is not restored is not restored either: the folder's
 /// own reason is reported, not this one.
