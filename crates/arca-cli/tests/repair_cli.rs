@@ -411,6 +411,18 @@ fn a_damaged_pack_header_is_repaired_by_repair_packs_without_loss() {
     assert!(!pack.exists());
     assert_clean(&e);
     restore_same(&e, "latest", &src, "t1");
+    // An intact pack named is rewritten too; it is not called damaged.
+    let intact = largest_pack(&e);
+    let out = e.ok(&[
+        "repair",
+        "packs",
+        intact.file_name().unwrap().to_str().unwrap(),
+    ]);
+    assert!(
+        out.contains("1 old pack") && !out.contains("damaged"),
+        "{out}"
+    );
+    assert_clean(&e);
 }
 
 /// A data pack cut short: `repair packs` keeps the blobs before the cut, `repair snapshots`

@@ -62,10 +62,10 @@ pub enum RepoError {
     /// (this one was stopped, or its clock runs behind theirs): the command stopped before
     /// committing anything more.
     #[error(
-        "the lock on repository {location} was removed by another process, which took it for \
-         stale (this process was stopped for a while, or the clocks of the machines differ): \
-         a prune may have removed data this command needs, so nothing more was committed; \
-         run the command again"
+        "the lock on repository {location} was removed by another process (`arca unlock \
+         --remove-all`, or one that took it for stale: this process was stopped for a while, \
+         or the clocks of the machines differ): a prune may have removed data this command \
+         needs, so nothing more was committed; run the command again"
     )]
     LockRemoved {
         /// Repository.

@@ -246,7 +246,7 @@ fn packs(g: &Global, a: &RepairPacksArgs) -> Result<u8> {
                 "wrote {}, deleted {} and {}",
                 util::count(rep.index_files_written.len(), "index file"),
                 util::count(rep.index_files_deleted.len(), "old index file"),
-                util::count(rep.packs_deleted.len(), "damaged pack")
+                util::count(rep.packs_deleted.len(), "old pack")
             ))?;
         }
     }
