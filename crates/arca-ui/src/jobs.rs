@@ -160,9 +160,13 @@ impl Job {
         lock(&self.inner).state
     }
 
-    /// Asks the job to stop.
+    /// Asks the job to stop; a job that has ended is left as it is (it showed
+    /// `cancel_requested` on a job that had finished on its own).
     pub fn cancel(&self) {
-        self.cancel.store(true, Ordering::Relaxed);
+        let i = lock(&self.inner);
+        if i.state == JobState::Running {
+            self.cancel.store(true, Ordering::Relaxed);
+        }
     }
 }
 
