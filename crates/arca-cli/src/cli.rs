@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand};
 
 mod usage;
@@ -486,7 +487,9 @@ pub struct RestoreArgs {
     /// outright, by SIGKILL or a power cut, which dates nothing, rerun with if-changed or
     /// always). A hard-linked file that if-newer or never leaves as it is stays the file of
     /// its group: its missing names are linked to it, whatever it holds
-    #[arg(long, value_name = "MODE", default_value = "if-changed")]
+    #[arg(long, value_name = "MODE", default_value = "if-changed", value_parser =
+        clap::builder::PossibleValuesParser::new(["if-changed", "always", "if-newer", "never"])
+            .try_map(|s| s.parse::<arca_restore::Overwrite>()))]
     pub overwrite: arca_restore::Overwrite,
     /// Remove entries that the snapshot does not have from the restored backup folders (not
     /// from the folders above them, such as the target itself when the snapshot is of one path),
@@ -544,7 +547,9 @@ pub struct RestoreArgs {
     /// When the middle of large blocks of new files goes straight to the disk (O_DIRECT):
     /// auto (when the restore writes more than the kernel keeps dirty in memory before it
     /// slows writers down), always, never
-    #[arg(long, value_name = "MODE", default_value = "auto")]
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser =
+        clap::builder::PossibleValuesParser::new(["auto", "always", "never"])
+            .try_map(|s| s.parse::<arca_restore::DirectIo>()))]
     pub direct_io: arca_restore::DirectIo,
     /// Same as --direct-io never
     #[arg(long, conflicts_with = "direct_io")]

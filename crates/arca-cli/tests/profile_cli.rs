@@ -228,6 +228,9 @@ fn completions_and_man_pages_cover_every_command() {
         assert!(bash.contains(sub), "bash completion lacks {sub}");
     }
     assert!(bash.contains("--use-profile"));
+    // The modes of restore's --overwrite and --direct-io are offered (file names were).
+    assert!(bash.contains("\"if-changed always if-newer never\""));
+    assert!(bash.contains("\"auto always never\""));
     let zsh = e.ok(&["completions", "zsh"]);
     assert!(
         zsh.starts_with("#compdef arca"),
