@@ -231,9 +231,12 @@ fn a_damaged_or_unusable_cache_never_fails_a_command() {
     assert_eq!(e.ok(&args(&cached, &["ls", "latest"])), want);
     let v = backup(&e, &cached, &src);
     assert!(v["dirs_unmodified"].as_u64().unwrap() >= 341, "{v}");
-    // Repaired: the next run reads almost nothing again.
+    // Repaired: the next run reads almost nothing again (a lock file). Counted in bytes
+    // read, not in requests: a folder above the source (/tmp, where parallel tests make
+    // their folders) may have changed meanwhile, and the new snapshot it then writes is
+    // requests too (13 against a bound of 12, under load).
     let v = backup(&e, &cached, &src);
-    assert!(requests(&v) <= 12, "{v}");
+    assert!(v["backend"]["bytes_read"].as_u64().unwrap() <= 1024, "{v}");
 
     // A cache folder that cannot be created (below a file): one warning, same results.
     let file = e.path("a-file");
