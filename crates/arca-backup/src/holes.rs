@@ -64,6 +64,26 @@ impl<'f> HoleSkippingReader<'f> {
     }
 }
 
+impl arca_chunker::KnownZeros for HoleSkippingReader<'_> {
+    fn zeros_ahead(&mut self) -> u64 {
+        if !self.sparse_aware || self.pos >= self.size {
+            return 0;
+        }
+        if self.pos >= self.data_end && self.pos >= self.hole_end {
+            self.locate();
+        }
+        if self.sparse_aware {
+            self.hole_end.saturating_sub(self.pos)
+        } else {
+            0
+        }
+    }
+
+    fn skip_zeros(&mut self, n: u64) {
+        self.pos += n.min(self.hole_end.saturating_sub(self.pos));
+    }
+}
+
 impl Read for HoleSkippingReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {

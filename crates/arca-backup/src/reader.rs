@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arca_chunker::{Chunker, StreamChunker};
+use arca_chunker::{Chunker, KnownZeros, Next, StreamChunker};
 use arca_format::{BlobKind, ContentRef, Id, Node, SnapshotSummary};
 use arca_fs::DirHandle;
 use arca_repo::profile::StageProfile;
@@ -101,6 +101,31 @@ impl<R: Read> Read for Timed<'_, R> {
         *self.spent += t.elapsed();
         r
     }
+}
+
+impl<R: KnownZeros> KnownZeros for Timed<'_, R> {
+    fn zeros_ahead(&mut self) -> u64 {
+        self.inner.zeros_ahead()
+    }
+    fn skip_zeros(&mut self, n: u64) {
+        self.inner.skip_zeros(n);
+    }
+}
+
+/// A reader that knows of no zeros ahead (standard input).
+pub(crate) struct Plain<R>(pub R);
+
+impl<R: Read> Read for Plain<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl<R: Read> KnownZeros for Plain<R> {
+    fn zeros_ahead(&mut self) -> u64 {
+        0
+    }
+    fn skip_zeros(&mut self, _: u64) {}
 }
 
 /// One reader's state, reused from file to file.
@@ -450,6 +475,15 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
         key.blob_id(chunk)
     }
 
+    /// The blob id of `len` zero bytes, hashed once per length.
+    fn zeros_id(&mut self, len: usize) -> Id {
+        let key = self.ctx.repo.key();
+        *self
+            .zero_ids
+            .entry(len)
+            .or_insert_with(|| key.blob_id(&vec![0u8; len]))
+    }
+
     /// Whether a block already stored must be stored again: with `--cap N`, the blocks of a
     /// segment of the read stream (all readers together, [`crate::dedup::SEGMENT`] bytes) reference at
     /// most N packs written before this backup (the first N met); a block in any other old
@@ -471,7 +505,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
 
     /// Chunks everything `reader` yields and queues the new blobs; `None` when reading failed
     /// (warned, naming `path`).
-    pub(crate) fn chunk<R: Read>(
+    pub(crate) fn chunk<R: KnownZeros>(
         &mut self,
         path: &Path,
         reader: R,
@@ -495,13 +529,17 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                 break Err(Halt);
             }
             let t = Instant::now();
-            let next = sc.next_chunk_into(&mut chunk);
+            let next = sc.next_chunk_or_zeros(&mut chunk);
             cut_time += t.elapsed();
             match next {
-                Ok(true) => {
-                    let len = chunk.len() as u32;
+                Ok(next @ (Next::Chunk | Next::Zeros(_))) => {
                     let t = Instant::now();
-                    let id = self.chunk_id(&chunk);
+                    let (id, len) = match next {
+                        // A run of a hole, passed over: its bytes are made only if the
+                        // repository lacks them (below).
+                        Next::Zeros(n) => (self.zeros_id(n), n as u32),
+                        _ => (self.chunk_id(&chunk), chunk.len() as u32),
+                    };
                     self.times.hash += t.elapsed();
                     total += u64::from(len);
                     ctx.progress.add(0, u64::from(len), u64::from(len));
@@ -517,6 +555,9 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                         self.beyond_cap(&id, len)
                     };
                     if store {
+                        if let Next::Zeros(n) = next {
+                            chunk.resize(n, 0);
+                        }
                         let data = std::mem::replace(&mut chunk, ctx.saver.buffer());
                         let t = Instant::now();
                         let sent = ctx.saver.save(BlobKind::Data, id, data);
@@ -526,7 +567,7 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
                         }
                     }
                 }
-                Ok(false) => break Ok(true),
+                Ok(Next::End) => break Ok(true),
                 Err(e) => {
                     if !quiet {
                         ctx.report.warn_io(path, "read", &e);

@@ -19,6 +19,9 @@ pub struct Chunker {
     mask_large: u64,
     /// The hash after 64 or more zero bytes: the fixed point of `h = 2h + gear[0]`.
     zero_fixed: u64,
+    /// The first chunk of `max` or more zero bytes: every chunk that starts inside a run of
+    /// zeros reaching `max` bytes ahead has this length ([`Self::cut`] looks no further).
+    zero_cut: usize,
 }
 
 /// Number of leading zero bytes of `s`.
@@ -67,7 +70,7 @@ impl Chunker {
             *g = u64::from_le_bytes(a);
         }
         let bits = params.avg.trailing_zeros();
-        Self {
+        let mut c = Self {
             gear: std::sync::Arc::new(gear),
             min: params.min as usize,
             avg: params.avg as usize,
@@ -75,7 +78,16 @@ impl Chunker {
             mask_small: spread_mask(bits + 2),
             mask_large: spread_mask(bits.saturating_sub(2)),
             zero_fixed: gear[0].wrapping_neg(),
-        }
+            zero_cut: 0,
+        };
+        c.zero_cut = c.cut(&vec![0u8; c.max]);
+        c
+    }
+
+    /// The length of every chunk that starts inside a run of zeros at least
+    /// [`Self::max_size`] bytes long.
+    pub fn zero_run_cut(&self) -> usize {
+        self.zero_cut
     }
 
     /// The largest chunk this chunker emits.
@@ -138,6 +150,26 @@ impl Chunker {
         }
         out
     }
+}
+
+/// A reader that knows where its input is zeros without producing them, as a sparse file's
+/// holes: [`StreamChunker::next_chunk_or_zeros`] then passes over long runs without memory.
+pub trait KnownZeros: Read {
+    /// How many bytes from the reader's position are known to be zeros (0: none known).
+    fn zeros_ahead(&mut self) -> u64;
+    /// Moves the position `n` bytes on, `n` at most what [`Self::zeros_ahead`] said.
+    fn skip_zeros(&mut self, n: u64);
+}
+
+/// What [`StreamChunker::next_chunk_or_zeros`] found next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// A chunk, in the buffer given.
+    Chunk,
+    /// A chunk of this many zero bytes, not produced (the buffer given is left empty).
+    Zeros(usize),
+    /// The end of the input.
+    End,
 }
 
 /// Cuts a reader into chunks with one buffer of twice the maximum chunk size, which can be
@@ -225,6 +257,38 @@ impl<'c, R: Read> StreamChunker<'c, R> {
         out.extend_from_slice(&avail[..n]);
         self.start += n;
         Ok(true)
+    }
+}
+
+impl<R: KnownZeros> StreamChunker<'_, R> {
+    /// As [`Self::next_chunk_into`], except that a chunk lying wholly in a run of zeros the
+    /// reader knows of (with what is buffered) is neither read nor copied: its length is
+    /// returned, the same cut as reading it would give.
+    pub fn next_chunk_or_zeros(&mut self, out: &mut Vec<u8>) -> io::Result<Next> {
+        if !self.eof {
+            let ahead = self.reader.zeros_ahead();
+            let buffered = &self.buf[self.start..self.end];
+            if ahead > 0
+                && (buffered.len() as u64).saturating_add(ahead) >= self.chunker.max as u64
+                && zero_prefix(buffered) == buffered.len()
+            {
+                let n = self.chunker.zero_cut;
+                if n <= buffered.len() {
+                    self.start += n;
+                } else {
+                    self.reader.skip_zeros((n - buffered.len()) as u64);
+                    self.start = 0;
+                    self.end = 0;
+                }
+                out.clear();
+                return Ok(Next::Zeros(n));
+            }
+        }
+        Ok(if self.next_chunk_into(out)? {
+            Next::Chunk
+        } else {
+            Next::End
+        })
     }
 }
 
@@ -355,6 +419,56 @@ mod tests {
         n
     }
 
+    /// A reader over `data` that knows `holes` (zeroed ranges) and reads `step` bytes at
+    /// most, never across a hole's edge, as a sparse file's reader does.
+    struct Holey<'d> {
+        data: &'d [u8],
+        pos: usize,
+        holes: &'d [(usize, usize)],
+        step: usize,
+    }
+
+    impl Holey<'_> {
+        fn hole_end(&self) -> Option<usize> {
+            self.holes
+                .iter()
+                .filter(|&&(a, b)| (a..b).contains(&self.pos))
+                .map(|&(_, b)| b)
+                .max()
+        }
+    }
+
+    impl Read for Holey<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let mut end = self.data.len().min(self.pos + self.step.min(buf.len()));
+            if let Some(h) = self.hole_end() {
+                end = end.min(h);
+            } else if let Some(a) = self
+                .holes
+                .iter()
+                .map(|h| h.0)
+                .filter(|&a| a > self.pos)
+                .min()
+            {
+                end = end.min(a);
+            }
+            let n = end - self.pos;
+            buf[..n].copy_from_slice(&self.data[self.pos..end]);
+            self.pos = end;
+            Ok(n)
+        }
+    }
+
+    impl KnownZeros for &mut Holey<'_> {
+        fn zeros_ahead(&mut self) -> u64 {
+            self.hole_end().map_or(0, |h| (h - self.pos) as u64)
+        }
+        fn skip_zeros(&mut self, n: u64) {
+            assert!(n <= self.zeros_ahead());
+            self.pos += n as usize;
+        }
+    }
+
     fn with_zero_runs(seed: u64, len: usize, runs: &[(usize, usize)]) -> Vec<u8> {
         let mut d = pseudo_random(seed, len);
         for &(at, l) in runs {
@@ -379,6 +493,35 @@ mod tests {
                 prop_assert_eq!(a, reference_cut(&c, rest));
                 rest = &rest[a..];
             }
+        }
+
+        #[test]
+        fn known_zero_runs_are_passed_over_with_the_cuts_reading_gives(seed in any::<u64>(),
+                key in any::<[u8; 32]>(), step in 1usize..40_000,
+                runs in proptest::collection::vec((any::<usize>(), 0usize..90_000), 0..6)) {
+            let c = Chunker::new(&key, small());
+            let data = with_zero_runs(seed, 200_000, &runs);
+            let holes: Vec<(usize, usize)> = runs.iter()
+                .map(|&(at, l)| (at % data.len(), (at % data.len() + l).min(data.len())))
+                .collect();
+            let read = chunks(&c, &data);
+            let mut r = Holey { data: &data, pos: 0, holes: &holes, step };
+            let mut sc = StreamChunker::new(&c, &mut r);
+            let (mut got, mut skipped, mut out) = (vec![], 0, vec![]);
+            loop {
+                match sc.next_chunk_or_zeros(&mut out).unwrap() {
+                    Next::Chunk => got.push(out.clone()),
+                    Next::Zeros(n) => {
+                        prop_assert!(out.is_empty());
+                        got.push(vec![0; n]);
+                        skipped += 1;
+                    }
+                    Next::End => break,
+                }
+            }
+            prop_assert_eq!(got, read);
+            let long_hole = holes.iter().any(|&(a, b)| b - a >= 3 * c.max_size());
+            prop_assert!(!long_hole || skipped > 0);
         }
 
         #[test]

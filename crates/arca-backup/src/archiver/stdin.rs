@@ -47,7 +47,7 @@ impl Walker<'_, '_, '_> {
             ..node.clone()
         };
         let mut file_reader = FileReader::new(self.ctx);
-        let read = file_reader.chunk(&path, reader);
+        let read = file_reader.chunk(&path, crate::reader::Plain(reader));
         let mut slots = vec![];
         match read {
             Ok(Some((content, total))) => {
