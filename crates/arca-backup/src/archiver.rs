@@ -732,7 +732,7 @@ impl<'c, 'a, 's> Walker<'c, 'a, 's> {
         // The parent's entry, when it stands for this file but perhaps for its inode number.
         let reusable = parent.filter(|p| {
             !opts.force
-                && unchanged_but(p, &node, opts.ignore_ctime, true)
+                && unchanged_but(p, &node, opts.ignore_ctime || opts.ignore_inode, true)
                 && self.ctx.settled(p)
                 && p.content
                     .iter()

@@ -258,7 +258,7 @@ impl Assembler<'_, '_, '_> {
                     })
                     .collect(),
             };
-            let tree_id = self.save(&tree, d.old);
+            let tree_id = self.save(&tree, d.old, d.parent.is_some());
             let Some((pid, slot)) = d.parent else {
                 self.root = tree_id;
                 return;
@@ -287,8 +287,10 @@ impl Assembler<'_, '_, '_> {
         }
     }
 
-    /// Encodes and queues a tree blob; `None` once the pipeline failed.
-    fn save(&mut self, tree: &Tree, old: Option<Id>) -> Option<Id> {
+    /// Encodes and queues a tree blob; `None` once the pipeline failed. `folder`: the tree
+    /// is a folder's listing, counted in the summary (the snapshot's root listing is no
+    /// folder, as restic counts).
+    fn save(&mut self, tree: &Tree, old: Option<Id>, folder: bool) -> Option<Id> {
         let bytes = match tree.encode() {
             Ok(b) => b,
             Err(e) => {
@@ -299,6 +301,7 @@ impl Assembler<'_, '_, '_> {
         };
         let id = self.ctx.repo.key().blob_id(&bytes);
         match old {
+            _ if !folder => {}
             Some(o) if o == id => self.summary.dirs_unmodified += 1,
             Some(_) => self.summary.dirs_changed += 1,
             None => self.summary.dirs_new += 1,

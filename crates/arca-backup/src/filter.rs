@@ -309,19 +309,28 @@ pub fn expand_files_from(listed: &[PathBuf], file: &Path) -> (Vec<PathBuf>, Vec<
     for l in listed {
         let found = expand_glob(l);
         if found.is_empty() {
-            warnings.push(format!(
-                "{}: the pattern of {} matches no file; skipped",
-                arca_format::text::shown(l),
-                file.display()
-            ));
+            let pattern = crate::gomatch::has_wildcard(l.as_os_str().as_bytes())
+                || l.as_os_str().as_bytes().contains(&b'\\');
+            warnings.push(match pattern {
+                true => format!(
+                    "{}: the pattern of {} matches no file; skipped",
+                    arca_format::text::shown(l),
+                    file.display()
+                ),
+                false => format!(
+                    "{}: named in {}, does not exist; skipped",
+                    arca_format::text::shown(l),
+                    file.display()
+                ),
+            });
         }
         paths.extend(found);
     }
     (paths, warnings)
 }
 
-/// The paths a `--files-from` line names: itself when it has no wildcard (`*`, `?`, `[`),
-/// else the existing paths its glob matches, sorted, as restic's (Go's `filepath.Glob`: each
+/// The paths a `--files-from` line names: itself when it has no wildcard (`*`, `?`, `[`)
+/// and exists, else the existing paths its glob matches, sorted, as restic's (Go's `filepath.Glob`: each
 /// wildcard within one name, dot files included; `\` escapes). A glob matching nothing
 /// gives nothing: restic skips it, with a warning, and so does the backup.
 pub fn expand_glob(line: &Path) -> Vec<PathBuf> {
@@ -331,6 +340,11 @@ pub fn expand_glob(line: &Path) -> Vec<PathBuf> {
     let text = line.as_os_str().as_bytes();
     // As Go's Glob, a `\` makes a pattern too: `d/\[x\]` names `d/[x]`.
     if !has_wildcard(text) && !text.contains(&b'\\') {
+        // As Go's Glob: a name that does not exist matches nothing (any other failure to
+        // look at it is the backup's to report).
+        if arca_fs::lstat(line).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
+            return vec![];
+        }
         return vec![line.to_path_buf()];
     }
     let mut found = vec![if text.starts_with(b"/") {
@@ -503,8 +517,11 @@ mod tests {
         );
         assert_eq!(g("*/x.conf"), [r.join("s/x.conf"), r.join("t/x.conf")]);
         assert_eq!(g("[ab].conf"), [r.join("a.conf"), r.join("b.conf")]);
-        // A name without wildcards is itself, there or not; an escape is the character.
-        assert_eq!(g("none"), [r.join("none")]);
+        // A name without wildcards is itself when it exists, as Go's Glob (a missing one
+        // made the snapshot incomplete, exit 3, where restic skips it); an escape is the
+        // character.
+        assert_eq!(g("c.txt"), [r.join("c.txt")]);
+        assert!(g("none").is_empty());
         assert_eq!(g("st\\*r"), [r.join("st*r")]);
         assert_eq!(g("s?\\*r"), [r.join("st*r")]);
         // Matching nothing: nothing (the backup warns and skips it, as restic).

@@ -54,7 +54,7 @@ pub const DEFAULT_MEMORY: u64 = 256 << 20;
 /// How the parent snapshot (for change detection) is chosen.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum ParentMode {
-    /// The newest snapshot of this host with the same paths.
+    /// The newest snapshot of this host holding at least the same paths.
     #[default]
     Auto,
     /// No parent: read every file.
@@ -105,8 +105,9 @@ pub struct BackupOptions {
     /// Trust the parent's record of a file whose ctime alone changed (restic's
     /// `--ignore-ctime`: a `chmod -R`, or a file system that sets ctimes of its own).
     pub ignore_ctime: bool,
-    /// Trust the parent's record of a file whose inode number alone changed (restic's
-    /// `--ignore-inode`: FUSE and network mounts that number inodes anew on every mount).
+    /// Trust the parent's record of a file whose inode number or ctime alone changed
+    /// (restic's `--ignore-inode`, which implies `--ignore-ctime`: FUSE and network mounts
+    /// that number inodes anew on every mount make up ctimes too).
     pub ignore_inode: bool,
     /// zstd level for this backup (default: the repository's).
     pub compression: Option<i32>,
@@ -357,21 +358,16 @@ fn parent_for(
         ParentMode::Id(id) => Ok(Some((*id, repo.load_snapshot(id)?))),
         ParentMode::Auto => {
             let filter = SnapshotFilter::host(host);
-            let mut want = paths.to_vec();
-            want.sort();
-            // As restic: none newer than this snapshot's time (`--time` in the past, or
-            // now: a snapshot dated in the future, by a clock ahead or `--time`, stayed the
-            // parent until that date).
+            // As restic: the newest snapshot of this host that holds at least these paths
+            // (`backup /a` after `backup /a /b` finds the files of /a unchanged), none newer
+            // than this snapshot's time (`--time` in the past, or now: a snapshot dated in
+            // the future, by a clock ahead or `--time`, stayed the parent until that date).
             Ok(repo
                 .list_snapshots(&filter)?
                 .into_iter()
                 .rev()
                 .filter(|(_, s)| s.time <= limit)
-                .find(|(_, s)| {
-                    let mut p = s.paths.clone();
-                    p.sort();
-                    p == want
-                }))
+                .find(|(_, s)| paths.iter().all(|p| s.paths.contains(p))))
         }
     }
 }
@@ -492,6 +488,19 @@ pub fn backup_reader(
     }
     // Recorded as paths are: a name that is not UTF-8 with U+FFFD (FORMAT.md).
     let shown = vec![format!("/{}", String::from_utf8_lossy(name))];
+    // As restic: standard input is read whole whatever a parent says, so none is chosen
+    // (one was recorded and printed, though nothing was taken from it; nor could
+    // `--skip-if-unchanged` skip with it: the file's times are the backup's).
+    let no_parent;
+    let opts = if opts.parent == ParentMode::Auto {
+        no_parent = BackupOptions {
+            parent: ParentMode::None,
+            ..opts.clone()
+        };
+        &no_parent
+    } else {
+        opts
+    };
     run(
         repo,
         opts,

@@ -38,7 +38,9 @@ impl<'a> Reporter<'a> {
 
     /// An I/O failure on `path` while doing `what`: a vanished entry or an unreadable one.
     pub(crate) fn warn_io(&self, path: &Path, what: &str, e: &io::Error) {
-        let kind = if e.kind() == io::ErrorKind::NotFound {
+        // A read that says "not found" is no vanished file: some /sys files open and then
+        // refuse reads so (the file is still there).
+        let kind = if e.kind() == io::ErrorKind::NotFound && what != "read" {
             WarningKind::Vanished
         } else {
             WarningKind::Unreadable
@@ -58,5 +60,33 @@ impl<'a> Reporter<'a> {
 
     pub(crate) fn into_list(self) -> Vec<Warning> {
         self.list.into_inner().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Quiet;
+    impl Observer for Quiet {
+        fn warning(&self, _: &Warning) {}
+    }
+
+    #[test]
+    fn only_a_failed_look_or_open_is_a_vanished_entry() {
+        let r = Reporter::new(&Quiet);
+        let gone = || io::Error::from(io::ErrorKind::NotFound);
+        r.warn_io(Path::new("/x/a"), "open", &gone());
+        // Some /sys files open, then refuse reads with ENOENT: they are still there.
+        r.warn_io(Path::new("/x/b"), "read", &gone());
+        let list = r.into_list();
+        assert_eq!(list[0].kind, WarningKind::Vanished);
+        assert!(list[0].message.contains("vanished"), "{}", list[0].message);
+        assert_eq!(list[1].kind, WarningKind::Unreadable);
+        assert!(
+            list[1].message.starts_with("/x/b: cannot read: "),
+            "{}",
+            list[1].message
+        );
     }
 }

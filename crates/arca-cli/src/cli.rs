@@ -322,8 +322,8 @@ pub struct BackupArgs {
     /// older backups)
     #[arg(long, value_name = "TIME", value_parser = crate::util::snapshot_time_arg)]
     pub time: Option<String>,
-    /// Use this snapshot as parent instead of the latest of this host with the same paths
-    /// and not newer than the backup (`latest` means that one)
+    /// Use this snapshot as parent instead of the latest of this host holding at least the
+    /// same paths and not newer than the backup (`latest` means that one)
     #[arg(long, value_name = "SNAPSHOT")]
     pub parent: Option<String>,
     /// Read all files instead of trusting the parent snapshot's metadata (the parent is still
@@ -334,14 +334,17 @@ pub struct BackupArgs {
     /// on file systems that set ctimes by themselves)
     #[arg(long)]
     pub ignore_ctime: bool,
-    /// Trust the parent snapshot for a file whose inode number alone changed (FUSE and network
-    /// mounts that number inodes anew on every mount)
+    /// Trust the parent snapshot for a file whose inode number or ctime alone changed (FUSE and
+    /// network mounts that number inodes anew and make up ctimes); implies --ignore-ctime, as
+    /// restic's
     #[arg(long)]
     pub ignore_inode: bool,
     /// zstd level for this backup (overrides the repository default; -7 to 22, 0 = off)
     #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-7..=22))]
     pub compression: Option<i32>,
-    /// Stay on the file systems of the given paths
+    /// Stay on the file systems of the given paths: folders on others are kept empty (a file
+    /// bind-mounted from another file system is kept, unlike restic: overlay file systems
+    /// give files another device than their folders)
     #[arg(short = 'x', long)]
     pub one_file_system: bool,
     /// Files read at once [default: 12, of which at most 4 of 32 KiB or more]

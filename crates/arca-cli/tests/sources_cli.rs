@@ -355,6 +355,63 @@ fn the_parent_is_of_these_paths_and_not_from_the_future() {
     let now = json(&["backup", "--json", a.to_str().unwrap()]);
     assert_ne!(now["parent"], future["snapshot_id"], "{now}");
     assert_eq!(now["parent"], again["snapshot_id"], "{now}");
+    // As restic's: a snapshot holding these paths and more is a parent too (`backup a`
+    // after `backup a b` read every file of a again).
+    let both = json(&["backup", "--json", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(both["parent"], serde_json::Value::Null, "{both}");
+    let one = json(&["backup", "--json", b.to_str().unwrap()]);
+    assert_eq!(one["parent"], both["snapshot_id"], "{one}");
+    assert_eq!(one["files_unmodified"], 1, "{one}");
+    assert_eq!(one["files_new"], 0, "{one}");
+}
+
+/// As restic: standard input is always read whole, so `--stdin` takes no parent (one was
+/// recorded and printed, while everything counted as new).
+#[test]
+fn stdin_takes_no_parent_unless_compared_with() {
+    use std::io::Write;
+    let e = Env::new();
+    e.init(&[]);
+    let stdin = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["backup", "--json", "--stdin", "--stdin-filename", "db.sql"];
+        args.extend_from_slice(extra);
+        let mut c = e.cmd(&args);
+        c.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(b"dump").unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8(o.stdout).unwrap();
+        serde_json::from_str(out.lines().last().unwrap()).unwrap()
+    };
+    let first = stdin(&[]);
+    let second = stdin(&[]);
+    assert_eq!(second["parent"], serde_json::Value::Null, "{second}");
+    let snap: serde_json::Value =
+        serde_json::from_str(&e.ok(&["cat", "snapshot", second["snapshot_id"].as_str().unwrap()]))
+            .unwrap();
+    assert!(snap.get("parent").is_none_or(|p| p.is_null()), "{snap}");
+    let skipped = stdin(&["--skip-if-unchanged"]);
+    assert_eq!(skipped["parent"], serde_json::Value::Null, "{skipped}");
+    assert_ne!(first["snapshot_id"], second["snapshot_id"]);
+}
+
+/// As restic's, the summary's folders are the snapshot's folders: the root listing, which
+/// holds the backed-up paths' first names, is none (each count was one too many).
+#[test]
+fn the_summary_counts_folders_not_the_root_listing() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(src.join("sub")).unwrap();
+    let depth = src.components().count() as u64; // "/", then each name down to src
+    let s = e.json(&["backup", "--json", src.to_str().unwrap()]);
+    // The folders above src, src and sub.
+    assert_eq!(s["dirs_new"], depth, "{s}");
+    let s = e.json(&["backup", "--json", src.to_str().unwrap()]);
+    assert_eq!(s["dirs_unmodified"], depth, "{s}");
+    assert_eq!(s["dirs_new"], 0, "{s}");
 }
 
 /// As restic: a `--files-from` pattern that matches nothing is skipped with a warning, and
@@ -384,6 +441,24 @@ fn a_files_from_pattern_matching_nothing_is_skipped() {
     assert!(stderr(&o).contains(&says), "{}", stderr(&o));
     let snaps = e.json(&["snapshots", "--json"]);
     assert_eq!(snaps[0]["paths"], serde_json::json!([src.join("a.conf")]));
+    // A name without wildcards that does not exist likewise (Go's Glob matches nothing):
+    // it was backed up as missing, exit 3, the snapshot incomplete.
+    let gone = src.join("gone.txt");
+    fs::write(
+        &list,
+        format!("{}\n{}\n", src.join("a.conf").display(), gone.display()),
+    )
+    .unwrap();
+    let o = e.run(&["backup", "-q", "--files-from", list.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let says = format!(
+        "{}: named in {}, does not exist; skipped",
+        gone.display(),
+        list.display()
+    );
+    assert!(stderr(&o).contains(&says), "{}", stderr(&o));
+    let snaps = e.json(&["snapshots", "--json"]);
+    assert_eq!(snaps[1]["paths"], serde_json::json!([src.join("a.conf")]));
     // Nothing at all to back up: refused, saying why.
     fs::write(&list, format!("{}\n", nothing.display())).unwrap();
     let o = e.run(&["backup", "-q", "--files-from", list.to_str().unwrap()]);
@@ -532,6 +607,10 @@ fn ignore_ctime_and_ignore_inode_trust_the_parent() {
     // And the snapshot holds the new content.
     let out = e.ok(&["dump", "latest", f.to_str().unwrap()]);
     assert_eq!(out, "content of f, longer");
+    // As restic's, `--ignore-inode` implies `--ignore-ctime` (a mount that numbers inodes
+    // anew makes up ctimes too): a ctime change alone is trusted. It read the file again.
+    chmod(0o600);
+    assert_eq!(counts(&backup(&["--ignore-inode"])), (0.into(), 1.into()));
 }
 
 /// Files of /proc and /sys list a size that is not their content's (0, or a page): the

@@ -99,7 +99,7 @@ pub fn run(g: &Global, a: &BackupArgs) -> Result<u8> {
     };
     let repo = &opened.repo;
     let parent = match &a.parent {
-        // As restic: the newest of this host with the same paths, as without --parent (it
+        // As restic: the newest of this host with at least these paths, as without --parent (it
         // was the newest snapshot of any host and paths).
         Some(p) if p == "latest" => ParentMode::Auto,
         Some(p) => ParentMode::Id(
