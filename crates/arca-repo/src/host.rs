@@ -50,6 +50,19 @@ pub fn process_start(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// Whether process `pid` has ended but is not yet reaped by its parent (state `Z` or `X` in
+/// `/proc/PID/stat`): it exists for `kill(pid, 0)`, yet will never run again. False when
+/// it cannot be told.
+pub fn process_ended(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, r)| r.split_whitespace().next());
+    matches!(state, Some("Z" | "X" | "x"))
+}
+
 /// This process's process-id space: the machine's boot id and the pid namespace
 /// (`BOOT_ID pid:[INODE]`), empty when either cannot be read. Process ids mean something only
 /// within one such space: two machines, or containers, may share a host name.

@@ -333,7 +333,10 @@ const RELIST_TRIES: u32 = 5;
 fn is_stale(l: &LockInfo, now_ns: i64, host: &str, space: &str) -> bool {
     let (their_space, started) = split_start(&l.process_space);
     if l.hostname == host && !space.is_empty() && their_space == space {
-        if !process_alive(l.pid) {
+        // A zombie (killed, its parent not reaping it: a container's first process that
+        // does not, or `timeout -s KILL`) answers `kill(pid, 0)` and kept its lock live
+        // forever, however old.
+        if !process_alive(l.pid) || crate::host::process_ended(l.pid) {
             return true;
         }
         // A start time unknown on either side (another user's process under `hidepid`):

@@ -184,6 +184,40 @@ fn a_lock_with_its_start_time_is_judged_by_its_process() {
     drop(held);
 }
 
+/// A process killed and not reaped (a zombie: its parent does not wait for it) exists for
+/// `kill(pid, 0)` and kept its start time: its lock stayed live forever, and `unlock` kept
+/// it. It is stale.
+#[test]
+fn the_lock_of_a_process_that_ended_unreaped_is_stale() {
+    let repo = testing::repo(Arc::new(MemoryBackend::new()));
+    let space = crate::host::process_space();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    let Some(started) = crate::host::process_start(pid) else {
+        let _ = child.wait();
+        return;
+    };
+    // Ended, not yet reaped (`wait` below reaps it).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !crate::host::process_ended(pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(crate::host::process_ended(pid));
+    assert!(process_alive(pid), "a zombie answers kill(pid, 0)");
+    foreign_in(
+        &repo,
+        now_ns(),
+        pid,
+        &hostname(),
+        true,
+        &format!("{space} start:{started}"),
+    );
+    assert!(repo.list_locks().unwrap()[0].stale);
+    drop(repo.lock_for(LockKind::Exclusive, "prune").unwrap());
+    assert!(!crate::host::process_ended(std::process::id()));
+    child.wait().unwrap();
+}
+
 #[test]
 fn a_live_process_on_this_host_holds_its_lock() {
     let repo = testing::repo(Arc::new(MemoryBackend::new()));
