@@ -395,3 +395,29 @@ fn an_empty_host_clears_the_profiles_hosts() {
         .collect();
     assert_eq!(hosts, ["a", "b"], "{v}");
 }
+
+/// Snapshots of one time (`rewrite` without `--forget` leaves the original and the cleaned
+/// copy so): `forget --keep-last 1` keeps the one `latest` names. It took the other as the
+/// newest, and could remove the cleaned copy while keeping the original.
+#[test]
+fn keep_last_keeps_the_snapshot_latest_names_among_equal_times() {
+    let e = timeline(&[
+        ("h", "", "2024-05-01 10:00:00"),
+        ("h", "", "2024-05-01 10:00:00"),
+        ("h", "", "2024-05-01 10:00:00"),
+    ]);
+    let latest: Value =
+        serde_json::from_str(&e.ok(&["snapshots", "--json", "--latest", "1"])).unwrap();
+    let latest = latest[0]["id"].as_str().unwrap().to_owned();
+    let shown = e.ok(&["ls", "latest", "--json"]);
+    assert!(shown.contains(&latest), "ls latest is another: {shown}");
+    e.ok(&["forget", "--keep-last", "1"]);
+    let left: Value = serde_json::from_str(&e.ok(&["snapshots", "--json"])).unwrap();
+    let left: Vec<&str> = left
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(left, [latest.as_str()]);
+}

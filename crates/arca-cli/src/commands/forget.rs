@@ -376,7 +376,7 @@ fn by_ids(
             Err(e) => return Err(e.into()),
         }
     }
-    found.sort_by(|a, b| b.1.time.cmp(&a.1.time).then_with(|| a.0.cmp(&b.0)));
+    found.sort_by(|a, b| b.1.time.cmp(&a.1.time).then_with(|| b.0.cmp(&a.0)));
     let reports = forget::group(found, group_by)
         .into_iter()
         .map(|grp| GroupReport {

@@ -77,12 +77,13 @@ struct WithinRule {
 /// Decides, newest first, which of `snapshots` (one group) `policy` keeps. `now` only serves
 /// to ignore snapshots dated in the future when the newest snapshot is looked for.
 ///
-/// Snapshots are ordered by time, newest first, equal times by id. An empty policy keeps
+/// Snapshots are ordered by time, newest first, equal times by id, the larger first (as
+/// `latest` takes it: `rewrite` leaves two of one time). An empty policy keeps
 /// everything with the reason "policy is empty". A negative count other than -1 (which
 /// [`Policy::validate`] rejects) counts as unlimited.
 pub fn apply(policy: &Policy, snapshots: &[(Id, Snapshot)], now: DateTime<Utc>) -> Vec<Decision> {
     let mut order: Vec<&(Id, Snapshot)> = snapshots.iter().collect();
-    order.sort_by(|a, b| b.1.time.cmp(&a.1.time).then_with(|| a.0.cmp(&b.0)));
+    order.sort_by(|a, b| b.1.time.cmp(&a.1.time).then_with(|| b.0.cmp(&a.0)));
     if policy.is_empty() {
         return order
             .iter()
