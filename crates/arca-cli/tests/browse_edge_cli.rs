@@ -718,3 +718,15 @@ fn a_path_not_in_the_snapshot_is_named_byte_for_byte() {
         }
     }
 }
+
+/// `ls` cleans its paths as restic does: `..` takes the name before it away. It was dropped:
+/// `/sub/..` listed `/sub`, and `a.txt/..` printed the file, exit 0.
+#[test]
+fn ls_reads_dot_dot_as_the_folder_above() {
+    let e = one_snapshot();
+    let src = e.path("src");
+    let spec = format!("latest:{}", src.display());
+    assert_eq!(e.ok(&["ls", &spec, "/sub/.."]), "/a.txt\n/sub\n");
+    assert_eq!(e.ok(&["ls", &spec, "/sub/../sub"]), "/sub\n/sub/b.txt\n");
+    assert_eq!(e.ok(&["ls", &spec, "/a.txt/.."]), "/a.txt\n/sub\n");
+}

@@ -165,14 +165,20 @@ impl Lister<'_> {
     }
 }
 
-/// The names of path `p`, without `/`, `.` or an empty name.
+/// The names of path `p`, without `/`, `.` or an empty name, `..` taking the name before it
+/// away (as restic cleans the path: `/a/b/..` is `/a`; it was dropped, listing `/a/b`).
 fn names(p: &Path) -> Vec<&OsStr> {
-    p.components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n),
-            _ => None,
-        })
-        .collect()
+    let mut out = vec![];
+    for c in p.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir => {
+                out.pop();
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// For each path given to `ls`, whether it is listed and whether its own line is printed, so
