@@ -513,3 +513,39 @@ fn a_stray_copy_of_a_pack_does_not_make_prune_delete_it() {
     check_clean(&e);
     restore_matches(&e, &src, &expected);
 }
+
+/// A repository whose snapshots are all gone while packs hold data: prune refuses to delete
+/// everything without `--unsafe-allow-remove-all`. A snapshots folder lost or emptied by a
+/// copy tool looked just so: `check` passed and prune deleted every pack, without a word.
+#[test]
+fn prune_without_any_snapshot_deletes_nothing_unless_told() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), random_bytes(3, 200_000)).unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let aside = e.path("snapshots-aside");
+    fs::rename(e.repo.join("snapshots"), &aside).unwrap();
+    let packs_before = tree_bytes(&e.repo.join("data"));
+    assert!(!packs_before.is_empty());
+    for extra in [&[][..], &["--dry-run"]] {
+        let mut args = vec!["prune"];
+        args.extend_from_slice(extra);
+        let o = e.run(&args);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("no snapshot") && stderr(&o).contains("--unsafe-allow-remove-all"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    assert_eq!(tree_bytes(&e.repo.join("data")), packs_before);
+    // Put back, the snapshot restores: nothing was lost.
+    fs::rename(&aside, e.repo.join("snapshots")).unwrap();
+    e.ok(&["check", "--read-data"]);
+    fs::rename(e.repo.join("snapshots"), &aside).unwrap();
+    // Told, it deletes it all.
+    e.ok(&["prune", "--unsafe-allow-remove-all"]);
+    assert!(tree_bytes(&e.repo.join("data")).is_empty());
+}

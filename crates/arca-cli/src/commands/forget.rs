@@ -332,6 +332,7 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
             max_unused: a.max_unused.clone(),
             max_repack_size: a.max_repack_size.clone(),
             repack_small: a.repack_small,
+            unsafe_allow_remove_all: a.unsafe_allow_remove_all,
             ..Default::default()
         };
         let v = match super::prune::run_quiet_json(g, &opened, &prune) {

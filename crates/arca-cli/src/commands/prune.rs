@@ -33,6 +33,10 @@ pub struct PruneArgs {
     /// Also repack packs smaller than 80% of the target pack size into full ones
     #[arg(long)]
     pub repack_small: bool,
+    /// Delete all data when the repository has no snapshot (refused otherwise: a lost
+    /// snapshots folder looks the same)
+    #[arg(long)]
+    pub unsafe_allow_remove_all: bool,
     /// Print what would be deleted and repacked, and the space freed; change nothing
     #[arg(short = 'n', long)]
     pub dry_run: bool,
@@ -138,6 +142,7 @@ fn options(a: &PruneArgs) -> Result<PruneOptions> {
         max_repack_bytes,
         repack_small: a.repack_small,
         threads: 0,
+        allow_remove_all: a.unsafe_allow_remove_all,
     })
 }
 

@@ -106,6 +106,9 @@ pub struct PruneOptions {
     pub repack_small: bool,
     /// Ranged reads in flight (0: chosen for the backend).
     pub threads: usize,
+    /// Delete every pack when there is no snapshot at all (refused otherwise: a snapshots
+    /// folder lost or emptied by a copy or sync tool looks just like that).
+    pub allow_remove_all: bool,
 }
 
 /// What happens to one indexed pack.
@@ -382,6 +385,13 @@ pub enum PruneError {
         /// What the file says of its version.
         why: String,
     },
+    /// No snapshot at all, while packs hold data: every pack would go.
+    NoSnapshots {
+        /// Packs the index names.
+        packs: usize,
+        /// Their bytes.
+        bytes: u64,
+    },
 }
 
 impl fmt::Display for PruneError {
@@ -518,6 +528,13 @@ impl fmt::Display for PruneError {
             PruneError::Changed(what) => write!(
                 f,
                 "the repository changed while prune ran ({what}); {NOTHING_INDEXED}. Run prune again"
+            ),
+            PruneError::NoSnapshots { packs, bytes } => write!(
+                f,
+                "the repository has no snapshot, yet {packs} pack(s) of {bytes} bytes hold data: \
+                 prune would delete them all. A snapshots folder lost or emptied (by a copy or \
+                 sync tool, or a listing that failed) looks like this: check it first. To \
+                 delete all data, run prune with --unsafe-allow-remove-all; {NOTHING}"
             ),
             PruneError::Cancelled => write!(
                 f,
@@ -704,6 +721,12 @@ pub fn plan_with_progress(
         opts,
         u64::from(repo.config().pack_size),
     );
+    if walked.snapshots == 0 && !opts.allow_remove_all && !index.packs().is_empty() {
+        return Err(PruneError::NoSnapshots {
+            packs: index.packs().len(),
+            bytes: index.packs().iter().map(|p| p.size).sum(),
+        });
+    }
     plan.stats.snapshots = walked.snapshots;
     plan.stats.trees = walked.trees;
     plan.stats.index_files = index_files.len();
