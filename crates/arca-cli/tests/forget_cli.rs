@@ -737,3 +737,30 @@ fn a_policy_keeping_nothing_of_a_group_is_refused() {
     assert!(out.contains("removed 3"), "{out}");
     assert!(ids(&e).is_empty());
 }
+
+/// `recover` that cannot read some listings (their pack damaged) says so and finishes with
+/// exit 3, as every command that leaves something out does. It exited 0.
+#[test]
+fn recover_with_unreadable_listings_exits_3() {
+    let (e, src) = setup();
+    let packs = |e: &Env| -> std::collections::BTreeSet<std::path::PathBuf> {
+        arca_testkit::files_under(&e.repo.join("data"))
+            .into_iter()
+            .filter(|p| p.is_file())
+            .collect()
+    };
+    let first = backup(&e, &src, "the first version", &[]);
+    let after_first = packs(&e);
+    backup(&e, &src, "the second version, longer", &[]);
+    e.ok(&["forget", &first]);
+    // Every pack the first backup wrote, its listings' among them, damaged in the middle.
+    for p in &after_first {
+        let len = fs::metadata(p).unwrap().len();
+        arca_testkit::flip_byte(p, len / 2).unwrap();
+    }
+    let o = e.run(&["recover", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot be read"), "{}", stderr(&o));
+    let o = e.run(&["recover", "--json", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+}

@@ -38,6 +38,13 @@ pub fn run(g: &Global, a: &RecoverArgs) -> Result<u8> {
         )?)
     };
     let rep = recover(&opened.repo, &RecoverOptions { dry_run: a.dry_run })?;
+    // As the other commands: listings that could not be read (what they held is not
+    // recovered) finish with exit 3. It was 0.
+    let code = if rep.unreadable.is_empty() && rep.emptied.is_empty() {
+        0
+    } else {
+        3
+    };
     if a.json {
         super::out(
             &json!({
@@ -55,7 +62,7 @@ pub fn run(g: &Global, a: &RecoverArgs) -> Result<u8> {
             })
             .to_string(),
         )?;
-        return Ok(0);
+        return Ok(code);
     }
     for (id, why) in &rep.unreadable {
         crate::progress::warn(&format!(
@@ -72,10 +79,10 @@ pub fn run(g: &Global, a: &RecoverArgs) -> Result<u8> {
     }
     if !g.quiet {
         super::out(&format!(
-            "{} listing(s) in the index, {} snapshot(s); {} listing(s) no snapshot reaches",
-            rep.trees,
-            rep.snapshots,
-            rep.roots.len()
+            "{} in the index, {}; {} no snapshot reaches",
+            util::count(rep.trees, "listing"),
+            util::count(rep.snapshots, "snapshot"),
+            util::count(rep.roots.len(), "listing")
         ))?;
         for id in &rep.roots {
             super::out(&format!("  {}", id.to_hex()))?;
@@ -89,5 +96,5 @@ pub fn run(g: &Global, a: &RecoverArgs) -> Result<u8> {
         ))?,
         (false, None) => super::out("dry run: no snapshot saved")?,
     }
-    Ok(0)
+    Ok(code)
 }
