@@ -312,6 +312,9 @@ fn cache_lists_the_caches_and_cleanup_removes_the_old_ones() {
 
     let out = e.ok(&["cache", "--cache-dir", dir, "--cleanup"]);
     assert!(out.contains("removed 1 old cache"), "{out}");
+    // The table lists what is left (the removed one was listed above that line).
+    assert!(!out.contains("abababab"), "{out}");
+    assert!(out.contains("1 cache in"), "{out}");
     assert!(!old.exists());
     assert!(
         root.join("not-a-cache").is_dir(),

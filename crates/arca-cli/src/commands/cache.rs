@@ -117,28 +117,22 @@ pub fn run(g: &Global, a: &CacheArgs) -> Result<u8> {
         super::out(&json!({"root": root.display().to_string(), "caches": list}).to_string())?;
         return Ok(0);
     }
-    if folders.is_empty() {
+    // The text lists what is left: a removed cache was listed above "removed 1 old cache".
+    let (folders, sizes): (Vec<_>, Vec<_>) = folders
+        .iter()
+        .zip(&sizes)
+        .filter(|(c, _)| !(a.cleanup && is_old(c)))
+        .unzip();
+    if folders.is_empty() && removed == 0 {
         super::out(&format!(
             "no caches under {}",
             arca_format::text::shown(&root)
         ))?;
         return Ok(0);
     }
-    super::out(&format!(
-        "{:<10}  {:<16}  {:<3}  {:>12}",
-        "Repo ID", "Last Used", "Old", "Size"
-    ))?;
-    super::out(&"-".repeat(47))?;
-    for (c, size) in folders.iter().zip(&sizes) {
-        super::out(&format!(
-            "{:<10}  {:<16}  {:<3}  {:>12}",
-            &c.repo_id[..10],
-            ago(c.last_used),
-            if is_old(c) { "yes" } else { "" },
-            size.map_or(String::new(), super::stats::bytes)
-        ))?;
+    if !folders.is_empty() {
+        print_table(&folders, &sizes, &is_old)?;
     }
-    super::out(&"-".repeat(47))?;
     super::out(&format!(
         "{} in {}",
         crate::util::count(folders.len(), "cache"),
@@ -159,4 +153,27 @@ pub fn run(g: &Global, a: &CacheArgs) -> Result<u8> {
         ))?;
     }
     Ok(0)
+}
+
+/// The table of caches, one line each.
+fn print_table(
+    folders: &[&CacheFolder],
+    sizes: &[&Option<u64>],
+    is_old: &dyn Fn(&CacheFolder) -> bool,
+) -> Result<()> {
+    super::out(&format!(
+        "{:<10}  {:<16}  {:<3}  {:>12}",
+        "Repo ID", "Last Used", "Old", "Size"
+    ))?;
+    super::out(&"-".repeat(47))?;
+    for (c, size) in folders.iter().zip(sizes) {
+        super::out(&format!(
+            "{:<10}  {:<16}  {:<3}  {:>12}",
+            &c.repo_id[..10],
+            ago(c.last_used),
+            if is_old(c) { "yes" } else { "" },
+            size.map_or(String::new(), super::stats::bytes)
+        ))?;
+    }
+    super::out(&"-".repeat(47))
 }
