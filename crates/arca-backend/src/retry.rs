@@ -115,6 +115,8 @@ struct Breaker {
     next_probe: Instant,
     /// Wait before the probe after the next one, if that fails too.
     probe_delay: Duration,
+    /// When the transient failures in a row began (none since the last answer: `None`).
+    failing_since: Option<Instant>,
 }
 
 /// Admission and settling of requests, independent of the backend type.
@@ -192,6 +194,13 @@ impl Gate {
         }
     }
 
+    /// How long every request has failed transiently (zero when the last answered).
+    fn failing_for(&self) -> Duration {
+        self.lock()
+            .failing_since
+            .map_or(Duration::ZERO, |t| t.elapsed())
+    }
+
     /// Records the outcome of an admitted request: any fresh answer but a transient failure
     /// shows the backend works and ends probing; transient failures count towards a burst.
     fn settle(&self, ticket: Ticket, transient: bool) {
@@ -206,6 +215,7 @@ impl Gate {
         if !transient {
             if ticket.seq >= b.fail_mark {
                 self.down.store(false, Ordering::SeqCst);
+                b.failing_since = None;
                 b.failures = 0;
                 b.probing = false;
                 b.probe_delay = base;
@@ -213,6 +223,7 @@ impl Gate {
         } else {
             self.stats.failures.fetch_add(1, Ordering::Relaxed);
             b.fail_mark = b.admitted;
+            b.failing_since.get_or_insert_with(Instant::now);
             b.failures = b.failures.saturating_add(1);
             let burst = self.policy.burst > 0 && b.failures >= self.policy.burst;
             if probe || (!b.probing && burst) {
@@ -306,6 +317,7 @@ impl<B: Backend> RetryBackend<B> {
                     fail_mark: 0,
                     next_probe: Instant::now(),
                     probe_delay: policy.base_delay,
+                    failing_since: None,
                 }),
                 changed: Condvar::new(),
                 rng: AtomicU64::new(seed),
@@ -336,19 +348,24 @@ impl<B: Backend> RetryBackend<B> {
         let p = &self.gate.policy;
         let start = Instant::now();
         let down = self.gate.down.load(Ordering::SeqCst);
-        // Given up on before: one attempt, waiting for its turn at most the longest a probe
-        // may be delayed (1.5 backoffs).
-        let (attempts, window) = if down {
-            (1, p.window.min(p.max_delay.saturating_mul(2)))
+        // Given up on before, or a caller that retries by itself (restore's bulk reads): one
+        // attempt, waiting for its turn at most the longest a probe may be delayed (1.5
+        // backoffs). Such reads waited up to a whole window each for a probe, so a restore
+        // that had lost its server took two and a half minutes to fail.
+        let short = p.window.min(p.max_delay.saturating_mul(2));
+        let (attempts, window) = if down || attempts <= 1 {
+            (1, short)
         } else {
             (attempts, p.window)
         };
         let deadline = start
             .checked_add(window)
             .unwrap_or_else(|| start + Duration::from_secs(86_400 * 365));
-        // Marks the backend down when this operation, retried, still failed.
+        // Marks the backend down when this operation, retried, still failed, or when every
+        // request has failed for a whole window (callers retrying by themselves never
+        // retry here: the lock's release after their restore gave up took another minute).
         let gave_up = |e: BackendError| {
-            if attempts > 1 && e.is_transient() {
+            if e.is_transient() && (attempts > 1 || self.gate.failing_for() >= p.window) {
                 self.gate.down.store(true, Ordering::SeqCst);
             }
             e

@@ -301,3 +301,34 @@ fn after_giving_up_the_next_operations_try_once_until_the_backend_answers() {
     assert!(r.list(FileType::Pack).is_err());
     assert_eq!(f.fired(), 8 + 6);
 }
+
+/// Reads their caller retries (restore's bulk reads) get one attempt here; once every
+/// request has failed for a whole window the backend counts as given up on, so what follows
+/// (the lock's release) tries once instead of retrying for another window.
+#[test]
+fn failing_for_a_window_of_single_attempts_gives_up_too() {
+    let f = Arc::new(FaultBackend::new(MemoryBackend::new()));
+    let policy = RetryPolicy {
+        window: Duration::from_millis(200),
+        ..quick()
+    };
+    let r = RetryBackend::new(Arc::clone(&f), policy);
+    let id = "cd".repeat(32);
+    r.write(FileType::Pack, &id, b"data").unwrap();
+    r.write(FileType::Lock, &id, b"lock").unwrap();
+    f.add(rule(Op::Read, Trigger::Always, RESET));
+    f.add(rule(Op::Delete, Trigger::Always, RESET));
+    let started = Instant::now();
+    let mut buf = vec![];
+    while started.elapsed() < Duration::from_millis(300) {
+        let before = f.fired();
+        assert!(
+            r.read_range_bulk(FileType::Pack, &id, 0, 2, &mut buf)
+                .is_err()
+        );
+        assert_eq!(f.fired(), before + 1, "one attempt per bulk read");
+    }
+    let before = f.fired();
+    assert!(r.delete(FileType::Lock, &id).is_err());
+    assert_eq!(f.fired(), before + 1, "given up on: one attempt");
+}
