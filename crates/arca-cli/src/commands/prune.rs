@@ -23,8 +23,9 @@ const LISTED: usize = 1000;
 #[derive(Debug, Args, Default, Clone)]
 pub struct PruneArgs {
     /// Unused space to tolerate, as restic: a PERCENT of the repository or a SIZE (the packs
-    /// with the largest unused share are repacked until at most that much is left), or
-    /// `unlimited` (only packs nothing uses are deleted) [default: 5%]
+    /// with the largest unused share are repacked until at most that much is left; packs of
+    /// listings with unused ones always are), or `unlimited` (only packs nothing uses are
+    /// deleted) [default: 5%]
     #[arg(long, value_name = "PERCENT|SIZE", value_parser = max_unused_arg)]
     pub max_unused: Option<String>,
     /// Repack at most this many bytes of packs (e.g. 2GiB)

@@ -210,6 +210,15 @@ pub(super) fn decide(
         }
     };
     if let Some(limit) = limit {
+        // As restic: a listing pack that holds unused listings is repacked whatever the
+        // unused share (within the repack budget). Listings are read by every walk, and
+        // cached whole for remote repositories, so dead ones are not left to pile up until
+        // data crosses the limit.
+        for &i in &candidates {
+            if packs[i].kind == arca_format::BlobKind::Tree {
+                take(i, &mut actions);
+            }
+        }
         let mut left: u64 = (0..packs.len())
             .filter(|&i| actions[i] == PackAction::Keep)
             .map(|i| counts[i].unused_bytes)
@@ -217,6 +226,9 @@ pub(super) fn decide(
         for i in candidates {
             if left <= limit {
                 break;
+            }
+            if actions[i] == PackAction::Repack {
+                continue;
             }
             take(i, &mut actions);
             if actions[i] == PackAction::Repack {

@@ -117,12 +117,21 @@ fn max_unused_and_repack_size_limit_repacking() {
         ..PruneOptions::default()
     };
     assert_eq!(count(unlimited), (1, 0));
-    // The mixed data pack is 5/6 unused: 99 % of a pack may be unused.
+    // The mixed data pack is 5/6 unused: 99 % of a pack may be unused. The mixed listing
+    // pack is repacked all the same, as restic's (listings are read by every walk).
     let tolerant = PruneOptions {
         max_unused: MaxUnused::Percent(99.0),
         ..PruneOptions::default()
     };
-    assert_eq!(count(tolerant), (1, 0));
+    let p = plan(&t.f.repo, &index, &tolerant).unwrap();
+    assert_eq!((p.stats.delete.packs, p.stats.repack.packs), (1, 1));
+    let tree = p
+        .packs
+        .iter()
+        .find(|p| p.kind == BlobKind::Tree && p.action == PackAction::Repack)
+        .unwrap()
+        .clone();
+    assert_eq!(p.stats.repack.bytes, tree.size);
     // A size: enough unused bytes are repacked away to get under it, emptiest pack first.
     let p = plan(&t.f.repo, &index, &thorough()).unwrap();
     let mixed = p
@@ -130,20 +139,18 @@ fn max_unused_and_repack_size_limit_repacking() {
         .iter()
         .find(|p| p.kind == BlobKind::Data && p.action == PackAction::Repack)
         .unwrap();
-    let tree = p
-        .packs
-        .iter()
-        .find(|p| p.kind == BlobKind::Tree && p.action == PackAction::Repack)
-        .unwrap();
     assert!(tree.unused_bytes < mixed.unused_bytes);
-    // With the mixed data pack repacked, what is left unused is the tree pack's.
-    let bytes = PruneOptions {
-        max_unused: MaxUnused::Bytes(tree.unused_bytes),
+    // With the listing pack repacked, what is left unused is the mixed data pack's: a limit
+    // of that keeps it.
+    let bytes = |b: u64| PruneOptions {
+        max_unused: MaxUnused::Bytes(b),
         ..PruneOptions::default()
     };
-    let p = plan(&t.f.repo, &index, &bytes).unwrap();
+    let p = plan(&t.f.repo, &index, &bytes(mixed.unused_bytes)).unwrap();
     assert_eq!((p.stats.delete.packs, p.stats.repack.packs), (1, 1));
-    assert_eq!(p.stats.repack.bytes, mixed.size);
+    assert_eq!(p.stats.repack.bytes, tree.size);
+    let p = plan(&t.f.repo, &index, &bytes(mixed.unused_bytes - 1)).unwrap();
+    assert_eq!((p.stats.delete.packs, p.stats.repack.packs), (1, 2));
     // A percentage is of the repository after prune, as restic reads it: P % tolerates
     // P / (100 - P) of the used bytes unused.
     let used = p.stats.used_bytes as f64;
@@ -151,11 +158,11 @@ fn max_unused_and_repack_size_limit_repacking() {
         max_unused: MaxUnused::Percent(100.0 * unused / (used + unused)),
         ..PruneOptions::default()
     };
-    let t_unused = tree.unused_bytes as f64;
-    let p = plan(&t.f.repo, &index, &percent(t_unused + 0.5)).unwrap();
+    let m_unused = mixed.unused_bytes as f64;
+    let p = plan(&t.f.repo, &index, &percent(m_unused + 0.5)).unwrap();
     assert_eq!((p.stats.delete.packs, p.stats.repack.packs), (1, 1));
-    assert_eq!(p.stats.repack.bytes, mixed.size);
-    let p = plan(&t.f.repo, &index, &percent(t_unused - 1.0)).unwrap();
+    assert_eq!(p.stats.repack.bytes, tree.size);
+    let p = plan(&t.f.repo, &index, &percent(m_unused - 1.0)).unwrap();
     assert_eq!((p.stats.delete.packs, p.stats.repack.packs), (1, 2));
     // The repack limit: only packs that fit.
     let capped = PruneOptions {
