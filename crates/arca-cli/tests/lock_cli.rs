@@ -429,3 +429,38 @@ fn commands_that_write_lock_despite_no_lock() {
         e.ok(args);
     }
 }
+
+/// As restic's, the commands that read what prune or forget delete take a shared lock:
+/// `ls`, `snapshots`, `cat` of repository data and `list blobs` wait for (or are refused
+/// by) an exclusive lock; with `--no-lock` they read all the same. A prune ran under an
+/// `ls`, and the `ls` failed with "No such file". Names, config and keys need no lock.
+#[test]
+fn reading_commands_take_a_shared_lock() {
+    let e = Env::new();
+    let src = tree(&e, 3);
+    e.init(&[]);
+    let s = src.to_str().unwrap();
+    e.ok(&["backup", "--quiet", s]);
+    let snap = e.ok(&["list", "snapshots"]).trim().to_string();
+    // A lock taken for a live exclusive one (it cannot be read).
+    let locks = e.repo.join("locks");
+    fs::create_dir_all(&locks).unwrap();
+    fs::write(locks.join("ef".repeat(32)), b"held elsewhere").unwrap();
+    for args in [
+        &["ls", "latest"][..],
+        &["snapshots"],
+        &["cat", "snapshot", &snap],
+        &["list", "blobs"],
+    ] {
+        let o = e.run(args);
+        assert_eq!(o.status.code(), Some(11), "{args:?}: {}", stderr(&o));
+        e.ok(&[&["--no-lock"], args].concat());
+    }
+    for args in [
+        &["list", "snapshots"][..],
+        &["cat", "config"],
+        &["key", "list"],
+    ] {
+        e.ok(args);
+    }
+}

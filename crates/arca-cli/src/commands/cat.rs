@@ -25,6 +25,15 @@ fn pretty(v: &serde_json::Value) -> Result<()> {
 pub fn run(g: &Global, a: &CatArgs) -> Result<u8> {
     let opened = util::open(g)?;
     let repo = &opened.repo;
+    // As restic's: what prune or forget may delete is read under a shared lock.
+    let reads_data = !matches!(
+        a.what,
+        CatWhat::Config | CatWhat::Masterkey | CatWhat::Key { .. } | CatWhat::Lock { .. }
+    );
+    let _lock = match reads_data {
+        true => util::lock(g, repo, arca_repo::LockKind::Shared, "cat")?,
+        false => None,
+    };
     match &a.what {
         CatWhat::Config => {
             let c = repo.config();

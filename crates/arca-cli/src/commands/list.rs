@@ -58,6 +58,8 @@ pub fn run(g: &Global, a: &ListArgs) -> Result<u8> {
 /// Prints every blob of the index files that no other index file supersedes, once each.
 fn list_blobs(g: &Global) -> Result<u8> {
     let opened = util::open(g)?;
+    // The index files are read: under a shared lock, as restic's, so no prune deletes them.
+    let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "list")?;
     let mut files = vec![];
     for (id, file) in opened.repo.load_index_files()? {
         files.push((id, file?));

@@ -268,6 +268,9 @@ fn list_path(
 pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
     let opened = util::open(g)?;
     let repo = &opened.repo;
+    // As restic's: a shared lock, so that no prune or forget deletes what is being read
+    // (one ran under an `ls` and it failed with "No such file").
+    let _lock = util::lock(g, repo, arca_repo::LockKind::Shared, "ls")?;
     // `ID:SUBFOLDER` (as restic): that folder is listed as the root. The snapshot is found
     // before the index is read (see subfolder::find).
     let spec = OsStr::new(&a.snapshot);

@@ -8,6 +8,8 @@ use crate::util;
 
 pub fn run(g: &Global, a: &SnapshotsArgs) -> Result<u8> {
     let opened = util::open(g)?;
+    // As restic's: a shared lock, so that no forget removes files being read.
+    let _lock = util::lock(g, &opened.repo, arca_repo::LockKind::Shared, "snapshots")?;
     // A listing leaves a damaged file out with a warning (named once) and exits 0.
     let (mut list, _) = super::tag::select(&opened.repo, &super::filter(&a.filter), &a.snapshots)?;
     list.sort_by_key(|(id, s)| (s.time, *id));
