@@ -103,15 +103,21 @@ impl<'a> Known<'a> {
     }
 
     /// Whether a data blob stored before this run lies beyond the cap: none of its packs is
-    /// among the segment's first `cap` old packs, and there is no room to admit one.
+    /// among the segment's first `cap` old packs, and there is no room to admit one. A blob
+    /// stored twice already (an earlier capped run copied it) is never copied again: the
+    /// segment admits packs in the order it meets them, so the copy's pack was as often
+    /// beyond the cap as the original's, and every run stored the same blocks once more
+    /// (the repository grew by the copies on every backup).
     pub(crate) fn beyond_cap(&self, id: &Id, cap: usize) -> bool {
         let mut first = None;
+        let mut copies = 0;
         let mut seg = self.segment.lock().unwrap_or_else(|p| p.into_inner());
         for l in self.index.locations(BlobKind::Data, id) {
             if seg.packs.contains(&l.pack_index) {
                 return false;
             }
             first.get_or_insert(l.pack_index);
+            copies += 1;
         }
         // Not stored before this run: its pack is one of this backup's own.
         let Some(pack) = first else {
@@ -121,7 +127,7 @@ impl<'a> Known<'a> {
             seg.packs.push(pack);
             return false;
         }
-        true
+        copies < 2
     }
 
     /// Claims storing an already stored data blob once more (`--cap`): true for exactly one
