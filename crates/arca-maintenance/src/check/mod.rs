@@ -227,8 +227,13 @@ pub fn check_with_progress(
                     &mut rep,
                     &p.id,
                     format!(
-                        "size is {size} bytes, index says {} (truncated or damaged)",
-                        p.size
+                        "size is {size} bytes, index says {} ({})",
+                        p.size,
+                        if size < p.size {
+                            "truncated or damaged"
+                        } else {
+                            "grown or damaged"
+                        }
                     ),
                     &mut blobs().filter(|_| !read),
                 );

@@ -406,11 +406,13 @@ impl fmt::Display for PruneError {
                 data,
                 examples,
             } => {
+                let n = trees + data;
                 write!(
                     f,
-                    "snapshots use {} blobs that are not in the index or whose packs are \
+                    "snapshots use {n} {} that {} not in the index or whose packs are \
                      missing or damaged ({trees} trees, {data} data blobs",
-                    trees + data
+                    if n == 1 { "blob" } else { "blobs" },
+                    if n == 1 { "is" } else { "are" }
                 )?;
                 if let Some((kind, id)) = examples.first() {
                     write!(f, "; first: {kind} blob {id}")?;
