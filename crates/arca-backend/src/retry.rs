@@ -362,10 +362,10 @@ impl<B: Backend> RetryBackend<B> {
             .checked_add(window)
             .unwrap_or_else(|| start + Duration::from_secs(86_400 * 365));
         // Marks the backend down when this operation, retried, still failed, or when every
-        // request has failed for a whole window (callers retrying by themselves never
-        // retry here: the lock's release after their restore gave up took another minute).
+        // request has failed for half a window (callers retrying by themselves never retry
+        // here: the lock's release after their restore gave up took another minute).
         let gave_up = |e: BackendError| {
-            if e.is_transient() && (attempts > 1 || self.gate.failing_for() >= p.window) {
+            if e.is_transient() && (attempts > 1 || self.gate.failing_for() >= p.window / 2) {
                 self.gate.down.store(true, Ordering::SeqCst);
             }
             e

@@ -101,8 +101,8 @@ pub struct Global {
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub connections: Option<u32>,
     /// Backend option KEY=VALUE (repeatable; spaces around KEY and VALUE are ignored):
-    /// s3.bucket-lookup=auto|dns|path, s3.region, s3.storage-class, s3.profile, sftp.command,
-    /// sftp.args, sftp.timeout
+    /// s3.bucket-lookup=auto|dns|path, s3.region, s3.storage-class, s3.profile, s3.timeout,
+    /// s3.checksum=crc32c|md5|off, sftp.command, sftp.args, sftp.timeout
     #[arg(short = 'o', long = "option", global = true, value_name = "KEY=VALUE", value_parser = crate::util::backend_option_arg)]
     pub options: Vec<String>,
     /// Simulated per-request latency of the backend, e.g. 20ms (benchmarks)

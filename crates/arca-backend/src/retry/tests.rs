@@ -303,7 +303,7 @@ fn after_giving_up_the_next_operations_try_once_until_the_backend_answers() {
 }
 
 /// Reads their caller retries (restore's bulk reads) get one attempt here; once every
-/// request has failed for a whole window the backend counts as given up on, so what follows
+/// request has failed for half a window the backend counts as given up on, so what follows
 /// (the lock's release) tries once instead of retrying for another window.
 #[test]
 fn failing_for_a_window_of_single_attempts_gives_up_too() {

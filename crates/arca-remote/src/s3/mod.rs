@@ -149,6 +149,9 @@ pub struct S3Backend {
     /// Set once the server has answered a request: from then on a refused connection is a
     /// restart or an outage to wait out (retried), not a wrong address to report at once.
     reached: std::sync::atomic::AtomicBool,
+    /// Set when a first request got no answer in time: asking the same silent server what
+    /// its bucket holds (to word the error) waited as long again.
+    silent: std::sync::atomic::AtomicBool,
     /// What the listing made by a failed read of the config found at the location, kept for
     /// the [`Backend::root_kind`] asked next, which would otherwise list again.
     seen: std::sync::Mutex<Option<RootKind>>,
@@ -219,6 +222,7 @@ impl S3Backend {
             region,
             dns,
             reached: std::sync::atomic::AtomicBool::new(false),
+            silent: std::sync::atomic::AtomicBool::new(false),
             seen: std::sync::Mutex::new(None),
         })
     }
@@ -276,6 +280,8 @@ impl S3Backend {
             match limit {
                 None => fut.await,
                 Some(l) => tokio::time::timeout(l, fut).await.unwrap_or_else(|_| {
+                    self.silent
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
                     Err(
                         opendal::Error::new(opendal::ErrorKind::Unexpected, NO_FIRST_ANSWER)
                             .set_temporary(),
@@ -414,6 +420,24 @@ impl S3Backend {
                 (
                     ErrorKind::Transient,
                     format!("cannot reach {} ({why})", self.loc.endpoint),
+                )
+            }
+            // A connection closed before any answer ever came: not an outage (it was
+            // retried for a minute), most likely plain HTTP sent to a TLS port.
+            _ if !self.reached.load(std::sync::atomic::Ordering::Relaxed)
+                && self.loc.endpoint.starts_with("http://")
+                && causes(e)
+                    .join(": ")
+                    .to_ascii_lowercase()
+                    .contains("connection closed before message completed") =>
+            {
+                (
+                    ErrorKind::Other,
+                    format!(
+                        "cannot reach {}: the server closed the connection without an answer \
+                         (if it speaks TLS, write s3:https://...)",
+                        self.loc.endpoint
+                    ),
                 )
             }
             _ if let Some(why) = unreachable(e) => (
@@ -686,6 +710,9 @@ impl Backend for S3Backend {
     /// listing that fails (no bucket: the read of the config said so) cannot tell. What the
     /// failed read of the config found is used, once, without another request.
     fn root_kind(&self) -> RootKind {
+        if self.silent.load(std::sync::atomic::Ordering::Relaxed) {
+            return RootKind::Unknown;
+        }
         let seen = self.seen.lock().map(|mut s| s.take()).unwrap_or(None);
         seen.unwrap_or_else(|| root_kind_of(&self.first_object()))
     }
@@ -837,6 +864,39 @@ mod tests {
             )),
             "{text}"
         );
+        // Wording the error does not ask the silent server again (opening a repository
+        // waited twice).
+        let start = std::time::Instant::now();
+        assert!(matches!(b.root_kind(), RootKind::Unknown));
+        assert!(start.elapsed() < Duration::from_millis(500));
+    }
+
+    /// A server that closes every connection before answering (plain HTTP sent to a TLS
+    /// port) was retried for a minute as an outage, then named three times over; it is
+    /// reported at once, pointing at s3:https://.
+    #[test]
+    fn a_server_that_hangs_up_at_once_is_reported_at_once() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            while let Ok((mut c, _)) = l.accept() {
+                let mut buf = [0u8; 1024];
+                let _ = std::io::Read::read(&mut c, &mut buf);
+                drop(c);
+            }
+        });
+        let loc = S3Location {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            bucket: "bkt".into(),
+            prefix: "r".into(),
+        };
+        let mut opts = S3Options::from_remote(&loc, &RemoteOptions::default()).unwrap();
+        opts.credentials = Some(("id".into(), "secret".into()));
+        let b = S3Backend::open(&loc, &opts).unwrap();
+        let err = b.read(FileType::Config, "").unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Other, "{err}");
+        let text = err.to_string();
+        assert!(text.contains("s3:https://"), "{text}");
     }
 
     #[test]
