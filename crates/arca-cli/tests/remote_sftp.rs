@@ -429,3 +429,30 @@ fn a_file_in_the_way_is_named_as_the_location_is() {
     }
     assert_eq!(fs::read(&file).unwrap(), b"x");
 }
+
+/// A repository whose empty folders were dropped by a copy tool (a new one moved to the
+/// server has no `index/` nor `snapshots/`) works as it does on a local disk: backup, check
+/// and prune failed with "list …/index: not found".
+#[test]
+fn a_repository_without_its_empty_folders_works() {
+    let server = sshd::Sshd::start();
+    let repo = server.dir.join("moved");
+    let e = sftp_env(&server, &repo, &server.ssh_config);
+    ok(&e, &INIT);
+    for d in ["index", "snapshots", "locks"] {
+        let p = repo.join(d);
+        if p.exists() {
+            fs::remove_dir(&p).unwrap();
+        }
+    }
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), random_bytes(4, 50_000)).unwrap();
+    assert_eq!(ok(&e, &["snapshots", "--json"]).trim(), "[]");
+    ok(&e, &["backup", "-q", src.to_str().unwrap()]);
+    ok(&e, &["check", "--read-data"]);
+    assert_eq!(
+        json(&e, &["snapshots", "--json"]).as_array().unwrap().len(),
+        1
+    );
+}

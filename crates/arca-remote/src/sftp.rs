@@ -534,7 +534,19 @@ impl Backend for SftpBackend {
                 };
             }
             if t != FileType::Pack {
-                return Self::list_dir(&s, self.remote(dir)).await;
+                return match Self::list_dir(&s, self.remote(dir)).await {
+                    // Copy and sync tools drop empty folders (a new repository moved here
+                    // has no `index/` yet): inside a repository whose config is there, a
+                    // missing folder holds nothing, as on a local disk. Every command but
+                    // `snapshots` failed with "not found".
+                    Err(e)
+                        if not_found(&e)
+                            && s.sftp.fs().metadata(self.remote("config")).await.is_ok() =>
+                    {
+                        Ok(vec![])
+                    }
+                    r => r,
+                };
             }
             // The 256 shards at once; a missing shard is empty, a missing `data` is not.
             let shards = (0..=255u8).map(|i| {
