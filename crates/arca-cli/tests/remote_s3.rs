@@ -261,6 +261,14 @@ fn user_errors_on_s3_are_one_clear_line() {
             &c.output().unwrap(),
             &["no S3 credentials", "AWS_ACCESS_KEY_ID"],
         );
+        // A profile named that holds none: said so (it said to set AWS_PROFILE).
+        let mut c = bare.cmd(&["snapshots"]);
+        c.env("HOME", e.path("no-home"))
+            .env("AWS_PROFILE", "missing");
+        one_line_error(
+            &c.output().unwrap(),
+            &["no S3 credentials", "\"missing\" (AWS_PROFILE)"],
+        );
     }
 
     let port = arca_testkit::s3d::free_port();

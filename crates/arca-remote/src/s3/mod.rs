@@ -355,6 +355,31 @@ impl S3Backend {
         )
     }
 
+    /// No credentials were found: when a profile was named (the user did set it), that it
+    /// holds none; else where they are looked for.
+    fn no_credentials(&self) -> String {
+        let named = self
+            .opts
+            .profile
+            .clone()
+            .map(|p| (p, "-o s3.profile"))
+            .or_else(|| {
+                std::env::var("AWS_PROFILE")
+                    .ok()
+                    .filter(|p| !p.trim().is_empty())
+                    .map(|p| (p, "AWS_PROFILE"))
+            });
+        match named {
+            Some((p, from)) => format!(
+                "no S3 credentials: the profile {p:?} ({from}) has none in ~/.aws/credentials \
+                 or ~/.aws/config (AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE), or is not there"
+            ),
+            None => "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or \
+                     AWS_PROFILE)"
+                .into(),
+        }
+    }
+
     fn error(&self, op: &'static str, path: &str, e: &opendal::Error) -> BackendError {
         let code = s3_code(e.message());
         let location = self.url(path);
@@ -363,12 +388,9 @@ impl S3Backend {
             // missing. Only opening a repository (reading its config) makes it NotFound, in
             // `read`.
             (_, Some("NoSuchBucket")) => (ErrorKind::Other, self.no_bucket()),
-            _ if e.to_string().contains("failed to load signing credential") => (
-                ErrorKind::PermissionDenied,
-                "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or \
-                 AWS_PROFILE)"
-                    .into(),
-            ),
+            _ if e.to_string().contains("failed to load signing credential") => {
+                (ErrorKind::PermissionDenied, self.no_credentials())
+            }
             (_, Some(c @ ("InvalidAccessKeyId" | "SignatureDoesNotMatch"))) => (
                 ErrorKind::PermissionDenied,
                 format!(
