@@ -152,6 +152,9 @@ pub struct S3Backend {
     /// Set when a first request got no answer in time: asking the same silent server what
     /// its bucket holds (to word the error) waited as long again.
     silent: std::sync::atomic::AtomicBool,
+    /// Connections closed before any answer ever came, in a row: a network that resets now
+    /// and then (retried), or, three times over, plain HTTP sent to a TLS port (reported).
+    hangups: std::sync::atomic::AtomicU32,
     /// What the listing made by a failed read of the config found at the location, kept for
     /// the [`Backend::root_kind`] asked next, which would otherwise list again.
     seen: std::sync::Mutex<Option<RootKind>>,
@@ -223,6 +226,7 @@ impl S3Backend {
             dns,
             reached: std::sync::atomic::AtomicBool::new(false),
             silent: std::sync::atomic::AtomicBool::new(false),
+            hangups: std::sync::atomic::AtomicU32::new(0),
             seen: std::sync::Mutex::new(None),
         })
     }
@@ -297,6 +301,7 @@ impl S3Backend {
         if answered {
             self.reached
                 .store(true, std::sync::atomic::Ordering::Relaxed);
+            self.hangups.store(0, std::sync::atomic::Ordering::Relaxed);
         }
         Ok(r)
     }
@@ -444,8 +449,9 @@ impl S3Backend {
                     format!("cannot reach {} ({why})", self.loc.endpoint),
                 )
             }
-            // A connection closed before any answer ever came: not an outage (it was
-            // retried for a minute), most likely plain HTTP sent to a TLS port.
+            // Connections closed before any answer ever came: once, a network that resets
+            // (retried); three times in a row, most likely plain HTTP sent to a TLS port,
+            // which was retried for a minute.
             _ if !self.reached.load(std::sync::atomic::Ordering::Relaxed)
                 && self.loc.endpoint.starts_with("http://")
                 && causes(e)
@@ -453,8 +459,16 @@ impl S3Backend {
                     .to_ascii_lowercase()
                     .contains("connection closed before message completed") =>
             {
+                let n = self
+                    .hangups
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                    + 1;
                 (
-                    ErrorKind::Other,
+                    if n >= 3 {
+                        ErrorKind::Other
+                    } else {
+                        ErrorKind::Transient
+                    },
                     format!(
                         "cannot reach {}: the server closed the connection without an answer \
                          (if it speaks TLS, write s3:https://...)",
@@ -894,8 +908,8 @@ mod tests {
     }
 
     /// A server that closes every connection before answering (plain HTTP sent to a TLS
-    /// port) was retried for a minute as an outage, then named three times over; it is
-    /// reported at once, pointing at s3:https://.
+    /// port) was retried for a minute as an outage, then named three times over; after three
+    /// such hang-ups in a row it is reported, pointing at s3:https://.
     #[test]
     fn a_server_that_hangs_up_at_once_is_reported_at_once() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -915,10 +929,13 @@ mod tests {
         let mut opts = S3Options::from_remote(&loc, &RemoteOptions::default()).unwrap();
         opts.credentials = Some(("id".into(), "secret".into()));
         let b = S3Backend::open(&loc, &opts).unwrap();
-        let err = b.read(FileType::Config, "").unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Other, "{err}");
-        let text = err.to_string();
-        assert!(text.contains("s3:https://"), "{text}");
+        // Once or twice, a network that resets (retried); the third time in a row, final.
+        for kind in [ErrorKind::Transient, ErrorKind::Transient, ErrorKind::Other] {
+            let err = b.read(FileType::Config, "").unwrap_err();
+            assert_eq!(err.kind, kind, "{err}");
+            let text = err.to_string();
+            assert!(text.contains("s3:https://"), "{text}");
+        }
     }
 
     #[test]
