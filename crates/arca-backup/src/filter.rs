@@ -309,9 +309,7 @@ pub fn expand_files_from(listed: &[PathBuf], file: &Path) -> (Vec<PathBuf>, Vec<
     for l in listed {
         let found = expand_glob(l);
         if found.is_empty() {
-            let pattern = crate::gomatch::has_wildcard(l.as_os_str().as_bytes())
-                || l.as_os_str().as_bytes().contains(&b'\\');
-            warnings.push(match pattern {
+            warnings.push(match is_glob(l.as_os_str().as_bytes()) {
                 true => format!(
                     "{}: the pattern of {} matches no file; skipped",
                     arca_format::text::shown(l),
@@ -329,6 +327,12 @@ pub fn expand_files_from(listed: &[PathBuf], file: &Path) -> (Vec<PathBuf>, Vec<
     (paths, warnings)
 }
 
+/// Whether a `--files-from` line is a pattern: a wildcard, or as in Go's Glob a `\` (an
+/// escape: `d/\[x\]` names `d/[x]`).
+fn is_glob(text: &[u8]) -> bool {
+    crate::gomatch::has_wildcard(text) || text.contains(&b'\\')
+}
+
 /// The paths a `--files-from` line names: itself when it has no wildcard (`*`, `?`, `[`)
 /// and exists, else the existing paths its glob matches, sorted, as restic's (Go's `filepath.Glob`: each
 /// wildcard within one name, dot files included; `\` escapes). A glob matching nothing
@@ -338,8 +342,7 @@ pub fn expand_glob(line: &Path) -> Vec<PathBuf> {
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
     let text = line.as_os_str().as_bytes();
-    // As Go's Glob, a `\` makes a pattern too: `d/\[x\]` names `d/[x]`.
-    if !has_wildcard(text) && !text.contains(&b'\\') {
+    if !is_glob(text) {
         // As Go's Glob: a name that does not exist matches nothing (any other failure to
         // look at it is the backup's to report).
         if arca_fs::lstat(line).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {

@@ -64,14 +64,22 @@ impl<'f> HoleSkippingReader<'f> {
     }
 }
 
-impl arca_chunker::KnownZeros for HoleSkippingReader<'_> {
-    fn zeros_ahead(&mut self) -> u64 {
-        if !self.sparse_aware || self.pos >= self.size {
-            return 0;
-        }
-        if self.pos >= self.data_end && self.pos >= self.hole_end {
+impl HoleSkippingReader<'_> {
+    /// Learns where the region at `pos` ends, once `pos` has left the one known.
+    fn locate_if_past(&mut self) {
+        if self.sparse_aware
+            && self.pos < self.size
+            && self.pos >= self.data_end
+            && self.pos >= self.hole_end
+        {
             self.locate();
         }
+    }
+}
+
+impl arca_chunker::KnownZeros for HoleSkippingReader<'_> {
+    fn zeros_ahead(&mut self) -> u64 {
+        self.locate_if_past();
         if self.sparse_aware {
             self.hole_end.saturating_sub(self.pos)
         } else {
@@ -89,13 +97,7 @@ impl Read for HoleSkippingReader<'_> {
         if buf.is_empty() {
             return Ok(0);
         }
-        if self.sparse_aware
-            && self.pos < self.size
-            && self.pos >= self.data_end
-            && self.pos >= self.hole_end
-        {
-            self.locate();
-        }
+        self.locate_if_past();
         if self.sparse_aware && self.pos < self.hole_end {
             let n = ((self.hole_end - self.pos) as usize).min(buf.len());
             buf[..n].fill(0);

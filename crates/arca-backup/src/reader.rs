@@ -465,14 +465,10 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
     /// The blob id of a chunk; all-zero chunks (holes, zero-filled images) are hashed once per
     /// length.
     fn chunk_id(&mut self, chunk: &[u8]) -> Id {
-        let key = self.ctx.repo.key();
         if chunk.first() == Some(&0) && arca_fs::is_zero(chunk) {
-            return *self
-                .zero_ids
-                .entry(chunk.len())
-                .or_insert_with(|| key.blob_id(chunk));
+            return self.zeros_id(chunk.len());
         }
-        key.blob_id(chunk)
+        self.ctx.repo.key().blob_id(chunk)
     }
 
     /// The blob id of `len` zero bytes, hashed once per length.

@@ -84,12 +84,6 @@ impl Chunker {
         c
     }
 
-    /// The length of every chunk that starts inside a run of zeros at least
-    /// [`Self::max_size`] bytes long.
-    pub fn zero_run_cut(&self) -> usize {
-        self.zero_cut
-    }
-
     /// The largest chunk this chunker emits.
     pub fn max_size(&self) -> usize {
         self.max

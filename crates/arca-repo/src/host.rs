@@ -44,23 +44,30 @@ pub fn now_ns() -> i64 {
 /// When process `pid` started, in clock ticks after boot (field 22 of `/proc/PID/stat`; no
 /// wall clock in it); `None` when it cannot be read.
 pub fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name, in parentheses, may hold spaces: fields are counted after it.
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(19)?.parse().ok()
+    ProcStat::read(pid)?.start
 }
 
-/// Whether process `pid` has ended but is not yet reaped by its parent (state `Z` or `X` in
-/// `/proc/PID/stat`): it exists for `kill(pid, 0)`, yet will never run again. False when
-/// it cannot be told.
-pub fn process_ended(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, r)| r.split_whitespace().next());
-    matches!(state, Some("Z" | "X" | "x"))
+/// What `/proc/PID/stat` says of a process, read once.
+#[derive(Debug, Clone, Copy)]
+pub struct ProcStat {
+    /// Ended but not yet reaped by its parent (state `Z` or `X`): it exists for
+    /// `kill(pid, 0)`, yet will never run again.
+    pub ended: bool,
+    /// When it started, in clock ticks after boot (field 22).
+    pub start: Option<u64>,
+}
+
+impl ProcStat {
+    /// `None` when the file cannot be read.
+    pub fn read(pid: u32) -> Option<Self> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name, in parentheses, may hold spaces: fields are counted after it.
+        let (_, rest) = stat.rsplit_once(')')?;
+        let mut fields = rest.split_whitespace();
+        let ended = matches!(fields.next(), Some("Z" | "X" | "x"));
+        let start = fields.nth(18).and_then(|t| t.parse().ok());
+        Some(Self { ended, start })
+    }
 }
 
 /// This process's process-id space: the machine's boot id and the pid namespace

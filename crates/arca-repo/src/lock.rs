@@ -336,12 +336,13 @@ fn is_stale(l: &LockInfo, now_ns: i64, host: &str, space: &str) -> bool {
         // A zombie (killed, its parent not reaping it: a container's first process that
         // does not, or `timeout -s KILL`) answers `kill(pid, 0)` and kept its lock live
         // forever, however old.
-        if !process_alive(l.pid) || crate::host::process_ended(l.pid) {
+        let stat = crate::host::ProcStat::read(l.pid);
+        if !process_alive(l.pid) || stat.is_some_and(|s| s.ended) {
             return true;
         }
         // A start time unknown on either side (another user's process under `hidepid`):
         // judged by age, as before.
-        if let (Some(t), Some(now_t)) = (started, crate::host::process_start(l.pid)) {
+        if let (Some(t), Some(now_t)) = (started, stat.and_then(|s| s.start)) {
             return t != now_t;
         }
     }

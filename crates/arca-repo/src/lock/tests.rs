@@ -189,6 +189,7 @@ fn a_lock_with_its_start_time_is_judged_by_its_process() {
 /// it. It is stale.
 #[test]
 fn the_lock_of_a_process_that_ended_unreaped_is_stale() {
+    let ended = |pid| crate::host::ProcStat::read(pid).is_some_and(|s| s.ended);
     let repo = testing::repo(Arc::new(MemoryBackend::new()));
     let space = crate::host::process_space();
     let mut child = std::process::Command::new("true").spawn().unwrap();
@@ -199,10 +200,10 @@ fn the_lock_of_a_process_that_ended_unreaped_is_stale() {
     };
     // Ended, not yet reaped (`wait` below reaps it).
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !crate::host::process_ended(pid) && std::time::Instant::now() < deadline {
+    while !ended(pid) && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(crate::host::process_ended(pid));
+    assert!(ended(pid));
     assert!(process_alive(pid), "a zombie answers kill(pid, 0)");
     foreign_in(
         &repo,
@@ -214,7 +215,7 @@ fn the_lock_of_a_process_that_ended_unreaped_is_stale() {
     );
     assert!(repo.list_locks().unwrap()[0].stale);
     drop(repo.lock_for(LockKind::Exclusive, "prune").unwrap());
-    assert!(!crate::host::process_ended(std::process::id()));
+    assert!(!ended(std::process::id()));
     child.wait().unwrap();
 }
 
