@@ -44,6 +44,15 @@ fn a_no_op_restore_leaves_symlinks_untouched() {
     let o = e.ok(&["restore", "latest", "-t", t]);
     assert!(o.contains("(0 new, 0 updated, 2 unchanged)"), "{o}");
     assert_eq!(times(&ln), restored);
+    // A file whose metadata alone was wrong is named so, as the dry run and --json name it
+    // (the summary counted it "unchanged").
+    let f = target.join(src.strip_prefix("/").unwrap()).join("f");
+    arca_testkit::generate::set_times(&f, (1, 0), (1, 0)).unwrap();
+    let o = e.ok(&["restore", "latest", "-t", t]);
+    assert!(
+        o.contains("(0 new, 0 updated, 1 metadata fixed, 1 unchanged)"),
+        "{o}"
+    );
 
     // --overwrite always reads the link; its access time is put back as the snapshot has it.
     e.ok(&["restore", "-q", "--overwrite", "always", "latest", "-t", t]);

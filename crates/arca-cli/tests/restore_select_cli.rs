@@ -358,3 +358,37 @@ fn delete_with_an_include_reaches_into_extra_folders() {
         assert_eq!(fs::read(at.join(name)).unwrap(), data, "{name}");
     }
 }
+
+/// `--include '*.txt' --delete` and folders the snapshot has that hold no `.txt` at any
+/// depth (`b`, `b/c`): the plan leaves them out, and their stale `.txt` files stayed while
+/// those of folders the snapshot lacks went. Their own files stay.
+#[test]
+fn delete_with_an_include_reaches_into_snapshot_folders_holding_no_match() {
+    let e = Env::new();
+    let files: [(&str, &[u8]); 3] = [("a/x.txt", b"x"), ("b/y.dat", b"y"), ("b/c/z.dat", b"z")];
+    let (_, t, at) = restored(&e, &files);
+    for stale in ["b/extra.txt", "b/c/extra.txt", "a/extra.txt"] {
+        fs::write(at.join(stale), b"stale").unwrap();
+    }
+    fs::write(at.join("b/c/mine.bin"), b"mine").unwrap();
+    let args = [
+        "restore",
+        "latest",
+        "--target",
+        t.to_str().unwrap(),
+        "--delete",
+        "--include",
+        "*.txt",
+    ];
+    let dry = e.ok(&[&args[..], &["--dry-run", "-v"]].concat());
+    assert!(dry.contains("delete 3 entries"), "{dry}");
+    let out = e.ok(&[&args[..], &["-v"]].concat());
+    assert!(out.contains("deleted 3 entries"), "{out}");
+    for stale in ["b/extra.txt", "b/c/extra.txt", "a/extra.txt"] {
+        assert!(!at.join(stale).exists(), "{stale}: {out}");
+    }
+    assert_eq!(fs::read(at.join("b/c/mine.bin")).unwrap(), b"mine");
+    for (name, data) in files {
+        assert_eq!(fs::read(at.join(name)).unwrap(), data, "{name}");
+    }
+}

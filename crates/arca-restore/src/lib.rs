@@ -149,8 +149,11 @@ pub enum RestoreError {
         arca_format::text::shown(path),
         match unfinished {
             0 => ": free some space and run it again".into(),
-            1 => ", 1 file unfinished: free some space and run it again to finish it".into(),
-            n => format!(", {n} files unfinished: free some space and run it again to finish them"),
+            // Those begun: "4 files unfinished" read as if 4 were all that was missing.
+            1 => ", 1 file left partly written: free some space and run it again to finish \
+                  the restore".into(),
+            n => format!(", {n} files left partly written: free some space and run it again \
+                          to finish the restore"),
         }
     )]
     NoSpace {
@@ -595,6 +598,12 @@ pub fn restore(
     report.issues.extend(scan.kept.iter().cloned());
     report.deletes_failed = scan.kept.len() as u64;
     if opts.dry_run {
+        // Why what cannot be restored cannot be: the real run says it as it goes, and the
+        // dry run, where the fix (`--delete`, another mode) is chosen, said only "cannot".
+        for i in scan::blocked_reasons(&plan, &scan) {
+            observer.issue(&i);
+            report.issues.push(i);
+        }
         report.duration_seconds = started.elapsed().as_secs_f64();
         report.phases = phases;
         return Ok(report);

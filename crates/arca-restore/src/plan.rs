@@ -95,6 +95,10 @@ pub(crate) struct DirPlan {
     pub names: Vec<Vec<u8>>,
     /// Whether its listing was read.
     pub listed: bool,
+    /// Subfolders the snapshot has here that hold nothing selected (so the plan left them
+    /// out), each listed as far down as it goes; kept only for `--delete`, which must still
+    /// look in the target's copies of them for selected extras.
+    pub bare: Vec<Vec<u8>>,
 }
 
 /// How a non-directory entry is restored.

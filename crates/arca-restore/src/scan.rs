@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use arca_format::{Node, NodeKind};
 use arca_fs::MetadataOptions;
 
+use crate::RestoreIssue;
 use crate::handles::DirCache;
 use crate::hashing::{BlockChecker, LARGE, parallel_map, parallel_map_with, parallel_update_with};
 use crate::options::Overwrite;
@@ -32,6 +33,29 @@ pub(crate) const PARENT_BLOCKED: &str = "its parent is not restored";
 /// Whether a reason for not restoring an entry is reported (not [`PARENT_BLOCKED`]).
 pub(crate) fn reported(reason: &str) -> bool {
     !reason.is_empty() && reason != PARENT_BLOCKED
+}
+
+/// The reasons the scan gives for the folders and entries it leaves (not those inside a
+/// folder left already), as the real run reports them.
+pub(crate) fn blocked_reasons(plan: &Plan, scan: &Scan) -> Vec<RestoreIssue> {
+    let dirs = scan.dirs.iter().enumerate().filter_map(|(d, a)| match a {
+        DirAction::Blocked(why) if reported(why) => Some((plan.dirs[d].path.clone(), why)),
+        _ => None,
+    });
+    let entries = scan
+        .entries
+        .iter()
+        .enumerate()
+        .filter_map(|(e, a)| match a {
+            EntryAction::Blocked(why) if reported(why) => Some((plan.entry_path(e as u32), why)),
+            _ => None,
+        });
+    dirs.chain(entries)
+        .map(|(path, why)| RestoreIssue {
+            path,
+            message: why.clone(),
+        })
+        .collect()
 }
 
 /// Whether this process may write into existing file `path`: one it may not (mode 0444 as a
@@ -348,6 +372,16 @@ impl Scanner<'_> {
             self.find_deletions(&mut scan);
             crate::spare::keep_mounted(&mut scan);
         }
+        // What stands where the snapshot has a folder goes whatever --delete says (as a file
+        // is replaced by a file), and is said: `-v`, the dry run and the count name it.
+        for (d, a) in scan.dirs.iter().enumerate() {
+            if *a == DirAction::Replace {
+                scan.deletes.push(Deletion {
+                    path: plan.dirs[d].path.clone(),
+                    is_dir: false,
+                });
+            }
+        }
         if let Some(repo) = self.repository {
             self.spare_repository(&mut scan, repo);
         }
@@ -505,6 +539,21 @@ impl Scanner<'_> {
                 "{}: not replacing the existing entry with a directory (--overwrite never)",
                 arca_format::text::shown(&dp.path)
             )),
+            // A file (or link) where the snapshot has a folder: replaced as a file would be,
+            // and listed and counted as deleted; under if-newer, not when it is the newer.
+            Ok(Some(m))
+                if self.overwrite == Overwrite::IfNewer
+                    && dp.meta.as_ref().is_some_and(|meta| {
+                        let t = meta.node().mtime;
+                        self.grain
+                            .not_older(m.dev, m.mtime, (t.sec, i64::from(t.nsec)))
+                    }) =>
+            {
+                DirAction::Blocked(format!(
+                    "{}: not replacing the newer entry with a directory (--overwrite if-newer)",
+                    arca_format::text::shown(&dp.path)
+                ))
+            }
             Ok(Some(_)) => DirAction::Replace,
             Err(e) if self.opened_by_real_run(dp.parent, &e) => DirAction::Create,
             Err(e) => DirAction::Blocked(format!("{}: {e}", arca_format::text::shown(&dp.path))),

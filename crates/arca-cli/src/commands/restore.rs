@@ -493,11 +493,16 @@ fn print_summary(
     } else {
         (count(r.files + r.hardlinks, "file"), "")
     };
+    // Files whose contents were right and whose metadata was put back are named as the dry
+    // run and `--json` name them, not counted as unchanged.
+    let fixed = if p.files_metadata > 0 {
+        format!(", {} metadata fixed", p.files_metadata)
+    } else {
+        String::new()
+    };
     let files = format!(
-        "{restored} ({label}{} new, {} updated, {} unchanged)",
-        p.files_new,
-        p.files_updated,
-        p.files_unchanged + p.files_metadata
+        "{restored} ({label}{} new, {} updated{fixed}, {} unchanged)",
+        p.files_new, p.files_updated, p.files_unchanged
     );
     super::out(&format!(
         "restored snapshot {} to {}: {files}, {}, {} other, {}, {} in {}",

@@ -28,7 +28,6 @@ pub(crate) struct Planner<'a> {
 struct Walk {
     plan: Plan,
     trees: Trees,
-    /// How many more times each listing will be entered.
     /// How many more times each listing is entered (see [`uses`]).
     refs: HashMap<Id, u64>,
     /// Listings dropped after their last use: met again, they were counted wrong.
@@ -101,6 +100,7 @@ impl Planner<'_> {
             children: 0,
             names: vec![],
             listed: false,
+            bare: vec![],
         });
         // Explicit stack: deep trees must not exhaust the thread's stack. A subdirectory is
         // walked as soon as it is met, as the backup walked it.
@@ -145,6 +145,7 @@ impl Planner<'_> {
                 children: 0,
                 names: vec![],
                 listed: false,
+                bare: vec![],
             });
             w.needed.push(false);
             if selected {
@@ -155,7 +156,7 @@ impl Planner<'_> {
             }
         }
         self.choose_copies(&mut w.plan.blobs);
-        finish(w)
+        finish(w, self.keep_names)
     }
 
     /// For blobs stored in several packs (`backup --cap` stores a block again rather than
@@ -393,11 +394,38 @@ fn mark_needed(w: &mut Walk, mut d: u32) {
     }
 }
 
+/// Names, in the parent each keeps, the folders about to be dropped whose own listing and
+/// every dropped listing below were read: nothing below them is selected, so whatever the
+/// selection covers in the target's copy of one is extra. One whose listing was lost may
+/// have held selected entries, and neither it nor the folders above it are named.
+fn note_bare(w: &mut Walk) {
+    let dirs = &w.plan.dirs;
+    let mut whole: Vec<bool> = dirs.iter().map(|d| d.listed).collect();
+    for i in (1..dirs.len()).rev() {
+        if !w.needed[i] && !whole[i] {
+            whole[dirs[i].parent as usize] = false;
+        }
+    }
+    let mut bare = vec![];
+    for (i, d) in dirs.iter().enumerate().skip(1) {
+        if !w.needed[i] && whole[i] && w.needed[d.parent as usize] {
+            let name = d.path.file_name().map(|n| n.as_bytes().to_vec());
+            bare.extend(name.map(|n| (d.parent as usize, n)));
+        }
+    }
+    for (p, name) in bare {
+        w.plan.dirs[p].bare.push(name);
+    }
+}
+
 /// Drops directories kept only to reach included entries when nothing landed in them, and
 /// counts every directory's children.
-fn finish(mut w: Walk) -> Plan {
+fn finish(mut w: Walk, keep_names: bool) -> Plan {
     // A needed directory's ancestors are needed (mark_needed walks up); directories come
     // after their parents, so one forward pass renumbers them.
+    if keep_names {
+        note_bare(&mut w);
+    }
     let mut map = vec![NO_PARENT; w.plan.dirs.len()];
     let mut kept = Vec::with_capacity(w.plan.dirs.len());
     for (i, mut d) in std::mem::take(&mut w.plan.dirs).into_iter().enumerate() {

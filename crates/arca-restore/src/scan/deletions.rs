@@ -38,6 +38,14 @@ impl Scanner<'_> {
             let mut out = vec![];
             for (name, is_dir) in &listing {
                 let is_dir = *is_dir;
+                // A folder of the snapshot that holds nothing selected is not in the plan,
+                // but the target's copy of it may hold selected extras (`--include '*.txt'`
+                // and a stale `data/f.txt` beside the snapshot's `data/f.dat`).
+                if is_dir && dp.bare.iter().any(|b| b == name) {
+                    let name = std::ffi::OsStr::from_bytes(name);
+                    out.extend(self.reached_within(dp.path.join(name), &dp.snap_path.join(name)));
+                    continue;
+                }
                 if known.binary_search(&name.as_slice()).is_ok()
                     || alias_of_known(&dp.path, &listing, name, names)
                 {
