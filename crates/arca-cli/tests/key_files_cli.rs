@@ -41,6 +41,30 @@ fn a_wrong_password_exits_12_beside_undecodable_key_files() {
     e.ok(&["snapshots"]);
 }
 
+/// A password file whose line ends in a space (an editor's): restic trims it, arca takes it
+/// as written, and said only "wrong password". The note says why it may be wrong; without
+/// the space there is no note.
+#[test]
+fn a_wrong_password_ending_in_a_space_is_pointed_out() {
+    let e = Env::new();
+    e.init(&[]);
+    let file = e.path("pw");
+    for (line, noted) in [("test password \n", true), ("other\n", false)] {
+        fs::write(&file, line).unwrap();
+        let o = e
+            .cmd(&["snapshots", "--password-file", file.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(12), "{err}");
+        assert_eq!(
+            err.contains("begins or ends with whitespace"),
+            noted,
+            "{err}"
+        );
+    }
+}
+
 /// A key whose derivation needs more memory than `ulimit -v` leaves is not tried: a password
 /// the other keys refuse is then not known to be wrong. The message says both (the keys tried
 /// refused it, that one could not be tried and what it needs), exit 1; it said only that the
@@ -87,13 +111,9 @@ fn a_key_short_of_memory_is_named_beside_the_keys_that_refused() {
     assert_eq!(o.status.code(), Some(12), "{}", stderr(&o));
 }
 
-/// A byte flipped in the header of a key file (its magic) made it "cannot be decoded", and
-/// the password of that key was told it is wrong (exit 12); a byte flipped further on was
-/// reported as a damaged file (exit 1). Both now name the file as damaged, exit 1, and the
-/// password of another key still opens the repository.
-#[test]
-fn a_key_file_damaged_in_its_header_is_named_as_damaged() {
-    let e = Env::new();
+/// A repository in `e` with a second key (password "second password"); the id of the key in
+/// use (`current`) or of the other one.
+fn two_keys(e: &Env, current: bool) -> String {
     e.init(&[]);
     let other = e.path("other-password");
     fs::write(&other, "second password\n").unwrap();
@@ -108,15 +128,24 @@ fn a_key_file_damaged_in_its_header_is_named_as_damaged() {
         "1",
     ]);
     let v = e.json(&["key", "list", "--json"]);
-    let current = v
-        .as_array()
+    v.as_array()
         .unwrap()
         .iter()
-        .find(|k| k["current"] == true)
+        .find(|k| k["current"] == current)
         .unwrap()["id"]
         .as_str()
         .unwrap()
-        .to_string();
+        .to_string()
+}
+
+/// A byte flipped in the header of a key file (its magic) made it "cannot be decoded", and
+/// the password of that key was told it is wrong (exit 12); a byte flipped further on was
+/// reported as a damaged file (exit 1). Both now name the file as damaged, exit 1, and the
+/// password of another key still opens the repository.
+#[test]
+fn a_key_file_damaged_in_its_header_is_named_as_damaged() {
+    let e = Env::new();
+    let current = two_keys(&e, true);
     let path = e.repo.join("keys").join(&current);
     let mut bytes = fs::read(&path).unwrap();
     // Its magic "AKEY" becomes "AKEX".
@@ -142,6 +171,30 @@ fn a_key_file_damaged_in_its_header_is_named_as_damaged() {
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains(&current[..8]), "{}", stderr(&o));
+}
+
+/// A byte flipped in the sealed part of a key file: it still decodes, and `key list` showed
+/// it as a good key while its password no longer opened the repository (hunt H6). It is
+/// named as damaged and left out, as one damaged in its header is.
+#[test]
+fn key_list_names_a_key_damaged_in_its_sealed_part() {
+    let e = Env::new();
+    let second = two_keys(&e, false);
+    let path = e.repo.join("keys").join(&second);
+    let mut bytes = fs::read(&path).unwrap();
+    let at = bytes.len() - 5;
+    bytes[at] ^= 1;
+    fs::write(&path, bytes).unwrap();
+    let o = e.run(&["key", "list", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let listed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let err = stderr(&o);
+    assert!(err.contains("damaged key file"), "{err}");
+    assert!(
+        err.contains(&format!("arca key remove {}", &second[..8])),
+        "{err}"
+    );
 }
 
 /// The number of key files.

@@ -79,6 +79,13 @@ impl Repository {
     pub fn read_keys(&self) -> Result<Vec<(Id, Result<KeyInfo>)>> {
         let read = |id: Id| -> Result<KeyInfo> {
             let bytes = self.backend.read(FileType::Key, &id.to_hex())?;
+            // A key file is named by its content's hash, as `check` and opening verify: one
+            // damaged in its sealed part still decodes, and was listed as a good key.
+            if file_id(&bytes) != id {
+                return Err(RepoError::IdMismatch {
+                    file: format!("key {id}"),
+                });
+            }
             let file =
                 KeyFile::decode(&bytes).map_err(|e| RepoError::format(format!("key {id}"), e))?;
             Ok(KeyInfo {
