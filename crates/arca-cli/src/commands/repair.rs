@@ -30,8 +30,9 @@ pub enum RepairCommand {
     /// Salvage damaged packs (as `check --read-data` names them): blobs that verify are
     /// copied into new packs, the others leave the index; the damaged packs are deleted
     Packs(RepairPacksArgs),
-    /// Rewrite snapshots that reference lost data: lost directories become empty, files
-    /// are cut before their first lost block; the copies are tagged `repaired`
+    /// Rewrite snapshots that reference lost data: lost directories become empty, a file's
+    /// lost blocks become zeros (it keeps its size and every intact block); the copies are
+    /// tagged `repaired`
     Snapshots(RepairSnapshotsArgs),
 }
 
@@ -66,9 +67,13 @@ pub struct RepairPacksArgs {
 /// Options of `repair snapshots`.
 #[derive(Debug, Args)]
 pub struct RepairSnapshotsArgs {
-    /// Snapshots to repair (ids or unique prefixes; default: all)
+    /// Snapshots to repair (ids or unique prefixes; default: all, or those passing
+    /// --host/--tag/--path; a snapshot file that cannot be read is only looked at without
+    /// them)
     #[arg(value_name = "SNAPSHOT")]
     pub snapshots: Vec<String>,
+    #[command(flatten)]
+    pub filter: crate::cli::FilterArgs,
     /// Delete the damaged originals once their repaired copies are saved
     #[arg(long)]
     pub forget: bool,
@@ -253,8 +258,8 @@ fn packs(g: &Global, a: &RepairPacksArgs) -> Result<u8> {
     if !rep.lost.is_empty() {
         eprintln!(
             "the lost blobs are out of the index: the next backup stores them again if their \
-             files still exist; run `arca repair snapshots --forget` to cut them out of the \
-             snapshots that use them"
+             files still exist; run `arca repair snapshots --forget` to put zeros in their \
+             place in the snapshots that use them"
         );
     }
     Ok(0)
@@ -292,6 +297,7 @@ fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {
                 "id": u.id.to_hex(), "size": u.size, "error": u.error,
             })).collect::<Vec<_>>(),
             "missing_packs": ids(&rep.missing_packs),
+            "blobs_lost": rep.blobs_lost,
             "index_files_written": ids(&rep.written),
             "index_files_deleted": ids(&rep.deleted),
             "backend": util::stats_json(&opened.stats),
@@ -361,11 +367,25 @@ fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {
                 "deleted"
             },
         ))?;
-        if rep.unreadable.len() > rep.kept_unreadable.len() || !rep.missing_packs.is_empty() {
-            super::out(
-                "blobs of packs left out are lost: run `arca check`, then \
-                 `arca repair snapshots --forget` if snapshots need them",
-            )?;
+        // Said only when something is lost: a pack renamed is found again by its header,
+        // and its blobs with it.
+        let headless = rep.unreadable.len() - rep.kept_unreadable.len();
+        if headless > 0 || rep.blobs_lost > 0 {
+            let what = match (headless, rep.blobs_lost) {
+                (0, n) => format!("{} of missing packs", util::count(n, "blob")),
+                (n, 0) => format!("the blobs of {} left out", util::count(n, "pack")),
+                (n, b) => format!(
+                    "{} of missing packs and the blobs of {} left out",
+                    util::count(b, "blob"),
+                    util::count(n, "pack")
+                ),
+            };
+            super::out(&format!(
+                "{what} are lost: run `arca check`, then `arca repair snapshots --forget` if \
+                 snapshots need them"
+            ))?;
+        } else if !rep.missing_packs.is_empty() {
+            super::out("no blob is lost: every blob of the missing packs is in another pack")?;
         }
     }
     Ok(0)
@@ -375,10 +395,28 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
     let opened = util::open_uncached(g)?;
     let repo = &opened.repo;
     let _lock = repair_lock(g, repo, a.dry_run)?;
+    let f = &a.filter;
+    let filtered = !(f.hosts.is_empty() && f.tags.is_empty() && f.paths.is_empty());
+    let filter = super::filter(f);
     let mut chosen = vec![];
     for s in &a.snapshots {
-        // Named without reading it: a damaged or newer one is reported by the repair.
-        chosen.push(repo.resolve_snapshot(s, &SnapshotFilter::default())?);
+        if filtered {
+            chosen.push(repo.find_snapshot(s, &filter)?.0);
+        } else {
+            // Named without reading it: a damaged or newer one is reported by the repair.
+            chosen.push(repo.resolve_snapshot(s, &SnapshotFilter::default())?);
+        }
+    }
+    // The filters alone (restic's `repair snapshots --host/--tag/--path`): those passing.
+    if a.snapshots.is_empty() && filtered {
+        chosen = super::list_all(repo, &filter)?
+            .0
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        if chosen.is_empty() {
+            anyhow::bail!("no snapshot passes --host, --tag and --path: nothing to repair");
+        }
     }
     let rep = repair_snapshots(
         repo,
@@ -415,12 +453,12 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
                         "action": "emptied",
                         "reason": reason,
                     }),
-                    Loss::FileTruncated { size, kept, lost_blob } => json!({
+                    Loss::FileZeroed { size, zeroed, lost_blobs } => json!({
                         "path": c.path.to_string_lossy(),
-                        "action": "truncated",
+                        "action": "zeroed",
                         "size": size,
-                        "kept": kept,
-                        "lost_blob": lost_blob.to_hex(),
+                        "zeroed": zeroed,
+                        "lost_blobs": ids(lost_blobs),
                     }),
                 }).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
@@ -432,6 +470,7 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
                 "id": id.to_hex(), "error": why,
             })).collect::<Vec<_>>(),
             "trees_written": rep.trees_written,
+            "zero_blobs_written": rep.zero_blobs_written,
             "packs_written": rep.packs_written,
             "index_file": rep.index_file.map(|i| i.to_hex()),
             "backend": util::stats_json(&opened.stats),
@@ -462,9 +501,16 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
                     "snapshot {short}: {}: directory replaced by an empty one ({reason})",
                     arca_format::text::shown(&c.path)
                 ),
-                Loss::FileTruncated { size, kept, .. } => eprintln!(
-                    "snapshot {short}: {}: file cut from {size} to {kept} bytes (lost data)",
-                    arca_format::text::shown(&c.path)
+                Loss::FileZeroed {
+                    size,
+                    zeroed,
+                    lost_blobs,
+                } => eprintln!(
+                    "snapshot {short}: {}: {} of its {size} bytes are zeros now, {} lost (lost \
+                     data; the rest of the file is kept)",
+                    arca_format::text::shown(&c.path),
+                    zeroed,
+                    util::count(lost_blobs.len(), "blob")
                 ),
             }
         }

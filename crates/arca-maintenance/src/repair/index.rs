@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use arca_backend::FileType;
-use arca_format::{Id, IndexFile, IndexPack};
+use arca_format::{BlobKind, Id, IndexFile, IndexPack};
 use arca_repo::recover::UnreadablePack;
 use arca_repo::{RepoError, Repository};
 
@@ -33,7 +33,7 @@ pub struct RepairIndexReport {
     pub packs_found: usize,
     /// Packs whose entries were taken from an intact index file.
     pub packs_from_index: usize,
-    /// Packs whose header was read.
+    /// Packs whose header was read (those that could not be are in `unreadable`).
     pub headers_read: usize,
     /// Packs named by the new index.
     pub packs_indexed: usize,
@@ -48,6 +48,9 @@ pub struct RepairIndexReport {
     pub kept_unreadable: Vec<Id>,
     /// Packs an old index file named that the backend no longer holds.
     pub missing_packs: Vec<Id>,
+    /// Blobs the old index placed only in missing packs: named by no pack of the new index
+    /// (a pack renamed or copied elsewhere leaves none lost).
+    pub blobs_lost: u64,
     /// Index files written.
     pub written: Vec<Id>,
     /// Old index files deleted.
@@ -96,7 +99,7 @@ pub(super) fn repair_index_in(
     // of those on the backend at any size.
     let mut known: HashMap<Id, IndexPack> = HashMap::new();
     let mut described: HashMap<Id, IndexPack> = HashMap::new();
-    let mut missing: HashSet<Id> = HashSet::new();
+    let mut missing: HashMap<Id, IndexPack> = HashMap::new();
     for (id, f) in &old {
         let f = match f {
             Ok(f) => f,
@@ -116,7 +119,7 @@ pub(super) fn repair_index_in(
             }
             match sizes.get(&p.id) {
                 None => {
-                    missing.insert(p.id);
+                    missing.entry(p.id).or_insert_with(|| p.clone());
                 }
                 Some(&size) if size == p.size && !opts.read_all_packs => {
                     known.entry(p.id).or_insert_with(|| p.clone());
@@ -125,7 +128,7 @@ pub(super) fn repair_index_in(
             }
         }
     }
-    rep.missing_packs = missing.into_iter().collect();
+    rep.missing_packs = missing.keys().copied().collect();
     rep.missing_packs.sort();
     rep.packs_from_index = known.len();
 
@@ -134,9 +137,9 @@ pub(super) fn repair_index_in(
         .filter(|(id, _)| !known.contains_key(id))
         .copied()
         .collect();
-    rep.headers_read = to_read.len();
     let scan = scan_or_stop(repo, &to_read)?;
     rep.unreadable = scan.unreadable;
+    rep.headers_read = to_read.len() - rep.unreadable.len();
     // A pack whose header is damaged or cut off still holds the blobs an intact index file
     // placed in it: those entries stay, so nothing the index knew is lost here.
     let kept: Vec<IndexPack> = rep
@@ -150,6 +153,18 @@ pub(super) fn repair_index_in(
     packs.sort_by_key(|p| p.id);
     rep.packs_indexed = packs.len();
     rep.blobs_indexed = packs.iter().map(|p| p.blobs.len() as u64).sum();
+    if !missing.is_empty() {
+        let kept: HashSet<(BlobKind, Id)> = packs
+            .iter()
+            .flat_map(|p| p.blobs.iter().map(|b| (p.kind, b.id)))
+            .collect();
+        let lost: HashSet<(BlobKind, Id)> = missing
+            .values()
+            .flat_map(|p| p.blobs.iter().map(|b| (p.kind, b.id)))
+            .filter(|k| !kept.contains(k))
+            .collect();
+        rep.blobs_lost = lost.len() as u64;
+    }
     if opts.dry_run {
         return Ok(rep);
     }

@@ -14,8 +14,9 @@
 //!   places them, are copied into new packs, the others leave the index; the damaged packs
 //!   are deleted last.
 //! * [`repair_snapshots`] rewrites snapshots that reference lost data: a directory whose
-//!   listing is lost becomes an empty directory, a file whose content lost a blob is truncated
-//!   before the first lost blob. The new trees are written (packs, then an index file), then a
+//!   listing is lost becomes an empty directory, a file whose content lost blobs keeps its
+//!   size with zeros in their place (one zero blob per length, stored once), so what survives
+//!   after a hole is kept. The new blobs are written (packs, then an index file), then a
 //!   new snapshot per damaged one, with the same metadata and the tag [`REPAIRED_TAG`]; with
 //!   `forget`, the originals are deleted last. A blob counts as lost when no index entry names
 //!   it in a pack the backend holds at the indexed size, or (for trees) when it cannot be read

@@ -33,14 +33,16 @@ pub enum Loss {
         /// Why the listing could not be used.
         reason: String,
     },
-    /// A file that lost a content blob: cut before it.
-    FileTruncated {
-        /// Size before.
+    /// A file that lost content blobs: each stands as as many zero bytes (as borg's `check
+    /// --repair` does), so the file keeps its size and what survives stays where it was (a
+    /// file cut before its first lost blob gave up every intact blob after it, to prune).
+    FileZeroed {
+        /// Its size (unchanged).
         size: u64,
-        /// Size kept.
-        kept: u64,
-        /// The first lost blob.
-        lost_blob: Id,
+        /// The bytes that are zeros now.
+        zeroed: u64,
+        /// The lost blobs, in the order the file first uses them.
+        lost_blobs: Vec<Id>,
     },
 }
 
@@ -90,6 +92,8 @@ pub struct RepairSnapshotsReport {
     pub adopted_packs: usize,
     /// New tree blobs written.
     pub trees_written: usize,
+    /// New data blobs written: the zero blocks standing in for lost ones (one per length).
+    pub zero_blobs_written: usize,
     /// New packs written.
     pub packs_written: usize,
     /// The index file naming them.
@@ -138,6 +142,7 @@ pub fn repair_snapshots(
         out: TreeWriter::new(repo, opts.dry_run),
         newer: std::cell::RefCell::new(None),
         tainted: HashMap::new(),
+        zeros: HashMap::new(),
     };
     let mut planned: Vec<(usize, Snapshot)> = vec![];
     for (id, s) in &snapshots {
@@ -183,6 +188,7 @@ pub fn repair_snapshots(
     }
     w.out.flush()?;
     rep.trees_written = w.out.written;
+    rep.zero_blobs_written = w.out.data_written;
     rep.packs_written = w.out.packs.len();
     if opts.dry_run {
         return Ok(rep);
@@ -325,6 +331,8 @@ struct Rewriter<'a> {
     newer: std::cell::RefCell<Option<String>>,
     /// Trees whose rewrite reached something made by a newer arca, and what.
     tainted: HashMap<Id, String>,
+    /// The zero blob of each length that stands in for lost data, stored.
+    zeros: HashMap<u32, Id>,
 }
 
 impl Rewriter<'_> {
@@ -485,33 +493,34 @@ impl Rewriter<'_> {
                     }
                 }
                 Some(NodeKind::File) => {
-                    let mut lost = None;
-                    for (i, c) in node.content.iter().enumerate() {
-                        // A blob the listing gives another length than it has is as lost:
-                        // its bytes would land shifted, cut or padded.
-                        let wrong_len = self
-                            .index
-                            .get(BlobKind::Data, &c.id)
-                            .is_some_and(|l| l.raw_length != c.len);
-                        if wrong_len || !self.available(&c.id)? {
-                            lost = Some(i);
-                            break;
+                    let (mut lost_blobs, mut zeroed) = (vec![], 0u64);
+                    let mut content = node.content.clone();
+                    for c in &mut content {
+                        if self.usable(&c.id, c.len)? {
+                            continue;
                         }
+                        let zero = self.zero_blob(c.len)?;
+                        // A block of zeros that was lost (a hole) is whole again.
+                        if zero == c.id {
+                            continue;
+                        }
+                        if !lost_blobs.contains(&c.id) {
+                            lost_blobs.push(c.id);
+                        }
+                        zeroed += u64::from(c.len);
+                        c.id = zero;
                     }
-                    if let Some(i) = lost {
+                    if !lost_blobs.is_empty() {
                         changed = true;
-                        let lost_blob = node.content[i].id;
-                        node.content.truncate(i);
-                        let kept = node.content.iter().map(|c| u64::from(c.len)).sum();
+                        node.content = content;
                         changes.push((
                             name,
-                            Loss::FileTruncated {
+                            Loss::FileZeroed {
                                 size: node.size,
-                                kept,
-                                lost_blob,
+                                zeroed,
+                                lost_blobs,
                             },
                         ));
-                        node.size = kept;
                     }
                 }
                 _ => {}
@@ -527,6 +536,29 @@ impl Rewriter<'_> {
         };
         self.memo.insert(id, Ok(r.clone()));
         Ok(Ok(r))
+    }
+
+    /// Whether data blob `id` has a usable copy of length `len`. One the index gives another
+    /// length is as lost: its bytes would land shifted, cut or padded.
+    fn usable(&mut self, id: &Id, len: u32) -> Result<bool, RepoError> {
+        let wrong_len = self
+            .index
+            .get(BlobKind::Data, id)
+            .is_some_and(|l| l.raw_length != len);
+        Ok(!wrong_len && self.available(id)?)
+    }
+
+    /// The id of `len` zero bytes, a data blob stored unless the repository has it.
+    fn zero_blob(&mut self, len: u32) -> Result<Id, RepoError> {
+        if let Some(id) = self.zeros.get(&len) {
+            return Ok(*id);
+        }
+        let bytes = vec![0u8; len as usize];
+        let id = self.repo.key().blob_id(&bytes);
+        let have = self.usable(&id, len)?;
+        self.out.store_data(id, &bytes, |_| have)?;
+        self.zeros.insert(len, id);
+        Ok(id)
     }
 
     /// Stores a tree blob unless the repository already has it; returns its id.

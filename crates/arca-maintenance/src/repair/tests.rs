@@ -187,6 +187,9 @@ fn unreadable_and_missing_packs_are_left_out_and_reported() {
     assert_eq!(sorted(bad), sorted(vec![fx.data2.id, junk]), "{r:?}");
     assert!(r.unreadable.iter().all(|u| u.damaged));
     assert_eq!(r.missing_packs, vec![fx.sub_pack.id]);
+    // Its blobs are in no other pack; of the 4 headers tried, 2 were read.
+    assert_eq!(r.blobs_lost, fx.sub_pack.blobs.len() as u64);
+    assert_eq!((r.packs_found, r.headers_read), (4, 2));
     // The pack with the damaged header keeps the entries the old index had for it (its blobs
     // are intact); the garbage one, which no index described, is left out.
     assert_eq!(r.kept_unreadable, vec![fx.data2.id]);
@@ -312,10 +315,10 @@ fn repair_snapshots_keeps_what_a_pack_of_the_wrong_size_still_holds() {
         changes[0],
         Change {
             path: "/a".into(),
-            loss: Loss::FileTruncated {
+            loss: Loss::FileZeroed {
                 size: 3 * a_len,
-                kept: a_len,
-                lost_blob: second.id,
+                zeroed: a_len,
+                lost_blobs: vec![second.id],
             },
         },
         "{changes:?}"
@@ -339,7 +342,7 @@ fn repair_packs_refuses_a_pack_no_index_names_and_a_damaged_index() {
 }
 
 #[test]
-fn lost_data_blobs_truncate_files_and_the_copy_is_tagged() {
+fn lost_data_blobs_become_zeros_and_the_copy_is_tagged() {
     let fx = build();
     fx.delete_pack(&fx.data2);
     let rep = check(&fx.repo, CheckOptions::default()).unwrap();
@@ -358,7 +361,8 @@ fn lost_data_blobs_truncate_files_and_the_copy_is_tagged() {
     .unwrap();
     assert_eq!(dry.damaged.len(), 1);
     assert_eq!(dry.damaged[0].repaired, None);
-    assert_eq!(dry.trees_written, 2);
+    // Every chunk of the fixture is as long: one zero blob stands in for both.
+    assert_eq!((dry.trees_written, dry.zero_blobs_written), (2, 1));
     assert_eq!(fx.ids(FileType::Pack).len(), packs_before);
     assert_eq!(fx.ids(FileType::Snapshot), vec![fx.snapshot]);
 
@@ -373,24 +377,28 @@ fn lost_data_blobs_truncate_files_and_the_copy_is_tagged() {
         vec![
             Change {
                 path: "/a".into(),
-                loss: Loss::FileTruncated {
+                loss: Loss::FileZeroed {
                     size: 3 * a_len,
-                    kept: 2 * a_len,
-                    lost_blob: fx.data2.blobs[0].id,
+                    zeroed: a_len,
+                    lost_blobs: vec![fx.data2.blobs[0].id],
                 },
             },
             Change {
                 path: "/sub/c".into(),
-                loss: Loss::FileTruncated {
+                loss: Loss::FileZeroed {
                     size: chunk("c0").len() as u64,
-                    kept: 0,
-                    lost_blob: fx.data2.blobs[1].id,
+                    zeroed: chunk("c0").len() as u64,
+                    lost_blobs: vec![fx.data2.blobs[1].id],
                 },
             },
         ]
     );
-    // Two new trees (root and /sub) in one pack, named by one index file.
-    assert_eq!((r.trees_written, r.packs_written), (2, 1));
+    // Two new trees (root and /sub) in a tree pack, the zero blob in a data pack, named by
+    // one index file.
+    assert_eq!(
+        (r.trees_written, r.zero_blobs_written, r.packs_written),
+        (2, 1, 2)
+    );
     assert!(r.index_file.is_some());
     let new = d.repaired.unwrap();
     let s = fx.repo.load_snapshot(&new).unwrap();
@@ -401,8 +409,16 @@ fn lost_data_blobs_truncate_files_and_the_copy_is_tagged() {
         (orig.time, &orig.paths, &orig.hostname)
     );
     let root = fx.tree(&s.tree);
+    // The file keeps its size and its intact blocks; the lost one reads as zeros.
     let a = root.find(b"a").unwrap();
-    assert_eq!((a.size, a.content.len()), (2 * a_len, 2));
+    let was = fx.tree(&fx.root).find(b"a").unwrap().content.clone();
+    assert_eq!((a.size, &a.content[..2]), (3 * a_len, &was[..2]));
+    let index = fx.repo.load_index().unwrap();
+    let zeros = fx
+        .repo
+        .read_blob(&index, BlobKind::Data, &a.content[2].id)
+        .unwrap();
+    assert_eq!(zeros, vec![0u8; a_len as usize]);
     assert_eq!(root.find(b"b"), fx.tree(&fx.root).find(b"b"));
     // The original is kept without `forget`; once the index is repaired too, check is
     // clean but for the original's lost data.
@@ -419,7 +435,7 @@ fn lost_data_blobs_truncate_files_and_the_copy_is_tagged() {
     assert!(r.damaged[0].forgotten);
     // The same trees: nothing new is written, and the copy the first run saved is taken
     // (a second, equal copy was saved: hunt 22).
-    assert_eq!(r.trees_written, 0);
+    assert_eq!((r.trees_written, r.zero_blobs_written), (0, 0));
     assert_eq!(r.damaged[0].repaired, Some(new));
     assert!(r.damaged[0].adopted);
     assert_eq!(fx.ids(FileType::Snapshot), vec![new]);
@@ -518,10 +534,13 @@ fn a_listing_giving_a_blob_another_length_is_damage_check_names_and_repair_cuts(
     let d = r.damaged.iter().find(|d| d.original == crafted).unwrap();
     assert_eq!(d.changes.len(), 1);
     assert_eq!(d.changes[0].path, std::path::PathBuf::from("/x"));
-    assert!(matches!(
-        d.changes[0].loss,
-        Loss::FileTruncated { kept: 0, .. }
-    ));
+    // The blob listed at the wrong length is as lost: zeros of the listed length; b0 stays.
+    let a_len = chunk("a0").len() as u64;
+    assert!(
+        matches!(&d.changes[0].loss, Loss::FileZeroed { zeroed, .. } if *zeroed == a_len + 10),
+        "{:?}",
+        d.changes
+    );
     // The original snapshot of the fixture is untouched.
     assert!(r.damaged.iter().all(|d| d.original != fx.snapshot));
 }
@@ -784,4 +803,39 @@ fn repair_makes_index_deletions_durable_before_it_deletes_packs() {
         1
     );
     assert_eq!(rec.log(), ["delete Snapshot", "sync"]);
+}
+
+/// A lost block that was all zeros (a hole) is not lost: the zero blob that stands in for
+/// lost blocks of its length is that very blob, stored again, and the snapshot is whole.
+#[test]
+fn a_lost_block_of_zeros_is_whole_again() {
+    let fx = build();
+    let zeros = vec![0u8; 4096];
+    let id = fx.repo.key().blob_id(&zeros);
+    let p = fixture::pack(&fx.repo, BlobKind::Data, std::slice::from_ref(&zeros));
+    fx.repo
+        .save_index(&IndexFile {
+            supersedes: vec![],
+            packs: vec![p.clone()],
+        })
+        .unwrap();
+    let mut hole = fixture::file(&fx.repo, "hole", &[]);
+    hole.content = vec![arca_format::ContentRef { id, len: 4096 }];
+    hole.size = 4096;
+    let crafted = fx.add_snapshot(&Tree { nodes: vec![hole] });
+    fx.delete_pack(&p);
+    repair_index(&fx.repo, RepairIndexOptions::default()).unwrap();
+    let r = repair_snapshots(&fx.repo, &RepairSnapshotsOptions::default()).unwrap();
+    assert!(
+        r.damaged.iter().all(|d| d.original != crafted),
+        "{:?}",
+        r.damaged
+    );
+    assert_eq!(r.zero_blobs_written, 1);
+    let index = fx.repo.load_index().unwrap();
+    assert_eq!(
+        fx.repo.read_blob(&index, BlobKind::Data, &id).unwrap(),
+        zeros
+    );
+    clean(&check(&fx.repo, read_data()).unwrap());
 }

@@ -1,5 +1,6 @@
 //! Storing rewritten directory listings: each new tree blob sealed once, packed with the
-//! repository's pack writer and uploaded as packs fill (shared by `rewrite` and `repair`).
+//! repository's pack writer and uploaded as packs fill (shared by `rewrite` and `repair`,
+//! which stores the zero blocks that stand in for lost ones here too).
 
 use std::collections::HashSet;
 
@@ -18,10 +19,14 @@ pub(crate) struct TreeWriter<'a> {
     /// Trees stored (or that would be) in this run.
     stored: HashSet<Id>,
     pack: Option<PackWriter>,
+    /// The data pack being filled (repair's zero blocks).
+    data: Option<PackWriter>,
     /// The packs uploaded so far.
     pub(crate) packs: Vec<IndexPack>,
     /// New tree blobs stored (or that would be, in a dry run).
     pub(crate) written: usize,
+    /// New data blobs stored (or that would be, in a dry run).
+    pub(crate) data_written: usize,
 }
 
 impl<'a> TreeWriter<'a> {
@@ -32,9 +37,26 @@ impl<'a> TreeWriter<'a> {
             dry_run,
             stored: HashSet::new(),
             pack: None,
+            data: None,
             packs: vec![],
             written: 0,
+            data_written: 0,
         }
+    }
+
+    /// Stores data blob `bytes` (whose id is `id`) unless `have` says the repository holds a
+    /// usable copy or this run stored it already.
+    pub(crate) fn store_data(
+        &mut self,
+        id: Id,
+        bytes: &[u8],
+        have: impl Fn(&Id) -> bool,
+    ) -> Result<(), RepoError> {
+        if have(&id) || !self.stored.insert(id) {
+            return Ok(());
+        }
+        self.data_written += 1;
+        self.seal_into(BlobKind::Data, id, bytes)
     }
 
     /// Stores `tree` unless `have` says the repository already holds a usable copy or this
@@ -51,29 +73,45 @@ impl<'a> TreeWriter<'a> {
             return Ok(id);
         }
         self.written += 1;
-        if self.dry_run {
-            return Ok(id);
-        }
-        let sealed = seal_blob(
-            self.repo.sealer(),
-            BlobKind::Tree,
-            id,
-            &bytes,
-            self.repo.config().compression,
-        )?;
-        let pack = self
-            .pack
-            .get_or_insert_with(|| PackWriter::new(BlobKind::Tree, 1 << 20));
-        pack.add(&sealed)?;
-        if pack.size() as u64 >= u64::from(self.repo.config().pack_size) {
-            self.flush()?;
-        }
+        self.seal_into(BlobKind::Tree, id, &bytes)?;
         Ok(id)
     }
 
-    /// Uploads the open pack, if any.
+    /// Seals blob `id` into the open pack of its kind, uploaded once full (in a dry run,
+    /// nothing).
+    fn seal_into(&mut self, kind: BlobKind, id: Id, bytes: &[u8]) -> Result<(), RepoError> {
+        if self.dry_run {
+            return Ok(());
+        }
+        let sealed = seal_blob(
+            self.repo.sealer(),
+            kind,
+            id,
+            bytes,
+            self.repo.config().compression,
+        )?;
+        let open = match kind {
+            BlobKind::Tree => &mut self.pack,
+            BlobKind::Data => &mut self.data,
+        };
+        let pack = open.get_or_insert_with(|| PackWriter::new(kind, 1 << 20));
+        pack.add(&sealed)?;
+        if pack.size() as u64 >= u64::from(self.repo.config().pack_size) {
+            let full = open.take();
+            self.upload(full)?;
+        }
+        Ok(())
+    }
+
+    /// Uploads the open packs, if any.
     pub(crate) fn flush(&mut self) -> Result<(), RepoError> {
-        let Some(pack) = self.pack.take() else {
+        let (trees, data) = (self.pack.take(), self.data.take());
+        self.upload(trees)?;
+        self.upload(data)
+    }
+
+    fn upload(&mut self, pack: Option<PackWriter>) -> Result<(), RepoError> {
+        let Some(pack) = pack else {
             return Ok(());
         };
         if pack.is_empty() {
