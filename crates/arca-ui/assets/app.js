@@ -18,7 +18,7 @@
   }
 
   // Form fields as an object: name[] → array, checkbox → boolean, number → number,
-  // data-json → parsed JSON, empty text → left out.
+  // data-json → parsed JSON, empty text → left out (unless data-keep-empty).
   function formObject(form) {
     const o = {};
     for (const el of form.elements) {
@@ -32,7 +32,7 @@
       else if (el.dataset.json !== undefined) { try { v = JSON.parse(el.value); } catch (e) { v = el.value; } }
       else if (el.type === "number") { if (el.value === "") continue; v = Number(el.value); }
       else if (el.tagName === "BUTTON" || el.type === "submit") continue;
-      else { if (el.value === "" && !many) continue; v = el.value; }
+      else { if (el.value === "" && !many && el.dataset.keepEmpty === undefined) continue; v = el.value; }
       if (many) { (o[name] = o[name] || []).push(v); } else { o[name] = v; }
     }
     return o;

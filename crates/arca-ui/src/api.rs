@@ -134,11 +134,7 @@ async fn open(State(app): State<Arc<App>>, raw: axum::body::Bytes) -> Response {
         Err(e) => return e.into_response(),
     };
     let a = Arc::clone(&app);
-    let res = blocking(move || {
-        a.open(&r.password)
-            .map_err(|m| ApiError::with(StatusCode::UNAUTHORIZED, m))
-    })
-    .await;
+    let res = blocking(move || a.open(&r.password)).await;
     json_result(res.map(|()| json!({"open": true})))
 }
 
@@ -212,7 +208,9 @@ async fn forget_preview(State(app): State<Arc<App>>, q: RawQuery) -> Response {
         q.0.iter()
             .map(|(k, _)| k.as_str())
             .filter(|k| *k != "token");
-    if let Err(e) = PolicyFields::refuse_unknown(fields) {
+    let checked = PolicyFields::refuse_unknown(fields.clone(), &[])
+        .and_then(|()| PolicyFields::refuse_repeated(fields));
+    if let Err(e) = checked {
         return json_result::<Value>(Err(e));
     }
     let fields = PolicyFields::from_query(&q);

@@ -303,7 +303,8 @@ pub fn snapshots(repo: &Repository, q: &RawQuery) -> Result<SnapshotList, ApiErr
     };
     // As the command line reads them: hosts and tag lists any of, paths all of and made
     // absolute and normalized as backup stores them (`/x/`, `//x` and `/x/.` name `/x`).
-    let tag_values = text(q.all("tag"));
+    // An empty `tag` selects the untagged snapshots, as the command line's `--tag ''`.
+    let tag_values = text(q.every("tag"));
     let filter = SnapshotFilter {
         hosts: text(q.all("host"))
             .into_iter()

@@ -455,9 +455,11 @@ fn preview_body(v: &Value, fields: &PolicyFields) -> String {
             hidden_fields.push_str(&hidden(k, &val));
         }
     }
-    // Even empty (no grouping): the job must group as the preview did.
+    // Even empty (no grouping): the job must group as the preview did, so the page's
+    // script sends it empty too (it leaves out other empty fields).
     if let Some(g) = &fields.group_by {
-        hidden_fields.push_str(&hidden("group_by", g));
+        hidden_fields
+            .push_str(&hidden("group_by", g).replace("<input ", "<input data-keep-empty "));
     }
     for t in &fields.keep_tag {
         hidden_fields.push_str(&hidden("keep_tag[]", t));
@@ -727,7 +729,12 @@ fn restore_result(r: &Value, params: &Value) -> String {
             );
         }
     }
-    let mut fields = hidden("snapshot", params["snapshot"].as_str().unwrap_or(""));
+    // The snapshot previewed, by id: `latest` as given could be another one by now.
+    let previewed = r["snapshot_id"]
+        .as_str()
+        .or(params["snapshot"].as_str())
+        .unwrap_or("");
+    let mut fields = hidden("snapshot", previewed);
     for p in params["paths"].as_array().into_iter().flatten() {
         fields.push_str(&hidden("paths[]", p.as_str().unwrap_or("")));
     }
@@ -752,6 +759,23 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// "Restore now" under a dry run's result restores the snapshot previewed, by its id: it
+    /// sent the snapshot as given (`latest`), another one once a backup had landed.
+    #[test]
+    fn restore_now_names_the_snapshot_previewed() {
+        let id = "ab".repeat(32);
+        let dry = result_body(
+            "restore",
+            &json!({"dry_run": true, "snapshot_id": id, "plan": {}}),
+            &json!({"snapshot": "latest", "target": "/t"}),
+        );
+        assert!(
+            dry.contains(&format!("name=\"snapshot\" value=\"{id}\"")),
+            "{dry}"
+        );
+        assert!(!dry.contains("value=\"latest\""), "{dry}");
+    }
 
     /// A job's summary counts one thing in the singular ("1 snapshot"), others in the plural.
     #[test]

@@ -145,7 +145,8 @@ impl Server {
             Some(l) => parse_listen(l)?,
             None => SocketAddr::from(([127, 0, 0, 1], 0)),
         };
-        let loopback = addr.ip().is_loopback();
+        // `::ffff:127.0.0.1` is 127.0.0.1 (the Host check canonicalizes too).
+        let loopback = addr.ip().to_canonical().is_loopback();
         if !loopback && opts.tls.is_none() {
             return Err(UiError::NeedsTls { addr });
         }

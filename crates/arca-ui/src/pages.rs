@@ -254,7 +254,8 @@ pub async fn open_page(State(app): State<Arc<App>>) -> Response {
 /// `GET /snapshots`.
 pub async fn snapshots_page(State(app): State<Arc<App>>, q: RawQuery) -> Response {
     let a = Arc::clone(&app);
-    let q2 = q.clone();
+    // The page's "any tag" choice sends an empty `tag`: any, not the untagged (the API's).
+    let q2 = q.without_empty("tag");
     let r = blocking(move || data::snapshots(&*a.repo()?, &q2)).await;
     render(&app, "/snapshots", "Snapshots", r, |l| {
         snapshots_body(l, &q)

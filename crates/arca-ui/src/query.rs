@@ -44,13 +44,31 @@ impl RawQuery {
             .map(|v| String::from_utf8_lossy(v).into_owned())
     }
 
-    /// Every non-empty value of `key`, as bytes.
-    pub fn all(&self, key: &str) -> Vec<Vec<u8>> {
+    /// Every value of `key`, empty ones too, as bytes.
+    pub fn every(&self, key: &str) -> Vec<Vec<u8>> {
         self.0
             .iter()
-            .filter(|(k, v)| k == key && !v.is_empty())
+            .filter(|(k, _)| k == key)
             .map(|(_, v)| v.clone())
             .collect()
+    }
+
+    /// This query without the empty values of `key`.
+    pub fn without_empty(&self, key: &str) -> RawQuery {
+        RawQuery(
+            self.0
+                .iter()
+                .filter(|(k, v)| k != key || !v.is_empty())
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// Every non-empty value of `key`, as bytes.
+    pub fn all(&self, key: &str) -> Vec<Vec<u8>> {
+        let mut v = self.every(key);
+        v.retain(|v| !v.is_empty());
+        v
     }
 }
 

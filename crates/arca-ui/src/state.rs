@@ -148,7 +148,7 @@ impl App {
     }
 
     /// Opens the repository with `password`; the error is one readable line.
-    pub fn open(&self, password: &str) -> Result<(), String> {
+    pub fn open(&self, password: &str) -> Result<(), ApiError> {
         match Repository::open_cached(Arc::clone(&self.backend), password.as_bytes(), &self.cache) {
             Ok(repo) => {
                 *lock(&self.slot) = Slot::Open {
@@ -165,7 +165,14 @@ impl App {
                 if let Slot::Closed { error } = &mut *slot {
                     *error = Some(msg.clone());
                 }
-                Err(msg)
+                // 401 says the password (or token) is wrong: a repository that is missing or
+                // cannot be reached is not, and is answered as the other requests answer it.
+                let status = if matches!(e, RepoError::WrongPassword { .. }) {
+                    StatusCode::UNAUTHORIZED
+                } else {
+                    StatusCode::SERVICE_UNAVAILABLE
+                };
+                Err(ApiError::with(status, msg))
             }
         }
     }

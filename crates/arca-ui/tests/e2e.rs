@@ -52,6 +52,22 @@ fn in_a_real_browser() {
         }
     }
     let f = Fixture::new();
+    // An older snapshot of another host: the forget page's "group by nothing" then removes
+    // other snapshots than grouping by host and paths does.
+    let repo = arca_repo::Repository::open(
+        std::sync::Arc::new(arca_backend::LocalBackend::new(&f.repo)),
+        PASSWORD.as_bytes(),
+    )
+    .unwrap();
+    let opts = arca_backup::BackupOptions {
+        paths: vec![f.src.join("dir")],
+        hostname: Some("elsewhere".into()),
+        time: Some(chrono::DateTime::parse_from_rfc3339("2001-01-01T00:00:00Z").unwrap()),
+        ..Default::default()
+    };
+    let p = arca_backup::Progress::default();
+    arca_backup::backup(&repo, &opts, &p, &|_: &arca_backup::Warning| {}).unwrap();
+    drop(repo);
     let s = f.start();
     let shots = std::env::var_os("ARCA_UI_SCREENSHOTS")
         .map(PathBuf::from)

@@ -214,6 +214,15 @@ fn posts_need_the_csrf_token_and_this_origin() {
         .status,
         405
     );
+    // All data and a part of it: refused, as the command line refuses the pair (the part
+    // was read, and "all" dropped without a word).
+    let r = post(
+        &s,
+        "/api/check",
+        &json!({"read_data": true, "read_data_subset": "1/5"}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("exclude each other"), "{}", r.text());
     assert_eq!(post(&s, "/api/check", &json!({})).status, 202);
     // The overview now shows the last check.
     assert_eq!(get(&s, "/api/overview").json()["last_check"]["ok"], true);
@@ -281,6 +290,22 @@ fn overview_snapshots_tree_and_diff() {
     assert_eq!(all["tags"], json!(["first"]));
     let tagged = get(&s, "/api/snapshots?tag=first").json();
     assert_eq!(tagged["snapshots"].as_array().unwrap().len(), 1);
+    // An empty tag is the untagged snapshots (as documented, and as `--tag ''`); it was
+    // dropped, and gave every snapshot. The page's "any tag" still means any.
+    let untagged = get(&s, "/api/snapshots?tag=").json();
+    assert_eq!(
+        untagged["snapshots"].as_array().unwrap().len(),
+        1,
+        "{untagged}"
+    );
+    assert_eq!(untagged["snapshots"][0]["tags"], json!([]));
+    let either = get(&s, "/api/snapshots?tag=first&tag=").json();
+    assert_eq!(either["snapshots"].as_array().unwrap().len(), 2, "{either}");
+    let page = get(&s, "/snapshots?tag=").text();
+    assert_eq!(
+        page.matches("first").count(),
+        get(&s, "/snapshots").text().matches("first").count()
+    );
     let none = get(&s, "/api/snapshots?host=elsewhere").json();
     assert_eq!(none["snapshots"].as_array().unwrap().len(), 0);
     let r = get(&s, "/api/snapshots?sort=color");
@@ -760,6 +785,22 @@ fn restore_backup_forget_and_prune_jobs() {
     );
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(r.text().contains("unknown field(s) tag"), "{}", r.text());
+    // The list of what the job takes names its own fields too.
+    assert!(r.text().contains(", expect, prune"), "{}", r.text());
+    // A field given twice in the preview's query is refused: the first value was taken and
+    // the other dropped (`host=a&host=b` previewed host a alone).
+    for q in ["keep_last=1&keep_last=5", "keep_last=1&host=a&host=b"] {
+        let r = get(&s, &format!("/api/forget/preview?{q}"));
+        assert_eq!(r.status, 400, "{q}: {}", r.text());
+        assert!(r.text().contains("given more than once"), "{}", r.text());
+    }
+    // The list repeats (here refused only for keeping nothing).
+    let r = get(&s, "/api/forget/preview?keep_tag=a&keep_tag=b");
+    assert!(
+        r.text().contains("tags [a] or [b] keeps none"),
+        "{}",
+        r.text()
+    );
     // An empty grouping groups by nothing, in the preview as in the job and the CLI.
     let p = get(&s, "/api/forget/preview?keep_last=1").json();
     assert!(p["groups"][0]["group_key"]["hostname"].is_string(), "{p}");
@@ -912,6 +953,9 @@ fn a_wrong_password_is_shown_and_the_page_opens_the_repository() {
         "{}",
         r.text()
     );
+    // Opening it is not a wrong password (401 sent scripts to check the token).
+    let r = post(&s2, "/api/open", &json!({"password": PASSWORD}));
+    assert_eq!(r.status, 503, "{}", r.text());
     drop(f);
 }
 
@@ -936,6 +980,10 @@ fn listening_beyond_loopback_needs_tls() {
     let mut o = f.options(None);
     o.listen = Some("here".into());
     assert!(arca_ui::Server::start(o).is_err());
+    // 127.0.0.1 written as an IPv4-mapped IPv6 address is loopback.
+    let mut o = f.options(None);
+    o.listen = Some("[::ffff:127.0.0.1]:0".into());
+    assert!(arca_ui::Server::start(o).is_ok());
     let _ = Path::new("/");
 }
 

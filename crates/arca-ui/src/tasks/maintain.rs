@@ -78,6 +78,13 @@ pub fn start_check(app: &Arc<App>, r: CheckRequest) -> Result<Arc<Job>, ApiError
         .map(DataSubset::parse)
         .transpose()
         .map_err(ApiError::bad)?;
+    // Both given, one was dropped without a word (the command line refuses the pair too).
+    if subset.is_some() && r.read_data {
+        return Err(ApiError::bad(
+            "read_data (all data) and read_data_subset (a part of it) exclude each other: \
+             give one",
+        ));
+    }
     let title = match (subset, r.read_data) {
         (Some(s), _) => format!("check, reading {s} of the packs"),
         (None, true) => "check, reading all data".into(),
@@ -260,20 +267,44 @@ impl PolicyFields {
         "host",
     ];
 
-    /// Refuses `keys` this API does not know, naming them.
-    pub fn refuse_unknown<'k>(keys: impl Iterator<Item = &'k str>) -> Result<(), ApiError> {
-        let mut unknown: Vec<&str> = keys.filter(|k| !Self::KNOWN.contains(k)).collect();
+    /// Refuses `keys` that are neither the policy's nor `more` (the request's own fields),
+    /// naming them and every field the request takes.
+    pub fn refuse_unknown<'k>(
+        keys: impl Iterator<Item = &'k str>,
+        more: &[&str],
+    ) -> Result<(), ApiError> {
+        let known = |k: &&str| Self::KNOWN.contains(k) || more.contains(k);
+        let mut unknown: Vec<&str> = keys.filter(|k| !known(k)).collect();
         unknown.sort_unstable();
         unknown.dedup();
         if unknown.is_empty() {
             Ok(())
         } else {
             Err(ApiError::bad(format!(
-                "unknown field(s) {}: the policy takes {}",
+                "unknown field(s) {}: the request takes {}",
                 unknown.join(", "),
-                Self::KNOWN.join(", ")
+                Self::KNOWN
+                    .iter()
+                    .chain(more)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )))
         }
+    }
+
+    /// Refuses a field given twice in a query, but the list `keep_tag`: one value was taken
+    /// and the other dropped without a word (`host=a&host=b` previewed host `a` alone).
+    pub fn refuse_repeated<'k>(keys: impl Iterator<Item = &'k str>) -> Result<(), ApiError> {
+        let mut seen = std::collections::HashSet::new();
+        for k in keys.filter(|k| *k != "keep_tag") {
+            if !seen.insert(k) {
+                return Err(ApiError::bad(format!(
+                    "{k} given more than once: it takes one value"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The policy; an invalid value is named.
@@ -416,7 +447,7 @@ pub struct ForgetRequest {
 
 /// Starts the forget job (then prune when asked).
 pub fn start_forget(app: &Arc<App>, r: ForgetRequest) -> Result<Arc<Job>, ApiError> {
-    PolicyFields::refuse_unknown(r.unknown.keys().map(String::as_str))?;
+    PolicyFields::refuse_unknown(r.unknown.keys().map(String::as_str), &["expect", "prune"])?;
     if r.fields.policy()?.is_empty() {
         return Err(ApiError::bad(NO_RULE));
     }
