@@ -308,13 +308,8 @@ impl S3Backend {
 
     /// Creates the bucket (init on a bucket that does not exist yet).
     fn create_bucket(&self) -> Result<()> {
-        let (scheme, host) = self
-            .loc
-            .endpoint
-            .split_once("://")
-            .unwrap_or(("https", &self.loc.endpoint));
         let url = if self.dns {
-            format!("{scheme}://{}.{host}/", self.loc.bucket)
+            format!("{}/", self.contacted())
         } else {
             format!("{}/{}", self.loc.endpoint, self.loc.bucket)
         };
@@ -342,6 +337,21 @@ impl S3Backend {
         })
     }
 
+    /// The address requests go to, for messages: with virtual-hosted requests
+    /// (`s3.bucket-lookup=dns`, or AWS) the bucket is part of the host name, and that host is
+    /// the one that does not resolve or answer.
+    fn contacted(&self) -> String {
+        if !self.dns {
+            return self.loc.endpoint.clone();
+        }
+        let (scheme, host) = self
+            .loc
+            .endpoint
+            .split_once("://")
+            .unwrap_or(("https", &self.loc.endpoint));
+        format!("{scheme}://{}.{host}", self.loc.bucket)
+    }
+
     /// What a missing bucket is said to be.
     fn no_bucket(&self) -> String {
         format!(
@@ -355,7 +365,7 @@ impl S3Backend {
         format!(
             "no answer from {} within {} s: check the address and that the server is up (a \
              firewall that drops the traffic looks the same)",
-            self.loc.endpoint,
+            self.contacted(),
             waited.as_secs()
         )
     }
@@ -446,7 +456,7 @@ impl S3Backend {
             {
                 (
                     ErrorKind::Transient,
-                    format!("cannot reach {} ({why})", self.loc.endpoint),
+                    format!("cannot reach {} ({why})", self.contacted()),
                 )
             }
             // Connections closed before any answer ever came: once, a network that resets
@@ -472,7 +482,7 @@ impl S3Backend {
                     format!(
                         "cannot reach {}: the server closed the connection without an answer \
                          (if it speaks TLS, write s3:https://...)",
-                        self.loc.endpoint
+                        self.contacted()
                     ),
                 )
             }
@@ -480,7 +490,7 @@ impl S3Backend {
                 ErrorKind::Other,
                 format!(
                     "cannot reach {} ({why}): check the address and that the server is up",
-                    self.loc.endpoint
+                    self.contacted()
                 ),
             ),
             // The server never answered: a wrong address, not an outage to wait out.
@@ -861,6 +871,38 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("bkt/r/config"), "{text}");
+    }
+
+    /// With virtual-hosted requests the bucket is part of the host: messages named the
+    /// endpoint, a host that resolved and answered, while `bkt.minio.lan` was the one that did
+    /// not.
+    #[test]
+    fn virtual_hosted_requests_name_the_host_contacted() {
+        let loc = S3Location {
+            endpoint: "http://minio.lan:9000".into(),
+            bucket: "bkt".into(),
+            prefix: "r".into(),
+        };
+        let o = RemoteOptions {
+            extended: vec![("s3.bucket-lookup".into(), "dns".into())],
+            ..RemoteOptions::default()
+        };
+        let opts = S3Options::from_remote(&loc, &o).unwrap();
+        let b = S3Backend::open(&loc, &opts).unwrap();
+        assert_eq!(b.contacted(), "http://bkt.minio.lan:9000");
+        let e = opendal::Error::new(
+            opendal::ErrorKind::Unexpected,
+            "io operation timeout reached",
+        )
+        .set_temporary();
+        let text = b.error("read", "config", &e).to_string();
+        assert!(
+            text.contains("no answer from http://bkt.minio.lan:9000 within"),
+            "{text}"
+        );
+        let path = S3Options::from_remote(&loc, &RemoteOptions::default()).unwrap();
+        let b = S3Backend::open(&loc, &path).unwrap();
+        assert_eq!(b.contacted(), "http://minio.lan:9000");
     }
 
     /// A server that accepts connections and never answers was waited for 120 s (the whole
