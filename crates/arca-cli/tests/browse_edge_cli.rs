@@ -162,6 +162,18 @@ fn ls_prints_each_entry_once_for_overlapping_paths() {
     }
     assert_eq!(lines(&[&sub, &dir]).len(), 4);
     assert_eq!(lines(&[&sub, &dir, "--recursive"]).len(), 4);
+    // A path that is not there is named, exit 1, and the others are listed all the same
+    // (nothing was listed).
+    let missing = format!("{}/missing", src.display());
+    let o = e.run(&["ls", "latest", &missing, &sub]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("{missing} is not in snapshot")),
+        "{}",
+        stderr(&o)
+    );
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(out.lines().count(), lines(&[&sub]).len(), "{out}");
 }
 
 #[test]

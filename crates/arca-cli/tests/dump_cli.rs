@@ -584,33 +584,45 @@ fn bad_paths_and_snapshots_fail_with_one_line() {
     }
     fail(&["dump", "latest", &s("link")], "is a symlink, not a file");
     fail(&["dump", "latest", &s("docs/../top.bin")], "`..`");
-    // A path given without its leading `/` from the backed-up folder's name on: the message
-    // offers the whole path (paths in a snapshot start at /), in dump, ls and restore alike.
-    let mean = format!("(paths in a snapshot start at /: did you mean {missing}?)");
-    fail(&["dump", "latest", "src/nope.txt"], &mean);
-    fail(&["ls", "latest", "src/nope.txt"], &mean);
+    // A path given without its leading `/` from the backed-up folder's name on (or from any
+    // folder above it): the message offers the whole path (paths in a snapshot start at /),
+    // in dump, ls and restore alike.
+    let docs = s("docs");
+    let mean = format!("(paths in a snapshot start at /: did you mean {docs}?)");
+    let from_tmp = src.parent().unwrap().file_name().unwrap().to_str().unwrap();
+    for given in ["src/docs".to_string(), format!("{from_tmp}/src/docs")] {
+        fail(&["dump", "latest", &given], &mean);
+        fail(&["ls", "latest", &given], &mean);
+    }
     let into = e.path("into");
     let target = into.to_str().unwrap();
-    fail(
-        &["restore", "latest:src/nope.txt", "--target", target],
-        &mean,
-    );
-    // A path no backed-up folder leads to: the snapshot's paths are named.
+    fail(&["restore", "latest:src/docs", "--target", target], &mean);
+    // A path that is not there either way is not offered (it was: "did you mean" a path the
+    // snapshot does not hold); the snapshot's paths are named, as for one no backed-up
+    // folder leads to.
     let holds = format!(
         "(paths in a snapshot start at /; it holds {})",
         src.display()
     );
-    fail(&["dump", "latest", "elsewhere/x"], &holds);
-    fail(&["ls", "latest", "elsewhere/x"], &holds);
+    for given in ["src/nope.txt", "elsewhere/x"] {
+        fail(&["dump", "latest", given], &holds);
+        fail(&["ls", "latest", given], &holds);
+    }
+    fail(
+        &["restore", "latest:src/nope.txt", "--target", target],
+        &holds,
+    );
     // Given from / on, but from the backed-up folder's name on: the whole path is offered.
     let whole =
-        format!("(a snapshot keeps the whole path of what was backed up: did you mean {missing}?)");
-    fail(&["ls", "latest", "/src/nope.txt"], &whole);
-    fail(&["dump", "latest", "/src/nope.txt"], &whole);
-    fail(
-        &["ls", "latest", "/elsewhere/x"],
-        &format!("(the snapshot holds {})", src.display()),
-    );
+        format!("(a snapshot keeps the whole path of what was backed up: did you mean {docs}?)");
+    fail(&["ls", "latest", "/src/docs"], &whole);
+    fail(&["dump", "latest", "/src/docs"], &whole);
+    for given in ["/src/nope.txt", "/elsewhere/x"] {
+        fail(
+            &["ls", "latest", given],
+            &format!("(the snapshot holds {})", src.display()),
+        );
+    }
     // A name missing inside a backed-up folder, or inside ID:SUBFOLDER, gets no hint.
     let o = e.run(&["dump", &format!("latest:{}", src.display()), "src/x"]);
     assert!(!stderr(&o).contains(" ("), "{}", stderr(&o));

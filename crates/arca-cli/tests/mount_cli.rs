@@ -423,8 +423,13 @@ fn a_lost_pack_is_reported_once_with_its_blob_and_file() {
     }
     m.wait_stderr("lost.bin");
     let err = m.stderr();
-    assert!(err.contains("reading data blob "), "{err}");
+    // The file by its path in the mount, the blob once (it was named twice, the file by
+    // its name alone).
+    let shown = format!("{}/lost.bin\", data blob ", src.display());
+    assert!(err.contains("reading file \"/snapshots/20"), "{err}");
+    assert!(err.contains(&shown), "{err}");
     assert_eq!(err.matches("lost.bin").count(), 1, "{err}");
+    assert_eq!(err.matches("data blob ").count(), 1, "{err}");
     kill(m.pid(), Signal::SIGINT).unwrap();
     assert_eq!(m.wait_exit().code(), Some(0), "{}", m.stderr());
 }
@@ -704,4 +709,70 @@ fn mount_refuses_unusable_mountpoints() {
         "{}",
         stderr(&o)
     );
+}
+
+/// Under `--allow-other` the kernel checks permissions (default_permissions): a POSIX ACL
+/// stored with a file applies as its mode does. The ACL was shown (getfacl) but not applied,
+/// and a user it shuts out read the file through the mount (hunt H7).
+#[test]
+fn allow_other_applies_stored_acls() {
+    require_fuse!();
+    if !is_root() || Command::new("setfacl").arg("--version").output().is_err() {
+        eprintln!("skipped: needs root and setfacl (apt-get install acl)");
+        return;
+    }
+    let e = Env::new();
+    e.init(&[]);
+    // Every folder on the way open to others, as stored in the snapshot too.
+    fs::set_permissions(e.path(""), fs::Permissions::from_mode(0o755)).unwrap();
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o755)).unwrap();
+    for (name, acl) in [("denied", true), ("open", false)] {
+        let f = src.join(name);
+        fs::write(&f, b"secret").unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o644)).unwrap();
+        if acl {
+            let ok = Command::new("setfacl")
+                .args(["-m", "u:nobody:---"])
+                .arg(&f)
+                .status()
+                .unwrap()
+                .success();
+            if !ok {
+                eprintln!("skipped: this file system takes no ACL");
+                return;
+            }
+        }
+    }
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    let mnt = mountpoint(&e);
+    fs::set_permissions(&mnt, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut m = Mount::start(&e, &mnt, &["--allow-other"]);
+    let dir = mnt
+        .join("snapshots/latest")
+        .join(src.strip_prefix("/").unwrap());
+    let cat_as_nobody = |name: &str| {
+        use std::os::unix::process::CommandExt;
+        Command::new("cat")
+            .arg(dir.join(name))
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap()
+    };
+    let open = cat_as_nobody("open");
+    assert_eq!(open.stdout, b"secret", "{}", stderr(&open));
+    let denied = cat_as_nobody("denied");
+    assert!(
+        !denied.status.success(),
+        "read through the mount despite the ACL"
+    );
+    assert!(
+        stderr(&denied).contains("Permission denied"),
+        "{}",
+        stderr(&denied)
+    );
+    kill(m.pid(), Signal::SIGINT).unwrap();
+    assert_eq!(m.wait_exit().code(), Some(0), "{}", m.stderr());
 }

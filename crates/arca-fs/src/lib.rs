@@ -179,7 +179,9 @@ fn refused_by_attribute(path: &Path) -> Option<String> {
         } else {
             continue;
         };
-        return Some(format!(" ({} is {what})", arca_format::text::shown(p)));
+        // The message names `path` already: named again, it read twice.
+        let which = if p == path { "it" } else { "its folder" };
+        return Some(format!(" ({which} is {what})"));
     }
     None
 }

@@ -19,7 +19,14 @@ pub fn mount_point_within(dir: &Path) -> Option<PathBuf> {
             .split(|&b| b == b'\n')
             .filter_map(|line| line.split(|&b| b == b' ').nth(4))
             .map(|field| PathBuf::from(OsString::from_vec(unescape(field))))
-            .find(|m| m.starts_with(&real)),
+            .find(|m| m.starts_with(&real))
+            // Named as `dir` names it: a relative target's mount point was shown absolute,
+            // and one at `dir` itself was not known for `dir` (named twice in messages).
+            .map(|m| match m.strip_prefix(&real) {
+                Ok(rest) if rest.as_os_str().is_empty() => dir.to_path_buf(),
+                Ok(rest) => dir.join(rest),
+                Err(_) => m,
+            }),
         _ => mount_by_walk(dir),
     }
 }
@@ -105,6 +112,16 @@ mod tests {
         }
         let d = tempfile::tempdir().unwrap();
         assert_eq!(mount_point_within(d.path()), None);
+    }
+
+    /// The mount point is named as the folder asked about names it (a relative target's was
+    /// shown absolute, and messages named the path twice).
+    #[test]
+    fn the_mount_point_is_named_as_the_folder_is() {
+        if Path::new("/proc/self/mountinfo").exists() {
+            let odd = Path::new("/proc/self/..");
+            assert_eq!(mount_point_within(odd).as_deref(), Some(odd));
+        }
     }
 
     /// The walk finds a mount below a folder (here /proc's own mounts, or /sys's) and none in

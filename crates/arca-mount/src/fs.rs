@@ -48,6 +48,10 @@ impl Filesystem for State {
         // The kernel then tells an aborted connection (ECONNABORTED) from an unmounted one
         // (ENODEV); a kernel without it ends both the same way.
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_ABORT_ERROR);
+        // The kernel then applies the POSIX ACLs the mount serves (`system.posix_acl_*`)
+        // where it checks permissions (`--allow-other`, default_permissions): it looked at
+        // the mode bits alone, and a user an ACL shuts out read the file.
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_POSIX_ACL);
         Ok(())
     }
 
@@ -93,7 +97,7 @@ impl Filesystem for State {
     fn read(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -101,7 +105,7 @@ impl Filesystem for State {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match State::read(self, fh.0, offset, size) {
+        match State::read(self, ino.0, fh.0, offset, size) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(e),
         }

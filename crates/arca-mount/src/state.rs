@@ -40,8 +40,8 @@ pub(crate) struct DirItem {
 /// An open file or folder.
 #[derive(Debug, Clone)]
 pub(crate) enum Handle {
-    /// A file's blocks, and its node (for its name in messages).
-    File(Arc<FileMap>, Arc<Node>),
+    /// A file's blocks.
+    File(Arc<FileMap>),
     Dir(Arc<Vec<DirItem>>),
 }
 
@@ -422,17 +422,19 @@ impl State {
         String::from_utf8_lossy(&path).into_owned()
     }
 
-    /// One data blob of the file named `name`, from the block cache or the repository.
-    fn blob(&self, c: &ContentRef, name: &[u8]) -> Result<Arc<Vec<u8>>, MountError> {
+    /// One data blob of file `ino`, from the block cache or the repository.
+    fn blob(&self, c: &ContentRef, ino: u64) -> Result<Arc<Vec<u8>>, MountError> {
         self.blocks.get_or_load(&c.id, || {
             let b = self
                 .with_index(|index| self.repo.read_blob(index, BlobKind::Data, &c.id))
                 .map_err(|e| {
-                    let op = format!(
-                        "reading data blob {} of file {:?}",
-                        c.id.short(),
-                        String::from_utf8_lossy(name)
-                    );
+                    // The file by its path in the mount (its name alone did not say which
+                    // snapshot's), and the blob unless the error names it (it read twice).
+                    let blob = match e.to_string().contains(&c.id.short()) {
+                        true => String::new(),
+                        false => format!(", data blob {}", c.id.short()),
+                    };
+                    let op = format!("reading file {:?}{blob}", self.path(ino));
                     MountError::repo(op, e)
                 })?;
             let w = b.len() as u64;
@@ -623,15 +625,15 @@ impl State {
             _ => return Err(Errno::EINVAL),
         }
         let map = FileMap::new(&e.node.content);
-        Ok(self.add_handle(Handle::File(Arc::new(map), e.node)))
+        Ok(self.add_handle(Handle::File(Arc::new(map))))
     }
 
     /// Reads from an open file.
-    pub(crate) fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
-        let Some(Handle::File(map, node)) = self.handle(fh) else {
+    pub(crate) fn read(&self, ino: u64, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+        let Some(Handle::File(map)) = self.handle(fh) else {
             return Err(Errno::EBADF);
         };
-        map.read(offset, size, |c| self.blob(c, &node.name))
+        map.read(offset, size, |c| self.blob(c, ino))
             .map_err(|e| self.fail(&e))
     }
 

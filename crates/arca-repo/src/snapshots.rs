@@ -243,8 +243,17 @@ impl Repository {
     }
 }
 
-/// Reports on stderr that a snapshot file is damaged and left out.
+/// Reports on stderr that a snapshot file is damaged and left out, once per process: a
+/// command that lists the snapshots twice (`diff A B` finds each) named it twice.
 fn damaged_snapshot_warning(id: &Id, e: &RepoError) {
+    static WARNED: std::sync::Mutex<Vec<Id>> = std::sync::Mutex::new(Vec::new());
+    {
+        let mut warned = WARNED.lock().unwrap_or_else(|p| p.into_inner());
+        if warned.contains(id) {
+            return;
+        }
+        warned.push(*id);
+    }
     #[allow(clippy::print_stderr)]
     {
         let _ = writeln!(

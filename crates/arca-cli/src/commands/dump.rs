@@ -194,7 +194,7 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
     let target = match dump.resolve(tree, &a.path) {
         Ok(t) => t,
         Err(DumpError::NotFound { path }) => {
-            let hint = resolved.missing_hint(a.path.as_os_str().as_bytes());
+            let hint = resolved.missing_hint(repo, &index, a.path.as_os_str().as_bytes());
             bail!("{} is not in snapshot {}{hint}", shown(&path), id.short())
         }
         Err(e) => return Err(e).context(format!("snapshot {}", id.short())),

@@ -300,11 +300,14 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
         l.walk(&snap.tree, Path::new("/"), true)?;
         return Ok(0);
     }
-    let hint = |p: &Path| resolved.missing_hint(p.as_os_str().as_bytes());
+    let hint = |p: &Path| resolved.missing_hint(repo, &index, p.as_os_str().as_bytes());
+    // A path that is not there is named, and the others are listed still (as restic lists
+    // what it finds): one missing path listed nothing at all. Exit 1 all the same.
+    let mut failed = 0;
     for (start, (list, print_self)) in a.listed.iter().zip(plan(&a.listed, a.recursive)) {
         if list {
             let start = (start.as_path(), print_self);
-            list_path(
+            let listed = list_path(
                 repo,
                 &index,
                 &l,
@@ -312,8 +315,17 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
                 start,
                 a.recursive,
                 &hint,
-            )?;
+            );
+            match listed {
+                Ok(()) => {}
+                // Output that cannot be written ends it (a closed pipe is no error).
+                Err(e) if e.downcast_ref::<std::io::Error>().is_some() => return Err(e),
+                Err(e) => {
+                    failed += 1;
+                    crate::progress::warn(&format!("arca: {}", crate::one_line(&e)));
+                }
+            }
         }
     }
-    Ok(0)
+    Ok(if failed > 0 { 1 } else { 0 })
 }

@@ -34,30 +34,45 @@ pub fn normalize(p: &[u8], what: &str) -> Result<Vec<u8>> {
 }
 
 /// What to add to "X is not in snapshot S": a snapshot keeps the whole path of what was
-/// backed up, from the root of the machine it was taken on, so `src/b` (or `/src/b`) of a
-/// backup of `/home/me/src` is `/home/me/src/b`. Offers that path when a backed-up path's
-/// last name is the first one given; else, for a path outside every backed-up path, names
-/// the snapshot's paths. Empty for a path inside one (a name missing there needs no hint).
-pub fn relative_hint(snap: &Snapshot, given: &[u8]) -> String {
+/// backed up, from the root of the machine it was taken on, so `src/b` (or `/src/b`, or
+/// `me/src/b`) of a backup of `/home/me/src` is `/home/me/src/b`. Offers such a path when
+/// the snapshot holds it (`exists`: it offered paths that were not there, and missed others);
+/// else, for a path outside every backed-up path, names the snapshot's paths. Empty for a
+/// path inside one (a name missing there needs no hint).
+pub fn relative_hint(snap: &Snapshot, given: &[u8], exists: &dyn Fn(&[u8]) -> bool) -> String {
     let relative = !given.starts_with(b"/");
     let Ok(whole) = normalize(given, "path") else {
         return String::new();
     };
     let first = whole[1..].split(|b| *b == b'/').next().unwrap_or_default();
-    let mut fits: Vec<String> = snap
-        .paths
-        .iter()
-        .filter_map(|p| {
-            let (parent, last) = p.trim_end_matches('/').rsplit_once('/')?;
-            (!parent.is_empty() && last.as_bytes() == first).then(|| {
-                let mut full = parent.as_bytes().to_vec();
+    // Each backed-up path's folders down to one named as the given path's first name.
+    let mut candidates: Vec<Vec<u8>> = vec![];
+    for p in &snap.paths {
+        let names: Vec<&[u8]> = p
+            .as_bytes()
+            .split(|b| *b == b'/')
+            .filter(|c| !c.is_empty())
+            .collect();
+        // From the root too when the path was given relative (`home/me` of `/home/me`); an
+        // absolute one is the path that is missing.
+        for (i, name) in names.iter().enumerate().skip(usize::from(!relative)) {
+            if *name == first {
+                let mut full: Vec<u8> = names[..i]
+                    .iter()
+                    .flat_map(|n| [b"/", *n].concat())
+                    .collect();
                 full.extend_from_slice(&whole);
-                shown(Path::new(OsStr::from_bytes(&full))).to_string()
-            })
-        })
+                candidates.push(full);
+            }
+        }
+    }
+    candidates.sort();
+    candidates.dedup();
+    let fits: Vec<String> = candidates
+        .iter()
+        .filter(|full| exists(full))
+        .map(|full| shown(Path::new(OsStr::from_bytes(full))).to_string())
         .collect();
-    fits.sort();
-    fits.dedup();
     let why = if relative {
         "paths in a snapshot start at /"
     } else {
@@ -86,6 +101,12 @@ pub fn relative_hint(snap: &Snapshot, given: &[u8]) -> String {
     }
 }
 
+/// Whether the snapshot whose root listing is `tree` holds `path` (`/a/b`); a listing that
+/// cannot be read counts as not.
+fn in_tree<'a>(repo: &'a Repository, index: &'a Index, tree: Id) -> impl Fn(&[u8]) -> bool + 'a {
+    move |path| find_node(repo, index, &root_node(tree), path).is_ok_and(|n| n.is_some())
+}
+
 /// A snapshot named by `spec` (id, prefix or "latest", optionally `:SUBFOLDER`), with the
 /// folder's normalized path and node when one is given.
 pub struct Resolved {
@@ -98,9 +119,9 @@ pub struct Resolved {
 impl Resolved {
     /// [`relative_hint`] for `given`, a path looked up from the snapshot's root; none inside
     /// `ID:SUBFOLDER`, whose paths are taken from that folder.
-    pub fn missing_hint(&self, given: &[u8]) -> String {
+    pub fn missing_hint(&self, repo: &Repository, index: &Index, given: &[u8]) -> String {
         match self.folder {
-            None => relative_hint(&self.snap, given),
+            None => relative_hint(&self.snap, given, &in_tree(repo, index, self.snap.tree)),
             Some(_) => String::new(),
         }
     }
@@ -193,7 +214,7 @@ pub fn resolve_entry(
             "{} is not in snapshot {}{}",
             shown(Path::new(OsStr::from_bytes(&path))),
             id.short(),
-            relative_hint(&snap, &sub)
+            relative_hint(&snap, &sub, &in_tree(repo, index, snap.tree))
         )
     };
     // The folder holding the last name, then the entry inside it: one walk down.

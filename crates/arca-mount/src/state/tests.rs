@@ -252,7 +252,7 @@ fn a_read_whose_pack_was_repacked_loads_the_index_again() {
     repo.backend()
         .delete(RepoFile::Pack, &old_data.id.to_hex())
         .unwrap();
-    assert_eq!(state.read(fh, 0, 4096).unwrap(), data);
+    assert_eq!(state.read(ino, fh, 0, 4096).unwrap(), data);
     assert!(lock(&told).is_empty(), "{:?}", lock(&told));
 
     // Lost for good: the read fails, and the index, whose files did not change, is not
