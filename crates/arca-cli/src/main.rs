@@ -217,6 +217,9 @@ fn failure_code(e: &anyhow::Error) -> u8 {
         {
             return commands::INTERRUPTED;
         }
+        if cause.downcast_ref::<commands::Usage>().is_some() {
+            return 2;
+        }
         match cause.downcast_ref::<RepoError>() {
             Some(
                 RepoError::NoRepository { .. }

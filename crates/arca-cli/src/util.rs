@@ -219,7 +219,18 @@ pub fn cache_mode(g: &Global) -> CacheMode {
 fn open_with_cache(g: &Global, cache: &CacheMode) -> Result<Opened> {
     let (b, stats) = backend(g)?;
     let pw = password(g)?;
-    let repo = Repository::open_cached(b, pw.as_bytes(), cache)?;
+    let repo = match Repository::open_cached(b, pw.as_bytes(), cache) {
+        // Taken as written, spaces too (restic trims a password file's): a file whose line
+        // an editor left ending in a space was told only "wrong password".
+        Err(e @ arca_repo::RepoError::WrongPassword { .. }) if pw.trim() != pw.as_str() => {
+            crate::progress::warn(
+                "arca: note: the password given begins or ends with whitespace, which is part \
+                 of it",
+            );
+            return Err(e.into());
+        }
+        r => r?,
+    };
     Ok(Opened { repo, stats })
 }
 

@@ -690,7 +690,8 @@ fn full_disk_on_restore_and_on_backup() {
     assert!(
         stderr(&o).contains("No space left on device")
             && stderr(&o).contains("big")
-            && stderr(&o).contains("the restore stopped, 1 file unfinished: free some space")
+            && stderr(&o)
+                .contains("the restore stopped, 1 file left partly written: free some space")
             && !stderr(&o).contains("disk full"),
         "{}",
         stderr(&o)

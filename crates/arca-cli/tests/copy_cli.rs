@@ -332,7 +332,7 @@ fn errors_name_the_source() {
     assert!(!fresh.repo.join("config").exists());
 
     let o = dst.run(&["copy"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2), "a usage error");
     assert!(
         stderr(&o).contains("no source repository given"),
         "{}",

@@ -503,6 +503,15 @@ fn a_damaged_snapshot_is_left_out_and_can_be_forgotten() {
     );
     let listed: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(ids_of(&listed), vec![second.clone()]);
+    // A command that finds two snapshots (each listing them) names it once too.
+    let o = e.run(&["diff", "latest", &second]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o).matches("damaged snapshot file").count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
     // Backups and restores of the rest go on.
     let third = backup(&e, &src, "three", &[]);
     let o = e.run(&[

@@ -341,7 +341,8 @@ fn bad_input_fails_naming_it_and_changes_nothing() {
             "nosuch",
             1,
         ),
-        (vec!["rewrite", &id], "nothing to do", 1),
+        // Given nothing to do: a usage error, as clap's are.
+        (vec!["rewrite", &id], "nothing to do", 2),
         (
             vec!["rewrite", "--exclude-file", missing.to_str().unwrap(), &id],
             "no-such-list",
@@ -549,7 +550,7 @@ fn new_host_and_new_time_change_only_the_metadata() {
     assert_eq!(last[third]["time"], old["time"]);
 
     let o = e.run(&["rewrite", &n[..8]]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2), "a usage error");
     assert!(
         stderr(&o).contains("--new-host or --new-time"),
         "{}",

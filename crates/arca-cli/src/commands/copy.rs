@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use arca_format::{Id, Snapshot};
 use arca_maintenance::copy::{
     Copier, CopyError, CopyOptions, CopyReport, Counts, SnapshotCopy, same_ids, same_snapshot,
@@ -88,7 +88,9 @@ pub fn open_source(g: &Global, from: &FromRepoArgs) -> Result<(Repository, Strin
         .as_deref()
         .filter(|r| !r.is_empty())
         .ok_or_else(|| {
-            anyhow!("no source repository given: use --from-repo or set ARCA_FROM_REPOSITORY")
+            anyhow::Error::new(super::Usage(
+                "no source repository given: use --from-repo or set ARCA_FROM_REPOSITORY".into(),
+            ))
         })?;
     let (backend, _) = util::backend_at(g, location, &from.from_options)
         .with_context(|| format!("source repository {location}"))?;

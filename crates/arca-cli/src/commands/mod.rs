@@ -85,6 +85,27 @@ pub(crate) static SIGNALLED: std::sync::atomic::AtomicBool =
 #[derive(Debug)]
 pub(crate) struct Interrupted(pub &'static str);
 
+/// A usage error found after the options were parsed (options that exclude each other, a
+/// command given nothing to do): exit 2, as clap's own (they exited 1, as failures do).
+#[derive(Debug)]
+pub(crate) struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// Returns [`Usage`] error `msg` (as `bail!` returns a failure).
+macro_rules! usage {
+    ($($arg:tt)*) => {
+        return Err(anyhow::Error::new($crate::commands::Usage(format!($($arg)*))))
+    };
+}
+pub(crate) use usage;
+
 impl std::fmt::Display for Interrupted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "interrupted while {}", self.0)

@@ -10,7 +10,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use arca_backup::filter::read_list;
 use arca_format::NodeKind;
 use arca_fs::pattern::PathMatcher;
@@ -92,7 +92,7 @@ pub fn run(g: &Global, a: &RewriteArgs) -> Result<u8> {
     };
     let has_patterns = exact.is_some() || folded.is_some();
     if !has_patterns && metadata == NewMetadata::default() {
-        bail!(
+        super::usage!(
             "nothing to do: give --exclude, --iexclude, a pattern file, --new-host or --new-time"
         );
     }

@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use arca_format::{Id, Snapshot};
 use arca_maintenance::tag::{TagChange, retag};
 use arca_repo::{LockKind, Repository, SnapshotFilter};
@@ -48,7 +48,7 @@ impl TagArgs {
     fn change(&self) -> Result<TagChange> {
         let adds_or_removes = !self.add.is_empty() || !self.remove.is_empty();
         if !self.set.is_empty() && adds_or_removes {
-            bail!("--set and --add/--remove cannot be given at the same time");
+            super::usage!("--set and --add/--remove cannot be given at the same time");
         }
         let c = TagChange {
             set: (!self.set.is_empty()).then(|| arca_repo::split_tags(&self.set)),
@@ -59,9 +59,9 @@ impl TagArgs {
             // An empty --add or --remove names no tag: said so, not that none was given
             // (hunt 30).
             if adds_or_removes {
-                bail!("--add and --remove need a tag: an empty one names none");
+                super::usage!("--add and --remove need a tag: an empty one names none");
             }
-            bail!("nothing to do: give --add, --remove or --set");
+            super::usage!("nothing to do: give --add, --remove or --set");
         }
         Ok(c)
     }
