@@ -89,6 +89,11 @@ impl Chunker {
         self.max
     }
 
+    /// The smallest chunk this chunker emits, but for a file's last (or only) one.
+    pub fn min_size(&self) -> usize {
+        self.min
+    }
+
     /// Length of the first chunk of `data`. When `data` is shorter than the maximum chunk and
     /// holds no boundary, the whole of it is returned, so callers pass at least `max` bytes
     /// unless they are at the end of the input.

@@ -59,6 +59,35 @@ impl Xaes {
         Ok((LessSafeKey::new(key), Nonce::assume_unique_for_key(n)))
     }
 
+    /// XORs into `buf` the keystream that sealing with `nonce` applies to the plaintext's
+    /// bytes from `offset` on: AES-256-CTR under the derived key, from counter block
+    /// `nonce[12..] ‖ 2` (GCM's inc32 of J0; 32-bit counter, wrapping).
+    pub fn keystream(&self, nonce: &[u8; NONCE], offset: u64, buf: &mut [u8]) {
+        const BATCH: usize = 16;
+        let key = self.derive(nonce);
+        let aes = Aes256::new((&*key).into());
+        let mut counter = 2u32.wrapping_add((offset / 16) as u32);
+        let mut skip = (offset % 16) as usize;
+        let mut blocks = [aes::Block::default(); BATCH];
+        let mut done = 0;
+        while done < buf.len() {
+            let need = (skip + buf.len() - done).div_ceil(16).min(BATCH);
+            for b in &mut blocks[..need] {
+                b[..12].copy_from_slice(&nonce[12..]);
+                b[12..].copy_from_slice(&counter.to_be_bytes());
+                counter = counter.wrapping_add(1);
+            }
+            aes.encrypt_blocks(&mut blocks[..need]);
+            let stream = blocks[..need].iter().flat_map(|b| b.iter()).skip(skip);
+            for (x, k) in buf[done..].iter_mut().zip(stream) {
+                *x ^= k;
+                done += 1;
+            }
+            skip = 0;
+        }
+        blocks.iter_mut().for_each(|b| b.fill(0));
+    }
+
     /// Encrypts `buf` in place; returns the tag.
     pub fn seal(
         &self,

@@ -5,7 +5,7 @@
 //! RustCrypto implementation).
 
 use chacha20::cipher::consts::U10;
-use chacha20::cipher::{KeyIvInit, StreamCipher};
+use chacha20::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 use poly1305::Poly1305;
 use poly1305::universal_hash::{KeyInit, UniversalHash};
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, Tag, UnboundKey};
@@ -68,6 +68,15 @@ impl XChaCha {
         lens[8..].copy_from_slice(&(ct.len() as u64).to_le_bytes());
         mac.update(&[lens.into()]);
         mac.verify(tag.into()).map_err(|_| Failed)
+    }
+
+    /// XORs into `buf` the keystream that sealing with `nonce` applies to the plaintext's
+    /// bytes from `offset` on (ChaCha20 from block 1: block 0 keys Poly1305).
+    pub fn keystream(&self, nonce: &[u8; NONCE], offset: u64, buf: &mut [u8]) {
+        let (sub, n) = self.subkey(nonce);
+        let mut c = chacha20::ChaCha20::new((&*sub).into(), (&n).into());
+        c.seek(64 + offset);
+        c.apply_keystream(buf);
     }
 
     /// Encrypts `buf` in place; returns the tag.

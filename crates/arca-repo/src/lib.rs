@@ -7,6 +7,7 @@
 pub mod alloc;
 pub mod blob;
 pub mod cache;
+pub mod carve;
 mod error;
 pub mod host;
 pub mod index;

@@ -11,7 +11,12 @@ use crate::{InitOptions, Repository};
 
 /// A new repository on `backend`, password `pw`, 64 KiB Argon2, 16 KiB average chunks.
 pub(crate) fn repo(backend: Arc<dyn Backend>) -> Repository {
-    let opts = InitOptions {
+    Repository::init(backend, b"pw", &options()).unwrap()
+}
+
+/// The options [`repo`] creates its repository with.
+pub(crate) fn options() -> InitOptions {
+    InitOptions {
         kdf: KdfParams {
             memory_kib: 64,
             iterations: 1,
@@ -23,6 +28,5 @@ pub(crate) fn repo(backend: Arc<dyn Backend>) -> Repository {
             max: 65536,
         },
         ..InitOptions::default()
-    };
-    Repository::init(backend, b"pw", &opts).unwrap()
+    }
 }
