@@ -506,10 +506,11 @@ fn each_id_once(out: &str) {
 
 /// A pack whose header is damaged, with the index gone: `repair index` leaves it out, and
 /// from then on no command sends the user back to `repair index` for it (each did, in a
-/// circle): check proposes `repair snapshots --forget`, prune says so too, and after it
-/// prune deletes the pack and the repository is clean. Every message names each object once.
+/// circle): check proposes `repair packs` for it, which finds every blob without the header
+/// (carving: stored chunks end at the chunker's cut or at the length the snapshot gives
+/// them), and the repository is whole again. Every message names each object once.
 #[test]
-fn an_unindexable_pack_is_not_sent_back_to_repair_index() {
+fn an_unindexable_pack_is_carved_by_repair_packs() {
     let e = Env::new();
     let src = e.path("src");
     source(&src, 0, 24);
@@ -525,12 +526,20 @@ fn an_unindexable_pack_is_not_sent_back_to_repair_index() {
     let o = e.run(&["repair", "index"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains(&format!("pack {id}")), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("run `arca repair packs` with it"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     each_id_once(&stderr(&o));
 
     let v = check_json(&e, &["--read-data"]);
     assert_eq!(
         repairs(&v),
-        vec!["arca repair snapshots --forget".to_string()],
+        vec![
+            format!("arca repair packs {id}"),
+            "arca repair snapshots --forget".to_string()
+        ],
         "{v}"
     );
     let notes = v["notes"].to_string();
@@ -544,14 +553,80 @@ fn an_unindexable_pack_is_not_sent_back_to_repair_index() {
     let o = e.run(&["prune"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("arca repair snapshots --forget"),
+        stderr(&o).contains("whose header is damaged"),
         "{}",
         stderr(&o)
     );
+
+    let dry = e.ok(&["repair", "packs", &id, "--dry-run"]);
+    assert!(dry.contains("dry run") && pack.exists(), "{dry}");
+    let r = e.json(&["repair", "packs", &id, "--json"]);
+    let carved = &r["carved"][0];
+    assert_eq!(carved["pack"], id.as_str(), "{r}");
+    assert_eq!(carved["kind"], "data", "{r}");
+    assert_eq!(carved["unresolved_bytes"], 0, "{r}");
+    assert!(carved["referenced_blobs"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(carved["blobs"], r["salvaged_blobs"], "{r}");
+    assert!(r["lost_blobs"].as_array().unwrap().is_empty(), "{r}");
+    assert!(
+        !pack.exists(),
+        "every byte accounted for: the pack is deleted"
+    );
+    assert_clean(&e);
+    restore_same(&e, "latest", &src, "t");
+}
+
+/// Carving a pack with a damaged blob besides its damaged header: every other blob is
+/// found, the pack stays on the backend (some of its bytes held no blob that verified),
+/// and `repair snapshots` then zeroes only the blocks of the damaged blob.
+#[test]
+fn a_carved_pack_with_a_damaged_blob_is_kept_and_loses_only_that_blob() {
+    let e = Env::new();
+    let src = e.path("src");
+    source(&src, 0, 24);
+    init(&e);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let pack = largest_pack(&e);
+    let id = pack.file_name().unwrap().to_str().unwrap().to_string();
+    let size = fs::metadata(&pack).unwrap().len();
+    arca_testkit::flip_byte(&pack, size - 20).unwrap();
+    arca_testkit::flip_byte(&pack, size / 3).unwrap();
+    for f in index_files(&e) {
+        fs::remove_file(f).unwrap();
+    }
+    e.ok(&["repair", "index"]);
+    let o = e.run(&["repair", "packs", &id]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("held no blob that verified"),
+        "{}",
+        stderr(&o)
+    );
+    each_id_once(&stderr(&o));
+    assert!(pack.exists(), "kept: its unresolved bytes may hold blobs");
     e.ok(&["repair", "snapshots", "--forget"]);
     e.ok(&["prune"]);
-    assert!(!pack.exists());
     assert_clean(&e);
+    let target = e.path("t");
+    e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    let (mut whole, mut zeroed) = (0, 0);
+    for f in files(&src) {
+        let (a, b) = (
+            fs::read(&f).unwrap(),
+            fs::read(restored(&target, &f)).unwrap(),
+        );
+        assert_eq!(a.len(), b.len());
+        if a == b {
+            whole += 1;
+        } else {
+            assert!(a.iter().zip(&b).all(|(x, y)| x == y || *y == 0));
+            zeroed += 1;
+        }
+    }
+    assert_eq!(
+        zeroed, 1,
+        "only the file of the damaged blob ({whole} whole)"
+    );
 }
 
 /// `repair packs` names each lost blob and its pack once.

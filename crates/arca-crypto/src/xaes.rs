@@ -62,6 +62,10 @@ impl Xaes {
     /// XORs into `buf` the keystream that sealing with `nonce` applies to the plaintext's
     /// bytes from `offset` on: AES-256-CTR under the derived key, from counter block
     /// `nonce[12..] ‖ 2` (GCM's inc32 of J0; 32-bit counter, wrapping).
+    #[allow(
+        clippy::big_endian_bytes,
+        reason = "GCM's counter block is big-endian (SP 800-38D)"
+    )]
     pub fn keystream(&self, nonce: &[u8; NONCE], offset: u64, buf: &mut [u8]) {
         const BATCH: usize = 16;
         let key = self.derive(nonce);

@@ -174,10 +174,39 @@ fn packs(g: &Global, a: &RepairPacksArgs) -> Result<u8> {
             "newer_packs": rep.newer_packs.iter().map(|(id, why)| json!({
                 "id": id.to_hex(), "error": why,
             })).collect::<Vec<_>>(),
+            "carved": rep.carved.iter().map(|c| json!({
+                "pack": c.pack.to_hex(),
+                "kind": c.kind.map(|k| k.to_string()),
+                "blobs": c.blobs,
+                "referenced_blobs": c.wanted_found,
+                "unresolved_bytes": c.unresolved_bytes(),
+                "unresolved": c.unresolved.iter().map(|(o, n)| json!({"offset": o, "length": n})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "packs_kept": ids(&rep.packs_kept),
             "backend": util::stats_json(&opened.stats),
         });
         super::out(&v.to_string())?;
         return Ok(0);
+    }
+    for c in &rep.carved {
+        let found = format!(
+            "pack {}: no index file lists it and its header is damaged: {} found by decrypting \
+             from each blob's start ({} that snapshots use and the index lacked)",
+            c.pack.short(),
+            util::count(c.blobs, "blob"),
+            c.wanted_found
+        );
+        if c.unresolved.is_empty() {
+            eprintln!("{found}; every byte of it is accounted for");
+        } else {
+            eprintln!(
+                "{found}; {} in {} held no blob that verified, so the pack {} on the backend \
+                 (out of the index)",
+                util::human_bytes(c.unresolved_bytes()),
+                util::count(c.unresolved.len(), "range"),
+                if a.dry_run { "would stay" } else { "stays" }
+            );
+        }
     }
     for (id, why) in &rep.newer_packs {
         eprintln!(
@@ -248,10 +277,18 @@ fn packs(g: &Global, a: &RepairPacksArgs) -> Result<u8> {
             super::out("dry run: nothing was changed")?;
         } else {
             super::out(&format!(
-                "wrote {}, deleted {} and {}",
+                "wrote {}, deleted {} and {}{}",
                 util::count(rep.index_files_written.len(), "index file"),
                 util::count(rep.index_files_deleted.len(), "old index file"),
-                util::count(rep.packs_deleted.len(), "old pack")
+                util::count(rep.packs_deleted.len(), "old pack"),
+                if rep.packs_kept.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; kept {}",
+                        util::count(rep.packs_kept.len(), "carved pack")
+                    )
+                }
             ))?;
         }
     }
@@ -324,7 +361,8 @@ fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {
             );
         } else {
             eprintln!(
-                "pack {} ({} bytes) left out: its header cannot be read: {}",
+                "pack {} ({} bytes) left out: its header cannot be read: {}; `arca repair \
+                 packs` salvages the blobs it can find in it without the header",
                 u.id, u.size, u.error
             );
         }
@@ -370,21 +408,21 @@ fn index(g: &Global, a: &RepairIndexArgs) -> Result<u8> {
         // Said only when something is lost: a pack renamed is found again by its header,
         // and its blobs with it.
         let headless = rep.unreadable.len() - rep.kept_unreadable.len();
-        if headless > 0 || rep.blobs_lost > 0 {
-            let what = match (headless, rep.blobs_lost) {
-                (0, n) => format!("{} of missing packs", util::count(n, "blob")),
-                (n, 0) => format!("the blobs of {} left out", util::count(n, "pack")),
-                (n, b) => format!(
-                    "{} of missing packs and the blobs of {} left out",
-                    util::count(b, "blob"),
-                    util::count(n, "pack")
-                ),
-            };
+        if headless > 0 {
             super::out(&format!(
-                "{what} are lost: run `arca check`, then `arca repair snapshots --forget` if \
-                 snapshots need them"
+                "the blobs of {} left out are not indexed: run `arca repair packs` with {} \
+                 (named above) to salvage what verifies",
+                util::count(headless, "pack"),
+                if headless == 1 { "it" } else { "them" }
             ))?;
-        } else if !rep.missing_packs.is_empty() {
+        }
+        if rep.blobs_lost > 0 {
+            super::out(&format!(
+                "{} of missing packs are lost: run `arca check`, then `arca repair snapshots \
+                 --forget` if snapshots need them",
+                util::count(rep.blobs_lost, "blob")
+            ))?;
+        } else if headless == 0 && !rep.missing_packs.is_empty() {
             super::out("no blob is lost: every blob of the missing packs is in another pack")?;
         }
     }

@@ -16,8 +16,8 @@ use super::{CheckProgress, CheckReport, unreadable};
 /// Packs no intact index names: their headers are read to tell what they are. One that holds
 /// blobs the snapshots miss is for `repair index`; one left by an interrupted backup is
 /// harmless (the next backup adopts it, prune deletes it); one whose header cannot be read
-/// cannot be indexed, so `repair index` is not proposed for it: prune deletes it, and what
-/// the snapshots needed from it is reported as missing.
+/// cannot be indexed, so `repair index` is not proposed for it: while the snapshots miss
+/// blobs, `repair packs` is (it carves the pack), and prune would delete it.
 pub(super) fn unindexed_packs(
     repo: &Repository,
     on_disk: &HashMap<Id, u64>,
@@ -68,9 +68,13 @@ pub(super) fn unindexed_packs(
     }
     for u in &scan.unreadable {
         if u.damaged {
+            if !missing.is_empty() {
+                found.headless_packs.push(u.id);
+            }
             rep.notes.push(format!(
-                "pack {} is in no index and its header cannot be read ({}): nothing in it can \
-                 be used, and `arca prune` deletes it",
+                "pack {} is in no index and its header cannot be read ({}): `arca repair packs` \
+                 salvages the blobs it can find in it without the header (`arca prune` would \
+                 delete it)",
                 u.id, u.error
             ));
         } else {

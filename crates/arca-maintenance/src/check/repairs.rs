@@ -14,6 +14,9 @@ pub(super) struct Findings {
     pub(super) mismatched_packs: usize,
     pub(super) unindexed_packs: usize,
     pub(super) damaged_packs: Vec<Id>,
+    /// Packs in no index whose header cannot be read, while the snapshots miss blobs: for
+    /// `repair packs` to carve.
+    pub(super) headless_packs: Vec<Id>,
     pub(super) damaged_snapshot_files: usize,
     /// Index files that could not be read (permissions, an I/O error): the blobs they list
     /// look missing, and no repair may be proposed on that.
@@ -74,15 +77,38 @@ pub(super) fn proposals(f: &Findings, rep: &CheckReport) -> Vec<Proposal> {
             reason: why.join("; "),
         });
     }
-    if !f.damaged_packs.is_empty() {
-        let mut ids: Vec<String> = f.damaged_packs.iter().map(Id::to_hex).collect();
+    let packs_first = !f.damaged_packs.is_empty() || !f.headless_packs.is_empty();
+    if packs_first {
+        let mut ids: Vec<String> = f
+            .damaged_packs
+            .iter()
+            .chain(&f.headless_packs)
+            .map(Id::to_hex)
+            .collect();
         ids.sort();
+        ids.dedup();
+        let mut why = vec![];
+        if !f.damaged_packs.is_empty() {
+            why.push(format!(
+                "{} with damaged bytes: the blobs that verify are kept",
+                count(f.damaged_packs.len() as u64, "pack")
+            ));
+        }
+        if !f.headless_packs.is_empty() {
+            why.push(format!(
+                "{} in no index whose header is damaged: the blobs found in {} without the header are \
+                 kept",
+                count(f.headless_packs.len() as u64, "pack"),
+                if f.headless_packs.len() == 1 {
+                    "it"
+                } else {
+                    "them"
+                }
+            ));
+        }
         out.push(Proposal {
             repair: Repair::Packs,
-            reason: format!(
-                "{} with damaged bytes: the blobs that verify are kept",
-                count(ids.len() as u64, "pack")
-            ),
+            reason: why.join("; "),
             args: ids,
         });
     }
@@ -101,7 +127,7 @@ pub(super) fn proposals(f: &Findings, rep: &CheckReport) -> Vec<Proposal> {
     }
     if !why.is_empty() {
         let mut reason = why.join("; ");
-        if !f.damaged_packs.is_empty() {
+        if packs_first {
             reason.push_str(
                 "; run the `repair packs` above first and check again: it keeps every blob \
                  of the damaged packs that still verifies",

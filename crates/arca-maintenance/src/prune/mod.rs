@@ -421,8 +421,9 @@ impl fmt::Display for PruneError {
                     f,
                     "); {NOTHING}. Run `arca check` to see what is affected and the repairs to \
                      run, in this order: `arca repair index` for blobs in packs no index names, \
-                     `arca repair packs ID` for damaged packs or packs of the wrong size (it \
-                     keeps the blobs that verify), then `arca repair snapshots --forget` for \
+                     `arca repair packs ID` for damaged packs, packs of the wrong size and \
+                     packs in no index whose header is damaged (it keeps the blobs that \
+                     verify), then `arca repair snapshots --forget` for \
                      what is lost"
                 )
             }

@@ -24,6 +24,7 @@
 //!   otherwise intact data would be cut away), and first indexes packs no index names (as a
 //!   backup does), so their blobs are not taken for lost.
 
+mod headless;
 mod index;
 mod packs;
 mod snapshots;
@@ -41,7 +42,7 @@ use arca_repo::recover::{HeaderScan, scan_headers};
 use arca_repo::{RepoError, Repository};
 
 pub use index::{RepairIndexOptions, RepairIndexReport, repair_index};
-pub use packs::{LostBlob, RepairPacksOptions, RepairPacksReport, repair_packs};
+pub use packs::{CarvedPack, LostBlob, RepairPacksOptions, RepairPacksReport, repair_packs};
 pub use snapshots::{
     Change, Loss, RepairSnapshotsOptions, RepairSnapshotsReport, RepairedSnapshot, repair_snapshots,
 };

@@ -10,14 +10,19 @@
 //! written first, then the new index (every other pack as the old index files list it, and
 //! the new packs; the last file supersedes the old ones), then the old index files and the
 //! damaged packs are deleted: a crash at any point leaves every salvaged blob indexed.
+//! A pack that no index file describes and whose header does not open is carved
+//! ([`arca_repo::carve`]); it is deleted only when every byte of it was accounted for.
 
 use std::collections::{HashMap, HashSet};
 
 use arca_backend::FileType;
 use arca_format::{BlobKind, Id, IndexFile, IndexPack, PackEntry};
+use arca_repo::carve::Wanted;
 use arca_repo::pack::{PackWriter, pack_header_from_bytes};
-use arca_repo::{RepoError, Repository};
+use arca_repo::{Index, RepoError, Repository};
 
+pub use super::headless::CarvedPack;
+use super::headless::{describe, wanted_blobs};
 use super::{PACKS_PER_INDEX_FILE, delete_file, sync_removals};
 
 /// Options of [`repair_packs`].
@@ -69,6 +74,12 @@ pub struct RepairPacksReport {
     pub index_files_deleted: Vec<Id>,
     /// Damaged packs deleted.
     pub packs_deleted: Vec<Id>,
+    /// Packs that no index file described and whose header did not open, carved: their
+    /// blobs found by decrypting from each blob's start (see [`arca_repo::carve`]).
+    pub carved: Vec<CarvedPack>,
+    /// Carved packs left on the backend because some of their bytes held no blob that
+    /// verified (see [`CarvedPack::unresolved`]); out of the index.
+    pub packs_kept: Vec<Id>,
 }
 
 /// The error for a repair that cannot start; nothing was changed.
@@ -77,9 +88,10 @@ fn refuse(detail: String) -> RepoError {
 }
 
 /// Salvages the blobs of `packs` (see the module documentation). Call it with the
-/// repository locked exclusively. Refuses, before changing anything, while an index file is
-/// damaged, when a pack does not exist (already repaired) or is in no index file (`repair
-/// index` first), and when the backend fails to read for another reason than damage.
+/// repository locked exclusively. A pack in no index file is listed by its own header, or,
+/// when that does not open, carved. Refuses, before changing anything, while an index file
+/// is damaged, when a pack does not exist (already repaired), and when the backend fails
+/// to read for another reason than damage.
 pub fn repair_packs(
     repo: &Repository,
     packs: &[Id],
@@ -127,6 +139,8 @@ pub fn repair_packs(
         }
     }
     let mut rep = RepairPacksReport::default();
+    // Packs no index file describes are listed by their own header, or carved.
+    let mut headless: HashSet<Id> = HashSet::new();
     for id in packs {
         if !described.contains_key(id) {
             let on_disk = repo.list_ids(FileType::Pack)?;
@@ -136,15 +150,18 @@ pub fn repair_packs(
                      repaired, or deleted)"
                 )));
             }
-            return Err(refuse(format!(
-                "pack {id} is in no index file, so which blobs it holds is unknown: run `arca \
-                 repair index` first (it reads the headers of packs no index names)"
-            )));
+            headless.insert(*id);
         }
         if !rep.packs.contains(id) {
             rep.packs.push(*id);
         }
     }
+    // What the snapshots reference and no index places: what a carved pack may hold.
+    let referenced: HashMap<Id, Wanted> = if headless.is_empty() {
+        HashMap::new()
+    } else {
+        wanted_blobs(repo, &Index::from_files(files.iter().map(|(_, f)| f)))?
+    };
 
     let pack_size = repo.config().pack_size as usize;
     let mut writers: [Option<PackWriter>; 2] = [None, None];
@@ -153,7 +170,6 @@ pub fn repair_packs(
     let mut saved: HashSet<(BlobKind, Id)> = HashSet::new();
     let mut failed: HashMap<(Id, BlobKind, Id), String> = HashMap::new();
     for id in &rep.packs.clone() {
-        let p = &described[id];
         let bytes = match repo.backend().read(FileType::Pack, &id.to_hex()) {
             Ok(b) => b,
             Err(e) if e.is_not_found() => vec![],
@@ -167,6 +183,17 @@ pub fn repair_packs(
                 return Err(refuse(format!("{e} (not damage): {advice}")));
             }
         };
+        if headless.contains(id) {
+            if bytes.is_empty() {
+                return Err(refuse(format!(
+                    "pack {id} is gone (deleted while the repair ran, or already repaired)"
+                )));
+            }
+            let (found, carved) = describe(repo, id, &bytes, &referenced);
+            described.insert(*id, found);
+            rep.carved.extend(carved);
+        }
+        let p = &described[id];
         let cands = candidates(repo, id, p, &bytes);
         // A newer arca's pack is not damaged: rewriting it would lose what that arca reads.
         if let Some(why) = newer_part(repo, id, &cands, &bytes) {
@@ -308,6 +335,15 @@ pub fn repair_packs(
     // power cut an old index file that came back would place blobs in a deleted pack.
     sync_removals(repo)?;
     for id in &rep.packs {
+        // A carved pack with bytes no blob was found in stays: they may hold blobs.
+        if rep
+            .carved
+            .iter()
+            .any(|c| c.pack == *id && !c.unresolved.is_empty())
+        {
+            rep.packs_kept.push(*id);
+            continue;
+        }
         if delete_file(repo, FileType::Pack, id)? {
             rep.packs_deleted.push(*id);
         }
