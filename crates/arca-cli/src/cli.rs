@@ -210,16 +210,16 @@ pub struct InitArgs {
     #[arg(long, default_value_t = 3, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-7..=22))]
     pub compression: i32,
     /// Target pack size, e.g. 16MiB
-    #[arg(long, default_value = "16MiB")]
+    #[arg(long, default_value = "16MiB", value_parser = crate::util::size_arg)]
     pub pack_size: String,
     /// Minimum chunk size
-    #[arg(long, default_value = "256KiB")]
+    #[arg(long, default_value = "256KiB", value_parser = crate::util::size_arg)]
     pub chunk_min: String,
     /// Average chunk size (a power of two)
-    #[arg(long, default_value = "1MiB")]
+    #[arg(long, default_value = "1MiB", value_parser = crate::util::size_arg)]
     pub chunk_avg: String,
     /// Maximum chunk size
-    #[arg(long, default_value = "4MiB")]
+    #[arg(long, default_value = "4MiB", value_parser = crate::util::size_arg)]
     pub chunk_max: String,
     #[command(flatten)]
     pub kdf: KdfArgs,

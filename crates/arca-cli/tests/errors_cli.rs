@@ -420,6 +420,38 @@ fn a_pattern_that_is_not_text_is_named() {
     );
 }
 
+/// `init` with a size out of range, or one that does not parse, is a usage error (exit 2,
+/// as clap's own), names the value, and leaves no repository behind.
+#[test]
+fn init_sizes_out_of_range_are_usage_errors() {
+    let e = Env::new();
+    for (args, says) in [
+        (
+            &["--pack-size", "0"][..],
+            "pack size 0 outside the allowed 1.00 MiB..1.00 GiB",
+        ),
+        (
+            &["--pack-size", "5x"][..],
+            "'5x' for '--pack-size <PACK_SIZE>'",
+        ),
+        (
+            &["--chunk-min", "5000GiB"][..],
+            "minimum chunk size 5000GiB is too large",
+        ),
+        (
+            &["--chunk-avg", "3000KiB"][..],
+            "average chunk size 3072000 is not a power of two",
+        ),
+    ] {
+        let mut a = vec!["init"];
+        a.extend_from_slice(args);
+        let o = e.run(&a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        once(&stderr(&o), says);
+        assert!(!e.repo.exists(), "{args:?}");
+    }
+}
+
 /// Any other text option or argument that is not UTF-8 is named with its option (clap said
 /// only "invalid UTF-8 was detected in one or more arguments").
 #[test]

@@ -2,7 +2,7 @@
 //! chunks and identifies data as the source repository does, so that `copy` deduplicates.
 
 use anyhow::Result;
-use arca_format::config::ContentKeys;
+use arca_format::config::{ContentKeys, MAX_PACK, MIN_PACK};
 use arca_format::{ChunkerParams, Cipher};
 use arca_repo::{InitOptions, Repository};
 
@@ -10,9 +10,11 @@ use crate::cli::{CipherArg, Global, InitArgs};
 use crate::util::{self, human_bytes, parse_size};
 
 pub fn run(g: &Global, a: &InitArgs) -> Result<u8> {
+    // A size out of range is a usage error (exit 2), as a size that does not parse is.
     let to_u32 = |s: &str, what: &str| -> Result<u32> {
         let v = parse_size(s)?;
-        u32::try_from(v).map_err(|_| anyhow::anyhow!("{what} {s} is too large"))
+        u32::try_from(v)
+            .map_err(|_| anyhow::Error::new(super::Usage(format!("{what} {s} is too large"))))
     };
     let mut opts = InitOptions {
         chunker: ChunkerParams {
@@ -29,6 +31,17 @@ pub fn run(g: &Global, a: &InitArgs) -> Result<u8> {
             CipherArg::XChaCha20Poly1305 => Cipher::XChaCha20Poly1305,
         },
     };
+    if let Err(e) = opts.chunker.validate() {
+        super::usage!("{e}");
+    }
+    if !(MIN_PACK..=MAX_PACK).contains(&opts.pack_size) {
+        super::usage!(
+            "pack size {} outside the allowed {}..{}",
+            a.pack_size,
+            human_bytes(u64::from(MIN_PACK)),
+            human_bytes(u64::from(MAX_PACK))
+        );
+    }
     if !a.copy_chunker_params && a.from.from_repo.as_deref().is_some_and(|r| !r.is_empty()) {
         eprintln!(
             "warning: --from-repo (or ARCA_FROM_REPOSITORY) is ignored without \
