@@ -16,6 +16,7 @@ use arca_chunker::Chunker;
 use arca_crypto::{MasterKey, Sealer};
 use arca_format::envelope::HEADER_LEN;
 use arca_format::pack::{HEADER_MAGIC, PackEntry, PackTrailer, TRAILER_LEN};
+use arca_format::tree::MAGIC as TREE_MAGIC;
 use arca_format::{BlobKind, Id, Tree};
 
 use crate::blob::{FLAG_RAW, FLAG_ZSTD};
@@ -25,6 +26,11 @@ const TAG: usize = 16;
 /// The smallest sealed blob: nonce, flag, tag.
 const MIN_BLOB: usize = NONCE + 1 + TAG;
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+/// Bytes a stored blob's search may authenticate at positions where any stored blob could
+/// start (one in 256 by chance): enough for the lengths of files' last chunks up to the
+/// smallest chunk (about 256 KiB) to be found without the snapshots, bounded so that a
+/// pack of them is carved in seconds.
+const WEAK_BUDGET: usize = 128 << 20;
 /// No blob's plaintext is larger (the format's u32 raw length).
 const MAX_RAW: u64 = u32::MAX as u64;
 
@@ -100,10 +106,19 @@ enum Start {
     Header,
     /// A compressed blob (flag 1, zstd's magic).
     Compressed,
+    /// A stored tree listing (flag 0, the listing's magic "ATRE").
+    StoredTree,
     /// Possibly a stored blob (flag 0).
     Stored,
     /// Nothing this format writes.
     Nothing,
+}
+
+impl Start {
+    /// Rare by chance (2⁻³² or less per position): taken for where a blob ends.
+    fn is_strong(self) -> bool {
+        matches!(self, Start::Header | Start::Compressed | Start::StoredTree)
+    }
 }
 
 /// A blob that verified: its entry and whether it reads as a tree listing.
@@ -132,16 +147,16 @@ impl Carver<'_> {
                 break;
             }
             match self.find(pos, end, true) {
-                Some(f) => {
+                Ok(f) => {
                     if let Some(g) = gap.take() {
                         out.unresolved.push((g as u64, (pos - g) as u64));
                     }
                     pos += f.entry.length as usize;
                     found.push(f);
                 }
-                None => {
+                Err(strong) => {
                     gap.get_or_insert(pos);
-                    pos = self.resume_after(pos, end);
+                    pos = self.resume_after(pos, end, strong);
                 }
             }
         }
@@ -204,6 +219,8 @@ impl Carver<'_> {
             Start::Header
         } else if head[0] == FLAG_ZSTD && head[1..] == ZSTD_MAGIC {
             Start::Compressed
+        } else if head[0] == FLAG_RAW && head[1..] == TREE_MAGIC {
+            Start::StoredTree
         } else if head[0] == FLAG_RAW {
             Start::Stored
         } else {
@@ -211,29 +228,32 @@ impl Carver<'_> {
         }
     }
 
-    /// The next position after `from`, and before `end`, where a compressed blob or the
-    /// header starts; `end` when there is none.
+    /// The next position after `from`, and before `end`, where a compressed blob, a stored
+    /// listing or the header starts; `end` when there is none.
     fn next_strong(&self, from: usize, end: usize) -> usize {
         (from..end)
-            .find(|&p| matches!(self.start(p), Start::Compressed | Start::Header))
+            .find(|&p| self.start(p).is_strong())
             .unwrap_or(end)
     }
 
     /// The blob sealed at `pos`, ending by `end`, once it verified. `scan`: a stored blob
-    /// may also end at the next compressed blob or the header, found by trying every
-    /// position (slow; not for a guess at a neighbour).
-    fn find(&self, pos: usize, end: usize, scan: bool) -> Option<Found> {
+    /// may also end where the next one starts, found by trying every position (slow; not
+    /// for a guess at a neighbour); then a failure gives the next strong start, where to
+    /// look on.
+    fn find(&self, pos: usize, end: usize, scan: bool) -> Result<Found, Option<usize>> {
         if pos + MIN_BLOB > end {
-            return None;
+            return Err(None);
         }
         match self.start(pos) {
             Start::Compressed => {
-                let (frame, plain) = self.frame_at(pos, end)?;
-                let raw = decompress(&plain[1..1 + frame])?;
-                self.verified(pos, NONCE + 1 + frame + TAG, &raw)
+                let found = self.frame_at(pos, end).and_then(|(frame, plain)| {
+                    let raw = decompress(&plain[1..1 + frame])?;
+                    self.verified(pos, NONCE + 1 + frame + TAG, &raw)
+                });
+                found.ok_or(None)
             }
-            Start::Stored => self.stored(pos, end, scan),
-            Start::Header | Start::Nothing => None,
+            Start::Stored | Start::StoredTree => self.stored(pos, end, scan),
+            Start::Header | Start::Nothing => Err(None),
         }
     }
 
@@ -241,13 +261,13 @@ impl Carver<'_> {
     /// a blob verifies there (a damaged blob's frame still parses; a damaged chunk's cut
     /// rarely moves; the snapshots give the lengths of the blobs they miss), otherwise the
     /// next compressed blob or the header.
-    fn resume_after(&self, pos: usize, end: usize) -> usize {
+    fn resume_after(&self, pos: usize, end: usize, strong: Option<usize>) -> usize {
         if pos + MIN_BLOB > end {
             return end;
         }
         // A guess that runs to `end` proves nothing (the scan below gets there too).
         let fits = |q: usize| {
-            q < end && (self.start(q) == Start::Header || self.find(q, end, false).is_some())
+            q < end && (self.start(q) == Start::Header || self.find(q, end, false).is_ok())
         };
         match self.start(pos) {
             Start::Compressed => {
@@ -258,7 +278,7 @@ impl Carver<'_> {
                     }
                 }
             }
-            Start::Stored => {
+            Start::Stored | Start::StoredTree => {
                 let max = end - pos - MIN_BLOB;
                 let cut = self
                     .decrypt(pos, 1, 1 + self.chunker.max_size().min(max))
@@ -274,7 +294,7 @@ impl Carver<'_> {
             }
             Start::Header | Start::Nothing => {}
         }
-        self.next_strong(pos + 1, end)
+        strong.unwrap_or_else(|| self.next_strong(pos + 1, end))
     }
 
     /// Checks that `bytes[pos..pos + sealed_len]` is blob `id` as this repository sealed it.
@@ -316,8 +336,10 @@ impl Carver<'_> {
 
     /// The stored blob at `pos`: its end tried at the chunker's cut and at the lengths of
     /// wanted blobs (those must hash to a wanted id to be authenticated), shortest first;
-    /// with `scan`, then at the next compressed blob or the header.
-    fn stored(&self, pos: usize, end: usize, scan: bool) -> Option<Found> {
+    /// with `scan`, then at every position up to the next strong start (a compressed blob,
+    /// a stored listing, the header): there, and, within a budget of bytes authenticated,
+    /// wherever a stored blob may start (a flag 0, one position in 256).
+    fn stored(&self, pos: usize, end: usize, scan: bool) -> Result<Found, Option<usize>> {
         // The payload may run to `end`, less the flag and the tag.
         let max = end - pos - MIN_BLOB;
         let mut plain: Vec<u8> = vec![];
@@ -348,13 +370,13 @@ impl Carver<'_> {
         let min = self.chunker.min_size().min(max);
         for &len in self.lens.range(..min) {
             if let Some(f) = try_len(len, true, &mut plain) {
-                return Some(f);
+                return Ok(f);
             }
         }
         // Then the cut, found in as much as the largest chunk, and the longer wanted lengths.
         let window = self.chunker.max_size().min(max);
         if plain.len() < 1 + window {
-            let more = self.decrypt(pos, plain.len(), 1 + window)?;
+            let more = self.decrypt(pos, plain.len(), 1 + window).ok_or(None)?;
             plain.extend_from_slice(&more);
         }
         let cut = self.chunker.cut(&plain[1..1 + window]);
@@ -364,14 +386,27 @@ impl Carver<'_> {
         tries.insert(cut, false);
         for (len, must) in tries {
             if let Some(f) = try_len(len, must, &mut plain) {
-                return Some(f);
+                return Ok(f);
             }
         }
         if !scan {
-            return None;
+            return Err(None);
         }
-        let strong = self.next_strong(pos + MIN_BLOB, end);
-        try_len(strong - pos - MIN_BLOB, false, &mut plain)
+        let mut budget = WEAK_BUDGET;
+        for e in pos + MIN_BLOB..end {
+            let len = e - pos - MIN_BLOB;
+            match self.start(e) {
+                s if s.is_strong() => return try_len(len, false, &mut plain).ok_or(Some(e)),
+                Start::Stored if budget >= len => {
+                    budget -= len;
+                    if let Some(f) = try_len(len, false, &mut plain) {
+                        return Ok(f);
+                    }
+                }
+                _ => {}
+            }
+        }
+        try_len(max, false, &mut plain).ok_or(Some(end))
     }
 }
 

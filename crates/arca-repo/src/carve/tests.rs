@@ -59,10 +59,20 @@ fn damaged_pack(
     kind: BlobKind,
     blobs: &[Vec<u8>],
 ) -> (Vec<u8>, Vec<arca_format::PackEntry>) {
+    damaged_pack_at(r, kind, blobs, 3)
+}
+
+/// [`damaged_pack`] at compression `level` (0: every blob stored as it is).
+fn damaged_pack_at(
+    r: &Repository,
+    kind: BlobKind,
+    blobs: &[Vec<u8>],
+    level: i32,
+) -> (Vec<u8>, Vec<arca_format::PackEntry>) {
     let mut w = PackWriter::new(kind, 1 << 20);
     for data in blobs {
         let id = r.key().blob_id(data);
-        let c = compress_blob(data, 3);
+        let c = compress_blob(data, level);
         w.add(&seal_into(r.sealer(), kind, id, data, c.as_deref(), vec![]).unwrap())
             .unwrap();
     }
@@ -115,10 +125,10 @@ fn every_blob_of_a_pack_with_a_damaged_header_is_found() {
 }
 
 /// Stored blobs back to back (files' last chunks) whose ends no chunker cut or compressed
-/// neighbour tells are found from the lengths the snapshots give them; without those they
-/// are reported as one unresolved range, and nothing unverified is returned.
+/// neighbour tells are found from the lengths the snapshots give them, and without those by
+/// trying where a stored blob may start; nothing unverified is returned.
 #[test]
-fn stored_blobs_back_to_back_need_the_lengths_snapshots_give() {
+fn stored_blobs_back_to_back_are_found_with_or_without_lengths() {
     let r = repo(Cipher::XChaCha20Poly1305);
     let chunker = r.chunker();
     let blobs = vec![
@@ -128,20 +138,23 @@ fn stored_blobs_back_to_back_need_the_lengths_snapshots_give() {
         text(30_000, 4),
     ];
     let (bytes, entries) = damaged_pack(&r, BlobKind::Data, &blobs);
-    let c = carve(r.key(), r.sealer(), &chunker, &bytes, &HashMap::new());
-    // Without them only the compressed one is found: where the stored ones part is not
-    // known, so they are one unresolved range.
-    assert_eq!(c.entries, entries[3..].to_vec());
-    let stored: u32 = entries[..3].iter().map(|e| e.length).sum();
-    assert_eq!(c.unresolved, vec![(8, u64::from(stored))]);
-    let c = carve(
-        r.key(),
-        r.sealer(),
-        &chunker,
-        &bytes,
-        &wanted_all(&r, &blobs),
-    );
+    for wanted in [HashMap::new(), wanted_all(&r, &blobs)] {
+        let c = carve(r.key(), r.sealer(), &chunker, &bytes, &wanted);
+        assert_eq!(c.entries, entries);
+        assert!(c.unresolved.is_empty());
+    }
+}
+
+/// A pack of tree listings stored as they are (compression off): each listing's end is
+/// where the next one's magic decrypts.
+#[test]
+fn stored_tree_listings_are_found_without_lengths() {
+    let r = repo(Cipher::Xaes256Gcm);
+    let trees: Vec<Vec<u8>> = (0..5).map(|i| listing(i, 30 + i as usize * 7)).collect();
+    let (bytes, entries) = damaged_pack_at(&r, BlobKind::Tree, &trees, 0);
+    let c = carve(r.key(), r.sealer(), &r.chunker(), &bytes, &HashMap::new());
     assert_eq!(c.entries, entries);
+    assert_eq!(c.kind, Some(BlobKind::Tree));
     assert!(c.unresolved.is_empty());
 }
 
@@ -181,22 +194,7 @@ fn a_damaged_blob_or_a_cut_loses_only_what_it_hits() {
 #[test]
 fn tree_listings_are_carved_as_trees() {
     let r = repo(Cipher::XChaCha20Poly1305);
-    let trees: Vec<Vec<u8>> = (0..3)
-        .map(|i| {
-            let mut t = Tree {
-                nodes: (0..20)
-                    .map(|j| Node {
-                        name: format!("file-{i}-{j}").into_bytes(),
-                        kind: Some(NodeKind::File),
-                        mode: 0o644,
-                        ..Node::default()
-                    })
-                    .collect(),
-            };
-            t.sort();
-            t.encode().unwrap()
-        })
-        .collect();
+    let trees: Vec<Vec<u8>> = (0..3).map(|i| listing(i, 20)).collect();
     assert!(Tree::decode(&trees[0]).is_ok());
     let (bytes, entries) = damaged_pack(&r, BlobKind::Tree, &trees);
     let c = carve(r.key(), r.sealer(), &r.chunker(), &bytes, &HashMap::new());
@@ -230,4 +228,20 @@ fn the_chunks_after_a_damaged_stored_chunk_are_found() {
             vec![(u64::from(hit.offset), u64::from(hit.length))]
         );
     }
+}
+
+/// An encoded tree listing of `n` files.
+fn listing(i: u64, n: usize) -> Vec<u8> {
+    let mut t = Tree {
+        nodes: (0..n)
+            .map(|j| Node {
+                name: format!("file-{i}-{j}").into_bytes(),
+                kind: Some(NodeKind::File),
+                mode: 0o644,
+                ..Node::default()
+            })
+            .collect(),
+    };
+    t.sort();
+    t.encode().unwrap()
 }
