@@ -900,3 +900,48 @@ fn repair_snapshots_takes_the_snapshot_filters() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("no snapshot passes"), "{}", stderr(&o));
 }
+
+/// Every pack's header damaged and the index gone, in a repository that stores listings and
+/// data as they are (compression off), plus an empty pack file: one `repair packs` of them
+/// all finds every listing, then, from what those reference, every data blob; the empty
+/// file is deleted, and the snapshot restores byte for byte.
+#[test]
+fn every_pack_headerless_is_carved_in_one_run() {
+    let e = Env::new();
+    let src = e.path("src");
+    source(&src, 0, 24);
+    fs::create_dir_all(src.join("even/deeper/still")).unwrap();
+    fs::write(src.join("even/deeper/still/tail"), random_bytes(99, 3_000)).unwrap();
+    let mut a = vec!["--pack-size", "1MiB", "--compression", "0"];
+    a.extend_from_slice(&SMALL_CHUNKS);
+    e.init(&a);
+    e.ok(&["backup", src.to_str().unwrap()]);
+    let packs = pack_files(&e);
+    for p in &packs {
+        let size = fs::metadata(p).unwrap().len();
+        arca_testkit::flip_byte(p, size - 20).unwrap();
+    }
+    let empty = e.repo.join("data/00").join("00".repeat(32));
+    fs::create_dir_all(empty.parent().unwrap()).unwrap();
+    fs::write(&empty, b"").unwrap();
+    for f in index_files(&e) {
+        fs::remove_file(f).unwrap();
+    }
+    e.ok(&["repair", "index"]);
+    let mut args = vec!["repair".to_string(), "packs".into(), "--json".into()];
+    args.extend(
+        pack_files(&e)
+            .iter()
+            .map(|p| p.file_name().unwrap().to_str().unwrap().to_string()),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = e.json(&args);
+    let carved = r["carved"].as_array().unwrap();
+    assert_eq!(carved.len(), packs.len() + 1, "{r}");
+    assert!(carved.iter().all(|c| c["unresolved_bytes"] == 0), "{r}");
+    assert!(carved.iter().any(|c| c["kind"] == "tree"), "{r}");
+    assert!(!empty.exists());
+    assert!(packs.iter().all(|p| !p.exists()));
+    assert_clean(&e);
+    restore_same(&e, "latest", &src, "t");
+}

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use arca_backend::FileType;
-use arca_format::{BlobKind, Id, IndexPack};
+use arca_format::{BlobKind, Id, IndexPack, Tree};
 use arca_repo::carve::{Wanted, carve};
 use arca_repo::pack::pack_header_from_bytes;
 use arca_repo::{Index, RepoError, Repository};
@@ -33,63 +33,137 @@ impl CarvedPack {
     }
 }
 
-/// The blobs the snapshots reference that `index` does not place, with the length a file's
-/// content list gives each data blob: what a carved pack may hold. Snapshots and listings
-/// that cannot be read are passed over (what they reference cannot be known).
-pub(super) fn wanted_blobs(
-    repo: &Repository,
-    index: &Index,
-) -> Result<HashMap<Id, Wanted>, RepoError> {
-    let mut wanted: HashMap<Id, Wanted> = HashMap::new();
-    let mut seen: HashSet<Id> = HashSet::new();
-    let mut queue: Vec<Id> = vec![];
-    for (id, _) in repo.list_ids(FileType::Snapshot)? {
-        if let Ok(s) = repo.load_snapshot(&id) {
-            queue.push(s.tree);
+/// A walk of the snapshots' listings collecting the blobs they reference that the index
+/// does not place, with the length a file's content list gives each data blob: what a
+/// carved pack may hold. Listings that cannot be read are passed over.
+struct WantedWalk<'a> {
+    repo: &'a Repository,
+    index: &'a Index,
+    wanted: HashMap<Id, Wanted>,
+    seen: HashSet<Id>,
+}
+
+impl WantedWalk<'_> {
+    /// Walks the listing `root` and everything below it that the index places.
+    fn walk(&mut self, root: Id) {
+        let mut queue = vec![root];
+        while let Some(t) = queue.pop() {
+            if !self.seen.insert(t) {
+                continue;
+            }
+            if !self.index.contains(BlobKind::Tree, &t) {
+                let tree = Wanted {
+                    kind: BlobKind::Tree,
+                    len: None,
+                };
+                self.wanted.entry(t).or_insert(tree);
+                continue;
+            }
+            if let Ok(listing) = self.repo.load_tree(self.index, &t) {
+                queue.extend(self.listed(&listing));
+            }
         }
     }
-    let tree = Wanted {
-        kind: BlobKind::Tree,
-        len: None,
-    };
-    while let Some(t) = queue.pop() {
-        if !seen.insert(t) {
-            continue;
-        }
-        if !index.contains(BlobKind::Tree, &t) {
-            wanted.insert(t, tree);
-            continue;
-        }
-        let Ok(listing) = repo.load_tree(index, &t) else {
-            continue;
-        };
+
+    /// Notes the data `listing` uses that the index lacks; returns its sub-listings.
+    fn listed(&mut self, listing: &Tree) -> Vec<Id> {
+        let mut subs = vec![];
         for node in &listing.nodes {
-            if let Some(sub) = node.subtree {
-                queue.push(sub);
-            }
-            for c in node
-                .content
-                .iter()
-                .filter(|c| !index.contains(BlobKind::Data, &c.id))
-            {
-                wanted.insert(
-                    c.id,
-                    Wanted {
+            subs.extend(node.subtree);
+            for c in &node.content {
+                if !self.index.contains(BlobKind::Data, &c.id) {
+                    let data = Wanted {
                         kind: BlobKind::Data,
                         len: Some(c.len),
-                    },
-                );
+                    };
+                    self.wanted.insert(c.id, data);
+                }
             }
         }
+        subs
     }
-    Ok(wanted)
+}
+
+/// The listings among the blobs `pack` found in `bytes`, decoded.
+fn listings_in(repo: &Repository, id: &Id, pack: &IndexPack, bytes: &[u8]) -> Vec<Tree> {
+    let mut out = vec![];
+    for b in &pack.blobs {
+        let Some(sealed) = bytes.get(b.offset as usize..(b.offset + b.length) as usize) else {
+            continue;
+        };
+        if let Ok(plain) = repo.open_blob(BlobKind::Tree, &b.id, id, sealed, b.raw_length)
+            && let Ok(t) = Tree::decode(&plain)
+        {
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// What each of the packs `ids` (none described by an index file) holds, as [`describe`]
+/// gives it. Listings carved out of one extend what is looked for in the others (what they
+/// reference is not in the index either), so the packs not wholly accounted for are carved
+/// again while that finds more. A pack that cannot be read is left out (the salvage reads
+/// it again and says why).
+pub(super) fn describe_all(
+    repo: &Repository,
+    index: &Index,
+    ids: &[Id],
+) -> Result<HashMap<Id, (IndexPack, Option<CarvedPack>)>, RepoError> {
+    let mut walk = WantedWalk {
+        repo,
+        index,
+        wanted: HashMap::new(),
+        seen: HashSet::new(),
+    };
+    for (id, _) in repo.list_ids(FileType::Snapshot)? {
+        if let Ok(s) = repo.load_snapshot(&id) {
+            walk.walk(s.tree);
+        }
+    }
+    let mut out = HashMap::new();
+    let mut todo: Vec<Id> = ids.to_vec();
+    // Each round walks what the listings found in the last one reference; listings are
+    // found whole in the first round whatever their depth (they end where the next one
+    // starts), so a second round is what data packs need.
+    for _ in 0..3 {
+        let mut listings = vec![];
+        for id in &todo {
+            let bytes = match repo.backend().read(FileType::Pack, &id.to_hex()) {
+                Ok(b) => b,
+                // An empty or vanished file: nothing in it, nothing left to keep.
+                Err(e) if e.is_not_found() => vec![],
+                Err(_) => continue,
+            };
+            let (pack, carved) = describe(repo, index, id, &bytes, &walk.wanted);
+            if pack.kind == BlobKind::Tree && carved.is_some() {
+                listings.extend(listings_in(repo, id, &pack, &bytes));
+            }
+            out.insert(*id, (pack, carved));
+        }
+        let before = walk.wanted.len();
+        for t in &listings {
+            for sub in walk.listed(t) {
+                walk.walk(sub);
+            }
+        }
+        todo.retain(|id| {
+            out.get(id)
+                .is_some_and(|(_, c)| c.as_ref().is_some_and(|c| !c.unresolved.is_empty()))
+        });
+        if walk.wanted.len() == before || todo.is_empty() {
+            break;
+        }
+    }
+    Ok(out)
 }
 
 /// What pack `id` (whose bytes are `bytes`, and which no index file describes) holds: the
 /// entries of its own header when that opens, otherwise those carving finds (each
-/// verified), with the carving's account.
-pub(super) fn describe(
+/// verified) less those the index places already, with the carving's account.
+fn describe(
     repo: &Repository,
+    index: &Index,
     id: &Id,
     bytes: &[u8],
     wanted: &HashMap<Id, Wanted>,
@@ -104,7 +178,10 @@ pub(super) fn describe(
         };
         return (p, None);
     }
-    let c = carve(repo.key(), repo.sealer(), &repo.chunker(), bytes, wanted);
+    let mut c = carve(repo.key(), repo.sealer(), &repo.chunker(), bytes, wanted);
+    // A blob the index places already (an earlier run saved it) is not copied again.
+    let kind = c.kind.unwrap_or(BlobKind::Data);
+    c.entries.retain(|e| !index.contains(kind, &e.id));
     let report = CarvedPack {
         pack: *id,
         kind: c.kind,

@@ -17,12 +17,11 @@ use std::collections::{HashMap, HashSet};
 
 use arca_backend::FileType;
 use arca_format::{BlobKind, Id, IndexFile, IndexPack, PackEntry};
-use arca_repo::carve::Wanted;
 use arca_repo::pack::{PackWriter, pack_header_from_bytes};
 use arca_repo::{Index, RepoError, Repository};
 
 pub use super::headless::CarvedPack;
-use super::headless::{describe, wanted_blobs};
+use super::headless::describe_all;
 use super::{PACKS_PER_INDEX_FILE, delete_file, sync_removals};
 
 /// Options of [`repair_packs`].
@@ -156,11 +155,19 @@ pub fn repair_packs(
             rep.packs.push(*id);
         }
     }
-    // What the snapshots reference and no index places: what a carved pack may hold.
-    let referenced: HashMap<Id, Wanted> = if headless.is_empty() {
+    // What the packs no index file describes hold: their headers, or carved (looking for
+    // what the snapshots reference and no index places).
+    let mut headless_found = if headless.is_empty() {
         HashMap::new()
     } else {
-        wanted_blobs(repo, &Index::from_files(files.iter().map(|(_, f)| f)))?
+        let index = Index::from_files(files.iter().map(|(_, f)| f));
+        let ids: Vec<Id> = rep
+            .packs
+            .iter()
+            .filter(|id| headless.contains(id))
+            .copied()
+            .collect();
+        describe_all(repo, &index, &ids)?
     };
 
     let pack_size = repo.config().pack_size as usize;
@@ -183,13 +190,7 @@ pub fn repair_packs(
                 return Err(refuse(format!("{e} (not damage): {advice}")));
             }
         };
-        if headless.contains(id) {
-            if bytes.is_empty() {
-                return Err(refuse(format!(
-                    "pack {id} is gone (deleted while the repair ran, or already repaired)"
-                )));
-            }
-            let (found, carved) = describe(repo, id, &bytes, &referenced);
+        if let Some((found, carved)) = headless_found.remove(id) {
             described.insert(*id, found);
             rep.carved.extend(carved);
         }
