@@ -135,12 +135,17 @@ impl Filter {
     }
 
     /// Whether a backed-up path (given on the command line or in a list) is excluded: by a
-    /// pattern matching it or a folder above it, as restic applies its excludes to them.
+    /// pattern matching it or a folder above it, as restic applies its excludes to them. A
+    /// `!` pattern that may take something back below it keeps it only when it is a folder
+    /// (hunt H9: any unanchored `!` pattern kept every excluded file named).
     pub(crate) fn excludes_target(&self, path: &Path) -> bool {
+        let mut dir = None;
+        let mut is_dir =
+            || *dir.get_or_insert_with(|| arca_fs::lstat(path).is_ok_and(|m| m.is_dir()));
         [&self.paths, &self.ipaths]
             .into_iter()
             .flatten()
-            .any(|m| m.matches_or_inside(path) && !m.takes_back_below(path))
+            .any(|m| m.matches_or_inside(path) && !(m.takes_back_below(path) && is_dir()))
     }
 
     /// Whether a path named on the command line is left out as a whole: by the patterns

@@ -414,6 +414,38 @@ fn excluded_folders_are_stored_only_for_what_a_negation_takes_back() {
     );
 }
 
+/// A file named on the command line that a pattern excludes is left out even when a `!`
+/// pattern elsewhere may take files back (hunt H9: any unanchored `!` pattern kept it, as
+/// if the file were a folder it could take something back from); a folder named is still
+/// looked into for what the `!` pattern takes back.
+#[test]
+fn a_named_file_stays_excluded_beside_an_unanchored_take_back() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    for f in ["b/f.txt", "b/g.dat", "x/k.txt", "x/l.dat"] {
+        let p = src.join(f);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, b"x").unwrap();
+    }
+    let s = src.to_str().unwrap();
+    let (f, g, x) = (
+        format!("{s}/b/f.txt"),
+        format!("{s}/b/g.dat"),
+        format!("{s}/x"),
+    );
+    let o = e.run(&["backup", &f, "-e", "*.txt", "-e", "!x/*.txt"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("excluded"), "{}", stderr(&o));
+    e.ok(&["backup", &f, &g, &x, "-e", "*.txt", "-e", "!x/*.txt"]);
+    assert_eq!(
+        listed(&e, &src),
+        ["b", "b/g.dat", "x", "x/k.txt", "x/l.dat"]
+    );
+    e.ok(&["backup", &f, &g, "--iexclude", "*.TXT", "-e", "!x/*.txt"]);
+    assert_eq!(listed(&e, &src), ["b", "b/g.dat"]);
+}
+
 #[test]
 fn a_negated_class_stays_within_one_name() {
     let e = Env::new();
