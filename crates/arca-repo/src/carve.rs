@@ -373,38 +373,49 @@ impl Carver<'_> {
                 return Ok(f);
             }
         }
-        // Then the cut, found in as much as the largest chunk, and the longer wanted lengths.
-        let window = self.chunker.max_size().min(max);
-        if plain.len() < 1 + window {
-            let more = self.decrypt(pos, plain.len(), 1 + window).ok_or(None)?;
-            plain.extend_from_slice(&more);
-        }
-        let cut = self.chunker.cut(&plain[1..1 + window]);
-        // Length → whether the blob must be a wanted one to be worth authenticating.
-        let mut tries: BTreeMap<usize, bool> =
-            self.lens.range(min..=max).map(|&l| (l, true)).collect();
-        tries.insert(cut, false);
-        for (len, must) in tries {
-            if let Some(f) = try_len(len, must, &mut plain) {
-                return Ok(f);
+        // With `scan`, the positions up to the smallest chunk first (files' last chunks end
+        // there: found without decrypting a largest chunk's worth for each); then the cut,
+        // found in as much as the largest chunk, the longer wanted lengths and, with `scan`,
+        // the positions beyond.
+        let mut budget = WEAK_BUDGET;
+        for phase in 0..2 {
+            if phase == 1 {
+                let window = self.chunker.max_size().min(max);
+                if plain.len() < 1 + window {
+                    let more = self.decrypt(pos, plain.len(), 1 + window).ok_or(None)?;
+                    plain.extend_from_slice(&more);
+                }
+                let cut = self.chunker.cut(&plain[1..1 + window]);
+                // Length → whether the blob must be a wanted one to be worth authenticating.
+                let mut tries: BTreeMap<usize, bool> =
+                    self.lens.range(min..=max).map(|&l| (l, true)).collect();
+                tries.insert(cut, false);
+                for (len, must) in tries {
+                    if let Some(f) = try_len(len, must, &mut plain) {
+                        return Ok(f);
+                    }
+                }
+            }
+            if !scan {
+                continue;
+            }
+            let lens = if phase == 0 { 0..min } else { min..max };
+            for len in lens {
+                let e = pos + MIN_BLOB + len;
+                match self.start(e) {
+                    s if s.is_strong() => return try_len(len, false, &mut plain).ok_or(Some(e)),
+                    Start::Stored if budget >= len => {
+                        budget -= len;
+                        if let Some(f) = try_len(len, false, &mut plain) {
+                            return Ok(f);
+                        }
+                    }
+                    _ => {}
+                }
             }
         }
         if !scan {
             return Err(None);
-        }
-        let mut budget = WEAK_BUDGET;
-        for e in pos + MIN_BLOB..end {
-            let len = e - pos - MIN_BLOB;
-            match self.start(e) {
-                s if s.is_strong() => return try_len(len, false, &mut plain).ok_or(Some(e)),
-                Start::Stored if budget >= len => {
-                    budget -= len;
-                    if let Some(f) = try_len(len, false, &mut plain) {
-                        return Ok(f);
-                    }
-                }
-                _ => {}
-            }
         }
         try_len(max, false, &mut plain).ok_or(Some(end))
     }

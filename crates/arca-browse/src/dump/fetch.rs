@@ -190,11 +190,16 @@ where
                 file: file.clone(),
             };
             let end = want.offset + u64::from(want.length);
+            // A blob joins the read when it lies within the read gap of its range, before or
+            // after it: a backup's readers store the blobs of neighbouring files in the order
+            // they finish, so the next file's blob is as often just before the last one's
+            // (hunt H12: taking only blobs after it made a read per two small files, their
+            // ranges overlapping).
             let fits = self.open.as_ref().is_some_and(|g| {
                 g.pack == loc.pack.id
-                    && want.offset >= g.end
-                    && want.offset - g.end <= self.read_gap
-                    && end - g.start <= self.max_read
+                    && want.offset <= g.end + self.read_gap
+                    && end + self.read_gap >= g.start
+                    && end.max(g.end) - want.offset.min(g.start) <= self.max_read
                     && g.raw + u64::from(want.raw_len) <= self.max_read
             });
             if !fits {
@@ -212,7 +217,8 @@ where
             let Some(g) = self.open.as_mut() else {
                 continue;
             };
-            g.end = end;
+            g.start = g.start.min(want.offset);
+            g.end = g.end.max(end);
             g.raw += u64::from(want.raw_len);
             g.wants.push(want);
             let seq = g.seq;
