@@ -573,7 +573,7 @@ pub struct CheckArgs {
     pub read_data: bool,
     /// Read a part of the packs: group n/m (by the first byte of the pack id, as restic),
     /// a random x%, or random packs adding up to a size (500M, 2G)
-    #[arg(long, value_name = "SUBSET", conflicts_with = "read_data", value_parser = crate::util::subset_arg)]
+    #[arg(long, value_name = "SUBSET", conflicts_with = "read_data", value_parser = crate::util::subset_arg, allow_hyphen_values = true)]
     pub read_data_subset: Option<String>,
     /// Print the result as JSON
     #[arg(long)]

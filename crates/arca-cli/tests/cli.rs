@@ -1253,7 +1253,11 @@ fn out_of_range_counts_and_levels_are_refused_clearly() {
     ]);
     let other = Env::new();
     let o = other.run(&["init", "--pack-size", "5GiB"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "a usage error, as a value that does not parse"
+    );
     assert_eq!(
         stderr(&o).trim(),
         "arca: pack size 5GiB is too large",

@@ -452,6 +452,36 @@ fn init_sizes_out_of_range_are_usage_errors() {
     }
 }
 
+/// A negative value of a size or share option is named with its option (clap took `-5%`
+/// for an unknown option: "unexpected argument '-5' found"), exit 2.
+#[test]
+fn negative_sizes_and_shares_name_their_option() {
+    let e = Env::new();
+    e.init(&[]);
+    for args in [
+        &["prune", "--max-unused", "-5%"][..],
+        &["prune", "--max-repack-size", "-1"][..],
+        &[
+            "forget",
+            "--keep-last",
+            "1",
+            "--prune",
+            "--max-unused",
+            "-5%",
+        ][..],
+        &["check", "--read-data-subset", "-1%"][..],
+    ] {
+        let o = e.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!("'{}'", args[args.len() - 1])),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains(args[args.len() - 2]), "{args:?}: {err}");
+    }
+}
+
 /// Any other text option or argument that is not UTF-8 is named with its option (clap said
 /// only "invalid UTF-8 was detected in one or more arguments").
 #[test]

@@ -21,13 +21,18 @@ pub struct SnapshotFilter {
 /// Tags from repeated, comma-separated values (`--tag a,b --tag c`, a profile's `tag = "a,b"`),
 /// as restic reads them; blanks around tags and empty items are dropped.
 pub fn split_tags<S: AsRef<str>>(values: &[S]) -> Vec<String> {
-    values
+    let mut out: Vec<String> = vec![];
+    for t in values
         .iter()
         .flat_map(|v| v.as_ref().split(','))
         .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(String::from)
-        .collect()
+    {
+        // A tag given twice is one tag (`--tag a,a` recorded `a` twice).
+        if !t.is_empty() && !out.iter().any(|o| o == t) {
+            out.push(t.to_string());
+        }
+    }
+    out
 }
 
 /// Damaged files left out of a listing, each with why.
@@ -288,6 +293,12 @@ mod tests {
     use chrono::DateTime;
 
     use super::*;
+
+    /// Tags split at commas, trimmed, the empty ones and repeats dropped, in order.
+    #[test]
+    fn tags_are_split_once_each() {
+        assert_eq!(split_tags(&["a,a", " b ,a", ",", "c"]), ["a", "b", "c"]);
+    }
 
     /// A memory backend behind a 4-connection remote whose snapshot reads take a while and
     /// are counted: how many were in flight at once, at most.

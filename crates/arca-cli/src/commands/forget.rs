@@ -82,10 +82,10 @@ pub struct ForgetArgs {
     #[arg(long)]
     pub prune: bool,
     /// With --prune: unused space to tolerate, as `prune --max-unused` [default: 5%]
-    #[arg(long, value_name = "PERCENT|SIZE", value_parser = super::prune::max_unused_arg, requires = "prune")]
+    #[arg(long, value_name = "PERCENT|SIZE", value_parser = super::prune::max_unused_arg, requires = "prune", allow_hyphen_values = true)]
     pub max_unused: Option<String>,
     /// With --prune: repack at most this many bytes, as `prune --max-repack-size`
-    #[arg(long, value_name = "SIZE", value_parser = crate::util::size_arg, requires = "prune")]
+    #[arg(long, value_name = "SIZE", value_parser = crate::util::size_arg, requires = "prune", allow_hyphen_values = true)]
     pub max_repack_size: Option<String>,
     /// With --prune: also repack small packs, as `prune --repack-small`
     #[arg(long, requires = "prune")]

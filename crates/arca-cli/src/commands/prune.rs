@@ -26,10 +26,10 @@ pub struct PruneArgs {
     /// with the largest unused share are repacked until at most that much is left; packs of
     /// listings with unused ones always are), or `unlimited` (only packs nothing uses are
     /// deleted) [default: 5%]
-    #[arg(long, value_name = "PERCENT|SIZE", value_parser = max_unused_arg)]
+    #[arg(long, value_name = "PERCENT|SIZE", value_parser = max_unused_arg, allow_hyphen_values = true)]
     pub max_unused: Option<String>,
     /// Repack at most this many bytes of packs (e.g. 2GiB)
-    #[arg(long, value_name = "SIZE", value_parser = crate::util::size_arg)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::util::size_arg, allow_hyphen_values = true)]
     pub max_repack_size: Option<String>,
     /// Also repack packs smaller than 80% of the target pack size into full ones
     #[arg(long)]
