@@ -504,13 +504,10 @@ fn each_id_once(out: &str) {
     }
 }
 
-/// A pack whose header is damaged, with the index gone: `repair index` leaves it out, and
-/// from then on no command sends the user back to `repair index` for it (each did, in a
-/// circle): check proposes `repair packs` for it, which finds every blob without the header
-/// (carving: stored chunks end at the chunker's cut or at the length the snapshot gives
-/// them), and the repository is whole again. Every message names each object once.
-#[test]
-fn an_unindexable_pack_is_carved_by_repair_packs() {
+/// A repository of `source` whose largest pack has its header damaged (and, with
+/// `Some(n)`, a byte at its size / n too), with every index file deleted: the repository,
+/// the source, the pack file and its id.
+fn headerless_pack(blob_hit: Option<u64>) -> (Env, PathBuf, PathBuf, String) {
     let e = Env::new();
     let src = e.path("src");
     source(&src, 0, 24);
@@ -520,9 +517,23 @@ fn an_unindexable_pack_is_carved_by_repair_packs() {
     let id = pack.file_name().unwrap().to_str().unwrap().to_string();
     let size = fs::metadata(&pack).unwrap().len();
     arca_testkit::flip_byte(&pack, size - 20).unwrap();
+    if let Some(n) = blob_hit {
+        arca_testkit::flip_byte(&pack, size / n).unwrap();
+    }
     for f in index_files(&e) {
         fs::remove_file(f).unwrap();
     }
+    (e, src, pack, id)
+}
+
+/// A pack whose header is damaged, with the index gone: `repair index` leaves it out, and
+/// from then on no command sends the user back to `repair index` for it (each did, in a
+/// circle): check proposes `repair packs` for it, which finds every blob without the header
+/// (carving: stored chunks end at the chunker's cut or at the length the snapshot gives
+/// them), and the repository is whole again. Every message names each object once.
+#[test]
+fn an_unindexable_pack_is_carved_by_repair_packs() {
+    let (e, src, pack, id) = headerless_pack(None);
     let o = e.run(&["repair", "index"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains(&format!("pack {id}")), "{}", stderr(&o));
@@ -581,19 +592,7 @@ fn an_unindexable_pack_is_carved_by_repair_packs() {
 /// and `repair snapshots` then zeroes only the blocks of the damaged blob.
 #[test]
 fn a_carved_pack_with_a_damaged_blob_is_kept_and_loses_only_that_blob() {
-    let e = Env::new();
-    let src = e.path("src");
-    source(&src, 0, 24);
-    init(&e);
-    e.ok(&["backup", src.to_str().unwrap()]);
-    let pack = largest_pack(&e);
-    let id = pack.file_name().unwrap().to_str().unwrap().to_string();
-    let size = fs::metadata(&pack).unwrap().len();
-    arca_testkit::flip_byte(&pack, size - 20).unwrap();
-    arca_testkit::flip_byte(&pack, size / 3).unwrap();
-    for f in index_files(&e) {
-        fs::remove_file(f).unwrap();
-    }
+    let (e, src, pack, id) = headerless_pack(Some(3));
     e.ok(&["repair", "index"]);
     let o = e.run(&["repair", "packs", &id]);
     assert!(o.status.success(), "{}", stderr(&o));

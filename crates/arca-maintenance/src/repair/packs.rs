@@ -139,21 +139,32 @@ pub fn repair_packs(
     }
     let mut rep = RepairPacksReport::default();
     // Packs no index file describes are listed by their own header, or carved.
-    let mut headless: HashSet<Id> = HashSet::new();
+    let mut headless: Vec<Id> = vec![];
+    let mut on_disk: Option<HashSet<Id>> = None;
     for id in packs {
+        if rep.packs.contains(id) {
+            continue;
+        }
         if !described.contains_key(id) {
-            let on_disk = repo.list_ids(FileType::Pack)?;
-            if !on_disk.iter().any(|(p, _)| p == id) {
+            let on_disk = match &mut on_disk {
+                Some(l) => l,
+                // Listed once, however many packs are headless.
+                None => on_disk.insert(
+                    repo.list_ids(FileType::Pack)?
+                        .into_iter()
+                        .map(|(p, _)| p)
+                        .collect(),
+                ),
+            };
+            if !on_disk.contains(id) {
                 return Err(refuse(format!(
                     "pack {id} does not exist (no pack file and no index entry: already \
                      repaired, or deleted)"
                 )));
             }
-            headless.insert(*id);
+            headless.push(*id);
         }
-        if !rep.packs.contains(id) {
-            rep.packs.push(*id);
-        }
+        rep.packs.push(*id);
     }
     // What the packs no index file describes hold: their headers, or carved (looking for
     // what the snapshots reference and no index places).
@@ -161,13 +172,7 @@ pub fn repair_packs(
         HashMap::new()
     } else {
         let index = Index::from_files(files.iter().map(|(_, f)| f));
-        let ids: Vec<Id> = rep
-            .packs
-            .iter()
-            .filter(|id| headless.contains(id))
-            .copied()
-            .collect();
-        describe_all(repo, &index, &ids)?
+        describe_all(repo, &index, &headless)?
     };
 
     let pack_size = repo.config().pack_size as usize;
