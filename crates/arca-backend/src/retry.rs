@@ -117,6 +117,9 @@ struct Breaker {
     probe_delay: Duration,
     /// When the transient failures in a row began (none since the last answer: `None`).
     failing_since: Option<Instant>,
+    /// The cause of the last transient failure while they go on: what an operation that is
+    /// never admitted reports, instead of a cause it did not see.
+    last_cause: Option<String>,
 }
 
 /// Admission and settling of requests, independent of the backend type.
@@ -194,6 +197,13 @@ impl Gate {
         }
     }
 
+    /// The cause of the last transient failure, and how long every request has failed.
+    fn outage(&self) -> (Option<String>, Duration) {
+        let b = self.lock();
+        let failing = b.failing_since.map_or(Duration::ZERO, |t| t.elapsed());
+        (b.last_cause.clone(), failing)
+    }
+
     /// How long every request has failed transiently (zero when the last answered).
     fn failing_for(&self) -> Duration {
         self.lock()
@@ -203,7 +213,8 @@ impl Gate {
 
     /// Records the outcome of an admitted request: any fresh answer but a transient failure
     /// shows the backend works and ends probing; transient failures count towards a burst.
-    fn settle(&self, ticket: Ticket, transient: bool) {
+    /// `cause`: the transient failure's error, when there is one (a panic leaves none).
+    fn settle(&self, ticket: Ticket, transient: bool, cause: Option<&BackendError>) {
         let mut b = self.lock();
         b.in_flight = b.in_flight.saturating_sub(1);
         let base = self.policy.base_delay;
@@ -212,10 +223,14 @@ impl Gate {
             b.probe_out = false;
             self.stats.probing.store(false, Ordering::SeqCst);
         }
+        if let Some(e) = cause.filter(|_| transient) {
+            b.last_cause = Some(e.source.to_string());
+        }
         if !transient {
             if ticket.seq >= b.fail_mark {
                 self.down.store(false, Ordering::SeqCst);
                 b.failing_since = None;
+                b.last_cause = None;
                 b.failures = 0;
                 b.probing = false;
                 b.probe_delay = base;
@@ -264,16 +279,17 @@ struct Slot<'a> {
 }
 
 impl Slot<'_> {
-    fn close(mut self, transient: bool) {
+    fn close(mut self, failed: Option<&BackendError>) {
         self.open = false;
-        self.gate.settle(self.ticket, transient);
+        let transient = failed.is_some_and(BackendError::is_transient);
+        self.gate.settle(self.ticket, transient, failed);
     }
 }
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
         if self.open {
-            self.gate.settle(self.ticket, true);
+            self.gate.settle(self.ticket, true, None);
         }
     }
 }
@@ -318,6 +334,7 @@ impl<B: Backend> RetryBackend<B> {
                     next_probe: Instant::now(),
                     probe_delay: policy.base_delay,
                     failing_since: None,
+                    last_cause: None,
                 }),
                 changed: Condvar::new(),
                 rng: AtomicU64::new(seed),
@@ -377,6 +394,10 @@ impl<B: Backend> RetryBackend<B> {
         loop {
             let Some(ticket) = self.gate.admit(not_before, deadline) else {
                 return Err(gave_up(last.unwrap_or_else(|| {
+                    // Never admitted: report what the other requests met, over the whole
+                    // outage, not this operation's own short wait.
+                    let (cause, failing) = self.gate.outage();
+                    let failing = failing.max(start.elapsed()).as_secs_f64();
                     BackendError::new(
                         op,
                         match name {
@@ -384,10 +405,10 @@ impl<B: Backend> RetryBackend<B> {
                             _ => format!("{}/{}", self.inner.location(), t.path(name)),
                         },
                         ErrorKind::Transient,
-                        format!(
-                            "backend unavailable: still failing after {:.1} s",
-                            start.elapsed().as_secs_f64()
-                        ),
+                        match cause {
+                            Some(c) => format!("{c} (every request failing for {failing:.1} s)"),
+                            None => format!("backend unavailable: still failing after {failing:.1} s"),
+                        },
                     )
                 })));
             };
@@ -401,7 +422,7 @@ impl<B: Backend> RetryBackend<B> {
             }
             tries += 1;
             let res = f();
-            slot.close(res.as_ref().is_err_and(BackendError::is_transient));
+            slot.close(res.as_ref().err());
             match res {
                 Err(e)
                     if e.is_transient()

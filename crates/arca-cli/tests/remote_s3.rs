@@ -277,6 +277,13 @@ fn user_errors_on_s3_are_one_clear_line() {
 
     let bad = Env::remote("s3:http://127.0.0.1/".into(), s3.env());
     one_line_error(&bad.run(&["snapshots"]), &["no bucket"]);
+    // A name with '_' (valid for old AWS buckets) that this server refuses: said in words,
+    // not as the server's bare code.
+    let under = Env::remote(s3.location("bad_bucket", "r"), s3.env());
+    one_line_error(
+        &under.run(&["snapshots"]),
+        &["bucket name \"bad_bucket\" as not valid (InvalidBucketName)"],
+    );
     assert!(
         start.elapsed() < Duration::from_secs(20),
         "{:?}",

@@ -123,9 +123,10 @@ fn parse_s3(rest: &str) -> Result<S3Location, String> {
     if bucket.is_empty() {
         return Err(format!("no bucket; {FORM}"));
     }
-    if !valid_bucket(bucket) {
+    if let Err(why) = valid_bucket(bucket) {
         return Err(format!(
-            "bucket name {bucket:?} is not valid (3 to 63 lowercase letters, digits, '.', '-', '_')"
+            "bucket name {bucket:?} is not valid: {why} (3 to 63 lowercase letters, digits, '.', \
+             '-', '_')"
         ));
     }
     let prefix = prefix.trim_matches('/');
@@ -143,11 +144,17 @@ fn parse_s3(rest: &str) -> Result<S3Location, String> {
     })
 }
 
-fn valid_bucket(b: &str) -> bool {
-    (3..=63).contains(&b.len())
-        && b.bytes().all(|c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'-' | b'_')
-        })
+/// Whether `b` can name a bucket; if not, what is wrong with it.
+fn valid_bucket(b: &str) -> Result<(), String> {
+    if let Some(c) = b.chars().find(|&c| {
+        !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-' | '_'))
+    }) {
+        return Err(format!("{c:?} is not allowed"));
+    }
+    if !(3..=63).contains(&b.len()) {
+        return Err(format!("{} characters", b.len()));
+    }
+    Ok(())
 }
 
 /// `s` with each `%XX` replaced by the byte it stands for; a `%` not followed by two hex
@@ -398,7 +405,7 @@ mod tests {
             ("s3:https:///bucket", "no host"),
             ("s3:http://id:secret@host:9000/bucket", "AWS_ACCESS_KEY_ID"),
             ("s3:id@host/bucket", "credentials cannot be part"),
-            ("s3:https://host/Bad_Bucket", "not valid"),
+            ("s3:https://host/Bad_Bucket", "not valid: 'B' is not allowed"),
             ("s3:ftp://host/bucket", "only http"),
             ("s3:https://h/bucket/a//b", "empty, '.' or '..'"),
             ("sftp:host", "expected sftp:"),

@@ -332,3 +332,32 @@ fn failing_for_a_window_of_single_attempts_gives_up_too() {
     assert!(r.delete(FileType::Lock, &id).is_err());
     assert_eq!(f.fired(), before + 1, "given up on: one attempt");
 }
+
+/// An operation that never gets its turn (a probe is out for longer than it may wait) reports
+/// the cause the other requests met, and how long they have been failing, not a cause of its
+/// own making.
+#[test]
+fn an_operation_never_admitted_reports_the_outages_cause() {
+    let (f, r) = faulty();
+    let id = "ef".repeat(32);
+    f.add(rule(Op::List, Trigger::Always, RESET));
+    f.add(rule(
+        Op::Read,
+        Trigger::Always,
+        Fault::Delay(Duration::from_millis(400)),
+    ));
+    assert!(r.list(FileType::Pack).is_err(), "given up on");
+    std::thread::scope(|s| {
+        // The probe: one read, held for 400 ms.
+        let probe = s.spawn(|| r.read(FileType::Pack, &id));
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(r.stats().probing(), "the read went as the probe");
+        let e = r.stat(FileType::Pack, &id).expect_err("never admitted");
+        let msg = e.to_string();
+        assert_eq!(e.kind, ErrorKind::Transient);
+        assert!(msg.contains(": injected fault ("), "{msg}");
+        assert!(msg.contains("every request failing for"), "{msg}");
+        assert!(!msg.contains("unavailable"), "{msg}");
+        let _ = probe.join();
+    });
+}

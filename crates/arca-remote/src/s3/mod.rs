@@ -403,6 +403,15 @@ impl S3Backend {
             // missing. Only opening a repository (reading its config) makes it NotFound, in
             // `read`.
             (_, Some("NoSuchBucket")) => (ErrorKind::Other, self.no_bucket()),
+            // Names with '_' are valid for older AWS buckets only; most servers refuse them.
+            (_, Some("InvalidBucketName")) => (
+                ErrorKind::Other,
+                format!(
+                    "the server refused the bucket name {:?} as not valid (InvalidBucketName): \
+                     most servers take only lowercase letters, digits, '.' and '-'",
+                    self.loc.bucket
+                ),
+            ),
             _ if e.to_string().contains("failed to load signing credential") => {
                 (ErrorKind::PermissionDenied, self.no_credentials())
             }
