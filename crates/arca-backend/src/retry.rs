@@ -407,7 +407,9 @@ impl<B: Backend> RetryBackend<B> {
                         ErrorKind::Transient,
                         match cause {
                             Some(c) => format!("{c} (every request failing for {failing:.1} s)"),
-                            None => format!("backend unavailable: still failing after {failing:.1} s"),
+                            None => {
+                                format!("backend unavailable: still failing after {failing:.1} s")
+                            }
                         },
                     )
                 })));

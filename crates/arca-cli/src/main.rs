@@ -159,14 +159,36 @@ fn main() -> ExitCode {
     // `backup --stdin` and a `-` list file (`--files-from -`, `--exclude-file=-`) read data
     // from standard input: a password is then not read from it. Any other `-` is a value
     // (`find -`, `tag --add -`): it took the piped password away.
-    let stdin_data = args.iter().enumerate().any(|(i, a)| {
-        let a = a.as_encoded_bytes();
-        let list_option = |o: &[u8]| STDIN_LISTS.contains(&o);
-        a == b"--stdin"
-            || (a == b"-" && i > 0 && list_option(args[i - 1].as_encoded_bytes()))
-            || a.strip_suffix(b"=-").is_some_and(list_option)
-    });
-    util::STDIN_IS_DATA.store(stdin_data, std::sync::atomic::Ordering::Relaxed);
+    let stdin_readers: Vec<String> = args
+        .iter()
+        .enumerate()
+        .take_while(|(_, a)| a.as_encoded_bytes() != b"--")
+        .filter_map(|(i, a)| {
+            let a = a.as_encoded_bytes();
+            let list_option = |o: &[u8]| STDIN_LISTS.contains(&o);
+            let option = if a == b"--stdin" {
+                a
+            } else if a == b"-" && i > 0 && list_option(args[i - 1].as_encoded_bytes()) {
+                args[i - 1].as_encoded_bytes()
+            } else {
+                a.strip_suffix(b"=-").filter(|o| list_option(o))?
+            };
+            Some(format!("{} -", String::from_utf8_lossy(option)).replace("--stdin -", "--stdin"))
+        })
+        .collect();
+    // Standard input is read once: a second reader would find it empty.
+    if stdin_readers.len() > 1 {
+        let e = anyhow::anyhow!(
+            "standard input can be read for one option only, and {} all read it",
+            stdin_readers.join(", ")
+        );
+        report_fatal(wants_json(&args), 2, &e);
+        return ExitCode::from(2);
+    }
+    util::STDIN_IS_DATA.store(
+        !stdin_readers.is_empty(),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     // A fatal error under `--json` is a JSON line too (restic's `exit_error`).
     let json = wants_json(&args);
     util::JSON_ERRORS.store(json, std::sync::atomic::Ordering::Relaxed);

@@ -383,6 +383,31 @@ fn a_password_piped_in_is_read_from_standard_input() {
             .unwrap()
             .is_empty()
     );
+    // Two options that both read standard input: the second would find it empty (a list of
+    // excludes read as nothing). Refused as a usage error, naming both.
+    for args in [
+        &["backup", "--files-from", "-", "--exclude-file", "-"][..],
+        &["backup", "--stdin", "--exclude-file=-"],
+        &[
+            "restore",
+            "latest",
+            "--target",
+            "t",
+            "--include-file",
+            "-",
+            "--exclude-file",
+            "-",
+        ],
+    ] {
+        let o = piped(args, "x\n", &[("ARCA_PASSWORD", "test password")]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("--exclude-file -") && err.contains("read it"),
+            "{err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
     // key add: the current password from ARCA_PASSWORD, the new one from standard input
     // (once: there is nobody to confirm it).
     let o = piped(

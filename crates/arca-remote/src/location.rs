@@ -146,9 +146,10 @@ fn parse_s3(rest: &str) -> Result<S3Location, String> {
 
 /// Whether `b` can name a bucket; if not, what is wrong with it.
 fn valid_bucket(b: &str) -> Result<(), String> {
-    if let Some(c) = b.chars().find(|&c| {
-        !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-' | '_'))
-    }) {
+    if let Some(c) = b
+        .chars()
+        .find(|&c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-' | '_')))
+    {
         return Err(format!("{c:?} is not allowed"));
     }
     if !(3..=63).contains(&b.len()) {
@@ -405,7 +406,10 @@ mod tests {
             ("s3:https:///bucket", "no host"),
             ("s3:http://id:secret@host:9000/bucket", "AWS_ACCESS_KEY_ID"),
             ("s3:id@host/bucket", "credentials cannot be part"),
-            ("s3:https://host/Bad_Bucket", "not valid: 'B' is not allowed"),
+            (
+                "s3:https://host/Bad_Bucket",
+                "not valid: 'B' is not allowed",
+            ),
             ("s3:ftp://host/bucket", "only http"),
             ("s3:https://h/bucket/a//b", "empty, '.' or '..'"),
             ("sftp:host", "expected sftp:"),
