@@ -118,10 +118,10 @@ fn dry_run_and_no_policy_remove_nothing() {
     assert!(out.contains("remove 2 snapshots:"), "{out}");
     assert!(out.contains("dry run: would remove 2 snapshots"), "{out}");
     assert_eq!(ids(&e), before);
-    // With --prune too: prune is not run.
+    // With --prune too: prune only plans.
     let out = e.ok(&["forget", "-l", "1", "-n", "--prune"]);
     assert!(
-        out.contains("dry run: would remove 2 snapshots, and prune"),
+        out.contains("dry run: would remove 2 snapshots, then prune"),
         "{out}"
     );
     assert_eq!(ids(&e), before);
@@ -432,6 +432,18 @@ fn prune_after_forget_frees_the_data_only_removed_snapshots_used() {
     };
     let before = size(&e);
     assert!(packs(&e) > 0);
+    // A dry run shows the prune's plan as if the snapshots were gone (as restic), and
+    // changes nothing.
+    let all = ids(&e);
+    let dry = e.ok(&["forget", "--keep-last", "1", "--prune", "--dry-run"]);
+    assert!(
+        dry.contains("would remove 2 snapshots, then prune"),
+        "{dry}"
+    );
+    assert!(dry.contains("would free about"), "{dry}");
+    assert!(!dry.contains("would free about 0 B"), "{dry}");
+    assert_eq!(ids(&e), all);
+    assert_eq!(size(&e), before);
     let out = e.ok(&[
         "forget",
         "--keep-last",
@@ -450,16 +462,28 @@ fn prune_after_forget_frees_the_data_only_removed_snapshots_used() {
     let d = compare::diff_trees(&src, &target.join(src.strip_prefix("/").unwrap()));
     assert!(d.is_empty(), "{d:?}");
 
-    // With --json: one document holding the groups and prune's summary (none in a dry run).
+    // With --json: one document holding the groups and prune's summary (its plan in a dry
+    // run, which frees what the real one then frees).
+    fs::write(
+        src.join("gone.bin"),
+        arca_testkit::random_bytes(10, 600_000),
+    )
+    .unwrap();
     backup(&e, &src, "4", &[]);
+    fs::remove_file(src.join("gone.bin")).unwrap();
+    let s5 = backup(&e, &src, "5", &[]);
     let dry = e.ok(&["forget", "-l", "1", "--prune", "--json", "--dry-run"]);
     let v: Value = serde_json::from_str(&dry).unwrap();
-    assert_eq!(ids_of(&v["forget"][0]["remove"]), [s3.as_str()]);
-    assert!(v["prune"].is_null(), "{dry}");
+    assert_eq!(ids_of(&v["forget"][0]["remove"]).len(), 2, "{dry}");
+    assert_eq!(v["prune"]["dry_run"], true, "{dry}");
+    assert_eq!(v["prune"]["snapshots"], 1, "{dry}");
+    let planned = v["prune"]["freed_bytes"].as_u64().unwrap();
+    assert!(planned > 500_000, "{dry}");
     let out = e.ok(&["forget", "-l", "1", "--prune", "--json"]);
     let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(ids_of(&v["forget"][0]["remove"]), [s3.as_str()]);
+    assert_eq!(ids(&e), [s5.as_str()]);
     assert!(v["prune"]["dry_run"] == false, "{out}");
+    assert_eq!(v["prune"]["freed_bytes"].as_u64(), Some(planned), "{out}");
     e.ok(&["check", "--read-data"]);
 
     // Bad values are usage errors (exit 2) naming the option.

@@ -198,14 +198,15 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
         return Ok(0);
     }
     // Prune reads the repository's own files, never the local cache's copies.
-    let opened = if a.prune && !a.dry_run {
+    let opened = if a.prune {
         util::open_uncached(g)?
     } else {
         util::open(g)?
     };
     // The decisions are made on what the lock holder sees: nobody removes or adds snapshots
-    // while they are carried out. A dry run changes nothing and takes no lock.
-    let _lock = if a.dry_run {
+    // while they are carried out. A dry run changes nothing and takes no lock, but for its
+    // prune's plan, which takes it as `prune --dry-run` does (unless --no-lock).
+    let _lock = if a.dry_run && (!a.prune || g.no_lock) {
         None
     } else {
         Some(util::take_lock(
@@ -290,7 +291,7 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
             super::out(&line)
         }
     };
-    if (remove.is_empty() || a.dry_run) && a.json && a.prune {
+    if remove.is_empty() && a.json && a.prune {
         both(None)?;
     }
     if remove.is_empty() {
@@ -309,8 +310,27 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
         say(format!(
             "dry run: would remove {}{}",
             util::count(remove.len(), "snapshot"),
-            if a.prune { ", and prune" } else { "" }
+            if a.prune {
+                ", then prune; the prune's plan as if removed:"
+            } else {
+                ""
+            }
         ))?;
+        if a.prune {
+            // As restic: the prune's plan as if the snapshots were gone.
+            let v = super::prune::run_quiet_json(
+                g,
+                &opened,
+                &super::prune::PruneArgs {
+                    dry_run: true,
+                    ignore_snapshots: remove.clone(),
+                    ..prune_args(a)
+                },
+            )?;
+            if a.json {
+                both(v)?;
+            }
+        }
         return Ok(super::left_out_exit(left_out));
     }
     let failures = forget::remove_snapshots(&opened.repo, &remove)?;
@@ -327,15 +347,7 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
     say(format!("removed {}", util::count(remove.len(), "snapshot")))?;
     if a.prune {
         say("running prune".into())?;
-        let prune = super::prune::PruneArgs {
-            json: a.json,
-            max_unused: a.max_unused.clone(),
-            max_repack_size: a.max_repack_size.clone(),
-            repack_small: a.repack_small,
-            unsafe_allow_remove_all: a.unsafe_allow_remove_all,
-            ..Default::default()
-        };
-        let v = match super::prune::run_quiet_json(g, &opened, &prune) {
+        let v = match super::prune::run_quiet_json(g, &opened, &prune_args(a)) {
             Ok(v) => v,
             Err(e) => {
                 // The snapshots are removed all the same (a prune that failed, on a full
@@ -352,6 +364,18 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
         }
     }
     Ok(super::left_out_exit(left_out))
+}
+
+/// The options of `forget --prune`'s prune.
+fn prune_args(a: &ForgetArgs) -> super::prune::PruneArgs {
+    super::prune::PruneArgs {
+        json: a.json,
+        max_unused: a.max_unused.clone(),
+        max_repack_size: a.max_repack_size.clone(),
+        repack_small: a.repack_small,
+        unsafe_allow_remove_all: a.unsafe_allow_remove_all,
+        ..Default::default()
+    }
 }
 
 /// Resolves the named snapshots (all of them before anything is removed) and groups them;

@@ -44,6 +44,9 @@ pub struct PruneArgs {
     /// Print the result as JSON
     #[arg(long)]
     pub json: bool,
+    /// Snapshots counted as removed (`forget --prune --dry-run`); only with `dry_run`.
+    #[arg(skip)]
+    pub ignore_snapshots: Vec<arca_format::Id>,
 }
 
 /// Runs `prune`: opens the repository without the local cache (whose copies must not hide
@@ -144,6 +147,7 @@ fn options(a: &PruneArgs) -> Result<PruneOptions> {
         repack_small: a.repack_small,
         threads: 0,
         allow_remove_all: a.unsafe_allow_remove_all,
+        ignore_snapshots: a.ignore_snapshots.clone(),
     })
 }
 

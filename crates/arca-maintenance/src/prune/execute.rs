@@ -42,6 +42,12 @@ pub fn execute(
     plan: &PrunePlan,
     progress: &Progress,
 ) -> Result<PruneReport, PruneError> {
+    if plan.preview {
+        // Snapshots it counted as gone still exist: it would delete data they use.
+        return Err(PruneError::Changed(
+            "the plan counted snapshots as removed that still exist (a preview)".into(),
+        ));
+    }
     let mut report = PruneReport::default();
     progress.go_on()?;
     if plan.rewrite_index {

@@ -109,6 +109,9 @@ pub struct PruneOptions {
     /// Delete every pack when there is no snapshot at all (refused otherwise: a snapshots
     /// folder lost or emptied by a copy or sync tool looks just like that).
     pub allow_remove_all: bool,
+    /// Snapshots counted as gone (`forget --prune --dry-run`: those the forget would
+    /// remove). Only a plan may ignore snapshots: [`execute`] refuses such a plan.
+    pub ignore_snapshots: Vec<Id>,
 }
 
 /// What happens to one indexed pack.
@@ -222,6 +225,9 @@ pub struct PrunePlan {
     pub rewrite_index: bool,
     /// The plan in numbers.
     pub stats: PlanStats,
+    /// Planned as if some snapshots were gone ([`PruneOptions::ignore_snapshots`]): a
+    /// preview, never executed.
+    pub preview: bool,
     /// The used blobs of the packs to repack, by pack position and offset.
     keep: Vec<KeepBlob>,
     /// Kept copies of blobs stored more than once whose other copy goes away, by pack
@@ -715,7 +721,15 @@ pub fn plan_with_progress(
     let listed = repo.list_ids(FileType::Pack)?;
     let packs = decide::PackState::of(index, &listed);
     let marks = walk::Marks::new(index.len());
-    let walked = walk::mark_used(repo, index, &packs.usable, &marks, opts.threads, progress)?;
+    let walked = walk::mark_used(
+        repo,
+        index,
+        &packs.usable,
+        &marks,
+        opts.threads,
+        &opts.ignore_snapshots,
+        progress,
+    )?;
     progress.go_on()?;
     let mut plan = decide::decide(
         index,
@@ -730,6 +744,7 @@ pub fn plan_with_progress(
             bytes: index.packs().iter().map(|p| p.size).sum(),
         });
     }
+    plan.preview = !opts.ignore_snapshots.is_empty();
     plan.stats.snapshots = walked.snapshots;
     plan.stats.trees = walked.trees;
     plan.stats.index_files = index_files.len();

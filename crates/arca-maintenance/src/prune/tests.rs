@@ -102,6 +102,36 @@ fn planning_changes_nothing() {
     assert_eq!(t.f.files(), before);
 }
 
+/// A plan that counts a snapshot as gone (`forget --prune --dry-run`) frees what the real
+/// prune after the forget frees, and is never executed.
+#[test]
+fn a_preview_ignoring_a_snapshot_plans_as_its_removal_and_cannot_run() {
+    let t = two(Arc::new(MemoryBackend::new()));
+    let before = t.f.files();
+    let index = t.f.repo.load_index().unwrap();
+    let preview = PruneOptions {
+        ignore_snapshots: vec![t.old],
+        ..PruneOptions::default()
+    };
+    let p = plan(&t.f.repo, &index, &preview).unwrap();
+    assert!(p.preview);
+    assert_eq!(p.stats.snapshots, 1);
+    assert!(matches!(
+        execute(&t.f.repo, &p, &Progress::default()),
+        Err(PruneError::Changed(_))
+    ));
+    assert_eq!(t.f.files(), before, "the preview changed the repository");
+    t.f.forget(t.old);
+    let real = plan(&t.f.repo, &index, &PruneOptions::default()).unwrap();
+    assert!(!real.preview);
+    assert_eq!(p.stats.freed_bytes, real.stats.freed_bytes);
+    assert!(real.stats.freed_bytes > 0);
+    assert_eq!(
+        (p.stats.delete.packs, p.stats.repack.packs),
+        (real.stats.delete.packs, real.stats.repack.packs)
+    );
+}
+
 #[test]
 fn max_unused_and_repack_size_limit_repacking() {
     let t = two(Arc::new(MemoryBackend::new()));

@@ -230,6 +230,7 @@ pub(super) fn mark_used(
     usable: &[bool],
     marks: &Marks,
     threads: usize,
+    ignore: &[Id],
     progress: &Progress,
 ) -> Result<Walked, PruneError> {
     let stop = AtomicBool::new(false);
@@ -252,6 +253,9 @@ pub(super) fn mark_used(
     let mut walked = Walked::default();
     let mut level: Vec<Pending> = vec![];
     for (id, _) in repo.list_ids(FileType::Snapshot)? {
+        if ignore.contains(&id) {
+            continue;
+        }
         let snap = repo
             .load_snapshot(&id)
             .map_err(|error| PruneError::UnreadableSnapshot {
