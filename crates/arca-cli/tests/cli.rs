@@ -383,6 +383,25 @@ fn a_password_piped_in_is_read_from_standard_input() {
             .unwrap()
             .is_empty()
     );
+    // The password and the data in one pipe (`--password-file /dev/stdin`): the password
+    // is the first line, and every byte after it is the data (the first 256 bytes read
+    // took up to 255 bytes of the data with them).
+    let data: String = (1..=1000).map(|i| format!("{i}\n")).collect();
+    let o = piped(
+        &[
+            "--password-file",
+            "/dev/stdin",
+            "backup",
+            "--stdin",
+            "--stdin-filename",
+            "numbers",
+        ],
+        &format!("test password\n{data}"),
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dumped = e.ok(&["dump", "latest", "/numbers"]);
+    assert_eq!(dumped, data);
     // Two options that both read standard input: the second would find it empty (a list of
     // excludes read as nothing). Refused as a usage error, naming both.
     for args in [

@@ -45,7 +45,7 @@ fn read_secret(mut r: impl io::Read) -> io::Result<Zeroizing<Vec<u8>>> {
 }
 
 /// Reads `r` up to and including its first `\n` (or its end) into zeroizing storage, one byte
-/// at a time so that nothing after the line is taken.
+/// at a time so that nothing after the line is taken (and at most [`LONGEST_LINE`] bytes).
 fn read_secret_line(mut r: impl io::Read) -> io::Result<Zeroizing<Vec<u8>>> {
     let mut out = Zeroizing::new(Vec::with_capacity(256));
     let mut b = [0u8; 1];
@@ -56,6 +56,12 @@ fn read_secret_line(mut r: impl io::Read) -> io::Result<Zeroizing<Vec<u8>>> {
                 extend_secret(&mut out, &b);
                 if b[0] == b'\n' {
                     return Ok(out);
+                }
+                if out.len() > LONGEST_LINE {
+                    return Err(io::Error::other(format!(
+                        "no line end in its first {} KiB: the password is the first line",
+                        LONGEST_LINE >> 10
+                    )));
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -85,8 +91,19 @@ fn first_line(text: &str) -> Zeroizing<String> {
 /// The password in a password file: its first line, never empty. Every copy of the file's
 /// content is wiped when dropped.
 pub fn read_password_file(p: &Path) -> Result<Zeroizing<String>> {
+    // A pipe or terminal (`--password-file /dev/stdin`, `<(echo pw)`) may carry more than the
+    // password, such as the data of `backup --stdin`: read it a byte at a time so that
+    // nothing after the first line is taken (read by pieces, the data's first bytes were
+    // lost). A regular file is read by pieces.
+    let regular = std::fs::metadata(p).is_ok_and(|m| m.is_file());
     let bytes = std::fs::File::open(p)
-        .and_then(read_secret)
+        .and_then(|f| {
+            if regular {
+                read_secret(f)
+            } else {
+                read_secret_line(f)
+            }
+        })
         .with_context(|| format!("cannot read password file {}", arca_format::text::shown(p)))?;
     let text = std::str::from_utf8(&bytes).map_err(|_| {
         anyhow!(
@@ -98,11 +115,14 @@ pub fn read_password_file(p: &Path) -> Result<Zeroizing<String>> {
     // No key has an empty password (init and key add refuse one).
     if first.is_empty() {
         // Empty, or blank lines only? What follows the first line is looked at, bounded.
+        // Only a regular file is opened again: a pipe would give up more of what it carries.
         let mut rest = vec![];
-        let _ = std::fs::File::open(p).and_then(|f| {
-            io::Read::read_to_end(&mut io::Read::take(f, LONGEST_LINE as u64), &mut rest)
-        });
-        if rest.iter().all(|b| b.is_ascii_whitespace()) {
+        if regular {
+            let _ = std::fs::File::open(p).and_then(|f| {
+                io::Read::read_to_end(&mut io::Read::take(f, LONGEST_LINE as u64), &mut rest)
+            });
+        }
+        if bytes.is_empty() || (regular && rest.iter().all(|b| b.is_ascii_whitespace())) {
             bail!("password file {} is empty", arca_format::text::shown(p));
         }
         bail!(
