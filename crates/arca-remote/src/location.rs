@@ -71,16 +71,33 @@ impl Location {
         if let Some(rest) = s.strip_prefix("sftp:") {
             return parse_sftp(rest).map(Location::Sftp).map_err(|w| err(&w));
         }
-        if let Some((scheme, _)) = s.split_once(':')
-            && [
-                "rest", "http", "https", "b2", "azure", "gs", "swift", "rclone", "s3s", "ftp",
-            ]
-            .contains(&scheme)
+        // A scheme this build does not serve is refused, not taken for a folder named
+        // `file:` or `S3:host` (init created one in the current folder).
+        if let Some((scheme, rest)) = s.split_once(':')
+            && scheme.len() > 1
+            && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
         {
-            return Err(err(&format!(
-                "backend {scheme:?} is not supported; use a folder, local:/path, \
-                 s3:https://host/bucket/prefix or sftp:user@host:/path"
-            )));
+            let lower = scheme.to_ascii_lowercase();
+            if ["local", "s3", "sftp"].contains(&lower.as_str()) {
+                return Err(err(&format!(
+                    "schemes are written in lowercase: {lower}:{rest} (a folder whose name \
+                     begins so is written ./{s})"
+                )));
+            }
+            let unsupported = [
+                "rest", "http", "https", "b2", "azure", "gs", "swift", "rclone", "s3s", "ftp",
+                "file", "smb", "webdav",
+            ];
+            if unsupported.contains(&lower.as_str()) || rest.starts_with("//") {
+                return Err(err(&format!(
+                    "backend {scheme:?} is not supported; use a folder, local:/path, \
+                     s3:https://host/bucket/prefix or sftp:user@host:/path (a folder whose \
+                     name begins so is written ./{s})"
+                )));
+            }
         }
         Ok(Location::Local(PathBuf::from(s)))
     }
@@ -342,6 +359,10 @@ mod tests {
         let cases = [
             ("/srv/repo", Location::Local("/srv/repo".into())),
             ("repo", Location::Local("repo".into())),
+            // A colon alone makes no scheme of a folder's name.
+            ("backup:2024", Location::Local("backup:2024".into())),
+            ("./S3:host", Location::Local("./S3:host".into())),
+            ("local:S3:x", Location::Local("S3:x".into())),
             ("local:/srv/repo", Location::Local("/srv/repo".into())),
             (
                 "s3:https://127.0.0.1:9000/bucket/some/prefix/",
@@ -411,6 +432,11 @@ mod tests {
                 "not valid: 'B' is not allowed",
             ),
             ("s3:ftp://host/bucket", "only http"),
+            ("file:///tmp/r", "\"file\" is not supported"),
+            ("S3:host/bucket", "lowercase: s3:host/bucket"),
+            ("SFTP:h:/r", "lowercase: sftp:h:/r"),
+            ("webdav://h/r", "not supported"),
+            ("x-y://h/r", "not supported"),
             ("s3:https://h/bucket/a//b", "empty, '.' or '..'"),
             ("sftp:host", "expected sftp:"),
             ("sftp:host:", "no folder"),
