@@ -219,19 +219,28 @@ pub fn cache_mode(g: &Global) -> CacheMode {
 fn open_with_cache(g: &Global, cache: &CacheMode) -> Result<Opened> {
     let (b, stats) = backend(g)?;
     let pw = password(g)?;
-    let repo = match Repository::open_cached(b, pw.as_bytes(), cache) {
-        // Taken as written, spaces too (restic trims a password file's): a file whose line
-        // an editor left ending in a space was told only "wrong password".
-        Err(e @ arca_repo::RepoError::WrongPassword { .. }) if pw.trim() != pw.as_str() => {
-            crate::progress::warn(
-                "arca: note: the password given begins or ends with whitespace, which is part \
-                 of it",
-            );
-            return Err(e.into());
-        }
-        r => r?,
-    };
+    let repo = note_whitespace(Repository::open_cached(b, pw.as_bytes(), cache), &pw, "")?;
     Ok(Opened { repo, stats })
+}
+
+/// `opened`, with a note when it failed for a wrong password that begins or ends with
+/// whitespace. Taken as written, spaces too (restic trims a password file's): a file whose
+/// line an editor left ending in a space was told only "wrong password". `whose`: "" or
+/// "source " (copy's).
+pub fn note_whitespace<T>(
+    opened: Result<T, arca_repo::RepoError>,
+    pw: &str,
+    whose: &str,
+) -> Result<T, arca_repo::RepoError> {
+    if let Err(arca_repo::RepoError::WrongPassword { .. }) = &opened
+        && pw.trim() != pw
+    {
+        crate::progress::warn(&format!(
+            "arca: note: the {whose}password given begins or ends with whitespace, which is \
+             part of it"
+        ));
+    }
+    opened
 }
 
 /// JSON of the backend counters, and of the retries and probes made after transient failures

@@ -63,6 +63,20 @@ fn a_wrong_password_ending_in_a_space_is_pointed_out() {
             "{err}"
         );
     }
+    // The same for copy's source repository.
+    let dst = Env::new();
+    dst.init(&[]);
+    let o = dst
+        .cmd(&["copy", "--from-repo", e.repo.to_str().unwrap()])
+        .env("ARCA_FROM_PASSWORD", "test password ")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(12), "{err}");
+    assert!(
+        err.contains("the source password given begins or ends with whitespace"),
+        "{err}"
+    );
 }
 
 /// A key whose derivation needs more memory than `ulimit -v` leaves is not tried: a password
@@ -190,9 +204,55 @@ fn key_list_names_a_key_damaged_in_its_sealed_part() {
     let listed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
     let err = stderr(&o);
-    assert!(err.contains("damaged key file"), "{err}");
+    assert!(err.contains("damaged, or renamed"), "{err}");
     assert!(
         err.contains(&format!("arca key remove {}", &second[..8])),
+        "{err}"
+    );
+}
+
+/// The key in use renamed (its content intact, its name another): `key list` lists it as the
+/// current key and says how to give it a right name, instead of calling it damaged and
+/// advising its removal (which lost the password: hunt H13).
+#[test]
+fn a_renamed_key_in_use_is_listed_as_current() {
+    let e = Env::new();
+    e.init(&[]);
+    let keys_dir = e.repo.join("keys");
+    let old = fs::read_dir(&keys_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let renamed = format!("ab{}", "0".repeat(62));
+    fs::rename(&old, keys_dir.join(&renamed)).unwrap();
+    let o = e.run(&["key", "list", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let listed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed[0]["id"], renamed.as_str());
+    assert_eq!(listed[0]["current"], true);
+    let err = stderr(&o);
+    assert!(err.contains("the key in use, ab000000"), "{err}");
+    assert!(!err.contains("damaged"), "{err}");
+    // Opened with another key's password, it may be damaged or renamed: said so, and that
+    // its password should get a key before it is removed.
+    let o = e
+        .cmd(&["key", "add"])
+        .env("ARCA_NEW_PASSWORD", "second")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = e
+        .cmd(&["key", "list"])
+        .env("ARCA_PASSWORD", "second")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("damaged, or renamed: if its password still opens"),
         "{err}"
     );
 }
@@ -257,6 +317,18 @@ fn a_blank_new_password_is_refused_naming_where_it_came_from() {
     refused(&o, "from ARCA_NEW_PASSWORD");
     let o = e.run(&["key", "passwd", "--new-password-file", b]);
     refused(&o, &named_file);
+    // A line break: only an environment variable could give such a password again.
+    let o = e
+        .cmd(&["key", "add"])
+        .env("ARCA_NEW_PASSWORD", "a\nb")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("from ARCA_NEW_PASSWORD refused: it holds a line break"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(keys(&e), before, "no key written or removed");
     e.ok(&["snapshots"]);
 
@@ -283,4 +355,76 @@ fn a_blank_new_password_is_refused_naming_where_it_came_from() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// `key passwd` on a store that keeps what it is given (the old key cannot be deleted): the
+/// error says the new key was saved, that the old password still opens the repository, and
+/// how to remove it.
+#[test]
+fn key_passwd_that_cannot_delete_the_old_key_says_both_open() {
+    let e = Env::new();
+    e.init(&[]);
+    let old = fs::read_dir(e.repo.join("keys"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .into_string()
+        .unwrap();
+    let o = e
+        .cmd(&["key", "passwd"])
+        .env("ARCA_NEW_PASSWORD", "new one")
+        .env("ARCA_TEST_FAULTS", "delete:key:always:denied")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("saved new key"), "{err}");
+    assert!(
+        err.contains(&format!("arca key remove {}", &old[..8])),
+        "{err}"
+    );
+    assert_eq!(keys(&e), 2);
+    // Both passwords open it, as the message says.
+    e.ok(&["snapshots"]);
+    let o = e
+        .cmd(&["snapshots"])
+        .env("ARCA_PASSWORD", "new one")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// Names holding control characters are shown escaped in `key list` and the snapshot table:
+/// a newline split a row, an escape sequence reached the terminal (key files are not
+/// encrypted, so anyone who can write to the repository could put one there).
+#[test]
+fn control_characters_in_names_are_shown_escaped() {
+    let e = Env::new();
+    e.init(&[]);
+    let o = e
+        .cmd(&["key", "add", "--user", "evil\nname\x1b[31m"])
+        .env("ARCA_NEW_PASSWORD", "second")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = e.ok(&["key", "list"]);
+    assert!(out.contains("evil\\x0aname\\x1b[31m"), "{out}");
+    assert!(!out.contains('\x1b'), "{out}");
+    let src = e.path("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), b"x").unwrap();
+    e.ok(&[
+        "backup",
+        src.to_str().unwrap(),
+        "--host",
+        "ev\nil\x1b[31m",
+        "--tag",
+        "t\x07",
+    ]);
+    let out = e.ok(&["snapshots"]);
+    assert!(out.contains("ev\\x0ail\\x1b[31m"), "{out}");
+    assert!(out.contains("t\\x07"), "{out}");
+    assert!(!out.contains('\x1b') && !out.contains('\x07'), "{out}");
 }

@@ -95,8 +95,12 @@ pub fn open_source(g: &Global, from: &FromRepoArgs) -> Result<(Repository, Strin
     let (backend, _) = util::backend_at(g, location, &from.from_options)
         .with_context(|| format!("source repository {location}"))?;
     let pw = source_password(from)?;
-    let repo = Repository::open_cached(backend, pw.as_bytes(), &util::cache_mode(g))
-        .context("cannot open the source repository")?;
+    let repo = util::note_whitespace(
+        Repository::open_cached(backend, pw.as_bytes(), &util::cache_mode(g)),
+        &pw,
+        "source ",
+    )
+    .context("cannot open the source repository")?;
     Ok((repo, location.to_string()))
 }
 

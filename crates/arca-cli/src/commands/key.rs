@@ -52,12 +52,32 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
                     Err(arca_repo::RepoError::Backend(e)) => crate::progress::warn(&format!(
                         "arca: warning: a key file cannot be read ({e}); it is left out"
                     )),
+                    // Damaged, or intact under another name: only its password tells.
+                    Err(e @ arca_repo::RepoError::IdMismatch { .. }) => {
+                        crate::progress::warn(&format!(
+                            "arca: warning: key file {} is left out: its content does not \
+                             match its name (damaged, or renamed: if its password still opens \
+                             the repository, add a key with `arca key add` using it before \
+                             `arca key remove {}`)",
+                            id.short(),
+                            id.short()
+                        ));
+                        let _ = e;
+                    }
                     Err(e) => crate::progress::warn(&format!(
                         "arca: warning: damaged key file ({e}); it is left out \
                          (`arca key remove {}` removes it)",
                         id.short()
                     )),
                 }
+            }
+            if repo.key_misnamed() {
+                let id = repo.key_id().short();
+                crate::progress::warn(&format!(
+                    "arca: warning: the key in use, {id}, is stored under a name its content \
+                     does not match (renamed?); add a key with `arca key add`, then remove \
+                     this one with `arca key remove {id}` using the new key's password"
+                ));
             }
             if *json {
                 let v: Vec<_> = keys
@@ -86,8 +106,8 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
                         "{}{:<10} {:<12} {:<16} {}",
                         if k.current { "*" } else { " " },
                         k.id.short(),
-                        k.file.username,
-                        k.file.hostname,
+                        arca_format::text::shown(std::path::Path::new(&k.file.username)),
+                        arca_format::text::shown(std::path::Path::new(&k.file.hostname)),
                         created(k.file.created_ns)
                     ))?;
                 }
@@ -117,7 +137,21 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
             ..
         } => {
             let pw = new_key_password(new_password_file.as_deref())?;
-            let id = repo.change_password_for(pw.as_bytes(), util::kdf(kdf), &owner)?;
+            let old = repo.key_id();
+            let id = match repo.change_password_for(pw.as_bytes(), util::kdf(kdf), &owner) {
+                Ok(id) => id,
+                // The new key was saved, the old one not deleted (an append-only store): both
+                // passwords open the repository, and the user must know it.
+                Err(e) if repo.key_id() != old => anyhow::bail!(
+                    "saved new key {} (the new password opens the repository), but the old key \
+                     {} could not be removed, so the old password still opens it too: {e}; \
+                     remove it with `arca key remove {}`",
+                    repo.key_id().short(),
+                    old.short(),
+                    old.short()
+                ),
+                Err(e) => return Err(e.into()),
+            };
             if !g.quiet {
                 super::out(&format!("password changed; new key {}", id.short()))?;
             }

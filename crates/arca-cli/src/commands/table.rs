@@ -15,6 +15,9 @@ pub(crate) struct Row<'a> {
 /// Prints `rows` with a column of reasons when `reasons`, compactly with `compact`, then the
 /// count; returns nothing but output errors.
 pub(crate) fn print(rows: &[Row<'_>], reasons: bool, compact: bool) -> Result<()> {
+    // Control characters shown escaped: a host, tag or path holding a newline or an escape
+    // sequence broke the table or drove the terminal.
+    let text = |s: &str| arca_format::text::shown(std::path::Path::new(s)).into_owned();
     let cells = |r: &Row<'_>| -> [Vec<String>; 6] {
         let time = r
             .snapshot
@@ -24,20 +27,20 @@ pub(crate) fn print(rows: &[Row<'_>], reasons: bool, compact: bool) -> Result<()
             .to_string();
         let flag = if r.snapshot.complete { " " } else { "!" };
         let tags = if compact {
-            vec![r.snapshot.tags.join(",")]
+            vec![text(&r.snapshot.tags.join(","))]
         } else {
-            r.snapshot.tags.clone()
+            r.snapshot.tags.iter().map(|t| text(t)).collect()
         };
         [
             vec![format!("{flag}{}", r.id.short())],
             vec![time],
-            vec![r.snapshot.hostname.clone()],
+            vec![text(&r.snapshot.hostname)],
             tags,
             if reasons { r.reasons.to_vec() } else { vec![] },
             if compact {
                 vec![]
             } else {
-                r.snapshot.paths.clone()
+                r.snapshot.paths.iter().map(|p| text(p)).collect()
             },
         ]
     };

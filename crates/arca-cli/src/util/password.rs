@@ -248,7 +248,7 @@ pub fn env_password(name: &str) -> Result<Option<Zeroizing<String>>> {
 }
 
 /// Refuses new password `p` when it is empty or only whitespace (as restic refuses an empty
-/// one): such a key is as good as none. `source` names where it came from. Only new
+/// one): such a key is as good as none; or when it holds a line break. `source` names where it came from. Only new
 /// passwords are checked: an existing key opens with whatever password it was given.
 pub fn refuse_blank(p: &str, what: &str, source: &str) -> Result<()> {
     if p.is_empty() {
@@ -256,6 +256,14 @@ pub fn refuse_blank(p: &str, what: &str, source: &str) -> Result<()> {
     }
     if p.trim().is_empty() {
         bail!("{what} from {source} refused: it is only whitespace (a key needs a password)");
+    }
+    // A password file, a command and the prompt give the first line only: such a key would
+    // open from an environment variable alone.
+    if p.contains(['\n', '\r']) {
+        bail!(
+            "{what} from {source} refused: it holds a line break (a password file, a password \
+             command and the prompt give only a first line)"
+        );
     }
     Ok(())
 }

@@ -477,9 +477,10 @@ fn check_key_files(repo: &Repository, rep: &mut CheckReport) -> Result<(), RepoE
                 id.short()
             )),
             Ok(_) => rep.errors.push(format!(
-                "key file {hex}: content does not match its id (damaged): its password no \
-                 longer opens the repository; put back a copy of the file, or remove it with \
-                 `arca key remove {}`",
+                "key file {hex}: content does not match its id (damaged, or renamed): if its \
+                 password still opens the repository, add a key with `arca key add` using it, \
+                 then remove this one with `arca key remove {}`; if not, put back a copy of \
+                 the file, or remove it",
                 id.short()
             )),
             Err(e) if e.is_not_found() => {}

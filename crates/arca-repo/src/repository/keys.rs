@@ -80,8 +80,10 @@ impl Repository {
         let read = |id: Id| -> Result<KeyInfo> {
             let bytes = self.backend.read(FileType::Key, &id.to_hex())?;
             // A key file is named by its content's hash, as `check` and opening verify: one
-            // damaged in its sealed part still decodes, and was listed as a good key.
-            if file_id(&bytes) != id {
+            // damaged in its sealed part still decodes, and was listed as a good key. The key
+            // in use opened the repository, so it is intact under another name (renamed):
+            // listed (see [`Repository::key_misnamed`]).
+            if file_id(&bytes) != id && !(id == self.key_id && self.key_misnamed) {
                 return Err(RepoError::IdMismatch {
                     file: format!("key {id}"),
                 });
