@@ -53,7 +53,7 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
                         "arca: warning: a key file cannot be read ({e}); it is left out"
                     )),
                     // Damaged, or intact under another name: only its password tells.
-                    Err(e @ arca_repo::RepoError::IdMismatch { .. }) => {
+                    Err(arca_repo::RepoError::IdMismatch { .. }) => {
                         crate::progress::warn(&format!(
                             "arca: warning: key file {} is left out: its content does not \
                              match its name (damaged, or renamed: if its password still opens \
@@ -62,7 +62,6 @@ pub fn run(g: &Global, a: &KeyArgs) -> Result<u8> {
                             id.short(),
                             id.short()
                         ));
-                        let _ = e;
                     }
                     Err(e) => crate::progress::warn(&format!(
                         "arca: warning: damaged key file ({e}); it is left out \
