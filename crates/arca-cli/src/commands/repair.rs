@@ -511,6 +511,7 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
             "zero_blobs_written": rep.zero_blobs_written,
             "packs_written": rep.packs_written,
             "index_file": rep.index_file.map(|i| i.to_hex()),
+            "damaged_packs": ids(&rep.damaged_packs),
             "backend": util::stats_json(&opened.stats),
         });
         super::out(&v.to_string())?;
@@ -552,6 +553,16 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
                 ),
             }
         }
+    }
+    // The damaged blobs stay indexed: the next backup of the same data would refer to them
+    // again, and the repaired snapshot's loss would come back in a new one (hunt H16).
+    if !rep.damaged_packs.is_empty() {
+        let packs = ids(&rep.damaged_packs);
+        eprintln!(
+            "warning: the damaged blobs stay in the index, and a backup of the same data would \
+             refer to them again: run `arca repair packs {}` to take them out",
+            packs.join(" ")
+        );
     }
     if !g.quiet {
         if rep.damaged.is_empty() && rep.damaged_files.is_empty() {

@@ -289,6 +289,23 @@ pub fn check_with_progress(
                         sid.short(),
                         e.blob_cause()
                     ));
+                    // Its stored bytes are damaged: its pack needs `repair packs`, or the
+                    // damaged blob stays indexed and the next backup refers to it again
+                    // (only `repair snapshots` was proposed: hunt H16).
+                    if e.is_corruption() && !matches!(e, RepoError::Format { .. }) {
+                        for loc in index.locations(BlobKind::Tree, &tid) {
+                            let pack = loc.pack.id;
+                            if !found.damaged_packs.contains(&pack) {
+                                found.damaged_packs.push(pack);
+                            }
+                            dmg.mark(
+                                &mut rep,
+                                &pack,
+                                format!("tree {tid} is damaged"),
+                                &mut std::iter::once((BlobKind::Tree, tid)),
+                            );
+                        }
+                    }
                     missing_blobs.insert((BlobKind::Tree, tid));
                     continue;
                 }

@@ -96,6 +96,10 @@ pub struct RepairSnapshotsReport {
     pub zero_blobs_written: usize,
     /// New packs written.
     pub packs_written: usize,
+    /// Packs holding a blob found damaged (its bytes read back unverified): it stays indexed,
+    /// so a backup of the same data would refer to it again until `repair packs` takes it
+    /// out of the index. In the order found.
+    pub damaged_packs: Vec<Id>,
     /// The index file naming them.
     pub index_file: Option<Id>,
 }
@@ -143,6 +147,7 @@ pub fn repair_snapshots(
         newer: std::cell::RefCell::new(None),
         tainted: HashMap::new(),
         zeros: HashMap::new(),
+        damaged_packs: std::cell::RefCell::new(vec![]),
     };
     let mut planned: Vec<(usize, Snapshot)> = vec![];
     for (id, s) in &snapshots {
@@ -187,6 +192,7 @@ pub fn repair_snapshots(
         }
     }
     w.out.flush()?;
+    rep.damaged_packs = w.damaged_packs.take();
     rep.trees_written = w.out.written;
     rep.zero_blobs_written = w.out.data_written;
     rep.packs_written = w.out.packs.len();
@@ -333,6 +339,8 @@ struct Rewriter<'a> {
     tainted: HashMap<Id, String>,
     /// The zero blob of each length that stands in for lost data, stored.
     zeros: HashMap<u32, Id>,
+    /// Packs a blob read back damaged from (see [`RepairSnapshotsReport::damaged_packs`]).
+    damaged_packs: std::cell::RefCell<Vec<Id>>,
 }
 
 impl Rewriter<'_> {
@@ -374,6 +382,11 @@ impl Rewriter<'_> {
             .map_err(|e| {
                 if e.is_newer_format() {
                     self.newer.borrow_mut().get_or_insert(e.to_string());
+                } else if e.is_corruption() {
+                    let mut packs = self.damaged_packs.borrow_mut();
+                    if !packs.contains(&loc.pack.id) {
+                        packs.push(loc.pack.id);
+                    }
                 }
                 e.to_string()
             }))
