@@ -107,4 +107,28 @@ fn if_newer_keeps_a_newer_file_in_the_way_of_a_folder() {
         assert!(!out.contains("delete file"), "{out}");
         assert_eq!(fs::read(at.join("adir")).unwrap(), b"precious");
     }
+    // The newer folder where the snapshot has an older file is kept too, with what it holds,
+    // `--delete` or not (with it, the folder and the user's file in it were deleted).
+    for extra in [
+        &["--overwrite", "if-newer", "--delete", "--dry-run"][..],
+        &["--overwrite", "if-newer", "--delete"],
+    ] {
+        let (code, out, err) = restore(&e, &t, extra);
+        assert_eq!(code, Some(3), "{out}{err}");
+        assert!(
+            err.contains("afile: not replacing the newer entry with a file (--overwrite if-newer)"),
+            "{err}"
+        );
+        assert!(!out.contains("delete dir"), "{out}");
+        assert_eq!(fs::read(at.join("afile/inner")).unwrap(), b"other data");
+    }
+    // An older one is replaced.
+    let old = SystemTime::UNIX_EPOCH + Duration::from_secs(946_684_800); // 2000
+    fs::File::open(at.join("afile"))
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let (code, out, err) = restore(&e, &t, &["--overwrite", "if-newer", "--delete"]);
+    assert_eq!(code, Some(3), "{out}{err}");
+    assert_eq!(fs::read(at.join("afile")).unwrap(), b"f");
 }

@@ -601,9 +601,19 @@ impl Scanner<'_> {
             self.inodes.note(m.dev, m.ino, e as u32);
         }
         let path = || self.plan.entry_path(e as u32);
+        let snap_mtime = (node.mtime.sec, i64::from(node.mtime.nsec));
         if m.is_dir() {
             return Ok(Decided::Done(if self.overwrite == Overwrite::Never {
                 EntryAction::Skip
+            } else if self.overwrite == Overwrite::IfNewer
+                && self.grain.not_older(m.dev, m.mtime, snap_mtime)
+            {
+                // A newer folder where the snapshot has an older file is kept, with all it
+                // holds, as a newer file where it has a folder is (`--delete` deleted it).
+                EntryAction::Blocked(format!(
+                    "{}: not replacing the newer entry with a file (--overwrite if-newer)",
+                    arca_format::text::shown(&path())
+                ))
             } else if self.delete {
                 EntryAction::Replace
             } else {
@@ -613,7 +623,6 @@ impl Scanner<'_> {
                 ))
             }));
         }
-        let snap_mtime = (node.mtime.sec, i64::from(node.mtime.nsec));
         match self.overwrite {
             Overwrite::Never => return Ok(Decided::Done(EntryAction::Skip)),
             Overwrite::IfNewer if self.grain.not_older(m.dev, m.mtime, snap_mtime) => {
