@@ -195,6 +195,9 @@ pub struct Finder<'a> {
     query: Query,
     cache: Cache,
     stats: FindStats,
+    /// Listings below a snapshot's root that could not be read, since the last
+    /// [`Finder::take_skipped`]: their folders were left out, their siblings searched.
+    skipped: Vec<FindError>,
 }
 
 /// What a walked listing left in the cache.
@@ -217,7 +220,14 @@ impl<'a> Finder<'a> {
             query,
             cache,
             stats: FindStats::default(),
+            skipped: vec![],
         }
+    }
+
+    /// The listings below a root that could not be read since the last call (each a
+    /// [`FindError::Listing`]): the searches went on without them.
+    pub fn take_skipped(&mut self) -> Vec<FindError> {
+        std::mem::take(&mut self.skipped)
     }
 
     /// Sets how many bytes the remembered listings may take (0 remembers nothing).
@@ -379,6 +389,15 @@ impl<'a> Finder<'a> {
         if !self.query.may_descend(path) {
             return Ok(State::Empty);
         }
-        self.walk(listings, sub, path, sink, hits)
+        match self.walk(listings, sub, path, sink, hits) {
+            // A folder whose listing cannot be read is left out; its siblings are searched
+            // (the whole snapshot was given up at the first one). Not remembered: the
+            // listings above it are incomplete.
+            Err(e @ FindError::Listing { .. }) => {
+                self.skipped.push(e);
+                Ok(State::Uncached)
+            }
+            r => r,
+        }
     }
 }

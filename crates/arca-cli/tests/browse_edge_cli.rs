@@ -527,11 +527,73 @@ fn find_json_stays_whole_when_a_listing_is_damaged() {
     bytes[mid] ^= 0x55;
     fs::write(&path, bytes).unwrap();
     let o = e.run(&["--no-cache", "find", "--json", "needle"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    // The listing damaged is below the root: left out, exit 3.
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&o.stdout)));
     assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
     assert!(stderr(&o).contains("snapshot"), "{}", stderr(&o));
+}
+
+/// A folder whose listing is damaged is left out by `find` and `ls`, named on stderr, and
+/// the rest of the snapshot is searched and listed, exit 3 (as restore): both gave up at the
+/// first such folder, and hits in intact listings after it were silently dropped.
+#[test]
+fn find_and_ls_leave_out_only_a_damaged_folder() {
+    let e = Env::new();
+    e.init(&[]);
+    let src = e.path("src");
+    for (d, f) in [("a_dir", "x.txt"), ("z_dir", "y.txt")] {
+        fs::create_dir_all(src.join(d)).unwrap();
+        fs::write(src.join(d).join(f), d).unwrap();
+    }
+    fs::write(src.join("zz.txt"), b"2").unwrap();
+    e.ok(&["backup", "-q", src.to_str().unwrap()]);
+    // a_dir's listing, damaged where the pack holds it.
+    let line = e
+        .ok(&["ls", "--json", "latest"])
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["name"] == "a_dir")
+        .unwrap();
+    let sub = line["subtree"].as_str().unwrap().to_string();
+    let (pack, offset) = e
+        .ok(&["list", "packs"])
+        .lines()
+        .find_map(|id| {
+            let v: serde_json::Value = serde_json::from_str(&e.ok(&["cat", "pack", id])).unwrap();
+            let b = v["blobs"]
+                .as_array()?
+                .iter()
+                .find(|b| b["id"] == sub.as_str())?;
+            Some((id.to_string(), b["offset"].as_u64()?))
+        })
+        .unwrap();
+    let path = e.repo.join("data").join(&pack[..2]).join(&pack);
+    let mut bytes = fs::read(&path).unwrap();
+    bytes[offset as usize + 10] ^= 1;
+    fs::write(&path, bytes).unwrap();
+
+    let o = e.run(&["--no-cache", "find", "*.txt"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}{err}");
+    assert!(
+        out.contains("/zz.txt") && out.contains("/z_dir/y.txt"),
+        "{out}"
+    );
+    assert!(!out.contains("x.txt"), "{out}");
+    assert!(err.contains("a_dir") && err.contains("left out"), "{err}");
+    let o = e.run(&["--no-cache", "ls", "latest"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}{err}");
+    assert!(
+        out.contains("/zz.txt") && out.contains("/z_dir/y.txt"),
+        "{out}"
+    );
+    assert!(out.contains("/a_dir\n"), "{out}");
+    assert!(err.contains("a_dir") && err.contains("left out"), "{err}");
 }
 
 /// For a damaged snapshot file, `check` also points at `recover`: `repair snapshots --forget`

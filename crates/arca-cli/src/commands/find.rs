@@ -332,16 +332,23 @@ pub fn run(g: &Global, a: &FindArgs) -> Result<u8> {
         elements: 0,
     };
     let mut finder = Finder::new(repo, &index, query);
-    let mut failed = 0;
+    let (mut failed, mut skipped) = (0, 0);
     for (id, s) in &snapshots {
         out.begin(id, s);
         let mut sink = |h: &Hit<'_>| {
             if objects { out.object(h) } else { out.entry(h) }
         };
-        match finder.search(s.tree, &mut sink) {
+        let r = finder.search(s.tree, &mut sink);
+        // A folder whose listing cannot be read is left out, named on stderr, and the rest
+        // of the snapshot is searched; a root listing that cannot be read fails that
+        // snapshot. The other snapshots are searched, and the output stays whole (a JSON
+        // array was left open).
+        for e in finder.take_skipped() {
+            skipped += 1;
+            crate::progress::warn(&format!("arca: snapshot {}: {e}; left out", id.short()));
+        }
+        match r {
             Ok(_) => {}
-            // A listing that cannot be read fails that snapshot, named on stderr; the others
-            // are searched, and the output stays whole (a JSON array was left open).
             Err(e @ FindError::Listing { .. }) => {
                 failed += 1;
                 crate::progress::warn(&format!("arca: snapshot {}: {e}", id.short()));
@@ -352,7 +359,20 @@ pub fn run(g: &Global, a: &FindArgs) -> Result<u8> {
     }
     out.finish(objects)?;
     if failed > 0 {
-        anyhow::bail!("{failed} snapshot(s) could not be searched whole (see the errors above)");
+        anyhow::bail!(
+            "{} could not be searched (see the errors above)",
+            util::count(failed, "snapshot")
+        );
+    }
+    if skipped > 0 {
+        // Finished, but some entries could not be searched: as restore, exit 3.
+        crate::progress::warn(&format!(
+            "arca: {} could not be read and {} left out (see above); everything else was \
+             searched",
+            util::count(skipped, "folder listing"),
+            if skipped == 1 { "was" } else { "were" }
+        ));
+        return Ok(3);
     }
     Ok(super::left_out_exit(left_out))
 }

@@ -105,6 +105,8 @@ struct Lister<'a> {
     snapshot: Id,
     long: bool,
     json: bool,
+    /// Folder listings below the one asked for that could not be read: named, and left out.
+    skipped: std::cell::Cell<usize>,
 }
 
 impl Lister<'_> {
@@ -157,8 +159,15 @@ impl Lister<'_> {
             path.extend_from_slice(&n.name);
             self.print(&n, Path::new(OsStr::from_bytes(&path)))?;
             if let Some(s) = n.subtree.filter(|_| deep) {
-                let nodes = load(&s, &path)?.nodes;
-                stack.push((nodes.into_iter(), path.len()));
+                // A folder whose listing cannot be read is named and left out; the rest is
+                // listed (everything after it was dropped).
+                match load(&s, &path) {
+                    Ok(t) => stack.push((t.nodes.into_iter(), path.len())),
+                    Err(e) => {
+                        self.skipped.set(self.skipped.get() + 1);
+                        crate::progress::warn(&format!("arca: {}; left out", crate::one_line(&e)));
+                    }
+                }
             }
         }
         Ok(())
@@ -285,6 +294,21 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
         snapshot: id,
         long: a.long,
         json: a.json,
+        skipped: std::cell::Cell::new(0),
+    };
+    // Finished, but some folders could not be listed: exit 3, as restore and find.
+    let partly = |code: u8| -> Result<u8> {
+        let n = l.skipped.get();
+        if n == 0 || code != 0 {
+            return Ok(code);
+        }
+        crate::progress::warn(&format!(
+            "arca: {} could not be read and {} left out (see above); everything else was \
+             listed",
+            util::count(n, "folder listing"),
+            if n == 1 { "was" } else { "were" }
+        ));
+        Ok(3)
     };
     if a.json {
         let mut v = serde_json::to_value(&snap)?;
@@ -298,7 +322,7 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
     }
     if a.listed.is_empty() {
         l.walk(&snap.tree, Path::new("/"), true)?;
-        return Ok(0);
+        return partly(0);
     }
     let hint = |p: &Path| resolved.missing_hint(repo, &index, p.as_os_str().as_bytes());
     // A path that is not there is named, and the others are listed still (as restic lists
@@ -327,5 +351,5 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
             }
         }
     }
-    Ok(if failed > 0 { 1 } else { 0 })
+    partly(if failed > 0 { 1 } else { 0 })
 }
