@@ -284,8 +284,12 @@ pub enum BackupError {
     StdinUnreadable,
     /// The user interrupted the backup; what was uploaded is indexed.
     #[error(
-        "interrupted: no snapshot was written; {packs} packs ({bytes} bytes) were saved and \
-         indexed, and the next backup will not upload them again"
+        "interrupted: no snapshot was written; {} ({}) {} saved and indexed, and the next \
+         backup will not upload {} again",
+        arca_format::text::count(*packs, "pack"),
+        arca_format::text::human_bytes(*bytes),
+        if *packs == 1 { "was" } else { "were" },
+        if *packs == 1 { "it" } else { "them" }
     )]
     Cancelled {
         /// Packs uploaded and indexed before stopping.

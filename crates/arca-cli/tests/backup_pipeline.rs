@@ -180,7 +180,7 @@ fn ctrl_c_stops_cleanly_and_keeps_what_was_uploaded() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(
-        err.contains("interrupted") && err.contains("packs"),
+        err.contains("interrupted") && err.contains(" pack"),
         "says what was saved: {err}"
     );
     assert!(

@@ -244,6 +244,15 @@ fn a_rerun_adopts_the_packs_a_failed_prune_wrote() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    // Said with what to do: run to free space, it needs some first.
+    let err = stderr(&o);
+    assert!(
+        err.contains("disk is full")
+            && err.contains("no pack a snapshot needs was deleted")
+            && err.contains("--max-repack-size"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
     let left: BTreeMap<String, u64> = pack_files(&e.repo)
         .into_iter()
         .filter(|(n, _)| !before.contains_key(n))

@@ -272,6 +272,21 @@ fn ctrl_c_exits_130_and_a_rerun_finishes() {
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     assert!(stderr(&o).contains("interrupted"), "{}", stderr(&o));
+    // A second Ctrl-C before the first is acted on stops at once, and says so (it ended in
+    // silence).
+    let child = slow_restore(&e, &target, "40ms");
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..2 {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(!stderr(&o).trim().is_empty(), "nothing said");
     e.ok(&["restore", "latest", "--target", target.to_str().unwrap()]);
     same_tree(&src, &target);
 }

@@ -155,6 +155,12 @@ fn cancel_on_signals(exit_code: u8) -> Result<std::sync::Arc<std::sync::atomic::
                 SIGNALLED.store(true, Ordering::SeqCst);
                 if n >= 1 {
                     last.store(true, Ordering::SeqCst);
+                    // Said, as one interruption's report is (it ended in silence).
+                    eprintln!(
+                        "arca: interrupted again: stopped at once, without finishing what was \
+                         under way; run the command again (what it had saved is kept and not \
+                         sent again)"
+                    );
                     arca_repo::release_held(std::time::Duration::from_secs(5));
                     std::process::exit(i32::from(exit_code));
                 }

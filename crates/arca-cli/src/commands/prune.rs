@@ -113,7 +113,24 @@ pub fn run_quiet_json(g: &Global, opened: &Opened, a: &PruneArgs) -> Result<Opti
     }
     let report = {
         let _line = progress_line(g, a, &progress);
-        prune::execute(repo, &plan, &progress)?
+        match prune::execute(repo, &plan, &progress) {
+            Ok(r) => r,
+            // Run to free space, it needs some first: say how much, and what to do (only the
+            // write's error was said).
+            Err(prune::PruneError::Repo(e))
+                if matches!(&*e, arca_repo::RepoError::Backend(b)
+                    if b.kind == arca_backend::ErrorKind::NoSpace) =>
+            {
+                anyhow::bail!(
+                    "{e}: the repository's disk is full. Prune writes the repacked packs \
+                     (about {}) before it deletes the old ones, so no pack a snapshot needs was \
+                     deleted. Free some space, or repack less: `--max-repack-size` caps it, \
+                     and `--max-unused unlimited` only deletes packs nothing uses",
+                    human_bytes(plan.stats.repack_used_bytes)
+                );
+            }
+            Err(e) => return Err(e.into()),
+        }
     };
     if a.json {
         let mut v = plan_json(&plan);

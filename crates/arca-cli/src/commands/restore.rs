@@ -204,12 +204,18 @@ pub fn run(g: &Global, a: &RestoreArgs) -> Result<u8> {
     let report = match result {
         Ok(r) => r,
         Err(RestoreError::Interrupted) => {
-            return Err(super::Stopped(format!(
-                "interrupted: {} of {} restored; run the same command again to finish \
-                 (what is in place is not fetched again)",
-                progress.files.load(Ordering::Relaxed),
-                count(progress.files_total.load(Ordering::Relaxed), "file")
-            ))
+            let total = progress.files_total.load(Ordering::Relaxed);
+            return Err(super::Stopped(if total == 0 {
+                // Stopped while the plan was made: nothing was written yet.
+                "interrupted before anything was restored".to_string()
+            } else {
+                format!(
+                    "interrupted: {} of {} restored; run the same command again to finish \
+                     (what is in place is not fetched again)",
+                    progress.files.load(Ordering::Relaxed),
+                    count(total, "file")
+                )
+            })
             .into());
         }
         Err(e) => return Err(e.into()),
