@@ -42,6 +42,10 @@ pub struct FoundLock {
     pub info: std::result::Result<LockInfo, String>,
     /// Whether it is stale (see the module documentation).
     pub stale: bool,
+    /// Its bytes are not a lock as arca writes one (its content does not hash to its name,
+    /// or does not open or decode): junk, or a damaged copy. Not stale (a live holder's lock
+    /// damaged on disk is replaced at its next refresh), but plain `unlock` removes it.
+    pub damaged: bool,
 }
 
 impl FoundLock {
@@ -71,6 +75,18 @@ impl FoundLock {
                     l.hostname,
                     l.username,
                     if self.stale { ", stale" } else { "" }
+                )
+            }
+            Err(why) if self.damaged => {
+                // Named once: the reason names the lock file already, or not.
+                let which = if why.contains(&self.id.to_hex()) {
+                    "its lock file".to_string()
+                } else {
+                    format!("lock file {}", self.id)
+                };
+                format!(
+                    "by no known process: {which} is damaged ({why}), so no arca wrote it as \
+                     it is; `arca unlock` removes it"
                 )
             }
             Err(why) => {
@@ -400,6 +416,7 @@ impl Repository {
                         "it was replaced whenever it was read (a lock being refreshed)".into(),
                     ),
                     stale: false,
+                    damaged: false,
                 });
                 return Ok(found);
             }
@@ -417,8 +434,12 @@ impl Repository {
             if Some(&id) == ours {
                 continue;
             }
+            let mut damaged = false;
             let info = match self.load_file(FileType::Lock, &id) {
-                Ok(body) => LockInfo::decode(&body).map_err(|e| e.to_string()),
+                Ok(body) => LockInfo::decode(&body).map_err(|e| {
+                    damaged = !e.is_newer();
+                    e.to_string()
+                }),
                 // Removed between the listing and the read: released, or refreshed.
                 Err(RepoError::Backend(e)) if e.is_not_found() => {
                     vanished = Some(id);
@@ -426,13 +447,21 @@ impl Repository {
                 }
                 // The server failing says nothing of the lock: the command stops.
                 Err(RepoError::Backend(e)) if e.is_transient() => return Err(e.into()),
-                Err(e) => Err(e.to_string()),
+                Err(e) => {
+                    damaged = e.is_corruption();
+                    Err(e.to_string())
+                }
             };
             // A lock that cannot be read (another user's, unreadable to this one; or damaged)
             // may be live, and exclusive: it is never taken for stale, so that no backup runs
             // under a prune it cannot see; `unlock --remove-all` removes it.
             let stale = info.as_ref().is_ok_and(|l| is_stale(l, now, &host, space));
-            out.push(FoundLock { id, info, stale });
+            out.push(FoundLock {
+                id,
+                info,
+                stale,
+                damaged,
+            });
         }
         Ok((out, vanished))
     }
@@ -530,7 +559,7 @@ impl Repository {
     pub fn unlock(&self, all: bool) -> Result<usize> {
         let mut removed = 0;
         for l in self.list_locks()? {
-            if all || l.stale {
+            if all || l.stale || l.damaged {
                 match self.backend().delete(FileType::Lock, &l.id.to_hex()) {
                     Ok(()) => removed += 1,
                     Err(e) if e.is_not_found() => {}

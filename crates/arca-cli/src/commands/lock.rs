@@ -1,5 +1,5 @@
 //! `arca unlock`: remove stale locks (those not refreshed for 30 minutes, or held by a process
-//! of this host that is gone); `--remove-all` removes every lock.
+//! of this host that is gone) and lock files that are junk; `--remove-all` removes every lock.
 
 use anyhow::Result;
 use clap::Args;
@@ -24,7 +24,9 @@ pub fn run(g: &Global, a: &UnlockArgs) -> Result<u8> {
     let opened = util::open_uncached(g)?;
     let locks = opened.repo.list_locks()?;
     let removed = opened.repo.unlock(a.remove_all)?;
-    let kept = locks.iter().filter(|l| !(a.remove_all || l.stale));
+    let kept = locks
+        .iter()
+        .filter(|l| !(a.remove_all || l.stale || l.damaged));
     if a.json {
         // One summary line, as the other commands' `--json` (with `-q` too: a script asked
         // for it); `unlock --json` printed the text form.
@@ -37,13 +39,15 @@ pub fn run(g: &Global, a: &UnlockArgs) -> Result<u8> {
         });
         super::out(&v.to_string())?;
     } else if !g.quiet {
-        super::out(&format!("removed {removed} lock(s)"))?;
+        super::out(&format!("removed {}", util::count(removed, "lock")))?;
         for l in kept {
-            super::out(&format!(
-                "  kept lock {} {}",
-                &l.id.to_hex()[..10],
-                l.describe()
-            ))?;
+            // The description names the file when it cannot be read: then not here too.
+            let text = l.describe();
+            if text.contains(&l.id.to_hex()) {
+                super::out(&format!("  kept a lock {text}"))?;
+            } else {
+                super::out(&format!("  kept lock {} {text}", &l.id.to_hex()[..10]))?;
+            }
         }
     }
     Ok(0)

@@ -104,31 +104,29 @@ fn stale_locks_are_ignored_and_unlock_removes_them() {
     // A shared one leaves them.
     drop(repo.lock_for(LockKind::Shared, "backup").unwrap());
     assert_eq!(locks(&repo), 2);
-    // A lock that cannot be read may be live (another user's, say): it is not stale, it
-    // blocks even a shared lock, and only `unlock --remove-all` removes it.
-    let unreadable = "ee".repeat(32);
+    // A lock file whose bytes are not a lock as arca writes one (junk, an empty file): not
+    // stale, it blocks even a shared lock, and plain `unlock` removes it (only
+    // `--remove-all` did, which removes live locks too).
+    let junk = "ee".repeat(32);
     repo.backend()
-        .write(FileType::Lock, &unreadable, b"garbage")
+        .write(FileType::Lock, &junk, b"garbage")
         .unwrap();
     let found = repo.list_locks().unwrap();
     assert!(
-        found.iter().any(|l| l.info.is_err() && !l.stale),
+        found
+            .iter()
+            .any(|l| l.info.is_err() && !l.stale && l.damaged),
         "{found:?}"
     );
     let e = repo.lock_for(LockKind::Shared, "backup").unwrap_err();
-    assert!(e.to_string().contains("cannot be read"), "{e}");
-    // The advice does not read as if --remove-all waited for the holder (it removes a live
-    // lock at once), and `unlock`'s "kept lock X by ..." line reads.
     assert!(
         e.to_string()
-            .contains("by an unknown holder: its lock file cannot be read")
-            && e.to_string()
-                .contains("once you are sure no process holds it"),
+            .contains("by no known process: its lock file is damaged")
+            && e.to_string().contains("`arca unlock` removes it"),
         "{e}"
     );
-    assert_eq!(repo.unlock(false).unwrap(), 2);
-    assert_eq!(locks(&repo), 1);
-    repo.backend().delete(FileType::Lock, &unreadable).unwrap();
+    assert_eq!(repo.unlock(false).unwrap(), 3);
+    assert_eq!(locks(&repo), 0);
     // A live lock of another host stays; the stale ones go.
     foreign(&repo, now, 1, "elsewhere", false);
     assert_eq!(repo.unlock(false).unwrap(), 0);
@@ -522,4 +520,35 @@ fn a_lock_from_the_future_says_the_clocks_differ() {
     foreign(&repo, now_ns(), 1, "elsewhere", true);
     let e = repo.lock_for(LockKind::Shared, "backup").unwrap_err();
     assert!(!e.to_string().contains("ahead"), "{e}");
+}
+
+/// A lock that cannot be read but is not damaged (another user's file, unreadable to this
+/// one) may be live: it says so, and that only `--remove-all` removes it; a damaged one says
+/// plain `unlock` does.
+#[test]
+fn an_unreadable_lock_and_a_damaged_one_are_told_apart() {
+    let id = Id([7; 32]);
+    let unreadable = FoundLock {
+        id,
+        info: Err("Permission denied (os error 13)".into()),
+        stale: false,
+        damaged: false,
+    };
+    let d = unreadable.describe_with_advice();
+    assert!(
+        d.contains("by an unknown holder: lock file")
+            && d.contains("cannot be read")
+            && d.contains("once you are sure no process holds it, `arca unlock --remove-all`"),
+        "{d}"
+    );
+    let damaged = FoundLock {
+        damaged: true,
+        ..unreadable
+    };
+    let d = damaged.describe_with_advice();
+    assert!(
+        d.contains("is damaged") && d.contains("`arca unlock` removes it"),
+        "{d}"
+    );
+    assert!(!d.contains("--remove-all"), "{d}");
 }
