@@ -557,10 +557,12 @@ fn a_damaged_snapshot_is_left_out_and_can_be_forgotten() {
     let o = e.run(&["forget", short]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("remove damaged snapshot"),
+        stderr(&o).contains("remove a damaged snapshot file: "),
         "{}",
         stderr(&o)
     );
+    // The file named once.
+    assert_eq!(stderr(&o).matches(&first[..8]).count(), 1, "{}", stderr(&o));
     assert!(!file.exists());
     let o = e.run(&["snapshots"]);
     assert!(

@@ -46,7 +46,11 @@ pub fn run(g: &Global, a: &CheckArgs) -> Result<u8> {
             "packs_read": rep.packs_read,
             "blobs_read": rep.blobs_read,
             "bytes_read": rep.bytes_read,
-            "read_data_subset": subset.map(|s| s.to_string()),
+            // Exact in JSON: "N bytes" (the text says "up to" a rounded size).
+            "read_data_subset": subset.map(|s| match s {
+                DataSubset::Bytes(b) => format!("{b} bytes"),
+                s => s.to_string(),
+            }),
             "damaged_packs": rep.damaged_packs.iter().map(|d| json!({
                 "id": d.id.to_hex(),
                 "problems": d.problems,

@@ -79,8 +79,15 @@ pub fn run(g: &Global, a: &DiffArgs) -> Result<u8> {
                     Some(DiffSide::First) => id_a,
                     _ => id_b,
                 };
+                // The tree named once: the cause may name it already.
+                let cause = source.to_string();
+                let tree = if cause.contains(&id.to_hex()) {
+                    String::new()
+                } else {
+                    format!(" (tree {id})")
+                };
                 anyhow::anyhow!(
-                    "cannot read the listing of {path} in snapshot {} (tree {id}): {source}",
+                    "cannot read the listing of {path} in snapshot {}{tree}: {cause}",
                     snapshot.short()
                 )
             }

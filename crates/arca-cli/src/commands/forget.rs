@@ -280,7 +280,12 @@ pub fn run(g: &Global, a: &ForgetArgs) -> Result<u8> {
 
     // Damaged snapshot files named by id are removed too (nothing can be shown of them).
     for (id, why) in &damaged {
-        eprintln!("remove damaged snapshot {}: {why}", id.short());
+        // Named once: the cause names the snapshot file already, or not.
+        if why.contains(&id.to_hex()) {
+            eprintln!("remove a damaged snapshot file: {why}");
+        } else {
+            eprintln!("remove damaged snapshot {}: {why}", id.short());
+        }
     }
     let mut remove: Vec<Id> = forget::removed_ids(&reports);
     remove.extend(damaged.iter().map(|(id, _)| *id));

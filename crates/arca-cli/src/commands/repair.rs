@@ -610,8 +610,8 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
         }
         if rep.damaged_files_deleted > 0 {
             super::out(&format!(
-                "{} damaged snapshot files removed",
-                rep.damaged_files_deleted
+                "{} removed",
+                util::count(rep.damaged_files_deleted, "damaged snapshot file")
             ))?;
         }
         if !a.forget && !a.dry_run && !rep.damaged.is_empty() {
@@ -622,8 +622,13 @@ fn snapshots(g: &Global, a: &RepairSnapshotsArgs) -> Result<u8> {
         }
         if !a.forget && !a.dry_run && !rep.damaged_files.is_empty() {
             super::out(&format!(
-                "{} damaged snapshot files kept: run again with --forget to remove them",
-                rep.damaged_files.len()
+                "{} kept: run again with --forget to remove {}",
+                util::count(rep.damaged_files.len(), "damaged snapshot file"),
+                if rep.damaged_files.len() == 1 {
+                    "it"
+                } else {
+                    "them"
+                }
             ))?;
         }
     }

@@ -106,7 +106,8 @@ impl std::fmt::Display for DataSubset {
         match self {
             Self::Group { n, of } => write!(f, "{n}/{of}"),
             Self::Percent(p) => write!(f, "{p}%"),
-            Self::Bytes(b) => write!(f, "{b} bytes"),
+            // A cap: the packs read may hold fewer.
+            Self::Bytes(b) => write!(f, "up to {}", arca_format::text::human_bytes(*b)),
         }
     }
 }
