@@ -665,6 +665,15 @@ fn an_unreadable_source_snapshot_exits_3_after_copying_the_others() {
     let name = files[0].file_name().unwrap().to_str().unwrap();
     assert!(err.contains(&name[..8]), "{err}");
     assert!(err.contains("1 source snapshot could not be read"), "{err}");
+    // The advice names the source (`arca forget` alone would run on the target).
+    assert!(
+        err.contains(&format!(
+            "`arca -r {} forget {}`",
+            src.repo.display(),
+            &name[..8]
+        )),
+        "{err}"
+    );
     assert_eq!(snapshots(&dst).len(), 1);
 }
 

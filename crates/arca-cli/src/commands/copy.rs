@@ -122,9 +122,14 @@ fn chosen(src: &Repository, location: &str, a: &CopyArgs) -> Result<(Vec<(Id, Sn
     if a.snapshots.is_empty() {
         let (list, unreadable) = src.list_snapshots_report(&filter)?;
         for (id, e) in &unreadable {
+            // The advice is for the source: `arca forget` alone would run on the target.
+            let short = id.short();
             eprintln!(
                 "arca: source repository {location}: {}",
-                arca_repo::damaged_snapshot_message(id, e)
+                arca_repo::damaged_snapshot_message(id, e).replace(
+                    &format!("`arca forget {short}`"),
+                    &format!("`arca -r {location} forget {short}`")
+                )
             );
         }
         return Ok((list, unreadable.len()));
