@@ -74,7 +74,8 @@ impl arca_restore::Observer for Printer<'_> {
                 (Action::Update, false) => "update",
                 (Action::Metadata, false) => "fix metadata of",
                 (Action::Delete, false) => "delete",
-                (Action::Skip, _) => "leave",
+                (Action::Skip, true) => "would leave",
+                (Action::Skip, false) => "leave",
                 (Action::Blocked, _) => "cannot restore",
             };
             let size = if e.bytes > 0 {
@@ -426,10 +427,10 @@ fn summary_json(
 fn metadata_fixes(p: &arca_restore::PlanSummary) -> String {
     let mut others = vec![];
     if p.dirs_metadata > 0 {
-        others.push(format!("{} directories", p.dirs_metadata));
+        others.push(count(p.dirs_metadata, "directory"));
     }
     if p.others_metadata > 0 {
-        others.push(format!("{} other entries", p.others_metadata));
+        others.push(count(p.others_metadata, "other entry"));
     }
     if others.is_empty() {
         p.files_metadata.to_string()
