@@ -38,9 +38,9 @@ pub(crate) fn snapshot_ino(parent: u64, name: &[u8], id: &Id) -> u64 {
 
 /// The inode shared by the hard links of one file (`dev`, `inode`) in the snapshot shown at
 /// the folder `root`.
-pub(crate) fn hardlink_ino(root: u64, dev: u64, inode: u64) -> u64 {
+pub(crate) fn hardlink_ino(root: u64, dev: u64, inode: u64, content: u64) -> u64 {
     let mut h = DefaultHasher::new();
-    (1u8, root, dev, inode).hash(&mut h);
+    (1u8, root, dev, inode, content).hash(&mut h);
     finish(h)
 }
 
@@ -371,7 +371,7 @@ mod tests {
         ]);
         assert_eq!(names(&l, &["ids"]), [Id(y).to_hex(), Id(x).to_hex()]);
         assert_ne!(child_ino(5, b"a"), child_ino(6, b"a"));
-        assert_ne!(child_ino(5, b"a"), hardlink_ino(5, 0, 0));
+        assert_ne!(child_ino(5, b"a"), hardlink_ino(5, 0, 0, 0));
         // A time folder showing another snapshot after a refresh is another inode.
         let one = Layout::build(vec![(Id(y), snap("2026-01-02T00:00:00Z", "h", &[]))]);
         let two = Layout::build(vec![(Id(x), snap("2026-01-02T00:00:00Z", "h", &[]))]);

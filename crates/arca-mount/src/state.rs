@@ -124,10 +124,18 @@ fn tree_weight(t: &Tree) -> u64 {
 }
 
 /// The inode of `node` in the folder `parent` of the snapshot shown at `root`: hard links
-/// of one file share one.
+/// of one file share one, when the snapshot gives them the same content and times (a file
+/// that changed while the backup read it is stored with each name's own content, as
+/// `restore` and `dump` give them; one inode served the first name opened for both).
 fn content_ino(parent: u64, root: u64, node: &Node) -> u64 {
     if !node.is_dir() && node.nlink > 1 && node.inode != 0 {
-        layout::hardlink_ino(root, node.dev, node.inode)
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (node.size, node.mtime.sec, node.mtime.nsec, node.mode).hash(&mut h);
+        for c in &node.content {
+            (c.id.prefix16(), c.len).hash(&mut h);
+        }
+        layout::hardlink_ino(root, node.dev, node.inode, h.finish())
     } else {
         layout::child_ino(parent, &node.name)
     }

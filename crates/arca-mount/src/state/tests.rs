@@ -265,3 +265,27 @@ fn a_read_whose_pack_was_repacked_loads_the_index_again() {
     assert!(got.is_err_and(|e| missed(&e)));
     assert!(Arc::ptr_eq(&index, &read(&state.index)));
 }
+
+/// Two names of one hard-linked file share an inode when the snapshot gives them the same
+/// content; when it gives them different contents (the file changed while the backup read
+/// it), each keeps its own, as restore and dump give them.
+#[test]
+fn hard_links_share_an_inode_only_with_the_same_content() {
+    let linked = |name: &str, blob: u8| Node {
+        nlink: 2,
+        dev: 9,
+        inode: 77,
+        size: 5,
+        content: vec![arca_format::ContentRef {
+            id: Id([blob; 32]),
+            len: 5,
+        }],
+        ..file(name)
+    };
+    let (a, b) = (linked("a", 1), linked("b", 1));
+    assert_eq!(content_ino(10, 1, &a), content_ino(11, 1, &b));
+    let changed = linked("b", 2);
+    assert_ne!(content_ino(10, 1, &a), content_ino(11, 1, &changed));
+    // Another snapshot shows its own.
+    assert_ne!(content_ino(10, 1, &a), content_ino(10, 2, &a));
+}
