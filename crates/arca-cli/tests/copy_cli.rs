@@ -811,3 +811,53 @@ fn a_rerun_of_a_stopped_copy_says_which_snapshot_was_already_there() {
     assert_ne!(st[1].1, saved, "{v}");
     assert_eq!(snapshots(&dst).len(), 2);
 }
+
+/// Between repositories that identify blobs differently, a snapshot of the target is taken
+/// for a copy of a source snapshot only when it is one: a backup of other content with the
+/// same time and totals (case A), or a copy rewritten in the target dropping only a symlink
+/// (case B), was taken for one, and the source snapshot was never copied (hunt H18).
+#[test]
+fn only_a_copy_is_taken_for_a_copy() {
+    let src = Env::new();
+    src.init(&[]);
+    let dst = Env::new();
+    dst.init(&[]);
+    let dir = src.path("d");
+    fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink("f", dir.join("ln")).unwrap();
+    let d = dir.to_str().unwrap();
+    let when = ["--time", "2020-01-01 00:00:00"];
+    // Case A: the same size, other bytes, backed up into each with the same time.
+    fs::write(dir.join("f"), "AAAA").unwrap();
+    backup(&dst, &[&when[..], &[d]].concat());
+    fs::write(dir.join("f"), "BBBB").unwrap();
+    backup(&src, &[&when[..], &[d]].concat());
+    let v = copy_json(&dst, &src, &[]);
+    assert_eq!(v["snapshots_copied"], 1, "{v}");
+    let f = format!("{d}/f");
+    let mut texts: Vec<String> = snapshots(&dst)
+        .iter()
+        .map(|s| dst.ok(&["dump", s["id"].as_str().unwrap(), &f]))
+        .collect();
+    texts.sort();
+    assert_eq!(texts, ["AAAA", "BBBB"]);
+    // Case B: the copy rewritten in the target without the symlink is no copy any more: the
+    // source snapshot is copied again.
+    let copy = snapshots(&dst)
+        .into_iter()
+        .find(|s| s["original"].is_string())
+        .unwrap();
+    dst.ok(&[
+        "rewrite",
+        "--forget",
+        "-e",
+        &format!("{d}/ln"),
+        copy["id"].as_str().unwrap(),
+    ]);
+    let v = copy_json(&dst, &src, &[]);
+    assert_eq!(v["snapshots_copied"], 1, "{v}");
+    // And then it is there: nothing more to copy.
+    let v = copy_json(&dst, &src, &[]);
+    assert_eq!(v["snapshots_copied"], 0, "{v}");
+    assert_clean(&dst);
+}

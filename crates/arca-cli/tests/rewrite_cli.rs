@@ -583,6 +583,11 @@ fn a_copy_saved_by_an_earlier_run_is_reported_as_found() {
         )) && !out.contains("saved new snapshot"),
         "{out}"
     );
+    // Not counted as modified: nothing was written.
+    assert!(
+        out.ends_with("no snapshots were modified; 1 snapshot was rewritten by an earlier run\n"),
+        "{out}"
+    );
     let again = json(&["--new-host", "h2", short]);
     assert_eq!(again["adopted"], true, "{again}");
     assert_eq!(again["new_snapshot_id"], new.as_str(), "{again}");

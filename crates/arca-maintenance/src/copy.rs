@@ -236,7 +236,10 @@ pub fn same_snapshot(copy: &Snapshot, (id, original): (&Id, &Snapshot), same_tre
             let totals = copy.summary.total_files_processed
                 == original.summary.total_files_processed
                 && copy.summary.total_bytes_processed == original.summary.total_bytes_processed;
-            linked || (copy.copied_tree.is_none() && totals)
+            // The totals only for a copy made before `copied_tree` was recorded (it names an
+            // original): a backup with the same time and totals but other content was taken
+            // for a copy, and the source snapshot never copied (hunt H18).
+            linked || (copy.copied_tree.is_none() && copy.original.is_some() && totals)
         }
 }
 

@@ -341,8 +341,10 @@ fn rewritten(
     let mut new = s.clone();
     if tree != s.tree {
         new.tree = tree;
-        // No longer the tree a copy was made of.
-        new.copied_tree = None;
+        // No longer the tree a copy was made of: its chain starts again at its own tree, so
+        // that `copy` does not take it for a copy of the snapshot it was made from (with no
+        // `copied_tree`, equal totals did: a rewrite dropping only a symlink).
+        new.copied_tree = Some(tree);
     }
     if let Some(h) = opts.metadata.hostname_for(s) {
         new.hostname = h.to_string();

@@ -206,13 +206,25 @@ fn print_report(rep: &RewriteReport, dry_run: bool, forget: bool) -> Result<()> 
             super::out(&format!("would remove old snapshot {short}"))?;
         }
     }
-    let n = rep.modified();
-    super::out(&match (n, dry_run) {
+    // A copy an earlier run saved, only found now, is not counted as modified here (a rerun
+    // said "modified 1 snapshot" and wrote nothing).
+    let found = rep.snapshots.iter().filter(|s| s.adopted).count();
+    let n = rep.modified() - found;
+    let line = match (n, dry_run) {
         (0, false) => "no snapshots were modified".to_string(),
         (0, true) => "no snapshots would be modified".to_string(),
         (n, false) => format!("modified {}", util::count(n, "snapshot")),
         (n, true) => format!("would modify {}", util::count(n, "snapshot")),
-    })
+    };
+    if found > 0 {
+        super::out(&format!(
+            "{line}; {} {} rewritten by an earlier run",
+            util::count(found, "snapshot"),
+            if found == 1 { "was" } else { "were" }
+        ))
+    } else {
+        super::out(&line)
+    }
 }
 
 /// `snapshot 1a7e2847: setting host to h2 (was h1)`, and the same for the time.

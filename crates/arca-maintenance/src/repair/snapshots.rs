@@ -171,8 +171,10 @@ pub fn repair_snapshots(
                 changes.sort_by(|a, b| a.path.cmp(&b.path));
                 let mut new = s.clone();
                 new.tree = r.id;
-                // No longer the tree a copy was made of.
-                new.copied_tree = None;
+                // No longer the tree a copy was made of: its chain starts again at its own
+                // tree (as a rewrite's); with none, equal totals made `copy` take the repaired
+                // copy for the intact source snapshot.
+                new.copied_tree = Some(r.id);
                 new.original.get_or_insert(*id);
                 if !new.tags.iter().any(|t| t == REPAIRED_TAG) {
                     new.tags.push(REPAIRED_TAG.to_string());
