@@ -533,6 +533,15 @@ fn snapshot_filters_pick_the_version() {
     e.ok(&["backup", "-q", "--tag", "one", src.to_str().unwrap()]);
     fs::write(&f, b"second version\n").unwrap();
     e.ok(&["backup", "-q", "--tag", "two", src.to_str().unwrap()]);
+    // `--target -` is standard output (it made a file named `-`).
+    let o = e
+        .cmd(&["dump", "--target", "-", "latest", f.to_str().unwrap()])
+        .current_dir(e.path(""))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, b"second version\n");
+    assert!(!e.path("-").exists());
     let fs_ = f.to_str().unwrap();
     assert_eq!(e.ok(&["dump", "latest", fs_]), "second version\n");
     assert_eq!(

@@ -37,7 +37,8 @@ pub struct DumpArgs {
     /// alone
     #[arg(short, long, value_enum, value_name = "FORMAT")]
     pub archive: Option<ArchiveArg>,
-    /// Write to FILE instead of stdout (written beside it and renamed into place once whole)
+    /// Write to FILE instead of stdout (written beside it and renamed into place once whole;
+    /// `-` is stdout)
     #[arg(short, long, value_name = "FILE")]
     pub target: Option<PathBuf>,
     #[command(flatten)]
@@ -234,7 +235,9 @@ pub fn run(g: &Global, a: &DumpArgs) -> Result<u8> {
     // is looked up (it was "/: read …" for a whole snapshot).
     let in_snapshot =
         |e: DumpError| anyhow::Error::new(e).context(format!("snapshot {}", id.short()));
-    let report = match &a.target {
+    // `--target -` is standard output, as `-` is for every file argument (it made a file
+    // named `-`).
+    let report = match a.target.as_deref().filter(|t| *t != Path::new("-")) {
         Some(t) => {
             let (pending, file) = Pending::create(t)?;
             let mut w = BufWriter::with_capacity(1 << 20, file);
