@@ -448,7 +448,19 @@ impl<'c, 'a, 's> FileReader<'c, 'a, 's> {
             // inode's last instantiation, new whenever the kernel dropped it between the walk's
             // lstat and this read (CI saw /sys/kernel/mm/transparent_hugepage/enabled warned
             // so). Such a file is stored as read, without a word, as restic stores it.
-            let moved = after.len() != node.size || times != before || total != node.size;
+            // A ctime moved with the link count, mode or owner is explained by them: a file
+            // renamed over this one (how editors save and logs rotate) or a link made to it
+            // leaves its content as read, and was warned of with exit 3.
+            let relinked = after.nlink() != node.nlink
+                || after.mode() & 0o7777 != node.mode & 0o7777
+                || after.uid() != node.uid
+                || after.gid() != node.gid;
+            let times_moved = if relinked {
+                times.0 != before.0
+            } else {
+                times != before
+            };
+            let moved = after.len() != node.size || times_moved || total != node.size;
             if moved && !sizes_are_not_contents(&file) {
                 let msg = format!(
                     "{}: changed while it was read; stored as read ({total} bytes)",
