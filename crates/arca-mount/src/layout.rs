@@ -83,7 +83,8 @@ pub(crate) fn system_time(s: &Snapshot) -> SystemTime {
     }
 }
 
-/// A host or tag as a file name: `/` and NUL become `_`, and `.`, `..` or nothing `_`.
+/// A host or tag as a file name: `/` and NUL become `_`, and `.`, `..` or nothing `_`
+/// (a name another host or tag has already gets `-2`, `-3`, ...: see [`unique_name`]).
 fn file_name(s: &str) -> Vec<u8> {
     let v: Vec<u8> = s
         .bytes()
@@ -94,6 +95,17 @@ fn file_name(s: &str) -> Vec<u8> {
     } else {
         v
     }
+}
+
+/// `name`, or when it is taken, `name-2`, `name-3`, ...: the first free one, marked taken.
+fn unique_name(name: Vec<u8>, taken: &mut std::collections::HashSet<Vec<u8>>) -> Vec<u8> {
+    let mut candidate = name.clone();
+    let mut n = 2;
+    while !taken.insert(candidate.clone()) {
+        candidate = [&name[..], format!("-{n}").as_bytes()].concat();
+        n += 1;
+    }
+    candidate
 }
 
 struct Builder {
@@ -204,19 +216,23 @@ impl Layout {
         let everyone: Vec<usize> = (0..snapshots.len()).collect();
         b.timeline(times, &everyone, &snapshots);
 
-        let mut by_host: BTreeMap<Vec<u8>, Vec<usize>> = BTreeMap::new();
-        let mut by_tag: BTreeMap<Vec<u8>, Vec<usize>> = BTreeMap::new();
+        let mut by_host: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        let mut by_tag: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
         for (i, (_, s)) in snapshots.iter().enumerate() {
-            by_host.entry(file_name(&s.hostname)).or_default().push(i);
+            by_host.entry(&s.hostname).or_default().push(i);
             for t in &s.tags {
-                let members = by_tag.entry(file_name(t)).or_default();
+                let members = by_tag.entry(t).or_default();
                 if members.last() != Some(&i) {
                     members.push(i);
                 }
             }
         }
         for (parent, groups) in [(hosts, by_host), (tags, by_tag)] {
-            for (name, members) in groups {
+            // Each host or tag its own folder: two whose file names agree (`a/b` and `a_b`)
+            // shared one, which then listed snapshots without its tag.
+            let mut taken = std::collections::HashSet::new();
+            for (text, members) in groups {
+                let name = unique_name(file_name(text), &mut taken);
                 let d = b.dir(parent, &name, newest(&mut members.iter().copied()));
                 b.timeline(d, &members, &snapshots);
             }
@@ -284,6 +300,27 @@ mod tests {
             Virtual::Snapshot { snapshot, .. } => l.snapshots[*snapshot].0,
             v => panic!("not a snapshot: {v:?}"),
         }
+    }
+
+    /// Tags (and hosts) whose file names agree get a folder each, not one listing both's
+    /// snapshots.
+    #[test]
+    fn tags_alike_as_file_names_get_a_folder_each() {
+        let (a, b, c) = (Id([0xaa; 32]), Id([0xbb; 32]), Id([0xcc; 32]));
+        let l = Layout::build(vec![
+            (a, snap("2026-11-21T08:00:00+00:00", "h", &["a/b"])),
+            (b, snap("2026-11-22T08:00:00+00:00", "h", &["a_b"])),
+            (c, snap("2026-11-23T08:00:00+00:00", "h", &[".", ".."])),
+        ]);
+        assert_eq!(names(&l, &["tags"]), ["_", "_-2", "a_b", "a_b-2"]);
+        assert_eq!(
+            snapshot_at(&l, &["tags", "a_b", "2026-11-21T08:00:00+00:00"]),
+            a
+        );
+        assert_eq!(
+            names(&l, &["tags", "a_b-2"]),
+            ["2026-11-22T08:00:00+00:00", "latest"]
+        );
     }
 
     #[test]
