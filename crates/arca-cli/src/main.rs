@@ -166,14 +166,15 @@ fn main() -> ExitCode {
         .filter_map(|(i, a)| {
             let a = a.as_encoded_bytes();
             let list_option = |o: &[u8]| STDIN_LISTS.contains(&o);
-            let option = if a == b"--stdin" {
-                a
-            } else if a == b"-" && i > 0 && list_option(args[i - 1].as_encoded_bytes()) {
+            if a == b"--stdin" {
+                return Some("--stdin".to_string());
+            }
+            let option = if a == b"-" && i > 0 && list_option(args[i - 1].as_encoded_bytes()) {
                 args[i - 1].as_encoded_bytes()
             } else {
                 a.strip_suffix(b"=-").filter(|o| list_option(o))?
             };
-            Some(format!("{} -", String::from_utf8_lossy(option)).replace("--stdin -", "--stdin"))
+            Some(format!("{} -", String::from_utf8_lossy(option)))
         })
         .collect();
     // Standard input is read once: a second reader would find it empty.
