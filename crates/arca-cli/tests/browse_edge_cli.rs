@@ -120,6 +120,19 @@ fn cat_tree_takes_a_snapshot_spec() {
         "{}",
         stderr(&o)
     );
+    // A data blob's id is said to be one (it was "not in the index").
+    let blob = e
+        .ok(&["list", "blobs"])
+        .lines()
+        .find_map(|l| l.strip_prefix("data ").map(str::to_string))
+        .unwrap();
+    let o = e.run(&["cat", "tree", &blob]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains(&format!("{blob} is a data blob, not a tree")),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

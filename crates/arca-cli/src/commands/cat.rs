@@ -152,6 +152,10 @@ pub fn run(g: &Global, a: &CatArgs) -> Result<u8> {
                 None => parse_id(id)?,
                 Some(found) => super::subfolder::resolve(repo, &index, found)?.tree(),
             };
+            if !index.contains(BlobKind::Tree, &tree) && index.contains(BlobKind::Data, &tree) {
+                // It said "not in the index" of a blob that is there.
+                bail!("{tree} is a data blob, not a tree (`arca cat blob` prints it)");
+            }
             let t = repo.load_tree(&index, &tree)?;
             let nodes: Vec<_> = t
                 .nodes
