@@ -175,14 +175,28 @@ fn objects_report_files_offsets_and_folders() {
     assert_eq!(run(&mut f, fx.roots[1]), ["/ tree", "/home/u/docs tree"]);
 }
 
+/// A folder whose listing cannot be read is left out, named, and its siblings searched (the
+/// whole snapshot was given up); a root listing that cannot be read fails the search.
 #[test]
-fn unreadable_listing_is_an_error_naming_it() {
+fn unreadable_listing_is_left_out_naming_it() {
     let mut r = TestRepo::new();
     let missing = Id([9; 32]);
-    let root = r.tree(vec![dir(b"gone", missing)]);
+    let root = r.tree(vec![dir(b"gone", missing), file(b"z.txt", vec![], 0)]);
     let index = r.finish();
-    let mut f = Finder::new(&r.repo, &index, names(&["*"]));
-    let mut sink = |_: &Hit<'_>| Ok(());
-    let e = f.search(root, &mut sink).unwrap_err().to_string();
+    let mut f = Finder::new(&r.repo, &index, names(&["*.txt"]));
+    let mut found = vec![];
+    let mut sink = |h: &Hit<'_>| {
+        found.push(String::from_utf8_lossy(h.path).into_owned());
+        Ok(())
+    };
+    assert_eq!(f.search(root, &mut sink).unwrap(), 1);
+    assert_eq!(found, ["/z.txt"]);
+    let skipped = f.take_skipped();
+    assert_eq!(skipped.len(), 1);
+    let e = skipped[0].to_string();
     assert!(e.contains("/gone") && e.contains(&missing.to_hex()), "{e}");
+    assert!(f.take_skipped().is_empty());
+    let mut sink = |_: &Hit<'_>| Ok(());
+    let e = f.search(missing, &mut sink).unwrap_err().to_string();
+    assert!(e.contains(&missing.to_hex()), "{e}");
 }
