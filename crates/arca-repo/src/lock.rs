@@ -77,18 +77,6 @@ impl FoundLock {
                     if self.stale { ", stale" } else { "" }
                 )
             }
-            Err(why) if self.damaged => {
-                // Named once: the reason names the lock file already, or not.
-                let which = if why.contains(&self.id.to_hex()) {
-                    "its lock file".to_string()
-                } else {
-                    format!("lock file {}", self.id)
-                };
-                format!(
-                    "by no known process: {which} is damaged ({why}), so no arca wrote it as \
-                     it is; `arca unlock` removes it"
-                )
-            }
             Err(why) => {
                 // Named once: the reason may name the lock file already.
                 let which = if why.contains(&self.id.to_hex()) {
@@ -96,15 +84,28 @@ impl FoundLock {
                 } else {
                     format!("lock file {}", self.id)
                 };
-                // `unlock --remove-all` removes it at once, live or not: the advice must not
-                // read as if it waited for the holder.
-                format!(
-                    "by an unknown holder: {which} cannot be read ({why}), and it may be live; \
-                     once you are sure no process holds it, `arca unlock --remove-all` removes \
-                     it"
-                )
+                if self.damaged {
+                    format!(
+                        "by no known process: {which} is damaged ({why}), so no arca wrote it \
+                         as it is; `arca unlock` removes it"
+                    )
+                } else {
+                    // `unlock --remove-all` removes it at once, live or not: the advice must
+                    // not read as if it waited for the holder.
+                    format!(
+                        "by an unknown holder: {which} cannot be read ({why}), and it may be \
+                         live; once you are sure no process holds it, `arca unlock \
+                         --remove-all` removes it"
+                    )
+                }
             }
         }
+    }
+
+    /// Whether `unlock` removes it: stale or damaged, or any lock with `all`
+    /// (`--remove-all`).
+    pub fn removed_by_unlock(&self, all: bool) -> bool {
+        all || self.stale || self.damaged
     }
 
     /// [`Self::describe`] and what to do about it (a lock that cannot be read already says).
@@ -559,7 +560,7 @@ impl Repository {
     pub fn unlock(&self, all: bool) -> Result<usize> {
         let mut removed = 0;
         for l in self.list_locks()? {
-            if all || l.stale || l.damaged {
+            if l.removed_by_unlock(all) {
                 match self.backend().delete(FileType::Lock, &l.id.to_hex()) {
                     Ok(()) => removed += 1,
                     Err(e) if e.is_not_found() => {}

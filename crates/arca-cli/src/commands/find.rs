@@ -366,13 +366,7 @@ pub fn run(g: &Global, a: &FindArgs) -> Result<u8> {
     }
     if skipped > 0 {
         // Finished, but some entries could not be searched: as restore, exit 3.
-        crate::progress::warn(&format!(
-            "arca: {} could not be read and {} left out (see above); everything else was \
-             searched",
-            util::count(skipped, "folder listing"),
-            if skipped == 1 { "was" } else { "were" }
-        ));
-        return Ok(3);
+        return Ok(super::left_out_listings(skipped, "searched"));
     }
     Ok(super::left_out_exit(left_out))
 }

@@ -24,9 +24,7 @@ pub fn run(g: &Global, a: &UnlockArgs) -> Result<u8> {
     let opened = util::open_uncached(g)?;
     let locks = opened.repo.list_locks()?;
     let removed = opened.repo.unlock(a.remove_all)?;
-    let kept = locks
-        .iter()
-        .filter(|l| !(a.remove_all || l.stale || l.damaged));
+    let kept = locks.iter().filter(|l| !l.removed_by_unlock(a.remove_all));
     if a.json {
         // One summary line, as the other commands' `--json` (with `-q` too: a script asked
         // for it); `unlock --json` printed the text form.

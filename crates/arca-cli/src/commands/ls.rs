@@ -302,13 +302,7 @@ pub fn run(g: &Global, a: &LsArgs) -> Result<u8> {
         if n == 0 || code != 0 {
             return Ok(code);
         }
-        crate::progress::warn(&format!(
-            "arca: {} could not be read and {} left out (see above); everything else was \
-             listed",
-            util::count(n, "folder listing"),
-            if n == 1 { "was" } else { "were" }
-        ));
-        Ok(3)
+        Ok(super::left_out_listings(n, "listed"))
     };
     if a.json {
         let mut v = serde_json::to_value(&snap)?;

@@ -246,6 +246,17 @@ fn list_all(
     Ok((list, damaged.len()))
 }
 
+/// Exit 3, with a last line, for `find` and `ls` when `skipped` folder listings could not be
+/// read and were left out (each named as it was met); everything else was `done`.
+fn left_out_listings(skipped: usize, done: &str) -> u8 {
+    crate::progress::warn(&format!(
+        "arca: {} could not be read and {} left out (see above); everything else was {done}",
+        crate::util::count(skipped, "folder listing"),
+        if skipped == 1 { "was" } else { "were" }
+    ));
+    3
+}
+
 /// The exit code of a command that went over every snapshot (`tag`, `rewrite`, `forget`,
 /// `find`, `stats`)
 /// when `left_out` snapshot files could not be read: 3, as `copy`'s, with a last line saying
